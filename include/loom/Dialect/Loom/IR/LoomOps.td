@@ -1,0 +1,244 @@
+//===- LoomOps.td - Loom dialect operations ----------------*- tablegen -*-===//
+
+#ifndef LOOM_DIALECT_LOOM_IR_LOOMOPS_TD
+#define LOOM_DIALECT_LOOM_IR_LOOMOPS_TD
+
+include "loom/Dialect/Loom/IR/LoomBase.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/IR/BuiltinAttributes.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Mesh
+//===----------------------------------------------------------------------===//
+
+def Loom_MeshOp : Loom_Op<"mesh", [Symbol, HasParent<"::mlir::ModuleOp">]> {
+  let summary = "A device mesh with named axes";
+  let description = [{
+    Declares a logical mesh of ranks, like PyTorch's `DeviceMesh` with
+    `mesh_dim_names`. Collectives name the mesh by symbol and the axes they
+    run over by name. Ranks are laid out row-major: the last axis varies
+    fastest, as in `init_device_mesh`.
+
+    Upstream `shard.grid` has the same shape but unnamed axes; Loom passes
+    and users address axes by name (`"replicate"`, `"shard"`, `"pp"`), so the
+    mesh keeps them.
+
+    ```mlir
+    loom.mesh @hsdp shape [2, 4] axes ["replicate", "shard"]
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       DenseI64ArrayAttr:$shape,
+                       StrArrayAttr:$axes);
+  let assemblyFormat = "$sym_name `shape` $shape `axes` $axes attr-dict";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Total number of ranks in the mesh.
+    int64_t getNumRanks();
+    /// Index of the axis called `name`, or std::nullopt.
+    std::optional<unsigned> getAxisIndex(::llvm::StringRef name);
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Generic ATen op
+//===----------------------------------------------------------------------===//
+
+def Loom_AtenOp : Loom_Op<"aten"> {
+  let summary = "Any ATen operator, named by its schema";
+  let description = [{
+    One ATen (or prims) operator call, e.g. `aten::addmm.default`. Tensor
+    arguments are the op's operands; the argument list is kept in `args`
+    (positional) and `kwargs` (keyword-only), where `#loom.arg<N>` refers to
+    operand N and every other entry is the non-tensor value: integers,
+    floats, booleans, strings, lists of those, `unit` for `None`, and a type
+    for a `ScalarType`. Every operand is referenced exactly once.
+
+    When the schema's returns do not map one-to-one onto the op's results
+    (an optional return that is `None`, or a `Tensor[]` return), `returns`
+    has one entry per schema return: the index of the result it becomes,
+    `unit` for `None`, or a list of result indices for a list return.
+
+    The runtime calls the operator through the ATen dispatcher by name, so
+    any exported graph imports. For the operators Loom knows a shape rule of
+    (matmuls, elementwise with broadcasting, views, reductions, ...) the
+    verifier checks the result types against the rule.
+
+    ```mlir
+    %0 = loom.aten "aten::addmm.default"(%b, %x, %wt)
+           {args = [#loom.arg<0>, #loom.arg<1>, #loom.arg<2>]}
+           : (tensor<8xf32>, tensor<4x16xf32>, tensor<16x8xf32>) -> tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$kernel,
+                       Variadic<AnyRankedTensor>:$inputs,
+                       DefaultValuedAttr<ArrayAttr, "{}">:$args,
+                       DefaultValuedAttr<DictionaryAttr, "{}">:$kwargs,
+                       OptionalAttr<ArrayAttr>:$returns);
+  let results = (outs Variadic<AnyRankedTensor>:$results);
+  let assemblyFormat = [{
+    $kernel `(` $inputs `)` attr-dict `:` functional-type($inputs, $results)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The operator name without overload, e.g. "aten::addmm".
+    ::llvm::StringRef getOpName();
+    /// The overload, e.g. "default" (empty when the name has none).
+    ::llvm::StringRef getOverload();
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+class Loom_CollectiveOp<string mnemonic, list<Trait> traits = []>
+    : Loom_Op<mnemonic, !listconcat(traits,
+          [DeclareOpInterfaceMethods<SymbolUserOpInterface>])> {
+  code extraCollectiveDecls = [{
+    /// The mesh this collective runs on (null if the symbol is unresolved).
+    ::loom::MeshOp getMeshOp(::mlir::SymbolTableCollection &symbolTable);
+  }];
+  let extraClassDeclaration = extraCollectiveDecls;
+  dag commonArgs = (ins FlatSymbolRefAttr:$mesh, StrArrayAttr:$axes);
+}
+
+def Loom_AllGatherStartOp : Loom_CollectiveOp<"all_gather_start"> {
+  let summary = "Start gathering shards along a tensor dimension";
+  let description = [{
+    Concatenates each rank's `input` along `dim` over the ranks of the named
+    mesh axes, in rank order. The result's `dim` is the input's times the
+    group size (the product of the axes' sizes).
+
+    ```mlir
+    %f = loom.all_gather_start %x on @dp axes ["shard"] dim 0
+        : tensor<2x8xf32> -> !loom.future<tensor<8x8xf32>>
+    ```
+  }];
+  let arguments = !con((ins AnyRankedTensor:$input), commonArgs,
+                       (ins I64Attr:$dim));
+  let results = (outs Loom_AnyFuture:$future);
+  let assemblyFormat = [{
+    $input `on` $mesh `axes` $axes `dim` $dim attr-dict `:` type($input) `->` type($future)
+  }];
+  let hasVerifier = 1;
+}
+
+def Loom_ReduceScatterStartOp : Loom_CollectiveOp<"reduce_scatter_start"> {
+  let summary = "Start reducing a tensor and scattering it along a dimension";
+  let description = [{
+    Reduces `input` over the ranks of the named mesh axes with `reduction`
+    and leaves rank i with the i-th of the group-size equal slices along
+    `dim`. The input's `dim` must be divisible by the group size.
+
+    ```mlir
+    %f = loom.reduce_scatter_start %g on @dp axes ["shard"] dim 0 reduce <avg>
+        : tensor<8x8xf32> -> !loom.future<tensor<2x8xf32>>
+    ```
+  }];
+  let arguments = !con((ins AnyRankedTensor:$input), commonArgs,
+                       (ins I64Attr:$dim, Loom_ReduceKindAttr:$reduction));
+  let results = (outs Loom_AnyFuture:$future);
+  let assemblyFormat = [{
+    $input `on` $mesh `axes` $axes `dim` $dim `reduce` $reduction attr-dict `:` type($input) `->` type($future)
+  }];
+  let hasVerifier = 1;
+}
+
+def Loom_AllReduceStartOp : Loom_CollectiveOp<"all_reduce_start"> {
+  let summary = "Start reducing a tensor over mesh axes";
+  let description = [{
+    Every rank of the group receives the reduction of all ranks' `input`.
+
+    ```mlir
+    %f = loom.all_reduce_start %g on @hsdp axes ["replicate"] reduce <avg>
+        : tensor<2x8xf32> -> !loom.future<tensor<2x8xf32>>
+    ```
+  }];
+  let arguments = !con((ins AnyRankedTensor:$input), commonArgs,
+                       (ins Loom_ReduceKindAttr:$reduction));
+  let results = (outs Loom_AnyFuture:$future);
+  let assemblyFormat = [{
+    $input `on` $mesh `axes` $axes `reduce` $reduction attr-dict `:` type($input) `->` type($future)
+  }];
+  let hasVerifier = 1;
+}
+
+def Loom_BroadcastStartOp : Loom_CollectiveOp<"broadcast_start"> {
+  let summary = "Start broadcasting a tensor from one rank of a group";
+  let description = [{
+    Every rank of the group receives `input` of the rank at index `root`
+    within the group (row-major over the named axes).
+
+    ```mlir
+    %f = loom.broadcast_start %w on @dp axes ["shard"] root 0
+        : tensor<4x8xf32> -> !loom.future<tensor<4x8xf32>>
+    ```
+  }];
+  let arguments = !con((ins AnyRankedTensor:$input), commonArgs,
+                       (ins I64Attr:$root));
+  let results = (outs Loom_AnyFuture:$future);
+  let assemblyFormat = [{
+    $input `on` $mesh `axes` $axes `root` $root attr-dict `:` type($input) `->` type($future)
+  }];
+  let hasVerifier = 1;
+}
+
+def Loom_SendStartOp : Loom_CollectiveOp<"send_start"> {
+  let summary = "Start sending a tensor to a peer along mesh axes";
+  let description = [{
+    Sends `input` to the rank at index `peer` within the group of the named
+    axes (e.g. the next pipeline stage). Completes as `!loom.future<none>`.
+
+    ```mlir
+    %f = loom.send_start %act on @pp axes ["pp"] peer 1
+        : tensor<4x8xf32> -> !loom.future<none>
+    ```
+  }];
+  let arguments = !con((ins AnyRankedTensor:$input), commonArgs,
+                       (ins I64Attr:$peer));
+  let results = (outs Loom_AnyFuture:$future);
+  let assemblyFormat = [{
+    $input `on` $mesh `axes` $axes `peer` $peer attr-dict `:` type($input) `->` type($future)
+  }];
+  let hasVerifier = 1;
+}
+
+def Loom_RecvStartOp : Loom_CollectiveOp<"recv_start"> {
+  let summary = "Start receiving a tensor from a peer along mesh axes";
+  let description = [{
+    Receives a tensor of the future's value type from the rank at index
+    `peer` within the group of the named axes.
+
+    ```mlir
+    %f = loom.recv_start on @pp axes ["pp"] peer 0 : !loom.future<tensor<4x8xf32>>
+    ```
+  }];
+  let arguments = !con(commonArgs, (ins I64Attr:$peer));
+  let results = (outs Loom_AnyFuture:$future);
+  let assemblyFormat = [{
+    `on` $mesh `axes` $axes `peer` $peer attr-dict `:` type($future)
+  }];
+  let hasVerifier = 1;
+}
+
+def Loom_WaitOp : Loom_Op<"wait"> {
+  let summary = "Wait for an asynchronous collective and take its value";
+  let description = [{
+    Marks where the value of a started collective is needed. Each future is
+    waited exactly once. A `!loom.future<none>` wait has no result.
+
+    ```mlir
+    %y = loom.wait %f : !loom.future<tensor<8x8xf32>> -> tensor<8x8xf32>
+    ```
+  }];
+  let arguments = (ins Loom_AnyFuture:$future);
+  let results = (outs Optional<AnyRankedTensor>:$result);
+  let assemblyFormat = [{
+    $future attr-dict `:` type($future) (`->` type($result)^)?
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // LOOM_DIALECT_LOOM_IR_LOOMOPS_TD

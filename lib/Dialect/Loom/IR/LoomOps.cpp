@@ -1,0 +1,429 @@
+//===- LoomOps.cpp - Verifiers and helpers of loom operations -------------===//
+
+#include "loom/Dialect/Loom/IR/LoomOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/StringSet.h"
+
+using namespace mlir;
+using namespace loom;
+
+//===----------------------------------------------------------------------===//
+// MeshOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult MeshOp::verify() {
+  ArrayRef<int64_t> shape = getShape();
+  if (shape.empty())
+    return emitOpError("mesh must have at least one axis");
+  if (shape.size() != getAxes().size())
+    return emitOpError("mesh has ")
+           << shape.size() << " dimensions but " << getAxes().size()
+           << " axis names";
+  llvm::StringSet<> seen;
+  for (auto [size, nameAttr] : llvm::zip(shape, getAxes())) {
+    StringRef name = cast<StringAttr>(nameAttr).getValue();
+    if (size <= 0)
+      return emitOpError("axis '") << name << "' has size " << size
+                                   << ", expected a positive size";
+    if (name.empty())
+      return emitOpError("axis names must not be empty");
+    if (!seen.insert(name).second)
+      return emitOpError("axis name '") << name << "' is used twice";
+  }
+  return success();
+}
+
+int64_t MeshOp::getNumRanks() {
+  int64_t n = 1;
+  for (int64_t s : getShape())
+    n *= s;
+  return n;
+}
+
+std::optional<unsigned> MeshOp::getAxisIndex(StringRef name) {
+  for (auto [i, axis] : llvm::enumerate(getAxes()))
+    if (cast<StringAttr>(axis).getValue() == name)
+      return i;
+  return std::nullopt;
+}
+
+//===----------------------------------------------------------------------===//
+// AtenOp
+//===----------------------------------------------------------------------===//
+
+StringRef AtenOp::getOpName() { return getKernel().split('.').first; }
+StringRef AtenOp::getOverload() { return getKernel().split('.').second; }
+
+/// Records every `#loom.arg<N>` inside `attr` into `uses`; fails on an index
+/// out of range.
+static LogicalResult collectOperandRefs(AtenOp op, Attribute attr,
+                                        SmallVectorImpl<unsigned> &uses) {
+  if (auto ref = dyn_cast<OperandRefAttr>(attr)) {
+    if (ref.getIndex() >= op->getNumOperands())
+      return op.emitOpError("argument refers to operand #")
+             << ref.getIndex() << " but the op has " << op->getNumOperands()
+             << " operands";
+    uses[ref.getIndex()]++;
+    return success();
+  }
+  if (auto array = dyn_cast<ArrayAttr>(attr)) {
+    for (Attribute element : array)
+      if (failed(collectOperandRefs(op, element, uses)))
+        return failure();
+    return success();
+  }
+  if (auto dict = dyn_cast<DictionaryAttr>(attr)) {
+    for (NamedAttribute element : dict)
+      if (failed(collectOperandRefs(op, element.getValue(), uses)))
+        return failure();
+    return success();
+  }
+  if (isa<IntegerAttr, FloatAttr, BoolAttr, StringAttr, UnitAttr, TypeAttr>(
+          attr))
+    return success();
+  return op.emitOpError("argument ")
+         << attr << " is not a valid ATen argument value";
+}
+
+LogicalResult AtenOp::verify() {
+  StringRef kernel = getKernel();
+  auto [ns, rest] = kernel.split("::");
+  if (ns.empty() || rest.empty() || rest.starts_with(".") ||
+      rest.ends_with("."))
+    return emitOpError("kernel '")
+           << kernel << "' is not a schema name like 'aten::mm.default'";
+
+  SmallVector<unsigned> uses(getNumOperands(), 0);
+  if (failed(collectOperandRefs(*this, getArgs(), uses)) ||
+      failed(collectOperandRefs(*this, getKwargs(), uses)))
+    return failure();
+  for (auto [i, n] : llvm::enumerate(uses))
+    if (n != 1)
+      return emitOpError("operand #")
+             << i << " is referenced " << n
+             << " times by the argument list, expected exactly once";
+
+  if (std::optional<ArrayAttr> returns = getReturns()) {
+    SmallVector<unsigned> seen(getNumResults(), 0);
+    auto mark = [&](Attribute a) -> LogicalResult {
+      auto index = dyn_cast<IntegerAttr>(a);
+      if (!index || index.getInt() < 0 ||
+          index.getInt() >= static_cast<int64_t>(getNumResults()))
+        return emitOpError("'returns' entry ")
+               << a << " is not the index of one of the "
+               << getNumResults() << " results";
+      seen[index.getInt()]++;
+      return success();
+    };
+    for (Attribute entry : *returns) {
+      if (isa<UnitAttr>(entry))
+        continue;
+      if (auto list = dyn_cast<ArrayAttr>(entry)) {
+        for (Attribute a : list)
+          if (failed(mark(a)))
+            return failure();
+        continue;
+      }
+      if (failed(mark(entry)))
+        return failure();
+    }
+    for (auto [i, n] : llvm::enumerate(seen))
+      if (n != 1)
+        return emitOpError("result #")
+               << i << " appears " << n << " times in 'returns'";
+    // Shape rules describe the schema's returns one-to-one.
+    return success();
+  }
+
+  std::optional<FailureOr<SmallVector<TensorInfo>>> inferred =
+      inferAtenResults(*this);
+  if (!inferred)
+    return success();
+  if (failed(*inferred))
+    return failure();
+  const SmallVector<TensorInfo> &expected = **inferred;
+  if (expected.size() != getNumResults())
+    return emitOpError("'")
+           << kernel << "' produces " << expected.size()
+           << " results, but the op declares " << getNumResults();
+  for (auto [i, info, type] : llvm::enumerate(expected, getResultTypes())) {
+    auto tensor = cast<RankedTensorType>(type);
+    if (tensor.getShape() != ArrayRef<int64_t>(info.shape)) {
+      std::string want;
+      llvm::raw_string_ostream os(want);
+      os << "[";
+      llvm::interleaveComma(info.shape, os);
+      os << "]";
+      return emitOpError("result #")
+             << i << " has shape " << tensor << " but '" << kernel
+             << "' gives shape " << want << " for these operands";
+    }
+    if (info.elementType && info.elementType != tensor.getElementType())
+      return emitOpError("result #")
+             << i << " has element type " << tensor.getElementType()
+             << " but '" << kernel << "' gives " << info.elementType;
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+/// Checks the parts of a collective that need no symbol lookup: the future
+/// is waited exactly once, and its value type agrees with the input's rank
+/// and element type.
+static LogicalResult verifyFutureUse(Operation *op, Value future) {
+  if (!future.hasOneUse() || !isa<WaitOp>(*future.getUsers().begin()))
+    return op->emitOpError("future must be consumed by exactly one loom.wait");
+  return success();
+}
+
+static FailureOr<RankedTensorType> getFutureTensor(Operation *op,
+                                                   Value future) {
+  auto type = dyn_cast<RankedTensorType>(
+      cast<FutureType>(future.getType()).getValueType());
+  if (!type)
+    return op->emitOpError("result must be a future of a ranked tensor, got ")
+           << future.getType();
+  return type;
+}
+
+/// Resolves the mesh and checks the named axes; returns the group size.
+static FailureOr<int64_t> verifyMeshAxes(Operation *op, FlatSymbolRefAttr mesh,
+                                         ArrayAttr axes,
+                                         SymbolTableCollection &symbolTable) {
+  auto meshOp =
+      symbolTable.lookupNearestSymbolFrom<MeshOp>(op, mesh.getAttr());
+  if (!meshOp)
+    return op->emitOpError("'") << mesh.getValue()
+                                << "' does not name a loom.mesh";
+  if (axes.empty())
+    return op->emitOpError("collective must name at least one mesh axis");
+  llvm::StringSet<> seen;
+  int64_t groupSize = 1;
+  for (Attribute axisAttr : axes) {
+    StringRef axis = cast<StringAttr>(axisAttr).getValue();
+    std::optional<unsigned> index = meshOp.getAxisIndex(axis);
+    if (!index) {
+      auto diag = op->emitOpError("mesh @")
+                  << mesh.getValue() << " has no axis '" << axis
+                  << "' (axes: ";
+      llvm::interleaveComma(meshOp.getAxes(), diag, [&](Attribute a) {
+        diag << "'" << cast<StringAttr>(a).getValue() << "'";
+      });
+      return diag << ")";
+    }
+    if (!seen.insert(axis).second)
+      return op->emitOpError("mesh axis '") << axis << "' is named twice";
+    groupSize *= meshOp.getShape()[*index];
+  }
+  return groupSize;
+}
+
+static LogicalResult verifyDim(Operation *op, int64_t dim, int64_t rank) {
+  if (dim < 0 || dim >= rank)
+    return op->emitOpError("dim ") << dim << " is out of range for a rank-"
+                                   << rank << " tensor";
+  return success();
+}
+
+template <typename OpTy>
+static MeshOp lookupMesh(OpTy op, SymbolTableCollection &symbolTable) {
+  return symbolTable.lookupNearestSymbolFrom<MeshOp>(op,
+                                                     op.getMeshAttr().getAttr());
+}
+
+#define LOOM_COLLECTIVE_MESH_GETTER(OP)                                        \
+  MeshOp OP::getMeshOp(SymbolTableCollection &symbolTable) {                   \
+    return lookupMesh(*this, symbolTable);                                     \
+  }
+LOOM_COLLECTIVE_MESH_GETTER(AllGatherStartOp)
+LOOM_COLLECTIVE_MESH_GETTER(ReduceScatterStartOp)
+LOOM_COLLECTIVE_MESH_GETTER(AllReduceStartOp)
+LOOM_COLLECTIVE_MESH_GETTER(BroadcastStartOp)
+LOOM_COLLECTIVE_MESH_GETTER(SendStartOp)
+LOOM_COLLECTIVE_MESH_GETTER(RecvStartOp)
+#undef LOOM_COLLECTIVE_MESH_GETTER
+
+/// Input and result agree in rank and element type, and in every dimension
+/// except `exceptDim` (-1: all dimensions).
+static LogicalResult verifySameTensorExcept(Operation *op,
+                                            RankedTensorType input,
+                                            RankedTensorType result,
+                                            int64_t exceptDim) {
+  if (input.getElementType() != result.getElementType())
+    return op->emitOpError("result element type ")
+           << result.getElementType() << " differs from input element type "
+           << input.getElementType();
+  if (input.getRank() != result.getRank())
+    return op->emitOpError("result rank ")
+           << result.getRank() << " differs from input rank "
+           << input.getRank();
+  for (int64_t d = 0; d < input.getRank(); ++d)
+    if (d != exceptDim && input.getDimSize(d) != result.getDimSize(d))
+      return op->emitOpError("result dimension ")
+             << d << " is " << result.getDimSize(d) << " but input's is "
+             << input.getDimSize(d);
+  return success();
+}
+
+LogicalResult AllGatherStartOp::verify() {
+  FailureOr<RankedTensorType> result = getFutureTensor(*this, getFuture());
+  if (failed(result) || failed(verifyFutureUse(*this, getFuture())) ||
+      failed(verifyDim(*this, getDim(), getInput().getType().getRank())))
+    return failure();
+  return verifySameTensorExcept(*this, getInput().getType(), *result,
+                                getDim());
+}
+
+LogicalResult
+AllGatherStartOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  FailureOr<int64_t> group =
+      verifyMeshAxes(*this, getMeshAttr(), getAxes(), symbolTable);
+  if (failed(group))
+    return failure();
+  int64_t in = getInput().getType().getDimSize(getDim());
+  int64_t out = cast<RankedTensorType>(getFuture().getType().getValueType())
+                    .getDimSize(getDim());
+  if (in * *group != out)
+    return emitOpError("gathering dim ")
+           << getDim() << " of size " << in << " over a group of " << *group
+           << " ranks gives " << in * *group << ", but the result has "
+           << out;
+  return success();
+}
+
+LogicalResult ReduceScatterStartOp::verify() {
+  FailureOr<RankedTensorType> result = getFutureTensor(*this, getFuture());
+  if (failed(result) || failed(verifyFutureUse(*this, getFuture())) ||
+      failed(verifyDim(*this, getDim(), getInput().getType().getRank())))
+    return failure();
+  return verifySameTensorExcept(*this, getInput().getType(), *result,
+                                getDim());
+}
+
+LogicalResult
+ReduceScatterStartOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  FailureOr<int64_t> group =
+      verifyMeshAxes(*this, getMeshAttr(), getAxes(), symbolTable);
+  if (failed(group))
+    return failure();
+  int64_t in = getInput().getType().getDimSize(getDim());
+  int64_t out = cast<RankedTensorType>(getFuture().getType().getValueType())
+                    .getDimSize(getDim());
+  if (in % *group != 0)
+    return emitOpError("scatter dim ")
+           << getDim() << " of size " << in
+           << " is not divisible by the group size " << *group
+           << " (pad the input first)";
+  if (in / *group != out)
+    return emitOpError("scattering dim ")
+           << getDim() << " of size " << in << " over " << *group
+           << " ranks gives " << in / *group << ", but the result has "
+           << out;
+  return success();
+}
+
+LogicalResult AllReduceStartOp::verify() {
+  FailureOr<RankedTensorType> result = getFutureTensor(*this, getFuture());
+  if (failed(result) || failed(verifyFutureUse(*this, getFuture())))
+    return failure();
+  return verifySameTensorExcept(*this, getInput().getType(), *result, -1);
+}
+
+LogicalResult
+AllReduceStartOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyMeshAxes(*this, getMeshAttr(), getAxes(), symbolTable);
+}
+
+LogicalResult BroadcastStartOp::verify() {
+  FailureOr<RankedTensorType> result = getFutureTensor(*this, getFuture());
+  if (failed(result) || failed(verifyFutureUse(*this, getFuture())))
+    return failure();
+  if (getRoot() < 0)
+    return emitOpError("root must be non-negative, got ") << getRoot();
+  return verifySameTensorExcept(*this, getInput().getType(), *result, -1);
+}
+
+static LogicalResult verifyPeer(Operation *op, StringRef what, int64_t peer,
+                                int64_t groupSize) {
+  if (peer >= groupSize)
+    return op->emitOpError(what) << " " << peer
+                                 << " is out of range for a group of "
+                                 << groupSize << " ranks";
+  return success();
+}
+
+LogicalResult
+BroadcastStartOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  FailureOr<int64_t> group =
+      verifyMeshAxes(*this, getMeshAttr(), getAxes(), symbolTable);
+  if (failed(group))
+    return failure();
+  return verifyPeer(*this, "root", getRoot(), *group);
+}
+
+LogicalResult SendStartOp::verify() {
+  if (failed(verifyFutureUse(*this, getFuture())))
+    return failure();
+  if (!isa<NoneType>(getFuture().getType().getValueType()))
+    return emitOpError("a send completes as !loom.future<none>, got ")
+           << getFuture().getType();
+  if (getPeer() < 0)
+    return emitOpError("peer must be non-negative, got ") << getPeer();
+  return success();
+}
+
+LogicalResult
+SendStartOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  FailureOr<int64_t> group =
+      verifyMeshAxes(*this, getMeshAttr(), getAxes(), symbolTable);
+  if (failed(group))
+    return failure();
+  return verifyPeer(*this, "peer", getPeer(), *group);
+}
+
+LogicalResult RecvStartOp::verify() {
+  if (failed(getFutureTensor(*this, getFuture())) ||
+      failed(verifyFutureUse(*this, getFuture())))
+    return failure();
+  if (getPeer() < 0)
+    return emitOpError("peer must be non-negative, got ") << getPeer();
+  return success();
+}
+
+LogicalResult
+RecvStartOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  FailureOr<int64_t> group =
+      verifyMeshAxes(*this, getMeshAttr(), getAxes(), symbolTable);
+  if (failed(group))
+    return failure();
+  return verifyPeer(*this, "peer", getPeer(), *group);
+}
+
+//===----------------------------------------------------------------------===//
+// WaitOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult WaitOp::verify() {
+  Type valueType = getFuture().getType().getValueType();
+  if (isa<NoneType>(valueType)) {
+    if (getResult())
+      return emitOpError("waiting on !loom.future<none> yields no value");
+    return success();
+  }
+  if (!getResult())
+    return emitOpError("waiting on ") << getFuture().getType()
+                                      << " must yield its value";
+  if (getResult().getType() != valueType)
+    return emitOpError("result type ")
+           << getResult().getType() << " does not match the future's value "
+           << valueType;
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "loom/Dialect/Loom/IR/LoomOps.cpp.inc"

@@ -1,0 +1,517 @@
+"""Capture a PyTorch training step for the Loom compiler.
+
+Usage (from the repository root)::
+
+    PYTHONPATH=python python -m loom.capture FILE.py --out DIR \
+        [--steps K] [--optimizer sgd|adam|adamw] [--lr X] \
+        [--weight-decay W] [--seed S]
+
+FILE.py defines ``make()`` returning ``(model, batches)``: ``model(*batch)``
+returns a scalar loss and ``batches`` is a list of tuples of tensors, one per
+step (training cycles through them). The capture writes into DIR:
+
+``step.pt2``
+    The joint forward+loss+backward graph as a ``torch.export`` archive with
+    the initial weights. Every ``call_function`` node carries
+    ``meta["custom"] = {"loom.phase": "forward"|"backward",
+    "loom.module": "<dotted module path, '' for the root>"}``, which survives
+    ``torch.export.save`` (``partitioner_tag``/``seq_nr`` do not).
+``batches.safetensors``
+    ``step{i}.arg{j}`` for every batch ``i`` of ``batches`` and argument
+    ``j``; metadata ``num_steps`` (= ``len(batches)``) and ``num_args``.
+    Training step ``s`` uses ``step{s % num_steps}``.
+``reference.json``
+    Eager PyTorch losses for K steps (``losses[i]`` is step i's loss, before
+    its update) with the chosen optimizer and all its hyperparameters,
+    float64 sums of the final parameters (and of the initial ones), and the
+    tied-parameter aliases that were folded into one graph input.
+``reference.safetensors``
+    Parameters and buffers after K eager steps, keyed by FQN.
+
+User errors (missing file, bad ``make()``, non-scalar loss, ...) are reported
+as ``loom.capture: error: ...`` with exit status 2 and no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import importlib.util
+import json
+import math
+import sys
+import traceback
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import torch
+import torch.fx
+import torch.fx.graph_module as fx_graph_module
+import torch.fx.traceback as fx_traceback
+import torch.nn as nn
+from torch.export.experimental import _export_forward_backward
+from torch.export.graph_signature import ExportGraphSignature, InputKind
+
+from loom.safetensors_io import save_tensors
+
+PROG = "loom.capture"
+
+# (class, default lr, default weight decay). Adam/AdamW use PyTorch's own
+# defaults; SGD's default lr (1e-3) barely moves the tiny examples in 20
+# steps, so Loom defaults it to 1e-2. Weight decay defaults are PyTorch's.
+OPTIMIZERS: dict[str, tuple[type[torch.optim.Optimizer], float, float]] = {
+    "sgd": (torch.optim.SGD, 1e-2, 0.0),
+    "adam": (torch.optim.Adam, 1e-3, 0.0),
+    "adamw": (torch.optim.AdamW, 1e-3, 0.01),
+}
+
+PHASE_KEY = "loom.phase"
+MODULE_KEY = "loom.module"
+
+
+class CaptureError(Exception):
+    """A problem with the user's model file; reported without a traceback."""
+
+
+# --------------------------------------------------------------------------
+# Loading and validating the user's model file
+
+
+def _user_location(exc: BaseException, path: Path) -> str:
+    """'FILE:LINE: ' of the innermost frame of ``exc`` inside the user file."""
+    where = ""
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if Path(frame.filename).resolve() == path:
+            where = f"{path}:{frame.lineno}: "
+    return where
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def load_make(path: Path) -> Callable[[], Any]:
+    if not path.is_file():
+        raise CaptureError(f"model file not found: {path}")
+    # Registered in sys.modules like a script would be, so that dataclasses
+    # and pickling-based helpers inside the user file work; the file's folder
+    # goes on sys.path so it can import its neighbours.
+    name = "loom_user_model_" + "".join(c if c.isalnum() else "_" for c in path.stem)
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise CaptureError(f"cannot import {path} (not a Python file?)")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    sys.path.insert(0, str(path.parent))
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # any failure here is the user file's
+        raise CaptureError(f"{_user_location(exc, path)}importing {path} failed: {_describe(exc)}") from exc
+    make = getattr(module, "make", None)
+    if make is None:
+        raise CaptureError(f"{path} does not define make()")
+    if not callable(make):
+        raise CaptureError(f"{path}: make is not callable")
+    return make
+
+
+@dataclass
+class UserProgram:
+    model: nn.Module
+    batches: list[tuple[torch.Tensor, ...]]
+
+
+def _spec(t: torch.Tensor) -> str:
+    return f"{str(t.dtype).removeprefix('torch.')}{list(t.shape)}"
+
+
+def call_make(make: Callable[[], Any], path: Path) -> UserProgram:
+    try:
+        result = make()
+    except Exception as exc:
+        raise CaptureError(f"{_user_location(exc, path)}make() raised {_describe(exc)}") from exc
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        raise CaptureError(f"make() must return (model, batches), got {type(result).__name__}")
+    model, batches = result
+    if not isinstance(model, nn.Module):
+        raise CaptureError(
+            f"make() returned a model of type {type(model).__name__}, expected a torch.nn.Module"
+        )
+    if not isinstance(batches, (list, tuple)) or not batches:
+        raise CaptureError("make() must return a non-empty list of batches")
+
+    normalized: list[tuple[torch.Tensor, ...]] = []
+    for i, batch in enumerate(batches):
+        if not isinstance(batch, (tuple, list)) or not batch:
+            raise CaptureError(
+                f"batch {i} must be a non-empty tuple of tensors, got {type(batch).__name__}"
+            )
+        for j, arg in enumerate(batch):
+            if not isinstance(arg, torch.Tensor):
+                raise CaptureError(
+                    f"batch {i} element {j} is a {type(arg).__name__}, expected a torch.Tensor"
+                )
+            if arg.is_floating_point() and arg.dtype != torch.float32:
+                raise CaptureError(f"batch {i} element {j} is {arg.dtype}; Loom captures fp32 only")
+        normalized.append(tuple(batch))
+
+    # The graph is specialised to the shapes of batches[0]; a batch that
+    # differs would silently not match the compiled step.
+    first = [_spec(t) for t in normalized[0]]
+    for i, batch in enumerate(normalized[1:], start=1):
+        specs = [_spec(t) for t in batch]
+        if specs != first:
+            raise CaptureError(
+                f"batch {i} has arguments {specs} but batch 0 has {first}; "
+                "all batches must have the same number, shapes and dtypes of tensors"
+            )
+
+    for kind, named in (("parameter", model.named_parameters()), ("buffer", model.named_buffers())):
+        for name, t in named:
+            if t.is_floating_point() and t.dtype != torch.float32:
+                raise CaptureError(f"{kind} {name} is {t.dtype}; Loom captures fp32 only")
+    if not any(p.requires_grad for p in model.parameters()):
+        raise CaptureError("the model has no trainable parameters")
+    return UserProgram(model, normalized)
+
+
+def check_loss(loss: Any) -> torch.Tensor:
+    if not isinstance(loss, torch.Tensor):
+        raise CaptureError(f"model(*batch) must return a scalar loss tensor, got {type(loss).__name__}")
+    if loss.dim() != 0:
+        raise CaptureError(
+            f"model(*batch) must return a scalar loss, got a tensor of shape {tuple(loss.shape)} "
+            "(reduce it, e.g. with .mean())"
+        )
+    if not loss.is_floating_point():
+        raise CaptureError(f"the loss must be a floating point tensor, got {loss.dtype}")
+    if not loss.requires_grad:
+        raise CaptureError("the loss does not depend on any trainable parameter")
+    return loss
+
+
+# --------------------------------------------------------------------------
+# Eager reference run
+
+
+@dataclass
+class Reference:
+    losses: list[float]
+    optimizer: dict[str, Any]
+    final_state: dict[str, torch.Tensor]
+    checksums: dict[str, float]
+
+
+def _json_hyperparameters(defaults: dict[str, Any]) -> dict[str, Any]:
+    """The optimizer's full default dict, made JSON-friendly."""
+    out: dict[str, Any] = {}
+    for key, value in defaults.items():
+        if isinstance(value, torch.Tensor):
+            value = value.item()
+        if isinstance(value, tuple):
+            value = list(value)
+        if value is None or isinstance(value, (bool, int, float, str, list)):
+            out[key] = value
+    return out
+
+
+def run_reference(
+    model: nn.Module,
+    batches: Sequence[tuple[torch.Tensor, ...]],
+    steps: int,
+    optimizer: str,
+    lr: float,
+    weight_decay: float,
+    path: Path,
+) -> Reference:
+    """Train ``model`` (the caller passes a copy) eagerly for ``steps`` steps.
+
+    ``losses[i]`` is the loss computed at step ``i`` with the parameters
+    before that step's update, i.e. what the joint graph returns for step i.
+    """
+    cls = OPTIMIZERS[optimizer][0]
+    # named_parameters() drops tied duplicates, so a tied weight is one
+    # optimizer parameter, as it is one input in the exported graph.
+    trainable = [p for _, p in model.named_parameters() if p.requires_grad]
+    opt = cls(trainable, lr=lr, weight_decay=weight_decay)
+
+    losses: list[float] = []
+    for step in range(steps):
+        batch = batches[step % len(batches)]
+        opt.zero_grad(set_to_none=True)
+        try:
+            loss = model(*batch)
+        except Exception as exc:
+            raise CaptureError(f"{_user_location(exc, path)}model(*batch) raised {_describe(exc)}") from exc
+        check_loss(loss)
+        loss.backward()
+        opt.step()
+        value = loss.item()
+        if not math.isfinite(value):
+            raise CaptureError(f"the eager loss is {value} at step {step}; lower --lr or fix the model")
+        losses.append(value)
+
+    final = {name: p.detach().clone() for name, p in model.named_parameters()}
+    final.update({name: b.detach().clone() for name, b in model.named_buffers()})
+    checksums = {name: p.detach().double().sum().item() for name, p in model.named_parameters()}
+    hyper = {"name": optimizer, **_json_hyperparameters(opt.defaults)}
+    return Reference(losses, hyper, final, checksums)
+
+
+# --------------------------------------------------------------------------
+# Export of the joint graph
+
+
+def canonicalize_tied_parameters(
+    ep: torch.export.ExportedProgram, model: nn.Module
+) -> tuple[torch.export.ExportedProgram, dict[str, str]]:
+    """Give each tied parameter a single placeholder before the joint export.
+
+    Non-strict export keeps one PARAMETER input per FQN of a tied weight
+    (``tok.weight`` and ``head.weight``) but routes every use to one of the
+    placeholders, leaving the other unused; AOTAutograd then asserts "Found
+    a parameter that did not receive a gradient" (pytorch/pytorch#147380,
+    unfixed in 2.9). We keep the first FQN in ``named_parameters()`` order,
+    point the uses of the aliases at it and drop the aliases from the graph,
+    the signature and the state dict, so the joint graph has one input and
+    one gradient per distinct parameter. Returns ``{alias: canonical}``.
+    """
+    canonical_of: dict[int, str] = {}
+    aliases: dict[str, str] = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        if id(p) in canonical_of:
+            aliases[name] = canonical_of[id(p)]
+        else:
+            canonical_of[id(p)] = name
+    if not aliases:
+        return ep, aliases
+
+    placeholders = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
+    node_of_target = {
+        spec.target: placeholders[spec.arg.name]
+        for spec in ep.graph_signature.input_specs
+        if spec.kind == InputKind.PARAMETER
+    }
+    kept_specs = []
+    for spec in ep.graph_signature.input_specs:
+        if spec.kind == InputKind.PARAMETER and spec.target in aliases:
+            alias_node = placeholders[spec.arg.name]
+            alias_node.replace_all_uses_with(node_of_target[aliases[spec.target]])
+            ep.graph.erase_node(alias_node)
+        else:
+            kept_specs.append(spec)
+    ep.graph_module.recompile()
+    signature = ExportGraphSignature(kept_specs, list(ep.graph_signature.output_specs))
+    state_dict = {k: v for k, v in ep.state_dict.items() if k not in aliases}
+    return ep._update(ep.graph_module, signature, state_dict=state_dict), aliases
+
+
+def _copy_forward_meta_to_backward(graph: torch.fx.Graph) -> None:
+    """Label backward nodes with the module of the forward op they differentiate.
+
+    AOTAutograd gives a forward op and the backward ops derived from it the
+    same ``seq_nr``; backward nodes are tagged ``partitioner_tag ==
+    "is_backward"`` but have no module stack of their own.
+    """
+    forward_by_seq: dict[int, torch.fx.Node] = {}
+    for node in graph.nodes:
+        is_forward = node.meta.get("partitioner_tag") != "is_backward"
+        if is_forward and node.meta.get("nn_module_stack") and "seq_nr" in node.meta:
+            forward_by_seq.setdefault(node.meta["seq_nr"], node)
+    for node in graph.nodes:
+        if node.meta.get("partitioner_tag") != "is_backward":
+            continue
+        forward = forward_by_seq.get(node.meta.get("seq_nr"))
+        if forward is None:
+            continue
+        node.meta["nn_module_stack"] = dict(forward.meta["nn_module_stack"])
+        if forward.meta.get("stack_trace"):
+            node.meta["stack_trace"] = forward.meta["stack_trace"]
+
+
+@contextlib.contextmanager
+def _keep_joint_node_metadata():
+    """Make ``_export_forward_backward`` keep per-node provenance.
+
+    ``aot_export_module(trace_joint=True)`` builds a first joint graph (with
+    ``nn_module_stack``, ``stack_trace``, ``seq_nr`` and ``partitioner_tag``)
+    and then re-traces it by calling it as plain Python, which drops all of
+    that metadata. While node metadata is being preserved we run the inner
+    graph through ``torch.fx.Interpreter`` instead, which replays each node's
+    metadata onto the ops it emits, after first copying module stacks from
+    forward nodes to their backward counterparts.
+    """
+    original = fx_graph_module._WrappedCall.__call__
+
+    def call(self, obj, *args, **kwargs):
+        if kwargs or not fx_traceback.has_preserved_node_meta():
+            return original(self, obj, *args, **kwargs)
+        _copy_forward_meta_to_backward(obj.graph)
+        return torch.fx.Interpreter(obj).run(*args)
+
+    fx_graph_module._WrappedCall.__call__ = call
+    try:
+        with fx_traceback.preserve_node_meta():
+            yield
+    finally:
+        fx_graph_module._WrappedCall.__call__ = original
+
+
+def module_path(node: torch.fx.Node) -> str:
+    stack = node.meta.get("nn_module_stack")
+    if not stack:
+        return ""
+    path, _type = list(stack.values())[-1]
+    return path
+
+
+def annotate(ep: torch.export.ExportedProgram) -> tuple[int, int]:
+    """Set Loom's phase/module labels; returns (forward, backward) node counts."""
+    counts = {"forward": 0, "backward": 0}
+    for node in ep.graph.nodes:
+        if node.op != "call_function":
+            continue
+        phase = "backward" if node.meta.get("partitioner_tag") == "is_backward" else "forward"
+        counts[phase] += 1
+        custom = dict(node.meta.get("custom") or {})
+        custom.update({PHASE_KEY: phase, MODULE_KEY: module_path(node)})
+        node.meta["custom"] = custom
+    return counts["forward"], counts["backward"]
+
+
+def export_joint(
+    model: nn.Module, example: tuple[torch.Tensor, ...]
+) -> tuple[torch.export.ExportedProgram, dict[str, str]]:
+    ep = torch.export.export(model, example)
+    ep, aliases = canonicalize_tied_parameters(ep, model)
+    with _keep_joint_node_metadata():
+        ep = _export_forward_backward(ep)
+    return ep, aliases
+
+
+def verify_archive(path: Path) -> None:
+    """Fail loudly if this torch version stops round-tripping our labels."""
+    with warnings.catch_warnings():
+        # torch.export.load maps weights from a read-only buffer and warns
+        # about it; the loaded program is only inspected here.
+        warnings.filterwarnings("ignore", message="The given buffer is not writable")
+        loaded = torch.export.load(path)
+    for node in loaded.graph.nodes:
+        if node.op == "call_function" and PHASE_KEY not in (node.meta.get("custom") or {}):
+            raise RuntimeError(f"{path}: node {node.name} lost its custom metadata in torch.export.save/load")
+
+
+# --------------------------------------------------------------------------
+# Driver
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    parser.add_argument("file", type=Path, help="Python file defining make() -> (model, batches)")
+    parser.add_argument("--out", type=Path, required=True, help="output directory")
+    parser.add_argument("--steps", type=int, default=20, help="eager reference steps (default 20)")
+    parser.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default="sgd")
+    parser.add_argument(
+        "--lr", type=float, help="learning rate (default 1e-2 for sgd, 1e-3 for adam/adamw)"
+    )
+    parser.add_argument(
+        "--weight-decay", type=float, help="weight decay (default 0 for sgd/adam, 0.01 for adamw)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="torch.manual_seed before make() (default 0)")
+    args = parser.parse_args(argv)
+    if args.steps < 1:
+        parser.error("--steps must be at least 1")
+    _cls, default_lr, default_wd = OPTIMIZERS[args.optimizer]
+    args.lr = default_lr if args.lr is None else args.lr
+    args.weight_decay = default_wd if args.weight_decay is None else args.weight_decay
+    if not (args.lr > 0 and math.isfinite(args.lr)):
+        parser.error("--lr must be a positive number")
+    if not (args.weight_decay >= 0 and math.isfinite(args.weight_decay)):
+        parser.error("--weight-decay must be a non-negative number")
+    return args
+
+
+def capture(args: argparse.Namespace) -> None:
+    path = args.file.resolve()
+    # Determinism: the model's initial weights and batches depend only on the
+    # seed; CPU kernels are deterministic already, warn_only keeps a user
+    # model from failing on an op that has no deterministic variant.
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.set_default_dtype(torch.float32)
+    torch.manual_seed(args.seed)
+    program = call_make(load_make(path), path)
+    model, batches = program.model, program.batches
+
+    initial_checksum = sum(p.detach().double().sum().item() for p in model.parameters())
+    if args.out.exists() and not args.out.is_dir():
+        raise CaptureError(f"--out {args.out} exists and is not a directory")
+
+    # The eager run trains a copy, so `model` keeps the initial weights that
+    # go into the archive. Re-seeding makes random ops in the reference (e.g.
+    # dropout) independent of how much randomness make() consumed.
+    torch.manual_seed(args.seed)
+    reference = run_reference(
+        copy.deepcopy(model), batches, args.steps, args.optimizer, args.lr, args.weight_decay, path
+    )
+
+    ep, aliases = export_joint(model, batches[0])
+    n_forward, n_backward = annotate(ep)
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    pt2 = args.out / "step.pt2"
+    torch.export.save(ep, pt2)
+    verify_archive(pt2)
+
+    num_args = len(batches[0])
+    save_tensors(
+        args.out / "batches.safetensors",
+        {f"step{i}.arg{j}": t for i, batch in enumerate(batches) for j, t in enumerate(batch)},
+        {"num_steps": len(batches), "num_args": num_args},
+    )
+    save_tensors(args.out / "reference.safetensors", reference.final_state, {"steps": args.steps})
+    report = {
+        "model": str(args.file),
+        "optimizer": reference.optimizer,
+        "steps": args.steps,
+        "seed": args.seed,
+        "losses": reference.losses,
+        "param_checksums": reference.checksums,
+        "param_checksum": sum(reference.checksums.values()),
+        "initial_param_checksum": initial_checksum,
+        "tied_parameters": aliases,
+        "torch_version": torch.__version__,
+    }
+    (args.out / "reference.json").write_text(json.dumps(report, indent=2) + "\n")
+
+    params = dict(model.named_parameters())
+    n_elems = sum(p.numel() for p in params.values())
+    n_bytes = sum(p.numel() * p.element_size() for p in params.values())
+    print(f"{PROG}: {args.file}")
+    print(f"  parameters: {len(params)} tensors, {n_elems} elements, {n_bytes} bytes")
+    for alias, canonical in aliases.items():
+        print(f"  tied: {alias} -> {canonical}")
+    print(f"  joint graph: {n_forward + n_backward} ops ({n_forward} forward, {n_backward} backward)")
+    print(
+        f"  reference: {args.steps} steps of {args.optimizer} "
+        f"(lr={args.lr:g}, weight_decay={args.weight_decay:g}), "
+        f"loss {reference.losses[0]:.6f} -> {reference.losses[-1]:.6f}"
+    )
+    for name in ("step.pt2", "batches.safetensors", "reference.json", "reference.safetensors"):
+        print(f"  wrote {args.out / name}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        capture(args)
+    except CaptureError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

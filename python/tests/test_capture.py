@@ -1,0 +1,412 @@
+"""Tests for ``python -m loom.capture``.
+
+Each example is captured once (module-scoped fixture, 3 steps) and the
+artifacts are checked from the consumer's side: the archive must load with
+``torch.export.load``, carry Loom's per-node labels, have the signature the
+C++ importer relies on, and -- most importantly -- compute what eager
+PyTorch computes. The joint graph itself is executed (as a tiny Python
+"runtime") and compared with the eager reference.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import os
+import runpy
+import subprocess
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn as nn
+from torch.export.graph_signature import InputKind, OutputKind
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "python"))
+
+from loom import capture  # noqa: E402
+from loom.safetensors_io import load_tensors  # noqa: E402
+
+STEPS = 3
+# One optimizer per example so that every optimizer path is exercised.
+EXAMPLES = {"mlp": "sgd", "gpt": "adamw", "vit": "adam"}
+
+BATCHNORM_MODEL = textwrap.dedent(
+    '''
+    """BatchNorm1d + Dropout(p=0) + Linear: exercises buffer mutation."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1 = nn.Linear(8, 16)
+            self.bn = nn.BatchNorm1d(16)
+            self.drop = nn.Dropout(p=0.0)
+            self.fc2 = nn.Linear(16, 4)
+
+        def forward(self, x, y):
+            h = self.drop(F.relu(self.bn(self.fc1(x))))
+            return F.cross_entropy(self.fc2(h), y)
+
+    def make():
+        return Net(), [(torch.randn(6, 8), torch.randint(0, 4, (6,))) for _ in range(3)]
+    '''
+)
+
+
+def load_program(path: Path) -> torch.export.ExportedProgram:
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given buffer is not writable")
+        return torch.export.load(path)
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
+    return subprocess.run(
+        [sys.executable, "-m", "loom.capture", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+class Captured:
+    """The artifacts of one capture, loaded lazily."""
+
+    def __init__(self, model_file: Path, out: Path, stdout: str):
+        self.model_file = model_file
+        self.out = out
+        self.stdout = stdout
+        self.ep = load_program(out / "step.pt2")
+        self.reference = json.loads((out / "reference.json").read_text())
+        self.batch_tensors, self.batch_meta = load_tensors(out / "batches.safetensors")
+        self.final_state, _ = load_tensors(out / "reference.safetensors")
+
+    def fresh_model(self) -> nn.Module:
+        torch.manual_seed(self.reference["seed"])
+        model, _ = runpy.run_path(str(self.model_file))["make"]()
+        return model
+
+    def batches(self) -> list[tuple[torch.Tensor, ...]]:
+        n, k = int(self.batch_meta["num_steps"]), int(self.batch_meta["num_args"])
+        return [tuple(self.batch_tensors[f"step{i}.arg{j}"] for j in range(k)) for i in range(n)]
+
+    def initial_state(self) -> dict[str, torch.Tensor]:
+        return {**self.ep.state_dict, **self.ep.constants}
+
+    def nodes(self, phase: str | None = None) -> list[torch.fx.Node]:
+        return [
+            n
+            for n in self.ep.graph.nodes
+            if n.op == "call_function" and (phase is None or n.meta["custom"]["loom.phase"] == phase)
+        ]
+
+
+def do_capture(model_file: Path, out: Path, capsys, *extra: str) -> Captured:
+    code = capture.main([str(model_file), "--out", str(out), "--steps", str(STEPS), *extra])
+    stdout = capsys.readouterr().out
+    assert code == 0
+    return Captured(model_file, out, stdout)
+
+
+@pytest.fixture(scope="module")
+def captured(tmp_path_factory) -> dict[str, Captured]:
+    results = {}
+    root = tmp_path_factory.mktemp("captures")
+    for name, optimizer in EXAMPLES.items():
+        out = root / name
+        model_file = REPO / "examples" / f"{name}.py"
+        argv = [str(model_file), "--out", str(out), "--steps", str(STEPS), "--optimizer", optimizer]
+        assert capture.main(argv) == 0
+        results[name] = Captured(model_file, out, "")
+    model_file = root / "bn_model.py"
+    model_file.write_text(BATCHNORM_MODEL)
+    assert capture.main([str(model_file), "--out", str(root / "bn"), "--steps", str(STEPS)]) == 0
+    results["bn"] = Captured(model_file, root / "bn", "")
+    return results
+
+
+ALL = [*EXAMPLES, "bn"]
+
+
+def trainable_names(model: nn.Module) -> list[str]:
+    # named_parameters() yields each tied parameter once, under its first FQN.
+    return [name for name, p in model.named_parameters() if p.requires_grad]
+
+
+def run_joint_graph(c: Captured, state: dict[str, torch.Tensor], batch) -> dict[str, object]:
+    """Execute the captured joint graph once; returns outputs by role."""
+    sig = c.ep.graph_signature
+    user = iter(batch)
+    args = [next(user) if s.kind == InputKind.USER_INPUT else state[s.target] for s in sig.input_specs]
+    with torch.no_grad():
+        outs = c.ep.graph_module(*args)
+    result: dict[str, object] = {"grads": {}, "mutations": {}}
+    for spec, value in zip(sig.output_specs, outs):
+        if spec.kind == OutputKind.LOSS_OUTPUT:
+            result["loss"] = value
+        elif spec.kind == OutputKind.GRADIENT_TO_PARAMETER:
+            result["grads"][spec.target] = value
+        elif spec.kind == OutputKind.BUFFER_MUTATION:
+            result["mutations"][spec.target] = value
+    return result
+
+
+# --------------------------------------------------------------------------
+# Artifacts and metadata
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_op_is_labelled(captured, name):
+    c = captured[name]
+    nodes = c.nodes()
+    assert nodes
+    for node in nodes:
+        custom = node.meta.get("custom")
+        assert custom is not None, node.name
+        assert custom["loom.phase"] in ("forward", "backward"), node.name
+        assert isinstance(custom["loom.module"], str)
+        # The module label must agree with the nn_module_stack that was saved
+        # alongside it, which also shows that nn_module_stack survives save.
+        if custom["loom.module"]:
+            stack = node.meta.get("nn_module_stack")
+            assert stack, node.name
+            assert list(stack.values())[-1][0] == custom["loom.module"]
+    assert c.nodes("forward") and c.nodes("backward")
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_linear_layers_have_backward_ops(captured, name):
+    c = captured[name]
+    linears = {n for n, m in c.fresh_model().named_modules() if isinstance(m, nn.Linear)}
+    backward_modules = {n.meta["custom"]["loom.module"] for n in c.nodes("backward")}
+    assert linears and linears <= backward_modules
+
+
+def test_gpt_module_paths(captured):
+    c = captured["gpt"]
+    forward_modules = {n.meta["custom"]["loom.module"] for n in c.nodes("forward")}
+    for proj in ("wq", "wk", "wv", "wo"):
+        assert f"layers.0.attn.{proj}" in forward_modules
+    assert {"layers.0.ln1", "layers.0.mlp.fc1", "layers.1.mlp.fc2", "tok", "pos", "norm", "head"} <= forward_modules
+    # Attention internals (matmul, softmax, mask) belong to the attention block.
+    attn_ops = {str(n.target) for n in c.nodes("forward") if n.meta["custom"]["loom.module"] == "layers.0.attn"}
+    assert "aten._softmax.default" in attn_ops and "aten.bmm.default" in attn_ops
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_signature(captured, name):
+    c = captured[name]
+    sig = c.ep.graph_signature
+    kinds = [s.kind for s in sig.output_specs]
+    assert kinds.count(OutputKind.LOSS_OUTPUT) == 1
+    grads = [s.target for s in sig.output_specs if s.kind == OutputKind.GRADIENT_TO_PARAMETER]
+    expected = trainable_names(c.fresh_model())
+    assert sorted(grads) == sorted(expected)
+    params = [s.target for s in sig.input_specs if s.kind == InputKind.PARAMETER]
+    assert sorted(params) == sorted(expected)
+    n_user = sum(s.kind == InputKind.USER_INPUT for s in sig.input_specs)
+    assert n_user == int(c.batch_meta["num_args"])
+
+
+def test_tied_weight_is_one_parameter(captured):
+    c = captured["gpt"]
+    assert c.reference["tied_parameters"] == {"head.weight": "tok.weight"}
+    inputs = [s.target for s in c.ep.graph_signature.input_specs]
+    assert "tok.weight" in inputs and "head.weight" not in inputs
+    grads = [s.target for s in c.ep.graph_signature.output_specs if s.kind == OutputKind.GRADIENT_TO_PARAMETER]
+    assert grads.count("tok.weight") == 1
+    assert "head.weight" not in c.final_state and "tok.weight" in c.final_state
+
+
+def test_batchnorm_buffers_are_mutated(captured):
+    sig = captured["bn"].ep.graph_signature
+    buffers = {s.target for s in sig.input_specs if s.kind == InputKind.BUFFER}
+    mutated = {s.target for s in sig.output_specs if s.kind == OutputKind.BUFFER_MUTATION}
+    expected = {"bn.running_mean", "bn.running_var", "bn.num_batches_tracked"}
+    assert buffers == expected and mutated == expected
+    # The archive holds the *initial* buffers: export must not have run BN.
+    state = captured["bn"].initial_state()
+    assert torch.equal(state["bn.running_mean"], torch.zeros(16))
+    assert int(state["bn.num_batches_tracked"]) == 0
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_reference_and_batches_files(captured, name):
+    c = captured[name]
+    ref = c.reference
+    assert ref["steps"] == STEPS
+    assert len(ref["losses"]) == STEPS and all(math.isfinite(x) for x in ref["losses"])
+    assert ref["optimizer"]["name"] == EXAMPLES.get(name, "sgd")
+    assert {"lr", "weight_decay"} <= set(ref["optimizer"])
+    assert ref["torch_version"] == torch.__version__
+    assert set(ref["param_checksums"]) == set(trainable_names(c.fresh_model()))
+    assert math.isclose(ref["param_checksum"], sum(ref["param_checksums"].values()))
+    n, k = int(c.batch_meta["num_steps"]), int(c.batch_meta["num_args"])
+    assert set(c.batch_tensors) == {f"step{i}.arg{j}" for i in range(n) for j in range(k)}
+
+
+def test_optimizer_defaults(captured):
+    adamw = captured["gpt"].reference["optimizer"]
+    assert adamw["lr"] == 1e-3 and adamw["weight_decay"] == 0.01 and adamw["betas"] == [0.9, 0.999]
+    assert adamw["eps"] == 1e-8
+    sgd = captured["mlp"].reference["optimizer"]
+    assert sgd["lr"] == 1e-2 and sgd["weight_decay"] == 0 and sgd["momentum"] == 0
+
+
+# --------------------------------------------------------------------------
+# Numerics: the archive and eager PyTorch agree
+
+
+def make_optimizer(hyper: dict, params) -> torch.optim.Optimizer:
+    hyper = dict(hyper)
+    cls = capture.OPTIMIZERS[hyper.pop("name")][0]
+    # reference.json records opt.defaults, which for AdamW also holds the
+    # non-constructor flag decoupled_weight_decay.
+    accepted = inspect.signature(cls.__init__).parameters
+    kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in hyper.items() if k in accepted}
+    return cls(params, **kwargs)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_eager_replay_from_captured_weights(captured, name):
+    c = captured[name]
+    model = c.fresh_model()
+    initial = c.initial_state()
+    # make() under the same seed rebuilds exactly the archived weights.
+    for key, value in model.state_dict().items():
+        source = c.reference["tied_parameters"].get(key, key)
+        assert torch.equal(value, initial[source]), key
+        # Start from the archive regardless, as a runtime would.
+        with torch.no_grad():
+            value.copy_(initial[source])
+    opt = make_optimizer(c.reference["optimizer"], [p for p in model.parameters() if p.requires_grad])
+    batches = c.batches()
+    losses = []
+    for step in range(STEPS):
+        opt.zero_grad()
+        loss = model(*batches[step % len(batches)])
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses == pytest.approx(c.reference["losses"], rel=1e-6, abs=1e-6)
+    final = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+    assert set(final) == set(c.final_state)
+    for key, value in c.final_state.items():
+        torch.testing.assert_close(final[key].detach(), value, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_joint_graph_matches_eager_gradients(captured, name):
+    c = captured[name]
+    batch = c.batches()[0]
+    out = run_joint_graph(c, c.initial_state(), batch)
+    assert float(out["loss"]) == pytest.approx(c.reference["losses"][0], rel=1e-5, abs=1e-6)
+
+    model = c.fresh_model()
+    model(*batch).backward()
+    eager = {n: p.grad for n, p in model.named_parameters() if p.requires_grad}
+    assert set(out["grads"]) == set(eager)
+    for key, grad in out["grads"].items():
+        torch.testing.assert_close(grad, eager[key], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["mlp", "bn"])
+def test_joint_graph_trains_like_eager_sgd(captured, name):
+    """A minimal runtime: joint graph + plain SGD + buffer write-back."""
+    c = captured[name]
+    assert c.reference["optimizer"]["name"] == "sgd" and c.reference["optimizer"]["momentum"] == 0
+    lr = c.reference["optimizer"]["lr"]
+    state = {k: v.clone() for k, v in c.initial_state().items()}
+    batches = c.batches()
+    losses = []
+    for step in range(STEPS):
+        out = run_joint_graph(c, state, batches[step % len(batches)])
+        losses.append(float(out["loss"]))
+        for key, grad in out["grads"].items():
+            state[key] = state[key] - lr * grad
+        state.update(out["mutations"])
+    assert losses == pytest.approx(c.reference["losses"], rel=1e-5, abs=1e-6)
+    for key, value in c.final_state.items():
+        torch.testing.assert_close(state[key].detach(), value, rtol=0, atol=1e-5)
+
+
+# --------------------------------------------------------------------------
+# Command line behaviour
+
+
+def test_summary_and_outputs(tmp_path, capsys):
+    c = do_capture(REPO / "examples" / "mlp.py", tmp_path / "out", capsys, "--steps", "1", "--lr", "0.05")
+    assert "joint graph:" in c.stdout and "forward" in c.stdout and "backward" in c.stdout
+    for name in ("step.pt2", "batches.safetensors", "reference.json", "reference.safetensors"):
+        assert (tmp_path / "out" / name).is_file()
+        assert name in c.stdout
+    assert c.reference["optimizer"]["lr"] == 0.05 and c.reference["steps"] == 1
+
+
+def write_model(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "model.py"
+    path.write_text(textwrap.dedent(body))
+    return path
+
+
+def assert_user_error(result: subprocess.CompletedProcess, fragment: str) -> None:
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("loom.capture: error: ")
+    assert fragment in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_error_missing_make(tmp_path):
+    path = write_model(tmp_path, "import torch\n")
+    assert_user_error(run_cli(str(path), "--out", str(tmp_path / "out")), "does not define make()")
+
+
+def test_error_non_scalar_loss(tmp_path):
+    path = write_model(
+        tmp_path,
+        """
+        import torch
+        import torch.nn as nn
+
+        def make():
+            return nn.Linear(4, 2), [(torch.randn(3, 4),)]
+        """,
+    )
+    assert_user_error(run_cli(str(path), "--out", str(tmp_path / "out")), "scalar loss")
+    assert not (tmp_path / "out" / "step.pt2").exists()
+
+
+@pytest.mark.parametrize(
+    "body, fragment",
+    [
+        ("def make():\n    return 5\n", "must return (model, batches)"),
+        ("import torch\ndef make():\n    return torch.nn.Linear(2, 1), []\n", "non-empty list of batches"),
+        ("import torch\ndef make():\n    return torch.nn.Linear(2, 1), [(1.0,)]\n", "expected a torch.Tensor"),
+        ("def make():\n    raise ValueError('boom')\n", "make() raised ValueError: boom"),
+        (
+            "import torch\ndef make():\n"
+            "    return torch.nn.Linear(2, 1), [(torch.randn(3, 2),), (torch.randn(4, 2),)]\n",
+            "same number, shapes and dtypes",
+        ),
+    ],
+)
+def test_error_bad_make(tmp_path, capsys, body, fragment):
+    path = write_model(tmp_path, body)
+    assert capture.main([str(path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("loom.capture: error: ") and fragment in err
+
+
+def test_error_missing_file(tmp_path, capsys):
+    assert capture.main([str(tmp_path / "nope.py"), "--out", str(tmp_path / "out")]) == 2
+    assert "model file not found" in capsys.readouterr().err
