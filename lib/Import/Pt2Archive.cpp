@@ -4,6 +4,7 @@
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
 
 #include <zip.h>
 
@@ -29,8 +30,15 @@ Pt2Archive::openFile(llvm::StringRef path) {
   if (!archive) {
     zip_error_t error;
     zip_error_init_with_code(&error, code);
+    std::string message = zipMessage(&error);
+    // A file that starts with a zip local header but has no readable
+    // central directory was cut short or damaged, not of the wrong kind.
+    auto head = llvm::MemoryBuffer::getFileSlice(path, 4, 0);
+    if (head && (*head)->getBuffer() == llvm::StringRef("PK\x03\x04", 4))
+      message += " (the file starts like a zip archive: it is truncated or "
+                 "damaged)";
     return makeError("cannot open '" + path + "' as a zip archive: " +
-                     zipMessage(&error));
+                     message);
   }
   std::unique_ptr<Pt2Archive> result(new Pt2Archive());
   result->archive = archive;

@@ -38,6 +38,8 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   loom::registerAllDialects(registry);
   mlir::MLIRContext context(registry);
+  // The importer's diagnostics name the node; dumping the op adds nothing.
+  context.printOpOnDiagnostic(false);
 
   // Diagnostics say where: file:line of the model source and the node.
   bool failedAny = false;

@@ -273,10 +273,10 @@ static LogicalResult verifySameTensorExcept(Operation *op,
 LogicalResult AllGatherStartOp::verify() {
   FailureOr<RankedTensorType> result = getFutureTensor(*this, getFuture());
   if (failed(result) || failed(verifyFutureUse(*this, getFuture())) ||
-      failed(verifyDim(*this, getDim(), getInput().getType().getRank())))
+      failed(verifyDim(*this, static_cast<int64_t>(getDim()), getInput().getType().getRank())))
     return failure();
   return verifySameTensorExcept(*this, getInput().getType(), *result,
-                                getDim());
+                                static_cast<int64_t>(getDim()));
 }
 
 LogicalResult
@@ -285,12 +285,12 @@ AllGatherStartOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
       verifyMeshAxes(*this, getMeshAttr(), getAxes(), symbolTable);
   if (failed(group))
     return failure();
-  int64_t in = getInput().getType().getDimSize(getDim());
+  int64_t in = getInput().getType().getDimSize(static_cast<int64_t>(getDim()));
   int64_t out = cast<RankedTensorType>(getFuture().getType().getValueType())
-                    .getDimSize(getDim());
+                    .getDimSize(static_cast<int64_t>(getDim()));
   if (in * *group != out)
     return emitOpError("gathering dim ")
-           << getDim() << " of size " << in << " over a group of " << *group
+           << static_cast<int64_t>(getDim()) << " of size " << in << " over a group of " << *group
            << " ranks gives " << in * *group << ", but the result has "
            << out;
   return success();
@@ -299,10 +299,10 @@ AllGatherStartOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 LogicalResult ReduceScatterStartOp::verify() {
   FailureOr<RankedTensorType> result = getFutureTensor(*this, getFuture());
   if (failed(result) || failed(verifyFutureUse(*this, getFuture())) ||
-      failed(verifyDim(*this, getDim(), getInput().getType().getRank())))
+      failed(verifyDim(*this, static_cast<int64_t>(getDim()), getInput().getType().getRank())))
     return failure();
   return verifySameTensorExcept(*this, getInput().getType(), *result,
-                                getDim());
+                                static_cast<int64_t>(getDim()));
 }
 
 LogicalResult
@@ -311,17 +311,17 @@ ReduceScatterStartOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
       verifyMeshAxes(*this, getMeshAttr(), getAxes(), symbolTable);
   if (failed(group))
     return failure();
-  int64_t in = getInput().getType().getDimSize(getDim());
+  int64_t in = getInput().getType().getDimSize(static_cast<int64_t>(getDim()));
   int64_t out = cast<RankedTensorType>(getFuture().getType().getValueType())
-                    .getDimSize(getDim());
+                    .getDimSize(static_cast<int64_t>(getDim()));
   if (in % *group != 0)
     return emitOpError("scatter dim ")
-           << getDim() << " of size " << in
+           << static_cast<int64_t>(getDim()) << " of size " << in
            << " is not divisible by the group size " << *group
            << " (pad the input first)";
   if (in / *group != out)
     return emitOpError("scattering dim ")
-           << getDim() << " of size " << in << " over " << *group
+           << static_cast<int64_t>(getDim()) << " of size " << in << " over " << *group
            << " ranks gives " << in / *group << ", but the result has "
            << out;
   return success();
@@ -343,8 +343,8 @@ LogicalResult BroadcastStartOp::verify() {
   FailureOr<RankedTensorType> result = getFutureTensor(*this, getFuture());
   if (failed(result) || failed(verifyFutureUse(*this, getFuture())))
     return failure();
-  if (getRoot() < 0)
-    return emitOpError("root must be non-negative, got ") << getRoot();
+  if (static_cast<int64_t>(getRoot()) < 0)
+    return emitOpError("root must be non-negative, got ") << static_cast<int64_t>(getRoot());
   return verifySameTensorExcept(*this, getInput().getType(), *result, -1);
 }
 
@@ -363,7 +363,7 @@ BroadcastStartOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
       verifyMeshAxes(*this, getMeshAttr(), getAxes(), symbolTable);
   if (failed(group))
     return failure();
-  return verifyPeer(*this, "root", getRoot(), *group);
+  return verifyPeer(*this, "root", static_cast<int64_t>(getRoot()), *group);
 }
 
 LogicalResult SendStartOp::verify() {
@@ -372,8 +372,8 @@ LogicalResult SendStartOp::verify() {
   if (!isa<NoneType>(getFuture().getType().getValueType()))
     return emitOpError("a send completes as !loom.future<none>, got ")
            << getFuture().getType();
-  if (getPeer() < 0)
-    return emitOpError("peer must be non-negative, got ") << getPeer();
+  if (static_cast<int64_t>(getPeer()) < 0)
+    return emitOpError("peer must be non-negative, got ") << static_cast<int64_t>(getPeer());
   return success();
 }
 
@@ -383,15 +383,15 @@ SendStartOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
       verifyMeshAxes(*this, getMeshAttr(), getAxes(), symbolTable);
   if (failed(group))
     return failure();
-  return verifyPeer(*this, "peer", getPeer(), *group);
+  return verifyPeer(*this, "peer", static_cast<int64_t>(getPeer()), *group);
 }
 
 LogicalResult RecvStartOp::verify() {
   if (failed(getFutureTensor(*this, getFuture())) ||
       failed(verifyFutureUse(*this, getFuture())))
     return failure();
-  if (getPeer() < 0)
-    return emitOpError("peer must be non-negative, got ") << getPeer();
+  if (static_cast<int64_t>(getPeer()) < 0)
+    return emitOpError("peer must be non-negative, got ") << static_cast<int64_t>(getPeer());
   return success();
 }
 
@@ -401,7 +401,7 @@ RecvStartOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
       verifyMeshAxes(*this, getMeshAttr(), getAxes(), symbolTable);
   if (failed(group))
     return failure();
-  return verifyPeer(*this, "peer", getPeer(), *group);
+  return verifyPeer(*this, "peer", static_cast<int64_t>(getPeer()), *group);
 }
 
 //===----------------------------------------------------------------------===//

@@ -120,7 +120,7 @@ def Loom_AllGatherStartOp : Loom_CollectiveOp<"all_gather_start"> {
                        (ins I64Attr:$dim));
   let results = (outs Loom_AnyFuture:$future);
   let assemblyFormat = [{
-    $input `on` $mesh `axes` $axes `dim` $dim attr-dict `:` type($input) `->` type($future)
+    $input `on` $mesh `axes` $axes `dim` $dim attr-dict `:` type($input) `->` qualified(type($future))
   }];
   let hasVerifier = 1;
 }
@@ -141,7 +141,7 @@ def Loom_ReduceScatterStartOp : Loom_CollectiveOp<"reduce_scatter_start"> {
                        (ins I64Attr:$dim, Loom_ReduceKindAttr:$reduction));
   let results = (outs Loom_AnyFuture:$future);
   let assemblyFormat = [{
-    $input `on` $mesh `axes` $axes `dim` $dim `reduce` $reduction attr-dict `:` type($input) `->` type($future)
+    $input `on` $mesh `axes` $axes `dim` $dim `reduce` $reduction attr-dict `:` type($input) `->` qualified(type($future))
   }];
   let hasVerifier = 1;
 }
@@ -160,7 +160,7 @@ def Loom_AllReduceStartOp : Loom_CollectiveOp<"all_reduce_start"> {
                        (ins Loom_ReduceKindAttr:$reduction));
   let results = (outs Loom_AnyFuture:$future);
   let assemblyFormat = [{
-    $input `on` $mesh `axes` $axes `reduce` $reduction attr-dict `:` type($input) `->` type($future)
+    $input `on` $mesh `axes` $axes `reduce` $reduction attr-dict `:` type($input) `->` qualified(type($future))
   }];
   let hasVerifier = 1;
 }
@@ -180,7 +180,7 @@ def Loom_BroadcastStartOp : Loom_CollectiveOp<"broadcast_start"> {
                        (ins I64Attr:$root));
   let results = (outs Loom_AnyFuture:$future);
   let assemblyFormat = [{
-    $input `on` $mesh `axes` $axes `root` $root attr-dict `:` type($input) `->` type($future)
+    $input `on` $mesh `axes` $axes `root` $root attr-dict `:` type($input) `->` qualified(type($future))
   }];
   let hasVerifier = 1;
 }
@@ -200,7 +200,7 @@ def Loom_SendStartOp : Loom_CollectiveOp<"send_start"> {
                        (ins I64Attr:$peer));
   let results = (outs Loom_AnyFuture:$future);
   let assemblyFormat = [{
-    $input `on` $mesh `axes` $axes `peer` $peer attr-dict `:` type($input) `->` type($future)
+    $input `on` $mesh `axes` $axes `peer` $peer attr-dict `:` type($input) `->` qualified(type($future))
   }];
   let hasVerifier = 1;
 }
@@ -218,7 +218,7 @@ def Loom_RecvStartOp : Loom_CollectiveOp<"recv_start"> {
   let arguments = !con(commonArgs, (ins I64Attr:$peer));
   let results = (outs Loom_AnyFuture:$future);
   let assemblyFormat = [{
-    `on` $mesh `axes` $axes `peer` $peer attr-dict `:` type($future)
+    `on` $mesh `axes` $axes `peer` $peer attr-dict `:` qualified(type($future))
   }];
   let hasVerifier = 1;
 }
@@ -236,7 +236,7 @@ def Loom_WaitOp : Loom_Op<"wait"> {
   let arguments = (ins Loom_AnyFuture:$future);
   let results = (outs Optional<AnyRankedTensor>:$result);
   let assemblyFormat = [{
-    $future attr-dict `:` type($future) (`->` type($result)^)?
+    $future attr-dict `:` qualified(type($future)) (`->` type($result)^)?
   }];
   let hasVerifier = 1;
 }

@@ -1,0 +1,42 @@
+# Loom: two commands do everything on a fresh machine.
+#   make demo   capture the example models, import, compile and report
+#   make test   set up, build and run every test (lit, unit, Python, fuzz)
+
+BUILD ?= build
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+
+.PHONY: all setup configure build test demo docs fuzz clean
+
+all: build
+
+setup:
+	@scripts/setup.sh
+
+$(BUILD)/build.ninja:
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release \
+	  -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
+	  $(CMAKE_FLAGS)
+
+configure: $(BUILD)/build.ninja
+
+build: setup configure
+	ninja -C $(BUILD) -j $(JOBS)
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+demo: build
+	@scripts/demo.sh
+
+docs: build
+	ninja -C $(BUILD) mlir-doc
+	scripts/update-docs.sh $(BUILD)
+
+fuzz: build
+	ninja -C $(BUILD) loom-import-fuzzer
+	$(BUILD)/bin/loom-import-fuzzer -max_total_time=$${FUZZ_SECONDS:-60} \
+	  -dict=test/Import/Inputs/pt2.dict $(BUILD)/fuzz-corpus test/Import/Inputs/fuzz-seeds
+
+clean:
+	rm -rf $(BUILD) out

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Installs everything Loom needs on a fresh Debian 12 machine: the apt
+# packages (LLVM/MLIR 22, build tools, libraries) and the Python virtualenv
+# with the pinned PyTorch. Idempotent: a second run checks and returns.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(
+  # LLVM/MLIR 22 (mlir-tblgen, lit, FileCheck live in the -tools packages)
+  libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
+  # clang and its runtime, for the libFuzzer target of the importer
+  clang-22 libclang-rt-22-dev
+  # build
+  cmake ninja-build ccache g++ pkg-config
+  # libraries: zip reader for .pt2, GoogleTest for unit tests
+  libzip-dev zlib1g-dev libgtest-dev
+)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+    missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing apt packages: ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# Python: a virtualenv with the pinned requirements. The stamp records the
+# hash of requirements.txt so a change to it reinstalls.
+PYTHON=${PYTHON:-python3}
+stamp=.venv/.requirements.sha256
+want=$(sha256sum requirements.txt | cut -d' ' -f1)
+if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "setup: creating .venv with $(grep -v '^#' requirements.txt | tr '\n' ' ')"
+  [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+  .venv/bin/python -m pip install -q --upgrade pip
+  if ! .venv/bin/python -m pip install -q -r requirements.txt; then
+    echo "setup: error: could not install the pinned Python packages (see above)" >&2
+    exit 1
+  fi
+  echo "$want" > "$stamp"
+fi
+.venv/bin/python -c "import torch; print('setup: torch', torch.__version__, 'ready')"

@@ -1,0 +1,407 @@
+// RUN: loom-opt %s --split-input-file --verify-diagnostics
+
+// expected-error@+1 {{mesh has 2 dimensions but 1 axis names}}
+loom.mesh @m shape [2, 2] axes ["dp"]
+
+// -----
+
+// expected-error@+1 {{axis 'dp' has size 0, expected a positive size}}
+loom.mesh @m shape [0] axes ["dp"]
+
+// -----
+
+// expected-error@+1 {{axis name 'dp' is used twice}}
+loom.mesh @m shape [2, 2] axes ["dp", "dp"]
+
+// -----
+
+// expected-error@+1 {{mesh must have at least one axis}}
+loom.mesh @m shape [] axes []
+
+// -----
+
+func.func @f() {
+  // expected-error@+1 {{expects parent op 'builtin.module'}}
+  loom.mesh @m shape [2] axes ["dp"]
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x4xf32>) {
+  // expected-error@+1 {{kernel 'mm' is not a schema name like 'aten::mm.default'}}
+  %0 = loom.aten "mm"(%a) {args = [#loom.arg<0>]} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x4xf32>) {
+  // expected-error@+1 {{argument refers to operand #1 but the op has 1 operands}}
+  %0 = loom.aten "aten::relu.default"(%a) {args = [#loom.arg<1>]} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x4xf32>) {
+  // expected-error@+1 {{operand #0 is referenced 2 times by the argument list, expected exactly once}}
+  %0 = loom.aten "aten::mul.Tensor"(%a) {args = [#loom.arg<0>, #loom.arg<0>]} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x4xf32>) {
+  // expected-error@+1 {{operand #0 is referenced 0 times by the argument list, expected exactly once}}
+  %0 = loom.aten "aten::relu.default"(%a) : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x4xf32>) {
+  // expected-error@+1 {{is not a valid ATen argument value}}
+  %0 = loom.aten "aten::relu.default"(%a) {args = [#loom.arg<0>, dense<1> : tensor<2xi32>]} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x4xf32>, %b: tensor<5x8xf32>) {
+  // expected-error@+1 {{contracting dimensions differ}}
+  %0 = loom.aten "aten::mm.default"(%a, %b) {args = [#loom.arg<0>, #loom.arg<1>]} : (tensor<2x4xf32>, tensor<5x8xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x4xf32>, %b: tensor<4x8xf32>) {
+  // expected-error@+1 {{result #0 has shape 'tensor<2x9xf32>' but 'aten::mm.default' gives shape [2, 8] for these operands}}
+  %0 = loom.aten "aten::mm.default"(%a, %b) {args = [#loom.arg<0>, #loom.arg<1>]} : (tensor<2x4xf32>, tensor<4x8xf32>) -> tensor<2x9xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x4xf32>, %b: tensor<4x8xf32>) {
+  // expected-error@+1 {{result #0 has element type 'bf16' but 'aten::mm.default' gives 'f32'}}
+  %0 = loom.aten "aten::mm.default"(%a, %b) {args = [#loom.arg<0>, #loom.arg<1>]} : (tensor<2x4xf32>, tensor<4x8xf32>) -> tensor<2x8xbf16>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x4xf32>, %b: tensor<4x8xbf16>) {
+  // expected-error@+1 {{operand element types differ: 'f32' vs 'bf16'}}
+  %0 = loom.aten "aten::mm.default"(%a, %b) {args = [#loom.arg<0>, #loom.arg<1>]} : (tensor<2x4xf32>, tensor<4x8xbf16>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x4xf32>, %b: tensor<3x4xf32>) {
+  // expected-error@+1 {{operand shapes are not broadcastable: [2, 4] vs [3, 4]}}
+  %0 = loom.aten "aten::add.Tensor"(%a, %b) {args = [#loom.arg<0>, #loom.arg<1>]} : (tensor<2x4xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x4xf32>) {
+  // expected-error@+1 {{cannot view a tensor of 8 elements with 9 elements}}
+  %0 = loom.aten "aten::view.default"(%a) {args = [#loom.arg<0>, [3, 3]]} : (tensor<2x4xf32>) -> tensor<3x3xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x4xf32>) {
+  // expected-error@+1 {{dimension 3 is out of range for a rank-3 tensor}}
+  %0 = loom.aten "aten::unsqueeze.default"(%a) {args = [#loom.arg<0>, 3]} : (tensor<2x4xf32>) -> tensor<2x4x1xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x4xf32>) {
+  // expected-error@+1 {{result #0 has shape 'tensor<2x4xi1>'}}
+  %0 = loom.aten "aten::sum.dim_IntList"(%a) {args = [#loom.arg<0>, [1], true]} : (tensor<2x4xf32>) -> tensor<2x4xi1>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x4xf32>) {
+  // expected-error@+1 {{'returns' entry 2 : i64 is not the index of one of the 2 results}}
+  %0:2 = loom.aten "aten::native_dropout.default"(%a) {args = [#loom.arg<0>, 0.5, true], returns = [0, 2]} : (tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xi1>)
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<2x4xf32>) {
+  // expected-error@+1 {{result #1 appears 0 times in 'returns'}}
+  %0:2 = loom.aten "aten::native_dropout.default"(%a) {args = [#loom.arg<0>, 0.5, true], returns = [0, unit]} : (tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xi1>)
+  return
+}
+
+// -----
+
+func.func @f(%img: tensor<1x3x8x8xf32>, %k: tensor<6x4x3x3xf32>) {
+  // expected-error@+1 {{convolution input has 3 channels but weight expects 4}}
+  %0 = loom.aten "aten::convolution.default"(%img, %k) {args = [#loom.arg<0>, #loom.arg<1>, unit, [1, 1], [0, 0], [1, 1], false, [0, 0], 1]} : (tensor<1x3x8x8xf32>, tensor<6x4x3x3xf32>) -> tensor<1x6x6x6xf32>
+  return
+}
+
+// -----
+
+loom.mesh @dp shape [4] axes ["shard"]
+func.func @f(%s: tensor<2x8xf32>) {
+  // expected-error@+1 {{gathering dim 0 of size 2 over a group of 4 ranks gives 8, but the result has 6}}
+  %f = loom.all_gather_start %s on @dp axes ["shard"] dim 0 : tensor<2x8xf32> -> !loom.future<tensor<6x8xf32>>
+  %x = loom.wait %f : !loom.future<tensor<6x8xf32>> -> tensor<6x8xf32>
+  return
+}
+
+// -----
+
+loom.mesh @dp shape [4] axes ["shard"]
+func.func @f(%s: tensor<2x8xf32>) {
+  // expected-error@+1 {{result dimension 1 is 4 but input's is 8}}
+  %f = loom.all_gather_start %s on @dp axes ["shard"] dim 0 : tensor<2x8xf32> -> !loom.future<tensor<8x4xf32>>
+  %x = loom.wait %f : !loom.future<tensor<8x4xf32>> -> tensor<8x4xf32>
+  return
+}
+
+// -----
+
+loom.mesh @dp shape [4] axes ["shard"]
+func.func @f(%s: tensor<2x8xf32>) {
+  // expected-error@+1 {{result element type 'bf16' differs from input element type 'f32'}}
+  %f = loom.all_gather_start %s on @dp axes ["shard"] dim 0 : tensor<2x8xf32> -> !loom.future<tensor<8x8xbf16>>
+  %x = loom.wait %f : !loom.future<tensor<8x8xbf16>> -> tensor<8x8xbf16>
+  return
+}
+
+// -----
+
+loom.mesh @dp shape [4] axes ["shard"]
+func.func @f(%s: tensor<2x8xf32>) {
+  // expected-error@+1 {{dim 2 is out of range for a rank-2 tensor}}
+  %f = loom.all_gather_start %s on @dp axes ["shard"] dim 2 : tensor<2x8xf32> -> !loom.future<tensor<2x8xf32>>
+  %x = loom.wait %f : !loom.future<tensor<2x8xf32>> -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+loom.mesh @dp shape [4] axes ["shard"]
+func.func @f(%s: tensor<2x8xf32>) {
+  // expected-error@+1 {{mesh @dp has no axis 'tp' (axes: 'shard')}}
+  %f = loom.all_gather_start %s on @dp axes ["tp"] dim 0 : tensor<2x8xf32> -> !loom.future<tensor<8x8xf32>>
+  %x = loom.wait %f : !loom.future<tensor<8x8xf32>> -> tensor<8x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%s: tensor<2x8xf32>) {
+  // expected-error@+1 {{'nomesh' does not name a loom.mesh}}
+  %f = loom.all_gather_start %s on @nomesh axes ["shard"] dim 0 : tensor<2x8xf32> -> !loom.future<tensor<8x8xf32>>
+  %x = loom.wait %f : !loom.future<tensor<8x8xf32>> -> tensor<8x8xf32>
+  return
+}
+
+// -----
+
+loom.mesh @hsdp shape [2, 2] axes ["replicate", "shard"]
+func.func @f(%s: tensor<2x8xf32>) {
+  // expected-error@+1 {{mesh axis 'shard' is named twice}}
+  %f = loom.all_reduce_start %s on @hsdp axes ["shard", "shard"] reduce <sum> : tensor<2x8xf32> -> !loom.future<tensor<2x8xf32>>
+  %x = loom.wait %f : !loom.future<tensor<2x8xf32>> -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+loom.mesh @dp shape [4] axes ["shard"]
+func.func @f(%s: tensor<2x8xf32>) {
+  // expected-error@+1 {{collective must name at least one mesh axis}}
+  %f = loom.all_reduce_start %s on @dp axes [] reduce <sum> : tensor<2x8xf32> -> !loom.future<tensor<2x8xf32>>
+  %x = loom.wait %f : !loom.future<tensor<2x8xf32>> -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+loom.mesh @dp shape [4] axes ["shard"]
+func.func @f(%g: tensor<6x8xf32>) {
+  // expected-error@+1 {{scatter dim 0 of size 6 is not divisible by the group size 4 (pad the input first)}}
+  %f = loom.reduce_scatter_start %g on @dp axes ["shard"] dim 0 reduce <sum> : tensor<6x8xf32> -> !loom.future<tensor<1x8xf32>>
+  %x = loom.wait %f : !loom.future<tensor<1x8xf32>> -> tensor<1x8xf32>
+  return
+}
+
+// -----
+
+loom.mesh @dp shape [4] axes ["shard"]
+func.func @f(%g: tensor<8x8xf32>) {
+  // expected-error@+1 {{scattering dim 0 of size 8 over 4 ranks gives 2, but the result has 4}}
+  %f = loom.reduce_scatter_start %g on @dp axes ["shard"] dim 0 reduce <sum> : tensor<8x8xf32> -> !loom.future<tensor<4x8xf32>>
+  %x = loom.wait %f : !loom.future<tensor<4x8xf32>> -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+loom.mesh @dp shape [4] axes ["shard"]
+func.func @f(%g: tensor<8x8xf32>) {
+  // expected-error@+1 {{result dimension 0 is 4 but input's is 8}}
+  %f = loom.all_reduce_start %g on @dp axes ["shard"] reduce <max> : tensor<8x8xf32> -> !loom.future<tensor<4x8xf32>>
+  %x = loom.wait %f : !loom.future<tensor<4x8xf32>> -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+loom.mesh @dp shape [4] axes ["shard"]
+func.func @f(%g: tensor<8x8xf32>) {
+  // expected-error@+1 {{root 4 is out of range for a group of 4 ranks}}
+  %f = loom.broadcast_start %g on @dp axes ["shard"] root 4 : tensor<8x8xf32> -> !loom.future<tensor<8x8xf32>>
+  %x = loom.wait %f : !loom.future<tensor<8x8xf32>> -> tensor<8x8xf32>
+  return
+}
+
+// -----
+
+loom.mesh @pp shape [2] axes ["pp"]
+func.func @f(%g: tensor<8x8xf32>) {
+  // expected-error@+1 {{peer 2 is out of range for a group of 2 ranks}}
+  %f = loom.send_start %g on @pp axes ["pp"] peer 2 : tensor<8x8xf32> -> !loom.future<none>
+  loom.wait %f : !loom.future<none>
+  return
+}
+
+// -----
+
+loom.mesh @pp shape [2] axes ["pp"]
+func.func @f(%g: tensor<8x8xf32>) {
+  // expected-error@+1 {{a send completes as !loom.future<none>}}
+  %f = loom.send_start %g on @pp axes ["pp"] peer 1 : tensor<8x8xf32> -> !loom.future<tensor<8x8xf32>>
+  %x = loom.wait %f : !loom.future<tensor<8x8xf32>> -> tensor<8x8xf32>
+  return
+}
+
+// -----
+
+loom.mesh @pp shape [2] axes ["pp"]
+func.func @f() {
+  // expected-error@+1 {{peer must be non-negative, got -1}}
+  %f = loom.recv_start on @pp axes ["pp"] peer -1 : !loom.future<tensor<8x8xf32>>
+  %x = loom.wait %f : !loom.future<tensor<8x8xf32>> -> tensor<8x8xf32>
+  return
+}
+
+// -----
+
+loom.mesh @dp shape [4] axes ["shard"]
+func.func @f(%s: tensor<2x8xf32>) {
+  // expected-error@+1 {{future must be consumed by exactly one loom.wait}}
+  %f = loom.all_gather_start %s on @dp axes ["shard"] dim 0 : tensor<2x8xf32> -> !loom.future<tensor<8x8xf32>>
+  return
+}
+
+// -----
+
+loom.mesh @dp shape [4] axes ["shard"]
+func.func @f(%s: tensor<2x8xf32>) {
+  %f = loom.all_gather_start %s on @dp axes ["shard"] dim 0 : tensor<2x8xf32> -> !loom.future<tensor<8x8xf32>>
+  // expected-error@+1 {{result type 'tensor<8x4xf32>' does not match the future's value 'tensor<8x8xf32>'}}
+  %x = loom.wait %f : !loom.future<tensor<8x8xf32>> -> tensor<8x4xf32>
+  return
+}
+
+// -----
+
+loom.mesh @pp shape [2] axes ["pp"]
+func.func @f(%g: tensor<8x8xf32>) {
+  %f = loom.send_start %g on @pp axes ["pp"] peer 1 : tensor<8x8xf32> -> !loom.future<none>
+  // expected-error@+1 {{waiting on !loom.future<none> yields no value}}
+  %x = loom.wait %f : !loom.future<none> -> tensor<8x8xf32>
+  return
+}
+
+// -----
+
+// expected-error@+1 {{'loom.phase' must be a #loom.phase}}
+func.func @f() attributes {loom.phase = "forward"} {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{unknown loom attribute 'loom.bogus'}}
+func.func @f() attributes {loom.bogus} {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{argument #0 role must be one of parameter, buffer, constant, input}}
+func.func @f(%a: tensor<2xf32> {loom.role = #loom.role<loss>}) {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{result #0 role must be one of loss, grad, buffer_mutation, output, input_mutation}}
+func.func @f(%a: tensor<2xf32>) -> (tensor<2xf32> {loom.role = #loom.role<parameter>}) {
+  return %a : tensor<2xf32>
+}
+
+// -----
+
+// expected-error@+1 {{step argument #0 (parameter) has no 'loom.name'}}
+func.func @f(%a: tensor<2xf32> {loom.role = #loom.role<parameter>}) attributes {loom.step} {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{step result #0 targets 'v', which is not a step argument}}
+func.func @f(%w: tensor<2xf32> {loom.name = "w", loom.role = #loom.role<parameter>})
+    -> (tensor<2xf32> {loom.role = #loom.role<grad>, loom.target = "v"}) attributes {loom.step} {
+  return %w : tensor<2xf32>
+}
+
+// -----
+
+// expected-error@+1 {{step result #0 (grad) targets 'b', a buffer, expected a parameter}}
+func.func @f(%b: tensor<2xf32> {loom.name = "b", loom.role = #loom.role<buffer>})
+    -> (tensor<2xf32> {loom.role = #loom.role<grad>, loom.target = "b"}) attributes {loom.step} {
+  return %b : tensor<2xf32>
+}
+
+// -----
+
+// expected-error@+1 {{step result #0 has type 'tensor<3xf32>' but 'w' has type 'tensor<2xf32>'}}
+func.func @f(%w: tensor<2xf32> {loom.name = "w", loom.role = #loom.role<parameter>}, %g: tensor<3xf32>  {loom.role = #loom.role<input>})
+    -> (tensor<3xf32> {loom.role = #loom.role<grad>, loom.target = "w"}) attributes {loom.step} {
+  return %g : tensor<3xf32>
+}
+
+// -----
+
+// expected-error@+1 {{a step has at most one loss result, found 2}}
+func.func @f(%x: tensor<f32> {loom.role = #loom.role<input>})
+    -> (tensor<f32> {loom.role = #loom.role<loss>}, tensor<f32> {loom.role = #loom.role<loss>}) attributes {loom.step} {
+  return %x, %x : tensor<f32>, tensor<f32>
+}
+
+// -----
+
+// expected-error@+1 {{step argument name 'w' is used twice}}
+func.func @f(%a: tensor<2xf32> {loom.name = "w", loom.role = #loom.role<parameter>}, %b: tensor<2xf32> {loom.name = "w", loom.role = #loom.role<parameter>}) attributes {loom.step} {
+  return
+}

@@ -1,0 +1,64 @@
+// RUN: loom-opt %s | FileCheck %s
+// RUN: loom-opt %s | loom-opt | FileCheck %s
+// RUN: loom-opt %s --mlir-print-op-generic | loom-opt | FileCheck %s
+
+// CHECK: loom.mesh @dp shape [4] axes ["shard"]
+loom.mesh @dp shape [4] axes ["shard"]
+// CHECK: loom.mesh @hsdp shape [2, 2] axes ["replicate", "shard"]
+loom.mesh @hsdp shape [2, 2] axes ["replicate", "shard"]
+loom.mesh @pp shape [2] axes ["pp"]
+
+// CHECK-LABEL: func.func @step
+// CHECK-SAME: loom.name = "w", loom.role = #loom.role<parameter>
+// CHECK-SAME: loom.role = #loom.role<loss>
+// CHECK-SAME: loom.role = #loom.role<grad>, loom.target = "w"
+func.func @step(%w: tensor<8x4xf32> {loom.name = "w", loom.role = #loom.role<parameter>},
+                %x: tensor<2x4xf32> {loom.name = "x", loom.role = #loom.role<input>})
+    -> (tensor<f32> {loom.role = #loom.role<loss>},
+        tensor<8x4xf32> {loom.role = #loom.role<grad>, loom.target = "w"})
+    attributes {loom.step} {
+  // CHECK: loom.aten "aten::permute.default"(%{{.*}}) {args = [#loom.arg<0>, [1, 0]], loom.module = "l1", loom.phase = #loom.phase<forward>}
+  %wt = loom.aten "aten::permute.default"(%w) {args = [#loom.arg<0>, [1, 0]], loom.module = "l1", loom.phase = #loom.phase<forward>} : (tensor<8x4xf32>) -> tensor<4x8xf32>
+  %y = loom.aten "aten::mm.default"(%x, %wt) {args = [#loom.arg<0>, #loom.arg<1>], loom.module = "l1", loom.phase = #loom.phase<forward>} : (tensor<2x4xf32>, tensor<4x8xf32>) -> tensor<2x8xf32>
+  // CHECK: kwargs = {dtype = f64}
+  %d = loom.aten "aten::_to_copy.default"(%y) {args = [#loom.arg<0>], kwargs = {dtype = f64}} : (tensor<2x8xf32>) -> tensor<2x8xf64>
+  %l = loom.aten "aten::sum.default"(%y) {args = [#loom.arg<0>]} : (tensor<2x8xf32>) -> tensor<f32>
+  %c = loom.aten "aten::cat.default"(%y, %y) {args = [[#loom.arg<0>, #loom.arg<1>], 0]} : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<4x8xf32>
+  // CHECK: returns = [0, unit, 1]
+  %gi, %gw = loom.aten "aten::native_layer_norm_backward.default"(%y, %y) {args = [#loom.arg<0>, #loom.arg<1>], returns = [0, unit, 1]} : (tensor<2x8xf32>, tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<8xf32>)
+  %g = loom.aten "aten::zeros_like.default"(%w) {args = [#loom.arg<0>], loom.phase = #loom.phase<backward>} : (tensor<8x4xf32>) -> tensor<8x4xf32>
+  return %l, %g : tensor<f32>, tensor<8x4xf32>
+}
+
+// CHECK-LABEL: func.func @collectives
+func.func @collectives(%s: tensor<2x8xf32>, %g: tensor<8x8xf32>, %h: tensor<4x8xbf16>) {
+  // CHECK: %[[F:.*]] = loom.all_gather_start %{{.*}} on @dp axes ["shard"] dim 0 : tensor<2x8xf32> -> !loom.future<tensor<8x8xf32>>
+  // CHECK: loom.wait %[[F]] : !loom.future<tensor<8x8xf32>> -> tensor<8x8xf32>
+  %f0 = loom.all_gather_start %s on @dp axes ["shard"] dim 0 : tensor<2x8xf32> -> !loom.future<tensor<8x8xf32>>
+  %full = loom.wait %f0 : !loom.future<tensor<8x8xf32>> -> tensor<8x8xf32>
+  // CHECK: loom.reduce_scatter_start %{{.*}} on @dp axes ["shard"] dim 0 reduce <avg>
+  %f1 = loom.reduce_scatter_start %g on @dp axes ["shard"] dim 0 reduce <avg> : tensor<8x8xf32> -> !loom.future<tensor<2x8xf32>>
+  %shard = loom.wait %f1 : !loom.future<tensor<2x8xf32>> -> tensor<2x8xf32>
+  // HSDP: reduce-scatter on the shard axis, all-reduce on the replicate axis.
+  // CHECK: loom.reduce_scatter_start %{{.*}} on @hsdp axes ["shard"] dim 1 reduce <sum>
+  // CHECK: loom.all_reduce_start %{{.*}} on @hsdp axes ["replicate"] reduce <avg>
+  %f2 = loom.reduce_scatter_start %g on @hsdp axes ["shard"] dim 1 reduce <sum> : tensor<8x8xf32> -> !loom.future<tensor<8x4xf32>>
+  %p = loom.wait %f2 : !loom.future<tensor<8x4xf32>> -> tensor<8x4xf32>
+  %f3 = loom.all_reduce_start %p on @hsdp axes ["replicate"] reduce <avg> : tensor<8x4xf32> -> !loom.future<tensor<8x4xf32>>
+  %r = loom.wait %f3 : !loom.future<tensor<8x4xf32>> -> tensor<8x4xf32>
+  // Both axes of a 2-D mesh form one group of 4.
+  // CHECK: loom.all_gather_start %{{.*}} on @hsdp axes ["replicate", "shard"] dim 0
+  %f4 = loom.all_gather_start %s on @hsdp axes ["replicate", "shard"] dim 0 : tensor<2x8xf32> -> !loom.future<tensor<8x8xf32>>
+  %all = loom.wait %f4 : !loom.future<tensor<8x8xf32>> -> tensor<8x8xf32>
+  // CHECK: loom.broadcast_start %{{.*}} on @dp axes ["shard"] root 3
+  %f5 = loom.broadcast_start %h on @dp axes ["shard"] root 3 : tensor<4x8xbf16> -> !loom.future<tensor<4x8xbf16>>
+  %b = loom.wait %f5 : !loom.future<tensor<4x8xbf16>> -> tensor<4x8xbf16>
+  // CHECK: loom.send_start %{{.*}} on @pp axes ["pp"] peer 1 : tensor<2x8xf32> -> !loom.future<none>
+  // CHECK: loom.wait %{{.*}} : !loom.future<none>
+  %f6 = loom.send_start %s on @pp axes ["pp"] peer 1 : tensor<2x8xf32> -> !loom.future<none>
+  loom.wait %f6 : !loom.future<none>
+  // CHECK: loom.recv_start on @pp axes ["pp"] peer 0 : !loom.future<tensor<2x8xf32>>
+  %f7 = loom.recv_start on @pp axes ["pp"] peer 0 : !loom.future<tensor<2x8xf32>>
+  %act = loom.wait %f7 : !loom.future<tensor<2x8xf32>> -> tensor<2x8xf32>
+  return
+}
