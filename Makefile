@@ -33,10 +33,8 @@ docs: build
 	ninja -C $(BUILD) mlir-doc
 	scripts/update-docs.sh $(BUILD)
 
-fuzz: build
-	ninja -C $(BUILD) loom-import-fuzzer
-	$(BUILD)/bin/loom-import-fuzzer -max_total_time=$${FUZZ_SECONDS:-60} \
-	  -dict=test/Import/Inputs/pt2.dict $(BUILD)/fuzz-corpus test/Import/Inputs/fuzz-seeds
+fuzz: setup
+	scripts/fuzz.sh $${FUZZ_SECONDS:-60}
 
 clean:
 	rm -rf $(BUILD) out

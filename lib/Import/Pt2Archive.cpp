@@ -71,6 +71,16 @@ Pt2Archive::openBuffer(llvm::StringRef bytes) {
   return result;
 }
 
+std::unique_ptr<Pt2Archive> Pt2Archive::fromEntries(
+    std::vector<std::pair<std::string, std::string>> entries) {
+  std::unique_ptr<Pt2Archive> result(new Pt2Archive());
+  for (auto &[name, data] : entries) {
+    result->names.push_back(std::move(name));
+    result->contents.push_back(std::move(data));
+  }
+  return result;
+}
+
 Pt2Archive::~Pt2Archive() {
   if (archive)
     zip_discard(archive);
@@ -95,6 +105,12 @@ bool Pt2Archive::contains(llvm::StringRef name) const {
 }
 
 llvm::Expected<std::string> Pt2Archive::read(llvm::StringRef name) const {
+  if (!archive) {
+    for (size_t i = 0; i < names.size(); ++i)
+      if (names[i] == name)
+        return contents[i];
+    return makeError("archive entry '" + name + "' is missing");
+  }
   std::string n = name.str();
   zip_stat_t stat;
   zip_stat_init(&stat);

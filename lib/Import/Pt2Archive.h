@@ -3,6 +3,7 @@
 #ifndef LOOM_LIB_IMPORT_PT2ARCHIVE_H
 #define LOOM_LIB_IMPORT_PT2ARCHIVE_H
 
+#include "loom/Import/Pt2Importer.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
@@ -22,6 +23,10 @@ public:
   openFile(llvm::StringRef path);
   static llvm::Expected<std::unique_ptr<Pt2Archive>>
   openBuffer(llvm::StringRef bytes);
+  /// An archive made of the given (name, contents) entries, without zip
+  /// encoding: lets the fuzzer feed graph JSON straight to the importer.
+  static std::unique_ptr<Pt2Archive>
+  fromEntries(std::vector<std::pair<std::string, std::string>> entries);
   ~Pt2Archive();
 
   const std::vector<std::string> &entries() const { return names; }
@@ -35,8 +40,16 @@ private:
 
   ::zip *archive = nullptr;
   std::string bufferCopy;
+  std::vector<std::string> contents; // for fromEntries, parallel to names
   std::vector<std::string> names;
 };
+
+/// Imports an opened archive (see importPt2); `name` names it in
+/// diagnostics.
+mlir::OwningOpRef<mlir::ModuleOp> importArchive(Pt2Archive &archive,
+                                                llvm::StringRef name,
+                                                mlir::MLIRContext *context,
+                                                const ImportOptions &options);
 
 } // namespace loom
 

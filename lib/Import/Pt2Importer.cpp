@@ -1100,36 +1100,39 @@ OwningOpRef<ModuleOp> Importer::run(Pt2Archive &archive) {
   return std::move(module);
 }
 
-OwningOpRef<ModuleOp> loom::importPt2(StringRef path, MLIRContext *context,
-                                      const ImportOptions &options) {
+OwningOpRef<ModuleOp> loom::importArchive(Pt2Archive &archive, StringRef name,
+                                          MLIRContext *context,
+                                          const ImportOptions &options) {
   context->getOrLoadDialect<LoomDialect>();
   context->getOrLoadDialect<func::FuncDialect>();
-  llvm::Expected<std::unique_ptr<Pt2Archive>> archive =
-      Pt2Archive::openFile(path);
+  Importer importer(context, name, options);
+  return importer.run(archive);
+}
+
+/// Opens an archive, reporting a failure as an error located at `name`.
+static OwningOpRef<ModuleOp>
+openAndImport(llvm::Expected<std::unique_ptr<Pt2Archive>> archive,
+              StringRef name, MLIRContext *context,
+              const ImportOptions &options) {
   if (!archive) {
-    emitError(FileLineColLoc::get(context, path, 0, 0),
+    emitError(FileLineColLoc::get(context, name, 0, 0),
               llvm::toString(archive.takeError()));
     return nullptr;
   }
-  Importer importer(context, path, options);
-  return importer.run(**archive);
+  return importArchive(**archive, name, context, options);
+}
+
+OwningOpRef<ModuleOp> loom::importPt2(StringRef path, MLIRContext *context,
+                                      const ImportOptions &options) {
+  return openAndImport(Pt2Archive::openFile(path), path, context, options);
 }
 
 OwningOpRef<ModuleOp> loom::importPt2Buffer(StringRef bytes,
                                             StringRef bufferName,
                                             MLIRContext *context,
                                             const ImportOptions &options) {
-  context->getOrLoadDialect<LoomDialect>();
-  context->getOrLoadDialect<func::FuncDialect>();
-  llvm::Expected<std::unique_ptr<Pt2Archive>> archive =
-      Pt2Archive::openBuffer(bytes);
-  if (!archive) {
-    emitError(FileLineColLoc::get(context, bufferName, 0, 0),
-              llvm::toString(archive.takeError()));
-    return nullptr;
-  }
-  Importer importer(context, bufferName, options);
-  return importer.run(**archive);
+  return openAndImport(Pt2Archive::openBuffer(bytes), bufferName, context,
+                       options);
 }
 
 std::string loom::formatLocation(Location loc) {
