@@ -76,4 +76,46 @@ TEST_F(StepStatsTest, FlopsOfMatmulsAndConv) {
   EXPECT_EQ(stats.argsByRole.lookup("parameter").bytes, 298 * 4);
   EXPECT_EQ(stats.argsByRole.lookup("parameter").count, 3);
 }
+// Hand-computed convolution backward FLOPs.
+// Depthwise (groups 8): x [2,8,6,6], w [8,1,3,3], grad_out [2,8,4,4].
+//   grad_input  = 2 * N2 * Cout8 * Cin/g1 * k9 * out16      = 4608
+//   grad_weight = 2 * (8*1*9 weights) * (N2 * 4*4 positions) = 4608
+// Transposed (stride 2): x [1,4,3,3], w [4,2,2,2], grad_out [1,2,6,6]:
+//   forward = 2 * 1 * 4 * 2 * 4 * 9 = 576; each gradient costs the same.
+TEST_F(StepStatsTest, FlopsOfConvolutionBackward) {
+  auto module = parse(R"mlir(
+    func.func @f(%g: tensor<2x8x4x4xf32>, %x: tensor<2x8x6x6xf32>, %w: tensor<8x1x3x3xf32>,
+                 %tg: tensor<1x2x6x6xf32>, %tx: tensor<1x4x3x3xf32>, %tw: tensor<4x2x2x2xf32>) {
+      %gi, %gw = loom.aten "aten::convolution_backward.default"(%g, %x, %w) {args = [#loom.arg<0>, #loom.arg<1>, #loom.arg<2>, unit, [1, 1], [0, 0], [1, 1], false, [0, 0], 8, [true, true, false]], returns = [0, 1, unit]} : (tensor<2x8x4x4xf32>, tensor<2x8x6x6xf32>, tensor<8x1x3x3xf32>) -> (tensor<2x8x6x6xf32>, tensor<8x1x3x3xf32>)
+      %y = loom.aten "aten::convolution.default"(%tx, %tw) {args = [#loom.arg<0>, #loom.arg<1>, unit, [2, 2], [0, 0], [1, 1], true, [0, 0], 1]} : (tensor<1x4x3x3xf32>, tensor<4x2x2x2xf32>) -> tensor<1x2x6x6xf32>
+      %ti, %tw2 = loom.aten "aten::convolution_backward.default"(%tg, %tx, %tw) {args = [#loom.arg<0>, #loom.arg<1>, #loom.arg<2>, unit, [2, 2], [0, 0], [1, 1], true, [0, 0], 1, [true, true, false]], returns = [0, 1, unit]} : (tensor<1x2x6x6xf32>, tensor<1x4x3x3xf32>, tensor<4x2x2x2xf32>) -> (tensor<1x4x3x3xf32>, tensor<4x2x2x2xf32>)
+      return
+    }
+  )mlir");
+  ASSERT_TRUE(module);
+  SmallVector<AtenOp> ops;
+  module->walk([&](AtenOp op) { ops.push_back(op); });
+  ASSERT_EQ(ops.size(), 3u);
+  EXPECT_EQ(countFlops(ops[0]), 4608 + 4608);
+  EXPECT_EQ(countFlops(ops[1]), 576);
+  EXPECT_EQ(countFlops(ops[2]), 576 + 576);
+}
+
+// Attention q,k,v [2,4,16,8]: forward two bmms 2*8*16*16*(8+8) = 65536;
+// backward five (scores recomputed) 2*8*16*16*(3*8+2*8) = 163840.
+TEST_F(StepStatsTest, FlopsOfAttention) {
+  auto module = parse(R"mlir(
+    func.func @f(%q: tensor<2x4x16x8xf32>, %k: tensor<2x4x16x8xf32>, %v: tensor<2x4x16x8xf32>, %go: tensor<2x4x16x8xf32>) {
+      %o, %lse = loom.aten "aten::_scaled_dot_product_flash_attention_for_cpu.default"(%q, %k, %v) {args = [#loom.arg<0>, #loom.arg<1>, #loom.arg<2>, 0.0, true]} : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>) -> (tensor<2x4x16x8xf32>, tensor<2x4x16xf32>)
+      %dq, %dk, %dv = loom.aten "aten::_scaled_dot_product_flash_attention_for_cpu_backward.default"(%go, %q, %k, %v, %o, %lse) {args = [#loom.arg<0>, #loom.arg<1>, #loom.arg<2>, #loom.arg<3>, #loom.arg<4>, #loom.arg<5>, 0.0, true]} : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16xf32>) -> (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>)
+      return
+    }
+  )mlir");
+  ASSERT_TRUE(module);
+  SmallVector<AtenOp> ops;
+  module->walk([&](AtenOp op) { ops.push_back(op); });
+  ASSERT_EQ(ops.size(), 2u);
+  EXPECT_EQ(countFlops(ops[0]), 65536);
+  EXPECT_EQ(countFlops(ops[1]), 163840);
+}
 } // namespace

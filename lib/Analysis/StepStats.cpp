@@ -46,30 +46,39 @@ bool maskBit(AtenOp op, unsigned pos, unsigned bit) {
   return !b || b.getValue();
 }
 
-/// 2 * N * Cout * Cin/groups * prod(kernel) * prod(output spatial), as
-/// flop_counter's conv_flop_count.
-int64_t convFlops(RankedTensorType weight, RankedTensorType out,
-                  bool transposed, RankedTensorType input) {
-  if (!weight || !out || out.getRank() < 3)
+/// flop_counter's conv_flop_count: 2 * batch * Cout * Cin * prod(filter) *
+/// prod(spatial), where spatial is the output's (the input's when
+/// `transposed`).
+int64_t convFlopCount(ArrayRef<int64_t> x, ArrayRef<int64_t> w,
+                      ArrayRef<int64_t> out, bool transposed) {
+  if (x.size() < 3 || w.size() != x.size() || out.size() != x.size())
     return 0;
-  // For a transposed convolution the work is that of the convolution whose
-  // output is the transposed one's input.
-  RankedTensorType spatialFrom = transposed && input ? input : out;
-  int64_t spatial = product(spatialFrom.getShape().drop_front(2));
-  return 2 * out.getDimSize(0) * product(weight.getShape()) * spatial;
+  ArrayRef<int64_t> spatial = (transposed ? x : out).drop_front(2);
+  return 2 * x[0] * w[0] * w[1] * product(w.drop_front(2)) * product(spatial);
 }
 
-/// Attention FLOPs for q [B, H, S, D] and k [B, H, Skv, D]: two batched
-/// matmuls forward, four backward (flop_counter's sdpa rules).
+/// Swaps the first two dimensions, as flop_counter's `t`.
+SmallVector<int64_t> swap01(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> out(shape);
+  if (out.size() >= 2)
+    std::swap(out[0], out[1]);
+  return out;
+}
+
+/// Attention FLOPs for q [B, H, S, D], k [B, H, Skv, D], v [B, H, Skv, Dv]:
+/// two batched matmuls forward; backward recomputes the scores and runs four
+/// more (flop_counter's sdpa_flop_count / sdpa_backward_flop_count).
 int64_t attentionFlops(RankedTensorType q, RankedTensorType k,
-                       RankedTensorType v) {
+                       RankedTensorType v, bool backward) {
   if (!q || !k || !v || q.getRank() < 2)
     return 0;
   int64_t batch = product(q.getShape().drop_back(2));
   int64_t s = q.getDimSize(q.getRank() - 2), d = q.getDimSize(q.getRank() - 1);
   int64_t skv = k.getDimSize(k.getRank() - 2);
   int64_t dv = v.getDimSize(v.getRank() - 1);
-  return 2 * batch * s * skv * d + 2 * batch * s * skv * dv;
+  if (backward)
+    return 2 * batch * s * skv * (3 * d + 2 * dv);
+  return 2 * batch * s * skv * (d + dv);
 }
 } // namespace
 
@@ -89,37 +98,58 @@ int64_t loom::countFlops(AtenOp op) {
       return 0;
     return 2 * product(out.getShape()) * a.getDimSize(a.getRank() - 1);
   }
+  auto boolArg = [&](unsigned pos) {
+    auto b = pos < op.getArgs().size() ? dyn_cast<BoolAttr>(op.getArgs()[pos])
+                                       : BoolAttr();
+    return b && b.getValue();
+  };
+  auto intArg = [&](unsigned pos, int64_t dflt) {
+    auto i = pos < op.getArgs().size()
+                 ? dyn_cast<IntegerAttr>(op.getArgs()[pos])
+                 : IntegerAttr();
+    return i ? i.getInt() : dflt;
+  };
   if (name == "aten::convolution") {
-    auto transposed = op.getArgs().size() > 6
-                          ? dyn_cast<BoolAttr>(op.getArgs()[6])
-                          : BoolAttr();
-    return convFlops(operandType(op, 1), resultType(0),
-                     transposed && transposed.getValue(), operandType(op, 0));
+    RankedTensorType x = operandType(op, 0), w = operandType(op, 1);
+    RankedTensorType out = resultType(0);
+    if (!x || !w || !out)
+      return 0;
+    return convFlopCount(x.getShape(), w.getShape(), out.getShape(),
+                         boolArg(6));
   }
   if (name == "aten::convolution_backward") {
     // (grad_output, input, weight, bias_sizes, stride, padding, dilation,
-    //  transposed, output_padding, groups, output_mask): each requested
-    // gradient costs one convolution.
-    RankedTensorType gradOut = operandType(op, 0), input = operandType(op, 1),
-                     weight = operandType(op, 2);
-    auto transposed = op.getArgs().size() > 7
-                          ? dyn_cast<BoolAttr>(op.getArgs()[7])
-                          : BoolAttr();
-    bool t = transposed && transposed.getValue();
-    int64_t one = convFlops(weight, t ? input : gradOut, t, gradOut);
-    return one * (maskBit(op, 10, 0) + maskBit(op, 10, 1));
+    //  transposed, output_padding, groups, output_mask), as flop_counter's
+    // conv_backward_flop, except that the weight gradient of a grouped
+    // convolution is counted once, not `groups` times (flop_counter ignores
+    // groups there and over-counts depthwise convolutions).
+    RankedTensorType gradOut = operandType(op, 0), x = operandType(op, 1),
+                     w = operandType(op, 2);
+    if (!gradOut || !x || !w)
+      return 0;
+    bool transposed = boolArg(7);
+    int64_t groups = std::max<int64_t>(1, intArg(9, 1));
+    int64_t flops = 0;
+    if (maskBit(op, 10, 0))
+      flops += convFlopCount(gradOut.getShape(), w.getShape(), x.getShape(),
+                             !transposed);
+    if (maskBit(op, 10, 1)) {
+      SmallVector<int64_t> tx = swap01(x.getShape()),
+                           tg = swap01(gradOut.getShape()),
+                           tw = swap01(w.getShape());
+      flops += (transposed ? convFlopCount(tg, tx, tw, false)
+                           : convFlopCount(tx, tg, tw, false)) /
+               groups;
+    }
+    return flops;
   }
   if (name.starts_with("aten::_scaled_dot_product_") &&
       name.contains("attention")) {
-    int64_t fwd =
-        attentionFlops(operandType(op, 0), operandType(op, 1),
-                       operandType(op, 2));
-    if (name.ends_with("_backward")) {
-      // Backward ops take grad_out first: q, k, v follow it.
-      return 2 * attentionFlops(operandType(op, 1), operandType(op, 2),
-                                operandType(op, 3));
-    }
-    return fwd;
+    // Backward ops take grad_out first: q, k, v follow it.
+    bool backward = name.ends_with("_backward");
+    unsigned q = backward ? 1 : 0;
+    return attentionFlops(operandType(op, q), operandType(op, q + 1),
+                          operandType(op, q + 2), backward);
   }
   return 0;
 }

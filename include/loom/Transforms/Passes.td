@@ -18,7 +18,12 @@ def LoomStats : Pass<"loom-stats", "::mlir::ModuleOp"> {
       backward, and the total. FLOPs follow `torch.utils.flop_counter`:
       matrix multiplies (`mm`, `addmm`, `bmm`, `baddbmm`), convolutions and
       their backward, and scaled-dot-product attention; other ops count 0,
-      so the numbers can be compared with PyTorch's `FlopCounterMode`.
+      so the numbers can be compared with PyTorch's `FlopCounterMode`. Two
+      deliberate differences: the weight gradient of a grouped convolution
+      counts the real work (flop_counter multiplies it by `groups`), and
+      attention kernels `FlopCounterMode` has no rule for on CPU
+      (`_scaled_dot_product_flash_attention_for_cpu*`) are counted with the
+      same formulas as the GPU ones.
 
     FLOPs of a module include its submodules only in the `inclusive` column.
 
