@@ -147,8 +147,12 @@ private:
                                json::Value &out);
 
   // Schema pieces ------------------------------------------------------------
-  FailureOr<TensorMeta> parseTensorMeta(const json::Value &value,
-                                        const Twine &what);
+  /// Parses schema tensor metadata; the message says what is wrong with
+  /// `what`, and callers locate it (at the node or the archive).
+  llvm::Expected<TensorMeta> parseTensorMeta(const json::Value &value,
+                                             const Twine &what);
+  /// The metadata of graph value `name`, or an error message.
+  llvm::Expected<TensorMeta> getTensorMeta(StringRef name);
   LogicalResult readTensorValues(const json::Object &graph);
   Location nodeLocation(StringRef name, const json::Object *metadata);
   FailureOr<Attribute> convertArgument(const json::Object &arg, Location loc,
@@ -170,7 +174,9 @@ private:
 
   std::string prefix; // the archive's top-level folder, with '/'
   json::Value model = nullptr;
-  llvm::StringMap<TensorMeta> tensorValues;
+  // Raw `tensor_values` entries, parsed when a node or the signature uses
+  // them, so that a problem is reported where the tensor is produced.
+  llvm::StringMap<const json::Value *> tensorValues;
   llvm::StringMap<Value> values;
   // Graph inputs in order and what the signature says about each.
   struct InputInfo {
@@ -252,18 +258,21 @@ static std::optional<int64_t> concreteInt(const json::Value &v) {
   return o->getInteger("as_int");
 }
 
-FailureOr<TensorMeta> Importer::parseTensorMeta(const json::Value &value,
-                                                const Twine &what) {
+llvm::Expected<TensorMeta> Importer::parseTensorMeta(const json::Value &value,
+                                                    const Twine &what) {
+  auto fail = [](const Twine &message) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+  };
   const json::Object *o = value.getAsObject();
   if (!o)
-    return error("tensor metadata of " + what + " is not an object");
+    return fail("tensor metadata of " + what + " is not an object");
   std::optional<int64_t> dtype = o->getInteger("dtype");
   const json::Array *sizes = o->getArray("sizes");
   if (!dtype || !sizes)
-    return error("tensor metadata of " + what + " lacks 'dtype' or 'sizes'");
+    return fail("tensor metadata of " + what + " lacks 'dtype' or 'sizes'");
   Type elementType = dtypeToType(ctx, *dtype);
   if (!elementType)
-    return error(llvm::formatv("{0} has dtype code {1}, which Loom does not "
+    return fail(llvm::formatv("{0} has dtype code {1}, which Loom does not "
                                "support",
                                what.str(), *dtype));
   TensorMeta meta;
@@ -271,10 +280,10 @@ FailureOr<TensorMeta> Importer::parseTensorMeta(const json::Value &value,
   for (const json::Value &s : *sizes) {
     std::optional<int64_t> d = concreteInt(s);
     if (!d)
-      return error(what + " has a symbolic size; export with static shapes "
+      return fail(what + " has a symbolic size; export with static shapes "
                           "(Loom compiles one shape per step)");
     if (*d < 0)
-      return error(llvm::formatv("{0} has negative size {1}", what.str(), *d));
+      return fail(llvm::formatv("{0} has negative size {1}", what.str(), *d));
     shape.push_back(*d);
   }
   meta.type = RankedTensorType::get(shape, elementType);
@@ -286,7 +295,7 @@ FailureOr<TensorMeta> Importer::parseTensorMeta(const json::Value &value,
     meta.storageOffset = concreteInt(*off).value_or(0);
   if (std::optional<int64_t> layout = o->getInteger("layout");
       layout && *layout != 7)
-    return error(what + " is not a strided (dense) tensor");
+    return fail(what + " is not a strided (dense) tensor");
   return meta;
 }
 
@@ -294,14 +303,19 @@ LogicalResult Importer::readTensorValues(const json::Object &graph) {
   const json::Object *tv = graph.getObject("tensor_values");
   if (!tv)
     return error("graph has no 'tensor_values'");
-  for (const auto &[name, meta] : *tv) {
-    FailureOr<TensorMeta> m =
-        parseTensorMeta(meta, "tensor '" + StringRef(name) + "'");
-    if (failed(m))
-      return failure();
-    tensorValues[name] = *m;
-  }
+  for (const auto &[name, meta] : *tv)
+    tensorValues[name] = &meta;
   return success();
+}
+
+llvm::Expected<TensorMeta> Importer::getTensorMeta(StringRef name) {
+  auto it = tensorValues.find(name);
+  if (it == tensorValues.end())
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "'" + name +
+                                       "' has no tensor metadata in "
+                                       "'tensor_values'");
+  return parseTensorMeta(*it->second, "tensor '" + name + "'");
 }
 
 //===----------------------------------------------------------------------===//
@@ -636,12 +650,11 @@ LogicalResult Importer::importNode(const json::Object &node, unsigned index) {
     if (values.count(*n) ||
         llvm::is_contained(resultNames, n->str()))
       return nodeError(loc, name, "redefines value '" + *n + "'");
-    auto it = tensorValues.find(*n);
-    if (it == tensorValues.end())
+    llvm::Expected<TensorMeta> meta = getTensorMeta(*n);
+    if (!meta)
       return nodeError(loc, name,
-                       "output '" + *n + "' has no tensor metadata in "
-                                         "'tensor_values'");
-    resultTypes.push_back(it->second.type);
+                       "output " + llvm::toString(meta.takeError()));
+    resultTypes.push_back(meta->type);
     resultNames.push_back(n->str());
     return static_cast<int64_t>(resultTypes.size() - 1);
   };
@@ -911,10 +924,10 @@ LogicalResult Importer::importWeights(Pt2Archive &archive) {
         return error("weight '" + StringRef(fqn) +
                      "' is stored pickled; Loom reads raw weights only "
                      "(save with a current torch.export.save)");
-      FailureOr<TensorMeta> m =
+      llvm::Expected<TensorMeta> m =
           parseTensorMeta(*meta, "weight '" + StringRef(fqn) + "'");
-      if (failed(m))
-        return failure();
+      if (!m)
+        return error(llvm::toString(m.takeError()));
       stored[fqn] = {prefix + folder.str() + path->str(), *m};
     }
   }
@@ -1028,21 +1041,15 @@ OwningOpRef<ModuleOp> Importer::run(Pt2Archive &archive) {
 
   SmallVector<Type> argTypes;
   for (const InputInfo &in : inputs) {
-    auto it = tensorValues.find(in.name);
-    if (it == tensorValues.end())
-      return error("input '" + in.name + "' has no tensor metadata"), nullptr;
-    argTypes.push_back(it->second.type);
+    llvm::Expected<TensorMeta> meta = getTensorMeta(in.name);
+    if (!meta)
+      return error("step input " + llvm::toString(meta.takeError())), nullptr;
+    argTypes.push_back(meta->type);
   }
-  SmallVector<Type> resultTypes;
-  for (const OutputInfo &out : outputs) {
-    auto it = tensorValues.find(out.name);
-    if (it == tensorValues.end())
-      return error("output '" + out.name + "' has no tensor metadata"),
-             nullptr;
-    resultTypes.push_back(it->second.type);
-  }
+  // Result types are those of the values returned, known once the nodes
+  // that produce them are imported (and checked there).
   func = func::FuncOp::create(builder, archiveLoc, opts.funcName,
-                              builder.getFunctionType(argTypes, resultTypes));
+                              builder.getFunctionType(argTypes, {}));
   func->setAttr(LoomDialect::kStepAttrName, builder.getUnitAttr());
   Block *entry = func.addEntryBlock();
   for (auto [i, in] : llvm::enumerate(inputs)) {
@@ -1054,13 +1061,6 @@ OwningOpRef<ModuleOp> Importer::run(Pt2Archive &archive) {
     func.setArgAttr(i, LoomDialect::kNameAttrName,
                     builder.getStringAttr(in.role == Role::input ? in.name
                                                                  : in.fqn));
-  }
-  for (auto [i, out] : llvm::enumerate(outputs)) {
-    func.setResultAttr(i, LoomDialect::kRoleAttrName,
-                       RoleAttr::get(ctx, out.role));
-    if (!out.target.empty())
-      func.setResultAttr(i, LoomDialect::kTargetAttrName,
-                         builder.getStringAttr(out.target));
   }
 
   builder.setInsertionPointToEnd(entry);
@@ -1082,6 +1082,15 @@ OwningOpRef<ModuleOp> Importer::run(Pt2Archive &archive) {
     results.push_back(it->second);
   }
   func::ReturnOp::create(builder, archiveLoc, results);
+  func.setFunctionType(builder.getFunctionType(
+      argTypes, ValueRange(results).getTypes()));
+  for (auto [i, out] : llvm::enumerate(outputs)) {
+    func.setResultAttr(i, LoomDialect::kRoleAttrName,
+                       RoleAttr::get(ctx, out.role));
+    if (!out.target.empty())
+      func.setResultAttr(i, LoomDialect::kTargetAttrName,
+                         builder.getStringAttr(out.target));
+  }
   if (!hasPhaseMeta)
     tagPhasesByDataflow();
 

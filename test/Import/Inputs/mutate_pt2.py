@@ -81,6 +81,11 @@ def main():
             sizes = m["graph_module"]["graph"]["tensor_values"][out]["sizes"]
             sizes[-1]["as_int"] += 1
         rewrite(src, dst, edit_json=edit)
+    elif mutation == "sparse-output":
+        def edit(m):
+            out = first(m, "torch.ops.aten.addmm.default")["outputs"][0]["as_tensor"]["name"]
+            m["graph_module"]["graph"]["tensor_values"][out]["layout"] = 1
+        rewrite(src, dst, edit_json=edit)
     elif mutation == "symbolic":
         def edit(m):
             tv = m["graph_module"]["graph"]["tensor_values"]
