@@ -382,13 +382,44 @@ def annotate(ep: torch.export.ExportedProgram) -> tuple[int, int]:
     return counts["forward"], counts["backward"]
 
 
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
+
+
+def _params_without_grad(model: nn.Module, example: tuple[torch.Tensor, ...]) -> list[str]:
+    probe = copy.deepcopy(model)
+    probe(*example).backward()
+    return [n for n, p in probe.named_parameters() if p.requires_grad and p.grad is None]
+
+
 def export_joint(
     model: nn.Module, example: tuple[torch.Tensor, ...]
 ) -> tuple[torch.export.ExportedProgram, dict[str, str]]:
-    ep = torch.export.export(model, example)
+    """Exports the joint graph, turning torch.export's failures on models it
+    cannot capture into errors that say what to change."""
+    try:
+        ep = torch.export.export(model, example)
+    except Exception as exc:  # torch.export raises many exception types
+        raise CaptureError(f"torch.export could not trace the model: {_first_line(exc)}") from exc
     ep, aliases = canonicalize_tied_parameters(ep, model)
-    with _keep_joint_node_metadata():
-        ep = _export_forward_backward(ep)
+    try:
+        with _keep_joint_node_metadata():
+            ep = _export_forward_backward(ep)
+    except Exception as exc:
+        message = str(exc)
+        if "did not receive a gradient" in message:
+            unused = _params_without_grad(model, example)
+            raise CaptureError(
+                f"parameter(s) {', '.join(unused) or '?'} receive no gradient from the loss; "
+                "set requires_grad=False on them or remove them from the model"
+            ) from exc
+        if "requires gradients, and received a mutation" in message:
+            raise CaptureError(
+                "the model changes a parameter in place during forward (e.g. "
+                "nn.Embedding(max_norm=...)); a training step cannot be captured with that"
+            ) from exc
+        raise CaptureError(f"exporting the backward graph failed: {_first_line(exc)}") from exc
     return ep, aliases
 
 
@@ -462,7 +493,13 @@ def capture(args: argparse.Namespace) -> None:
 
     args.out.mkdir(parents=True, exist_ok=True)
     pt2 = args.out / "step.pt2"
-    torch.export.save(ep, pt2)
+    try:
+        torch.export.save(ep, pt2)
+    except Exception as exc:
+        raise CaptureError(
+            f"torch.export.save cannot serialize the joint graph ({_first_line(exc)}); "
+            "control flow such as torch.cond is not supported"
+        ) from exc
     verify_archive(pt2)
 
     num_args = len(batches[0])

@@ -410,3 +410,54 @@ def test_error_bad_make(tmp_path, capsys, body, fragment):
 def test_error_missing_file(tmp_path, capsys):
     assert capture.main([str(tmp_path / "nope.py"), "--out", str(tmp_path / "out")]) == 2
     assert "model file not found" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "body, fragment",
+    [
+        (
+            # A parameter the loss never uses: torch's joint export rejects it.
+            """
+            import torch
+            import torch.nn as nn
+
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.used = nn.Linear(4, 1)
+                    self.aux = nn.Linear(4, 1)
+
+                def forward(self, x):
+                    return self.used(x).sum()
+
+            def make():
+                return Net(), [(torch.randn(3, 4),)]
+            """,
+            "aux.weight, aux.bias receive no gradient",
+        ),
+        (
+            # Embedding(max_norm) renormalises its weight in place in forward.
+            """
+            import torch
+            import torch.nn as nn
+
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.emb = nn.Embedding(10, 4, max_norm=1.0)
+
+                def forward(self, i):
+                    return self.emb(i).sum()
+
+            def make():
+                return Net(), [(torch.tensor([1, 2, 3]),)]
+            """,
+            "changes a parameter in place during forward",
+        ),
+    ],
+)
+def test_error_uncapturable_models(tmp_path, capsys, body, fragment):
+    path = write_model(tmp_path, body)
+    assert capture.main([str(path), "--out", str(tmp_path / "out"), "--steps", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("loom.capture: error: ") and fragment in err
