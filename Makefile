@@ -30,7 +30,6 @@ demo: build
 	@scripts/demo.sh
 
 docs: build
-	ninja -C $(BUILD) mlir-doc
 	scripts/update-docs.sh $(BUILD)
 
 fuzz: setup
