@@ -15,6 +15,15 @@ namespace loom {
 #define GEN_PASS_REGISTRATION
 #include "loom/Transforms/Passes.h.inc"
 
+/// Builds the optimizer attribute (`#loom.sgd/adam/adamw`) that
+/// `loom-attach-optimizer` attaches for `options`, resolving the default
+/// weight decay; reports unknown algorithms and hyperparameters PyTorch
+/// would reject through `emitError`.
+mlir::FailureOr<mlir::Attribute>
+buildOptimizerAttr(mlir::MLIRContext *ctx,
+                   const LoomAttachOptimizerOptions &options,
+                   llvm::function_ref<mlir::InFlightDiagnostic()> emitError);
+
 } // namespace loom
 
 #endif // LOOM_TRANSFORMS_PASSES_H

@@ -405,3 +405,194 @@ func.func @f(%x: tensor<f32> {loom.role = #loom.role<input>})
 func.func @f(%a: tensor<2xf32> {loom.name = "w", loom.role = #loom.role<parameter>}, %b: tensor<2xf32> {loom.name = "w", loom.role = #loom.role<parameter>}) attributes {loom.step} {
   return
 }
+
+// -----
+
+// expected-error@+1 {{step argument #1 (optimizer_state) has no 'loom.target' naming its parameter}}
+func.func @f(%w: tensor<2xf32> {loom.name = "w", loom.role = #loom.role<parameter>},
+             %m: tensor<2xf32> {loom.name = "w.exp_avg", loom.role = #loom.role<optimizer_state>}) attributes {loom.step} {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{step argument #1 (optimizer_state) targets 'b', which is not a parameter argument}}
+func.func @f(%b: tensor<2xf32> {loom.name = "b", loom.role = #loom.role<buffer>},
+             %m: tensor<2xf32> {loom.name = "b.exp_avg", loom.role = #loom.role<optimizer_state>, loom.target = "b"}) attributes {loom.step} {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{step argument #1 has type 'tensor<3xf32>' but its parameter 'w' has type 'tensor<2xf32>'}}
+func.func @f(%w: tensor<2xf32> {loom.name = "w", loom.role = #loom.role<parameter>},
+             %m: tensor<3xf32> {loom.name = "w.exp_avg", loom.role = #loom.role<optimizer_state>, loom.target = "w"}) attributes {loom.step} {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{step argument #0 (parameter) has a 'loom.target'; only optimizer_state arguments name a parameter}}
+func.func @f(%w: tensor<2xf32> {loom.name = "w", loom.role = #loom.role<parameter>, loom.target = "w"}) attributes {loom.step} {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{step result #0 (state_update) targets 'w', a parameter, expected a optimizer_state}}
+func.func @f(%w: tensor<2xf32> {loom.name = "w", loom.role = #loom.role<parameter>})
+    -> (tensor<2xf32> {loom.role = #loom.role<state_update>, loom.target = "w"}) attributes {loom.step} {
+  return %w : tensor<2xf32>
+}
+
+// -----
+
+// expected-error@+1 {{step results #0 and #1 both target 'w'}}
+func.func @f(%w: tensor<2xf32> {loom.name = "w", loom.role = #loom.role<parameter>})
+    -> (tensor<2xf32> {loom.role = #loom.role<grad>, loom.target = "w"},
+        tensor<2xf32> {loom.role = #loom.role<param_update>, loom.target = "w"}) attributes {loom.step} {
+  return %w, %w : tensor<2xf32>, tensor<2xf32>
+}
+
+// -----
+
+// expected-error@+1 {{'loom.optimizer' must be an optimizer attribute (#loom.sgd, #loom.adam or #loom.adamw) on a func.func}}
+func.func @f() attributes {loom.optimizer = "adamw"} {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{'lr' is -0.5, expected a finite value >= 0.0}}
+func.func @f() attributes {loom.optimizer = #loom.sgd<lr = -0.5>} {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{'momentum' is -1.0, expected a finite value >= 0.0}}
+func.func @f() attributes {loom.optimizer = #loom.sgd<momentum = -1>} {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{'weight_decay' is -0.1, expected a finite value >= 0.0}}
+func.func @f() attributes {loom.optimizer = #loom.sgd<weight_decay = -0.1>} {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{Nesterov momentum requires a momentum > 0 and zero dampening}}
+func.func @f() attributes {loom.optimizer = #loom.sgd<momentum = 0.9, dampening = 0.1, nesterov = true>} {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{'beta1' is 1.0, expected a finite value >= 0.0 and < 1.0}}
+func.func @f() attributes {loom.optimizer = #loom.adam<beta1 = 1.0>} {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{'beta2' is -0.9, expected a finite value >= 0.0 and < 1.0}}
+func.func @f() attributes {loom.optimizer = #loom.adamw<beta2 = -0.9>} {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{'eps' is -1.0e-08, expected a finite value >= 0.0}}
+func.func @f() attributes {loom.optimizer = #loom.adamw<eps = -1.0e-8>} {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{'weight_decay' is -0.01, expected a finite value >= 0.0}}
+func.func @f() attributes {loom.optimizer = #loom.adam<weight_decay = -0.01>} {
+  return
+}
+
+// -----
+
+// expected-error@+2 {{expected 'true' or 'false'}}
+// expected-error@+1 {{failed to parse Loom_SGDAttr parameter 'maximize'}}
+func.func @f() attributes {loom.optimizer = #loom.sgd<maximize = 1>} {
+  return
+}
+
+// -----
+
+func.func @f(%w: tensor<4xf32>, %g: tensor<4xf32>, %m: tensor<4xf32>) {
+  // expected-error@+1 {{#loom.adamw keeps 2 state tensors per parameter (exp_avg, exp_avg_sq), got 1}}
+  %0:2 = loom.optimizer_update #loom.adamw<> param %w grad %g state [%m] : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%w: tensor<4xf32>, %g: tensor<4xf32>, %m: tensor<4xf32>) {
+  // expected-error@+1 {{#loom.sgd keeps 0 state tensors per parameter, got 1}}
+  %0:2 = loom.optimizer_update #loom.sgd<> param %w grad %g state [%m] : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%w: tensor<4xf32>, %g: tensor<4xf32>) {
+  // expected-error@+1 {{#loom.sgd keeps 1 state tensors per parameter (momentum_buffer), got 0}}
+  %0 = loom.optimizer_update #loom.sgd<momentum = 0.9> param %w grad %g : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%w: tensor<4xi64>, %g: tensor<4xi64>) {
+  // expected-error@+1 {{parameter type 'tensor<4xi64>' is not a floating-point tensor}}
+  %0 = loom.optimizer_update #loom.sgd<> param %w grad %g : tensor<4xi64>
+  return
+}
+
+// -----
+
+func.func @f(%w: tensor<4xf32>, %g: tensor<4xf16>) {
+  // expected-error@+1 {{gradient type 'tensor<4xf16>' differs from parameter type 'tensor<4xf32>'}}
+  %0 = "loom.optimizer_update"(%w, %g) {optimizer = #loom.sgd<>} : (tensor<4xf32>, tensor<4xf16>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%w: tensor<4xf32>, %g: tensor<4xf32>, %m: tensor<4xf32>, %v: tensor<2xf32>) {
+  // expected-error@+1 {{state #1 (exp_avg_sq) has type 'tensor<2xf32>', expected the parameter type 'tensor<4xf32>'}}
+  %0:3 = "loom.optimizer_update"(%w, %g, %m, %v) {optimizer = #loom.adam<>} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<2xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%w: tensor<4xf32>, %g: tensor<4xf32>, %m: tensor<4xf32>, %v: tensor<4xf32>) {
+  // expected-error@+1 {{has 2 state operands but 1 state results}}
+  %0:2 = "loom.optimizer_update"(%w, %g, %m, %v) {optimizer = #loom.adam<>} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%w: tensor<4xf32>, %g: tensor<4xf32>) {
+  // expected-error@+1 {{result type 'tensor<4xf16>' differs from parameter type 'tensor<4xf32>'}}
+  %0 = "loom.optimizer_update"(%w, %g) {optimizer = #loom.sgd<>} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf16>
+  return
+}
+
+// -----
+
+func.func @f(%w: tensor<4xf32>, %g: tensor<4xf32>) {
+  // expected-error@+1 {{attribute 'optimizer' failed to satisfy constraint: optimizer hyperparameters (#loom.sgd, #loom.adam or #loom.adamw)}}
+  %0 = "loom.optimizer_update"(%w, %g) {optimizer = 1.0 : f32} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return
+}

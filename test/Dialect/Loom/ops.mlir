@@ -62,3 +62,29 @@ func.func @collectives(%s: tensor<2x8xf32>, %g: tensor<8x8xf32>, %h: tensor<4x8x
   %act = loom.wait %f7 : !loom.future<tensor<2x8xf32>> -> tensor<2x8xf32>
   return
 }
+
+// Optimizer hyperparameters print only what differs from PyTorch's
+// defaults, with the fewest digits that read back exactly.
+// CHECK-LABEL: func.func @optimizer
+// CHECK-SAME: loom.name = "w.exp_avg", loom.role = #loom.role<optimizer_state>, loom.target = "w"
+// CHECK-SAME: loom.role = #loom.role<param_update>, loom.target = "w"
+// CHECK-SAME: loom.role = #loom.role<state_update>, loom.target = "w.exp_avg"
+// CHECK-SAME: loom.optimizer = #loom.adamw<>
+func.func @optimizer(%w: tensor<8x4xf32> {loom.name = "w", loom.role = #loom.role<parameter>},
+                     %m: tensor<8x4xf32> {loom.name = "w.exp_avg", loom.role = #loom.role<optimizer_state>, loom.target = "w"},
+                     %v: tensor<8x4xf32> {loom.name = "w.exp_avg_sq", loom.role = #loom.role<optimizer_state>, loom.target = "w"},
+                     %g: tensor<8x4xf32> {loom.name = "g", loom.role = #loom.role<input>})
+    -> (tensor<8x4xf32> {loom.role = #loom.role<param_update>, loom.target = "w"},
+        tensor<8x4xf32> {loom.role = #loom.role<state_update>, loom.target = "w.exp_avg"},
+        tensor<8x4xf32> {loom.role = #loom.role<state_update>, loom.target = "w.exp_avg_sq"})
+    attributes {loom.step, loom.optimizer = #loom.adamw<lr = 1.0e-3, weight_decay = 0.01>} {
+  // CHECK: loom.optimizer_update #loom.adamw<lr = 0.01> param %{{.*}} grad %{{.*}} state [%{{.*}}, %{{.*}}] {loom.module = "", loom.phase = #loom.phase<optimizer>} : tensor<8x4xf32>
+  %w1, %s:2 = loom.optimizer_update #loom.adamw<lr = 0.01> param %w grad %g state [%m, %v] {loom.module = "", loom.phase = #loom.phase<optimizer>} : tensor<8x4xf32>
+  // CHECK: loom.optimizer_update #loom.adam<lr = 0.0003, beta1 = 0.8, beta2 = 0.95, eps = 1.0e-06, weight_decay = 0.1, maximize = true>
+  %a:3 = loom.optimizer_update #loom.adam<lr = 3.0e-4, beta1 = 0.8, beta2 = 0.95, eps = 1.0e-6, weight_decay = 0.1, maximize = true> param %w grad %g state [%m, %v] : tensor<8x4xf32>
+  // CHECK: loom.optimizer_update #loom.sgd<lr = 0.1, momentum = 0.9, dampening = 0.5> param %{{.*}} grad %{{.*}} state [%{{.*}}] : tensor<8x4xf32>
+  %b:2 = loom.optimizer_update #loom.sgd<lr = 0.1, momentum = 0.9, dampening = 0.5> param %w grad %g state [%m] : tensor<8x4xf32>
+  // CHECK: loom.optimizer_update #loom.sgd<> param %{{.*}} grad %{{.*}} : tensor<8x4xf32>
+  %c = loom.optimizer_update #loom.sgd<lr = 0.001> param %w grad %g : tensor<8x4xf32>
+  return %w1, %s#0, %s#1 : tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>
+}

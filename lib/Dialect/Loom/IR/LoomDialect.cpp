@@ -6,6 +6,11 @@
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cmath>
+#include <cstdlib>
 
 using namespace mlir;
 using namespace loom;
@@ -34,14 +39,201 @@ void LoomDialect::initialize() {
       >();
 }
 
-static bool isInputRole(Role role) {
-  return role == Role::parameter || role == Role::buffer ||
-         role == Role::constant || role == Role::input;
+//===----------------------------------------------------------------------===//
+// Optimizer attributes
+//===----------------------------------------------------------------------===//
+
+FailureOr<APFloat> loom::detail::parseF64Parameter(AsmParser &parser) {
+  bool negative = succeeded(parser.parseOptionalMinus());
+  // Integers are accepted where people write them (`momentum = 0`).
+  uint64_t integer;
+  OptionalParseResult isInteger = parser.parseOptionalInteger(integer);
+  double value;
+  if (isInteger.has_value()) {
+    if (failed(*isInteger))
+      return failure();
+    value = static_cast<double>(integer);
+  } else if (parser.parseFloat(value)) {
+    return failure();
+  }
+  return APFloat(negative ? -value : value);
 }
 
-/// Checks the graph signature of a step function as a whole: one loss, and
-/// every gradient or mutation result names an argument of the right role
-/// and type. Called once per function from the `loom.step` attribute.
+std::string loom::detail::formatF64Parameter(double value) {
+  // The shortest %g form that reads back as the same double keeps
+  // hyperparameters legible (0.001, not 1.000000e-03) and exact.
+  std::string text;
+  for (int precision = 1; precision <= 17; ++precision) {
+    text = llvm::formatv("{0}", llvm::format("%.*g", precision, value)).str();
+    if (std::strtod(text.c_str(), nullptr) == value)
+      break;
+  }
+  // MLIR's float literal needs a '.' in the mantissa ("1e-08" would lex as
+  // an integer and an identifier).
+  if (std::isfinite(value)) {
+    size_t exponent = text.find_first_of("eE");
+    StringRef mantissa = StringRef(text).substr(0, exponent);
+    if (!mantissa.contains('.'))
+      text.insert(exponent == std::string::npos ? text.size() : exponent,
+                  ".0");
+  }
+  return text;
+}
+
+void loom::detail::printF64Parameter(AsmPrinter &printer, double value) {
+  printer << formatF64Parameter(value);
+}
+
+FailureOr<bool> loom::detail::parseBoolParameter(AsmParser &parser) {
+  if (succeeded(parser.parseOptionalKeyword("true")))
+    return true;
+  if (succeeded(parser.parseOptionalKeyword("false")))
+    return false;
+  return parser.emitError(parser.getCurrentLocation(),
+                          "expected 'true' or 'false'");
+}
+
+/// PyTorch's constructor checks (`Invalid learning rate: ...`), so a step
+/// Loom accepts is one torch.optim would accept.
+static LogicalResult
+verifyHyperparameter(function_ref<InFlightDiagnostic()> emitError,
+                     StringRef name, double value, double lowest,
+                     std::optional<double> belowThis = std::nullopt) {
+  if (!std::isfinite(value) || value < lowest ||
+      (belowThis && value >= *belowThis)) {
+    InFlightDiagnostic diag =
+        emitError() << "'" << name << "' is "
+                    << loom::detail::formatF64Parameter(value)
+                    << ", expected a finite value >= "
+                    << loom::detail::formatF64Parameter(lowest);
+    if (belowThis)
+      diag << " and < " << loom::detail::formatF64Parameter(*belowThis);
+    return diag;
+  }
+  return success();
+}
+
+LogicalResult SGDAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                              APFloat lrValue, APFloat momentumValue,
+                              APFloat dampeningValue, APFloat weightDecayValue,
+                              bool nesterov, bool maximize) {
+  double lr = lrValue.convertToDouble();
+  double momentum = momentumValue.convertToDouble();
+  double dampening = dampeningValue.convertToDouble();
+  double weightDecay = weightDecayValue.convertToDouble();
+  if (failed(verifyHyperparameter(emitError, "lr", lr, 0)) ||
+      failed(verifyHyperparameter(emitError, "momentum", momentum, 0)) ||
+      failed(verifyHyperparameter(emitError, "weight_decay", weightDecay, 0)))
+    return failure();
+  // torch.optim.SGD accepts any dampening.
+  if (!std::isfinite(dampening))
+    return emitError() << "'dampening' is "
+                       << loom::detail::formatF64Parameter(dampening)
+                       << ", expected a finite value";
+  if (nesterov && (momentum <= 0 || dampening != 0))
+    return emitError()
+           << "Nesterov momentum requires a momentum > 0 and zero dampening";
+  return success();
+}
+
+static LogicalResult
+verifyAdamFamily(function_ref<InFlightDiagnostic()> emitError,
+                 const APFloat &lr, const APFloat &beta1, const APFloat &beta2,
+                 const APFloat &eps, const APFloat &weightDecay) {
+  return success(
+      succeeded(verifyHyperparameter(emitError, "lr", lr.convertToDouble(),
+                                     0)) &&
+      succeeded(verifyHyperparameter(emitError, "beta1",
+                                     beta1.convertToDouble(), 0, 1.0)) &&
+      succeeded(verifyHyperparameter(emitError, "beta2",
+                                     beta2.convertToDouble(), 0, 1.0)) &&
+      succeeded(
+          verifyHyperparameter(emitError, "eps", eps.convertToDouble(), 0)) &&
+      succeeded(verifyHyperparameter(emitError, "weight_decay",
+                                     weightDecay.convertToDouble(), 0)));
+}
+
+LogicalResult AdamAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               APFloat lr, APFloat beta1, APFloat beta2,
+                               APFloat eps, APFloat weightDecay, bool) {
+  return verifyAdamFamily(emitError, lr, beta1, beta2, eps, weightDecay);
+}
+
+LogicalResult AdamWAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                APFloat lr, APFloat beta1, APFloat beta2,
+                                APFloat eps, APFloat weightDecay, bool) {
+  return verifyAdamFamily(emitError, lr, beta1, beta2, eps, weightDecay);
+}
+
+bool loom::isOptimizerAttr(Attribute attr) {
+  return isa<SGDAttr, AdamAttr, AdamWAttr>(attr);
+}
+
+std::optional<OptimizerConfig> loom::getOptimizerConfig(Attribute attr) {
+  OptimizerConfig c;
+  if (auto sgd = dyn_cast<SGDAttr>(attr)) {
+    c.name = "sgd";
+    c.lr = sgd.getLr().convertToDouble();
+    c.momentum = sgd.getMomentum().convertToDouble();
+    c.dampening = sgd.getDampening().convertToDouble();
+    c.weightDecay = sgd.getWeightDecay().convertToDouble();
+    c.nesterov = sgd.getNesterov();
+    c.maximize = sgd.getMaximize();
+    // torch.optim.SGD keeps no buffer without momentum.
+    if (c.momentum != 0)
+      c.stateNames.push_back("momentum_buffer");
+    return c;
+  }
+  auto fill = [&](auto adam, StringRef name) {
+    c.name = name;
+    c.lr = adam.getLr().convertToDouble();
+    c.beta1 = adam.getBeta1().convertToDouble();
+    c.beta2 = adam.getBeta2().convertToDouble();
+    c.eps = adam.getEps().convertToDouble();
+    c.weightDecay = adam.getWeightDecay().convertToDouble();
+    c.maximize = adam.getMaximize();
+    c.stateNames = {"exp_avg", "exp_avg_sq"};
+    return c;
+  };
+  if (auto adam = dyn_cast<AdamAttr>(attr))
+    return fill(adam, "adam");
+  if (auto adamw = dyn_cast<AdamWAttr>(attr))
+    return fill(adamw, "adamw");
+  return std::nullopt;
+}
+
+//===----------------------------------------------------------------------===//
+// Step signature
+//===----------------------------------------------------------------------===//
+
+static bool isInputRole(Role role) {
+  return role == Role::parameter || role == Role::buffer ||
+         role == Role::constant || role == Role::input ||
+         role == Role::optimizer_state;
+}
+
+/// The argument role a result of role `r` must target, for the roles that
+/// target an argument.
+static std::optional<Role> getTargetRole(Role r) {
+  switch (r) {
+  case Role::grad:
+  case Role::param_update:
+    return Role::parameter;
+  case Role::buffer_mutation:
+    return Role::buffer;
+  case Role::input_mutation:
+    return Role::input;
+  case Role::state_update:
+    return Role::optimizer_state;
+  default:
+    return std::nullopt;
+  }
+}
+
+/// Checks the graph signature of a step function as a whole: one loss,
+/// every gradient, update or mutation result names an argument of the
+/// right role and type, and optimizer state belongs to a parameter. Called
+/// once per function from the `loom.step` attribute.
 static LogicalResult verifyStepSignature(func::FuncOp func) {
   llvm::StringMap<std::pair<Role, Type>> argsByName;
   for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
@@ -62,7 +254,41 @@ static LogicalResult verifyStepSignature(func::FuncOp func) {
       return func.emitOpError("step argument name '")
              << name.getValue() << "' is used twice";
   }
+  // Optimizer state names the parameter it belongs to.
+  for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
+    Role role =
+        func.getArgAttrOfType<RoleAttr>(i, LoomDialect::kRoleAttrName)
+            .getValue();
+    auto target =
+        func.getArgAttrOfType<StringAttr>(i, LoomDialect::kTargetAttrName);
+    if (role != Role::optimizer_state) {
+      if (target)
+        return func.emitOpError("step argument #")
+               << i << " (" << stringifyRole(role) << ") has a '"
+               << LoomDialect::kTargetAttrName
+               << "'; only optimizer_state arguments name a parameter";
+      continue;
+    }
+    if (!target)
+      return func.emitOpError("step argument #")
+             << i << " (optimizer_state) has no '"
+             << LoomDialect::kTargetAttrName << "' naming its parameter";
+    auto it = argsByName.find(target.getValue());
+    if (it == argsByName.end() || it->second.first != Role::parameter)
+      return func.emitOpError("step argument #")
+             << i << " (optimizer_state) targets '" << target.getValue()
+             << "', which is not a parameter argument";
+    if (it->second.second != func.getArgument(i).getType())
+      return func.emitOpError("step argument #")
+             << i << " has type " << func.getArgument(i).getType()
+             << " but its parameter '" << target.getValue() << "' has type "
+             << it->second.second;
+  }
+
   unsigned numLosses = 0;
+  // A parameter has one gradient or one update, a buffer or state one
+  // mutation: the runtime writes each back once.
+  llvm::StringMap<unsigned> targetedBy;
   for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
     auto role =
         func.getResultAttrOfType<RoleAttr>(i, LoomDialect::kRoleAttrName);
@@ -71,8 +297,8 @@ static LogicalResult verifyStepSignature(func::FuncOp func) {
              << i << " has no '" << LoomDialect::kRoleAttrName << "'";
     Role r = role.getValue();
     numLosses += r == Role::loss;
-    if (r != Role::grad && r != Role::buffer_mutation &&
-        r != Role::input_mutation)
+    std::optional<Role> expected = getTargetRole(r);
+    if (!expected)
       continue;
     auto target =
         func.getResultAttrOfType<StringAttr>(i, LoomDialect::kTargetAttrName);
@@ -85,19 +311,21 @@ static LogicalResult verifyStepSignature(func::FuncOp func) {
       return func.emitOpError("step result #")
              << i << " targets '" << target.getValue()
              << "', which is not a step argument";
-    Role expected = r == Role::grad ? Role::parameter
-                    : r == Role::buffer_mutation ? Role::buffer
-                                                 : Role::input;
-    if (it->second.first != expected)
+    if (it->second.first != *expected)
       return func.emitOpError("step result #")
              << i << " (" << stringifyRole(r) << ") targets '"
              << target.getValue() << "', a "
              << stringifyRole(it->second.first) << ", expected a "
-             << stringifyRole(expected);
+             << stringifyRole(*expected);
     if (it->second.second != func.getResultTypes()[i])
       return func.emitOpError("step result #")
              << i << " has type " << func.getResultTypes()[i] << " but '"
              << target.getValue() << "' has type " << it->second.second;
+    auto [prev, inserted] = targetedBy.try_emplace(target.getValue(), i);
+    if (!inserted)
+      return func.emitOpError("step results #")
+             << prev->second << " and #" << i << " both target '"
+             << target.getValue() << "'";
   }
   if (numLosses > 1)
     return func.emitOpError("a step has at most one loss result, found ")
@@ -121,6 +349,13 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
   if (name == kWeightsAttrName || name == kSourceAttrName) {
     if (!isa<ModuleOp>(op) || !isa<StringAttr>(attr.getValue()))
       return op->emitOpError("'") << name << "' must be a string on a module";
+    return success();
+  }
+  if (name == kOptimizerAttrName) {
+    if (!isa<func::FuncOp>(op) || !isOptimizerAttr(attr.getValue()))
+      return op->emitOpError("'")
+             << name << "' must be an optimizer attribute (#loom.sgd, "
+             << "#loom.adam or #loom.adamw) on a func.func";
     return success();
   }
   if (name == kStepAttrName) {
@@ -149,7 +384,14 @@ LogicalResult LoomDialect::verifyRegionArgAttribute(Operation *op,
     if (!role || !isInputRole(role.getValue()))
       return op->emitOpError("argument #")
              << argIndex
-             << " role must be one of parameter, buffer, constant, input";
+             << " role must be one of parameter, buffer, constant, input, "
+                "optimizer_state";
+    return success();
+  }
+  if (name == kTargetAttrName) {
+    if (!isa<StringAttr>(attr.getValue()))
+      return op->emitOpError("'") << name << "' of argument #" << argIndex
+                                  << " must be a string";
     return success();
   }
   return op->emitOpError("unknown loom argument attribute '") << name << "'";
@@ -172,7 +414,7 @@ LogicalResult LoomDialect::verifyRegionResultAttribute(Operation *op,
       return op->emitOpError("result #")
              << resultIndex
              << " role must be one of loss, grad, buffer_mutation, output, "
-                "input_mutation";
+                "input_mutation, param_update, state_update";
     return success();
   }
   return op->emitOpError("unknown loom result attribute '") << name << "'";

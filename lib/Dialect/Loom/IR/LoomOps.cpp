@@ -425,5 +425,87 @@ LogicalResult WaitOp::verify() {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// OptimizerUpdateOp
+//===----------------------------------------------------------------------===//
+
+// Every operand and result has the parameter's type, so the custom form
+// prints it once:
+//   loom.optimizer_update #loom.adam<> param %w grad %g state [%m, %v]
+//       : tensor<8x4xf32>
+ParseResult OptimizerUpdateOp::parse(OpAsmParser &parser,
+                                     OperationState &result) {
+  Attribute optimizer;
+  OpAsmParser::UnresolvedOperand param, grad;
+  SmallVector<OpAsmParser::UnresolvedOperand> state;
+  Type type;
+  if (parser.parseAttribute(optimizer) || parser.parseKeyword("param") ||
+      parser.parseOperand(param) || parser.parseKeyword("grad") ||
+      parser.parseOperand(grad))
+    return failure();
+  if (succeeded(parser.parseOptionalKeyword("state")) &&
+      parser.parseOperandList(state, OpAsmParser::Delimiter::Square))
+    return failure();
+  if (parser.parseOptionalAttrDict(result.attributes) ||
+      parser.parseColonType(type))
+    return failure();
+  result.addAttribute(getOptimizerAttrName(result.name), optimizer);
+  if (parser.resolveOperand(param, type, result.operands) ||
+      parser.resolveOperand(grad, type, result.operands) ||
+      parser.resolveOperands(state, type, result.operands))
+    return failure();
+  result.addTypes(SmallVector<Type>(1 + state.size(), type));
+  return success();
+}
+
+void OptimizerUpdateOp::print(OpAsmPrinter &p) {
+  p << " " << getOptimizer() << " param " << getParam() << " grad "
+    << getGrad();
+  if (!getState().empty()) {
+    p << " state [";
+    p.printOperands(getState());
+    p << "]";
+  }
+  p.printOptionalAttrDict((*this)->getAttrs(), {getOptimizerAttrName()});
+  p << " : " << getParam().getType();
+}
+
+LogicalResult OptimizerUpdateOp::verify() {
+  std::optional<OptimizerConfig> config = getOptimizerConfig(getOptimizer());
+  assert(config && "the ODS constraint admits optimizer attributes only");
+  Type type = getParam().getType();
+  if (!isa<FloatType>(cast<RankedTensorType>(type).getElementType()))
+    return emitOpError("parameter type ")
+           << type << " is not a floating-point tensor";
+  if (getGrad().getType() != type)
+    return emitOpError("gradient type ")
+           << getGrad().getType() << " differs from parameter type " << type;
+  if (getState().size() != config->stateNames.size()) {
+    auto diag = emitOpError("#loom.")
+                << config->name << " keeps " << config->stateNames.size()
+                << " state tensors per parameter";
+    if (!config->stateNames.empty()) {
+      diag << " (";
+      llvm::interleaveComma(config->stateNames, diag);
+      diag << ")";
+    }
+    return diag << ", got " << getState().size();
+  }
+  if (getNewState().size() != getState().size())
+    return emitOpError("has ")
+           << getState().size() << " state operands but "
+           << getNewState().size() << " state results";
+  for (auto [i, s] : llvm::enumerate(getState()))
+    if (s.getType() != type)
+      return emitOpError("state #")
+             << i << " (" << config->stateNames[i] << ") has type "
+             << s.getType() << ", expected the parameter type " << type;
+  for (Value r : getResults())
+    if (r.getType() != type)
+      return emitOpError("result type ")
+             << r.getType() << " differs from parameter type " << type;
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "loom/Dialect/Loom/IR/LoomOps.cpp.inc"

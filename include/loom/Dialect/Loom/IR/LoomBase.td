@@ -42,6 +42,10 @@ def Loom_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kStepAttrName = "loom.step";
     static constexpr ::llvm::StringLiteral kWeightsAttrName = "loom.weights";
     static constexpr ::llvm::StringLiteral kSourceAttrName = "loom.source";
+    /// The optimizer a step's updates use (`#loom.sgd/adam/adamw`), on the
+    /// step function once `loom-attach-optimizer` ran.
+    static constexpr ::llvm::StringLiteral kOptimizerAttrName =
+        "loom.optimizer";
   }];
 }
 
@@ -70,11 +74,18 @@ def Loom_RoleGrad : I32EnumAttrCase<"grad", 5>;
 def Loom_RoleBufferMutation : I32EnumAttrCase<"buffer_mutation", 6>;
 def Loom_RoleOutput : I32EnumAttrCase<"output", 7>;
 def Loom_RoleInputMutation : I32EnumAttrCase<"input_mutation", 8>;
+// Added by loom-attach-optimizer: optimizer state arguments (owned by the
+// runtime across steps, like buffers) and the results that replace the
+// gradients once the step updates its parameters itself.
+def Loom_RoleOptimizerState : I32EnumAttrCase<"optimizer_state", 9>;
+def Loom_RoleParamUpdate : I32EnumAttrCase<"param_update", 10>;
+def Loom_RoleStateUpdate : I32EnumAttrCase<"state_update", 11>;
 def Loom_Role : I32EnumAttr<"Role",
     "role of a step argument or result in the exported graph signature",
     [Loom_RoleParameter, Loom_RoleBuffer, Loom_RoleConstant, Loom_RoleInput,
      Loom_RoleLoss, Loom_RoleGrad, Loom_RoleBufferMutation, Loom_RoleOutput,
-     Loom_RoleInputMutation]> {
+     Loom_RoleInputMutation, Loom_RoleOptimizerState, Loom_RoleParamUpdate,
+     Loom_RoleStateUpdate]> {
   let cppNamespace = "::loom";
   let genSpecializedAttr = 0;
 }
@@ -121,6 +132,106 @@ def Loom_OperandRefAttr : Loom_Attr<"OperandRef", "arg"> {
   }];
   let parameters = (ins "unsigned":$index);
   let assemblyFormat = "`<` $index `>`";
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer hyperparameters
+//===----------------------------------------------------------------------===//
+
+// A hyperparameter with PyTorch's default. Floats print with the fewest
+// digits that parse back to the same double, always with a '.', which MLIR
+// float literals need; the struct format omits values equal to the default.
+class Loom_F64Parameter<string default, string desc>
+    : DefaultValuedParameter<"::llvm::APFloat", "::llvm::APFloat(" # default # ")",
+                             desc> {
+  let parser = [{ ::loom::detail::parseF64Parameter($_parser) }];
+  let printer = [{
+    ::loom::detail::printF64Parameter($_printer, $_self.convertToDouble())
+  }];
+  let comparator = "$_lhs.bitwiseIsEqual($_rhs)";
+}
+class Loom_BoolParameter<string default, string desc>
+    : DefaultValuedParameter<"bool", default, desc> {
+  let parser = [{ ::loom::detail::parseBoolParameter($_parser) }];
+  let printer = [{ $_printer << ($_self ? "true" : "false") }];
+}
+
+def Loom_SGDAttr : Loom_Attr<"SGD", "sgd"> {
+  let summary = "torch.optim.SGD and its hyperparameters";
+  let description = [{
+    Stochastic gradient descent with PyTorch's semantics and defaults
+    (`torch.optim.SGD(lr=1e-3, momentum=0, dampening=0, weight_decay=0,
+    nesterov=False, maximize=False)`). With a non-zero `momentum` each
+    parameter keeps one state tensor, `momentum_buffer`; without, none.
+    Omitted fields take the default, so `#loom.sgd<>` is PyTorch's default
+    SGD.
+
+    ```mlir
+    #loom.sgd<lr = 0.01, momentum = 0.9, nesterov = true>
+    ```
+  }];
+  let parameters = (ins
+    Loom_F64Parameter<"1.0e-3", "learning rate">:$lr,
+    Loom_F64Parameter<"0.0", "momentum factor">:$momentum,
+    Loom_F64Parameter<"0.0", "dampening of the momentum">:$dampening,
+    Loom_F64Parameter<"0.0", "L2 penalty added to the gradient">:$weight_decay,
+    Loom_BoolParameter<"false", "use Nesterov momentum">:$nesterov,
+    Loom_BoolParameter<"false", "maximize the objective">:$maximize);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+class Loom_AdamFamilyAttr<string name, string attrMnemonic,
+                          string weightDecayDefault>
+    : Loom_Attr<name, attrMnemonic> {
+  let parameters = (ins
+    Loom_F64Parameter<"1.0e-3", "learning rate">:$lr,
+    Loom_F64Parameter<"0.9", "decay of the first moment (betas[0])">:$beta1,
+    Loom_F64Parameter<"0.999", "decay of the second moment (betas[1])">:$beta2,
+    Loom_F64Parameter<"1.0e-8", "term added to the denominator">:$eps,
+    Loom_F64Parameter<weightDecayDefault, "weight decay">:$weight_decay,
+    Loom_BoolParameter<"false", "maximize the objective">:$maximize);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def Loom_AdamAttr
+    : Loom_AdamFamilyAttr<"Adam", "adam", "0.0"> {
+  let summary = "torch.optim.Adam and its hyperparameters";
+  let description = [{
+    Adam with PyTorch's semantics and defaults (`torch.optim.Adam(lr=1e-3,
+    betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False,
+    maximize=False)`); weight decay is added to the gradient (L2). Each
+    parameter keeps two state tensors, `exp_avg` and `exp_avg_sq`; the step
+    count is kept by the runtime. `amsgrad` is not supported.
+
+    ```mlir
+    #loom.adam<lr = 0.01, beta2 = 0.99>
+    ```
+  }];
+}
+
+def Loom_AdamWAttr
+    : Loom_AdamFamilyAttr<"AdamW", "adamw", "1.0e-2"> {
+  let summary = "torch.optim.AdamW and its hyperparameters";
+  let description = [{
+    AdamW with PyTorch's semantics and defaults (`torch.optim.AdamW(lr=1e-3,
+    betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False,
+    maximize=False)`): Adam with decoupled weight decay (the parameter is
+    scaled by `1 - lr * weight_decay` before the update). State as
+    `#loom.adam`.
+
+    ```mlir
+    #loom.adamw<lr = 3.0e-4, weight_decay = 0.1>
+    ```
+  }];
+}
+
+def Loom_OptimizerAttr : Attr<CPred<"::loom::isOptimizerAttr($_self)">,
+    "optimizer hyperparameters (#loom.sgd, #loom.adam or #loom.adamw)"> {
+  let storageType = "::mlir::Attribute";
+  let returnType = "::mlir::Attribute";
+  let convertFromStorage = "$_self";
 }
 
 //===----------------------------------------------------------------------===//

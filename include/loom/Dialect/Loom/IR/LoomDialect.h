@@ -7,8 +7,19 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dialect.h"
+#include "mlir/IR/DialectImplementation.h"
 
 #include "loom/Dialect/Loom/IR/LoomOpsDialect.h.inc"
+
+namespace loom::detail {
+/// Custom parameter parsers and printers of the optimizer attributes.
+mlir::FailureOr<llvm::APFloat> parseF64Parameter(mlir::AsmParser &parser);
+void printF64Parameter(mlir::AsmPrinter &printer, double value);
+/// The shortest decimal form of `value` that reads back exactly, with a '.'
+/// (`0.001`, `1.0e-08`).
+std::string formatF64Parameter(double value);
+mlir::FailureOr<bool> parseBoolParameter(mlir::AsmParser &parser);
+} // namespace loom::detail
 
 #include "loom/Dialect/Loom/IR/LoomEnums.h.inc"
 
@@ -17,5 +28,29 @@
 
 #define GET_TYPEDEF_CLASSES
 #include "loom/Dialect/Loom/IR/LoomOpsTypes.h.inc"
+
+namespace loom {
+
+/// One optimizer attribute (`#loom.sgd`, `#loom.adam`, `#loom.adamw`) seen
+/// through one struct: every hyperparameter the artifact records, with the
+/// ones an algorithm lacks at PyTorch's neutral values.
+struct OptimizerConfig {
+  /// "sgd", "adam" or "adamw" (the attribute mnemonic and torch's name).
+  llvm::StringRef name;
+  double lr = 0, momentum = 0, dampening = 0, weightDecay = 0;
+  double beta1 = 0, beta2 = 0, eps = 0;
+  bool nesterov = false, maximize = false;
+  /// Names of the per-parameter state tensors in PyTorch's state_dict
+  /// order (`momentum_buffer`; `exp_avg`, `exp_avg_sq`).
+  llvm::SmallVector<llvm::StringRef, 2> stateNames;
+};
+
+/// Whether `attr` is one of the optimizer attributes.
+bool isOptimizerAttr(mlir::Attribute attr);
+/// The hyperparameters of an optimizer attribute; std::nullopt for any
+/// other attribute.
+std::optional<OptimizerConfig> getOptimizerConfig(mlir::Attribute attr);
+
+} // namespace loom
 
 #endif // LOOM_DIALECT_LOOM_IR_LOOMDIALECT_H

@@ -241,4 +241,39 @@ def Loom_WaitOp : Loom_Op<"wait"> {
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Optimizer
+//===----------------------------------------------------------------------===//
+
+def Loom_OptimizerUpdateOp : Loom_Op<"optimizer_update", [Pure]> {
+  let summary = "One optimizer step of one parameter";
+  let description = [{
+    Applies one step of the optimizer named by `optimizer` (`#loom.sgd`,
+    `#loom.adam`, `#loom.adamw`) to `param` with its gradient `grad` and the
+    parameter's optimizer `state`, and yields the updated parameter and
+    state, exactly as PyTorch's single-tensor algorithm (`foreach=False`)
+    computes them. The state tensors are, in order, `[momentum_buffer]` for
+    SGD with momentum (none without), `[exp_avg, exp_avg_sq]` for Adam and
+    AdamW. The per-parameter step count Adam needs is not an operand: the
+    runtime owns it, as it owns the state across steps.
+
+    The op is functional here; the lowering to `loomrt` turns it into an
+    in-place update of the parameter and state, which is why nothing may
+    read `param` or `state` after it (checked by `loom-lower-to-rt`).
+
+    ```mlir
+    %w1, %m1, %v1 = loom.optimizer_update #loom.adamw<lr = 1.0e-02>
+        param %w grad %g state [%m, %v] : tensor<8x4xf32>
+    ```
+  }];
+  let arguments = (ins Loom_OptimizerAttr:$optimizer,
+                       AnyRankedTensor:$param,
+                       AnyRankedTensor:$grad,
+                       Variadic<AnyRankedTensor>:$state);
+  let results = (outs AnyRankedTensor:$new_param,
+                      Variadic<AnyRankedTensor>:$new_state);
+  let hasCustomAssemblyFormat = 1;
+  let hasVerifier = 1;
+}
+
 #endif // LOOM_DIALECT_LOOM_IR_LOOMOPS_TD

@@ -1,0 +1,92 @@
+// RUN: loom-opt %s --split-input-file --loom-attach-optimizer | FileCheck %s --check-prefix=ADAMW
+// RUN: loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=adam lr=0.01 beta2=0.99" | FileCheck %s --check-prefix=ADAM
+// RUN: loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=sgd momentum=0.9 nesterov=true" | FileCheck %s --check-prefix=SGDM
+// RUN: loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=sgd" | FileCheck %s --check-prefix=SGD
+// RUN: loom-opt %s --split-input-file --loom-attach-optimizer | loom-opt --split-input-file | FileCheck %s --check-prefix=ADAMW
+
+// Two parameters with gradients and a frozen one (no grad): state arguments
+// are appended per parameter in gradient order, updates go before the
+// return in the parameter's module, and the grads become param_update
+// results followed by the state updates.
+
+// ADAMW-LABEL: func.func @step(
+// ADAMW-SAME: %[[W:[^:]+]]: tensor<8x4xf32> {loom.name = "fc.weight", loom.role = #loom.role<parameter>}
+// ADAMW-SAME: %[[B:[^:]+]]: tensor<8xf32> {loom.name = "fc.bias", loom.role = #loom.role<parameter>}
+// ADAMW-SAME: %{{[^:]+}}: tensor<8xf32> {loom.name = "frozen", loom.role = #loom.role<parameter>}
+// ADAMW-SAME: %{{[^:]+}}: tensor<2x4xf32> {loom.name = "x", loom.role = #loom.role<input>}
+// ADAMW-SAME: tensor<8xf32> {loom.name = "fc.bias.exp_avg", loom.role = #loom.role<optimizer_state>, loom.target = "fc.bias"}
+// ADAMW-SAME: tensor<8xf32> {loom.name = "fc.bias.exp_avg_sq", loom.role = #loom.role<optimizer_state>, loom.target = "fc.bias"}
+// ADAMW-SAME: tensor<8x4xf32> {loom.name = "fc.weight.exp_avg", loom.role = #loom.role<optimizer_state>, loom.target = "fc.weight"}
+// ADAMW-SAME: tensor<8x4xf32> {loom.name = "fc.weight.exp_avg_sq", loom.role = #loom.role<optimizer_state>, loom.target = "fc.weight"})
+// ADAMW-SAME: -> (tensor<f32> {loom.role = #loom.role<loss>},
+// ADAMW-SAME: tensor<8xf32> {loom.role = #loom.role<param_update>, loom.target = "fc.bias"},
+// ADAMW-SAME: tensor<8x4xf32> {loom.role = #loom.role<param_update>, loom.target = "fc.weight"},
+// ADAMW-SAME: tensor<8xf32> {loom.role = #loom.role<state_update>, loom.target = "fc.bias.exp_avg"},
+// ADAMW-SAME: tensor<8xf32> {loom.role = #loom.role<state_update>, loom.target = "fc.bias.exp_avg_sq"},
+// ADAMW-SAME: tensor<8x4xf32> {loom.role = #loom.role<state_update>, loom.target = "fc.weight.exp_avg"},
+// ADAMW-SAME: tensor<8x4xf32> {loom.role = #loom.role<state_update>, loom.target = "fc.weight.exp_avg_sq"})
+// ADAMW-SAME: attributes {loom.optimizer = #loom.adamw<>, loom.step}
+
+func.func @step(%w: tensor<8x4xf32> {loom.name = "fc.weight", loom.role = #loom.role<parameter>},
+                %b: tensor<8xf32> {loom.name = "fc.bias", loom.role = #loom.role<parameter>},
+                %f: tensor<8xf32> {loom.name = "frozen", loom.role = #loom.role<parameter>},
+                %x: tensor<2x4xf32> {loom.name = "x", loom.role = #loom.role<input>})
+    -> (tensor<f32> {loom.role = #loom.role<loss>},
+        tensor<8xf32> {loom.role = #loom.role<grad>, loom.target = "fc.bias"},
+        tensor<8x4xf32> {loom.role = #loom.role<grad>, loom.target = "fc.weight"})
+    attributes {loom.step} {
+  %l = loom.aten "aten::sum.default"(%x) {args = [#loom.arg<0>], loom.module = "", loom.phase = #loom.phase<forward>} : (tensor<2x4xf32>) -> tensor<f32>
+  %gw = loom.aten "aten::zeros_like.default"(%w) {args = [#loom.arg<0>], loom.module = "fc", loom.phase = #loom.phase<backward>} : (tensor<8x4xf32>) -> tensor<8x4xf32>
+  %gb = loom.aten "aten::zeros_like.default"(%b) {args = [#loom.arg<0>], loom.module = "fc", loom.phase = #loom.phase<backward>} : (tensor<8xf32>) -> tensor<8xf32>
+  return %l, %gb, %gw : tensor<f32>, tensor<8xf32>, tensor<8x4xf32>
+}
+
+// The state of fc.bias comes first (its grad is the first grad result).
+// ADAMW: %[[GW:.*]] = loom.aten "aten::zeros_like.default"(%[[W]])
+// ADAMW: %[[GB:.*]] = loom.aten "aten::zeros_like.default"(%[[B]])
+// ADAMW-NEXT: %[[UB:[^,]+]], %[[SB:[^:]+]]:2 = loom.optimizer_update #loom.adamw<> param %[[B]] grad %[[GB]] state [%[[BM:.*]], %[[BV:.*]]] {loom.module = "fc", loom.phase = #loom.phase<optimizer>} : tensor<8xf32>
+// ADAMW-NEXT: %[[UW:[^,]+]], %[[SW:[^:]+]]:2 = loom.optimizer_update #loom.adamw<> param %[[W]] grad %[[GW]] state [%{{.*}}, %{{.*}}] {loom.module = "fc", loom.phase = #loom.phase<optimizer>} : tensor<8x4xf32>
+// ADAMW-NEXT: return %{{.*}}, %[[UB]], %[[UW]], %[[SB]]#0, %[[SB]]#1, %[[SW]]#0, %[[SW]]#1
+
+// ADAM-LABEL: func.func @step(
+// ADAM-SAME: loom.name = "fc.bias.exp_avg", loom.role = #loom.role<optimizer_state>, loom.target = "fc.bias"
+// ADAM-SAME: loom.name = "fc.bias.exp_avg_sq", loom.role = #loom.role<optimizer_state>, loom.target = "fc.bias"
+// ADAM-SAME: loom.name = "fc.weight.exp_avg", loom.role = #loom.role<optimizer_state>, loom.target = "fc.weight"
+// ADAM-SAME: loom.name = "fc.weight.exp_avg_sq", loom.role = #loom.role<optimizer_state>, loom.target = "fc.weight"
+// ADAM-SAME: attributes {loom.optimizer = #loom.adam<lr = 0.01, beta2 = 0.99>, loom.step}
+// ADAM-COUNT-2: loom.optimizer_update #loom.adam<lr = 0.01, beta2 = 0.99>
+
+// SGD with momentum keeps one buffer per parameter.
+// SGDM-LABEL: func.func @step(
+// SGDM-SAME: loom.name = "fc.bias.momentum_buffer", loom.role = #loom.role<optimizer_state>, loom.target = "fc.bias"
+// SGDM-SAME: loom.name = "fc.weight.momentum_buffer", loom.role = #loom.role<optimizer_state>, loom.target = "fc.weight"
+// SGDM-SAME: attributes {loom.optimizer = #loom.sgd<momentum = 0.9, nesterov = true>, loom.step}
+// SGDM: loom.optimizer_update #loom.sgd<momentum = 0.9, nesterov = true> param %{{.*}} grad %{{.*}} state [%{{.*}}]
+
+// Plain SGD keeps no state: no arguments or results are added.
+// SGD-LABEL: func.func @step(
+// SGD-NOT: optimizer_state
+// SGD-SAME: -> (tensor<f32> {loom.role = #loom.role<loss>}, tensor<8xf32> {loom.role = #loom.role<param_update>, loom.target = "fc.bias"}, tensor<8x4xf32> {loom.role = #loom.role<param_update>, loom.target = "fc.weight"})
+// SGD-SAME: attributes {loom.optimizer = #loom.sgd<>, loom.step}
+// SGD: %[[U1:.*]] = loom.optimizer_update #loom.sgd<> param %{{.*}} grad %{{.*}} {loom.module = "fc"
+// SGD-NEXT: %[[U2:.*]] = loom.optimizer_update #loom.sgd<> param %{{.*}} grad %{{.*}} {loom.module = "fc"
+// SGD-NEXT: return %{{.*}}, %[[U1]], %[[U2]] : tensor<f32>, tensor<8xf32>, tensor<8x4xf32>
+
+// -----
+
+// Functions that are not steps are left alone; a root-module parameter's
+// update belongs to the root module ("").
+// ADAMW-LABEL: func.func @helper
+// ADAMW-NOT: loom.optimizer_update
+func.func @helper(%a: tensor<2xf32>) -> tensor<2xf32> {
+  return %a : tensor<2xf32>
+}
+
+// ADAMW-LABEL: func.func @root
+// ADAMW: loom.optimizer_update #loom.adamw<> param %{{.*}} grad %{{.*}} state [%{{.*}}, %{{.*}}] {loom.module = "", loom.phase = #loom.phase<optimizer>}
+func.func @root(%s: tensor<f32> {loom.name = "scale", loom.role = #loom.role<parameter>})
+    -> (tensor<f32> {loom.role = #loom.role<loss>},
+        tensor<f32> {loom.role = #loom.role<grad>, loom.target = "scale"})
+    attributes {loom.step} {
+  return %s, %s : tensor<f32>, tensor<f32>
+}
