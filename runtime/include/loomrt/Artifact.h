@@ -1,0 +1,218 @@
+//===- Artifact.h - The .loomx step artifact, format version 1 -*- C++ -*-===//
+//
+// The in-memory form of a compiled training step, read from the file that
+// `loom-compile` writes (docs/artifact.md is the contract). Artifact::load
+// checks everything that can be checked without LibTorch's operator
+// registry: the container, every field of the program JSON, slot ranges,
+// references between sections, that every slot is written before it is read,
+// and that the embedded weights match the declared inputs. Resolving kernels
+// against their schemas happens when a Session binds the program.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOMRT_ARTIFACT_H
+#define LOOMRT_ARTIFACT_H
+
+#include <c10/core/Layout.h>
+#include <c10/core/MemoryFormat.h>
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace loomrt {
+
+/// The container's magic, "LOOMX\r\n\x1a".
+inline constexpr char kArtifactMagic[8] = {'L', 'O',  'O',  'M',
+                                           'X', '\r', '\n', '\x1a'};
+inline constexpr uint32_t kArtifactVersion = 1;
+/// Size of the fixed container header before the program JSON.
+inline constexpr uint64_t kArtifactHeaderBytes = 32;
+/// Bound on `num_slots` so a corrupt file cannot make us allocate without
+/// limit.
+inline constexpr int64_t kMaxSlots = int64_t(1) << 24;
+
+enum class InputRole { Parameter, Buffer, Constant, Input };
+const char *toString(InputRole role);
+
+/// One entry of `inputs`: a step argument bound to a slot before the first
+/// instruction.
+struct InputSpec {
+  std::string name;
+  InputRole role = InputRole::Input;
+  int64_t slot = 0;
+  /// Element of the step's batch tuple; only for InputRole::Input.
+  int64_t batchIndex = -1;
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  std::vector<int64_t> shape;
+};
+
+/// One entry of `state`: optimizer state owned by the runtime (init zeros).
+struct StateSpec {
+  std::string name;
+  std::string param;
+  int64_t slot = 0;
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  std::vector<int64_t> shape;
+};
+
+enum class OutputRole { Loss, BufferMutation, Grad };
+const char *toString(OutputRole role);
+
+struct OutputSpec {
+  OutputRole role = OutputRole::Loss;
+  /// The buffer (BufferMutation) or parameter (Grad); empty for Loss.
+  std::string target;
+  int64_t slot = 0;
+};
+
+enum class OptimizerKind { SGD, Adam, AdamW };
+const char *toString(OptimizerKind kind);
+
+/// The `optimizer` object: torch.optim hyperparameters, all of them present.
+struct OptimizerSpec {
+  OptimizerKind kind = OptimizerKind::SGD;
+  double lr = 0;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weightDecay = 0;
+  double momentum = 0;
+  double dampening = 0;
+  bool nesterov = false;
+  bool maximize = false;
+
+  /// How many state slots an optimizer instruction of this kind takes:
+  /// SGD with momentum 1 (momentum_buffer), without 0; Adam/AdamW 2.
+  size_t numStateSlots() const;
+};
+
+/// One ARG of an `aten` instruction, as written in the artifact. Its meaning
+/// (the IValue it becomes) depends on the schema argument it fills, so the
+/// conversion happens when the kernel is bound (see lib/Kernel.h).
+struct ArgValue {
+  enum class Kind {
+    Tensor,          // {"tensor": SLOT}
+    Tensors,         // {"tensors": [SLOT, ...]}
+    OptionalTensors, // {"optional_tensors": [SLOT or null, ...]}
+    None,            // {"none": true}
+    Int,             // {"int": N}
+    Ints,            // {"ints": [N, ...]}
+    Float,           // {"float": X}
+    Floats,          // {"floats": [X, ...]}
+    Bool,            // {"bool": B}
+    Bools,           // {"bools": [B, ...]}
+    String,          // {"string": S}
+    Strings,         // {"strings": [S, ...]}
+    Dtype,           // {"dtype": NAME}
+    Device,          // {"device": "cpu"}
+    Layout,          // {"layout": "strided"}
+    MemoryFormat,    // {"memory_format": NAME}
+  };
+  Kind kind = Kind::None;
+  /// Tensor (one), Tensors, OptionalTensors (-1 stands for null).
+  std::vector<int64_t> slots;
+  /// Int (one), Ints, Bool (one), Bools (0 or 1).
+  std::vector<int64_t> ints;
+  /// Float (one), Floats.
+  std::vector<double> floats;
+  /// String (one), Strings, Device (one: its name as written).
+  std::vector<std::string> strings;
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
+  c10::Layout layout = c10::Layout::Strided;
+  c10::MemoryFormat memoryFormat = c10::MemoryFormat::Contiguous;
+
+  static const char *kindName(Kind kind);
+};
+
+/// One entry of an aten instruction's `results`.
+struct ResultSpec {
+  enum class Kind { None, Slot, List };
+  Kind kind = Kind::None;
+  int64_t slot = -1;
+  /// For List: one per element of a Tensor[] return (-1 for null).
+  std::vector<int64_t> slots;
+};
+
+enum class OpKind { Aten, Free, Optimizer };
+
+struct Instruction {
+  OpKind op = OpKind::Aten;
+  /// Optional metadata for traces and errors (empty when absent).
+  std::string name;
+  std::string module;
+  std::string phase;
+  int64_t stream = 0;
+
+  // op == Aten
+  std::string kernel;   // "aten::addmm"
+  std::string overload; // "default" or an overload name
+  std::vector<ArgValue> args;
+  std::vector<std::pair<std::string, ArgValue>> kwargs;
+  std::vector<ResultSpec> results;
+
+  // op == Free
+  std::vector<int64_t> slots;
+
+  // op == Optimizer
+  std::string param;
+  int64_t paramSlot = -1;
+  int64_t grad = -1;
+  std::vector<int64_t> state;
+
+  /// "aten::addmm.default"
+  std::string qualifiedKernel() const;
+};
+
+struct Program {
+  int64_t rank = 0;
+  std::vector<std::string> streams;
+  std::vector<Instruction> instructions;
+};
+
+class Artifact {
+public:
+  /// Reads and validates the artifact at `path`. Throws loomrt::Error whose
+  /// message starts with the path and names the offending field.
+  static Artifact load(const std::string &path);
+
+  /// Parses and validates a program JSON text alone (no weights). `what`
+  /// names it in errors. load() uses this for the program section.
+  static Artifact parseProgram(const std::string &jsonText,
+                               const std::string &what);
+
+  /// "programs[0].instructions[17]", plus " (in 'addmm')" when the instruction
+  /// has a name: the prefix of every message about that instruction.
+  std::string instructionPath(size_t program, size_t index) const;
+  /// The name errors use for this artifact (its path).
+  const std::string &what() const { return what_; }
+
+  std::string producer;
+  std::string source;
+  std::string pipeline;
+  int64_t worldSize = 1;
+  int64_t numSlots = 0;
+  std::optional<OptimizerSpec> optimizer;
+  std::vector<InputSpec> inputs;
+  std::vector<StateSpec> state;
+  std::vector<OutputSpec> outputs;
+  std::vector<Program> programs;
+
+  /// Where the weights safetensors lies inside the file (load() only).
+  std::string weightsPath;
+  uint64_t weightsOffset = 0;
+  uint64_t weightsLength = 0;
+
+  /// Index into `inputs` by name, or -1.
+  int64_t findInput(const std::string &name) const;
+
+private:
+  std::string what_;
+};
+
+} // namespace loomrt
+
+#endif // LOOMRT_ARTIFACT_H

@@ -1,0 +1,67 @@
+//===- Check.h - Compare a run with PyTorch eager's reference -*- C++ -*-===//
+//
+// A capture writes `reference.json` (losses per step, tied-parameter
+// aliases) and `reference.safetensors` (parameters and buffers after the
+// eager run). These helpers implement loom-run --check's comparisons so that
+// tests and other drivers apply the same tolerances.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOMRT_CHECK_H
+#define LOOMRT_CHECK_H
+
+#include "loomrt/Session.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace loomrt {
+
+struct Reference {
+  std::string jsonPath;
+  /// reference.safetensors in the same directory.
+  std::string tensorsPath;
+  std::vector<double> losses;
+  /// alias -> canonical name (reference.json "tied_parameters"); the
+  /// reference tensors hold only the canonical name.
+  std::map<std::string, std::string> tiedParameters;
+
+  static Reference load(const std::string &jsonPath);
+};
+
+struct LossComparison {
+  double got = 0;
+  double want = 0;
+  double relError = 0; // |got - want| / |want|
+  bool ok = false;
+};
+
+/// ok iff |got - want| <= rtol * |want| (NaN never matches).
+LossComparison compareLoss(double got, double want, double rtol = 1e-5);
+
+struct TensorComparison {
+  std::string name;          // the session's name
+  std::string referenceName; // the name in reference.safetensors
+  std::string role;          // "parameter", "buffer", "constant"
+  /// max over elements of |a - b| / max(1, |b|): the tolerance is met when
+  /// this is <= tol. Elements equal (including equal infinities and NaN in
+  /// both) score 0; a NaN in only one scores infinity.
+  double score = 0;
+  double maxAbsDiff = 0;
+  bool ok = false;
+  /// Why the tensors could not be compared (missing, dtype or shape), or
+  /// empty.
+  std::string problem;
+};
+
+/// Compares every parameter and buffer of `session` with the reference
+/// tensors (resolving tied aliases), plus constants the reference holds,
+/// and reports reference tensors that match nothing. `tol` as above.
+std::vector<TensorComparison> compareTensors(const Session &session,
+                                             const Reference &reference,
+                                             double tol = 1e-5);
+
+} // namespace loomrt
+
+#endif // LOOMRT_CHECK_H

@@ -1,0 +1,38 @@
+//===- Optimizer.h - torch.optim's single-tensor updates in C++ -*- C++ -*-===//
+//
+// SGD, Adam and AdamW exactly as torch/optim/{sgd,adam}.py's
+// `_single_tensor_*` functions compute them on CPU (foreach=False,
+// capturable=False, differentiable=False, amsgrad=False): the same ATen
+// calls with the same scalars in the same order, so the updated parameters
+// are bitwise-identical to torch.optim's. Python-side scalar arithmetic
+// (`1 - beta1`, `beta2 ** step`, `bias_correction2 ** 0.5`) is done in double,
+// as Python floats are.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOMRT_OPTIMIZER_H
+#define LOOMRT_OPTIMIZER_H
+
+#include "loomrt/Artifact.h"
+
+#include <ATen/core/Tensor.h>
+
+#include <vector>
+
+namespace loomrt {
+
+/// Updates `param` in place from `grad`, one step of `spec`'s optimizer.
+/// `state` holds spec.numStateSlots() tensors (SGD: [momentum_buffer];
+/// Adam/AdamW: [exp_avg, exp_avg_sq]), created as zeros before the first
+/// step. `step` is the per-parameter step count, a float32 as torch.optim's
+/// state["step"] tensor is (so it stops growing exactly where torch's
+/// does); it is incremented here, and SGD uses it to tell the first step,
+/// where torch.optim creates the momentum buffer as a clone of the gradient.
+/// Throws loomrt::Error when shapes or dtypes do not match.
+void optimizerStep(const OptimizerSpec &spec, const at::Tensor &param,
+                   const at::Tensor &grad, const std::vector<at::Tensor> &state,
+                   float &step);
+
+} // namespace loomrt
+
+#endif // LOOMRT_OPTIMIZER_H

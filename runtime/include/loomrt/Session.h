@@ -1,0 +1,146 @@
+//===- Session.h - Load a .loomx artifact and run training steps -*- C++ -*-===//
+//
+// A Session owns everything that lives across steps: the parameters, buffers
+// and constants (initialised from the artifact's weights), the optimizer
+// state (zeros before the first step) and the per-parameter step counts. A
+// step binds those and the batch to their slots, runs the program's
+// instructions through the ATen dispatcher, applies the buffer mutations,
+// keeps the gradients it outputs, and returns the loss.
+//
+// Single rank on the CPU for now: an artifact with world_size > 1 is refused.
+// Every failure throws loomrt::Error with a message that names the file,
+// field or instruction. A Session is not thread-safe; use one per thread.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOMRT_SESSION_H
+#define LOOMRT_SESSION_H
+
+#include "loomrt/Artifact.h"
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace loomrt {
+
+/// Wall time of one instruction, when tracing is on.
+struct InstructionTiming {
+  size_t index = 0;         // into programs[0].instructions
+  double startUs = 0;       // since the session was created
+  double durationUs = 0;
+};
+
+/// What the last step measured.
+struct StepStats {
+  int64_t step = -1; // 0 for the session's first step
+  double loss = 0;
+  double startUs = 0; // since the session was created
+  double timeMs = 0;
+  /// Tensor memory (bytes) the session held when the step started: owned
+  /// state, the batch, the previous step's gradients.
+  int64_t startBytes = 0;
+  /// The most tensor memory alive at any point of the step, measured from
+  /// the CPU allocator's reports (see docs/runtime.md).
+  int64_t peakBytes = 0;
+  /// Tensor memory alive after the step, once its slots are dropped.
+  int64_t endBytes = 0;
+  /// Allocations the CPU allocator reported during the step.
+  int64_t allocations = 0;
+  /// One per instruction when tracing is on, else empty.
+  std::vector<InstructionTiming> instructions;
+};
+
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+
+class SessionImpl;
+
+class Session {
+public:
+  /// Loads and validates the artifact, resolves every kernel against the
+  /// dispatcher and converts its arguments, and creates the owned state from
+  /// the embedded weights.
+  static Session load(const std::string &artifactPath);
+
+  Session(Session &&) noexcept;
+  Session &operator=(Session &&) noexcept;
+  ~Session();
+
+  const Artifact &artifact() const;
+
+  /// Replaces parameters, buffers and constants with the tensors of the same
+  /// names in a safetensors file (e.g. loom-import's step.weights
+  /// .safetensors); every one must be present with the declared dtype and
+  /// shape (other tensors in the file are ignored). Resets the optimizer
+  /// state and step counts: training starts afresh.
+  void loadWeights(const std::string &safetensorsPath);
+
+  /// Runs one training step on `batch` (element i is the batch tuple's
+  /// element i; each must have the dtype and shape its input declares) and
+  /// returns the loss. The batch tensors are read, not copied: an
+  /// instruction that mutates an input mutates the caller's tensor.
+  double step(const std::vector<at::Tensor> &batch);
+
+  /// Writes the parameters and buffers (fully-qualified names) to a
+  /// safetensors file.
+  void saveParameters(const std::string &safetensorsPath) const;
+  /// Loads parameters from a file saveParameters wrote (or any safetensors
+  /// with those names): every parameter must be present; buffers are loaded
+  /// when present. Optimizer state and step counts are kept.
+  void loadParameters(const std::string &safetensorsPath);
+
+  /// The runtime-owned tensors, in the artifact's `inputs` order. The
+  /// tensors are the session's own: reading them is fine, and writing them
+  /// in place changes what the next step sees.
+  NamedTensors parameters() const;
+  NamedTensors buffers() const;
+  NamedTensors constants() const;
+  /// Optimizer state by its `state` name (e.g. "fc1.weight.exp_avg").
+  NamedTensors optimizerState() const;
+  /// The `grad` outputs of the last step, by parameter name.
+  const std::map<std::string, at::Tensor> &gradients() const;
+  /// Throws when there is no parameter (or buffer) of that name.
+  at::Tensor parameter(const std::string &name) const;
+  at::Tensor buffer(const std::string &name) const;
+  /// The optimizer's step count of a parameter (torch.optim's
+  /// state["step"]).
+  double stepCount(const std::string &param) const;
+
+  /// How many batch elements step() needs (1 + the largest batch_index).
+  size_t numBatchElements() const;
+  /// Steps run so far.
+  int64_t stepsRun() const;
+
+  /// Record per-instruction timings in lastStats().instructions.
+  void setTracing(bool on);
+  const StepStats &lastStats() const;
+
+private:
+  explicit Session(std::unique_ptr<SessionImpl> impl);
+  std::unique_ptr<SessionImpl> impl_;
+};
+
+/// The batches a capture wrote (`batches.safetensors`): tensors
+/// `step{i}.arg{j}` with metadata `num_steps` and `num_args`. All batches are
+/// read when the file is opened.
+class BatchFile {
+public:
+  static BatchFile open(const std::string &path);
+  int64_t numSteps() const { return int64_t(batches_.size()); }
+  int64_t numArgs() const { return numArgs_; }
+  /// The batch of step `step` (steps cycle: step mod numSteps()).
+  const std::vector<at::Tensor> &batch(int64_t step) const;
+
+private:
+  std::vector<std::vector<at::Tensor>> batches_;
+  int64_t numArgs_ = 0;
+};
+
+} // namespace loomrt
+
+#endif // LOOMRT_SESSION_H

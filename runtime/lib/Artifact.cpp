@@ -1,0 +1,1003 @@
+//===- Artifact.cpp - Read and validate a .loomx artifact -----------------===//
+//
+// Implements docs/artifact.md. Every field is checked where it is read, and
+// every message names the field by its JSON path (`inputs[3].dtype`,
+// `programs[0].instructions[17].args[1]`), so a compiler bug shows up as a
+// precise refusal at load time rather than a wrong number later.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loomrt/Artifact.h"
+
+#include "FileUtil.h"
+#include "loomrt/Dtype.h"
+#include "loomrt/Error.h"
+#include "loomrt/Safetensors.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <set>
+
+using nlohmann::json;
+
+namespace loomrt {
+
+const char *toString(InputRole role) {
+  switch (role) {
+  case InputRole::Parameter:
+    return "parameter";
+  case InputRole::Buffer:
+    return "buffer";
+  case InputRole::Constant:
+    return "constant";
+  case InputRole::Input:
+    return "input";
+  }
+  return "?";
+}
+
+const char *toString(OutputRole role) {
+  switch (role) {
+  case OutputRole::Loss:
+    return "loss";
+  case OutputRole::BufferMutation:
+    return "buffer_mutation";
+  case OutputRole::Grad:
+    return "grad";
+  }
+  return "?";
+}
+
+const char *toString(OptimizerKind kind) {
+  switch (kind) {
+  case OptimizerKind::SGD:
+    return "sgd";
+  case OptimizerKind::Adam:
+    return "adam";
+  case OptimizerKind::AdamW:
+    return "adamw";
+  }
+  return "?";
+}
+
+size_t OptimizerSpec::numStateSlots() const {
+  if (kind == OptimizerKind::SGD)
+    return momentum != 0 ? 1 : 0;
+  return 2;
+}
+
+const char *ArgValue::kindName(Kind kind) {
+  switch (kind) {
+  case Kind::Tensor:
+    return "tensor";
+  case Kind::Tensors:
+    return "tensors";
+  case Kind::OptionalTensors:
+    return "optional_tensors";
+  case Kind::None:
+    return "none";
+  case Kind::Int:
+    return "int";
+  case Kind::Ints:
+    return "ints";
+  case Kind::Float:
+    return "float";
+  case Kind::Floats:
+    return "floats";
+  case Kind::Bool:
+    return "bool";
+  case Kind::Bools:
+    return "bools";
+  case Kind::String:
+    return "string";
+  case Kind::Strings:
+    return "strings";
+  case Kind::Dtype:
+    return "dtype";
+  case Kind::Device:
+    return "device";
+  case Kind::Layout:
+    return "layout";
+  case Kind::MemoryFormat:
+    return "memory_format";
+  }
+  return "?";
+}
+
+std::string Instruction::qualifiedKernel() const {
+  return kernel + "." + overload;
+}
+
+int64_t Artifact::findInput(const std::string &name) const {
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].name == name)
+      return int64_t(i);
+  return -1;
+}
+
+std::string Artifact::instructionPath(size_t program, size_t index) const {
+  std::string path = "programs[" + std::to_string(program) +
+                     "].instructions[" + std::to_string(index) + "]";
+  if (program < programs.size() && index < programs[program].instructions.size()) {
+    const Instruction &inst = programs[program].instructions[index];
+    if (!inst.name.empty())
+      path += " (in '" + inst.name + "')";
+  }
+  return path;
+}
+
+namespace {
+
+/// Reads the program JSON with a path for every message.
+class ProgramReader {
+public:
+  ProgramReader(Artifact &artifact, std::string what)
+      : a(artifact), what(std::move(what)) {}
+
+  void read(const json &root);
+
+private:
+  [[noreturn]] void fail(const std::string &path, const std::string &message) {
+    throw Error(what + ": " + (path.empty() ? "" : path + node + ": ") +
+                message);
+  }
+
+  static std::string join(const std::string &path, const std::string &key) {
+    return path.empty() ? key : path + "." + key;
+  }
+  static std::string index(const std::string &path, size_t i) {
+    return path + "[" + std::to_string(i) + "]";
+  }
+
+  // Shape checks for JSON values.
+  const json &object(const json &v, const std::string &path) {
+    if (!v.is_object())
+      fail(path, std::string("expected an object, found ") + v.type_name());
+    return v;
+  }
+  const json &array(const json &v, const std::string &path) {
+    if (!v.is_array())
+      fail(path, std::string("expected a list, found ") + v.type_name());
+    return v;
+  }
+  /// Refuses keys outside `allowed`: a misspelt `kwargs` must not be
+  /// silently dropped.
+  void onlyKeys(const json &obj, const std::string &path,
+                std::initializer_list<const char *> allowed) {
+    for (const auto &item : obj.items()) {
+      bool ok = false;
+      for (const char *k : allowed)
+        ok |= item.key() == k;
+      if (!ok) {
+        std::string list;
+        for (const char *k : allowed)
+          list += std::string(list.empty() ? "" : ", ") + k;
+        fail(join(path, item.key()),
+             "unknown field (expected one of: " + list + ")");
+      }
+    }
+  }
+  const json &field(const json &obj, const std::string &path,
+                    const char *key) {
+    auto it = obj.find(key);
+    if (it == obj.end())
+      fail(join(path, key), "missing");
+    return *it;
+  }
+  int64_t integer(const json &v, const std::string &path) {
+    if (v.is_number_unsigned()) {
+      if (v.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
+        fail(path, "integer " + v.dump() + " is out of range");
+      return int64_t(v.get<uint64_t>());
+    }
+    if (v.is_number_integer())
+      return v.get<int64_t>();
+    fail(path, "expected an integer, found " + v.dump());
+  }
+  double number(const json &v, const std::string &path) {
+    if (!v.is_number())
+      fail(path, "expected a number, found " + v.dump());
+    return v.get<double>();
+  }
+  double finiteNumber(const json &v, const std::string &path) {
+    double d = number(v, path);
+    if (!std::isfinite(d))
+      fail(path, "must be finite");
+    return d;
+  }
+  /// A float ARG: a number, or "inf", "-inf", "nan" (JSON has no literals).
+  double floatValue(const json &v, const std::string &path) {
+    if (v.is_number())
+      return v.get<double>();
+    if (v.is_string()) {
+      const std::string &s = v.get_ref<const std::string &>();
+      if (s == "inf")
+        return std::numeric_limits<double>::infinity();
+      if (s == "-inf")
+        return -std::numeric_limits<double>::infinity();
+      if (s == "nan")
+        return std::numeric_limits<double>::quiet_NaN();
+    }
+    fail(path, "expected a number or \"inf\", \"-inf\", \"nan\", found " +
+                   v.dump());
+  }
+  bool boolean(const json &v, const std::string &path) {
+    if (!v.is_boolean())
+      fail(path, "expected true or false, found " + v.dump());
+    return v.get<bool>();
+  }
+  std::string string(const json &v, const std::string &path) {
+    if (!v.is_string())
+      fail(path, "expected a string, found " + v.dump());
+    return v.get<std::string>();
+  }
+  std::string nonEmptyString(const json &v, const std::string &path) {
+    std::string s = string(v, path);
+    if (s.empty())
+      fail(path, "must not be empty");
+    return s;
+  }
+  int64_t slot(const json &v, const std::string &path) {
+    int64_t s = integer(v, path);
+    if (s < 0 || s >= a.numSlots)
+      fail(path, "slot " + std::to_string(s) + " out of range (" +
+                     std::to_string(a.numSlots) + " slots)");
+    return s;
+  }
+  c10::ScalarType dtype(const json &v, const std::string &path) {
+    std::string name = string(v, path);
+    std::optional<c10::ScalarType> t = parseArtifactDtype(name);
+    if (!t)
+      fail(path, "unknown dtype '" + name +
+                     "' (expected one of: f32 f64 f16 bf16 i64 i32 i16 i8 "
+                     "u8 bool c64 c128)");
+    return *t;
+  }
+  std::vector<int64_t> shape(const json &v, const std::string &path) {
+    std::vector<int64_t> dims;
+    size_t i = 0;
+    for (const json &d : array(v, path)) {
+      int64_t n = integer(d, index(path, i++));
+      if (n < 0)
+        fail(index(path, i - 1), "dimension " + std::to_string(n) +
+                                     " is negative");
+      dims.push_back(n);
+    }
+    return dims;
+  }
+
+  void readOptimizer(const json &v, const std::string &path);
+  void readInputs(const json &v);
+  void readState(const json &v);
+  void readOutputs(const json &v);
+  void readProgram(const json &v, size_t programIndex);
+  Instruction readInstruction(const json &v, const std::string &path,
+                              const Program &program);
+  ArgValue readArg(const json &v, const std::string &path);
+  ResultSpec readResult(const json &v, const std::string &path);
+  void checkDataflow(size_t programIndex);
+
+  Artifact &a;
+  std::string what;
+  /// " (in 'addmm')" while reading or checking a named instruction, so every
+  /// message about it names the graph node as well as the JSON path.
+  std::string node;
+};
+
+void ProgramReader::read(const json &root) {
+  object(root, "");
+  onlyKeys(root, "",
+           {"format", "version", "producer", "source", "pipeline",
+            "world_size", "num_slots", "optimizer", "inputs", "state",
+            "outputs", "programs"});
+  std::string format = string(field(root, "", "format"), "format");
+  if (format != "loomx")
+    fail("format", "expected \"loomx\", found \"" + format + "\"");
+  int64_t version = integer(field(root, "", "version"), "version");
+  if (version != kArtifactVersion)
+    fail("version", "program version " + std::to_string(version) +
+                        "; this runtime reads version " +
+                        std::to_string(kArtifactVersion) +
+                        " — recompile with the matching loom-compile");
+  for (auto [key, out] : {std::pair{"producer", &a.producer},
+                          std::pair{"source", &a.source},
+                          std::pair{"pipeline", &a.pipeline}})
+    if (root.contains(key))
+      *out = string(root[key], key);
+
+  a.worldSize = integer(field(root, "", "world_size"), "world_size");
+  if (a.worldSize < 1)
+    fail("world_size", "must be at least 1, found " +
+                           std::to_string(a.worldSize));
+  a.numSlots = integer(field(root, "", "num_slots"), "num_slots");
+  if (a.numSlots < 0 || a.numSlots > kMaxSlots)
+    fail("num_slots", std::to_string(a.numSlots) + " is out of range (0 to " +
+                          std::to_string(kMaxSlots) + ")");
+
+  const json &opt = field(root, "", "optimizer");
+  if (!opt.is_null())
+    readOptimizer(opt, "optimizer");
+  readInputs(field(root, "", "inputs"));
+  readState(field(root, "", "state"));
+  readOutputs(field(root, "", "outputs"));
+
+  const json &programs = array(field(root, "", "programs"), "programs");
+  if (int64_t(programs.size()) != a.worldSize)
+    fail("programs", "has " + std::to_string(programs.size()) +
+                         " programs for world_size " +
+                         std::to_string(a.worldSize) +
+                         " (one per rank expected)");
+  for (size_t i = 0; i < programs.size(); ++i)
+    readProgram(programs[i], i);
+  for (size_t i = 0; i < a.programs.size(); ++i)
+    checkDataflow(i);
+}
+
+void ProgramReader::readOptimizer(const json &v, const std::string &path) {
+  object(v, path);
+  onlyKeys(v, path,
+           {"name", "lr", "betas", "eps", "weight_decay", "momentum",
+            "dampening", "nesterov", "maximize"});
+  OptimizerSpec o;
+  std::string name = string(field(v, path, "name"), join(path, "name"));
+  if (name == "sgd")
+    o.kind = OptimizerKind::SGD;
+  else if (name == "adam")
+    o.kind = OptimizerKind::Adam;
+  else if (name == "adamw")
+    o.kind = OptimizerKind::AdamW;
+  else
+    fail(join(path, "name"), "unknown optimizer '" + name +
+                                 "' (expected sgd, adam or adamw)");
+  auto nonNegative = [&](const char *key) {
+    double d = finiteNumber(field(v, path, key), join(path, key));
+    if (d < 0)
+      fail(join(path, key), "must not be negative, found " + std::to_string(d));
+    return d;
+  };
+  // The same range checks torch.optim's constructors make.
+  o.lr = nonNegative("lr");
+  o.eps = nonNegative("eps");
+  o.weightDecay = nonNegative("weight_decay");
+  o.momentum = nonNegative("momentum");
+  o.dampening = finiteNumber(field(v, path, "dampening"),
+                             join(path, "dampening"));
+  o.nesterov = boolean(field(v, path, "nesterov"), join(path, "nesterov"));
+  o.maximize = boolean(field(v, path, "maximize"), join(path, "maximize"));
+  std::string betasPath = join(path, "betas");
+  const json &betas = array(field(v, path, "betas"), betasPath);
+  if (betas.size() != 2)
+    fail(betasPath, "expected [beta1, beta2], found " + betas.dump());
+  o.beta1 = finiteNumber(betas[0], index(betasPath, 0));
+  o.beta2 = finiteNumber(betas[1], index(betasPath, 1));
+  for (int i = 0; i < 2; ++i) {
+    double b = i == 0 ? o.beta1 : o.beta2;
+    if (b < 0 || b >= 1)
+      fail(index(betasPath, i), "must be in [0, 1), found " + std::to_string(b));
+  }
+  if (o.kind == OptimizerKind::SGD && o.nesterov &&
+      (o.momentum <= 0 || o.dampening != 0))
+    fail(join(path, "nesterov"),
+         "Nesterov momentum requires a momentum and zero dampening");
+  a.optimizer = o;
+}
+
+void ProgramReader::readInputs(const json &v) {
+  std::set<std::string> names;
+  std::set<int64_t> batchIndices;
+  size_t i = 0;
+  for (const json &e : array(v, "inputs")) {
+    std::string path = index("inputs", i++);
+    object(e, path);
+    onlyKeys(e, path,
+             {"name", "role", "slot", "batch_index", "dtype", "shape"});
+    InputSpec in;
+    in.name = nonEmptyString(field(e, path, "name"), join(path, "name"));
+    if (!names.insert(in.name).second)
+      fail(join(path, "name"), "'" + in.name + "' is listed twice");
+    std::string role = string(field(e, path, "role"), join(path, "role"));
+    if (role == "parameter")
+      in.role = InputRole::Parameter;
+    else if (role == "buffer")
+      in.role = InputRole::Buffer;
+    else if (role == "constant")
+      in.role = InputRole::Constant;
+    else if (role == "input")
+      in.role = InputRole::Input;
+    else
+      fail(join(path, "role"), "unknown role '" + role +
+                                   "' (expected parameter, buffer, constant "
+                                   "or input)");
+    in.slot = slot(field(e, path, "slot"), join(path, "slot"));
+    if (in.role == InputRole::Input) {
+      in.batchIndex = integer(field(e, path, "batch_index"),
+                              join(path, "batch_index"));
+      if (in.batchIndex < 0)
+        fail(join(path, "batch_index"), "must not be negative");
+      if (!batchIndices.insert(in.batchIndex).second)
+        fail(join(path, "batch_index"),
+             std::to_string(in.batchIndex) + " is bound by another input");
+    } else if (e.contains("batch_index")) {
+      fail(join(path, "batch_index"), "only inputs with role 'input' take "
+                                      "an element of the batch");
+    }
+    in.dtype = dtype(field(e, path, "dtype"), join(path, "dtype"));
+    in.shape = shape(field(e, path, "shape"), join(path, "shape"));
+    a.inputs.push_back(std::move(in));
+  }
+}
+
+void ProgramReader::readState(const json &v) {
+  std::set<std::string> names;
+  size_t i = 0;
+  for (const json &e : array(v, "state")) {
+    std::string path = index("state", i++);
+    object(e, path);
+    onlyKeys(e, path, {"name", "param", "slot", "dtype", "shape", "init"});
+    StateSpec s;
+    s.name = nonEmptyString(field(e, path, "name"), join(path, "name"));
+    if (!names.insert(s.name).second)
+      fail(join(path, "name"), "'" + s.name + "' is listed twice");
+    s.param = string(field(e, path, "param"), join(path, "param"));
+    int64_t p = a.findInput(s.param);
+    if (p < 0 || a.inputs[p].role != InputRole::Parameter)
+      fail(join(path, "param"), "'" + s.param + "' is not a parameter input");
+    s.slot = slot(field(e, path, "slot"), join(path, "slot"));
+    s.dtype = dtype(field(e, path, "dtype"), join(path, "dtype"));
+    s.shape = shape(field(e, path, "shape"), join(path, "shape"));
+    std::string init = string(field(e, path, "init"), join(path, "init"));
+    if (init != "zeros")
+      fail(join(path, "init"), "unknown init '" + init +
+                                   "' (version 1 has only \"zeros\")");
+    a.state.push_back(std::move(s));
+  }
+
+  // Inputs and state are bound to their slots together before the first
+  // instruction, so no two may share one.
+  std::map<int64_t, std::string> owner;
+  for (size_t j = 0; j < a.inputs.size(); ++j) {
+    auto [it, fresh] = owner.emplace(a.inputs[j].slot, index("inputs", j));
+    if (!fresh)
+      fail(join(index("inputs", j), "slot"),
+           "slot " + std::to_string(a.inputs[j].slot) + " is also bound by " +
+               it->second);
+  }
+  for (size_t j = 0; j < a.state.size(); ++j) {
+    auto [it, fresh] = owner.emplace(a.state[j].slot, index("state", j));
+    if (!fresh)
+      fail(join(index("state", j), "slot"),
+           "slot " + std::to_string(a.state[j].slot) + " is also bound by " +
+               it->second);
+  }
+}
+
+void ProgramReader::readOutputs(const json &v) {
+  size_t numLoss = 0;
+  std::set<std::pair<int, std::string>> targets;
+  size_t i = 0;
+  for (const json &e : array(v, "outputs")) {
+    std::string path = index("outputs", i++);
+    object(e, path);
+    onlyKeys(e, path, {"role", "target", "slot"});
+    OutputSpec out;
+    std::string role = string(field(e, path, "role"), join(path, "role"));
+    InputRole targetRole = InputRole::Input;
+    if (role == "loss") {
+      out.role = OutputRole::Loss;
+      ++numLoss;
+    } else if (role == "buffer_mutation") {
+      out.role = OutputRole::BufferMutation;
+      targetRole = InputRole::Buffer;
+    } else if (role == "grad") {
+      out.role = OutputRole::Grad;
+      targetRole = InputRole::Parameter;
+    } else {
+      fail(join(path, "role"), "unknown role '" + role +
+                                   "' (expected loss, buffer_mutation or "
+                                   "grad)");
+    }
+    if (out.role == OutputRole::Loss) {
+      if (e.contains("target"))
+        fail(join(path, "target"), "a loss output has no target");
+    } else {
+      out.target = string(field(e, path, "target"), join(path, "target"));
+      int64_t t = a.findInput(out.target);
+      if (t < 0 || a.inputs[t].role != targetRole)
+        fail(join(path, "target"), "'" + out.target + "' is not a " +
+                                       toString(targetRole) + " input");
+      if (!targets.emplace(int(out.role), out.target).second)
+        fail(join(path, "target"), "a second " + role + " output for '" +
+                                       out.target + "'");
+    }
+    out.slot = slot(field(e, path, "slot"), join(path, "slot"));
+    a.outputs.push_back(std::move(out));
+  }
+  if (numLoss != 1)
+    fail("outputs", "expected exactly one output with role 'loss', found " +
+                        std::to_string(numLoss));
+}
+
+void ProgramReader::readProgram(const json &v, size_t programIndex) {
+  std::string path = index("programs", programIndex);
+  object(v, path);
+  onlyKeys(v, path, {"rank", "streams", "instructions"});
+  Program p;
+  p.rank = integer(field(v, path, "rank"), join(path, "rank"));
+  if (p.rank != int64_t(programIndex))
+    fail(join(path, "rank"), "expected rank " + std::to_string(programIndex) +
+                                 " (programs are listed by rank), found " +
+                                 std::to_string(p.rank));
+  std::string streamsPath = join(path, "streams");
+  size_t i = 0;
+  for (const json &s : array(field(v, path, "streams"), streamsPath))
+    p.streams.push_back(nonEmptyString(s, index(streamsPath, i++)));
+  if (p.streams.empty())
+    fail(streamsPath, "must name at least one stream");
+  std::string instPath = join(path, "instructions");
+  const json &insts = array(field(v, path, "instructions"), instPath);
+  a.programs.push_back(std::move(p));
+  Program &stored = a.programs.back();
+  for (size_t j = 0; j < insts.size(); ++j) {
+    std::string ip = index(instPath, j);
+    stored.instructions.push_back(readInstruction(insts[j], ip, stored));
+  }
+}
+
+Instruction ProgramReader::readInstruction(const json &v,
+                                           const std::string &path,
+                                           const Program &program) {
+  object(v, path);
+  Instruction inst;
+  std::string op = string(field(v, path, "op"), join(path, "op"));
+  if (op == "aten") {
+    inst.op = OpKind::Aten;
+    onlyKeys(v, path,
+             {"op", "kernel", "overload", "args", "kwargs", "results",
+              "stream", "name", "module", "phase"});
+  } else if (op == "free") {
+    inst.op = OpKind::Free;
+    onlyKeys(v, path, {"op", "slots", "stream", "name", "module", "phase"});
+  } else if (op == "optimizer") {
+    inst.op = OpKind::Optimizer;
+    onlyKeys(v, path,
+             {"op", "param", "param_slot", "grad", "state", "stream", "name",
+              "module", "phase"});
+  } else {
+    fail(join(path, "op"), "unknown instruction '" + op +
+                               "' (version 1 has aten, free, optimizer)");
+  }
+
+  if (v.contains("name"))
+    inst.name = string(v["name"], join(path, "name"));
+  // With the name known, later messages can say which node they are about.
+  node = inst.name.empty() ? "" : " (in '" + inst.name + "')";
+  const std::string &p = path;
+  if (v.contains("module"))
+    inst.module = string(v["module"], join(p, "module"));
+  if (v.contains("phase")) {
+    inst.phase = string(v["phase"], join(p, "phase"));
+    if (inst.phase != "forward" && inst.phase != "backward" &&
+        inst.phase != "optimizer")
+      fail(join(p, "phase"), "unknown phase '" + inst.phase +
+                                 "' (expected forward, backward or "
+                                 "optimizer)");
+  }
+  if (v.contains("stream")) {
+    inst.stream = integer(v["stream"], join(p, "stream"));
+    if (inst.stream < 0 || inst.stream >= int64_t(program.streams.size()))
+      fail(join(p, "stream"), "stream " + std::to_string(inst.stream) +
+                                  " out of range (" +
+                                  std::to_string(program.streams.size()) +
+                                  " streams)");
+  }
+
+  switch (inst.op) {
+  case OpKind::Aten: {
+    inst.kernel = nonEmptyString(field(v, p, "kernel"), join(p, "kernel"));
+    if (inst.kernel.find("::") == std::string::npos)
+      fail(join(p, "kernel"), "'" + inst.kernel +
+                                  "' is not a qualified operator name "
+                                  "(namespace::name, e.g. aten::addmm)");
+    inst.overload =
+        nonEmptyString(field(v, p, "overload"), join(p, "overload"));
+    std::string argsPath = join(p, "args");
+    const json &args = array(field(v, p, "args"), argsPath);
+    for (size_t i = 0; i < args.size(); ++i)
+      inst.args.push_back(readArg(args[i], index(argsPath, i)));
+    if (v.contains("kwargs")) {
+      std::string kwPath = join(p, "kwargs");
+      for (const auto &item : object(v["kwargs"], kwPath).items())
+        inst.kwargs.emplace_back(item.key(),
+                                 readArg(item.value(), join(kwPath, item.key())));
+    }
+    std::string resPath = join(p, "results");
+    const json &results = array(field(v, p, "results"), resPath);
+    for (size_t i = 0; i < results.size(); ++i)
+      inst.results.push_back(readResult(results[i], index(resPath, i)));
+    break;
+  }
+  case OpKind::Free: {
+    std::string slotsPath = join(p, "slots");
+    const json &slots = array(field(v, p, "slots"), slotsPath);
+    for (size_t i = 0; i < slots.size(); ++i)
+      inst.slots.push_back(slot(slots[i], index(slotsPath, i)));
+    break;
+  }
+  case OpKind::Optimizer: {
+    inst.param = string(field(v, p, "param"), join(p, "param"));
+    inst.paramSlot = slot(field(v, p, "param_slot"), join(p, "param_slot"));
+    inst.grad = slot(field(v, p, "grad"), join(p, "grad"));
+    std::string statePath = join(p, "state");
+    const json &state = array(field(v, p, "state"), statePath);
+    for (size_t i = 0; i < state.size(); ++i)
+      inst.state.push_back(slot(state[i], index(statePath, i)));
+    break;
+  }
+  }
+  node.clear();
+  return inst;
+}
+
+ArgValue ProgramReader::readArg(const json &v, const std::string &path) {
+  if (!v.is_object() || v.size() != 1)
+    fail(path, "an ARG is an object with exactly one key ({\"tensor\": 3}, "
+               "{\"int\": 1}, ...), found " +
+                   v.dump());
+  const std::string &kind = v.begin().key();
+  const json &x = v.begin().value();
+  std::string xp = join(path, kind);
+  ArgValue arg;
+  using K = ArgValue::Kind;
+  auto eachOf = [&](auto &&readOne) {
+    size_t i = 0;
+    for (const json &e : array(x, xp))
+      readOne(e, index(xp, i++));
+  };
+  if (kind == "tensor") {
+    arg.kind = K::Tensor;
+    arg.slots.push_back(slot(x, path));
+  } else if (kind == "tensors") {
+    arg.kind = K::Tensors;
+    eachOf([&](const json &e, const std::string &ep) {
+      arg.slots.push_back(slot(e, ep));
+    });
+  } else if (kind == "optional_tensors") {
+    arg.kind = K::OptionalTensors;
+    eachOf([&](const json &e, const std::string &ep) {
+      arg.slots.push_back(e.is_null() ? -1 : slot(e, ep));
+    });
+  } else if (kind == "none") {
+    arg.kind = K::None;
+    if (!x.is_boolean() || !x.get<bool>())
+      fail(xp, "must be true, found " + x.dump());
+  } else if (kind == "int") {
+    arg.kind = K::Int;
+    arg.ints.push_back(integer(x, xp));
+  } else if (kind == "ints") {
+    arg.kind = K::Ints;
+    eachOf([&](const json &e, const std::string &ep) {
+      arg.ints.push_back(integer(e, ep));
+    });
+  } else if (kind == "float") {
+    arg.kind = K::Float;
+    arg.floats.push_back(floatValue(x, xp));
+  } else if (kind == "floats") {
+    arg.kind = K::Floats;
+    eachOf([&](const json &e, const std::string &ep) {
+      arg.floats.push_back(floatValue(e, ep));
+    });
+  } else if (kind == "bool") {
+    arg.kind = K::Bool;
+    arg.ints.push_back(boolean(x, xp));
+  } else if (kind == "bools") {
+    arg.kind = K::Bools;
+    eachOf([&](const json &e, const std::string &ep) {
+      arg.ints.push_back(boolean(e, ep));
+    });
+  } else if (kind == "string") {
+    arg.kind = K::String;
+    arg.strings.push_back(string(x, xp));
+  } else if (kind == "strings") {
+    arg.kind = K::Strings;
+    eachOf([&](const json &e, const std::string &ep) {
+      arg.strings.push_back(string(e, ep));
+    });
+  } else if (kind == "dtype") {
+    arg.kind = K::Dtype;
+    arg.dtype = dtype(x, xp);
+  } else if (kind == "device") {
+    arg.kind = K::Device;
+    std::string d = string(x, xp);
+    // The compiler records the device the graph was captured on; the
+    // runtime substitutes its own, so any real device name is accepted,
+    // but not `meta` (shape-only tensors would be a different program).
+    bool ok = d == "cpu" || d == "cuda" ||
+              (d.rfind("cuda:", 0) == 0 && d.size() > 5 &&
+               d.find_first_not_of("0123456789", 5) == std::string::npos);
+    if (!ok)
+      fail(xp, "unknown device '" + d + "' (expected cpu, cuda or cuda:N)");
+    arg.strings.push_back(d);
+  } else if (kind == "layout") {
+    arg.kind = K::Layout;
+    std::string l = string(x, xp);
+    static const std::pair<const char *, c10::Layout> kLayouts[] = {
+        {"strided", c10::Layout::Strided},
+        {"sparse_coo", c10::Layout::Sparse},
+        {"sparse_csr", c10::Layout::SparseCsr},
+        {"sparse_csc", c10::Layout::SparseCsc},
+        {"sparse_bsr", c10::Layout::SparseBsr},
+        {"sparse_bsc", c10::Layout::SparseBsc},
+        {"mkldnn", c10::Layout::Mkldnn},
+    };
+    bool found = false;
+    for (const auto &[name, layout] : kLayouts)
+      if (l == name) {
+        arg.layout = layout;
+        found = true;
+      }
+    if (!found)
+      fail(xp, "unknown layout '" + l +
+                   "' (expected strided, sparse_coo, sparse_csr, sparse_csc, "
+                   "sparse_bsr, sparse_bsc or mkldnn)");
+  } else if (kind == "memory_format") {
+    arg.kind = K::MemoryFormat;
+    std::string m = string(x, xp);
+    if (m == "contiguous_format")
+      arg.memoryFormat = c10::MemoryFormat::Contiguous;
+    else if (m == "channels_last")
+      arg.memoryFormat = c10::MemoryFormat::ChannelsLast;
+    else if (m == "channels_last_3d")
+      arg.memoryFormat = c10::MemoryFormat::ChannelsLast3d;
+    else if (m == "preserve_format")
+      arg.memoryFormat = c10::MemoryFormat::Preserve;
+    else
+      fail(xp, "unknown memory format '" + m +
+                   "' (expected contiguous_format, channels_last, "
+                   "channels_last_3d or preserve_format)");
+  } else {
+    fail(path, "unknown ARG kind '" + kind +
+                   "' (expected tensor, tensors, optional_tensors, none, int, "
+                   "ints, float, floats, bool, bools, string, strings, dtype, "
+                   "device, layout or memory_format)");
+  }
+  return arg;
+}
+
+ResultSpec ProgramReader::readResult(const json &v, const std::string &path) {
+  ResultSpec r;
+  if (v.is_null())
+    return r;
+  if (v.is_array()) {
+    r.kind = ResultSpec::Kind::List;
+    for (size_t i = 0; i < v.size(); ++i)
+      r.slots.push_back(v[i].is_null() ? -1 : slot(v[i], index(path, i)));
+    return r;
+  }
+  if (!v.is_number())
+    fail(path, "expected a slot, null or a list of slots, found " + v.dump());
+  r.kind = ResultSpec::Kind::Slot;
+  r.slot = slot(v, path);
+  return r;
+}
+
+/// Walks the program in order and checks that every slot is written before
+/// it is read and not read after it is freed, and that the optimizer
+/// instructions match the declared parameters and state.
+void ProgramReader::checkDataflow(size_t programIndex) {
+  const Program &program = a.programs[programIndex];
+  std::vector<char> live(size_t(a.numSlots), 0);
+  for (const InputSpec &in : a.inputs)
+    live[in.slot] = 1;
+  for (const StateSpec &s : a.state)
+    live[s.slot] = 1;
+
+  auto read = [&](int64_t s, const std::string &path) {
+    if (s >= 0 && !live[s])
+      fail(path, "slot " + std::to_string(s) +
+                     " is read before it is written (or after it is freed)");
+  };
+  std::set<std::string> optimized;
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    const Instruction &inst = program.instructions[i];
+    std::string p = "programs[" + std::to_string(programIndex) +
+                    "].instructions[" + std::to_string(i) + "]";
+    node = inst.name.empty() ? "" : " (in '" + inst.name + "')";
+    switch (inst.op) {
+    case OpKind::Aten: {
+      auto readArg = [&](const ArgValue &arg, const std::string &argPath) {
+        for (size_t k = 0; k < arg.slots.size(); ++k)
+          read(arg.slots[k], arg.kind == ArgValue::Kind::Tensor
+                                 ? argPath
+                                 : index(argPath, k));
+      };
+      for (size_t k = 0; k < inst.args.size(); ++k)
+        readArg(inst.args[k], index(p + ".args", k));
+      for (const auto &[name, arg] : inst.kwargs)
+        readArg(arg, p + ".kwargs." + name);
+      std::set<int64_t> written;
+      auto write = [&](int64_t s, const std::string &path) {
+        if (s < 0)
+          return;
+        if (!written.insert(s).second)
+          fail(path, "slot " + std::to_string(s) +
+                         " receives two results of one instruction");
+        live[s] = 1;
+      };
+      for (size_t k = 0; k < inst.results.size(); ++k) {
+        const ResultSpec &r = inst.results[k];
+        if (r.kind == ResultSpec::Kind::Slot)
+          write(r.slot, index(p + ".results", k));
+        for (size_t m = 0; m < r.slots.size(); ++m)
+          write(r.slots[m], index(index(p + ".results", k), m));
+      }
+      break;
+    }
+    case OpKind::Free:
+      for (size_t k = 0; k < inst.slots.size(); ++k) {
+        std::string path = index(p + ".slots", k);
+        if (!live[inst.slots[k]])
+          fail(path, "slot " + std::to_string(inst.slots[k]) +
+                         " holds no value to free (never written, or freed "
+                         "already)");
+        live[inst.slots[k]] = 0;
+      }
+      break;
+    case OpKind::Optimizer: {
+      if (!a.optimizer)
+        fail(p, "an optimizer instruction, but the artifact's optimizer is "
+                "null");
+      int64_t pi = a.findInput(inst.param);
+      if (pi < 0 || a.inputs[pi].role != InputRole::Parameter)
+        fail(p + ".param", "'" + inst.param + "' is not a parameter input");
+      const InputSpec &param = a.inputs[pi];
+      if (!optimized.insert(inst.param).second)
+        fail(p + ".param", "'" + inst.param +
+                               "' is updated by a second optimizer "
+                               "instruction");
+      if (inst.paramSlot != param.slot)
+        fail(p + ".param_slot",
+             "slot " + std::to_string(inst.paramSlot) + " is not the slot of '" +
+                 inst.param + "' (inputs bind it to slot " +
+                 std::to_string(param.slot) + ")");
+      read(inst.grad, p + ".grad");
+      size_t want = a.optimizer->numStateSlots();
+      if (inst.state.size() != want)
+        fail(p + ".state",
+             std::string(toString(a.optimizer->kind)) +
+                 (a.optimizer->kind == OptimizerKind::SGD
+                      ? (want ? " with momentum takes [momentum_buffer]"
+                              : " without momentum takes no state")
+                      : " takes [exp_avg, exp_avg_sq]") +
+                 ", found " + std::to_string(inst.state.size()) + " slots");
+      for (size_t k = 0; k < inst.state.size(); ++k) {
+        std::string sp = index(p + ".state", k);
+        const StateSpec *s = nullptr;
+        for (const StateSpec &candidate : a.state)
+          if (candidate.slot == inst.state[k])
+            s = &candidate;
+        if (!s)
+          fail(sp, "slot " + std::to_string(inst.state[k]) +
+                       " is not bound by any `state` entry");
+        if (s->param != inst.param)
+          fail(sp, "state '" + s->name + "' belongs to '" + s->param +
+                       "', not '" + inst.param + "'");
+        if (s->dtype != param.dtype || s->shape != param.shape)
+          fail(sp, "state '" + s->name + "' is " + artifactDtypeName(s->dtype) +
+                       " " + formatShape(s->shape) + " but parameter '" +
+                       param.name + "' is " + artifactDtypeName(param.dtype) +
+                       " " + formatShape(param.shape));
+        for (size_t m = 0; m < k; ++m)
+          if (inst.state[m] == inst.state[k])
+            fail(sp, "slot " + std::to_string(inst.state[k]) +
+                         " is listed twice");
+      }
+      break;
+    }
+    }
+  }
+  node.clear();
+  for (size_t k = 0; k < a.outputs.size(); ++k)
+    if (!live[a.outputs[k].slot])
+      fail(join(index("outputs", k), "slot"),
+           "slot " + std::to_string(a.outputs[k].slot) + " holds no value " +
+               "after the last instruction of programs[" +
+               std::to_string(programIndex) + "]");
+}
+
+} // namespace
+
+Artifact Artifact::parseProgram(const std::string &jsonText,
+                                const std::string &what) {
+  json root;
+  try {
+    root = json::parse(jsonText);
+  } catch (const json::parse_error &e) {
+    throw Error(what + ": the program is not valid JSON: " + e.what());
+  }
+  Artifact a;
+  a.what_ = what;
+  ProgramReader(a, what).read(root);
+  return a;
+}
+
+Artifact Artifact::load(const std::string &path) {
+  File f = File::openRead(path);
+  uint64_t size = f.size();
+  char header[kArtifactHeaderBytes] = {};
+  f.readAt(0, header, std::min<uint64_t>(size, kArtifactHeaderBytes));
+  if (size < sizeof(kArtifactMagic) ||
+      std::memcmp(header, kArtifactMagic, sizeof(kArtifactMagic)) != 0)
+    throw Error(path + ": not a Loom artifact (the file does not start with "
+                       "the magic \"LOOMX\\r\\n\\x1a\")");
+  if (size < kArtifactHeaderBytes)
+    throw Error(path + ": truncated: " + std::to_string(size) +
+                " bytes, shorter than the " +
+                std::to_string(kArtifactHeaderBytes) + "-byte header");
+  uint32_t version, flags;
+  uint64_t programLen, weightsLen;
+  std::memcpy(&version, header + 8, 4);
+  std::memcpy(&flags, header + 12, 4);
+  std::memcpy(&programLen, header + 16, 8);
+  std::memcpy(&weightsLen, header + 24, 8);
+  if (version != kArtifactVersion)
+    throw Error(path + ": artifact format version " + std::to_string(version) +
+                "; this runtime reads version " +
+                std::to_string(kArtifactVersion) +
+                " — recompile with the matching loom-compile");
+  if (flags != 0)
+    throw Error(path + ": header flags are " + std::to_string(flags) +
+                "; format version 1 defines none (expected 0)");
+  uint64_t body = size - kArtifactHeaderBytes;
+  if (programLen > body || weightsLen > body - programLen)
+    throw Error(path + ": truncated: the header declares a " +
+                std::to_string(programLen) + "-byte program and " +
+                std::to_string(weightsLen) + " bytes of weights, but only " +
+                std::to_string(body) + " bytes follow the header");
+  if (programLen + weightsLen != body)
+    throw Error(path + ": " + std::to_string(body - programLen - weightsLen) +
+                " bytes of trailing data after the weights (the file must "
+                "end at 32+N+M = " +
+                std::to_string(kArtifactHeaderBytes + programLen + weightsLen) +
+                ")");
+
+  std::string text(programLen, '\0');
+  f.readAt(kArtifactHeaderBytes, text.data(), programLen);
+  Artifact a = parseProgram(text, path);
+  a.weightsPath = path;
+  a.weightsOffset = kArtifactHeaderBytes + programLen;
+  a.weightsLength = weightsLen;
+
+  // The weights section must hold exactly the runtime-owned inputs, each
+  // with its declared dtype and shape.
+  SafetensorsFile weights =
+      SafetensorsFile::open(path, a.weightsOffset, a.weightsLength,
+                            path + ": weights section");
+  std::set<std::string> owned;
+  for (size_t i = 0; i < a.inputs.size(); ++i) {
+    const InputSpec &in = a.inputs[i];
+    if (in.role == InputRole::Input)
+      continue;
+    owned.insert(in.name);
+    const SafetensorsEntry *e = weights.find(in.name);
+    std::string ip = "inputs[" + std::to_string(i) + "]";
+    if (!e)
+      throw Error(path + ": weights section has no tensor '" + in.name +
+                  "' (" + ip + ", a " + toString(in.role) + ")");
+    if (e->dtype != in.dtype || e->shape != in.shape)
+      throw Error(path + ": weights section has '" + in.name + "' as " +
+                  artifactDtypeName(e->dtype) + " " + formatShape(e->shape) +
+                  " but " + ip + " declares " + artifactDtypeName(in.dtype) +
+                  " " + formatShape(in.shape));
+  }
+  for (const SafetensorsEntry &e : weights.entries())
+    if (!owned.count(e.name))
+      throw Error(path + ": weights section has tensor '" + e.name +
+                  "', which no parameter, buffer or constant input names");
+  return a;
+}
+
+} // namespace loomrt

@@ -1,0 +1,163 @@
+//===- Reference.cpp - Compare a run with PyTorch eager's reference -------===//
+
+#include "FileUtil.h"
+#include "loomrt/Check.h"
+#include "loomrt/Dtype.h"
+#include "loomrt/Error.h"
+#include "loomrt/Safetensors.h"
+
+#include <ATen/ops/view_as_real.h>
+#include <c10/core/GradMode.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <set>
+
+using nlohmann::json;
+
+namespace loomrt {
+
+Reference Reference::load(const std::string &jsonPath) {
+  Reference r;
+  r.jsonPath = jsonPath;
+  r.tensorsPath =
+      (std::filesystem::path(jsonPath).parent_path() / "reference.safetensors")
+          .string();
+  json root;
+  try {
+    root = json::parse(readFile(jsonPath));
+  } catch (const json::parse_error &e) {
+    throw Error(jsonPath + ": not valid JSON: " + e.what());
+  }
+  if (!root.is_object() || !root.contains("losses") ||
+      !root["losses"].is_array())
+    throw Error(jsonPath + ": expected an object with a 'losses' list");
+  size_t i = 0;
+  for (const json &l : root["losses"]) {
+    if (!l.is_number())
+      throw Error(jsonPath + ": losses[" + std::to_string(i) +
+                  "] is not a number: " + l.dump());
+    r.losses.push_back(l.get<double>());
+    ++i;
+  }
+  if (root.contains("tied_parameters")) {
+    const json &tied = root["tied_parameters"];
+    if (!tied.is_object())
+      throw Error(jsonPath + ": tied_parameters must be an object");
+    for (const auto &[alias, canonical] : tied.items()) {
+      if (!canonical.is_string())
+        throw Error(jsonPath + ": tied_parameters['" + alias +
+                    "'] must be a string");
+      r.tiedParameters[alias] = canonical.get<std::string>();
+    }
+  }
+  return r;
+}
+
+LossComparison compareLoss(double got, double want, double rtol) {
+  LossComparison c;
+  c.got = got;
+  c.want = want;
+  double diff = std::fabs(got - want);
+  c.relError = want != 0 ? diff / std::fabs(want)
+                         : (diff == 0 ? 0
+                                      : std::numeric_limits<double>::infinity());
+  c.ok = std::isfinite(diff) && diff <= rtol * std::fabs(want);
+  return c;
+}
+
+namespace {
+
+/// max |a - b| / max(1, |b|) and max |a - b|, in double.
+void score(const at::Tensor &got, const at::Tensor &want,
+           TensorComparison &c) {
+  at::Tensor a = got.is_complex() ? at::view_as_real(got) : got;
+  at::Tensor b = want.is_complex() ? at::view_as_real(want) : want;
+  a = a.to(at::kDouble);
+  b = b.to(at::kDouble);
+  if (a.numel() == 0) {
+    c.score = c.maxAbsDiff = 0;
+    return;
+  }
+  const double inf = std::numeric_limits<double>::infinity();
+  at::Tensor same = a.eq(b).logical_or_(a.isnan().logical_and_(b.isnan()));
+  at::Tensor diff = a.sub(b).abs_().masked_fill_(same, 0.0);
+  at::Tensor ratio = diff.div(b.abs().clamp_min_(1.0)).nan_to_num_(inf);
+  c.score = ratio.max().item<double>();
+  c.maxAbsDiff = diff.nan_to_num(inf).max().item<double>();
+}
+
+} // namespace
+
+std::vector<TensorComparison> compareTensors(const Session &session,
+                                             const Reference &reference,
+                                             double tol) {
+  c10::AutoGradMode noGrad(false);
+  SafetensorsFile ref = SafetensorsFile::open(reference.tensorsPath);
+  std::vector<TensorComparison> out;
+  std::set<std::string> covered;
+
+  auto compare = [&](const std::string &name, const at::Tensor &t,
+                     const char *role, bool mustExist) {
+    TensorComparison c;
+    c.name = name;
+    c.role = role;
+    c.referenceName = name;
+    const SafetensorsEntry *e = ref.find(name);
+    auto alias = reference.tiedParameters.find(name);
+    if (!e && alias != reference.tiedParameters.end()) {
+      c.referenceName = alias->second;
+      e = ref.find(alias->second);
+    }
+    if (!e) {
+      if (!mustExist)
+        return;
+      c.problem = "not in " + reference.tensorsPath;
+      c.score = std::numeric_limits<double>::infinity();
+      out.push_back(std::move(c));
+      return;
+    }
+    covered.insert(c.referenceName);
+    if (e->dtype != t.scalar_type() || e->shape != t.sizes().vec()) {
+      c.problem = "the reference is " + artifactDtypeName(e->dtype) + " " +
+                  formatShape(e->shape) + ", the run has " +
+                  artifactDtypeName(t.scalar_type()) + " " +
+                  formatShape(t.sizes());
+      c.score = std::numeric_limits<double>::infinity();
+      out.push_back(std::move(c));
+      return;
+    }
+    score(t, ref.read(*e), c);
+    c.ok = c.score <= tol;
+    out.push_back(std::move(c));
+  };
+  for (const auto &[name, t] : session.parameters())
+    compare(name, t, "parameter", true);
+  for (const auto &[name, t] : session.buffers())
+    compare(name, t, "buffer", true);
+  for (const auto &[name, t] : session.constants())
+    compare(name, t, "constant", false);
+
+  // Reference tensors nothing matched: a parameter or buffer the artifact
+  // lost. Aliases of a covered canonical name are the same tensor.
+  for (const SafetensorsEntry &e : ref.entries()) {
+    if (covered.count(e.name))
+      continue;
+    auto alias = reference.tiedParameters.find(e.name);
+    if (alias != reference.tiedParameters.end() && covered.count(alias->second))
+      continue;
+    TensorComparison c;
+    c.name = e.name;
+    c.referenceName = e.name;
+    c.role = "reference";
+    c.problem = "in the reference, but the artifact has no parameter, "
+                "buffer or constant of that name";
+    c.score = std::numeric_limits<double>::infinity();
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+} // namespace loomrt
