@@ -9,6 +9,7 @@
 #define LOOM_INITALL_H
 
 #include "loom/Dialect/Loom/IR/LoomDialect.h"
+#include "loom/Dialect/LoomRT/IR/LoomRTDialect.h"
 #include "loom/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -17,7 +18,7 @@
 namespace loom {
 
 inline void registerAllDialects(mlir::DialectRegistry &registry) {
-  registry.insert<LoomDialect, mlir::func::FuncDialect>();
+  registry.insert<LoomDialect, rt::LoomRTDialect, mlir::func::FuncDialect>();
 }
 
 inline void registerAllPasses() {

@@ -1,0 +1,287 @@
+//===- LoomRTOps.td - loomrt dialect operations ------------*- tablegen -*-===//
+
+#ifndef LOOM_DIALECT_LOOMRT_IR_LOOMRTOPS_TD
+#define LOOM_DIALECT_LOOMRT_IR_LOOMRTOPS_TD
+
+include "loom/Dialect/LoomRT/IR/LoomRTBase.td"
+include "loom/Dialect/Loom/IR/LoomBase.td"
+include "mlir/IR/OpAsmInterface.td"
+include "mlir/IR/RegionKindInterface.td"
+
+//===----------------------------------------------------------------------===//
+// Program
+//===----------------------------------------------------------------------===//
+
+def LoomRT_ProgramOp : LoomRT_Op<"program", [
+    IsolatedFromAbove, SingleBlock, HasParent<"::mlir::ModuleOp">]> {
+  let summary = "The instructions one rank executes for one training step";
+  let description = [{
+    One rank's program of a compiled step. Its single block holds, in this
+    order: the bindings (`loomrt.input`, `loomrt.state`), the instructions
+    (`loomrt.aten`, `loomrt.free`, `loomrt.optimizer`,
+    `loomrt.record_event`, `loomrt.wait_event`), the outputs
+    (`loomrt.output`) and `loomrt.return`.
+
+    `streams` names the program's streams; every instruction says which one
+    it runs on by index. `optimizer` is the algorithm every
+    `loomrt.optimizer` applies (absent when the step returns gradients).
+    `num_slots` is set by `loomrt-assign-slots`: from then on every binding
+    and every result that is read carries a slot below it, and the verifier
+    checks that a slot is written only after its previous value was freed,
+    that nothing is read after it is freed, and that runtime-owned values
+    (parameters, buffers, constants, optimizer state) are never freed.
+
+    ```mlir
+    loomrt.program "step" rank 0 world_size 1 streams ["compute"] slots 3 {
+      %x = loomrt.input "x" role <input> batch_index 0 slot 0 : tensor<4xf32>
+      %s1 = loomrt.aten "aten::sum.default"(%x) stream 0 slots [1]
+          {args = [#loom.arg<0>]} : (tensor<4xf32>) -> tensor<f32>
+      loomrt.free %x stream 0 : tensor<4xf32>
+      loomrt.output %s1 role <loss> : tensor<f32>
+      loomrt.return
+    }
+    ```
+  }];
+  let arguments = (ins StrAttr:$step_name,
+                       I64Attr:$rank,
+                       I64Attr:$world_size,
+                       StrArrayAttr:$streams,
+                       OptionalAttr<I64Attr>:$num_slots,
+                       OptionalAttr<Loom_OptimizerAttr>:$optimizer);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $step_name `rank` $rank `world_size` $world_size `streams` $streams
+    (`slots` $num_slots^)? (`optimizer` $optimizer^)? attr-dict-with-keyword
+    $body
+  }];
+  let hasVerifier = 1;
+  let hasRegionVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The binding of the input or state called `name`, or null.
+    ::mlir::Operation *lookupBinding(::llvm::StringRef name);
+  }];
+}
+
+def LoomRT_ReturnOp : LoomRT_Op<"return", [
+    Terminator, HasParent<"ProgramOp">]> {
+  let summary = "The end of a program";
+  let description = [{
+    Ends a program; the runtime then reads the outputs.
+
+    ```mlir
+    loomrt.return
+    ```
+  }];
+  let assemblyFormat = "attr-dict";
+}
+
+//===----------------------------------------------------------------------===//
+// Bindings
+//===----------------------------------------------------------------------===//
+
+def LoomRT_InputOp : LoomRT_Op<"input", [
+    HasParent<"ProgramOp">,
+    DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmResultNames"]>]> {
+  let summary = "A parameter, buffer, constant or batch input of the step";
+  let description = [{
+    Binds one argument of the step to `slot` before the first instruction.
+    Parameters, buffers and constants are owned by the runtime across steps
+    and loaded from the artifact's weights by `name`; an `input` is element
+    `batch_index` of the step's batch. The runtime checks the tensor's
+    dtype and shape against the result type.
+
+    ```mlir
+    %w = loomrt.input "fc1.weight" role <parameter> slot 0 : tensor<8x4xf32>
+    %x = loomrt.input "x" role <input> batch_index 0 slot 1 : tensor<2x4xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$binding_name,
+                       Loom_RoleAttr:$role,
+                       OptionalAttr<I64Attr>:$batch_index,
+                       OptionalAttr<I64Attr>:$slot);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $binding_name `role` $role (`batch_index` $batch_index^)?
+    (`slot` $slot^)? attr-dict `:` type($result)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Whether the runtime keeps this value across steps (so it is never
+    /// freed): parameters, buffers and constants.
+    bool isRuntimeOwned();
+  }];
+}
+
+def LoomRT_StateOp : LoomRT_Op<"state", [
+    HasParent<"ProgramOp">,
+    DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmResultNames"]>]> {
+  let summary = "Optimizer state of one parameter";
+  let description = [{
+    Binds one optimizer state tensor of parameter `param` to `slot` before
+    the first instruction. The runtime creates it before the first step
+    (`init`) and keeps it across steps; it is never freed.
+
+    ```mlir
+    %m = loomrt.state "fc1.weight.exp_avg" param "fc1.weight" init <zeros>
+        slot 4 : tensor<8x4xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$binding_name,
+                       StrAttr:$param,
+                       LoomRT_StateInitAttr:$init,
+                       OptionalAttr<I64Attr>:$slot);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $binding_name `param` $param `init` $init (`slot` $slot^)? attr-dict `:`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def LoomRT_OutputOp : LoomRT_Op<"output", [HasParent<"ProgramOp">]> {
+  let summary = "A value the runtime reads after the last instruction";
+  let description = [{
+    `loss` is the step's loss (a 0-d tensor `step()` returns);
+    `buffer_mutation` replaces the stored buffer `target` with the value,
+    as PyTorch's in-place buffer updates do; `grad` hands the gradient of
+    parameter `target` to the caller (steps without an optimizer).
+
+    ```mlir
+    loomrt.output %loss role <loss> : tensor<f32>
+    loomrt.output %mean role <buffer_mutation> target "bn.running_mean" : tensor<8xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$value,
+                       Loom_RoleAttr:$role,
+                       OptionalAttr<StrAttr>:$target);
+  let assemblyFormat = [{
+    $value `role` $role (`target` $target^)? attr-dict `:` type($value)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Instructions
+//===----------------------------------------------------------------------===//
+
+class LoomRT_InstructionOp<string mnemonic, list<Trait> traits = []>
+    : LoomRT_Op<mnemonic, !listconcat(traits, [HasParent<"ProgramOp">])>;
+
+def LoomRT_AtenOp : LoomRT_InstructionOp<"aten", [
+    DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmResultNames"]>]> {
+  let summary = "Call an ATen operator through the dispatcher";
+  let description = [{
+    Calls `kernel` (`namespace::name.overload`) with positional `args` and
+    keyword-only `kwargs`, whose entries are typed as the artifact's ARGs:
+    `#loom.arg<N>` (tensor operand N), lists of those (`Tensor[]`, with
+    `unit` for absent elements of a `Tensor?[]`), `unit` (None), `i64`
+    integers, `f64` floats, booleans, strings, homogeneous lists of those,
+    a type (a dtype), `#loomrt.device`, `#loomrt.layout` and
+    `#loomrt.memory_format`. `returns` maps schema returns to results as on
+    `loom.aten`. `stream` is the index of the stream it runs on; `slots`
+    (after slot assignment) has one slot per result, `-1` for a result
+    nothing reads (the runtime drops it at once).
+
+    ```mlir
+    %s5 = loomrt.aten "aten::addmm.default"(%b, %x, %wt) stream 0 slots [5]
+        {args = [#loom.arg<0>, #loom.arg<1>, #loom.arg<2>]}
+        : (tensor<8xf32>, tensor<2x4xf32>, tensor<4x8xf32>) -> tensor<2x8xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$kernel,
+                       Variadic<AnyRankedTensor>:$inputs,
+                       DefaultValuedAttr<ArrayAttr, "{}">:$args,
+                       DefaultValuedAttr<DictionaryAttr, "{}">:$kwargs,
+                       OptionalAttr<ArrayAttr>:$returns,
+                       I64Attr:$stream,
+                       OptionalAttr<DenseI64ArrayAttr>:$slots);
+  let results = (outs Variadic<AnyRankedTensor>:$results);
+  let assemblyFormat = [{
+    $kernel `(` $inputs `)` `stream` $stream (`slots` $slots^)? attr-dict `:`
+    functional-type($inputs, $results)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The operator name without overload, e.g. "aten::addmm".
+    ::llvm::StringRef getOpName();
+    /// The overload, e.g. "default".
+    ::llvm::StringRef getOverload();
+  }];
+}
+
+def LoomRT_FreeOp : LoomRT_InstructionOp<"free"> {
+  let summary = "Drop the runtime's references to values after their last use";
+  let description = [{
+    Releases the slots of `values`: their last use has passed, so a later
+    instruction may write the slots again. Freeing a view drops only that
+    reference; the storage lives while another reference does. Nothing may
+    use a freed value afterwards, and values the runtime keeps across steps
+    (parameters, buffers, constants, optimizer state) are never freed.
+
+    ```mlir
+    loomrt.free %s3, %s5 stream 0 : tensor<2x8xf32>, tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<AnyRankedTensor>:$values, I64Attr:$stream);
+  let assemblyFormat = [{
+    $values `stream` $stream attr-dict `:` type($values)
+  }];
+  let hasVerifier = 1;
+}
+
+def LoomRT_OptimizerOp : LoomRT_InstructionOp<"optimizer"> {
+  let summary = "Update a parameter and its optimizer state in place";
+  let description = [{
+    Applies one step of the program's `optimizer` to the parameter bound by
+    `param` (a `loomrt.input` of role `parameter`) with gradient `grad`,
+    updating the parameter and `state` (its `loomrt.state` bindings, in
+    the algorithm's order) in place with PyTorch's single-tensor algorithm.
+    The runtime keeps the per-parameter step count. Because the update is
+    in place, nothing may use `param` or `state` after it.
+
+    ```mlir
+    loomrt.optimizer %w grad %g state [%m, %v] stream 0 : tensor<8x4xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$param,
+                       AnyRankedTensor:$grad,
+                       Variadic<AnyRankedTensor>:$state,
+                       I64Attr:$stream);
+  let hasCustomAssemblyFormat = 1;
+  let hasVerifier = 1;
+}
+
+def LoomRT_RecordEventOp : LoomRT_InstructionOp<"record_event"> {
+  let summary = "Mark the current point of a stream";
+  let description = [{
+    Records an event on `stream` once everything issued to it before has
+    been issued; `loomrt.wait_event` on another stream orders later work
+    after it (a cross-stream dependency, e.g. a collective's result used by
+    compute).
+
+    ```mlir
+    %e = loomrt.record_event stream 1
+    ```
+  }];
+  let arguments = (ins I64Attr:$stream);
+  let results = (outs LoomRT_EventType:$event);
+  let assemblyFormat = "`stream` $stream attr-dict";
+  let hasVerifier = 1;
+}
+
+def LoomRT_WaitEventOp : LoomRT_InstructionOp<"wait_event"> {
+  let summary = "Make a stream wait for an event of another stream";
+  let description = [{
+    Work issued to `stream` after this op starts only after the work
+    recorded by `event` on another stream has completed.
+
+    ```mlir
+    loomrt.wait_event %e stream 0
+    ```
+  }];
+  let arguments = (ins LoomRT_EventType:$event, I64Attr:$stream);
+  let assemblyFormat = "$event `stream` $stream attr-dict";
+  let hasVerifier = 1;
+}
+
+#endif // LOOM_DIALECT_LOOMRT_IR_LOOMRTOPS_TD
