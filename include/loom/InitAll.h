@@ -8,8 +8,10 @@
 #ifndef LOOM_INITALL_H
 #define LOOM_INITALL_H
 
+#include "loom/Conversion/Passes.h"
 #include "loom/Dialect/Loom/IR/LoomDialect.h"
 #include "loom/Dialect/LoomRT/IR/LoomRTDialect.h"
+#include "loom/Dialect/LoomRT/Transforms/Passes.h"
 #include "loom/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -23,6 +25,8 @@ inline void registerAllDialects(mlir::DialectRegistry &registry) {
 
 inline void registerAllPasses() {
   registerLoomPasses();
+  registerLoomConversionPasses();
+  rt::registerLoomRTPasses();
   // The generic cleanups users chain with Loom passes.
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();

@@ -30,6 +30,15 @@ int64_t loom::rt::getSlot(Value value) {
   return -1;
 }
 
+std::optional<int64_t> loom::rt::getStream(Operation *op) {
+  return TypeSwitch<Operation *, std::optional<int64_t>>(op)
+      .Case<rt::AtenOp, FreeOp, OptimizerOp, RecordEventOp, WaitEventOp>(
+          [](auto instruction) -> std::optional<int64_t> {
+            return instruction.getStreamAttr().getInt();
+          })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
 /// Every instruction names one of its program's streams by index.
 static LogicalResult verifyStream(Operation *op, int64_t stream) {
   auto program = dyn_cast_or_null<ProgramOp>(op->getParentOp());

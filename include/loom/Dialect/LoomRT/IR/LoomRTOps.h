@@ -19,6 +19,10 @@ namespace loom::rt {
 /// the value has no slot (not assigned yet, or a result nothing reads).
 int64_t getSlot(mlir::Value value);
 
+/// The stream an instruction runs on; std::nullopt for ops that are not
+/// instructions (bindings, outputs).
+std::optional<int64_t> getStream(mlir::Operation *op);
+
 /// The artifact's name of a dtype (`f32`, `bf16`, `i64`, `bool`, ...), or
 /// an empty string for an element type artifact format v1 lacks.
 llvm::StringRef getDtypeName(mlir::Type elementType);
