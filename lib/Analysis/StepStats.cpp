@@ -154,7 +154,8 @@ int64_t loom::countFlops(AtenOp op) {
   return 0;
 }
 
-StepStats::StepStats(func::FuncOp step) : name(step.getSymName().str()) {
+StepStats::StepStats(func::FuncOp step)
+    : name(step.getSymName().str()), memory(step) {
   for (unsigned i = 0, e = step.getNumArguments(); i < e; ++i) {
     auto role = step.getArgAttrOfType<RoleAttr>(i, LoomDialect::kRoleAttrName);
     StringRef roleName = role ? stringifyRole(role.getValue()) : "untagged";
@@ -268,6 +269,15 @@ void StepStats::print(raw_ostream &os) const {
                      (long long)totalFlops.backward,
                      (long long)totalFlops.total())
      << "  (" << humanCount(totalFlops.total()) << "FLOP)\n";
+  os << "predicted peak memory: " << memory.peakBytes << " bytes (persistent "
+     << memory.persistentBytes << " + activations "
+     << memory.peakActivationBytes;
+  if (memory.peakOp) {
+    os << ", at '" << memory.peakOpName() << "'";
+    if (memory.peakOp->hasAttr(LoomDialect::kModuleAttrName))
+      os << " in '" << getModulePath(memory.peakOp) << "'";
+  }
+  os << ")\n";
 }
 
 llvm::json::Value StepStats::toJSON() const {
@@ -290,6 +300,7 @@ llvm::json::Value StepStats::toJSON() const {
       {"arguments", std::move(roles)},
       {"collectives", std::move(colls)},
       {"flops_by_module", std::move(modules)},
+      {"memory", memory.toJSON()},
       {"flops", llvm::json::Object{{"forward", totalFlops.forward},
                                    {"backward", totalFlops.backward},
                                    {"other", totalFlops.other},

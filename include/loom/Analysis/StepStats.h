@@ -3,6 +3,7 @@
 #ifndef LOOM_ANALYSIS_STEPSTATS_H
 #define LOOM_ANALYSIS_STEPSTATS_H
 
+#include "loom/Analysis/PeakMemory.h"
 #include "loom/Dialect/Loom/IR/LoomOps.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringMap.h"
@@ -45,6 +46,8 @@ struct StepStats {
   /// FLOPs per exact module path ("" is the root).
   llvm::MapVector<llvm::StringRef, ModuleFlops> flopsByModule;
   ModuleFlops totalFlops;
+  /// Predicted peak memory in program order.
+  PeakMemory memory;
 
   /// FLOPs of `path` and everything under it.
   ModuleFlops inclusiveFlops(llvm::StringRef path) const;

@@ -1,0 +1,56 @@
+//===- PeakMemory.h - Predicted peak memory of a step from liveness -------===//
+
+#ifndef LOOM_ANALYSIS_PEAKMEMORY_H
+#define LOOM_ANALYSIS_PEAKMEMORY_H
+
+#include "loom/Dialect/Loom/IR/LoomOps.h"
+#include "loom/Dialect/LoomRT/IR/LoomRTOps.h"
+#include "llvm/Support/JSON.h"
+
+namespace loom {
+
+/// Whether an ATen operator returns a view of its first argument and
+/// allocates nothing (`aten::view`, `permute`, `transpose`, `expand`,
+/// `alias`, `slice`, `select`, `unsqueeze`, `squeeze`, `detach`, ...).
+bool isViewOp(llvm::StringRef opName);
+
+/// The bytes of live tensors while a step runs in program order, as the
+/// runtime holds them:
+///
+/// - parameters, buffers, constants, optimizer state and the batch inputs
+///   are live throughout (the runtime or the caller keeps them);
+/// - every other tensor is allocated by the op that defines it and lives
+///   until the last use of it or of any view of it (view ops allocate
+///   nothing and keep their base alive; an optimizer update writes its
+///   parameter and state in place); step results live to the end; a
+///   result nothing reads lives only while its op runs.
+///
+/// Kernel workspaces and temporaries inside an op (e.g. the optimizer's)
+/// are not counted. The loom step and the loomrt program it lowers to give
+/// the same numbers, since frees come right after last uses.
+class PeakMemory {
+public:
+  /// For a step function (`func.func` with `loom.step`).
+  explicit PeakMemory(mlir::func::FuncOp step);
+  /// For a `loomrt.program`; its frees are not uses.
+  explicit PeakMemory(rt::ProgramOp program);
+
+  /// Bytes live throughout the step.
+  int64_t persistentBytes = 0;
+  /// The most bytes of other tensors live at once.
+  int64_t peakActivationBytes = 0;
+  /// persistentBytes + peakActivationBytes.
+  int64_t peakBytes = 0;
+  /// The first op at which the peak is reached (null for a step without
+  /// ops).
+  mlir::Operation *peakOp = nullptr;
+
+  /// A short name for `peakOp`: its graph node name where the location has
+  /// one, else the op name.
+  std::string peakOpName() const;
+  llvm::json::Value toJSON() const;
+};
+
+} // namespace loom
+
+#endif // LOOM_ANALYSIS_PEAKMEMORY_H

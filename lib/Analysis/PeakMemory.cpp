@@ -1,0 +1,185 @@
+//===- PeakMemory.cpp - Predicted peak memory of a step from liveness -----===//
+
+#include "loom/Analysis/PeakMemory.h"
+
+#include "loom/Analysis/StepStats.h"
+
+#include "llvm/ADT/StringSwitch.h"
+
+using namespace mlir;
+using namespace loom;
+
+bool loom::isViewOp(StringRef opName) {
+  return llvm::StringSwitch<bool>(opName)
+      .Cases({"aten::view", "aten::_unsafe_view", "aten::permute", "aten::t",
+              "aten::transpose", "aten::expand", "aten::alias"},
+             true)
+      .Cases({"aten::slice", "aten::select", "aten::unsqueeze",
+              "aten::squeeze", "aten::detach", "aten::as_strided"},
+             true)
+      .Default(false);
+}
+
+/// The tensor operand an ATen call refers to with its first argument: the
+/// base of a view.
+static Value getFirstTensorArg(Operation *op, ArrayAttr args) {
+  if (args.empty())
+    return {};
+  if (auto ref = dyn_cast<OperandRefAttr>(args[0]))
+    return op->getOperand(ref.getIndex());
+  return {};
+}
+
+static int64_t getValueBytes(Type type) {
+  if (auto future = dyn_cast<FutureType>(type))
+    type = future.getValueType();
+  if (auto tensor = dyn_cast<RankedTensorType>(type))
+    return getTensorBytes(tensor);
+  return 0;
+}
+
+namespace {
+/// The liveness sweep both levels share; the hooks say what a level's ops
+/// mean for memory.
+struct Sweep {
+  /// Values the runtime or the caller keeps for the whole step.
+  function_ref<bool(Value)> isPersistent;
+  /// For a result that allocates nothing, the value whose storage it uses.
+  function_ref<Value(OpResult)> getAliasee;
+  /// Users that keep a value to the end of the step (results, outputs).
+  function_ref<bool(Operation *)> keepsToEnd;
+  /// Users that are not reads (frees).
+  function_ref<bool(Operation *)> isIgnoredUser;
+
+  void run(Block &block, PeakMemory &out) {
+    DenseMap<Operation *, int64_t> position;
+    SmallVector<Operation *> ops;
+    for (Operation &op : block) {
+      position[&op] = ops.size();
+      ops.push_back(&op);
+    }
+    int64_t end = ops.size();
+
+    // The allocating value whose storage each value is (null: persistent).
+    DenseMap<Value, Value> storageOf;
+    std::function<Value(Value)> storage = [&](Value v) -> Value {
+      auto it = storageOf.find(v);
+      if (it != storageOf.end())
+        return it->second;
+      Value s;
+      if (isPersistent(v))
+        s = {};
+      else if (auto result = dyn_cast<OpResult>(v)) {
+        Value aliasee = getAliasee(result);
+        s = aliasee ? storage(aliasee) : v;
+      }
+      storageOf[v] = s;
+      return s;
+    };
+
+    for (BlockArgument arg : block.getArguments())
+      if (isPersistent(arg))
+        out.persistentBytes += getValueBytes(arg.getType());
+    // Where each storage is allocated and the last op that needs it.
+    llvm::MapVector<Value, std::pair<int64_t, int64_t>> lifetime;
+    for (Operation *op : ops) {
+      for (Value v : op->getResults()) {
+        if (isPersistent(v)) {
+          out.persistentBytes += getValueBytes(v.getType());
+          continue;
+        }
+        Value s = storage(v);
+        if (!s)
+          continue;
+        auto [it, inserted] = lifetime.try_emplace(
+            s, std::make_pair(position[op], position[op]));
+        int64_t &last = it->second.second;
+        for (Operation *user : v.getUsers()) {
+          if (isIgnoredUser(user))
+            continue;
+          last = std::max(last, keepsToEnd(user) ? end : position[user]);
+        }
+      }
+    }
+
+    SmallVector<int64_t> delta(end + 2, 0);
+    for (auto &[s, span] : lifetime) {
+      int64_t bytes = getValueBytes(s.getType());
+      delta[span.first] += bytes;
+      delta[span.second + 1] -= bytes;
+    }
+    int64_t live = 0;
+    for (int64_t i = 0; i < end; ++i) {
+      live += delta[i];
+      if (live > out.peakActivationBytes || !out.peakOp) {
+        out.peakActivationBytes = std::max(out.peakActivationBytes, live);
+        out.peakOp = ops[i];
+      }
+    }
+    out.peakBytes = out.persistentBytes + out.peakActivationBytes;
+  }
+};
+} // namespace
+
+PeakMemory::PeakMemory(func::FuncOp step) {
+  Sweep sweep;
+  // Every argument of a step is a parameter, buffer, constant, optimizer
+  // state or batch input: all live throughout.
+  sweep.isPersistent = [](Value v) { return isa<BlockArgument>(v); };
+  sweep.getAliasee = [](OpResult r) -> Value {
+    Operation *op = r.getOwner();
+    if (auto aten = dyn_cast<AtenOp>(op))
+      return isViewOp(aten.getOpName()) ? getFirstTensorArg(op, aten.getArgs())
+                                        : Value();
+    if (auto update = dyn_cast<OptimizerUpdateOp>(op))
+      return r.getResultNumber() == 0
+                 ? update.getParam()
+                 : update.getState()[r.getResultNumber() - 1];
+    // A collective's buffer is allocated when it starts.
+    if (auto wait = dyn_cast<WaitOp>(op))
+      return wait.getFuture();
+    return {};
+  };
+  sweep.keepsToEnd = [](Operation *op) { return isa<func::ReturnOp>(op); };
+  sweep.isIgnoredUser = [](Operation *) { return false; };
+  sweep.run(step.getBody().front(), *this);
+}
+
+PeakMemory::PeakMemory(rt::ProgramOp program) {
+  Sweep sweep;
+  sweep.isPersistent = [](Value v) {
+    return isa_and_nonnull<rt::InputOp, rt::StateOp>(v.getDefiningOp());
+  };
+  sweep.getAliasee = [](OpResult r) -> Value {
+    auto aten = dyn_cast<rt::AtenOp>(r.getOwner());
+    if (aten && isViewOp(aten.getOpName()))
+      return getFirstTensorArg(aten, aten.getArgs());
+    return {};
+  };
+  sweep.keepsToEnd = [](Operation *op) { return isa<rt::OutputOp>(op); };
+  sweep.isIgnoredUser = [](Operation *op) { return isa<rt::FreeOp>(op); };
+  sweep.run(program.getBody().front(), *this);
+}
+
+std::string PeakMemory::peakOpName() const {
+  if (!peakOp)
+    return "";
+  if (auto name = dyn_cast<NameLoc>(peakOp->getLoc()))
+    return name.getName().str();
+  // IR read back from text has lost the graph node names; the kernel says
+  // nearly as much.
+  if (auto aten = dyn_cast<AtenOp>(peakOp))
+    return aten.getKernel().str();
+  if (auto aten = dyn_cast<rt::AtenOp>(peakOp))
+    return aten.getKernel().str();
+  return peakOp->getName().getStringRef().str();
+}
+
+llvm::json::Value PeakMemory::toJSON() const {
+  return llvm::json::Object{
+      {"persistent_bytes", persistentBytes},
+      {"peak_activation_bytes", peakActivationBytes},
+      {"peak_bytes", peakBytes},
+      {"peak_op", peakOpName()},
+      {"peak_module", peakOp ? getModulePath(peakOp).str() : ""}};
+}
