@@ -120,9 +120,10 @@ int64_t Artifact::findInput(const std::string &name) const {
 }
 
 std::string Artifact::instructionPath(size_t program, size_t index) const {
-  std::string path = "programs[" + std::to_string(program) +
-                     "].instructions[" + std::to_string(index) + "]";
-  if (program < programs.size() && index < programs[program].instructions.size()) {
+  std::string path = "programs[" + std::to_string(program) + "].instructions[" +
+                     std::to_string(index) + "]";
+  if (program < programs.size() &&
+      index < programs[program].instructions.size()) {
     const Instruction &inst = programs[program].instructions[index];
     if (!inst.name.empty())
       path += " (in '" + inst.name + "')";
@@ -181,8 +182,7 @@ private:
       }
     }
   }
-  const json &field(const json &obj, const std::string &path,
-                    const char *key) {
+  const json &field(const json &obj, const std::string &path, const char *key) {
     auto it = obj.find(key);
     if (it == obj.end())
       fail(join(path, key), "missing");
@@ -222,8 +222,8 @@ private:
       if (s == "nan")
         return std::numeric_limits<double>::quiet_NaN();
     }
-    fail(path, "expected a number or \"inf\", \"-inf\", \"nan\", found " +
-                   v.dump());
+    fail(path,
+         "expected a number or \"inf\", \"-inf\", \"nan\", found " + v.dump());
   }
   bool boolean(const json &v, const std::string &path) {
     if (!v.is_boolean())
@@ -263,8 +263,8 @@ private:
     for (const json &d : array(v, path)) {
       int64_t n = integer(d, index(path, i++));
       if (n < 0)
-        fail(index(path, i - 1), "dimension " + std::to_string(n) +
-                                     " is negative");
+        fail(index(path, i - 1),
+             "dimension " + std::to_string(n) + " is negative");
       dims.push_back(n);
     }
     return dims;
@@ -291,9 +291,9 @@ private:
 void ProgramReader::read(const json &root) {
   object(root, "");
   onlyKeys(root, "",
-           {"format", "version", "producer", "source", "pipeline",
-            "world_size", "num_slots", "optimizer", "inputs", "state",
-            "outputs", "programs"});
+           {"format", "version", "producer", "source", "pipeline", "world_size",
+            "num_slots", "optimizer", "inputs", "state", "outputs",
+            "programs"});
   std::string format = string(field(root, "", "format"), "format");
   if (format != "loomx")
     fail("format", "expected \"loomx\", found \"" + format + "\"");
@@ -303,16 +303,16 @@ void ProgramReader::read(const json &root) {
                         "; this runtime reads version " +
                         std::to_string(kArtifactVersion) +
                         " — recompile with the matching loom-compile");
-  for (auto [key, out] : {std::pair{"producer", &a.producer},
-                          std::pair{"source", &a.source},
-                          std::pair{"pipeline", &a.pipeline}})
+  for (auto [key, out] :
+       {std::pair{"producer", &a.producer}, std::pair{"source", &a.source},
+        std::pair{"pipeline", &a.pipeline}})
     if (root.contains(key))
       *out = string(root[key], key);
 
   a.worldSize = integer(field(root, "", "world_size"), "world_size");
   if (a.worldSize < 1)
-    fail("world_size", "must be at least 1, found " +
-                           std::to_string(a.worldSize));
+    fail("world_size",
+         "must be at least 1, found " + std::to_string(a.worldSize));
   a.numSlots = integer(field(root, "", "num_slots"), "num_slots");
   if (a.numSlots < 0 || a.numSlots > kMaxSlots)
     fail("num_slots", std::to_string(a.numSlots) + " is out of range (0 to " +
@@ -351,8 +351,8 @@ void ProgramReader::readOptimizer(const json &v, const std::string &path) {
   else if (name == "adamw")
     o.kind = OptimizerKind::AdamW;
   else
-    fail(join(path, "name"), "unknown optimizer '" + name +
-                                 "' (expected sgd, adam or adamw)");
+    fail(join(path, "name"),
+         "unknown optimizer '" + name + "' (expected sgd, adam or adamw)");
   auto nonNegative = [&](const char *key) {
     double d = finiteNumber(field(v, path, key), join(path, key));
     if (d < 0)
@@ -364,8 +364,8 @@ void ProgramReader::readOptimizer(const json &v, const std::string &path) {
   o.eps = nonNegative("eps");
   o.weightDecay = nonNegative("weight_decay");
   o.momentum = nonNegative("momentum");
-  o.dampening = finiteNumber(field(v, path, "dampening"),
-                             join(path, "dampening"));
+  o.dampening =
+      finiteNumber(field(v, path, "dampening"), join(path, "dampening"));
   o.nesterov = boolean(field(v, path, "nesterov"), join(path, "nesterov"));
   o.maximize = boolean(field(v, path, "maximize"), join(path, "maximize"));
   std::string betasPath = join(path, "betas");
@@ -377,7 +377,8 @@ void ProgramReader::readOptimizer(const json &v, const std::string &path) {
   for (int i = 0; i < 2; ++i) {
     double b = i == 0 ? o.beta1 : o.beta2;
     if (b < 0 || b >= 1)
-      fail(index(betasPath, i), "must be in [0, 1), found " + std::to_string(b));
+      fail(index(betasPath, i),
+           "must be in [0, 1), found " + std::to_string(b));
   }
   if (o.kind == OptimizerKind::SGD && o.nesterov &&
       (o.momentum <= 0 || o.dampening != 0))
@@ -414,8 +415,8 @@ void ProgramReader::readInputs(const json &v) {
                                    "or input)");
     in.slot = slot(field(e, path, "slot"), join(path, "slot"));
     if (in.role == InputRole::Input) {
-      in.batchIndex = integer(field(e, path, "batch_index"),
-                              join(path, "batch_index"));
+      in.batchIndex =
+          integer(field(e, path, "batch_index"), join(path, "batch_index"));
       if (in.batchIndex < 0)
         fail(join(path, "batch_index"), "must not be negative");
       if (!batchIndices.insert(in.batchIndex).second)
@@ -451,8 +452,8 @@ void ProgramReader::readState(const json &v) {
     s.shape = shape(field(e, path, "shape"), join(path, "shape"));
     std::string init = string(field(e, path, "init"), join(path, "init"));
     if (init != "zeros")
-      fail(join(path, "init"), "unknown init '" + init +
-                                   "' (version 1 has only \"zeros\")");
+      fail(join(path, "init"),
+           "unknown init '" + init + "' (version 1 has only \"zeros\")");
     a.state.push_back(std::move(s));
   }
 
@@ -510,8 +511,8 @@ void ProgramReader::readOutputs(const json &v) {
         fail(join(path, "target"), "'" + out.target + "' is not a " +
                                        toString(targetRole) + " input");
       if (!targets.emplace(int(out.role), out.target).second)
-        fail(join(path, "target"), "a second " + role + " output for '" +
-                                       out.target + "'");
+        fail(join(path, "target"),
+             "a second " + role + " output for '" + out.target + "'");
     }
     out.slot = slot(field(e, path, "slot"), join(path, "slot"));
     a.outputs.push_back(std::move(out));
@@ -556,8 +557,8 @@ Instruction ProgramReader::readInstruction(const json &v,
   if (op == "aten") {
     inst.op = OpKind::Aten;
     onlyKeys(v, path,
-             {"op", "kernel", "overload", "args", "kwargs", "results",
-              "stream", "name", "module", "phase"});
+             {"op", "kernel", "overload", "args", "kwargs", "results", "stream",
+              "name", "module", "phase"});
   } else if (op == "free") {
     inst.op = OpKind::Free;
     onlyKeys(v, path, {"op", "slots", "stream", "name", "module", "phase"});
@@ -589,10 +590,9 @@ Instruction ProgramReader::readInstruction(const json &v,
   if (v.contains("stream")) {
     inst.stream = integer(v["stream"], join(p, "stream"));
     if (inst.stream < 0 || inst.stream >= int64_t(program.streams.size()))
-      fail(join(p, "stream"), "stream " + std::to_string(inst.stream) +
-                                  " out of range (" +
-                                  std::to_string(program.streams.size()) +
-                                  " streams)");
+      fail(join(p, "stream"),
+           "stream " + std::to_string(inst.stream) + " out of range (" +
+               std::to_string(program.streams.size()) + " streams)");
   }
 
   switch (inst.op) {
@@ -611,8 +611,8 @@ Instruction ProgramReader::readInstruction(const json &v,
     if (v.contains("kwargs")) {
       std::string kwPath = join(p, "kwargs");
       for (const auto &item : object(v["kwargs"], kwPath).items())
-        inst.kwargs.emplace_back(item.key(),
-                                 readArg(item.value(), join(kwPath, item.key())));
+        inst.kwargs.emplace_back(
+            item.key(), readArg(item.value(), join(kwPath, item.key())));
     }
     std::string resPath = join(p, "results");
     const json &results = array(field(v, p, "results"), resPath);
@@ -859,10 +859,10 @@ void ProgramReader::checkDataflow(size_t programIndex) {
                                "' is updated by a second optimizer "
                                "instruction");
       if (inst.paramSlot != param.slot)
-        fail(p + ".param_slot",
-             "slot " + std::to_string(inst.paramSlot) + " is not the slot of '" +
-                 inst.param + "' (inputs bind it to slot " +
-                 std::to_string(param.slot) + ")");
+        fail(p + ".param_slot", "slot " + std::to_string(inst.paramSlot) +
+                                    " is not the slot of '" + inst.param +
+                                    "' (inputs bind it to slot " +
+                                    std::to_string(param.slot) + ")");
       read(inst.grad, p + ".grad");
       size_t want = a.optimizer->numStateSlots();
       if (inst.state.size() != want)
@@ -892,8 +892,8 @@ void ProgramReader::checkDataflow(size_t programIndex) {
                        " " + formatShape(param.shape));
         for (size_t m = 0; m < k; ++m)
           if (inst.state[m] == inst.state[k])
-            fail(sp, "slot " + std::to_string(inst.state[k]) +
-                         " is listed twice");
+            fail(sp,
+                 "slot " + std::to_string(inst.state[k]) + " is listed twice");
       }
       break;
     }
@@ -973,9 +973,8 @@ Artifact Artifact::load(const std::string &path) {
 
   // The weights section must hold exactly the runtime-owned inputs, each
   // with its declared dtype and shape.
-  SafetensorsFile weights =
-      SafetensorsFile::open(path, a.weightsOffset, a.weightsLength,
-                            path + ": weights section");
+  SafetensorsFile weights = SafetensorsFile::open(
+      path, a.weightsOffset, a.weightsLength, path + ": weights section");
   std::set<std::string> owned;
   for (size_t i = 0; i < a.inputs.size(); ++i) {
     const InputSpec &in = a.inputs[i];
@@ -985,8 +984,8 @@ Artifact Artifact::load(const std::string &path) {
     const SafetensorsEntry *e = weights.find(in.name);
     std::string ip = "inputs[" + std::to_string(i) + "]";
     if (!e)
-      throw Error(path + ": weights section has no tensor '" + in.name +
-                  "' (" + ip + ", a " + toString(in.role) + ")");
+      throw Error(path + ": weights section has no tensor '" + in.name + "' (" +
+                  ip + ", a " + toString(in.role) + ")");
     if (e->dtype != in.dtype || e->shape != in.shape)
       throw Error(path + ": weights section has '" + in.name + "' as " +
                   artifactDtypeName(e->dtype) + " " + formatShape(e->shape) +

@@ -113,7 +113,8 @@ loomrt_status loomrt_session_step(loomrt_session *session,
       std::string where = "batch[" + std::to_string(i) + "]";
       if (!t.dtype)
         throw loomrt::Error(where + ": dtype is NULL");
-      std::optional<c10::ScalarType> dtype = loomrt::parseArtifactDtype(t.dtype);
+      std::optional<c10::ScalarType> dtype =
+          loomrt::parseArtifactDtype(t.dtype);
       if (!dtype)
         throw loomrt::Error(where + ": unknown dtype '" + std::string(t.dtype) +
                             "'");

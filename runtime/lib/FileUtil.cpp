@@ -35,7 +35,8 @@ File File::openRead(const std::string &path) {
   return File(fd, path);
 }
 
-File::File(File &&other) noexcept : fd_(other.fd_), path_(std::move(other.path_)) {
+File::File(File &&other) noexcept
+    : fd_(other.fd_), path_(std::move(other.path_)) {
   other.fd_ = -1;
 }
 
@@ -84,8 +85,8 @@ void File::readAt(uint64_t offset, void *buffer, uint64_t n) const {
 AtomicFileWriter::AtomicFileWriter(std::string path)
     : path_(std::move(path)),
       tmpPath_(path_ + ".tmp." + std::to_string(::getpid())) {
-  fd_ = ::open(tmpPath_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-               0644);
+  fd_ =
+      ::open(tmpPath_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0)
     ioError(tmpPath_, "cannot create");
 }

@@ -41,8 +41,8 @@ BoundArg convert(const ArgValue &arg, const c10::TypePtr &type,
   case c10::TypeKind::TensorType:
     if (arg.kind != K::Tensor)
       mismatch(arg, schemaArg, path);
-    out.kind = optional ? BoundArg::Kind::OptionalTensor
-                        : BoundArg::Kind::Tensor;
+    out.kind =
+        optional ? BoundArg::Kind::OptionalTensor : BoundArg::Kind::Tensor;
     out.slots = arg.slots;
     return out;
   case c10::TypeKind::IntType:
@@ -215,8 +215,8 @@ BoundKernel BoundKernel::bind(const Instruction &inst, c10::Device device,
                   "': " + schemaString(schema));
     if (bound[i])
       throw Error(kwPath + ": argument '" + name +
-                  "' is already given positionally (args[" +
-                  std::to_string(i) + "])");
+                  "' is already given positionally (args[" + std::to_string(i) +
+                  "])");
     bound[i] = bindArgument(value, params[i], device, kwPath);
   }
   for (size_t i = 0; i < params.size(); ++i) {
@@ -255,9 +255,8 @@ BoundKernel BoundKernel::bind(const Instruction &inst, c10::Device device,
       throw Error(rp + ": return " + std::to_string(i) + " is " +
                   returns[i].real_type()->str() +
                   ", not a Tensor[]; its entry must be " +
-                  (type->kind() == c10::TypeKind::TensorType
-                       ? "a slot or null"
-                       : "null"));
+                  (type->kind() == c10::TypeKind::TensorType ? "a slot or null"
+                                                             : "null"));
   }
   k.results_ = inst.results;
   return k;

@@ -1,4 +1,5 @@
-//===- MemoryTracker.h - Live tensor bytes from allocator reports -*- C++ -*-===//
+//===- MemoryTracker.h - Live tensor bytes from allocator reports -*- C++
+//-*-===//
 //
 // c10's DefaultCPUAllocator reports every allocation and free to the
 // `MemoryReportingInfoBase` installed as PROFILER_STATE debug info of the

@@ -61,9 +61,9 @@ LossComparison compareLoss(double got, double want, double rtol) {
   c.got = got;
   c.want = want;
   double diff = std::fabs(got - want);
-  c.relError = want != 0 ? diff / std::fabs(want)
-                         : (diff == 0 ? 0
-                                      : std::numeric_limits<double>::infinity());
+  c.relError = want != 0
+                   ? diff / std::fabs(want)
+                   : (diff == 0 ? 0 : std::numeric_limits<double>::infinity());
   c.ok = std::isfinite(diff) && diff <= rtol * std::fabs(want);
   return c;
 }
@@ -71,8 +71,7 @@ LossComparison compareLoss(double got, double want, double rtol) {
 namespace {
 
 /// max |a - b| / max(1, |b|) and max |a - b|, in double.
-void score(const at::Tensor &got, const at::Tensor &want,
-           TensorComparison &c) {
+void score(const at::Tensor &got, const at::Tensor &want, TensorComparison &c) {
   at::Tensor a = got.is_complex() ? at::view_as_real(got) : got;
   at::Tensor b = want.is_complex() ? at::view_as_real(want) : want;
   a = a.to(at::kDouble);
@@ -91,9 +90,8 @@ void score(const at::Tensor &got, const at::Tensor &want,
 
 } // namespace
 
-std::vector<TensorComparison> compareTensors(const Session &session,
-                                             const Reference &reference,
-                                             double tol) {
+std::vector<TensorComparison>
+compareTensors(const Session &session, const Reference &reference, double tol) {
   c10::AutoGradMode noGrad(false);
   SafetensorsFile ref = SafetensorsFile::open(reference.tensorsPath);
   std::vector<TensorComparison> out;

@@ -31,7 +31,8 @@ constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 
 uint64_t asOffset(const json &v, const std::string &what,
                   const std::string &field) {
-  if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0))
+  if (!v.is_number_unsigned() &&
+      !(v.is_number_integer() && v.get<int64_t>() >= 0))
     fail(what, field + " must be a non-negative integer, found " + v.dump());
   return v.get<uint64_t>();
 }
@@ -66,8 +67,7 @@ SafetensorsFile SafetensorsFile::open(const std::string &path, uint64_t offset,
                 std::to_string(kMaxHeaderBytes) + " bytes");
   if (headerLen > size - 8)
     fail(w, "is truncated: header length " + std::to_string(headerLen) +
-                " but only " + std::to_string(size - 8) +
-                " bytes follow it");
+                " but only " + std::to_string(size - 8) + " bytes follow it");
   std::string headerText(headerLen, '\0');
   f.readAt(offset + 8, headerText.data(), headerLen);
 
@@ -89,8 +89,8 @@ SafetensorsFile SafetensorsFile::open(const std::string &path, uint64_t offset,
         fail(w, "__metadata__ must be an object of strings");
       for (const auto &[k, v] : value.items()) {
         if (!v.is_string())
-          fail(w, "__metadata__['" + k + "'] must be a string, found " +
-                      v.dump());
+          fail(w,
+               "__metadata__['" + k + "'] must be a string, found " + v.dump());
         file.metadata_[k] = v.get<std::string>();
       }
       continue;
@@ -119,7 +119,8 @@ SafetensorsFile SafetensorsFile::open(const std::string &path, uint64_t offset,
     for (const json &d : value["shape"]) {
       uint64_t dim = asOffset(d, w, t + " shape");
       if (dim > uint64_t(std::numeric_limits<int64_t>::max()))
-        fail(w, t + " shape dimension " + std::to_string(dim) + " is too large");
+        fail(w,
+             t + " shape dimension " + std::to_string(dim) + " is too large");
       entry.shape.push_back(int64_t(dim));
       if (dim != 0 && numel > std::numeric_limits<uint64_t>::max() / dim)
         overflow = true;

@@ -471,8 +471,8 @@ BatchFile BatchFile::open(const std::string &path) {
   if (size_t(numSteps) * size_t(b.numArgs_) != file.entries().size())
     throw Error(path + ": has " + std::to_string(file.entries().size()) +
                 " tensors, expected num_steps x num_args = " +
-                std::to_string(numSteps) + " x " +
-                std::to_string(b.numArgs_) + " named step{i}.arg{j}");
+                std::to_string(numSteps) + " x " + std::to_string(b.numArgs_) +
+                " named step{i}.arg{j}");
   for (int64_t i = 0; i < numSteps; ++i) {
     std::vector<at::Tensor> batch;
     for (int64_t j = 0; j < b.numArgs_; ++j) {

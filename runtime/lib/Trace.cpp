@@ -61,13 +61,14 @@ void TraceWriter::addStep(const StepStats &stats) {
   const std::vector<Instruction> &insts = artifact_.programs[0].instructions;
   for (const InstructionTiming &t : stats.instructions) {
     const Instruction &inst = insts[t.index];
-    const char *op = inst.op == OpKind::Aten        ? "aten"
-                     : inst.op == OpKind::Free      ? "free"
-                                                    : "optimizer";
-    std::string name = !inst.name.empty()            ? inst.name
-                       : inst.op == OpKind::Aten      ? inst.qualifiedKernel()
-                       : inst.op == OpKind::Optimizer ? "optimizer " + inst.param
-                                                      : std::string(op);
+    const char *op = inst.op == OpKind::Aten   ? "aten"
+                     : inst.op == OpKind::Free ? "free"
+                                               : "optimizer";
+    std::string name = !inst.name.empty()        ? inst.name
+                       : inst.op == OpKind::Aten ? inst.qualifiedKernel()
+                       : inst.op == OpKind::Optimizer
+                           ? "optimizer " + inst.param
+                           : std::string(op);
     json args = {{"step", stats.step}, {"index", t.index}, {"op", op}};
     if (inst.op == OpKind::Aten)
       args["kernel"] = inst.qualifiedKernel();

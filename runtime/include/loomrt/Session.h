@@ -1,4 +1,5 @@
-//===- Session.h - Load a .loomx artifact and run training steps -*- C++ -*-===//
+//===- Session.h - Load a .loomx artifact and run training steps -*- C++
+//-*-===//
 //
 // A Session owns everything that lives across steps: the parameters, buffers
 // and constants (initialised from the artifact's weights), the optimizer
@@ -31,8 +32,8 @@ namespace loomrt {
 
 /// Wall time of one instruction, when tracing is on.
 struct InstructionTiming {
-  size_t index = 0;         // into programs[0].instructions
-  double startUs = 0;       // since the session was created
+  size_t index = 0;   // into programs[0].instructions
+  double startUs = 0; // since the session was created
   double durationUs = 0;
 };
 

@@ -60,14 +60,14 @@ loomrt_status loomrt_session_load_weights(loomrt_session *session,
                                           const char *safetensors_path);
 
 /* Reads a capture's batches.safetensors for loomrt_session_step_index;
-   *num_steps (may be NULL) receives how many distinct batches it holds. */
+ *num_steps (may be NULL) receives how many distinct batches it holds. */
 loomrt_status loomrt_session_set_batches(loomrt_session *session,
                                          const char *batches_path,
                                          int64_t *num_steps);
 /* Runs one step on batch `index` of the batches file (index mod its
    num_steps); *loss (may be NULL) receives the loss. */
-loomrt_status loomrt_session_step_index(loomrt_session *session,
-                                        int64_t index, double *loss);
+loomrt_status loomrt_session_step_index(loomrt_session *session, int64_t index,
+                                        double *loss);
 /* Runs one step on `num_elements` batch elements given as raw memory. */
 loomrt_status loomrt_session_step(loomrt_session *session,
                                   const loomrt_tensor *batch,

@@ -145,8 +145,8 @@ public:
     int filled = int(kWidth * done / total_);
     std::string bar(size_t(filled), '#');
     bar.append(size_t(kWidth - filled), ' ');
-    std::fprintf(stderr, "\r[%s] %lld/%lld steps", bar.c_str(),
-                 (long long)done, (long long)total_);
+    std::fprintf(stderr, "\r[%s] %lld/%lld steps", bar.c_str(), (long long)done,
+                 (long long)total_);
     std::fflush(stderr);
     drawn_ = true;
   }
@@ -176,7 +176,7 @@ int run(const Options &o) {
   std::optional<Reference> reference;
   if (!o.check.empty())
     reference = Reference::load(o.check);
-  int64_t steps = o.steps ? *o.steps
+  int64_t steps = o.steps     ? *o.steps
                   : reference ? int64_t(reference->losses.size())
                               : batches.numSteps();
   if (steps < 1)
@@ -203,9 +203,8 @@ int run(const Options &o) {
     session.setTracing(true);
   }
 
-  Progress progress(o.progress && isatty(STDERR_FILENO) &&
-                        steps >= kProgressMinSteps,
-                    steps);
+  Progress progress(
+      o.progress && isatty(STDERR_FILENO) && steps >= kProgressMinSteps, steps);
   int64_t lossFailures = 0;
   LossComparison worstLoss;
   int64_t worstLossStep = -1;
@@ -218,8 +217,8 @@ int run(const Options &o) {
     std::printf("step %3lld  loss %.7f  time %.2f ms  peak %.2f MiB",
                 (long long)s, loss, st.timeMs, mib(st.peakBytes));
     if (reference) {
-      LossComparison c = compareLoss(loss, reference->losses[size_t(s)],
-                                     kLossRtol);
+      LossComparison c =
+          compareLoss(loss, reference->losses[size_t(s)], kLossRtol);
       std::printf("  ref %.7f  rel %.1e  %s", c.want, c.relError,
                   c.ok ? "ok" : "MISMATCH");
       if (!c.ok)

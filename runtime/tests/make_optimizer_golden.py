@@ -1,0 +1,80 @@
+"""torch.optim's own numbers for the runtime's optimizer test.
+
+Usage: make_optimizer_golden.py OUT.safetensors
+
+For each configuration below, runs torch.optim (foreach=False, as the
+runtime's single-tensor algorithm) for a few steps with given gradients and
+records the parameter after every step and the final state. The C++ test
+(OptimizerTest.cpp, OptimizerGolden.*) replays the same gradients through
+loomrt::optimizerStep and requires bitwise-equal results.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import torch
+from safetensors.torch import save_file
+
+STEPS = 4
+
+CONFIGS = [
+    ("sgd_plain", torch.float32, "sgd", dict(lr=0.1)),
+    ("sgd_momentum", torch.float32, "sgd", dict(lr=0.1, momentum=0.9, dampening=0.1, weight_decay=0.01)),
+    ("sgd_nesterov", torch.float32, "sgd", dict(lr=0.05, momentum=0.8, nesterov=True, weight_decay=0.05)),
+    ("sgd_maximize", torch.float64, "sgd", dict(lr=0.1, momentum=0.5, maximize=True)),
+    ("adam", torch.float32, "adam", dict(lr=1e-3)),
+    ("adam_wd_maximize", torch.float32, "adam", dict(lr=1e-2, betas=(0.8, 0.9), eps=1e-6, weight_decay=0.1, maximize=True)),
+    ("adam_f64", torch.float64, "adam", dict(lr=3e-3, weight_decay=0.01)),
+    ("adamw", torch.float32, "adamw", dict(lr=1e-3, weight_decay=0.01)),
+    ("adamw_bf16", torch.bfloat16, "adamw", dict(lr=1e-2, weight_decay=0.1)),
+    ("adamw_complex", torch.complex64, "adamw", dict(lr=1e-2, betas=(0.5, 0.75), weight_decay=0.2)),
+]
+
+CLASSES = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW}
+STATE = {"sgd": ["momentum_buffer"], "adam": ["exp_avg", "exp_avg_sq"], "adamw": ["exp_avg", "exp_avg_sq"]}
+
+
+def spec(kind: str, opt: torch.optim.Optimizer) -> dict:
+    g = opt.param_groups[0]
+    return {
+        "name": kind,
+        "lr": g["lr"],
+        "betas": list(g.get("betas", (0.9, 0.999))),
+        "eps": g.get("eps", 1e-8),
+        "weight_decay": g["weight_decay"],
+        "momentum": g.get("momentum", 0.0),
+        "dampening": g.get("dampening", 0.0),
+        "nesterov": g.get("nesterov", False),
+        "maximize": g["maximize"],
+    }
+
+
+def main() -> int:
+    out = sys.argv[1]
+    tensors: dict[str, torch.Tensor] = {}
+    configs = []
+    for i, (name, dtype, kind, hp) in enumerate(CONFIGS):
+        gen = torch.Generator().manual_seed(1000 + i)
+        param = torch.randn(5, 7, generator=gen, dtype=torch.float64).to(dtype) if not dtype.is_complex else torch.randn(5, 7, generator=gen, dtype=dtype)
+        p = torch.nn.Parameter(param.clone())
+        opt = CLASSES[kind]([p], foreach=False, **hp)
+        tensors[f"{name}.param0"] = param.clone()
+        for s in range(STEPS):
+            g = torch.randn(5, 7, generator=gen, dtype=torch.float64).to(dtype) if not dtype.is_complex else torch.randn(5, 7, generator=gen, dtype=dtype)
+            tensors[f"{name}.grad{s}"] = g.clone()
+            p.grad = g.clone()
+            opt.step()
+            tensors[f"{name}.param{s + 1}"] = p.detach().clone()
+        state = opt.state[p]
+        for k in STATE[kind]:
+            if k in state:
+                tensors[f"{name}.state.{k}"] = state[k].clone()
+        configs.append({"name": name, "optimizer": spec(kind, opt), "steps": STEPS, "state": STATE[kind] if kind != "sgd" or hp.get("momentum", 0) else []})
+    save_file(tensors, out, metadata={"configs": json.dumps(configs), "torch_version": torch.__version__})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,200 @@
+"""loom-run end to end on hand-written artifacts (run by ctest, LOOM_RUN set).
+
+make_linear.py writes a linear + MSE artifact and PyTorch eager's losses and
+final parameters for it; loom-run --check must reproduce them within its
+tolerances (rtol 1e-5 on losses, 1e-5 * max(1, |ref|) on tensors), and must
+fail, with exit status 1, when the reference is perturbed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import loomx  # noqa: E402
+
+LOOM_RUN = os.environ.get("LOOM_RUN", "")
+STEP_LINE = re.compile(
+    r"^step +(\d+)  loss (\d+\.\d{7})  time \d+\.\d\d ms  peak \d+\.\d\d MiB"
+    r"(  ref (\d+\.\d{7})  rel \S+  (ok|MISMATCH))?$"
+)
+
+pytestmark = pytest.mark.skipif(not LOOM_RUN, reason="LOOM_RUN is not set (ctest sets it)")
+
+
+def make_linear(out: Path, optimizer: str = "sgd", steps: int = 6) -> Path:
+    subprocess.run(
+        [sys.executable, str(HERE / "make_linear.py"), str(out), "--optimizer", optimizer, "--steps", str(steps)],
+        check=True,
+    )
+    return out
+
+
+def loom_run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([LOOM_RUN, *args], capture_output=True, text=True, timeout=300)
+
+
+def run_check(d: Path, *extra: str) -> subprocess.CompletedProcess:
+    return loom_run(
+        str(d / "step.loomx"), "--batches", str(d / "batches.safetensors"), "--check", str(d / "reference.json"), *extra
+    )
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam", "adamw"])
+def test_linear_matches_eager(tmp_path: Path, optimizer: str) -> None:
+    d = make_linear(tmp_path, optimizer)
+    trace = tmp_path / "trace.json"
+    r = run_check(d, "--trace", str(trace))
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    steps = [STEP_LINE.match(line) for line in lines[:6]]
+    assert all(steps), lines
+    assert [int(m.group(1)) for m in steps] == list(range(6))
+    assert all(m.group(5) == "ok" for m in steps)
+    assert lines[-1] == "PASS"
+    assert any(line.startswith("check: tensors 3/3 within") for line in lines)
+
+    events = json.loads(trace.read_text())["traceEvents"]
+    complete = [e for e in events if e["ph"] == "X"]
+    assert len(complete) == 6 * (12 + 1)  # 12 instructions and the step
+    addmm = [e for e in complete if e["name"] == "addmm"]
+    assert len(addmm) == 6
+    assert addmm[0]["args"] == {"step": 0, "index": 1, "op": "aten", "kernel": "aten::addmm.default", "module": "fc", "phase": "forward"}
+    assert all(e["dur"] >= 0 for e in complete)
+
+
+def test_loss_mismatch_fails(tmp_path: Path) -> None:
+    d = make_linear(tmp_path)
+    ref = json.loads((d / "reference.json").read_text())
+    ref["losses"][2] *= 1.001
+    (d / "reference.json").write_text(json.dumps(ref))
+    r = run_check(d)
+    assert r.returncode == 1, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[2].endswith("MISMATCH")
+    assert lines[-1] == "FAIL: 1 loss mismatches, 0 tensor mismatches"
+
+
+def test_parameter_mismatch_fails(tmp_path: Path) -> None:
+    d = make_linear(tmp_path)
+    ref = load_file(str(d / "reference.safetensors"))
+    ref["fc.bias"][1] += 1e-3
+    save_file(ref, str(d / "reference.safetensors"))
+    r = run_check(d)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert re.search(r"^check: parameter 'fc\.bias': MISMATCH max \|a-b\|/max\(1,\|b\|\) = 1\.000e-03", r.stdout, re.M), r.stdout
+    assert "worst parameter 'fc.bias'" in r.stdout
+    assert r.stdout.splitlines()[-1] == "FAIL: 0 loss mismatches, 1 tensor mismatches"
+
+
+def test_missing_reference_tensor_fails(tmp_path: Path) -> None:
+    d = make_linear(tmp_path)
+    ref = load_file(str(d / "reference.safetensors"))
+    del ref["calls"]
+    save_file(ref, str(d / "reference.safetensors"))
+    r = run_check(d)
+    assert r.returncode == 1
+    assert "check: buffer 'calls': not in " in r.stdout
+
+
+def test_fewer_steps_checks_losses_only(tmp_path: Path) -> None:
+    d = make_linear(tmp_path)
+    r = run_check(d, "--steps", "3")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "check: losses  3/3 within rtol 1e-05" in r.stdout
+    assert "check: tensors not compared" in r.stdout
+    assert r.stdout.splitlines()[-1] == "PASS"
+
+
+def test_more_steps_than_reference(tmp_path: Path) -> None:
+    d = make_linear(tmp_path)
+    r = run_check(d, "--steps", "7")
+    assert r.returncode == 2
+    assert "has 6 losses; cannot check 7 steps" in r.stderr
+
+
+def test_without_check_runs_the_batches(tmp_path: Path) -> None:
+    d = make_linear(tmp_path)
+    r = loom_run(str(d / "step.loomx"), "--batches", str(d / "batches.safetensors"), "--threads", "1", "--no-progress")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == 3  # one per batch in the file
+    assert all(STEP_LINE.match(line) for line in lines)
+    assert "2 parameters" in r.stderr and "optimizer sgd, 1 threads" in r.stderr
+
+
+def test_save_params_then_resume_from_them(tmp_path: Path) -> None:
+    d = make_linear(tmp_path)
+    saved = tmp_path / "params.safetensors"
+    r = loom_run(str(d / "step.loomx"), "--batches", str(d / "batches.safetensors"), "--steps", "6", "--save-params", str(saved))
+    assert r.returncode == 0, r.stderr
+    final = load_file(str(saved))
+    ref = load_file(str(d / "reference.safetensors"))
+    assert set(final) == {"fc.weight", "fc.bias", "calls"}
+    assert torch.allclose(final["fc.weight"], ref["fc.weight"], rtol=0, atol=1e-6)
+    r2 = loom_run(str(d / "step.loomx"), "--batches", str(d / "batches.safetensors"), "--steps", "1", "--weights", str(saved))
+    assert r2.returncode == 0, r2.stderr
+
+
+def write_linear_program(d: Path, mutate) -> Path:
+    """make_linear's artifact with its program JSON changed by `mutate`."""
+    data = (d / "step.loomx").read_bytes()
+    version, flags, n, m = struct.unpack("<IIQQ", data[8:32])
+    program = json.loads(data[32 : 32 + n])
+    mutate(program)
+    out = d / "changed.loomx"
+    out.write_bytes(loomx.artifact_bytes(program, data[32 + n :]))
+    return out
+
+
+def test_unknown_kernel_is_refused_at_load(tmp_path: Path) -> None:
+    d = make_linear(tmp_path)
+
+    def mutate(p):
+        p["programs"][0]["instructions"][1]["kernel"] = "aten::nope"
+
+    r = loom_run(str(write_linear_program(d, mutate)), "--batches", str(d / "batches.safetensors"))
+    assert r.returncode == 2
+    assert r.stdout == ""
+    assert "loom-run: error: " in r.stderr
+    assert "programs[0].instructions[1] (in 'addmm'): unknown kernel aten::nope.default" in r.stderr
+
+
+def test_slot_out_of_range_is_refused(tmp_path: Path) -> None:
+    d = make_linear(tmp_path)
+
+    def mutate(p):
+        p["programs"][0]["instructions"][1]["args"][1] = {"tensor": 912}
+
+    r = loom_run(str(write_linear_program(d, mutate)), "--batches", str(d / "batches.safetensors"))
+    assert r.returncode == 2
+    assert "programs[0].instructions[1].args[1] (in 'addmm'): slot 912 out of range" in r.stderr
+
+
+def test_not_an_artifact(tmp_path: Path) -> None:
+    d = make_linear(tmp_path)
+    r = loom_run(str(d / "batches.safetensors"), "--batches", str(d / "batches.safetensors"))
+    assert r.returncode == 2
+    assert "not a Loom artifact" in r.stderr
+
+
+def test_usage_errors(tmp_path: Path) -> None:
+    r = loom_run()
+    assert r.returncode == 2 and "usage: loom-run" in r.stderr
+    r = loom_run("x.loomx", "--batches", "b", "--steps", "0")
+    assert r.returncode == 2 and "--steps expects an integer >= 1, found '0'" in r.stderr
+    r = loom_run("x.loomx", "--batches", "b", "--frobnicate")
+    assert r.returncode == 2 and "unknown option '--frobnicate'" in r.stderr
+    r = loom_run("--help")
+    assert r.returncode == 0 and "--check FILE" in r.stdout

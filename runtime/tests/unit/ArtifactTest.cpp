@@ -1,0 +1,468 @@
+//===- ArtifactTest.cpp - The .loomx reader refuses bad artifacts ---------===//
+//
+// Each test starts from the valid linear artifact of TestUtil and breaks one
+// thing, checking that the message names what is wrong and where.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestUtil.h"
+
+#include "loomrt/Artifact.h"
+
+#include <ATen/ops/zeros.h>
+
+using namespace loomrt;
+using namespace loomrt::test;
+
+namespace {
+
+std::string validProgram() { return linearProgram(sgdOptimizer()).dump(); }
+std::string validWeights() { return safetensorsBytes(linearWeights()); }
+
+std::string loadError(const json &program,
+                      const NamedTensors &weights = linearWeights()) {
+  std::string path = writeArtifact("a.loomx", program, weights);
+  return errorOf([&] { Artifact::load(path); });
+}
+
+std::string sessionError(const json &program) {
+  std::string path = writeArtifact("a.loomx", program, linearWeights());
+  return errorOf([&] { Session::load(path); });
+}
+
+json &instruction(json &program, size_t i) {
+  return program["programs"][0]["instructions"][i];
+}
+
+TEST(Artifact, ValidLinearArtifactLoads) {
+  std::string path =
+      writeArtifact("ok.loomx", linearProgram(sgdOptimizer()), linearWeights());
+  Artifact a = Artifact::load(path);
+  EXPECT_EQ(a.numSlots, 16);
+  EXPECT_EQ(a.worldSize, 1);
+  ASSERT_EQ(a.inputs.size(), 5u);
+  EXPECT_EQ(a.inputs[0].name, "fc.weight");
+  EXPECT_EQ(a.inputs[0].role, InputRole::Parameter);
+  EXPECT_EQ(a.inputs[0].shape, (std::vector<int64_t>{3, 6}));
+  EXPECT_EQ(a.inputs[2].dtype, c10::ScalarType::Long);
+  EXPECT_EQ(a.inputs[4].batchIndex, 1);
+  ASSERT_TRUE(a.optimizer);
+  EXPECT_EQ(a.optimizer->kind, OptimizerKind::SGD);
+  EXPECT_DOUBLE_EQ(a.optimizer->momentum, 0.9);
+  ASSERT_EQ(a.programs.size(), 1u);
+  const Instruction &sum = a.programs[0].instructions[8];
+  EXPECT_EQ(sum.qualifiedKernel(), "aten::sum.dim_IntList");
+  ASSERT_EQ(sum.args.size(), 3u);
+  EXPECT_EQ(sum.args[1].kind, ArgValue::Kind::Ints);
+  EXPECT_EQ(sum.args[2].kind, ArgValue::Kind::Bool);
+  EXPECT_EQ(a.programs[0].instructions[9].op, OpKind::Free);
+  EXPECT_EQ(a.programs[0].instructions[10].op, OpKind::Optimizer);
+  EXPECT_EQ(a.outputs[1].role, OutputRole::BufferMutation);
+}
+
+// --- Container -------------------------------------------------------------
+
+TEST(Artifact, WrongMagic) {
+  ArtifactBytes b;
+  b.magic = std::string("PK\x03\x04zzzz", 8);
+  std::string path =
+      writeFile("a.loomx", b.build(validProgram(), validWeights()));
+  EXPECT_CONTAINS(errorOf([&] { Artifact::load(path); }),
+                  "not a Loom artifact");
+}
+
+TEST(Artifact, ShorterThanMagic) {
+  std::string path = writeFile("a.loomx", "LOO");
+  EXPECT_CONTAINS(errorOf([&] { Artifact::load(path); }),
+                  "not a Loom artifact");
+}
+
+TEST(Artifact, WrongVersion) {
+  ArtifactBytes b;
+  b.version = 2;
+  std::string path =
+      writeFile("a.loomx", b.build(validProgram(), validWeights()));
+  EXPECT_CONTAINS(errorOf([&] { Artifact::load(path); }),
+                  "artifact format version 2; this runtime reads "
+                  "version 1 — recompile with the matching "
+                  "loom-compile");
+}
+
+TEST(Artifact, NonZeroFlags) {
+  ArtifactBytes b;
+  b.flags = 4;
+  std::string path =
+      writeFile("a.loomx", b.build(validProgram(), validWeights()));
+  EXPECT_CONTAINS(errorOf([&] { Artifact::load(path); }), "header flags are 4");
+}
+
+TEST(Artifact, TruncatedInWeights) {
+  std::string bytes = ArtifactBytes().build(validProgram(), validWeights());
+  std::string path = writeFile("a.loomx", bytes.substr(0, bytes.size() - 7));
+  EXPECT_CONTAINS(errorOf([&] { Artifact::load(path); }), "truncated");
+}
+
+TEST(Artifact, TruncatedInHeader) {
+  std::string bytes = ArtifactBytes().build(validProgram(), validWeights());
+  std::string path = writeFile("a.loomx", bytes.substr(0, 20));
+  EXPECT_CONTAINS(errorOf([&] { Artifact::load(path); }),
+                  "truncated: 20 bytes, shorter than the 32-byte header");
+}
+
+TEST(Artifact, TrailingData) {
+  std::string bytes = ArtifactBytes().build(validProgram(), validWeights());
+  std::string path = writeFile("a.loomx", bytes + "xyz");
+  EXPECT_CONTAINS(errorOf([&] { Artifact::load(path); }),
+                  "3 bytes of trailing data");
+}
+
+TEST(Artifact, MissingFile) {
+  EXPECT_CONTAINS(errorOf([] { Artifact::load("/nonexistent/step.loomx"); }),
+                  "/nonexistent/step.loomx: cannot open");
+}
+
+// --- Program JSON ----------------------------------------------------------
+
+TEST(Artifact, ProgramIsNotJson) {
+  std::string path = writeFile(
+      "a.loomx", ArtifactBytes().build("{\"format\": loomx", validWeights()));
+  EXPECT_CONTAINS(errorOf([&] { Artifact::load(path); }),
+                  "the program is not valid JSON");
+}
+
+TEST(Artifact, ProgramVersion) {
+  json p = linearProgram(sgdOptimizer());
+  p["version"] = 3;
+  EXPECT_CONTAINS(loadError(p), "version: program version 3");
+}
+
+TEST(Artifact, MissingField) {
+  json p = linearProgram(sgdOptimizer());
+  p.erase("num_slots");
+  EXPECT_CONTAINS(loadError(p), "num_slots: missing");
+}
+
+TEST(Artifact, UnknownFieldInInstruction) {
+  json p = linearProgram(sgdOptimizer());
+  instruction(p, 1)["kwarg"] = json::object();
+  EXPECT_CONTAINS(loadError(p),
+                  "programs[0].instructions[1].kwarg: unknown field");
+}
+
+TEST(Artifact, SlotOutOfRange) {
+  json p = linearProgram(sgdOptimizer());
+  instruction(p, 1)["args"][1] = {{"tensor", 912}};
+  EXPECT_CONTAINS(loadError(p),
+                  "programs[0].instructions[1].args[1] (in 'addmm'): "
+                  "slot 912 out of range (16 slots)");
+}
+
+TEST(Artifact, NegativeSlotInResults) {
+  json p = linearProgram(sgdOptimizer());
+  instruction(p, 0)["results"] = {-1};
+  EXPECT_CONTAINS(loadError(p),
+                  "programs[0].instructions[0].results[0] (in 't'): "
+                  "slot -1 out of range");
+}
+
+TEST(Artifact, SlotOutOfRangeInInputs) {
+  json p = linearProgram(sgdOptimizer());
+  p["inputs"][3]["slot"] = 16;
+  EXPECT_CONTAINS(loadError(p),
+                  "inputs[3].slot: slot 16 out of range (16 slots)");
+}
+
+TEST(Artifact, ReadBeforeWrite) {
+  json p = linearProgram(sgdOptimizer());
+  std::swap(instruction(p, 0), instruction(p, 1));
+  EXPECT_CONTAINS(loadError(p),
+                  "programs[0].instructions[0].args[2] (in 'addmm'): "
+                  "slot 5 is read before it is written");
+}
+
+TEST(Artifact, ReadAfterFree) {
+  json p = linearProgram(sgdOptimizer());
+  instruction(p, 9)["slots"] = {5, 6, 9, 10, 11, 12};
+  EXPECT_CONTAINS(loadError(p),
+                  "programs[0].instructions[10].grad: slot 12 is read "
+                  "before it is written (or after it is freed)");
+}
+
+TEST(Artifact, FreeTwice) {
+  json p = linearProgram(sgdOptimizer());
+  instruction(p, 9)["slots"] = {5, 5};
+  EXPECT_CONTAINS(loadError(p),
+                  "programs[0].instructions[9].slots[1]: slot 5 holds "
+                  "no value to free");
+}
+
+TEST(Artifact, UnknownDtype) {
+  json p = linearProgram(sgdOptimizer());
+  p["inputs"][0]["dtype"] = "float32";
+  EXPECT_CONTAINS(loadError(p), "inputs[0].dtype: unknown dtype "
+                                "'float32'");
+}
+
+TEST(Artifact, NegativeDimension) {
+  json p = linearProgram(sgdOptimizer());
+  p["inputs"][0]["shape"] = {3, -6};
+  EXPECT_CONTAINS(loadError(p), "inputs[0].shape[1]: dimension -6 is "
+                                "negative");
+}
+
+TEST(Artifact, BatchIndexOnParameter) {
+  json p = linearProgram(sgdOptimizer());
+  p["inputs"][0]["batch_index"] = 0;
+  EXPECT_CONTAINS(loadError(p), "inputs[0].batch_index: only inputs "
+                                "with role 'input'");
+}
+
+TEST(Artifact, TwoInputsOneSlot) {
+  json p = linearProgram(sgdOptimizer());
+  p["inputs"][1]["slot"] = 0;
+  EXPECT_CONTAINS(loadError(p), "inputs[1].slot: slot 0 is also bound "
+                                "by inputs[0]");
+}
+
+TEST(Artifact, ProgramsPerRank) {
+  json p = linearProgram(sgdOptimizer());
+  p["world_size"] = 2;
+  EXPECT_CONTAINS(loadError(p), "programs: has 1 programs for "
+                                "world_size 2");
+}
+
+TEST(Artifact, NoLoss) {
+  json p = linearProgram(sgdOptimizer());
+  p["outputs"].erase(0);
+  EXPECT_CONTAINS(loadError(p), "expected exactly one output with "
+                                "role 'loss', found 0");
+}
+
+TEST(Artifact, GradTargetIsNotAParameter) {
+  json p = linearProgram(sgdOptimizer());
+  p["outputs"][2]["target"] = "calls";
+  EXPECT_CONTAINS(loadError(p), "outputs[2].target: 'calls' is not a "
+                                "parameter input");
+}
+
+TEST(Artifact, OutputOfFreedSlot) {
+  json p = linearProgram(sgdOptimizer());
+  p["outputs"][0]["slot"] = 6;
+  EXPECT_CONTAINS(loadError(p), "outputs[0].slot: slot 6 holds no "
+                                "value after the last instruction");
+}
+
+TEST(Artifact, ArgWithTwoKinds) {
+  json p = linearProgram(sgdOptimizer());
+  instruction(p, 2)["args"][2] = {{"int", 1}, {"float", 1.0}};
+  EXPECT_CONTAINS(loadError(p),
+                  "programs[0].instructions[2].args[2] (in "
+                  "'mse_loss'): an ARG is an object with exactly one "
+                  "key");
+}
+
+TEST(Artifact, UnknownArgKind) {
+  json p = linearProgram(sgdOptimizer());
+  instruction(p, 2)["args"][2] = {{"integer", 1}};
+  EXPECT_CONTAINS(loadError(p), "unknown ARG kind 'integer'");
+}
+
+TEST(Artifact, IntArgMustBeIntegral) {
+  json p = linearProgram(sgdOptimizer());
+  instruction(p, 2)["args"][2] = {{"int", 1.5}};
+  EXPECT_CONTAINS(loadError(p), "args[2].int (in 'mse_loss'): expected "
+                                "an integer, found 1.5");
+}
+
+TEST(Artifact, FloatArgStrings) {
+  json p = linearProgram(sgdOptimizer());
+  instruction(p, 2)["args"][2] = {{"float", "Infinity"}};
+  EXPECT_CONTAINS(loadError(p), "expected a number or \"inf\", "
+                                "\"-inf\", \"nan\", found "
+                                "\"Infinity\"");
+}
+
+TEST(Artifact, UnknownInstruction) {
+  json p = linearProgram(sgdOptimizer());
+  instruction(p, 9)["op"] = "all_reduce";
+  EXPECT_CONTAINS(loadError(p), "programs[0].instructions[9].op: "
+                                "unknown instruction 'all_reduce'");
+}
+
+TEST(Artifact, StreamOutOfRange) {
+  json p = linearProgram(sgdOptimizer());
+  instruction(p, 0)["stream"] = 1;
+  EXPECT_CONTAINS(loadError(p), "programs[0].instructions[0].stream (in "
+                                "'t'): stream 1 out of range (1 "
+                                "streams)");
+}
+
+TEST(Artifact, UnknownPhase) {
+  json p = linearProgram(sgdOptimizer());
+  instruction(p, 0)["phase"] = "recompute";
+  EXPECT_CONTAINS(loadError(p), "unknown phase 'recompute'");
+}
+
+// --- Optimizer -------------------------------------------------------------
+
+TEST(Artifact, UnknownOptimizer) {
+  json o = sgdOptimizer();
+  o["name"] = "lion";
+  EXPECT_CONTAINS(loadError(linearProgram(o)),
+                  "optimizer.name: unknown optimizer 'lion'");
+}
+
+TEST(Artifact, OptimizerHyperparameterMissing) {
+  json p = linearProgram(sgdOptimizer());
+  p["optimizer"].erase("dampening");
+  EXPECT_CONTAINS(loadError(p), "optimizer.dampening: missing");
+}
+
+TEST(Artifact, NesterovWithoutMomentum) {
+  json o = sgdOptimizer(0.0);
+  o["nesterov"] = true;
+  EXPECT_CONTAINS(loadError(linearProgram(o)),
+                  "Nesterov momentum requires a momentum");
+}
+
+TEST(Artifact, BetaOutOfRange) {
+  json o = sgdOptimizer();
+  o["betas"] = {0.9, 1.0};
+  EXPECT_CONTAINS(loadError(linearProgram(o)),
+                  "optimizer.betas[1]: must be in [0, 1)");
+}
+
+TEST(Artifact, OptimizerStateCount) {
+  json p = linearProgram(sgdOptimizer());
+  instruction(p, 10)["state"] = json::array();
+  EXPECT_CONTAINS(loadError(p),
+                  "programs[0].instructions[10].state: sgd with "
+                  "momentum takes [momentum_buffer], found 0 slots");
+}
+
+TEST(Artifact, OptimizerStateOfAnotherParameter) {
+  json p = linearProgram(sgdOptimizer());
+  instruction(p, 10)["state"] = {15};
+  EXPECT_CONTAINS(loadError(p), "state 'fc.bias.s0' belongs to "
+                                "'fc.bias', not 'fc.weight'");
+}
+
+TEST(Artifact, OptimizerInstructionWithoutOptimizer) {
+  json p = linearProgram(sgdOptimizer());
+  p["optimizer"] = nullptr;
+  EXPECT_CONTAINS(loadError(p), "programs[0].instructions[10]: an "
+                                "optimizer instruction, but the "
+                                "artifact's optimizer is null");
+}
+
+TEST(Artifact, OptimizerParamSlot) {
+  json p = linearProgram(sgdOptimizer());
+  instruction(p, 10)["param_slot"] = 1;
+  EXPECT_CONTAINS(loadError(p), "param_slot: slot 1 is not the slot of "
+                                "'fc.weight'");
+}
+
+TEST(Artifact, NoOptimizerLoads) {
+  std::string path =
+      writeArtifact("a.loomx", linearProgram(nullptr), linearWeights());
+  Artifact a = Artifact::load(path);
+  EXPECT_FALSE(a.optimizer);
+  EXPECT_TRUE(a.state.empty());
+}
+
+// --- Weights ---------------------------------------------------------------
+
+TEST(Artifact, WeightMissing) {
+  NamedTensors w = linearWeights();
+  w.erase(w.begin() + 1);
+  EXPECT_CONTAINS(loadError(linearProgram(sgdOptimizer()), w),
+                  "weights section has no tensor 'fc.bias' (inputs[1], "
+                  "a parameter)");
+}
+
+TEST(Artifact, WeightDtypeMismatch) {
+  NamedTensors w = linearWeights();
+  w[0].second = w[0].second.to(at::kDouble);
+  EXPECT_CONTAINS(loadError(linearProgram(sgdOptimizer()), w),
+                  "weights section has 'fc.weight' as f64 [3, 6] but "
+                  "inputs[0] declares f32 [3, 6]");
+}
+
+TEST(Artifact, WeightShapeMismatch) {
+  NamedTensors w = linearWeights();
+  w[0].second = w[0].second.t();
+  EXPECT_CONTAINS(loadError(linearProgram(sgdOptimizer()), w),
+                  "'fc.weight' as f32 [6, 3] but inputs[0] declares "
+                  "f32 [3, 6]");
+}
+
+TEST(Artifact, ExtraWeight) {
+  NamedTensors w = linearWeights();
+  w.emplace_back("head.weight", at::zeros({2}));
+  EXPECT_CONTAINS(loadError(linearProgram(sgdOptimizer()), w),
+                  "weights section has tensor 'head.weight', which no "
+                  "parameter, buffer or constant input names");
+}
+
+TEST(Artifact, WeightsSectionCorrupt) {
+  std::string weights = validWeights();
+  weights[0] = char(0xff); // header length now exceeds the section
+  std::string path =
+      writeFile("a.loomx", ArtifactBytes().build(validProgram(), weights));
+  EXPECT_CONTAINS(errorOf([&] { Artifact::load(path); }), "weights section");
+}
+
+// --- Binding against the dispatcher (Session::load) ------------------------
+
+TEST(Artifact, UnknownKernel) {
+  json p = linearProgram(sgdOptimizer());
+  instruction(p, 1)["kernel"] = "aten::addmmm";
+  EXPECT_CONTAINS(sessionError(p),
+                  "programs[0].instructions[1] (in 'addmm'): unknown "
+                  "kernel aten::addmmm.default");
+}
+
+TEST(Artifact, UnknownOverload) {
+  json p = linearProgram(sgdOptimizer());
+  instruction(p, 8)["overload"] = "dim_Intlist";
+  EXPECT_CONTAINS(sessionError(p),
+                  "programs[0].instructions[8] (in 'sum'): unknown "
+                  "kernel aten::sum.dim_Intlist");
+}
+
+TEST(Artifact, UnqualifiedKernel) {
+  json p = linearProgram(sgdOptimizer());
+  instruction(p, 1)["kernel"] = "addmm";
+  EXPECT_CONTAINS(loadError(p), "is not a qualified operator name");
+}
+
+TEST(Artifact, ResultsCountMismatch) {
+  json p = linearProgram(sgdOptimizer());
+  instruction(p, 1)["results"] = {6, nullptr};
+  EXPECT_CONTAINS(sessionError(p),
+                  "programs[0].instructions[1] (in 'addmm') "
+                  "aten::addmm.default: results has 2 entries, but the "
+                  "operator returns 1");
+}
+
+TEST(Artifact, ArgKindMismatch) {
+  json p = linearProgram(sgdOptimizer());
+  instruction(p, 2)["args"][2] = {{"float", 1.0}};
+  EXPECT_CONTAINS(sessionError(p),
+                  "aten::mse_loss.default args[2]: a 'float' ARG cannot "
+                  "fill argument 'reduction' of type int");
+}
+
+TEST(Artifact, WorldSizeTwoIsRefusedBySession) {
+  json p = linearProgram(sgdOptimizer());
+  p["world_size"] = 2;
+  json second = p["programs"][0];
+  second["rank"] = 1;
+  p["programs"].push_back(second);
+  std::string path = writeArtifact("a.loomx", p, linearWeights());
+  EXPECT_NO_THROW(Artifact::load(path));
+  EXPECT_CONTAINS(errorOf([&] { Session::load(path); }),
+                  "world_size is 2; this runtime runs a single rank");
+}
+
+} // namespace
