@@ -12,6 +12,7 @@
 #include "loom/Dialect/Loom/IR/LoomDialect.h"
 #include "loom/Dialect/LoomRT/IR/LoomRTDialect.h"
 #include "loom/Dialect/LoomRT/Transforms/Passes.h"
+#include "loom/Pipelines/Pipelines.h"
 #include "loom/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -27,6 +28,7 @@ inline void registerAllPasses() {
   registerLoomPasses();
   registerLoomConversionPasses();
   rt::registerLoomRTPasses();
+  registerLoomPipelines();
   // The generic cleanups users chain with Loom passes.
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();

@@ -1,0 +1,59 @@
+//===- Pipelines.h - Named Loom pass pipelines ----------------------------===//
+
+#ifndef LOOM_PIPELINES_PIPELINES_H
+#define LOOM_PIPELINES_PIPELINES_H
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+
+namespace loom {
+
+/// Options of `loom-compile-pipeline`: the optimizer to attach (or none)
+/// with its hyperparameters, as `loom-attach-optimizer` takes them.
+struct CompilePipelineOptions
+    : public mlir::PassPipelineOptions<CompilePipelineOptions> {
+  Option<std::string> optimizer{
+      *this, "optimizer",
+      llvm::cl::desc("The optimizer the step applies: none (the step returns "
+                     "gradients), sgd, adam or adamw"),
+      llvm::cl::init("adamw")};
+  Option<double> lr{*this, "lr", llvm::cl::desc("Learning rate"),
+                    llvm::cl::init(1e-3)};
+  Option<double> momentum{*this, "momentum",
+                          llvm::cl::desc("SGD momentum factor"),
+                          llvm::cl::init(0.0)};
+  Option<double> dampening{*this, "dampening",
+                           llvm::cl::desc("SGD dampening of the momentum"),
+                           llvm::cl::init(0.0)};
+  Option<bool> nesterov{*this, "nesterov",
+                        llvm::cl::desc("SGD: use Nesterov momentum"),
+                        llvm::cl::init(false)};
+  Option<double> weightDecay{
+      *this, "weight-decay",
+      llvm::cl::desc("Weight decay; negative means PyTorch's default for the "
+                     "algorithm (0.01 for adamw, 0 for sgd and adam)"),
+      llvm::cl::init(-1.0)};
+  Option<double> beta1{*this, "beta1", llvm::cl::desc("Adam/AdamW betas[0]"),
+                       llvm::cl::init(0.9)};
+  Option<double> beta2{*this, "beta2", llvm::cl::desc("Adam/AdamW betas[1]"),
+                       llvm::cl::init(0.999)};
+  Option<double> eps{*this, "eps",
+                     llvm::cl::desc("Adam/AdamW term added to the denominator"),
+                     llvm::cl::init(1e-8)};
+  Option<bool> maximize{*this, "maximize",
+                        llvm::cl::desc("Maximize the objective"),
+                        llvm::cl::init(false)};
+};
+
+/// attach-optimizer (unless `optimizer=none`) -> lower-to-rt ->
+/// insert-frees -> assign-slots: a loom step to a loomrt program ready to
+/// be written as an artifact.
+void buildCompilePipeline(mlir::OpPassManager &pm,
+                          const CompilePipelineOptions &options);
+
+/// Registers `loom-compile-pipeline`.
+void registerLoomPipelines();
+
+} // namespace loom
+
+#endif // LOOM_PIPELINES_PIPELINES_H

@@ -1,0 +1,366 @@
+"""Checks a .loomx artifact against docs/artifact.md (format version 1) and
+prints a summary for FileCheck. Standard library only, so it runs without
+torch; it checks what a reader of the format can check without LibTorch:
+the container, every field's presence and type, slot ranges, the dataflow
+of slots (nothing read before it is written or after it is freed), the
+optimizer instructions against the optimizer, and the weights section
+against the inputs.
+
+usage: check_artifact.py STEP.loomx
+"""
+
+import json
+import struct
+import sys
+from collections import Counter
+
+MAGIC = b"LOOMX\r\n\x1a"
+DTYPES = {"f32": 4, "f64": 8, "f16": 2, "bf16": 2, "i64": 8, "i32": 4,
+          "i16": 2, "i8": 1, "u8": 1, "bool": 1, "c64": 8, "c128": 16}
+INPUT_ROLES = {"parameter", "buffer", "constant", "input"}
+OUTPUT_ROLES = {"loss", "buffer_mutation", "grad"}
+PHASES = {"forward", "backward", "optimizer"}
+LAYOUTS = {"strided", "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr",
+           "sparse_bsc", "mkldnn"}
+MEMORY_FORMATS = {"contiguous_format", "channels_last", "channels_last_3d",
+                  "preserve_format"}
+STATE_SLOTS = {"adam": 2, "adamw": 2}
+
+
+class Invalid(Exception):
+    pass
+
+
+def need(cond, path, message):
+    if not cond:
+        raise Invalid(f"{path}: {message}")
+
+
+def field(obj, key, path, types):
+    where = f"{path}.{key}" if path else key
+    need(isinstance(obj, dict), path or "program", "expected an object")
+    need(key in obj, where, "missing")
+    value = obj[key]
+    allowed = types if isinstance(types, tuple) else (types,)
+    # bool is an int in Python; JSON keeps them apart.
+    need(isinstance(value, allowed) and (bool in allowed or not isinstance(value, bool)),
+         where, f"expected {' or '.join(t.__name__ for t in allowed)}, found {value!r}")
+    return value
+
+
+def only_keys(obj, allowed, path):
+    extra = set(obj) - set(allowed)
+    need(not extra, path, f"unknown fields {sorted(extra)}")
+
+
+def check_number(v, path):
+    need(isinstance(v, (int, float)) and not isinstance(v, bool) or v in ("inf", "-inf", "nan"),
+         path, f"expected a number, found {v!r}")
+
+
+class Checker:
+    def __init__(self, program):
+        self.p = program
+        self.num_slots = 0
+
+    def slot(self, v, path):
+        need(isinstance(v, int) and not isinstance(v, bool), path, f"expected a slot, found {v!r}")
+        need(0 <= v < self.num_slots, path, f"slot {v} out of range ({self.num_slots} slots)")
+        return v
+
+    def shape(self, v, path):
+        need(isinstance(v, list) and all(isinstance(d, int) and d >= 0 for d in v),
+             path, "expected a list of non-negative integers")
+        return v
+
+    def check(self):
+        p = self.p
+        only_keys(p, ["format", "version", "producer", "source", "pipeline", "world_size",
+                      "num_slots", "optimizer", "inputs", "state", "outputs", "programs"], "")
+        need(field(p, "format", "", str) == "loomx", "format", "expected loomx")
+        need(field(p, "version", "", int) == 1, "version", "expected 1")
+        for key in ("producer", "source", "pipeline"):
+            field(p, key, "", str)
+        need(field(p, "world_size", "", int) >= 1, "world_size", "must be at least 1")
+        self.num_slots = field(p, "num_slots", "", int)
+        need(self.num_slots >= 0, "num_slots", "must not be negative")
+
+        opt = p.get("optimizer", "missing")
+        need(opt != "missing", "optimizer", "missing")
+        if opt is not None:
+            only_keys(opt, ["name", "lr", "betas", "eps", "weight_decay", "momentum",
+                            "dampening", "nesterov", "maximize"], "optimizer")
+            need(field(opt, "name", "optimizer", str) in ("sgd", "adam", "adamw"),
+                 "optimizer.name", "unknown optimizer")
+            for key in ("lr", "eps", "weight_decay", "momentum", "dampening"):
+                check_number(field(opt, key, "optimizer", (int, float)), f"optimizer.{key}")
+            betas = field(opt, "betas", "optimizer", list)
+            need(len(betas) == 2 and all(0 <= b < 1 for b in betas), "optimizer.betas",
+                 "expected [beta1, beta2] in [0, 1)")
+            field(opt, "nesterov", "optimizer", bool)
+            field(opt, "maximize", "optimizer", bool)
+
+        inputs = field(p, "inputs", "", list)
+        names, batch, slots = {}, set(), set()
+        for i, e in enumerate(inputs):
+            path = f"inputs[{i}]"
+            role = field(e, "role", path, str)
+            need(role in INPUT_ROLES, f"{path}.role", f"unknown role {role!r}")
+            only_keys(e, ["name", "role", "slot", "dtype", "shape"] +
+                      (["batch_index"] if role == "input" else []), path)
+            name = field(e, "name", path, str)
+            need(name and name not in names, f"{path}.name", f"empty or repeated name {name!r}")
+            names[name] = e
+            if role == "input":
+                b = field(e, "batch_index", path, int)
+                need(b >= 0 and b not in batch, f"{path}.batch_index", "negative or repeated")
+                batch.add(b)
+            s = self.slot(field(e, "slot", path, int), f"{path}.slot")
+            need(s not in slots, f"{path}.slot", f"slot {s} is bound twice")
+            slots.add(s)
+            need(field(e, "dtype", path, str) in DTYPES, f"{path}.dtype", "unknown dtype")
+            self.shape(field(e, "shape", path, list), f"{path}.shape")
+
+        state = field(p, "state", "", list)
+        state_by_param = Counter()
+        for i, e in enumerate(state):
+            path = f"state[{i}]"
+            only_keys(e, ["name", "param", "slot", "dtype", "shape", "init"], path)
+            name = field(e, "name", path, str)
+            need(name and name not in names, f"{path}.name", f"empty or repeated name {name!r}")
+            names[name] = e
+            param = field(e, "param", path, str)
+            need(param in names and names[param].get("role") == "parameter", f"{path}.param",
+                 f"{param!r} is not a parameter input")
+            state_by_param[param] += 1
+            s = self.slot(field(e, "slot", path, int), f"{path}.slot")
+            need(s not in slots, f"{path}.slot", f"slot {s} is bound twice")
+            slots.add(s)
+            need(field(e, "dtype", path, str) in DTYPES, f"{path}.dtype", "unknown dtype")
+            self.shape(field(e, "shape", path, list), f"{path}.shape")
+            need(field(e, "init", path, str) == "zeros", f"{path}.init", "expected zeros")
+
+        outputs = field(p, "outputs", "", list)
+        losses = 0
+        for i, e in enumerate(outputs):
+            path = f"outputs[{i}]"
+            role = field(e, "role", path, str)
+            need(role in OUTPUT_ROLES, f"{path}.role", f"unknown role {role!r}")
+            self.slot(field(e, "slot", path, int), f"{path}.slot")
+            if role == "loss":
+                only_keys(e, ["role", "slot"], path)
+                losses += 1
+            else:
+                only_keys(e, ["role", "target", "slot"], path)
+                target = field(e, "target", path, str)
+                want = "parameter" if role == "grad" else "buffer"
+                need(names.get(target, {}).get("role") == want, f"{path}.target",
+                     f"{target!r} is not a {want} input")
+        need(losses == 1, "outputs", f"expected one loss, found {losses}")
+
+        programs = field(p, "programs", "", list)
+        need(len(programs) == p["world_size"], "programs", "one program per rank")
+        self.counts = []
+        for r, prog in enumerate(programs):
+            self.check_program(prog, r, inputs, state, outputs, opt, state_by_param)
+        return inputs, state, outputs, programs
+
+    def arg(self, a, path, reads):
+        need(isinstance(a, dict) and len(a) == 1, path, f"an ARG has exactly one key, found {a!r}")
+        (kind, v), = a.items()
+        where = f"{path}.{kind}"
+        if kind == "tensor":
+            reads.append((self.slot(v, where), where))
+        elif kind in ("tensors", "optional_tensors"):
+            need(isinstance(v, list), where, "expected a list")
+            for j, s in enumerate(v):
+                if s is None and kind == "optional_tensors":
+                    continue
+                reads.append((self.slot(s, f"{where}[{j}]"), f"{where}[{j}]"))
+        elif kind == "none":
+            need(v is True, where, "must be true")
+        elif kind == "int":
+            need(isinstance(v, int) and not isinstance(v, bool), where, "expected an integer")
+        elif kind == "ints":
+            need(isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v),
+                 where, "expected integers")
+        elif kind == "float":
+            check_number(v, where)
+        elif kind == "floats":
+            need(isinstance(v, list), where, "expected a list")
+            for j, x in enumerate(v):
+                check_number(x, f"{where}[{j}]")
+        elif kind == "bool":
+            need(isinstance(v, bool), where, "expected a boolean")
+        elif kind == "bools":
+            need(isinstance(v, list) and all(isinstance(x, bool) for x in v), where, "expected booleans")
+        elif kind == "string":
+            need(isinstance(v, str), where, "expected a string")
+        elif kind == "strings":
+            need(isinstance(v, list) and all(isinstance(x, str) for x in v), where, "expected strings")
+        elif kind == "dtype":
+            need(v in DTYPES, where, f"unknown dtype {v!r}")
+        elif kind == "device":
+            need(v == "cpu" or v == "cuda" or (v.startswith("cuda:") and v[5:].isdigit()),
+                 where, f"unknown device {v!r}")
+        elif kind == "layout":
+            need(v in LAYOUTS, where, f"unknown layout {v!r}")
+        elif kind == "memory_format":
+            need(v in MEMORY_FORMATS, where, f"unknown memory format {v!r}")
+        else:
+            raise Invalid(f"{path}: unknown ARG kind {kind!r}")
+        return kind
+
+    def check_program(self, prog, rank, inputs, state, outputs, opt, state_by_param):
+        path = f"programs[{rank}]"
+        only_keys(prog, ["rank", "streams", "instructions"], path)
+        need(field(prog, "rank", path, int) == rank, f"{path}.rank", "programs are listed by rank")
+        streams = field(prog, "streams", path, list)
+        need(streams and all(isinstance(s, str) and s for s in streams), f"{path}.streams",
+             "expected stream names")
+        live = [False] * self.num_slots
+        owned = set()
+        for e in inputs:
+            live[e["slot"]] = True
+            if e["role"] != "input":
+                owned.add(e["slot"])
+        for e in state:
+            live[e["slot"]] = True
+            owned.add(e["slot"])
+        ops, arg_kinds, updated = Counter(), Counter(), set()
+
+        def read(s, where):
+            need(live[s], where, f"slot {s} is read before it is written (or after it is freed)")
+
+        for i, inst in enumerate(field(prog, "instructions", path, list)):
+            ip = f"{path}.instructions[{i}]"
+            op = field(inst, "op", ip, str)
+            ops[op] += 1
+            common = ["op", "stream", "name", "module", "phase"]
+            if "stream" in inst:
+                need(isinstance(inst["stream"], int) and 0 <= inst["stream"] < len(streams),
+                     f"{ip}.stream", "out of range")
+            if "phase" in inst:
+                need(inst["phase"] in PHASES, f"{ip}.phase", "unknown phase")
+            if op == "aten":
+                only_keys(inst, common + ["kernel", "overload", "args", "kwargs", "results"], ip)
+                need("::" in field(inst, "kernel", ip, str), f"{ip}.kernel", "not namespace::name")
+                need(field(inst, "overload", ip, str) != "", f"{ip}.overload", "empty")
+                reads = []
+                for j, a in enumerate(field(inst, "args", ip, list)):
+                    arg_kinds[self.arg(a, f"{ip}.args[{j}]", reads)] += 1
+                for k, a in inst.get("kwargs", {}).items():
+                    arg_kinds[self.arg(a, f"{ip}.kwargs.{k}", reads)] += 1
+                for s, where in reads:
+                    read(s, where)
+                written = set()
+                for j, r in enumerate(field(inst, "results", ip, list)):
+                    for k, s in enumerate(r if isinstance(r, list) else [r]):
+                        if s is None:
+                            continue
+                        where = f"{ip}.results[{j}]"
+                        self.slot(s, where)
+                        need(s not in owned, where, f"writes slot {s}, which the runtime owns")
+                        need(s not in written, where, f"slot {s} receives two results")
+                        written.add(s)
+                        live[s] = True
+            elif op == "free":
+                only_keys(inst, common + ["slots"], ip)
+                for j, s in enumerate(field(inst, "slots", ip, list)):
+                    where = f"{ip}.slots[{j}]"
+                    self.slot(s, where)
+                    need(s not in owned, where, f"frees slot {s}, which the runtime keeps")
+                    need(live[s], where, f"slot {s} holds no value to free")
+                    live[s] = False
+            elif op == "optimizer":
+                only_keys(inst, common + ["param", "param_slot", "grad", "state"], ip)
+                need(opt is not None, ip, "an optimizer instruction without an optimizer")
+                param = field(inst, "param", ip, str)
+                match = [e for e in inputs if e["name"] == param and e["role"] == "parameter"]
+                need(match, f"{ip}.param", f"{param!r} is not a parameter input")
+                need(param not in updated, f"{ip}.param", f"{param!r} is updated twice")
+                updated.add(param)
+                need(field(inst, "param_slot", ip, int) == match[0]["slot"], f"{ip}.param_slot",
+                     "not the parameter's slot")
+                read(self.slot(field(inst, "grad", ip, int), f"{ip}.grad"), f"{ip}.grad")
+                st = field(inst, "state", ip, list)
+                want = STATE_SLOTS.get(opt["name"], 1 if opt["momentum"] != 0 else 0)
+                need(len(st) == want, f"{ip}.state", f"expected {want} state slots")
+                for j, s in enumerate(st):
+                    mine = [e for e in state if e["slot"] == s and e["param"] == param]
+                    need(mine, f"{ip}.state[{j}]", f"slot {s} is not state of {param!r}")
+            else:
+                raise Invalid(f"{ip}.op: unknown instruction {op!r}")
+        for j, e in enumerate(outputs):
+            read(e["slot"], f"outputs[{j}].slot")
+        self.counts.append((streams, ops, arg_kinds))
+
+
+def check_weights(blob, inputs):
+    need(len(blob) >= 8, "weights", "shorter than a safetensors header")
+    (n,) = struct.unpack("<Q", blob[:8])
+    need(8 + n <= len(blob), "weights", "header runs past the end")
+    header = json.loads(blob[8:8 + n])
+    header.pop("__metadata__", None)
+    data = blob[8 + n:]
+    want = {e["name"]: e for e in inputs if e["role"] != "input"}
+    need(set(header) == set(want), "weights",
+         f"holds {sorted(header)} but the step binds {sorted(want)}")
+    total = 0
+    for name, e in want.items():
+        h = header[name]
+        need(h["dtype"] == e["dtype"].upper() and h["shape"] == e["shape"], f"weights.{name}",
+             f"{h['dtype']}{h['shape']} but inputs say {e['dtype']}{e['shape']}")
+        begin, end = h["data_offsets"]
+        count = 1
+        for d in e["shape"]:
+            count *= d
+        need(end - begin == count * DTYPES[e["dtype"]] and end <= len(data), f"weights.{name}",
+             "data_offsets do not match the shape")
+        total += end - begin
+    return len(want), total
+
+
+def main():
+    blob = open(sys.argv[1], "rb").read()
+    try:
+        need(blob[:8] == MAGIC, "container", "not a Loom artifact (bad magic)")
+        version, flags, n, m = struct.unpack("<IIQQ", blob[8:32])
+        need(version == 1, "container", f"format version {version}")
+        need(flags == 0, "container", f"flags {flags}")
+        need(32 + n + m == len(blob), "container",
+             f"lengths {n} + {m} do not match the file size {len(blob)}")
+        program = json.loads(blob[32:32 + n].decode("utf-8"))
+        checker = Checker(program)
+        inputs, state, outputs, programs = checker.check()
+        tensors, weight_bytes = check_weights(blob[32 + n:], inputs)
+    except Invalid as e:
+        sys.exit(f"check_artifact.py: {e}")
+
+    roles = Counter(e["role"] for e in inputs)
+    out_roles = Counter(e["role"] for e in outputs)
+    print(f"container: version 1, program {n} bytes, weights {m} bytes")
+    print(f"producer: {program['producer']}")
+    print(f"pipeline: {program['pipeline']}")
+    print(f"world_size {program['world_size']}, num_slots {program['num_slots']}")
+    opt = program["optimizer"]
+    if opt is None:
+        print("optimizer: none")
+    else:
+        print(f"optimizer: {opt['name']} lr={opt['lr']} betas={opt['betas']} eps={opt['eps']} "
+              f"weight_decay={opt['weight_decay']} momentum={opt['momentum']} "
+              f"dampening={opt['dampening']} nesterov={opt['nesterov']} maximize={opt['maximize']}")
+    print("inputs: " + ", ".join(f"{roles[r]} {r}" for r in ("parameter", "buffer", "constant", "input")))
+    kinds = Counter(e["name"].rsplit(".", 1)[-1] for e in state)
+    print(f"state: {len(state)}" + "".join(f", {kinds[k]} {k}" for k in sorted(kinds)))
+    print("outputs: " + ", ".join(f"{out_roles[r]} {r}" for r in ("loss", "buffer_mutation", "grad")))
+    for rank, (streams, ops, arg_kinds) in enumerate(checker.counts):
+        print(f"program {rank}: streams {streams}, {sum(ops.values())} instructions: "
+              + ", ".join(f"{ops[o]} {o}" for o in ("aten", "free", "optimizer")))
+        print(f"program {rank} args: " + ", ".join(f"{arg_kinds[k]} {k}" for k in sorted(arg_kinds)))
+    print(f"weights: {tensors} tensors, {weight_bytes} bytes, match the inputs")
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,224 @@
+//===- loom-compile.cpp - Compile a loom step into a .loomx artifact ------===//
+
+#include "loom/Analysis/PeakMemory.h"
+#include "loom/InitAll.h"
+#include "loom/Target/Artifact/ArtifactWriter.h"
+
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/WithColor.h"
+
+using namespace llvm;
+
+static cl::OptionCategory category("loom-compile options");
+
+static cl::opt<std::string> inputPath(cl::Positional, cl::init("-"),
+                                      cl::desc("<step.mlir>"),
+                                      cl::cat(category));
+static cl::opt<std::string> outputPath("o", cl::init("-"),
+                                       cl::desc("Output file"),
+                                       cl::value_desc("file"),
+                                       cl::cat(category));
+static cl::opt<std::string>
+    pipelineName("pipeline", cl::init("loom-compile-pipeline"),
+                 cl::desc("The registered pass pipeline to run; the "
+                          "optimizer options below are its options"),
+                 cl::value_desc("name"), cl::cat(category));
+static cl::opt<bool>
+    printPipeline("print-pipeline", cl::init(false),
+                  cl::desc("Print the textual pass pipeline and exit"),
+                  cl::cat(category));
+enum class Emit { Artifact, MLIR, Program };
+static cl::opt<Emit> emit(
+    "emit", cl::init(Emit::Artifact), cl::desc("What to write"),
+    cl::values(clEnumValN(Emit::Artifact, "artifact", "the .loomx artifact"),
+               clEnumValN(Emit::MLIR, "mlir", "the loomrt IR"),
+               clEnumValN(Emit::Program, "program",
+                          "the artifact's program JSON alone")),
+    cl::cat(category));
+static cl::opt<bool>
+    summary("summary", cl::init(false),
+            cl::desc("Print slots, instruction counts and the predicted peak "
+                     "memory of each program to stderr"),
+            cl::cat(category));
+
+// The optimizer, as loom-compile-pipeline's options; only those given on
+// the command line are passed, so the pipeline's defaults (PyTorch's) hold
+// otherwise.
+static cl::opt<std::string>
+    optimizer("optimizer", cl::desc("none, sgd, adam or adamw (default adamw)"),
+              cl::cat(category));
+static cl::opt<double> lr("lr", cl::desc("Learning rate (default 1e-3)"),
+                          cl::cat(category));
+static cl::opt<double> momentum("momentum", cl::desc("SGD momentum"),
+                                cl::cat(category));
+static cl::opt<double> dampening("dampening", cl::desc("SGD dampening"),
+                                 cl::cat(category));
+static cl::opt<bool> nesterov("nesterov", cl::desc("SGD Nesterov momentum"),
+                              cl::cat(category));
+static cl::opt<double>
+    weightDecay("weight-decay",
+                cl::desc("Weight decay (default 0.01 for adamw, else 0)"),
+                cl::cat(category));
+static cl::opt<double> beta1("beta1", cl::desc("Adam/AdamW betas[0]"),
+                             cl::cat(category));
+static cl::opt<double> beta2("beta2", cl::desc("Adam/AdamW betas[1]"),
+                             cl::cat(category));
+static cl::opt<double> eps("eps", cl::desc("Adam/AdamW eps"),
+                           cl::cat(category));
+static cl::opt<bool> maximize("maximize", cl::desc("Maximize the objective"),
+                              cl::cat(category));
+
+static int fail(const Twine &message) {
+  WithColor::error(errs(), "loom-compile") << message << "\n";
+  return 1;
+}
+
+/// `NAME{key=value ...}` with the optimizer options given on the command
+/// line, to run on the module.
+static std::string buildPipelineText() {
+  std::string options;
+  raw_string_ostream os(options);
+  auto add = [&](cl::Option &opt, const Twine &value) {
+    if (opt.getNumOccurrences())
+      os << (options.empty() ? "" : " ") << opt.ArgStr << "=" << value;
+  };
+  // %.17g keeps every double exact through the pipeline text.
+  auto number = [](double v) { return formatv("{0}", format("%.17g", v)); };
+  add(optimizer, optimizer);
+  add(lr, number(lr));
+  add(momentum, number(momentum));
+  add(dampening, number(dampening));
+  add(nesterov, nesterov ? "true" : "false");
+  add(weightDecay, number(weightDecay));
+  add(beta1, number(beta1));
+  add(beta2, number(beta2));
+  add(eps, number(eps));
+  add(maximize, maximize ? "true" : "false");
+  return pipelineName + (options.empty() ? "" : "{" + options + "}");
+}
+
+static void printSummary(mlir::ModuleOp module) {
+  for (auto program : module.getOps<loom::rt::ProgramOp>()) {
+    StringMap<int64_t> counts;
+    for (mlir::Operation &op : program.getBody().front())
+      if (isa<loom::rt::AtenOp, loom::rt::FreeOp, loom::rt::OptimizerOp>(op))
+        counts[op.getName().stripDialect()]++;
+    loom::PeakMemory memory(program);
+    errs() << "loom-compile: rank " << program.getRank() << ": "
+           << program.getNumSlots().value_or(0) << " slots, "
+           << counts.lookup("aten") << " aten, " << counts.lookup("free")
+           << " free, " << counts.lookup("optimizer")
+           << " optimizer instructions; predicted peak memory "
+           << memory.peakBytes << " bytes (persistent "
+           << memory.persistentBytes << " + activations "
+           << memory.peakActivationBytes << ")\n";
+  }
+}
+
+int main(int argc, char **argv) {
+  InitLLVM y(argc, argv);
+  loom::registerAllPasses();
+  mlir::registerPassManagerCLOptions();
+  mlir::registerMLIRContextCLOptions();
+  mlir::registerAsmPrinterCLOptions();
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "loom-compile: compile a loom training step (loom-import's .mlir) into "
+      "a .loomx artifact for the Loom runtime\n");
+
+  if (optimizer.getNumOccurrences() &&
+      !llvm::is_contained({"none", "sgd", "adam", "adamw"}, optimizer))
+    return fail("--optimizer: unknown optimizer '" + optimizer +
+                "' (expected none, sgd, adam or adamw)");
+  if (!mlir::PassPipelineInfo::lookup(pipelineName))
+    return fail("--pipeline: no pass pipeline is registered as '" +
+                pipelineName + "' (loom-compile-pipeline is)");
+
+  mlir::DialectRegistry registry;
+  loom::registerAllDialects(registry);
+  mlir::MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  // Diagnostics point at the source line; dumping the op adds nothing.
+  context.printOpOnDiagnostic(false);
+
+  std::string pipelineText = buildPipelineText();
+  mlir::PassManager pm(&context, mlir::ModuleOp::getOperationName());
+  std::string pipelineError;
+  raw_string_ostream pipelineErrors(pipelineError);
+  if (failed(mlir::parsePassPipeline(pipelineText, pm, pipelineErrors)))
+    return fail("cannot build the pipeline '" + pipelineText +
+                "': " + pipelineError);
+  // The expanded pipeline, as the artifact records it.
+  std::string expanded;
+  raw_string_ostream expandedOs(expanded);
+  pm.printAsTextualPipeline(expandedOs);
+  if (printPipeline) {
+    outs() << expanded << "\n";
+    return 0;
+  }
+  if (failed(mlir::applyPassManagerCLOptions(pm)))
+    return 1;
+
+  std::string errorMessage;
+  std::unique_ptr<MemoryBuffer> input =
+      mlir::openInputFile(inputPath, &errorMessage);
+  if (!input)
+    return fail(errorMessage);
+  SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(std::move(input), SMLoc());
+  // Diagnostics say where, with the source line, as mlir-opt's do.
+  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceFile<mlir::ModuleOp>(sourceMgr, &context);
+  if (!module)
+    return 1;
+  if (failed(pm.run(*module)))
+    return 1;
+
+  if (summary)
+    printSummary(*module);
+
+  loom::ArtifactOptions options;
+  options.source = inputPath;
+  options.pipeline = expanded;
+  SmallString<256> dir(inputPath == "-" ? "" : inputPath.getValue());
+  sys::path::remove_filename(dir);
+  options.weightsDir = dir.empty() ? "." : std::string(dir);
+
+  std::unique_ptr<ToolOutputFile> output =
+      mlir::openOutputFile(outputPath, &errorMessage);
+  if (!output)
+    return fail(errorMessage);
+  switch (emit) {
+  case Emit::MLIR:
+    module->print(output->os());
+    output->os() << "\n";
+    break;
+  case Emit::Program: {
+    FailureOr<std::string> program = loom::buildProgramJSON(*module, options);
+    if (failed(program))
+      return 1;
+    output->os() << *program;
+    break;
+  }
+  case Emit::Artifact:
+    if (failed(loom::writeArtifact(*module, options, output->os())))
+      return 1;
+    break;
+  }
+  output->keep();
+  return 0;
+}
