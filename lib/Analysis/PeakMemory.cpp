@@ -14,8 +14,8 @@ bool loom::isViewOp(StringRef opName) {
       .Cases({"aten::view", "aten::_unsafe_view", "aten::permute", "aten::t",
               "aten::transpose", "aten::expand", "aten::alias"},
              true)
-      .Cases({"aten::slice", "aten::select", "aten::unsqueeze",
-              "aten::squeeze", "aten::detach", "aten::as_strided"},
+      .Cases({"aten::slice", "aten::select", "aten::unsqueeze", "aten::squeeze",
+              "aten::detach", "aten::as_strided"},
              true)
       .Default(false);
 }
@@ -91,8 +91,8 @@ struct Sweep {
         Value s = storage(v);
         if (!s)
           continue;
-        auto [it, inserted] = lifetime.try_emplace(
-            s, std::make_pair(position[op], position[op]));
+        auto [it, inserted] =
+            lifetime.try_emplace(s, std::make_pair(position[op], position[op]));
         int64_t &last = it->second.second;
         for (Operation *user : v.getUsers()) {
           if (isIgnoredUser(user))

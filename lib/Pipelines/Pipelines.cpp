@@ -22,7 +22,7 @@ void loom::buildCompilePipeline(OpPassManager &pm,
     attach.nesterov = options.nesterov;
     // Resolved here so the pipeline recorded in the artifact shows the
     // weight decay the step really uses.
-    attach.weightDecay = options.weightDecay >= 0 ? options.weightDecay
+    attach.weightDecay = options.weightDecay >= 0       ? options.weightDecay
                          : options.optimizer == "adamw" ? 1e-2
                                                         : 0.0;
     attach.beta1 = options.beta1;

@@ -25,24 +25,23 @@ loom::buildOptimizerAttr(MLIRContext *ctx,
                                                 : 0.0;
   Attribute attr;
   if (name == "sgd") {
-    attr = SGDAttr::getChecked(emitError, ctx, f(options.lr),
-                               f(options.momentum), f(options.dampening),
-                               f(weightDecay), options.nesterov,
-                               options.maximize);
+    attr =
+        SGDAttr::getChecked(emitError, ctx, f(options.lr), f(options.momentum),
+                            f(options.dampening), f(weightDecay),
+                            options.nesterov, options.maximize);
   } else if (name == "adam" || name == "adamw") {
     if (options.nesterov || options.momentum != 0 || options.dampening != 0)
       return emitError() << "'momentum', 'dampening' and 'nesterov' are SGD "
                             "options; "
                          << name << " does not take them";
-    attr = name == "adam"
-               ? Attribute(AdamAttr::getChecked(
-                     emitError, ctx, f(options.lr), f(options.beta1),
-                     f(options.beta2), f(options.eps), f(weightDecay),
-                     options.maximize))
-               : Attribute(AdamWAttr::getChecked(
-                     emitError, ctx, f(options.lr), f(options.beta1),
-                     f(options.beta2), f(options.eps), f(weightDecay),
-                     options.maximize));
+    attr = name == "adam" ? Attribute(AdamAttr::getChecked(
+                                emitError, ctx, f(options.lr), f(options.beta1),
+                                f(options.beta2), f(options.eps),
+                                f(weightDecay), options.maximize))
+                          : Attribute(AdamWAttr::getChecked(
+                                emitError, ctx, f(options.lr), f(options.beta1),
+                                f(options.beta2), f(options.eps),
+                                f(weightDecay), options.maximize));
   } else {
     return emitError() << "unknown optimizer '" << name
                        << "'; expected sgd, adam or adamw";
@@ -88,8 +87,9 @@ struct LoomAttachOptimizerPass
     options.beta2 = beta2;
     options.eps = eps;
     options.maximize = maximize;
-    FailureOr<Attribute> config = buildOptimizerAttr(
-        ctx, options, [&] { return func.emitOpError("--loom-attach-optimizer: "); });
+    FailureOr<Attribute> config = buildOptimizerAttr(ctx, options, [&] {
+      return func.emitOpError("--loom-attach-optimizer: ");
+    });
     if (failed(config))
       return failure();
     std::optional<OptimizerConfig> info = getOptimizerConfig(*config);
@@ -127,12 +127,10 @@ struct LoomAttachOptimizerPass
         std::string name = (target.getValue() + "." + stateName).str();
         NamedAttrList attrs;
         attrs.set(LoomDialect::kNameAttrName, builder.getStringAttr(name));
-        attrs.set(LoomDialect::kRoleAttrName,
-                  roleAttr(Role::optimizer_state));
+        attrs.set(LoomDialect::kRoleAttrName, roleAttr(Role::optimizer_state));
         attrs.set(LoomDialect::kTargetAttrName, target);
         unsigned index = func.getNumArguments();
-        if (failed(func.insertArgument(index, type,
-                                       attrs.getDictionary(ctx),
+        if (failed(func.insertArgument(index, type, attrs.getDictionary(ctx),
                                        param.getLoc())))
           return func.emitOpError("cannot add optimizer state argument '")
                  << name << "'";
@@ -149,9 +147,8 @@ struct LoomAttachOptimizerPass
       // update it is; located where the parameter is.
       Location loc = NameLoc::get(target, param.getLoc());
       SmallVector<Type> resultTypes(1 + state.size(), type);
-      auto update = OptimizerUpdateOp::create(builder, loc, resultTypes,
-                                              *config, param,
-                                              ret.getOperand(i), state);
+      auto update = OptimizerUpdateOp::create(
+          builder, loc, resultTypes, *config, param, ret.getOperand(i), state);
       update->setAttr(LoomDialect::kModuleAttrName,
                       builder.getStringAttr(getOwnerModule(target.getValue())));
       update->setAttr(LoomDialect::kPhaseAttrName,

@@ -68,9 +68,7 @@ struct AtenOpLowering : public OpConversionPattern<loom::AtenOp> {
                   ConversionPatternRewriter &rewriter) const override {
     // loom-lower-to-rt reports unencodable arguments before rewriting, so a
     // failure here is only a pattern that does not apply.
-    auto silent = [&] {
-      return InFlightDiagnostic();
-    };
+    auto silent = [&] { return InFlightDiagnostic(); };
     SmallVector<Attribute> args;
     for (Attribute arg : op.getArgs()) {
       FailureOr<Attribute> converted = convertAtenArgument(arg, "", silent);
@@ -99,8 +97,7 @@ struct AtenOpLowering : public OpConversionPattern<loom::AtenOp> {
   }
 };
 
-struct OptimizerUpdateLowering
-    : public OpConversionPattern<OptimizerUpdateOp> {
+struct OptimizerUpdateLowering : public OpConversionPattern<OptimizerUpdateOp> {
   using OpConversionPattern::OpConversionPattern;
 
   LogicalResult
@@ -121,6 +118,5 @@ struct OptimizerUpdateLowering
 } // namespace
 
 void loom::populateLoomToLoomRTPatterns(RewritePatternSet &patterns) {
-  patterns.add<AtenOpLowering, OptimizerUpdateLowering>(
-      patterns.getContext());
+  patterns.add<AtenOpLowering, OptimizerUpdateLowering>(patterns.getContext());
 }

@@ -34,13 +34,12 @@ static StepSignature readSignature(func::FuncOp func) {
   unsigned numInputs = 0;
   for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
     // The step verifier guarantees a role, and a name except on inputs.
-    Role role =
-        func.getArgAttrOfType<RoleAttr>(i, LoomDialect::kRoleAttrName)
-            .getValue();
+    Role role = func.getArgAttrOfType<RoleAttr>(i, LoomDialect::kRoleAttrName)
+                    .getValue();
     auto name =
         func.getArgAttrOfType<StringAttr>(i, LoomDialect::kNameAttrName);
-    std::string text = name ? name.getValue().str()
-                            : ("input" + Twine(numInputs)).str();
+    std::string text =
+        name ? name.getValue().str() : ("input" + Twine(numInputs)).str();
     numInputs += role == Role::input;
     sig.args.push_back(
         {role, text,
@@ -103,8 +102,8 @@ static LogicalResult checkStep(func::FuncOp func, const StepSignature &sig,
       else if (update && role == Role::state_update && resultNumber > 0)
         updatedArg = update.getState()[resultNumber - 1];
       auto arg = dyn_cast_or_null<BlockArgument>(updatedArg);
-      if (!arg || sig.args[arg.getArgNumber()].name !=
-                      sig.resultTargets[i].getValue())
+      if (!arg ||
+          sig.args[arg.getArgNumber()].name != sig.resultTargets[i].getValue())
         return func.emitOpError("step result #")
                << i << " (" << stringifyRole(role)
                << ") must be what a loom.optimizer_update makes of '"
@@ -133,8 +132,7 @@ static LogicalResult checkStep(func::FuncOp func, const StepSignature &sig,
           return failure();
       for (NamedAttribute kwarg : aten.getKwargs())
         if (failed(convertAtenArgument(kwarg.getValue(),
-                                       kwarg.getName().getValue(),
-                                       emitError)))
+                                       kwarg.getName().getValue(), emitError)))
           return failure();
       auto [name, overload] = aten.getKernel().split('.');
       if (overload.empty())
@@ -226,19 +224,19 @@ static void buildProgram(func::FuncOp func, const StepSignature &sig,
   for (auto [arg, info] : llvm::zip(block.getArguments(), sig.args)) {
     Value binding;
     if (info.role == Role::optimizer_state) {
-      binding = rt::StateOp::create(
-          builder, arg.getLoc(), arg.getType(), builder.getStringAttr(info.name),
-          info.target,
-          rt::StateInitAttr::get(ctx, rt::StateInit::zeros),
-          /*slot=*/IntegerAttr());
+      binding =
+          rt::StateOp::create(builder, arg.getLoc(), arg.getType(),
+                              builder.getStringAttr(info.name), info.target,
+                              rt::StateInitAttr::get(ctx, rt::StateInit::zeros),
+                              /*slot=*/IntegerAttr());
     } else {
       IntegerAttr batch = info.role == Role::input
                               ? builder.getI64IntegerAttr(batchIndex++)
                               : IntegerAttr();
-      binding = rt::InputOp::create(
-          builder, arg.getLoc(), arg.getType(),
-          builder.getStringAttr(info.name), RoleAttr::get(ctx, info.role),
-          batch, /*slot=*/IntegerAttr());
+      binding = rt::InputOp::create(builder, arg.getLoc(), arg.getType(),
+                                    builder.getStringAttr(info.name),
+                                    RoleAttr::get(ctx, info.role), batch,
+                                    /*slot=*/IntegerAttr());
     }
     arg.replaceAllUsesWith(binding);
   }
@@ -250,8 +248,8 @@ static void buildProgram(func::FuncOp func, const StepSignature &sig,
        llvm::zip(ret.getOperands(), sig.resultRoles, sig.resultTargets)) {
     if (role == Role::param_update || role == Role::state_update)
       continue;
-    rt::OutputOp::create(builder, ret.getLoc(), value,
-                         RoleAttr::get(ctx, role), target);
+    rt::OutputOp::create(builder, ret.getLoc(), value, RoleAttr::get(ctx, role),
+                         target);
   }
   rt::ReturnOp::create(builder, ret.getLoc());
   ret.erase();

@@ -175,8 +175,7 @@ ArtifactWriter::buildTables(rt::ProgramOp program) {
 
 void ArtifactWriter::writeArg(OStream &j, Attribute arg, Operation *op) {
   auto slot = [&](Attribute ref) {
-    return rt::getSlot(
-        op->getOperand(cast<OperandRefAttr>(ref).getIndex()));
+    return rt::getSlot(op->getOperand(cast<OperandRefAttr>(ref).getIndex()));
   };
   // The loomrt.aten verifier admits exactly these kinds.
   j.object([&] {
@@ -214,9 +213,8 @@ void ArtifactWriter::writeArg(OStream &j, Attribute arg, Operation *op) {
       return j.attributeEnd();
     }
     Attribute first = list[0];
-    bool anyNone = llvm::any_of(list, [](Attribute a) {
-      return isa<UnitAttr>(a);
-    });
+    bool anyNone =
+        llvm::any_of(list, [](Attribute a) { return isa<UnitAttr>(a); });
     if (isa<OperandRefAttr, UnitAttr>(first)) {
       j.attributeArray(anyNone ? "optional_tensors" : "tensors", [&] {
         for (Attribute a : list) {
@@ -315,8 +313,9 @@ std::string ArtifactWriter::buildInstruction(Operation *op) {
     } else {
       auto update = cast<rt::OptimizerOp>(op);
       j.attribute("op", "optimizer");
-      j.attribute("param",
-                  update.getParam().getDefiningOp<rt::InputOp>().getBindingName());
+      j.attribute(
+          "param",
+          update.getParam().getDefiningOp<rt::InputOp>().getBindingName());
       j.attribute("param_slot", rt::getSlot(update.getParam()));
       j.attribute("grad", rt::getSlot(update.getGrad()));
       j.attributeArray("state", [&] {

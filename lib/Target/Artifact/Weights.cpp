@@ -24,9 +24,8 @@ struct SafetensorsFile {
 };
 } // namespace
 
-static FailureOr<SafetensorsFile> parseSafetensors(StringRef bytes,
-                                                   StringRef path,
-                                                   Operation *fileOp) {
+static FailureOr<SafetensorsFile>
+parseSafetensors(StringRef bytes, StringRef path, Operation *fileOp) {
   auto fail = [&](const Twine &why) {
     return fileOp->emitError() << "weights file '" << path
                                << "' is not a valid safetensors file: " << why;
@@ -56,7 +55,8 @@ static FailureOr<SafetensorsFile> parseSafetensors(StringRef bytes,
     const llvm::json::Object *e = value.getAsObject();
     std::optional<StringRef> dtype = e ? e->getString("dtype") : std::nullopt;
     const llvm::json::Array *shape = e ? e->getArray("shape") : nullptr;
-    const llvm::json::Array *offsets = e ? e->getArray("data_offsets") : nullptr;
+    const llvm::json::Array *offsets =
+        e ? e->getArray("data_offsets") : nullptr;
     if (!dtype || !shape || !offsets || offsets->size() != 2)
       return fail("entry '" + key.str() +
                   "' needs 'dtype', 'shape' and two 'data_offsets'");
@@ -101,9 +101,8 @@ LogicalResult loom::detail::buildWeights(StringRef path, Operation *fileOp,
         llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
                                     /*RequiresNullTerminator=*/false);
     if (!read)
-      return fileOp->emitError()
-             << "cannot read the weights file '" << path
-             << "': " << read.getError().message();
+      return fileOp->emitError() << "cannot read the weights file '" << path
+                                 << "': " << read.getError().message();
     buffer = std::move(*read);
     FailureOr<SafetensorsFile> parsed =
         parseSafetensors(buffer->getBuffer(), path, fileOp);
@@ -118,8 +117,8 @@ LogicalResult loom::detail::buildWeights(StringRef path, Operation *fileOp,
   for (const WeightRequest &r : requests) {
     auto it = file.entries.find(r.name);
     if (it == file.entries.end()) {
-      r.binding->emitError() << "'" << r.name << "' is not in the weights file '"
-                             << path << "'";
+      r.binding->emitError()
+          << "'" << r.name << "' is not in the weights file '" << path << "'";
       ok = false;
       continue;
     }
@@ -133,10 +132,9 @@ LogicalResult loom::detail::buildWeights(StringRef path, Operation *fileOp,
       continue;
     }
     if (e.end - e.begin != r.bytes) {
-      r.binding->emitError()
-          << "'" << r.name << "' has " << e.end - e.begin
-          << " bytes in the weights file '" << path << "', expected "
-          << r.bytes;
+      r.binding->emitError() << "'" << r.name << "' has " << e.end - e.begin
+                             << " bytes in the weights file '" << path
+                             << "', expected " << r.bytes;
       ok = false;
       continue;
     }
@@ -146,8 +144,8 @@ LogicalResult loom::detail::buildWeights(StringRef path, Operation *fileOp,
     header[r.name] = llvm::json::Object{
         {"dtype", r.dtype},
         {"shape", std::move(shape)},
-        {"data_offsets",
-         llvm::json::Array{uint64_t(data.size()), uint64_t(data.size() + r.bytes)}}};
+        {"data_offsets", llvm::json::Array{uint64_t(data.size()),
+                                           uint64_t(data.size() + r.bytes)}}};
     data.append(file.data.substr(e.begin, r.bytes).str());
   }
   if (!ok)

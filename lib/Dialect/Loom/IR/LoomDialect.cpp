@@ -74,8 +74,7 @@ std::string loom::detail::formatF64Parameter(double value) {
     size_t exponent = text.find_first_of("eE");
     StringRef mantissa = StringRef(text).substr(0, exponent);
     if (!mantissa.contains('.'))
-      text.insert(exponent == std::string::npos ? text.size() : exponent,
-                  ".0");
+      text.insert(exponent == std::string::npos ? text.size() : exponent, ".0");
   }
   return text;
 }
@@ -101,11 +100,11 @@ verifyHyperparameter(function_ref<InFlightDiagnostic()> emitError,
                      std::optional<double> belowThis = std::nullopt) {
   if (!std::isfinite(value) || value < lowest ||
       (belowThis && value >= *belowThis)) {
-    InFlightDiagnostic diag =
-        emitError() << "'" << name << "' is "
-                    << loom::detail::formatF64Parameter(value)
-                    << ", expected a finite value >= "
-                    << loom::detail::formatF64Parameter(lowest);
+    InFlightDiagnostic diag = emitError()
+                              << "'" << name << "' is "
+                              << loom::detail::formatF64Parameter(value)
+                              << ", expected a finite value >= "
+                              << loom::detail::formatF64Parameter(lowest);
     if (belowThis)
       diag << " and < " << loom::detail::formatF64Parameter(*belowThis);
     return diag;
@@ -141,8 +140,8 @@ verifyAdamFamily(function_ref<InFlightDiagnostic()> emitError,
                  const APFloat &lr, const APFloat &beta1, const APFloat &beta2,
                  const APFloat &eps, const APFloat &weightDecay) {
   return success(
-      succeeded(verifyHyperparameter(emitError, "lr", lr.convertToDouble(),
-                                     0)) &&
+      succeeded(
+          verifyHyperparameter(emitError, "lr", lr.convertToDouble(), 0)) &&
       succeeded(verifyHyperparameter(emitError, "beta1",
                                      beta1.convertToDouble(), 0, 1.0)) &&
       succeeded(verifyHyperparameter(emitError, "beta2",
@@ -256,9 +255,8 @@ static LogicalResult verifyStepSignature(func::FuncOp func) {
   }
   // Optimizer state names the parameter it belongs to.
   for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
-    Role role =
-        func.getArgAttrOfType<RoleAttr>(i, LoomDialect::kRoleAttrName)
-            .getValue();
+    Role role = func.getArgAttrOfType<RoleAttr>(i, LoomDialect::kRoleAttrName)
+                    .getValue();
     auto target =
         func.getArgAttrOfType<StringAttr>(i, LoomDialect::kTargetAttrName);
     if (role != Role::optimizer_state) {
@@ -314,9 +312,8 @@ static LogicalResult verifyStepSignature(func::FuncOp func) {
     if (it->second.first != *expected)
       return func.emitOpError("step result #")
              << i << " (" << stringifyRole(r) << ") targets '"
-             << target.getValue() << "', a "
-             << stringifyRole(it->second.first) << ", expected a "
-             << stringifyRole(*expected);
+             << target.getValue() << "', a " << stringifyRole(it->second.first)
+             << ", expected a " << stringifyRole(*expected);
     if (it->second.second != func.getResultTypes()[i])
       return func.emitOpError("step result #")
              << i << " has type " << func.getResultTypes()[i] << " but '"
@@ -390,8 +387,8 @@ LogicalResult LoomDialect::verifyRegionArgAttribute(Operation *op,
   }
   if (name == kTargetAttrName) {
     if (!isa<StringAttr>(attr.getValue()))
-      return op->emitOpError("'") << name << "' of argument #" << argIndex
-                                  << " must be a string";
+      return op->emitOpError("'")
+             << name << "' of argument #" << argIndex << " must be a string";
     return success();
   }
   return op->emitOpError("unknown loom argument attribute '") << name << "'";

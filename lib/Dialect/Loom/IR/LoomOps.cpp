@@ -492,9 +492,8 @@ LogicalResult OptimizerUpdateOp::verify() {
     return diag << ", got " << getState().size();
   }
   if (getNewState().size() != getState().size())
-    return emitOpError("has ")
-           << getState().size() << " state operands but "
-           << getNewState().size() << " state results";
+    return emitOpError("has ") << getState().size() << " state operands but "
+                               << getNewState().size() << " state results";
   for (auto [i, s] : llvm::enumerate(getState()))
     if (s.getType() != type)
       return emitOpError("state #")

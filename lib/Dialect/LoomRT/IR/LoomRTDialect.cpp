@@ -10,8 +10,8 @@
 using namespace mlir;
 using namespace loom::rt;
 
-#include "loom/Dialect/LoomRT/IR/LoomRTOpsDialect.cpp.inc"
 #include "loom/Dialect/LoomRT/IR/LoomRTEnums.cpp.inc"
+#include "loom/Dialect/LoomRT/IR/LoomRTOpsDialect.cpp.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "loom/Dialect/LoomRT/IR/LoomRTAttrs.cpp.inc"

@@ -189,15 +189,14 @@ private:
         return op.emitOpError("binding name '") << name << "' is used twice";
     }
     for (auto state : block().getOps<StateOp>()) {
-      auto param =
-          dyn_cast_or_null<InputOp>(names.lookup(state.getParam()));
+      auto param = dyn_cast_or_null<InputOp>(names.lookup(state.getParam()));
       if (!param || param.getRole() != Role::parameter)
         return state.emitOpError("belongs to '")
                << state.getParam() << "', which is not a parameter binding";
       if (param.getType() != state.getType())
         return state.emitOpError("has type ")
-               << state.getType() << " but its parameter '"
-               << state.getParam() << "' has type " << param.getType();
+               << state.getType() << " but its parameter '" << state.getParam()
+               << "' has type " << param.getType();
     }
     return success();
   }
@@ -223,25 +222,24 @@ private:
         return output.emitOpError("has type ")
                << output.getValue().getType() << " but '" << target
                << "' has type " << input.getType();
-      if (!targets.insert((stringifyRole(output.getRole()) + ":" + target)
-                              .str())
+      if (!targets
+               .insert((stringifyRole(output.getRole()) + ":" + target).str())
                .second)
         return output.emitOpError("a second ")
-               << stringifyRole(output.getRole()) << " output for '"
-               << target << "'";
+               << stringifyRole(output.getRole()) << " output for '" << target
+               << "'";
     }
     return success();
   }
 
   LogicalResult verifyNoSlots() {
     for (Operation &op : block()) {
-      bool hasSlot = TypeSwitch<Operation *, bool>(&op)
-                         .Case([](InputOp o) { return o.getSlot().has_value(); })
-                         .Case([](StateOp o) { return o.getSlot().has_value(); })
-                         .Case([](rt::AtenOp o) {
-                           return o.getSlots().has_value();
-                         })
-                         .Default([](Operation *) { return false; });
+      bool hasSlot =
+          TypeSwitch<Operation *, bool>(&op)
+              .Case([](InputOp o) { return o.getSlot().has_value(); })
+              .Case([](StateOp o) { return o.getSlot().has_value(); })
+              .Case([](rt::AtenOp o) { return o.getSlots().has_value(); })
+              .Default([](Operation *) { return false; });
       if (hasSlot)
         return op.emitOpError("has a slot, but the program's slots are not "
                               "assigned (no 'slots' on loomrt.program)");
@@ -259,11 +257,11 @@ private:
                << slot << " is out of range (the program has " << numSlots
                << " slots)";
       if (Value old = holds[slot]) {
-        InFlightDiagnostic diag =
-            op->emitOpError("writes slot ")
-            << slot << ", which still holds " << describe(old)
-            << "; free it first";
-        diag.attachNote(old.getLoc()) << "the value in the slot is defined here";
+        InFlightDiagnostic diag = op->emitOpError("writes slot ")
+                                  << slot << ", which still holds "
+                                  << describe(old) << "; free it first";
+        diag.attachNote(old.getLoc())
+            << "the value in the slot is defined here";
         return failure();
       }
       holds[slot] = value;
@@ -286,8 +284,7 @@ private:
           if (slot < 0) {
             if (!result.use_empty())
               return aten.emitOpError("result #")
-                     << result.getResultNumber()
-                     << " is read but has no slot";
+                     << result.getResultNumber() << " is read but has no slot";
             continue;
           }
           if (failed(write(aten, result, slot)))
@@ -353,8 +350,7 @@ LogicalResult InputOp::verify() {
   if (role != Role::input && getBatchIndex())
     return emitOpError("only bindings of role input take a 'batch_index'");
   if (IntegerAttr b = getBatchIndexAttr(); b && b.getInt() < 0)
-    return emitOpError("batch_index must not be negative, got ")
-           << b.getInt();
+    return emitOpError("batch_index must not be negative, got ") << b.getInt();
   if (failed(verifyBindingSlot(*this, getSlot())))
     return failure();
   return verifyBindingType(*this, getType());
@@ -377,8 +373,7 @@ LogicalResult StateOp::verify() {
 
 LogicalResult OutputOp::verify() {
   Role role = getRole();
-  if (role != Role::loss && role != Role::grad &&
-      role != Role::buffer_mutation)
+  if (role != Role::loss && role != Role::grad && role != Role::buffer_mutation)
     return emitOpError("role must be loss, grad or buffer_mutation, got ")
            << stringifyRole(role);
   if (role == Role::loss) {
@@ -433,8 +428,7 @@ static LogicalResult verifyArgValue(rt::AtenOp op, Attribute attr,
     if (*listKind == ListKind::Empty || *listKind == k)
       *listKind = k;
     else
-      return op.emitOpError("list argument mixes element kinds; ")
-             << kArgKinds;
+      return op.emitOpError("list argument mixes element kinds; ") << kArgKinds;
     return success();
   };
   if (auto ref = dyn_cast<OperandRefAttr>(attr)) {
@@ -451,8 +445,7 @@ static LogicalResult verifyArgValue(rt::AtenOp op, Attribute attr,
     return setKind(ListKind::Bools);
   if (auto i = dyn_cast<IntegerAttr>(attr)) {
     if (!i.getType().isSignlessInteger(64))
-      return op.emitOpError("integer argument ")
-             << attr << " must be an i64";
+      return op.emitOpError("integer argument ") << attr << " must be an i64";
     return setKind(ListKind::Ints);
   }
   if (auto f = dyn_cast<FloatAttr>(attr)) {
@@ -480,8 +473,7 @@ static LogicalResult verifyArgValue(rt::AtenOp op, Attribute attr,
     }
   }
   return op.emitOpError("argument ")
-         << attr << " is not an ATen argument loomrt can encode; "
-         << kArgKinds;
+         << attr << " is not an ATen argument loomrt can encode; " << kArgKinds;
 }
 
 LogicalResult rt::AtenOp::verify() {
@@ -546,8 +538,7 @@ LogicalResult rt::AtenOp::verify() {
   if (std::optional<ArrayRef<int64_t>> slots = getSlots()) {
     if (slots->size() != getNumResults())
       return emitOpError("has ")
-             << slots->size() << " slots for " << getNumResults()
-             << " results";
+             << slots->size() << " slots for " << getNumResults() << " results";
     llvm::SmallDenseSet<int64_t> seen;
     for (int64_t slot : *slots) {
       if (slot < -1)
@@ -573,7 +564,8 @@ LogicalResult FreeOp::verify() {
   for (Value v : getValues()) {
     if (!seen.insert(v).second)
       return emitOpError("frees ") << describe(v) << " twice";
-    if (auto input = v.getDefiningOp<InputOp>(); input && input.isRuntimeOwned())
+    if (auto input = v.getDefiningOp<InputOp>();
+        input && input.isRuntimeOwned())
       return emitOpError("frees ")
              << describe(v) << ", which the runtime keeps across steps";
     if (v.getDefiningOp<StateOp>())
@@ -582,8 +574,7 @@ LogicalResult FreeOp::verify() {
     if (Operation *later = findUseAfter(v, *this)) {
       InFlightDiagnostic diag = emitOpError("frees ")
                                 << describe(v) << ", which '"
-                                << later->getName()
-                                << "' uses afterwards";
+                                << later->getName() << "' uses afterwards";
       diag.attachNote(later->getLoc()) << "the later use";
       return diag;
     }
@@ -673,9 +664,8 @@ LogicalResult OptimizerOp::verify() {
              << "state of '" << param.getBindingName() << "', got "
              << describe(s);
     if (s.getType() != type)
-      return emitOpError("state #")
-             << i << " has type " << s.getType()
-             << ", expected the parameter type " << type;
+      return emitOpError("state #") << i << " has type " << s.getType()
+                                    << ", expected the parameter type " << type;
   }
   // The update writes the parameter and state in place: a later read would
   // see the new value where the step means the old one.

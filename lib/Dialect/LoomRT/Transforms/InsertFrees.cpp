@@ -17,7 +17,8 @@ using namespace loom::rt;
 /// Whether the program may drop `value` after its last use: not what the
 /// runtime keeps across steps, not an output, not already freed.
 static bool isFreeable(Value value) {
-  if (auto input = value.getDefiningOp<InputOp>(); input && input.isRuntimeOwned())
+  if (auto input = value.getDefiningOp<InputOp>();
+      input && input.isRuntimeOwned())
     return false;
   if (value.getDefiningOp<StateOp>() || value.use_empty())
     return false;
