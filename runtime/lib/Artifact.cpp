@@ -536,8 +536,12 @@ void ProgramReader::readProgram(const json &v, size_t programIndex) {
   size_t i = 0;
   for (const json &s : array(field(v, path, "streams"), streamsPath))
     p.streams.push_back(nonEmptyString(s, index(streamsPath, i++)));
-  if (p.streams.empty())
-    fail(streamsPath, "must name at least one stream");
+  // Version 1 has no cross-stream events, so nothing could order work on a
+  // second stream: a v1 program runs on exactly one.
+  if (p.streams.size() != 1)
+    fail(streamsPath, "has " + std::to_string(p.streams.size()) +
+                          " streams; a version 1 program has exactly one "
+                          "(cross-stream events need a later version)");
   std::string instPath = join(path, "instructions");
   const json &insts = array(field(v, path, "instructions"), instPath);
   a.programs.push_back(std::move(p));

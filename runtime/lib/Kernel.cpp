@@ -4,6 +4,7 @@
 
 #include "loomrt/Error.h"
 
+#include <ATen/ScalarOps.h>
 #include <ATen/core/jit_type.h>
 #include <ATen/core/stack.h>
 #include <torch/version.h>
@@ -39,6 +40,17 @@ BoundArg convert(const ArgValue &arg, const c10::TypePtr &type,
   };
   switch (type->kind()) {
   case c10::TypeKind::TensorType:
+    if (arg.kind == K::Int || arg.kind == K::Float || arg.kind == K::Bool) {
+      // A Python number where the schema wants a Tensor (`x / 2.0` is
+      // div.Tensor in an exported graph): PyTorch's argument parser
+      // (python_arg_parser.cpp) passes it as a 0-d int64/double/bool CPU
+      // tensor marked as a wrapped number, which type promotion treats
+      // like a Scalar. Do the same, so dtypes and values match eager.
+      c10::Scalar s = arg.kind == K::Float  ? c10::Scalar(arg.floats[0])
+                      : arg.kind == K::Bool ? c10::Scalar(arg.ints[0] != 0)
+                                            : c10::Scalar(arg.ints[0]);
+      return constant(at::native::wrapped_scalar_tensor(s));
+    }
     if (arg.kind != K::Tensor)
       mismatch(arg, schemaArg, path);
     out.kind =
@@ -94,9 +106,13 @@ BoundArg convert(const ArgValue &arg, const c10::TypePtr &type,
     return constant(device);
   case c10::TypeKind::ListType: {
     const c10::TypePtr &elem = type->castRaw<c10::ListType>()->getElementType();
+    // The compiler writes every empty list as {"ints": []} (the imported
+    // graph does not record an empty list's element type); it fills a list
+    // of any element type.
+    bool emptyList = arg.kind == K::Ints && arg.ints.empty();
     switch (elem->kind()) {
     case c10::TypeKind::TensorType:
-      if (arg.kind != K::Tensors)
+      if (arg.kind != K::Tensors && !emptyList)
         mismatch(arg, schemaArg, path);
       out.kind = BoundArg::Kind::TensorList;
       out.slots = arg.slots;
@@ -105,7 +121,10 @@ BoundArg convert(const ArgValue &arg, const c10::TypePtr &type,
       if (elem->castRaw<c10::OptionalType>()->getElementType()->kind() !=
           c10::TypeKind::TensorType)
         break;
-      if (arg.kind != K::OptionalTensors)
+      // `tensors` fills Tensor?[] too: without a None element the graph
+      // cannot tell the two list types apart.
+      if (arg.kind != K::OptionalTensors && arg.kind != K::Tensors &&
+          !emptyList)
         mismatch(arg, schemaArg, path);
       out.kind = BoundArg::Kind::OptionalTensorList;
       out.slots = arg.slots;
@@ -116,19 +135,20 @@ BoundArg convert(const ArgValue &arg, const c10::TypePtr &type,
         mismatch(arg, schemaArg, path);
       return constant(c10::List<int64_t>(arg.ints));
     case c10::TypeKind::FloatType:
-      if (arg.kind != K::Floats)
+      if (arg.kind != K::Floats && !emptyList)
         mismatch(arg, schemaArg, path);
       return constant(c10::List<double>(arg.floats));
     case c10::TypeKind::BoolType: {
-      if (arg.kind != K::Bools)
+      if (arg.kind != K::Bools && !emptyList)
         mismatch(arg, schemaArg, path);
       c10::List<bool> bools;
-      for (int64_t b : arg.ints)
-        bools.push_back(b != 0);
+      if (!emptyList)
+        for (int64_t b : arg.ints)
+          bools.push_back(b != 0);
       return constant(std::move(bools));
     }
     case c10::TypeKind::StringType:
-      if (arg.kind != K::Strings)
+      if (arg.kind != K::Strings && !emptyList)
         mismatch(arg, schemaArg, path);
       return constant(c10::List<std::string>(arg.strings));
     default:

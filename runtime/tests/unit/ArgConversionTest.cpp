@@ -99,10 +99,42 @@ TEST(ArgConversion, OptionalTensorList) {
   BoundArg b = bind(slotsArg(K::OptionalTensors, {-1, 2}), "d");
   EXPECT_EQ(b.kind, BoundArg::Kind::OptionalTensorList);
   EXPECT_EQ(b.slots, (std::vector<int64_t>{-1, 2}));
-  // `tensors` is for Tensor[]; Tensor?[] takes `optional_tensors` only.
-  EXPECT_CONTAINS(errorOf([] { bind(slotsArg(K::Tensors, {2}), "d"); }),
-                  "a 'tensors' ARG cannot fill argument 'd' of type "
-                  "Tensor?[]");
+  // Without a None element the compiler writes `tensors` (the graph cannot
+  // tell Tensor[] from Tensor?[]); it fills Tensor?[] too.
+  BoundArg t = bind(slotsArg(K::Tensors, {2, 3}), "d");
+  EXPECT_EQ(t.kind, BoundArg::Kind::OptionalTensorList);
+  EXPECT_EQ(t.slots, (std::vector<int64_t>{2, 3}));
+  // But a list with None is not a Tensor[].
+  EXPECT_CONTAINS(
+      errorOf([] { bind(slotsArg(K::OptionalTensors, {-1}), "c"); }),
+      "a 'optional_tensors' ARG cannot fill argument 'c' of type Tensor[]");
+}
+
+TEST(ArgConversion, EmptyIntsFillsAnyList) {
+  EXPECT_EQ(bind(intsArg(K::Ints, {}), "c").kind, BoundArg::Kind::TensorList);
+  EXPECT_EQ(bind(intsArg(K::Ints, {}), "d").kind,
+            BoundArg::Kind::OptionalTensorList);
+  EXPECT_TRUE(bind(intsArg(K::Ints, {}), "l").constant.toBoolList().empty());
+  EXPECT_TRUE(
+      bind(intsArg(K::Ints, {}), "s").constant.toDoubleVector().empty());
+  EXPECT_EQ(bind(intsArg(K::Ints, {}), "t").constant.toList().size(), 0u);
+  // A non-empty int list is only for int lists.
+  EXPECT_CONTAINS(errorOf([] { bind(intsArg(K::Ints, {1}), "s"); }),
+                  "a 'ints' ARG cannot fill argument 's' of type float[]");
+}
+
+TEST(ArgConversion, NumberForTensorIsAWrappedNumber) {
+  // `x / 2.0` in an exported graph is div.Tensor(x, 2.0): PyTorch passes the
+  // number as a 0-d wrapped-number tensor, and so does the runtime.
+  c10::IValue f = bind(floatsArg(K::Float, {2.5}), "a").constant;
+  ASSERT_TRUE(f.isTensor());
+  EXPECT_TRUE(f.toTensor().unsafeGetTensorImpl()->is_wrapped_number());
+  EXPECT_EQ(f.toTensor().scalar_type(), at::kDouble);
+  EXPECT_EQ(f.toTensor().dim(), 0);
+  EXPECT_EQ(bind(intsArg(K::Int, {3}), "b").constant.toTensor().scalar_type(),
+            at::kLong);
+  EXPECT_EQ(bind(intsArg(K::Bool, {1}), "a").constant.toTensor().scalar_type(),
+            at::kBool);
 }
 
 TEST(ArgConversion, IntAndSymInt) {
@@ -337,6 +369,19 @@ TEST(ArgConversion, NoneReturnsAndMultipleReturns) {
   // A None result given a slot leaves the slot live but undefined.
   EXPECT_TRUE(slots.live(6));
   EXPECT_FALSE(slots.get(6).defined());
+}
+
+TEST(ArgConversion, WrappedNumberKeepsTheTensorsDtype) {
+  // A wrapped number does not promote: f32 / 2.0 stays f32, as in eager.
+  SlotTable slots;
+  slots.resize(2);
+  slots.set(0, at::arange(4, at::kFloat));
+  BoundKernel k = bindKernel(
+      aten("aten::div", "Tensor",
+           {slotsArg(K::Tensor, {0}), floatsArg(K::Float, {2.0})}, {slot(1)}));
+  k.run(slots);
+  EXPECT_EQ(slots.get(1).scalar_type(), at::kFloat);
+  EXPECT_TRUE(at::equal(slots.get(1), at::arange(4, at::kFloat).div(2.0)));
 }
 
 TEST(ArgConversion, DefaultsFillOmittedArguments) {

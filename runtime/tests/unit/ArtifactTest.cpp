@@ -297,6 +297,14 @@ TEST(Artifact, StreamOutOfRange) {
                                 "streams)");
 }
 
+TEST(Artifact, OneStreamInVersion1) {
+  json p = linearProgram(sgdOptimizer());
+  p["programs"][0]["streams"] = {"compute", "comm"};
+  EXPECT_CONTAINS(loadError(p),
+                  "programs[0].streams: has 2 streams; a version 1 program "
+                  "has exactly one");
+}
+
 TEST(Artifact, UnknownPhase) {
   json p = linearProgram(sgdOptimizer());
   instruction(p, 0)["phase"] = "recompute";
