@@ -87,6 +87,38 @@ static LogicalResult collectOperandRefs(AtenOp op, Attribute attr,
          << attr << " is not a valid ATen argument value";
 }
 
+LogicalResult loom::verifyAtenReturns(Operation *op, ArrayAttr returns) {
+  unsigned numResults = op->getNumResults();
+  SmallVector<unsigned> seen(numResults, 0);
+  auto mark = [&](Attribute a) -> LogicalResult {
+    auto index = dyn_cast<IntegerAttr>(a);
+    if (!index || index.getInt() < 0 ||
+        index.getInt() >= static_cast<int64_t>(numResults))
+      return op->emitOpError("'returns' entry ")
+             << a << " is not the index of one of the " << numResults
+             << " results";
+    seen[index.getInt()]++;
+    return success();
+  };
+  for (Attribute entry : returns) {
+    if (isa<UnitAttr>(entry))
+      continue;
+    if (auto list = dyn_cast<ArrayAttr>(entry)) {
+      for (Attribute a : list)
+        if (failed(mark(a)))
+          return failure();
+      continue;
+    }
+    if (failed(mark(entry)))
+      return failure();
+  }
+  for (auto [i, n] : llvm::enumerate(seen))
+    if (n != 1)
+      return op->emitOpError("result #")
+             << i << " appears " << n << " times in 'returns'";
+  return success();
+}
+
 LogicalResult AtenOp::verify() {
   StringRef kernel = getKernel();
   auto [ns, rest] = kernel.split("::");
@@ -106,35 +138,8 @@ LogicalResult AtenOp::verify() {
              << " times by the argument list, expected exactly once";
 
   if (std::optional<ArrayAttr> returns = getReturns()) {
-    SmallVector<unsigned> seen(getNumResults(), 0);
-    auto mark = [&](Attribute a) -> LogicalResult {
-      auto index = dyn_cast<IntegerAttr>(a);
-      if (!index || index.getInt() < 0 ||
-          index.getInt() >= static_cast<int64_t>(getNumResults()))
-        return emitOpError("'returns' entry ")
-               << a << " is not the index of one of the "
-               << getNumResults() << " results";
-      seen[index.getInt()]++;
-      return success();
-    };
-    for (Attribute entry : *returns) {
-      if (isa<UnitAttr>(entry))
-        continue;
-      if (auto list = dyn_cast<ArrayAttr>(entry)) {
-        for (Attribute a : list)
-          if (failed(mark(a)))
-            return failure();
-        continue;
-      }
-      if (failed(mark(entry)))
-        return failure();
-    }
-    for (auto [i, n] : llvm::enumerate(seen))
-      if (n != 1)
-        return emitOpError("result #")
-               << i << " appears " << n << " times in 'returns'";
     // Shape rules describe the schema's returns one-to-one.
-    return success();
+    return verifyAtenReturns(*this, *returns);
   }
 
   std::optional<FailureOr<SmallVector<TensorInfo>>> inferred =
@@ -429,6 +434,23 @@ LogicalResult WaitOp::verify() {
 // OptimizerUpdateOp
 //===----------------------------------------------------------------------===//
 
+LogicalResult loom::verifyOptimizerStateCount(Operation *op,
+                                              const OptimizerConfig &config,
+                                              size_t numState) {
+  if (numState == config.stateNames.size())
+    return success();
+  InFlightDiagnostic diag = op->emitOpError("#loom.")
+                            << config.name << " keeps "
+                            << config.stateNames.size()
+                            << " state tensors per parameter";
+  if (!config.stateNames.empty()) {
+    diag << " (";
+    llvm::interleaveComma(config.stateNames, diag);
+    diag << ")";
+  }
+  return diag << ", got " << numState;
+}
+
 // Every operand and result has the parameter's type, so the custom form
 // prints it once:
 //   loom.optimizer_update #loom.adam<> param %w grad %g state [%m, %v]
@@ -480,17 +502,8 @@ LogicalResult OptimizerUpdateOp::verify() {
   if (getGrad().getType() != type)
     return emitOpError("gradient type ")
            << getGrad().getType() << " differs from parameter type " << type;
-  if (getState().size() != config->stateNames.size()) {
-    auto diag = emitOpError("#loom.")
-                << config->name << " keeps " << config->stateNames.size()
-                << " state tensors per parameter";
-    if (!config->stateNames.empty()) {
-      diag << " (";
-      llvm::interleaveComma(config->stateNames, diag);
-      diag << ")";
-    }
-    return diag << ", got " << getState().size();
-  }
+  if (failed(verifyOptimizerStateCount(*this, *config, getState().size())))
+    return failure();
   if (getNewState().size() != getState().size())
     return emitOpError("has ") << getState().size() << " state operands but "
                                << getNewState().size() << " state results";

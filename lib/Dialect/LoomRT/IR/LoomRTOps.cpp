@@ -500,35 +500,9 @@ LogicalResult rt::AtenOp::verify() {
              << i << " is referenced " << n
              << " times by the argument list, expected exactly once";
 
-  if (std::optional<ArrayAttr> returns = getReturns()) {
-    SmallVector<unsigned> seen(getNumResults(), 0);
-    auto mark = [&](Attribute a) -> LogicalResult {
-      auto index = dyn_cast<IntegerAttr>(a);
-      if (!index || index.getInt() < 0 ||
-          index.getInt() >= static_cast<int64_t>(getNumResults()))
-        return emitOpError("'returns' entry ")
-               << a << " is not the index of one of the " << getNumResults()
-               << " results";
-      seen[index.getInt()]++;
-      return success();
-    };
-    for (Attribute entry : *returns) {
-      if (isa<UnitAttr>(entry))
-        continue;
-      if (auto list = dyn_cast<ArrayAttr>(entry)) {
-        for (Attribute a : list)
-          if (failed(mark(a)))
-            return failure();
-        continue;
-      }
-      if (failed(mark(entry)))
-        return failure();
-    }
-    for (auto [i, n] : llvm::enumerate(seen))
-      if (n != 1)
-        return emitOpError("result #")
-               << i << " appears " << n << " times in 'returns'";
-  }
+  if (std::optional<ArrayAttr> returns = getReturns())
+    if (failed(verifyAtenReturns(*this, *returns)))
+      return failure();
 
   for (Type t : getResultTypes())
     if (getDtypeName(cast<RankedTensorType>(t).getElementType()).empty())
@@ -644,18 +618,8 @@ LogicalResult OptimizerOp::verify() {
            << describe(getParam())
            << "; it must update a parameter binding (loomrt.input role "
               "<parameter>) in place";
-  if (getState().size() != config->stateNames.size()) {
-    InFlightDiagnostic diag = emitOpError("#loom.")
-                              << config->name << " keeps "
-                              << config->stateNames.size()
-                              << " state tensors per parameter";
-    if (!config->stateNames.empty()) {
-      diag << " (";
-      llvm::interleaveComma(config->stateNames, diag);
-      diag << ")";
-    }
-    return diag << ", got " << getState().size();
-  }
+  if (failed(verifyOptimizerStateCount(*this, *config, getState().size())))
+    return failure();
   for (auto [i, s] : llvm::enumerate(getState())) {
     auto state = s.getDefiningOp<StateOp>();
     if (!state || state.getParam() != param.getBindingName())

@@ -26,6 +26,18 @@ struct TensorInfo {
 std::optional<mlir::FailureOr<llvm::SmallVector<TensorInfo>>>
 inferAtenResults(AtenOp op);
 
+/// Checks the `returns` of an ATen call (`loom.aten`, `loomrt.aten`): each
+/// entry is `unit`, a result index or a list of them, and every result of
+/// `op` appears exactly once.
+mlir::LogicalResult verifyAtenReturns(mlir::Operation *op,
+                                      mlir::ArrayAttr returns);
+
+/// Checks that an update of `op` passes the number of state tensors the
+/// optimizer keeps per parameter.
+mlir::LogicalResult verifyOptimizerStateCount(mlir::Operation *op,
+                                              const OptimizerConfig &config,
+                                              size_t numState);
+
 /// The phase of an op (from `loom.phase`), if tagged.
 std::optional<Phase> getPhase(mlir::Operation *op);
 /// The module path of an op (from `loom.module`); empty for the root module.
