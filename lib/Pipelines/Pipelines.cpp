@@ -32,6 +32,10 @@ void loom::buildCompilePipeline(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(createLoomAttachOptimizer(attach));
   }
   pm.addPass(createLoomLowerToRT());
+  buildFinishPipeline(pm);
+}
+
+void loom::buildFinishPipeline(OpPassManager &pm) {
   OpPassManager &programPm = pm.nest<rt::ProgramOp>();
   programPm.addPass(rt::createLoomRTInsertFrees());
   programPm.addPass(rt::createLoomRTAssignSlots());
@@ -44,4 +48,9 @@ void loom::registerLoomPipelines() {
       "the optimizer, lower to loomrt, free values after their last use, "
       "assign slots",
       buildCompilePipeline);
+  PassPipelineRegistration<>(
+      "loomrt-finish-pipeline",
+      "Make loomrt programs ready to write: free values after their last "
+      "use, assign slots (for programs lowered or written by other means)",
+      buildFinishPipeline);
 }

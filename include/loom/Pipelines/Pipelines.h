@@ -51,7 +51,11 @@ struct CompilePipelineOptions
 void buildCompilePipeline(mlir::OpPassManager &pm,
                           const CompilePipelineOptions &options);
 
-/// Registers `loom-compile-pipeline`.
+/// insert-frees -> assign-slots on every loomrt.program: the end of the
+/// compile pipeline, for programs that are already loomrt.
+void buildFinishPipeline(mlir::OpPassManager &pm);
+
+/// Registers `loom-compile-pipeline` and `loomrt-finish-pipeline`.
 void registerLoomPipelines();
 
 } // namespace loom

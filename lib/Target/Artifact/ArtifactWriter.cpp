@@ -120,14 +120,16 @@ LogicalResult ArtifactWriter::checkProgram(rt::ProgramOp program) {
   if (!program.getNumSlots())
     return program.emitOpError("has no slots assigned; run "
                                "loomrt-assign-slots before writing it");
+  // Version 1 has no cross-stream events, so a second stream could not be
+  // ordered against the first.
+  if (program.getStreams().size() != 1)
+    return program.emitOpError("has ")
+           << program.getStreams().size()
+           << " streams; artifact format v1 has one stream per program";
+  // (Events order two streams, so a one-stream program has none.)
   unsigned numLosses = 0;
-  for (Operation &op : program.getBody().front()) {
-    if (isa<rt::RecordEventOp, rt::WaitEventOp>(op))
-      return op.emitOpError("orders streams with an event, which artifact "
-                            "format v1 cannot express");
-    if (auto output = dyn_cast<rt::OutputOp>(op))
-      numLosses += output.getRole() == Role::loss;
-  }
+  for (auto output : program.getBody().front().getOps<rt::OutputOp>())
+    numLosses += output.getRole() == Role::loss;
   if (numLosses != 1)
     return program.emitOpError("has no loss output; the runtime's step() "
                                "returns the loss");
@@ -410,8 +412,9 @@ LogicalResult ArtifactWriter::buildWeights(std::string &out) {
   if (!requests.empty()) {
     auto weights =
         module->getAttrOfType<StringAttr>(LoomDialect::kWeightsAttrName);
+    // Reported at the program: an implicit module has no location.
     if (!weights)
-      return module.emitError("the module has no '")
+      return programs.front().emitError("the module has no '")
              << LoomDialect::kWeightsAttrName
              << "' naming the weights of its parameters, buffers and "
                 "constants (loom-import writes one)";
