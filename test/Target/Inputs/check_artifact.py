@@ -6,7 +6,10 @@ of slots (nothing read before it is written or after it is freed), the
 optimizer instructions against the optimizer, and the weights section
 against the inputs.
 
-usage: check_artifact.py STEP.loomx
+usage: check_artifact.py STEP.loomx [--weights-from FILE.safetensors]
+
+With --weights-from, every tensor of the weights section must hold the
+same bytes as the tensor of that name in FILE (e.g. loom-import's weights).
 """
 
 import json
@@ -296,6 +299,14 @@ class Checker:
         self.counts.append((streams, ops, arg_kinds))
 
 
+def read_safetensors(blob):
+    (n,) = struct.unpack("<Q", blob[:8])
+    header = json.loads(blob[8:8 + n])
+    header.pop("__metadata__", None)
+    data = blob[8 + n:]
+    return {k: data[v["data_offsets"][0]:v["data_offsets"][1]] for k, v in header.items()}
+
+
 def check_weights(blob, inputs):
     need(len(blob) >= 8, "weights", "shorter than a safetensors header")
     (n,) = struct.unpack("<Q", blob[:8])
@@ -323,6 +334,9 @@ def check_weights(blob, inputs):
 
 def main():
     blob = open(sys.argv[1], "rb").read()
+    source = None
+    if len(sys.argv) == 4 and sys.argv[2] == "--weights-from":
+        source = read_safetensors(open(sys.argv[3], "rb").read())
     try:
         need(blob[:8] == MAGIC, "container", "not a Loom artifact (bad magic)")
         version, flags, n, m = struct.unpack("<IIQQ", blob[8:32])
@@ -334,6 +348,10 @@ def main():
         checker = Checker(program)
         inputs, state, outputs, programs = checker.check()
         tensors, weight_bytes = check_weights(blob[32 + n:], inputs)
+        if source is not None:
+            for name, data in read_safetensors(blob[32 + n:]).items():
+                need(source.get(name) == data, f"weights.{name}",
+                     "differs from the tensor in " + sys.argv[3])
     except Invalid as e:
         sys.exit(f"check_artifact.py: {e}")
 
@@ -358,7 +376,8 @@ def main():
         print(f"program {rank}: streams {streams}, {sum(ops.values())} instructions: "
               + ", ".join(f"{ops[o]} {o}" for o in ("aten", "free", "optimizer")))
         print(f"program {rank} args: " + ", ".join(f"{arg_kinds[k]} {k}" for k in sorted(arg_kinds)))
-    print(f"weights: {tensors} tensors, {weight_bytes} bytes, match the inputs")
+    print(f"weights: {tensors} tensors, {weight_bytes} bytes, match the inputs"
+          + (", bytes equal the source" if source is not None else ""))
     print("ok")
 
 
