@@ -10,6 +10,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Support/FileUtilities.h"
+#include "mlir/Support/Timing.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
@@ -134,10 +135,16 @@ int main(int argc, char **argv) {
   mlir::registerPassManagerCLOptions();
   mlir::registerMLIRContextCLOptions();
   mlir::registerAsmPrinterCLOptions();
+  mlir::registerDefaultTimingManagerCLOptions();
+  // libLLVM registers hundreds of backend options; --help shows ours, and
+  // mlir-opt's pass-manager options still work (--help-hidden lists them).
+  cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(
       argc, argv,
       "loom-compile: compile a loom training step (loom-import's .mlir) into "
-      "a .loomx artifact for the Loom runtime\n");
+      "a .loomx artifact for the Loom runtime\n\n"
+      "Also takes mlir-opt's pass-manager options: --mlir-print-ir-after-all, "
+      "--mlir-print-ir-after-failure, --mlir-timing, ...\n");
 
   if (optimizer.getNumOccurrences() &&
       !llvm::is_contained({"none", "sgd", "adam", "adamw"}, optimizer))
@@ -171,6 +178,9 @@ int main(int argc, char **argv) {
   }
   if (failed(mlir::applyPassManagerCLOptions(pm)))
     return 1;
+  auto timing = std::make_unique<mlir::DefaultTimingManager>();
+  mlir::applyDefaultTimingManagerCLOptions(*timing);
+  pm.enableTiming(std::move(timing));
 
   std::string errorMessage;
   std::unique_ptr<MemoryBuffer> input =
