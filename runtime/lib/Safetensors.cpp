@@ -43,11 +43,12 @@ SafetensorsFile SafetensorsFile::open(const std::string &path, uint64_t offset,
                                       std::optional<uint64_t> length,
                                       std::string what) {
   SafetensorsFile file;
-  file.path_ = path;
   file.what_ = what.empty() ? path : std::move(what);
   const std::string &w = file.what_;
 
-  File f = File::openRead(path);
+  auto opened = std::make_shared<File>(File::openRead(path));
+  const File &f = *opened;
+  file.file_ = opened;
   uint64_t fileSize = f.size();
   if (offset > fileSize)
     fail(w, "starts at byte " + std::to_string(offset) + " past the end of " +
@@ -182,8 +183,7 @@ at::Tensor SafetensorsFile::read(const SafetensorsEntry &entry) const {
   at::Tensor t = at::empty(entry.shape, at::TensorOptions().dtype(entry.dtype));
   uint64_t n = entry.end - entry.begin;
   if (n != 0) {
-    File f = File::openRead(path_);
-    f.readAt(dataOffset_ + entry.begin, t.data_ptr(), n);
+    file_->readAt(dataOffset_ + entry.begin, t.data_ptr(), n);
   }
   return t;
 }

@@ -69,6 +69,16 @@ public:
   Clock::time_point epoch = Clock::now();
   size_t numBatchElements = 0;
 
+  /// Drops the owned tensors under the tracker, so the CPU allocator's
+  /// table forgets the blocks it was told about when they were allocated.
+  ~SessionImpl() {
+    MemoryTracker::Scope scope(tracker);
+    slots.clear();
+    owned.clear();
+    state.clear();
+    grads.clear();
+  }
+
   void bind();
   void resetOptimizerState();
   int64_t heldBytes(const std::vector<at::Tensor> &batch) const;

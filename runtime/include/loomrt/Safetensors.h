@@ -20,11 +20,14 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace loomrt {
+
+class File;
 
 struct SafetensorsEntry {
   std::string name;
@@ -58,7 +61,9 @@ public:
   const std::string &what() const { return what_; }
 
 private:
-  std::string path_;
+  /// Kept open so reading many tensors does not reopen the file (shared:
+  /// SafetensorsFile is copyable).
+  std::shared_ptr<const File> file_;
   std::string what_;
   uint64_t dataOffset_ = 0; // absolute offset of the data section in path_
   std::vector<SafetensorsEntry> entries_;
