@@ -552,35 +552,33 @@ void ProgramReader::readProgram(const json &v, size_t programIndex) {
   }
 }
 
-Instruction ProgramReader::readInstruction(const json &v,
-                                           const std::string &path,
+Instruction ProgramReader::readInstruction(const json &v, const std::string &p,
                                            const Program &program) {
-  object(v, path);
+  object(v, p);
   Instruction inst;
-  std::string op = string(field(v, path, "op"), join(path, "op"));
+  std::string op = string(field(v, p, "op"), join(p, "op"));
   if (op == "aten") {
     inst.op = OpKind::Aten;
-    onlyKeys(v, path,
+    onlyKeys(v, p,
              {"op", "kernel", "overload", "args", "kwargs", "results", "stream",
               "name", "module", "phase"});
   } else if (op == "free") {
     inst.op = OpKind::Free;
-    onlyKeys(v, path, {"op", "slots", "stream", "name", "module", "phase"});
+    onlyKeys(v, p, {"op", "slots", "stream", "name", "module", "phase"});
   } else if (op == "optimizer") {
     inst.op = OpKind::Optimizer;
-    onlyKeys(v, path,
+    onlyKeys(v, p,
              {"op", "param", "param_slot", "grad", "state", "stream", "name",
               "module", "phase"});
   } else {
-    fail(join(path, "op"), "unknown instruction '" + op +
-                               "' (version 1 has aten, free, optimizer)");
+    fail(join(p, "op"), "unknown instruction '" + op +
+                            "' (version 1 has aten, free, optimizer)");
   }
 
   if (v.contains("name"))
-    inst.name = string(v["name"], join(path, "name"));
+    inst.name = string(v["name"], join(p, "name"));
   // With the name known, later messages can say which node they are about.
   node = inst.name.empty() ? "" : " (in '" + inst.name + "')";
-  const std::string &p = path;
   if (v.contains("module"))
     inst.module = string(v["module"], join(p, "module"));
   if (v.contains("phase")) {

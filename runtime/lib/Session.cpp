@@ -51,6 +51,8 @@ public:
   /// optimizer plan (optimizer); free needs neither.
   std::vector<std::optional<BoundKernel>> kernels;
   std::vector<std::optional<OptimizerPlan>> optimizerPlans;
+  /// Per output: the index in `inputs` of its target (-1 for the loss).
+  std::vector<int64_t> outputTargets;
 
   /// Per input: the owned tensor (parameter, buffer, constant), undefined
   /// for batch inputs.
@@ -122,6 +124,9 @@ void SessionImpl::bind() {
       optimizerPlans[i] = std::move(plan);
     }
   }
+  for (const OutputSpec &out : artifact.outputs)
+    outputTargets.push_back(
+        out.role == OutputRole::Loss ? -1 : artifact.findInput(out.target));
   for (const InputSpec &in : artifact.inputs)
     if (in.role == InputRole::Input)
       numBatchElements = std::max(numBatchElements, size_t(in.batchIndex + 1));
@@ -332,8 +337,7 @@ double Session::step(const std::vector<at::Tensor> &batch) {
                     describe(t));
       loss = t.item<double>();
     } else if (out.role == OutputRole::BufferMutation) {
-      const InputSpec &in =
-          s.artifact.inputs[s.inputIndex(out.target, InputRole::Buffer)];
+      const InputSpec &in = s.artifact.inputs[size_t(s.outputTargets[k])];
       if (!t.defined() || t.scalar_type() != in.dtype ||
           t.sizes() != c10::IntArrayRef(in.shape))
         throw Error(op + ": the new value of buffer '" + out.target + "' is " +
@@ -341,13 +345,14 @@ double Session::step(const std::vector<at::Tensor> &batch) {
                     artifactDtypeName(in.dtype) + " " + formatShape(in.shape));
     }
   }
-  for (const OutputSpec &out : s.artifact.outputs) {
+  for (size_t k = 0; k < s.artifact.outputs.size(); ++k) {
+    const OutputSpec &out = s.artifact.outputs[k];
     const at::Tensor &t = s.slots.get(out.slot);
     if (out.role == OutputRole::BufferMutation) {
       // PyTorch updates buffers in place; copying keeps the stored tensor's
       // identity (views of it stay valid) and never pins the storage of an
       // intermediate the new value may be a view of.
-      at::Tensor &buffer = s.owned[s.inputIndex(out.target, InputRole::Buffer)];
+      at::Tensor &buffer = s.owned[size_t(s.outputTargets[k])];
       if (!t.is_same(buffer))
         buffer.copy_(t.is_alias_of(buffer) ? t.clone() : t);
     } else if (out.role == OutputRole::Grad) {
