@@ -52,7 +52,12 @@ import torch.fx
 import torch.fx.graph_module as fx_graph_module
 import torch.fx.traceback as fx_traceback
 import torch.nn as nn
-from torch.export.experimental import _export_forward_backward
+from torch.export.experimental import (
+    _copy_graph_module_and_signature,
+    _export_forward_backward,
+    _remove_detach_pass,
+)
+from torch.export.exported_program import _decompose_exported_program
 from torch.export.graph_signature import ExportGraphSignature, InputKind
 
 from loom.safetensors_io import save_tensors
@@ -334,7 +339,7 @@ def _copy_forward_meta_to_backward(graph: torch.fx.Graph) -> None:
 
 @contextlib.contextmanager
 def _keep_joint_node_metadata():
-    """Make ``_export_forward_backward`` keep per-node provenance.
+    """Make the joint export keep per-node provenance.
 
     ``aot_export_module(trace_joint=True)`` builds a first joint graph (with
     ``nn_module_stack``, ``stack_trace``, ``seq_nr`` and ``partitioner_tag``)
@@ -393,6 +398,33 @@ def _params_without_grad(model: nn.Module, example: tuple[torch.Tensor, ...]) ->
     return [n for n, p in probe.named_parameters() if p.requires_grad and p.grad is None]
 
 
+def _export_joint_without_decompositions(
+    ep: torch.export.ExportedProgram,
+) -> torch.export.ExportedProgram:
+    """``_export_forward_backward`` without its core-ATen decompositions.
+
+    The public helper decomposes every op (log_softmax + nll_loss into
+    gather/where/sum, layer-norm backward into elementwise math, ...), which
+    changes the floating-point results: its gradients differ from eager
+    autograd's in the last bits, and Adam turns such noise on near-zero
+    gradients (e.g. the key bias of attention) into visible parameter
+    differences. Without decompositions the joint graph calls exactly the
+    kernels eager autograd calls (``native_layer_norm_backward``,
+    ``nll_loss_backward``, ...), so its loss and gradients are bitwise equal
+    to eager PyTorch's.
+    """
+    ep = _decompose_exported_program(
+        ep,
+        cia_to_decomp={},
+        python_decomp_table={},
+        joint_loss_index=0,
+        decompose_custom_triton_ops=False,
+    )
+    gm, signature = _copy_graph_module_and_signature(ep)
+    _remove_detach_pass(gm, signature)
+    return ep._update(gm, signature)
+
+
 def export_joint(
     model: nn.Module, example: tuple[torch.Tensor, ...]
 ) -> tuple[torch.export.ExportedProgram, dict[str, str]]:
@@ -405,7 +437,18 @@ def export_joint(
     ep, aliases = canonicalize_tied_parameters(ep, model)
     try:
         with _keep_joint_node_metadata():
-            ep = _export_forward_backward(ep)
+            try:
+                joint = _export_joint_without_decompositions(ep)
+            except KeyError:
+                # torch 2.9's signature rebuilding trips over some graphs
+                # when nothing is decomposed (e.g. a gradient that is a
+                # view of another); the decomposed export handles them, at
+                # the price of last-bit differences from eager.
+                print(f"{PROG}: note: exporting with core-ATen decompositions; "
+                      "gradients may differ from eager PyTorch in the last bits",
+                      file=sys.stderr)
+                joint = _export_forward_backward(ep)
+            ep = joint
     except Exception as exc:
         message = str(exc)
         if "did not receive a gradient" in message:
