@@ -6,7 +6,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all setup configure build test demo docs fuzz clean
+.PHONY: all setup configure build build-compiler build-runtime test demo docs fuzz bench clean
 
 all: build
 
@@ -18,12 +18,27 @@ $(BUILD)/build.ninja:
 	  -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
 	  $(CMAKE_FLAGS)
 
-configure: $(BUILD)/build.ninja
+# The runtime is its own CMake project (LibTorch needs exceptions, LLVM has
+# them off); it links the LibTorch inside the pinned PyTorch wheel.
+$(BUILD)/runtime/build.ninja:
+	cmake -S runtime -B $(BUILD)/runtime -G Ninja -DCMAKE_BUILD_TYPE=Release \
+	  -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
+	  -DCMAKE_PREFIX_PATH=$$(.venv/bin/python -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
 
-build: setup configure
+configure: $(BUILD)/build.ninja $(BUILD)/runtime/build.ninja
+
+build-compiler: setup $(BUILD)/build.ninja
 	ninja -C $(BUILD) -j $(JOBS)
 
+build-runtime: setup $(BUILD)/runtime/build.ninja
+	ninja -C $(BUILD)/runtime -j $(JOBS)
+
+build: build-compiler build-runtime
+
+# The compiler's suite (lit, unit, Python end to end, fuzz) and the
+# runtime's (unit, loom-run end to end).
 test: build
+	cd $(BUILD)/runtime && ctest --output-on-failure -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 demo: build

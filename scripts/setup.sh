@@ -12,8 +12,9 @@ APT_PACKAGES=(
   clang-22 libclang-rt-22-dev
   # build
   cmake ninja-build ccache g++ pkg-config
-  # libraries: zip reader for .pt2, GoogleTest for unit tests
-  libzip-dev zlib1g-dev libgtest-dev
+  # libraries: zip reader for .pt2, JSON for the runtime's artifact reader,
+  # GoogleTest for unit tests
+  libzip-dev zlib1g-dev nlohmann-json3-dev libgtest-dev
 )
 
 missing=()

@@ -231,6 +231,7 @@ def run_reference(
     lr: float,
     weight_decay: float,
     path: Path,
+    extra: dict[str, Any] | None = None,
 ) -> Reference:
     """Train ``model`` (the caller passes a copy) eagerly for ``steps`` steps.
 
@@ -241,7 +242,7 @@ def run_reference(
     # named_parameters() drops tied duplicates, so a tied weight is one
     # optimizer parameter, as it is one input in the exported graph.
     trainable = [p for _, p in model.named_parameters() if p.requires_grad]
-    opt = cls(trainable, lr=lr, weight_decay=weight_decay)
+    opt = cls(trainable, lr=lr, weight_decay=weight_decay, **(extra or {}))
 
     losses: list[float] = []
     for step in range(steps):
@@ -494,6 +495,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--weight-decay", type=float, help="weight decay (default 0 for sgd/adam, 0.01 for adamw)"
     )
+    parser.add_argument("--momentum", type=float, default=0.0, help="SGD momentum (default 0)")
+    parser.add_argument("--nesterov", action="store_true", help="SGD Nesterov momentum")
+    parser.add_argument(
+        "--betas", type=float, nargs=2, metavar=("BETA1", "BETA2"),
+        help="Adam/AdamW betas (default 0.9 0.999)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="torch.manual_seed before make() (default 0)")
     args = parser.parse_args(argv)
     if args.steps < 1:
@@ -501,6 +508,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     _cls, default_lr, default_wd = OPTIMIZERS[args.optimizer]
     args.lr = default_lr if args.lr is None else args.lr
     args.weight_decay = default_wd if args.weight_decay is None else args.weight_decay
+    if args.optimizer != "sgd" and (args.momentum or args.nesterov):
+        parser.error("--momentum and --nesterov are SGD options")
+    if args.optimizer == "sgd" and args.betas:
+        parser.error("--betas is an Adam/AdamW option")
+    if args.nesterov and args.momentum <= 0:
+        parser.error("--nesterov needs --momentum > 0 (as torch.optim.SGD)")
+    args.optimizer_extra = (
+        {"momentum": args.momentum, "nesterov": args.nesterov}
+        if args.optimizer == "sgd"
+        else ({"betas": tuple(args.betas)} if args.betas else {})
+    )
     if not (args.lr > 0 and math.isfinite(args.lr)):
         parser.error("--lr must be a positive number")
     if not (args.weight_decay >= 0 and math.isfinite(args.weight_decay)):
@@ -528,7 +546,8 @@ def capture(args: argparse.Namespace) -> None:
     # dropout) independent of how much randomness make() consumed.
     torch.manual_seed(args.seed)
     reference = run_reference(
-        copy.deepcopy(model), batches, args.steps, args.optimizer, args.lr, args.weight_decay, path
+        copy.deepcopy(model), batches, args.steps, args.optimizer, args.lr, args.weight_decay, path,
+        args.optimizer_extra,
     )
 
     ep, aliases = export_joint(model, batches[0])
