@@ -564,14 +564,22 @@ FailureOr<Attribute> Importer::convertArgument(
 LogicalResult Importer::importNode(const json::Object &node, unsigned index) {
   std::optional<StringRef> target = node.getString("target");
   const json::Object *metadata = node.getObject("metadata");
-  // Nodes are named by their first output.
+  // A node is named by its output, as in the FX graph. The schema does not
+  // keep the FX name of a multi-output node (its outputs are the FX
+  // `getitem`s), so that one is named `<op>:<first output>`.
   std::string name = llvm::formatv("#{0}", index);
-  if (const json::Array *outs = node.getArray("outputs"))
-    if (!outs->empty())
-      if (const json::Object *o = outs->front().getAsObject())
-        if (const json::Object *t = o->getObject("as_tensor"))
-          if (std::optional<StringRef> n = t->getString("name"))
-            name = n->str();
+  const json::Array *outs = node.getArray("outputs");
+  if (outs && !outs->empty())
+    if (const json::Object *o = outs->front().getAsObject())
+      if (const json::Object *t = o->getObject("as_tensor"))
+        if (std::optional<StringRef> n = t->getString("name"))
+          name = n->str();
+  if (outs && outs->size() > 1 && target) {
+    SmallVector<StringRef, 4> targetParts;
+    StringRef(*target).split(targetParts, '.');
+    if (targetParts.size() >= 2)
+      name = (targetParts[targetParts.size() - 2] + ":" + name).str();
+  }
   Location loc = nodeLocation(name, metadata);
   if (!target)
     return nodeError(loc, name, "has no 'target'");
@@ -1056,6 +1064,8 @@ OwningOpRef<ModuleOp> Importer::run(Pt2Archive &archive) {
     if (values.count(in.name))
       return error("input '" + in.name + "' appears twice"), nullptr;
     values[in.name] = entry->getArgument(i);
+    entry->getArgument(i).setLoc(
+        NameLoc::get(StringAttr::get(ctx, in.name), archiveLoc));
     func.setArgAttr(i, LoomDialect::kRoleAttrName,
                     RoleAttr::get(ctx, in.role));
     func.setArgAttr(i, LoomDialect::kNameAttrName,

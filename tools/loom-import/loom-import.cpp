@@ -94,7 +94,11 @@ int main(int argc, char **argv) {
     WithColor::error(errs(), "loom-import") << errorMessage << "\n";
     return 1;
   }
-  module->print(output->os());
+  // Locations (graph node name and model source line) are kept in the text
+  // so later tools can name the node in diagnostics, traces and artifacts.
+  module->print(output->os(),
+                mlir::OpPrintingFlags().enableDebugInfo(/*enable=*/true,
+                                                        /*prettyForm=*/false));
   output->os() << "\n";
   output->keep();
   return 0;
