@@ -6,6 +6,8 @@
 #include "loomrt/Error.h"
 #include "loomrt/Session.h"
 
+#include "MemoryTracker.h"
+
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
@@ -22,6 +24,8 @@ struct loomrt_session {
 namespace {
 
 thread_local std::string lastError;
+// The tracker of an open loomrt_memory_region on this thread.
+thread_local std::shared_ptr<loomrt::MemoryTracker> regionTracker;
 
 loomrt_status fail(loomrt_status status, std::string message) {
   lastError = std::move(message);
@@ -173,6 +177,27 @@ int64_t loomrt_session_last_peak_bytes(const loomrt_session *session) {
 
 int64_t loomrt_session_steps_run(const loomrt_session *session) {
   return session ? session->session.stepsRun() : 0;
+}
+
+loomrt_status loomrt_memory_region_begin(int64_t heldBytes) {
+  LOOMRT_REQUIRE(heldBytes >= 0, "held_bytes must be non-negative");
+  LOOMRT_REQUIRE(!regionTracker, "a memory region is already open");
+  return guarded([&] {
+    regionTracker = std::make_shared<loomrt::MemoryTracker>();
+    regionTracker->reset(heldBytes);
+    c10::ThreadLocalDebugInfo::_push(c10::DebugInfoKind::PROFILER_STATE,
+                                     regionTracker);
+  });
+}
+
+loomrt_status loomrt_memory_region_end(int64_t *peakBytes) {
+  LOOMRT_REQUIRE(peakBytes, "peak_bytes is NULL");
+  LOOMRT_REQUIRE(regionTracker, "no memory region is open");
+  return guarded([&] {
+    c10::ThreadLocalDebugInfo::_pop(c10::DebugInfoKind::PROFILER_STATE);
+    *peakBytes = regionTracker->peak();
+    regionTracker.reset();
+  });
 }
 
 } // extern "C"

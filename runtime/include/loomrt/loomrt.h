@@ -86,6 +86,15 @@ int64_t loomrt_session_last_start_bytes(const loomrt_session *session);
 int64_t loomrt_session_last_peak_bytes(const loomrt_session *session);
 int64_t loomrt_session_steps_run(const loomrt_session *session);
 
+/* Measures CPU tensor memory of arbitrary code on the calling thread with
+   the same allocator hook a session's step uses, so that a caller can
+   measure another framework (e.g. PyTorch eager) exactly as Loom is
+   measured. `held_bytes` is what is already live (parameters, state, batch)
+   and starts the count. Regions do not nest. */
+loomrt_status loomrt_memory_region_begin(int64_t held_bytes);
+/* Ends the region; *peak_bytes receives the largest live byte count seen. */
+loomrt_status loomrt_memory_region_end(int64_t *peak_bytes);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -5,6 +5,7 @@
 #include "loomrt/Safetensors.h"
 #include "loomrt/loomrt.h"
 
+#include <ATen/ops/empty.h>
 #include <ATen/ops/equal.h>
 
 #include <cstring>
@@ -22,6 +23,23 @@ std::string linearArtifact() {
 loomrt_tensor raw(const at::Tensor &t, const char *dtype) {
   return {t.data_ptr(), size_t(t.numel()) * t.element_size(), dtype,
           t.sizes().data(), t.dim()};
+}
+
+// A memory region counts what ATen allocates on this thread from the given
+// base: two 1 MiB tensors alive at once, then freed, peak at base + 2 MiB.
+TEST(CApi, MemoryRegionMeasuresArbitraryCode) {
+  ASSERT_EQ(loomrt_memory_region_begin(1000), LOOMRT_OK) << loomrt_last_error();
+  EXPECT_EQ(loomrt_memory_region_begin(0), LOOMRT_INVALID_ARGUMENT);
+  {
+    at::Tensor a = at::empty({1 << 18}, at::kFloat);
+    at::Tensor b = at::empty({1 << 18}, at::kFloat);
+  }
+  at::Tensor c = at::empty({1 << 10}, at::kFloat);
+  int64_t peak = 0;
+  ASSERT_EQ(loomrt_memory_region_end(&peak), LOOMRT_OK) << loomrt_last_error();
+  EXPECT_EQ(peak, 1000 + 2 * (int64_t(1) << 20));
+  EXPECT_EQ(loomrt_memory_region_end(&peak), LOOMRT_INVALID_ARGUMENT);
+  EXPECT_CONTAINS(loomrt_last_error(), "no memory region is open");
 }
 
 TEST(CApi, CreateFailsWithMessage) {
