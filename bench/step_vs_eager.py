@@ -186,14 +186,14 @@ def main() -> None:
         "loom_predicted_peak_bytes": predicted, "memory_ratio": loom_peak / eager_peak,
         "eager_ms_blocks": times["eager"], "loom_ms_blocks": times["loom"],
     }
-    mib = 1 << 20
+    kib = 1024
     print(f"model {result['model']}, {args.optimizer}, {args.threads} threads, "
           f"{args.repeats} x {args.steps} steps each, torch {torch.__version__}")
     print(f"{'':18}{'PyTorch eager':>16}{'Loom':>16}{'Loom/eager':>12}")
     print(f"{'step time (ms)':18}{eager_ms:16.3f}{loom_ms:16.3f}{loom_ms / eager_ms:12.3f}")
-    print(f"{'peak memory (MiB)':18}{eager_peak / mib:16.3f}{loom_peak / mib:16.3f}"
+    print(f"{'peak memory (KiB)':18}{eager_peak / kib:16.1f}{loom_peak / kib:16.1f}"
           f"{loom_peak / eager_peak:12.3f}")
-    print(f"Loom predicted peak (liveness): {predicted / mib:.3f} MiB "
+    print(f"Loom predicted peak (compiler liveness): {predicted / kib:.1f} KiB "
           f"({predicted / loom_peak:.3f} of measured)")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
