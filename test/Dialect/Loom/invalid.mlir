@@ -596,3 +596,48 @@ func.func @f(%w: tensor<4xf32>, %g: tensor<4xf32>) {
   %0 = "loom.optimizer_update"(%w, %g) {optimizer = 1.0 : f32} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return
 }
+
+// -----
+
+loom.mesh @dp shape [4] axes ["shard"]
+// expected-error@+1 {{argument #0: a shard of 2-d tensor [10, 4] over 4 ranks has size 3 in dimension 0, but the argument has 2}}
+func.func @f(%w: tensor<2x4xf32> {loom.name = "w", loom.role = #loom.role<parameter>, loom.shard = #loom.shard<@dp, axes = ["shard"], dim = 0, global = [10, 4]>}) attributes {loom.step} {
+  return
+}
+
+// -----
+
+loom.mesh @dp shape [4] axes ["shard"]
+// expected-error@+1 {{argument #0: mesh @dp has no axis "tp"}}
+func.func @f(%w: tensor<3x4xf32> {loom.name = "w", loom.role = #loom.role<parameter>, loom.shard = #loom.shard<@dp, axes = ["tp"], dim = 0, global = [10, 4]>}) attributes {loom.step} {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{argument #0: 'nomesh' does not name a loom.mesh}}
+func.func @f(%x: tensor<2x4xf32> {loom.name = "x", loom.role = #loom.role<input>, loom.split = #loom.split<@nomesh, axes = ["shard"], dim = 0>}) attributes {loom.step} {
+  return
+}
+
+// -----
+
+loom.mesh @dp shape [4] axes ["shard"]
+// expected-error@+1 {{argument #0: loom.split dim 2 is out of range for 'tensor<2x4xf32>'}}
+func.func @f(%x: tensor<2x4xf32> {loom.name = "x", loom.role = #loom.role<input>, loom.split = #loom.split<@dp, axes = ["shard"], dim = 2>}) attributes {loom.step} {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{'loom.shard' of argument #0 must be a #loom.shard}}
+func.func @f(%x: tensor<2x4xf32> {loom.shard = 3}) {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{result #0: 'nomesh' does not name a loom.mesh}}
+func.func @f(%x: tensor<f32> {loom.name = "x", loom.role = #loom.role<input>}) -> (tensor<f32> {loom.role = #loom.role<loss>, loom.partial = #loom.partial<@nomesh, axes = ["shard"], avg>}) attributes {loom.step} {
+  return %x : tensor<f32>
+}

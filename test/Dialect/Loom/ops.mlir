@@ -88,3 +88,17 @@ func.func @optimizer(%w: tensor<8x4xf32> {loom.name = "w", loom.role = #loom.rol
   %c = loom.optimizer_update #loom.sgd<lr = 0.001> param %w grad %g : tensor<8x4xf32>
   return %w1, %s#0, %s#1 : tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>
 }
+
+// A data-parallel step: a parameter sharded (10 rows padded to 12 over 4
+// ranks: 3 each), the batch split, the loss partial over the ranks.
+// CHECK-LABEL: func.func @dp_step
+// CHECK-SAME: loom.shard = #loom.shard<@dp, axes = ["shard"], dim = 0, global = [10, 4]>
+// CHECK-SAME: loom.split = #loom.split<@dp, axes = ["shard"], dim = 0>
+// CHECK-SAME: loom.partial = #loom.partial<@dp, axes = ["shard"], avg>
+func.func @dp_step(%w: tensor<3x4xf32> {loom.name = "w", loom.role = #loom.role<parameter>, loom.shard = #loom.shard<@dp, axes = ["shard"], dim = 0, global = [10, 4]>},
+                   %x: tensor<2x4xf32> {loom.name = "x", loom.role = #loom.role<input>, loom.split = #loom.split<@dp, axes = ["shard"], dim = 0>})
+    -> (tensor<f32> {loom.role = #loom.role<loss>, loom.partial = #loom.partial<@dp, axes = ["shard"], avg>})
+    attributes {loom.step} {
+  %l = loom.aten "aten::sum.default"(%x) {args = [#loom.arg<0>]} : (tensor<2x4xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}

@@ -229,6 +229,79 @@ static std::optional<Role> getTargetRole(Role r) {
   }
 }
 
+/// Resolves `mesh` from `op` and returns the group size of `axes`, or fails
+/// with a diagnostic naming `what`.
+static FailureOr<int64_t> groupSizeOf(Operation *op, const Twine &what,
+                                      FlatSymbolRefAttr mesh, ArrayAttr axes) {
+  auto meshOp = SymbolTable::lookupNearestSymbolFrom<MeshOp>(op, mesh.getAttr());
+  if (!meshOp)
+    return op->emitOpError(what) << ": '" << mesh.getValue()
+                                 << "' does not name a loom.mesh";
+  if (axes.empty())
+    return op->emitOpError(what) << ": names no mesh axis";
+  llvm::StringSet<> seen;
+  int64_t group = 1;
+  for (Attribute a : axes) {
+    auto axis = dyn_cast<StringAttr>(a);
+    std::optional<unsigned> index =
+        axis ? meshOp.getAxisIndex(axis.getValue()) : std::nullopt;
+    if (!index)
+      return op->emitOpError(what)
+             << ": mesh @" << mesh.getValue() << " has no axis " << a;
+    if (!seen.insert(axis.getValue()).second)
+      return op->emitOpError(what) << ": axis " << a << " is named twice";
+    group *= meshOp.getShape()[*index];
+  }
+  return group;
+}
+
+/// Checks the distribution attributes of a step's arguments and results
+/// against the meshes they name.
+static LogicalResult verifyDistribution(func::FuncOp func) {
+  for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
+    auto type = cast<RankedTensorType>(func.getArgument(i).getType());
+    std::string what = ("argument #" + Twine(i)).str();
+    if (auto shard =
+            func.getArgAttrOfType<ShardAttr>(i, LoomDialect::kShardAttrName)) {
+      FailureOr<int64_t> group =
+          groupSizeOf(func, what, shard.getMesh(), shard.getAxes());
+      if (failed(group))
+        return failure();
+      ArrayRef<int64_t> global = shard.getGlobal();
+      int64_t dim = shard.getDim();
+      if (static_cast<int64_t>(global.size()) != type.getRank() || dim < 0 ||
+          dim >= type.getRank())
+        return func.emitOpError(what)
+               << ": loom.shard does not fit its type " << type;
+      for (int64_t d = 0; d < type.getRank(); ++d) {
+        int64_t want = d == dim ? (global[d] + *group - 1) / *group : global[d];
+        if (type.getDimSize(d) != want)
+          return func.emitOpError(what)
+                 << ": a shard of " << global.size() << "-d tensor ["
+                 << llvm::make_range(global.begin(), global.end())
+                 << "] over " << *group << " ranks has size " << want
+                 << " in dimension " << d << ", but the argument has "
+                 << type.getDimSize(d);
+      }
+    }
+    if (auto split =
+            func.getArgAttrOfType<SplitAttr>(i, LoomDialect::kSplitAttrName)) {
+      if (failed(groupSizeOf(func, what, split.getMesh(), split.getAxes())))
+        return failure();
+      if (split.getDim() < 0 || split.getDim() >= type.getRank())
+        return func.emitOpError(what) << ": loom.split dim " << split.getDim()
+                                      << " is out of range for " << type;
+    }
+  }
+  for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
+    if (auto partial = func.getResultAttrOfType<PartialAttr>(
+            i, LoomDialect::kPartialAttrName))
+      if (failed(groupSizeOf(func, "result #" + Twine(i), partial.getMesh(),
+                             partial.getAxes())))
+        return failure();
+  return success();
+}
+
 /// Checks the graph signature of a step function as a whole: one loss,
 /// every gradient, update or mutation result names an argument of the
 /// right role and type, and optimizer state belongs to a parameter. Called
@@ -327,7 +400,7 @@ static LogicalResult verifyStepSignature(func::FuncOp func) {
   if (numLosses > 1)
     return func.emitOpError("a step has at most one loss result, found ")
            << numLosses;
-  return success();
+  return verifyDistribution(func);
 }
 
 LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
@@ -376,6 +449,13 @@ LogicalResult LoomDialect::verifyRegionArgAttribute(Operation *op,
                                   << " must be a string";
     return success();
   }
+  if (name == kShardAttrName || name == kSplitAttrName) {
+    if (name == kShardAttrName ? !isa<ShardAttr>(attr.getValue())
+                               : !isa<SplitAttr>(attr.getValue()))
+      return op->emitOpError("'") << name << "' of argument #" << argIndex
+                                  << " must be a #" << name;
+    return success();
+  }
   if (name == kRoleAttrName) {
     auto role = dyn_cast<RoleAttr>(attr.getValue());
     if (!role || !isInputRole(role.getValue()))
@@ -412,6 +492,12 @@ LogicalResult LoomDialect::verifyRegionResultAttribute(Operation *op,
              << resultIndex
              << " role must be one of loss, grad, buffer_mutation, output, "
                 "input_mutation, param_update, state_update";
+    return success();
+  }
+  if (name == kPartialAttrName) {
+    if (!isa<PartialAttr>(attr.getValue()))
+      return op->emitOpError("'") << name << "' of result #" << resultIndex
+                                  << " must be a #loom.partial";
     return success();
   }
   return op->emitOpError("unknown loom result attribute '") << name << "'";

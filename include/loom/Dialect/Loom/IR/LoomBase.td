@@ -40,6 +40,9 @@ def Loom_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kRoleAttrName = "loom.role";
     static constexpr ::llvm::StringLiteral kTargetAttrName = "loom.target";
     static constexpr ::llvm::StringLiteral kStepAttrName = "loom.step";
+    static constexpr ::llvm::StringLiteral kShardAttrName = "loom.shard";
+    static constexpr ::llvm::StringLiteral kSplitAttrName = "loom.split";
+    static constexpr ::llvm::StringLiteral kPartialAttrName = "loom.partial";
     static constexpr ::llvm::StringLiteral kWeightsAttrName = "loom.weights";
     static constexpr ::llvm::StringLiteral kSourceAttrName = "loom.source";
     /// The optimizer a step's updates use (`#loom.sgd/adam/adamw`), on the
@@ -115,6 +118,63 @@ def Loom_ReduceKindAttr : EnumAttr<Loom_Dialect, Loom_ReduceKind, "reduce"> {
 class Loom_Attr<string name, string attrMnemonic, list<Trait> traits = []>
     : AttrDef<Loom_Dialect, name, traits> {
   let mnemonic = attrMnemonic;
+}
+
+def Loom_ShardAttr : Loom_Attr<"Shard", "shard"> {
+  let summary = "How a step argument is sharded over mesh axes";
+  let description = [{
+    On a parameter (or its optimizer state) of a distributed step: the full
+    tensor has shape `global`; it is zero-padded on `dim` to a multiple of
+    the group size G (the product of the sizes of `axes` on `mesh`) and the
+    rank with index i in that group holds chunk i, of size
+    `ceil(global[dim] / G)` on `dim`, which is the argument's type.
+
+    ```mlir
+    %w: tensor<3x4xf32> {loom.shard = #loom.shard<@dp, axes = ["shard"], dim = 0, global = [10, 4]>}
+    ```
+  }];
+  let parameters = (ins "::mlir::FlatSymbolRefAttr":$mesh,
+                        "::mlir::ArrayAttr":$axes,
+                        "int64_t":$dim,
+                        ArrayRefParameter<"int64_t">:$global);
+  let assemblyFormat = [{
+    `<` $mesh `,` `axes` `=` $axes `,` `dim` `=` $dim `,` `global` `=` `[` $global `]` `>`
+  }];
+}
+
+def Loom_SplitAttr : Loom_Attr<"Split", "split"> {
+  let summary = "How a batch argument is split over data-parallel ranks";
+  let description = [{
+    On a batch input of a distributed step: the argument's type is this
+    rank's slice of the global batch along `dim`; the rank with index i in
+    the group of `axes` takes the i-th of G equal slices.
+
+    ```mlir
+    %x: tensor<2x16xi64> {loom.split = #loom.split<@dp, axes = ["shard"], dim = 0>}
+    ```
+  }];
+  let parameters = (ins "::mlir::FlatSymbolRefAttr":$mesh,
+                        "::mlir::ArrayAttr":$axes,
+                        "int64_t":$dim);
+  let assemblyFormat = "`<` $mesh `,` `axes` `=` $axes `,` `dim` `=` $dim `>`";
+}
+
+def Loom_PartialAttr : Loom_Attr<"Partial", "partial"> {
+  let summary = "A step result that is partial over ranks";
+  let description = [{
+    On the loss of a data-parallel step: each rank computes the loss of its
+    own slice; the value reported for the step is the `reduction` of the
+    ranks' values over `axes` (for a mean loss over equal slices, `avg`
+    gives the single-device loss).
+
+    ```mlir
+    -> (tensor<f32> {loom.role = #loom.role<loss>, loom.partial = #loom.partial<@dp, axes = ["shard"], avg>})
+    ```
+  }];
+  let parameters = (ins "::mlir::FlatSymbolRefAttr":$mesh,
+                        "::mlir::ArrayAttr":$axes,
+                        "::loom::ReduceKind":$reduction);
+  let assemblyFormat = "`<` $mesh `,` `axes` `=` $axes `,` $reduction `>`";
 }
 
 def Loom_OperandRefAttr : Loom_Attr<"OperandRef", "arg"> {
