@@ -4,7 +4,7 @@ Usage (from the repository root)::
 
     PYTHONPATH=python python -m loom.capture FILE.py --out DIR \
         [--steps K] [--optimizer sgd|adam|adamw] [--lr X] \
-        [--weight-decay W] [--seed S]
+        [--weight-decay W] [--seed S] [--split N] [--microbatches M]
 
 FILE.py defines ``make()`` returning ``(model, batches)``: ``model(*batch)``
 returns a scalar loss and ``batches`` is a list of tuples of tensors, one per
@@ -27,6 +27,13 @@ step (training cycles through them). The capture writes into DIR:
     tied-parameter aliases that were folded into one graph input.
 ``reference.safetensors``
     Parameters and buffers after K eager steps, keyed by FQN.
+
+With ``--split N`` (data parallelism over N ranks, docs/distributed.md) and
+``--microbatches M`` (gradient accumulation), the joint graph is exported
+for one rank's microbatch: every batch tensor's dim 0 divided by ``N * M``
+(which must divide it). ``batches.safetensors`` and the eager reference keep
+the whole batch on one device; ``reference.json`` records ``"split": N`` and
+``"microbatches": M``.
 
 User errors (missing file, bad ``make()``, non-scalar loss, ...) are reported
 as ``loom.capture: error: ...`` with exit status 2 and no traceback.
@@ -502,9 +509,21 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="Adam/AdamW betas (default 0.9 0.999)",
     )
     parser.add_argument("--seed", type=int, default=0, help="torch.manual_seed before make() (default 0)")
+    parser.add_argument(
+        "--split", type=int, default=1, metavar="N",
+        help="export for one of N data-parallel ranks: batch dim 0 divided by N (default 1)",
+    )
+    parser.add_argument(
+        "--microbatches", type=int, default=1, metavar="M",
+        help="export for one of M gradient-accumulation microbatches per rank (default 1)",
+    )
     args = parser.parse_args(argv)
     if args.steps < 1:
         parser.error("--steps must be at least 1")
+    if args.split < 1:
+        parser.error("--split must be at least 1")
+    if args.microbatches < 1:
+        parser.error("--microbatches must be at least 1")
     _cls, default_lr, default_wd = OPTIMIZERS[args.optimizer]
     args.lr = default_lr if args.lr is None else args.lr
     args.weight_decay = default_wd if args.weight_decay is None else args.weight_decay
@@ -524,6 +543,25 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if not (args.weight_decay >= 0 and math.isfinite(args.weight_decay)):
         parser.error("--weight-decay must be a non-negative number")
     return args
+
+
+def per_rank_batch(batch: tuple[torch.Tensor, ...], split: int, microbatches: int) -> tuple[torch.Tensor, ...]:
+    """The first rank's first microbatch of ``batch``: rows ``[0, B / (split * microbatches))``
+    of every tensor. The graph is specialised to its shapes; the runtime slices
+    the whole batch the same way on every rank (docs/distributed.md)."""
+    parts = split * microbatches
+    if parts == 1:
+        return batch
+    what = f"--split {split}" + (f" x --microbatches {microbatches}" if microbatches > 1 else "")
+    for j, t in enumerate(batch):
+        if t.dim() == 0:
+            raise CaptureError(f"batch element {j} is a 0-d tensor; {what} slices dim 0 of every batch tensor")
+        if t.shape[0] % parts:
+            raise CaptureError(
+                f"batch element {j} has dim 0 of size {t.shape[0]}, which {what} "
+                f"({parts} slices) does not divide"
+            )
+    return tuple(t[: t.shape[0] // parts].clone() for t in batch)
 
 
 def capture(args: argparse.Namespace) -> None:
@@ -550,7 +588,7 @@ def capture(args: argparse.Namespace) -> None:
         args.optimizer_extra,
     )
 
-    ep, aliases = export_joint(model, batches[0])
+    ep, aliases = export_joint(model, per_rank_batch(batches[0], args.split, args.microbatches))
     n_forward, n_backward = annotate(ep)
 
     args.out.mkdir(parents=True, exist_ok=True)
@@ -582,6 +620,8 @@ def capture(args: argparse.Namespace) -> None:
         "initial_param_checksum": initial_checksum,
         "tied_parameters": aliases,
         "torch_version": torch.__version__,
+        "split": args.split,
+        "microbatches": args.microbatches,
     }
     (args.out / "reference.json").write_text(json.dumps(report, indent=2) + "\n")
 
@@ -593,6 +633,11 @@ def capture(args: argparse.Namespace) -> None:
     for alias, canonical in aliases.items():
         print(f"  tied: {alias} -> {canonical}")
     print(f"  joint graph: {n_forward + n_backward} ops ({n_forward} forward, {n_backward} backward)")
+    if args.split * args.microbatches > 1:
+        print(
+            f"  per-rank batch: dim 0 / {args.split * args.microbatches} "
+            f"(--split {args.split}, --microbatches {args.microbatches})"
+        )
     print(
         f"  reference: {args.steps} steps of {args.optimizer} "
         f"(lr={args.lr:g}, weight_decay={args.weight_decay:g}), "

@@ -463,3 +463,65 @@ def test_error_uncapturable_models(tmp_path, capsys, body, fragment):
     assert capture.main([str(path), "--out", str(tmp_path / "out"), "--steps", "1"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("loom.capture: error: ") and fragment in err
+
+
+# --------------------------------------------------------------------------
+# --split and --microbatches: the graph is one rank's microbatch
+
+
+def user_input_shapes(out: Path) -> list[tuple[int, ...]]:
+    ep = torch.export.load(out / "step.pt2")
+    placeholders = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
+    return [
+        tuple(placeholders[s.arg.name].meta["val"].shape)
+        for s in ep.graph_signature.input_specs
+        if s.kind == InputKind.USER_INPUT
+    ]
+
+
+@pytest.mark.parametrize("split, microbatches", [(2, 1), (4, 1), (2, 2)])
+def test_split_exports_per_rank_batch(tmp_path, capsys, split, microbatches):
+    out = tmp_path / "out"
+    c = do_capture(
+        REPO / "examples" / "mlp.py", out, capsys, "--split", str(split), "--microbatches", str(microbatches)
+    )
+    full = [tuple(t.shape) for t in c.batches()[0]]
+    parts = split * microbatches
+    assert user_input_shapes(out) == [(s[0] // parts, *s[1:]) for s in full]
+    assert c.reference["split"] == split and c.reference["microbatches"] == microbatches
+    assert f"dim 0 / {parts}" in c.stdout
+    # The reference trains on the whole batch, exactly as without --split.
+    plain = do_capture(REPO / "examples" / "mlp.py", tmp_path / "plain", capsys)
+    assert c.reference["losses"] == plain.reference["losses"]
+    assert plain.reference["split"] == 1 and plain.reference["microbatches"] == 1
+
+
+def test_split_must_divide_the_batch(tmp_path, capsys):
+    path = write_model(
+        tmp_path,
+        """
+        import torch
+        import torch.nn as nn
+
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 2)
+
+            def forward(self, x):
+                return self.fc(x).sum()
+
+        def make():
+            return M(), [(torch.randn(6, 4),)]
+        """,
+    )
+    assert capture.main([str(path), "--out", str(tmp_path / "out"), "--split", "4"]) == 2
+    err = capsys.readouterr().err
+    assert "dim 0 of size 6" in err and "--split 4" in err
+    assert not (tmp_path / "out" / "step.pt2").exists()
+    assert capture.main([str(path), "--out", str(tmp_path / "ok"), "--split", "3", "--steps", "1"]) == 0
+
+
+def test_split_must_be_positive(tmp_path):
+    result = run_cli(str(REPO / "examples" / "mlp.py"), "--out", str(tmp_path / "out"), "--split", "0")
+    assert result.returncode == 2 and "--split must be at least 1" in result.stderr
