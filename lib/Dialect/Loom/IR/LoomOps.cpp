@@ -275,14 +275,30 @@ static LogicalResult verifySameTensorExcept(Operation *op,
   return success();
 }
 
-LogicalResult AllGatherStartOp::verify() {
-  FailureOr<RankedTensorType> result = getFutureTensor(*this, getFuture());
-  if (failed(result) || failed(verifyFutureUse(*this, getFuture())) ||
-      failed(verifyDim(*this, static_cast<int64_t>(getDim()), getInput().getType().getRank())))
+/// Local checks shared by the collectives that gather or scatter along a
+/// dimension: the result keeps the input's element type, rank and every
+/// other dimension.
+template <typename OpTy>
+static LogicalResult verifyAlongDim(OpTy op) {
+  FailureOr<RankedTensorType> result = getFutureTensor(op, op.getFuture());
+  int64_t dim = op.getDim();
+  RankedTensorType input = op.getInput().getType();
+  if (failed(result) || failed(verifyFutureUse(op, op.getFuture())) ||
+      failed(verifyDim(op, dim, input.getRank())))
     return failure();
-  return verifySameTensorExcept(*this, getInput().getType(), *result,
-                                static_cast<int64_t>(getDim()));
+  return verifySameTensorExcept(op, input, *result, dim);
 }
+
+/// The sizes of the gathered/scattered dimension in the input and result.
+template <typename OpTy>
+static std::pair<int64_t, int64_t> dimSizes(OpTy op) {
+  int64_t dim = op.getDim();
+  return {op.getInput().getType().getDimSize(dim),
+          cast<RankedTensorType>(op.getFuture().getType().getValueType())
+              .getDimSize(dim)};
+}
+
+LogicalResult AllGatherStartOp::verify() { return verifyAlongDim(*this); }
 
 LogicalResult
 AllGatherStartOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
@@ -290,25 +306,16 @@ AllGatherStartOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
       verifyMeshAxes(*this, getMeshAttr(), getAxes(), symbolTable);
   if (failed(group))
     return failure();
-  int64_t in = getInput().getType().getDimSize(static_cast<int64_t>(getDim()));
-  int64_t out = cast<RankedTensorType>(getFuture().getType().getValueType())
-                    .getDimSize(static_cast<int64_t>(getDim()));
+  auto [in, out] = dimSizes(*this);
   if (in * *group != out)
     return emitOpError("gathering dim ")
-           << static_cast<int64_t>(getDim()) << " of size " << in << " over a group of " << *group
+           << getDim() << " of size " << in << " over a group of " << *group
            << " ranks gives " << in * *group << ", but the result has "
            << out;
   return success();
 }
 
-LogicalResult ReduceScatterStartOp::verify() {
-  FailureOr<RankedTensorType> result = getFutureTensor(*this, getFuture());
-  if (failed(result) || failed(verifyFutureUse(*this, getFuture())) ||
-      failed(verifyDim(*this, static_cast<int64_t>(getDim()), getInput().getType().getRank())))
-    return failure();
-  return verifySameTensorExcept(*this, getInput().getType(), *result,
-                                static_cast<int64_t>(getDim()));
-}
+LogicalResult ReduceScatterStartOp::verify() { return verifyAlongDim(*this); }
 
 LogicalResult
 ReduceScatterStartOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
@@ -316,17 +323,15 @@ ReduceScatterStartOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
       verifyMeshAxes(*this, getMeshAttr(), getAxes(), symbolTable);
   if (failed(group))
     return failure();
-  int64_t in = getInput().getType().getDimSize(static_cast<int64_t>(getDim()));
-  int64_t out = cast<RankedTensorType>(getFuture().getType().getValueType())
-                    .getDimSize(static_cast<int64_t>(getDim()));
+  auto [in, out] = dimSizes(*this);
   if (in % *group != 0)
     return emitOpError("scatter dim ")
-           << static_cast<int64_t>(getDim()) << " of size " << in
+           << getDim() << " of size " << in
            << " is not divisible by the group size " << *group
            << " (pad the input first)";
   if (in / *group != out)
     return emitOpError("scattering dim ")
-           << static_cast<int64_t>(getDim()) << " of size " << in << " over " << *group
+           << getDim() << " of size " << in << " over " << *group
            << " ranks gives " << in / *group << ", but the result has "
            << out;
   return success();
