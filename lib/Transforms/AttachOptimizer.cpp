@@ -129,6 +129,10 @@ struct LoomAttachOptimizerPass
         attrs.set(LoomDialect::kNameAttrName, builder.getStringAttr(name));
         attrs.set(LoomDialect::kRoleAttrName, roleAttr(Role::optimizer_state));
         attrs.set(LoomDialect::kTargetAttrName, target);
+        // State of a sharded parameter is sharded like it (loom-fsdp).
+        if (Attribute shard =
+                func.getArgAttr(argIndex, LoomDialect::kShardAttrName))
+          attrs.set(LoomDialect::kShardAttrName, shard);
         unsigned index = func.getNumArguments();
         if (failed(func.insertArgument(index, type, attrs.getDictionary(ctx),
                                        param.getLoc())))

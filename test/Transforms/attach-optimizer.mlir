@@ -90,3 +90,15 @@ func.func @root(%s: tensor<f32> {loom.name = "scale", loom.role = #loom.role<par
     attributes {loom.step} {
   return %s, %s : tensor<f32>, tensor<f32>
 }
+
+// -----
+
+// The state of a sharded parameter (loom-fsdp) is sharded like it.
+// ADAMW-LABEL: func.func @sharded(
+// ADAMW-SAME: tensor<2x4xf32> {loom.name = "w.exp_avg", loom.role = #loom.role<optimizer_state>, loom.shard = #loom.shard<@dp, axes = ["shard"], dim = 0, global = [3, 4]>, loom.target = "w"}
+// ADAMW-SAME: tensor<2x4xf32> {loom.name = "w.exp_avg_sq", loom.role = #loom.role<optimizer_state>, loom.shard = #loom.shard<@dp, axes = ["shard"], dim = 0, global = [3, 4]>, loom.target = "w"}
+loom.mesh @dp shape [2] axes ["shard"]
+func.func @sharded(%w: tensor<2x4xf32> {loom.name = "w", loom.role = #loom.role<parameter>, loom.shard = #loom.shard<@dp, axes = ["shard"], dim = 0, global = [3, 4]>})
+    -> (tensor<2x4xf32> {loom.role = #loom.role<grad>, loom.target = "w"}) attributes {loom.step} {
+  return %w : tensor<2x4xf32>
+}
