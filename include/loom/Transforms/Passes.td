@@ -130,4 +130,115 @@ def LoomAttachOptimizer
   let dependentDialects = ["::loom::LoomDialect"];
 }
 
+def LoomFsdp : Pass<"loom-fsdp", "::mlir::ModuleOp"> {
+  let summary = "Shard parameters and gradients over a mesh as FSDP2 fully_shard does";
+  let description = [{
+    Turns a single-device step (`func.func` with `loom.step`) into the SPMD
+    step of PyTorch's FSDP2 (`fully_shard`) on a 1-D mesh, or of HSDP on a
+    2-D `(replicate, shard)` mesh. Every rank runs the same program; nothing
+    depends on the rank.
+
+    Units. `units` lists module-path prefixes, as `fully_shard` is applied
+    to `model.layers[i]`. A unit owns the parameters whose owner module
+    (`layers.0.attn.wq` for `layers.0.attn.wq.weight`) is under its prefix
+    and under no more specific unit; the root unit owns the rest. A
+    parameter used directly by the forward ops of several units (a tied
+    weight) belongs to the first of them in program order and is gathered
+    and reduced once. The default units are every `layers.N` plus the root.
+
+    Sharding. Each parameter argument becomes its local shard: dim 0 is
+    zero-padded to a multiple of the shard group size G and rank i holds
+    chunk i of `ceil(rows / G)` rows, recorded as `loom.shard` (global shape,
+    mesh, axes `["shard"]`). Scalar parameters are rejected, as FSDP2 does.
+
+    Forward. Before the first forward op that uses a unit's parameters,
+    one `loom.all_gather_start`/`loom.wait` gathers the whole unit: the
+    shards are flattened (`aten::view`), concatenated (`aten::cat`), gathered
+    over `"shard"`, split per parameter (`aten::split_with_sizes` on the
+    `[G, N]` view, then `aten::reshape`) and the padding is sliced off
+    (`aten::slice`). Uses of the parameter read the gathered tensor.
+
+    Backward. A unit that reshards after forward (`reshard-after-forward`)
+    gets a second all-gather before its first backward use, and backward
+    ops read from it: forward values computed only from the unit's gathered
+    parameters (`t(w)`, views, casts) are recomputed from the backward
+    gather, as FSDP2's re-all-gather refills the storage those views share.
+    After the last gradient of a unit is computed, one reduce-scatter over
+    `"shard"` reduces all its gradients (each padded on dim 0, laid out per
+    rank chunk like the all-gather buffer), and the step returns the local
+    shard gradients. Under HSDP an all-reduce over `"replicate"` follows.
+
+    Division. By default the reductions average (`reduce <avg>`, factor =
+    data-parallel size). With `gradient-divide-factor` f != that size the
+    gradient is divided by f before a summing reduce-scatter (PyTorch's
+    pre-multiplied sum); with `reduce-dtype=f16` the factor is split into a
+    pre- and post-division as FSDP2 does for fp16.
+
+    Mixed precision. With `param-dtype` the shards are cast
+    (`aten::_to_copy`) before the all-gather, so the gather and the forward
+    and backward compute run in that dtype; floating batch inputs are cast
+    too and the loss is cast back to its type. With `reduce-dtype` the
+    gradients are cast to it before the reduce-scatter and back to the
+    parameter's dtype afterwards.
+
+    Batch inputs get `loom.split` over every data-parallel axis and the loss
+    `loom.partial<avg>`, as for DDP. Run `loom-attach-optimizer` afterwards:
+    it updates the local shards.
+
+    Example:
+
+    ```
+    loom-opt step.mlir --loom-fsdp="mesh-shape=4 units=layers.0,layers.1"
+    ```
+
+    Before (one unit, one parameter of 15 rows):
+
+    ```mlir
+    func.func @step(%w: tensor<15x8xf32> {loom.name = "fc.weight", loom.role = #loom.role<parameter>}, ...)
+    ```
+
+    After, on 4 ranks:
+
+    ```mlir
+    loom.mesh @dp shape [4] axes ["shard"]
+    func.func @step(%w: tensor<4x8xf32> {..., loom.shard = #loom.shard<@dp, axes = ["shard"], dim = 0, global = [15, 8]>}, ...) {
+      %flat = loom.aten "aten::view.default"(%w) ... -> tensor<32xf32>
+      %f = loom.all_gather_start %flat on @dp axes ["shard"] dim 0 : tensor<32xf32> -> !loom.future<tensor<128xf32>>
+      %g = loom.wait %f : !loom.future<tensor<128xf32>> -> tensor<128xf32>
+      ...
+      %r = loom.reduce_scatter_start %buf on @dp axes ["shard"] dim 0 reduce <avg> : tensor<128xf32> -> !loom.future<tensor<32xf32>>
+    ```
+
+    Errors (located at the step): a mesh that is not 1-D or 2-D or has an
+    axis of size 0, a unit prefix that matches no parameter, a
+    `reshard-after-forward` integer that does not divide the shard size,
+    scalar parameters, units mixing parameter dtypes, and an existing
+    `loom.mesh` of the same name with another shape.
+  }];
+  let options = [
+    ListOption<"units", "units", "std::string",
+               "Module-path prefixes of the fully_shard units (default: "
+               "every 'layers.N' plus the root)">,
+    ListOption<"meshShape", "mesh-shape", "int64_t",
+               "Mesh shape: {N} for FSDP or {R, S} for HSDP with axes "
+               "'replicate' and 'shard' (required)">,
+    Option<"reshardAfterForward", "reshard-after-forward", "std::string",
+           /*default=*/"\"auto\"",
+           "auto (true for every unit but the root), true, false, or an "
+           "integer k: 1 means false and the shard size means true (other "
+           "divisors are not supported yet)">,
+    Option<"paramDtype", "param-dtype", "std::string", /*default=*/"\"\"",
+           "Dtype of the all-gather and compute (bf16, f16, f32; empty: "
+           "the parameter's)">,
+    Option<"reduceDtype", "reduce-dtype", "std::string", /*default=*/"\"\"",
+           "Dtype of the gradient reduction (bf16, f16, f32; empty: the "
+           "gradient's)">,
+    Option<"gradientDivideFactor", "gradient-divide-factor", "double",
+           /*default=*/"0.0",
+           "Divide gradients by this factor instead of the data-parallel "
+           "size (0: the data-parallel size, reduced with avg)">,
+  ];
+  let dependentDialects = ["::loom::LoomDialect"];
+}
+
 #endif // LOOM_TRANSFORMS_PASSES_TD
