@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -106,6 +107,164 @@ const char *ArgValue::kindName(Kind kind) {
     return "memory_format";
   }
   return "?";
+}
+
+const char *toString(ReduceOp op) {
+  switch (op) {
+  case ReduceOp::Sum:
+    return "sum";
+  case ReduceOp::Avg:
+    return "avg";
+  case ReduceOp::Max:
+    return "max";
+  case ReduceOp::Min:
+    return "min";
+  case ReduceOp::Product:
+    return "product";
+  }
+  return "?";
+}
+
+const char *toString(OpKind op) {
+  switch (op) {
+  case OpKind::Aten:
+    return "aten";
+  case OpKind::Free:
+    return "free";
+  case OpKind::Optimizer:
+    return "optimizer";
+  case OpKind::AllGatherStart:
+    return "all_gather_start";
+  case OpKind::ReduceScatterStart:
+    return "reduce_scatter_start";
+  case OpKind::AllReduceStart:
+    return "all_reduce_start";
+  case OpKind::BroadcastStart:
+    return "broadcast_start";
+  case OpKind::Wait:
+    return "wait";
+  case OpKind::RecordEvent:
+    return "record_event";
+  case OpKind::WaitEvent:
+    return "wait_event";
+  }
+  return "?";
+}
+
+const char *collectiveName(OpKind op) {
+  switch (op) {
+  case OpKind::AllGatherStart:
+    return "all_gather";
+  case OpKind::ReduceScatterStart:
+    return "reduce_scatter";
+  case OpKind::AllReduceStart:
+    return "all_reduce";
+  case OpKind::BroadcastStart:
+    return "broadcast";
+  default:
+    return nullptr;
+  }
+}
+
+int64_t Mesh::axisIndex(const std::string &axis) const {
+  for (size_t i = 0; i < axes.size(); ++i)
+    if (axes[i] == axis)
+      return int64_t(i);
+  return -1;
+}
+
+int64_t Mesh::numRanks() const {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+int64_t Mesh::groupSize(const std::vector<std::string> &names) const {
+  int64_t n = 1;
+  for (const std::string &a : names)
+    n *= shape[size_t(axisIndex(a))];
+  return n;
+}
+
+std::vector<int64_t> Mesh::group(const std::vector<std::string> &names,
+                                 int64_t rank) const {
+  // Row-major coordinates of `rank`.
+  size_t nd = shape.size();
+  std::vector<int64_t> coord(nd);
+  int64_t r = rank;
+  for (size_t i = nd; i-- > 0;) {
+    coord[i] = r % shape[i];
+    r /= shape[i];
+  }
+  std::vector<size_t> free;
+  for (const std::string &a : names)
+    free.push_back(size_t(axisIndex(a)));
+  // Enumerate the named axes' coordinates row-major in the order the mesh
+  // lists them, so the group order does not depend on how `axes` is spelt.
+  std::sort(free.begin(), free.end());
+  std::vector<int64_t> out;
+  int64_t count = groupSize(names);
+  for (int64_t k = 0; k < count; ++k) {
+    int64_t rest = k;
+    std::vector<int64_t> c = coord;
+    for (size_t j = free.size(); j-- > 0;) {
+      c[free[j]] = rest % shape[free[j]];
+      rest /= shape[free[j]];
+    }
+    int64_t id = 0;
+    for (size_t i = 0; i < nd; ++i)
+      id = id * shape[i] + c[i];
+    out.push_back(id);
+  }
+  return out;
+}
+
+std::vector<std::vector<int64_t>>
+Mesh::groups(const std::vector<std::string> &names) const {
+  std::vector<std::vector<int64_t>> out;
+  std::vector<char> seen(size_t(numRanks()), 0);
+  for (int64_t r = 0; r < numRanks(); ++r) {
+    if (seen[size_t(r)])
+      continue;
+    out.push_back(group(names, r));
+    for (int64_t m : out.back())
+      seen[size_t(m)] = 1;
+  }
+  return out;
+}
+
+int64_t Artifact::programOf(int64_t rank) const {
+  for (size_t i = 0; i < programs.size(); ++i)
+    for (int64_t r : programs[i].ranks)
+      if (r == rank)
+        return int64_t(i);
+  return -1;
+}
+
+std::vector<std::vector<std::string>> Artifact::groupAxes() const {
+  std::vector<std::vector<std::string>> out;
+  auto add = [&](const std::vector<std::string> &axes) {
+    if (!axes.empty() && std::find(out.begin(), out.end(), axes) == out.end())
+      out.push_back(axes);
+  };
+  for (const InputSpec &in : inputs) {
+    if (in.shard)
+      add(in.shard->axes);
+    if (in.split)
+      add(in.split->axes);
+  }
+  for (const StateSpec &st : state)
+    if (st.shard)
+      add(st.shard->axes);
+  for (const OutputSpec &out : outputs)
+    if (out.reduce)
+      add(out.reduce->axes);
+  for (const Program &p : programs)
+    for (const Instruction &inst : p.instructions)
+      if (collectiveName(inst.op))
+        add(inst.axes);
+  return out;
 }
 
 std::string Instruction::qualifiedKernel() const {
@@ -270,6 +429,67 @@ private:
     return dims;
   }
 
+  /// A list of mesh axis names: non-empty, each an axis of the mesh, none
+  /// twice.
+  std::vector<std::string> axesList(const json &v, const std::string &path) {
+    std::vector<std::string> out;
+    size_t i = 0;
+    for (const json &e : array(v, path)) {
+      std::string ep = index(path, i++);
+      std::string name = nonEmptyString(e, ep);
+      if (!a.mesh)
+        fail(ep, "axis '" + name + "' but the artifact has no mesh");
+      if (a.mesh->axisIndex(name) < 0) {
+        std::string list;
+        for (const std::string &x : a.mesh->axes)
+          list += (list.empty() ? "" : ", ") + x;
+        fail(ep, "'" + name + "' is not an axis of the mesh (axes: " + list +
+                     ")");
+      }
+      if (std::find(out.begin(), out.end(), name) != out.end())
+        fail(ep, "axis '" + name + "' is listed twice");
+      out.push_back(name);
+    }
+    if (out.empty())
+      fail(path, "must name at least one mesh axis");
+    return out;
+  }
+  ReduceOp reduceOp(const json &v, const std::string &path) {
+    std::string r = string(v, path);
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max,
+                        ReduceOp::Min, ReduceOp::Product})
+      if (r == toString(op))
+        return op;
+    fail(path, "unknown reduction '" + r +
+                   "' (expected sum, avg, max, min or product)");
+  }
+  /// `shard` of an input or state entry whose local shape is `local`.
+  ShardSpec shardSpec(const json &v, const std::string &path,
+                      const std::vector<int64_t> &local) {
+    object(v, path);
+    onlyKeys(v, path, {"axes", "dim", "global_shape"});
+    ShardSpec sh;
+    sh.axes = axesList(field(v, path, "axes"), join(path, "axes"));
+    sh.globalShape = shape(field(v, path, "global_shape"),
+                           join(path, "global_shape"));
+    sh.dim = integer(field(v, path, "dim"), join(path, "dim"));
+    if (sh.dim < 0 || sh.dim >= int64_t(sh.globalShape.size()))
+      fail(join(path, "dim"), "dim " + std::to_string(sh.dim) +
+                                  " out of range for global_shape " +
+                                  formatShape(sh.globalShape));
+    int64_t g = a.mesh->groupSize(sh.axes);
+    std::vector<int64_t> want = sh.globalShape;
+    want[size_t(sh.dim)] = (want[size_t(sh.dim)] + g - 1) / g;
+    if (local != want)
+      fail(path, "the local shape is " + formatShape(local) +
+                     ", but chunk of global_shape " +
+                     formatShape(sh.globalShape) + " padded over " +
+                     std::to_string(g) + " ranks on dim " +
+                     std::to_string(sh.dim) + " is " + formatShape(want));
+    return sh;
+  }
+
+  void readMesh(const json &v);
   void readOptimizer(const json &v, const std::string &path);
   void readInputs(const json &v);
   void readState(const json &v);
@@ -292,17 +512,18 @@ void ProgramReader::read(const json &root) {
   object(root, "");
   onlyKeys(root, "",
            {"format", "version", "producer", "source", "pipeline", "world_size",
-            "num_slots", "optimizer", "inputs", "state", "outputs",
+            "mesh", "num_slots", "optimizer", "inputs", "state", "outputs",
             "programs"});
   std::string format = string(field(root, "", "format"), "format");
   if (format != "loomx")
     fail("format", "expected \"loomx\", found \"" + format + "\"");
   int64_t version = integer(field(root, "", "version"), "version");
-  if (version != kArtifactVersion)
+  if (version < 1 || version > int64_t(kArtifactVersion))
     fail("version", "program version " + std::to_string(version) +
-                        "; this runtime reads version " +
+                        "; this runtime reads versions 1 to " +
                         std::to_string(kArtifactVersion) +
                         " — recompile with the matching loom-compile");
+  a.version = version;
   for (auto [key, out] :
        {std::pair{"producer", &a.producer}, std::pair{"source", &a.source},
         std::pair{"pipeline", &a.pipeline}})
@@ -313,6 +534,19 @@ void ProgramReader::read(const json &root) {
   if (a.worldSize < 1)
     fail("world_size",
          "must be at least 1, found " + std::to_string(a.worldSize));
+  if (root.contains("mesh")) {
+    if (a.version < 2)
+      fail("mesh", "a mesh needs format version 2 (this program is version " +
+                       std::to_string(a.version) + ")");
+    readMesh(root["mesh"]);
+    if (a.mesh->numRanks() != a.worldSize)
+      fail("world_size", std::to_string(a.worldSize) +
+                             " is not the product of mesh.shape " +
+                             formatShape(a.mesh->shape) + " (" +
+                             std::to_string(a.mesh->numRanks()) + ")");
+  } else if (a.worldSize > 1 && a.version >= 2) {
+    fail("mesh", "missing (required when world_size > 1)");
+  }
   a.numSlots = integer(field(root, "", "num_slots"), "num_slots");
   if (a.numSlots < 0 || a.numSlots > kMaxSlots)
     fail("num_slots", std::to_string(a.numSlots) + " is out of range (0 to " +
@@ -326,15 +560,59 @@ void ProgramReader::read(const json &root) {
   readOutputs(field(root, "", "outputs"));
 
   const json &programs = array(field(root, "", "programs"), "programs");
-  if (int64_t(programs.size()) != a.worldSize)
+  if (a.version < 2 && int64_t(programs.size()) != a.worldSize)
     fail("programs", "has " + std::to_string(programs.size()) +
                          " programs for world_size " +
                          std::to_string(a.worldSize) +
                          " (one per rank expected)");
   for (size_t i = 0; i < programs.size(); ++i)
     readProgram(programs[i], i);
+  // Version 2: every rank runs exactly one program.
+  std::vector<int64_t> runBy(size_t(a.worldSize), -1);
+  for (size_t i = 0; i < a.programs.size(); ++i)
+    for (size_t k = 0; k < a.programs[i].ranks.size(); ++k) {
+      int64_t r = a.programs[i].ranks[k];
+      std::string rp = index(join(index("programs", i), "ranks"), k);
+      if (r < 0 || r >= a.worldSize)
+        fail(rp, "rank " + std::to_string(r) + " out of range (world_size " +
+                     std::to_string(a.worldSize) + ")");
+      if (runBy[size_t(r)] >= 0)
+        fail(rp, "rank " + std::to_string(r) + " also runs programs[" +
+                     std::to_string(runBy[size_t(r)]) + "]");
+      runBy[size_t(r)] = int64_t(i);
+    }
+  for (int64_t r = 0; r < a.worldSize; ++r)
+    if (runBy[size_t(r)] < 0)
+      fail("programs", "no program runs rank " + std::to_string(r) +
+                           " (world_size " + std::to_string(a.worldSize) +
+                           ")");
   for (size_t i = 0; i < a.programs.size(); ++i)
     checkDataflow(i);
+}
+
+void ProgramReader::readMesh(const json &v) {
+  object(v, "mesh");
+  onlyKeys(v, "mesh", {"shape", "axes"});
+  Mesh m;
+  m.shape = shape(field(v, "mesh", "shape"), "mesh.shape");
+  if (m.shape.empty())
+    fail("mesh.shape", "must have at least one axis");
+  for (size_t i = 0; i < m.shape.size(); ++i)
+    if (m.shape[i] < 1)
+      fail(index("mesh.shape", i), "an axis has at least one rank, found " +
+                                       std::to_string(m.shape[i]));
+  const json &axes = array(field(v, "mesh", "axes"), "mesh.axes");
+  for (size_t i = 0; i < axes.size(); ++i) {
+    std::string name = nonEmptyString(axes[i], index("mesh.axes", i));
+    if (std::find(m.axes.begin(), m.axes.end(), name) != m.axes.end())
+      fail(index("mesh.axes", i), "axis '" + name + "' is listed twice");
+    m.axes.push_back(name);
+  }
+  if (m.axes.size() != m.shape.size())
+    fail("mesh.axes", "names " + std::to_string(m.axes.size()) +
+                          " axes, mesh.shape has " +
+                          std::to_string(m.shape.size()));
+  a.mesh = m;
 }
 
 void ProgramReader::readOptimizer(const json &v, const std::string &path) {
@@ -394,8 +672,13 @@ void ProgramReader::readInputs(const json &v) {
   for (const json &e : array(v, "inputs")) {
     std::string path = index("inputs", i++);
     object(e, path);
-    onlyKeys(e, path,
-             {"name", "role", "slot", "batch_index", "dtype", "shape"});
+    if (a.version >= 2)
+      onlyKeys(e, path,
+               {"name", "role", "slot", "batch_index", "dtype", "shape",
+                "shard", "split"});
+    else
+      onlyKeys(e, path,
+               {"name", "role", "slot", "batch_index", "dtype", "shape"});
     InputSpec in;
     in.name = nonEmptyString(field(e, path, "name"), join(path, "name"));
     if (!names.insert(in.name).second)
@@ -428,6 +711,28 @@ void ProgramReader::readInputs(const json &v) {
     }
     in.dtype = dtype(field(e, path, "dtype"), join(path, "dtype"));
     in.shape = shape(field(e, path, "shape"), join(path, "shape"));
+    if (e.contains("shard")) {
+      if (in.role != InputRole::Parameter)
+        fail(join(path, "shard"), std::string("only parameters are sharded; "
+                                              "this input is a ") +
+                                      toString(in.role));
+      in.shard = shardSpec(e["shard"], join(path, "shard"), in.shape);
+    }
+    if (e.contains("split")) {
+      std::string sp = join(path, "split");
+      if (in.role != InputRole::Input)
+        fail(sp, "only inputs with role 'input' (batch data) are split");
+      object(e["split"], sp);
+      onlyKeys(e["split"], sp, {"axes", "dim"});
+      SplitSpec split;
+      split.axes = axesList(field(e["split"], sp, "axes"), join(sp, "axes"));
+      split.dim = integer(field(e["split"], sp, "dim"), join(sp, "dim"));
+      if (split.dim < 0 || split.dim >= int64_t(in.shape.size()))
+        fail(join(sp, "dim"), "dim " + std::to_string(split.dim) +
+                                  " out of range for shape " +
+                                  formatShape(in.shape));
+      in.split = split;
+    }
     a.inputs.push_back(std::move(in));
   }
 }
@@ -438,7 +743,11 @@ void ProgramReader::readState(const json &v) {
   for (const json &e : array(v, "state")) {
     std::string path = index("state", i++);
     object(e, path);
-    onlyKeys(e, path, {"name", "param", "slot", "dtype", "shape", "init"});
+    if (a.version >= 2)
+      onlyKeys(e, path,
+               {"name", "param", "slot", "dtype", "shape", "init", "shard"});
+    else
+      onlyKeys(e, path, {"name", "param", "slot", "dtype", "shape", "init"});
     StateSpec s;
     s.name = nonEmptyString(field(e, path, "name"), join(path, "name"));
     if (!names.insert(s.name).second)
@@ -453,7 +762,9 @@ void ProgramReader::readState(const json &v) {
     std::string init = string(field(e, path, "init"), join(path, "init"));
     if (init != "zeros")
       fail(join(path, "init"),
-           "unknown init '" + init + "' (version 1 has only \"zeros\")");
+           "unknown init '" + init + "' (the only init is \"zeros\")");
+    if (e.contains("shard"))
+      s.shard = shardSpec(e["shard"], join(path, "shard"), s.shape);
     a.state.push_back(std::move(s));
   }
 
@@ -483,7 +794,10 @@ void ProgramReader::readOutputs(const json &v) {
   for (const json &e : array(v, "outputs")) {
     std::string path = index("outputs", i++);
     object(e, path);
-    onlyKeys(e, path, {"role", "target", "slot"});
+    if (a.version >= 2)
+      onlyKeys(e, path, {"role", "target", "slot", "reduce"});
+    else
+      onlyKeys(e, path, {"role", "target", "slot"});
     OutputSpec out;
     std::string role = string(field(e, path, "role"), join(path, "role"));
     InputRole targetRole = InputRole::Input;
@@ -515,6 +829,17 @@ void ProgramReader::readOutputs(const json &v) {
              "a second " + role + " output for '" + out.target + "'");
     }
     out.slot = slot(field(e, path, "slot"), join(path, "slot"));
+    if (e.contains("reduce")) {
+      std::string rp = join(path, "reduce");
+      if (out.role != OutputRole::Loss)
+        fail(rp, "only the loss output is reduced");
+      object(e["reduce"], rp);
+      onlyKeys(e["reduce"], rp, {"axes", "op"});
+      ReduceSpec r;
+      r.axes = axesList(field(e["reduce"], rp, "axes"), join(rp, "axes"));
+      r.op = reduceOp(field(e["reduce"], rp, "op"), join(rp, "op"));
+      out.reduce = r;
+    }
     a.outputs.push_back(std::move(out));
   }
   if (numLoss != 1)
@@ -525,20 +850,41 @@ void ProgramReader::readOutputs(const json &v) {
 void ProgramReader::readProgram(const json &v, size_t programIndex) {
   std::string path = index("programs", programIndex);
   object(v, path);
-  onlyKeys(v, path, {"rank", "streams", "instructions"});
   Program p;
-  p.rank = integer(field(v, path, "rank"), join(path, "rank"));
-  if (p.rank != int64_t(programIndex))
-    fail(join(path, "rank"), "expected rank " + std::to_string(programIndex) +
-                                 " (programs are listed by rank), found " +
-                                 std::to_string(p.rank));
+  if (a.version >= 2) {
+    onlyKeys(v, path, {"rank", "ranks", "streams", "instructions"});
+    if (v.contains("rank") == v.contains("ranks"))
+      fail(path, "give exactly one of `ranks` (the ranks running this "
+                 "program) or `rank` (a single-rank program)");
+    if (v.contains("rank")) {
+      p.ranks.push_back(integer(v["rank"], join(path, "rank")));
+    } else {
+      std::string rp = join(path, "ranks");
+      size_t i = 0;
+      for (const json &r : array(v["ranks"], rp))
+        p.ranks.push_back(integer(r, index(rp, i++)));
+      if (p.ranks.empty())
+        fail(rp, "lists no rank");
+    }
+  } else {
+    onlyKeys(v, path, {"rank", "streams", "instructions"});
+    int64_t rank = integer(field(v, path, "rank"), join(path, "rank"));
+    if (rank != int64_t(programIndex))
+      fail(join(path, "rank"), "expected rank " +
+                                   std::to_string(programIndex) +
+                                   " (programs are listed by rank), found " +
+                                   std::to_string(rank));
+    p.ranks.push_back(rank);
+  }
   std::string streamsPath = join(path, "streams");
   size_t i = 0;
   for (const json &s : array(field(v, path, "streams"), streamsPath))
     p.streams.push_back(nonEmptyString(s, index(streamsPath, i++)));
   // Version 1 has no cross-stream events, so nothing could order work on a
   // second stream: a v1 program runs on exactly one.
-  if (p.streams.size() != 1)
+  if (a.version >= 2 && p.streams.empty())
+    fail(streamsPath, "lists no stream");
+  if (a.version < 2 && p.streams.size() != 1)
     fail(streamsPath, "has " + std::to_string(p.streams.size()) +
                           " streams; a version 1 program has exactly one "
                           "(cross-stream events need a later version)");
@@ -570,9 +916,41 @@ Instruction ProgramReader::readInstruction(const json &v, const std::string &p,
     onlyKeys(v, p,
              {"op", "param", "param_slot", "grad", "state", "stream", "name",
               "module", "phase"});
+  } else if (a.version >= 2 &&
+             (op == "all_gather_start" || op == "reduce_scatter_start" ||
+              op == "all_reduce_start" || op == "broadcast_start")) {
+    inst.op = op == "all_gather_start"       ? OpKind::AllGatherStart
+              : op == "reduce_scatter_start" ? OpKind::ReduceScatterStart
+              : op == "all_reduce_start"     ? OpKind::AllReduceStart
+                                             : OpKind::BroadcastStart;
+    const char *extra = inst.op == OpKind::AllGatherStart       ? "dim"
+                        : inst.op == OpKind::ReduceScatterStart ? "dim"
+                        : inst.op == OpKind::AllReduceStart     ? "reduce"
+                                                                : "root";
+    if (inst.op == OpKind::ReduceScatterStart)
+      onlyKeys(v, p,
+               {"op", "input", "future", "axes", "dim", "reduce", "stream",
+                "name", "module", "phase"});
+    else
+      onlyKeys(v, p,
+               {"op", "input", "future", "axes", extra, "stream", "name",
+                "module", "phase"});
+  } else if (a.version >= 2 && op == "wait") {
+    inst.op = OpKind::Wait;
+    onlyKeys(v, p,
+             {"op", "future", "result", "stream", "name", "module", "phase"});
+  } else if (a.version >= 2 && (op == "record_event" || op == "wait_event")) {
+    inst.op = op == "record_event" ? OpKind::RecordEvent : OpKind::WaitEvent;
+    onlyKeys(v, p, {"op", "event", "stream", "name", "module", "phase"});
   } else {
-    fail(join(p, "op"), "unknown instruction '" + op +
-                            "' (version 1 has aten, free, optimizer)");
+    fail(join(p, "op"),
+         "unknown instruction '" + op +
+             (a.version >= 2
+                  ? "' (version 2 has aten, free, optimizer, "
+                    "all_gather_start, reduce_scatter_start, "
+                    "all_reduce_start, broadcast_start, wait, record_event, "
+                    "wait_event)"
+                  : "' (version 1 has aten, free, optimizer)"));
   }
 
   if (v.contains("name"))
@@ -639,6 +1017,44 @@ Instruction ProgramReader::readInstruction(const json &v, const std::string &p,
       inst.state.push_back(slot(state[i], index(statePath, i)));
     break;
   }
+  case OpKind::AllGatherStart:
+  case OpKind::ReduceScatterStart:
+  case OpKind::AllReduceStart:
+  case OpKind::BroadcastStart: {
+    inst.input = slot(field(v, p, "input"), join(p, "input"));
+    inst.future = slot(field(v, p, "future"), join(p, "future"));
+    inst.axes = axesList(field(v, p, "axes"), join(p, "axes"));
+    if (inst.op == OpKind::AllGatherStart ||
+        inst.op == OpKind::ReduceScatterStart) {
+      inst.dim = integer(field(v, p, "dim"), join(p, "dim"));
+      if (inst.dim < 0)
+        fail(join(p, "dim"), "dim " + std::to_string(inst.dim) +
+                                 " is negative (dims count from 0)");
+    }
+    if (inst.op == OpKind::ReduceScatterStart ||
+        inst.op == OpKind::AllReduceStart)
+      inst.reduce = reduceOp(field(v, p, "reduce"), join(p, "reduce"));
+    if (inst.op == OpKind::BroadcastStart) {
+      inst.root = integer(field(v, p, "root"), join(p, "root"));
+      int64_t g = a.mesh->groupSize(inst.axes);
+      if (inst.root < 0 || inst.root >= g)
+        fail(join(p, "root"), "root " + std::to_string(inst.root) +
+                                  " is not an index in a group of " +
+                                  std::to_string(g) + " ranks");
+    }
+    break;
+  }
+  case OpKind::Wait:
+    inst.future = slot(field(v, p, "future"), join(p, "future"));
+    inst.result = slot(field(v, p, "result"), join(p, "result"));
+    break;
+  case OpKind::RecordEvent:
+  case OpKind::WaitEvent:
+    inst.event = integer(field(v, p, "event"), join(p, "event"));
+    if (inst.event < 0)
+      fail(join(p, "event"), "event " + std::to_string(inst.event) +
+                                 " is negative");
+    break;
   }
   node.clear();
   return inst;
@@ -797,10 +1213,32 @@ void ProgramReader::checkDataflow(size_t programIndex) {
   for (const StateSpec &s : a.state)
     live[s.slot] = 1;
 
+  // live: 0 nothing, 1 a value, 2 a future (a collective in flight).
+  constexpr char kFuture = 2;
   auto read = [&](int64_t s, const std::string &path) {
     if (s >= 0 && !live[s])
       fail(path, "slot " + std::to_string(s) +
                      " is read before it is written (or after it is freed)");
+    if (s >= 0 && live[s] == kFuture)
+      fail(path, "slot " + std::to_string(s) +
+                     " holds the future of a collective in flight; read "
+                     "the result of its wait instead");
+  };
+  // future slot -> (input slot, start instruction index)
+  std::map<int64_t, std::pair<int64_t, size_t>> inFlight;
+  std::set<int64_t> recordedEvents;
+  auto checkWritable = [&](int64_t s, const std::string &path) {
+    if (live[s] == kFuture)
+      fail(path, "slot " + std::to_string(s) +
+                     " holds the future of a collective that was never "
+                     "waited");
+    for (const auto &[fut, started] : inFlight)
+      if (started.first == s)
+        fail(path, "slot " + std::to_string(s) +
+                       " is the input of the collective started at "
+                       "instructions[" +
+                       std::to_string(started.second) +
+                       "] and must not be written before its wait");
   };
   std::set<std::string> optimized;
   for (size_t i = 0; i < program.instructions.size(); ++i) {
@@ -827,6 +1265,7 @@ void ProgramReader::checkDataflow(size_t programIndex) {
         if (!written.insert(s).second)
           fail(path, "slot " + std::to_string(s) +
                          " receives two results of one instruction");
+        checkWritable(s, path);
         live[s] = 1;
       };
       for (size_t k = 0; k < inst.results.size(); ++k) {
@@ -845,6 +1284,10 @@ void ProgramReader::checkDataflow(size_t programIndex) {
           fail(path, "slot " + std::to_string(inst.slots[k]) +
                          " holds no value to free (never written, or freed "
                          "already)");
+        if (live[inst.slots[k]] == kFuture)
+          fail(path, "slot " + std::to_string(inst.slots[k]) +
+                         " holds the future of a collective in flight; "
+                         "wait for it before freeing");
         live[inst.slots[k]] = 0;
       }
       break;
@@ -899,9 +1342,46 @@ void ProgramReader::checkDataflow(size_t programIndex) {
       }
       break;
     }
+    case OpKind::AllGatherStart:
+    case OpKind::ReduceScatterStart:
+    case OpKind::AllReduceStart:
+    case OpKind::BroadcastStart:
+      read(inst.input, p + ".input");
+      checkWritable(inst.future, p + ".future");
+      if (inst.future == inst.input)
+        fail(p + ".future", "the future cannot take the input's slot " +
+                                std::to_string(inst.input));
+      live[inst.future] = kFuture;
+      inFlight[inst.future] = {inst.input, i};
+      break;
+    case OpKind::Wait: {
+      if (live[inst.future] != kFuture)
+        fail(p + ".future", "slot " + std::to_string(inst.future) +
+                                " holds no future: no collective was "
+                                "started into it (or it was waited already)");
+      live[inst.future] = 0;
+      inFlight.erase(inst.future);
+      checkWritable(inst.result, p + ".result");
+      live[inst.result] = 1;
+      break;
+    }
+    case OpKind::RecordEvent:
+      recordedEvents.insert(inst.event);
+      break;
+    case OpKind::WaitEvent:
+      if (!recordedEvents.count(inst.event))
+        fail(p + ".event", "event " + std::to_string(inst.event) +
+                               " is waited before any record_event records "
+                               "it");
+      break;
     }
   }
   node.clear();
+  for (const auto &[fut, started] : inFlight)
+    fail("programs[" + std::to_string(programIndex) + "].instructions[" +
+             std::to_string(started.second) + "].future",
+         "the collective started into slot " + std::to_string(fut) +
+             " is never waited");
   for (size_t k = 0; k < a.outputs.size(); ++k)
     if (!live[a.outputs[k].slot])
       fail(join(index("outputs", k), "slot"),
@@ -945,14 +1425,15 @@ Artifact Artifact::load(const std::string &path) {
   std::memcpy(&flags, header + 12, 4);
   std::memcpy(&programLen, header + 16, 8);
   std::memcpy(&weightsLen, header + 24, 8);
-  if (version != kArtifactVersion)
+  if (version < 1 || version > kArtifactVersion)
     throw Error(path + ": artifact format version " + std::to_string(version) +
-                "; this runtime reads version " +
+                "; this runtime reads versions 1 to " +
                 std::to_string(kArtifactVersion) +
                 " — recompile with the matching loom-compile");
   if (flags != 0)
     throw Error(path + ": header flags are " + std::to_string(flags) +
-                "; format version 1 defines none (expected 0)");
+                "; format version " + std::to_string(version) +
+                " defines none (expected 0)");
   uint64_t body = size - kArtifactHeaderBytes;
   if (programLen > body || weightsLen > body - programLen)
     throw Error(path + ": truncated: the header declares a " +
@@ -969,6 +1450,10 @@ Artifact Artifact::load(const std::string &path) {
   std::string text(programLen, '\0');
   f.readAt(kArtifactHeaderBytes, text.data(), programLen);
   Artifact a = parseProgram(text, path);
+  if (a.version != int64_t(version))
+    throw Error(path + ": version: the program says version " +
+                std::to_string(a.version) + " but the container header says " +
+                std::to_string(version));
   a.weightsPath = path;
   a.weightsOffset = kArtifactHeaderBytes + programLen;
   a.weightsLength = weightsLen;
@@ -988,11 +1473,16 @@ Artifact Artifact::load(const std::string &path) {
     if (!e)
       throw Error(path + ": weights section has no tensor '" + in.name + "' (" +
                   ip + ", a " + toString(in.role) + ")");
-    if (e->dtype != in.dtype || e->shape != in.shape)
+    // A sharded parameter's weights are the full tensor; each rank keeps
+    // its chunk.
+    const std::vector<int64_t> &want =
+        in.shard ? in.shard->globalShape : in.shape;
+    if (e->dtype != in.dtype || e->shape != want)
       throw Error(path + ": weights section has '" + in.name + "' as " +
                   artifactDtypeName(e->dtype) + " " + formatShape(e->shape) +
                   " but " + ip + " declares " + artifactDtypeName(in.dtype) +
-                  " " + formatShape(in.shape));
+                  " " + formatShape(want) +
+                  (in.shard ? " (its shard's global_shape)" : ""));
   }
   for (const SafetensorsEntry &e : weights.entries())
     if (!owned.count(e.name))

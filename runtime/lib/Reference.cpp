@@ -92,6 +92,14 @@ void score(const at::Tensor &got, const at::Tensor &want, TensorComparison &c) {
 
 std::vector<TensorComparison>
 compareTensors(const Session &session, const Reference &reference, double tol) {
+  return compareTensors(session.parameters(), session.buffers(),
+                        session.constants(), reference, tol);
+}
+
+std::vector<TensorComparison>
+compareTensors(const NamedTensors &parameters, const NamedTensors &buffers,
+               const NamedTensors &constants, const Reference &reference,
+               double tol) {
   c10::AutoGradMode noGrad(false);
   SafetensorsFile ref = SafetensorsFile::open(reference.tensorsPath);
   std::vector<TensorComparison> out;
@@ -131,11 +139,11 @@ compareTensors(const Session &session, const Reference &reference, double tol) {
     c.ok = c.score <= tol;
     out.push_back(std::move(c));
   };
-  for (const auto &[name, t] : session.parameters())
+  for (const auto &[name, t] : parameters)
     compare(name, t, "parameter", true);
-  for (const auto &[name, t] : session.buffers())
+  for (const auto &[name, t] : buffers)
     compare(name, t, "buffer", true);
-  for (const auto &[name, t] : session.constants())
+  for (const auto &[name, t] : constants)
     compare(name, t, "constant", false);
 
   // Reference tensors nothing matched: a parameter or buffer the artifact

@@ -2,6 +2,7 @@
 
 #include "loomrt/Session.h"
 
+#include "Comm.h"
 #include "Kernel.h"
 #include "MemoryTracker.h"
 #include "SlotTable.h"
@@ -14,7 +15,10 @@
 #include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <set>
 #include <unordered_set>
 
@@ -34,6 +38,19 @@ std::string describe(const at::Tensor &t) {
   return artifactDtypeName(t.scalar_type()) + " " + formatShape(t.sizes());
 }
 
+/// This rank's chunk of `full`: zero-padded on `dim` to a multiple of the
+/// group size, chunk `index` (docs/distributed.md).
+at::Tensor shardOf(const at::Tensor &full, const ShardSpec &shard,
+                   int64_t groupSize, int64_t index) {
+  int64_t n = full.size(shard.dim);
+  int64_t chunk = (n + groupSize - 1) / groupSize;
+  std::vector<int64_t> padded(full.sizes().begin(), full.sizes().end());
+  padded[size_t(shard.dim)] = chunk * groupSize;
+  at::Tensor p = at::zeros(padded, full.options());
+  p.narrow(shard.dim, 0, n).copy_(full);
+  return p.narrow(shard.dim, index * chunk, chunk).clone();
+}
+
 /// What an optimizer instruction updates, resolved at load time.
 struct OptimizerPlan {
   size_t paramInput = 0;
@@ -46,6 +63,14 @@ class SessionImpl {
 public:
   Artifact artifact;
   c10::Device device{c10::DeviceType::CPU};
+  DistributedConfig config;
+  /// The program this rank runs.
+  size_t programIndex = 0;
+  /// Process groups and collectives; null for an artifact without a mesh.
+  std::unique_ptr<Comm> comm;
+  /// Collectives in flight, by future slot.
+  std::map<int64_t, PendingCollective> pending;
+  std::map<std::string, CollectiveCount> counts;
 
   /// Per instruction of programs[0]: the bound kernel (aten) or the
   /// optimizer plan (optimizer); free needs neither.
@@ -75,6 +100,7 @@ public:
   /// table forgets the blocks it was told about when they were allocated.
   ~SessionImpl() {
     MemoryTracker::Scope scope(tracker);
+    pending.clear();
     slots.clear();
     owned.clear();
     state.clear();
@@ -88,29 +114,74 @@ public:
   void checkBatch(const std::vector<at::Tensor> &batch) const;
   void runInstruction(size_t index);
   size_t inputIndex(const std::string &name, InputRole role) const;
+  const Program &program() const { return artifact.programs[programIndex]; }
+  /// This rank's index in its group over `axes` and the group's size.
+  std::pair<int64_t, int64_t> groupPosition(
+      const std::vector<std::string> &axes) const;
+  /// The owned tensor of input `i` from the full tensor in a weights file.
+  at::Tensor ownedFromFull(size_t i, const at::Tensor &full) const;
 };
 
+std::pair<int64_t, int64_t>
+SessionImpl::groupPosition(const std::vector<std::string> &axes) const {
+  std::vector<int64_t> g = artifact.mesh->group(axes, config.rank);
+  for (size_t k = 0; k < g.size(); ++k)
+    if (g[k] == config.rank)
+      return {int64_t(k), int64_t(g.size())};
+  return {0, int64_t(g.size())};
+}
+
+at::Tensor SessionImpl::ownedFromFull(size_t i, const at::Tensor &full) const {
+  const InputSpec &in = artifact.inputs[i];
+  if (!in.shard)
+    return full;
+  auto [index, size] = groupPosition(in.shard->axes);
+  return shardOf(full, *in.shard, size, index);
+}
+
 std::string SessionImpl::where(size_t index) const {
-  const Instruction &inst = artifact.programs[0].instructions[index];
-  std::string w = artifact.what() + ": " + artifact.instructionPath(0, index);
+  const Instruction &inst = program().instructions[index];
+  std::string w = artifact.what() + ": " +
+                  (artifact.worldSize > 1
+                       ? "rank " + std::to_string(config.rank) + ": "
+                       : std::string()) +
+                  artifact.instructionPath(programIndex, index);
   if (inst.op == OpKind::Aten)
     w += " " + inst.qualifiedKernel();
+  else if (inst.op != OpKind::Free && inst.op != OpKind::Optimizer)
+    w += std::string(" ") + toString(inst.op);
   if (!inst.module.empty())
     w += " [module " + inst.module + "]";
   return w;
 }
 
 void SessionImpl::bind() {
-  if (artifact.worldSize != 1)
+  if (artifact.worldSize != config.worldSize)
+    throw Error(artifact.what() + ": world_size is " +
+                std::to_string(artifact.worldSize) + " but this process is " +
+                (config.worldSize == 1
+                     ? std::string("a single rank (run it with loom-run "
+                                   "--nproc ") +
+                           std::to_string(artifact.worldSize) + ")"
+                     : "rank " + std::to_string(config.rank) + " of " +
+                           std::to_string(config.worldSize)));
+  if (config.rank < 0 || config.rank >= config.worldSize)
+    throw Error("rank " + std::to_string(config.rank) +
+                " is out of range for world size " +
+                std::to_string(config.worldSize));
+  if (artifact.worldSize > 1 && !artifact.mesh)
     throw Error(artifact.what() + ": world_size is " +
                 std::to_string(artifact.worldSize) +
-                "; this runtime runs a single rank on the CPU");
-  const Program &program = artifact.programs[0];
+                " but the artifact has no mesh (format version 2 is needed "
+                "to run on several ranks)");
+  programIndex = size_t(artifact.programOf(config.rank));
+  const Program &program = this->program();
   kernels.resize(program.instructions.size());
   optimizerPlans.resize(program.instructions.size());
   for (size_t i = 0; i < program.instructions.size(); ++i) {
     const Instruction &inst = program.instructions[i];
-    std::string path = artifact.what() + ": " + artifact.instructionPath(0, i);
+    std::string path = artifact.what() + ": " +
+                       artifact.instructionPath(programIndex, i);
     if (inst.op == OpKind::Aten) {
       kernels[i] = BoundKernel::bind(inst, device, path);
     } else if (inst.op == OpKind::Optimizer) {
@@ -177,12 +248,30 @@ void SessionImpl::checkBatch(const std::vector<at::Tensor> &batch) const {
                   std::to_string(batch.size()) + " elements, but " + ip +
                   " takes element " + std::to_string(in.batchIndex));
     const at::Tensor &t = batch[size_t(in.batchIndex)];
+    // A split input takes the global batch: the group's slices together.
+    std::vector<int64_t> want = in.shape;
+    std::string split;
+    if (in.split) {
+      int64_t g = groupPosition(in.split->axes).second;
+      want[size_t(in.split->dim)] *= g;
+      split = " (the global batch: " + std::to_string(g) + " slices of " +
+              formatShape(in.shape) + " on dim " +
+              std::to_string(in.split->dim) + ")";
+      if (t.defined() && t.dim() == int64_t(want.size()) &&
+          t.size(in.split->dim) % g != 0)
+        throw Error(artifact.what() + ": batch element " +
+                    std::to_string(in.batchIndex) + " has " +
+                    std::to_string(t.size(in.split->dim)) + " rows on dim " +
+                    std::to_string(in.split->dim) +
+                    ", not divisible by the " + std::to_string(g) +
+                    " ranks " + ip + " is split over");
+    }
     if (!t.defined() || t.scalar_type() != in.dtype ||
-        t.sizes() != c10::IntArrayRef(in.shape))
+        t.sizes() != c10::IntArrayRef(want))
       throw Error(artifact.what() + ": batch element " +
                   std::to_string(in.batchIndex) + " is " + describe(t) +
                   ", but " + ip + " declares " + artifactDtypeName(in.dtype) +
-                  " " + formatShape(in.shape));
+                  " " + formatShape(want) + split);
     if (t.device() != device)
       throw Error(artifact.what() + ": batch element " +
                   std::to_string(in.batchIndex) + " is on " + t.device().str() +
@@ -191,8 +280,38 @@ void SessionImpl::checkBatch(const std::vector<at::Tensor> &batch) const {
 }
 
 void SessionImpl::runInstruction(size_t index) {
-  const Instruction &inst = artifact.programs[0].instructions[index];
+  const Instruction &inst = program().instructions[index];
   switch (inst.op) {
+  case OpKind::AllGatherStart:
+  case OpKind::ReduceScatterStart:
+  case OpKind::AllReduceStart:
+  case OpKind::BroadcastStart: {
+    PendingCollective p =
+        comm->start(inst.op, inst.axes, slots.get(inst.input), inst.dim,
+                    inst.reduce, inst.root);
+    CollectiveCount &c = counts[collectiveName(inst.op)];
+    ++c.count;
+    c.bytes += p.bytes;
+    slots.set(inst.future, at::Tensor());
+    pending[inst.future] = std::move(p);
+    return;
+  }
+  case OpKind::Wait: {
+    auto it = pending.find(inst.future);
+    if (it == pending.end())
+      throw Error("slot " + std::to_string(inst.future) +
+                  " holds no collective in flight");
+    at::Tensor result = Comm::finish(it->second);
+    pending.erase(it);
+    slots.free(inst.future);
+    slots.set(inst.result, std::move(result));
+    return;
+  }
+  case OpKind::RecordEvent:
+  case OpKind::WaitEvent:
+    // The CPU runtime issues collectives in program order from this thread;
+    // the load-time checks made sure every waited event was recorded.
+    return;
   case OpKind::Aten:
     kernels[index]->run(slots);
     return;
@@ -230,9 +349,17 @@ Session &Session::operator=(Session &&) noexcept = default;
 Session::~Session() = default;
 
 Session Session::load(const std::string &artifactPath) {
+  return load(artifactPath, DistributedConfig());
+}
+
+Session Session::load(const std::string &artifactPath,
+                      const DistributedConfig &config) {
   auto impl = std::make_unique<SessionImpl>();
   impl->artifact = Artifact::load(artifactPath);
+  impl->config = config;
   impl->bind();
+  if (impl->artifact.mesh && !impl->artifact.groupAxes().empty())
+    impl->comm = std::make_unique<Comm>(impl->artifact, config);
   // Allocate the owned state under the tracker so the CPU allocator's table
   // knows these blocks and reports their frees (e.g. when weights are
   // reloaded) instead of warning about blocks of unknown size.
@@ -242,7 +369,8 @@ Session Session::load(const std::string &artifactPath) {
       impl->artifact.weightsLength, artifactPath + ": weights section");
   for (size_t i = 0; i < impl->artifact.inputs.size(); ++i)
     if (impl->artifact.inputs[i].role != InputRole::Input)
-      impl->owned[i] = weights.read(impl->artifact.inputs[i].name);
+      impl->owned[i] = impl->ownedFromFull(
+          i, weights.read(impl->artifact.inputs[i].name));
   impl->resetOptimizerState();
   return Session(std::move(impl));
 }
@@ -264,15 +392,18 @@ void Session::loadWeights(const std::string &path) {
     if (!e)
       throw Error(path + ": no tensor '" + in.name + "' (the artifact's " +
                   toString(in.role) + ")");
-    if (e->dtype != in.dtype || e->shape != in.shape)
+    const std::vector<int64_t> &want =
+        in.shard ? in.shard->globalShape : in.shape;
+    if (e->dtype != in.dtype || e->shape != want)
       throw Error(path + ": '" + in.name + "' is " +
                   artifactDtypeName(e->dtype) + " " + formatShape(e->shape) +
                   ", the artifact declares " + artifactDtypeName(in.dtype) +
-                  " " + formatShape(in.shape));
+                  " " + formatShape(want));
   }
   for (size_t i = 0; i < s.artifact.inputs.size(); ++i)
     if (s.artifact.inputs[i].role != InputRole::Input)
-      s.owned[i].copy_(file.read(s.artifact.inputs[i].name));
+      s.owned[i].copy_(
+          s.ownedFromFull(i, file.read(s.artifact.inputs[i].name)));
   s.resetOptimizerState();
 }
 
@@ -293,25 +424,39 @@ double Session::step(const std::vector<at::Tensor> &batch) {
   // failed step does not pin its intermediates.
   struct ClearSlots {
     SlotTable &slots;
-    ~ClearSlots() { slots.clear(); }
-  } clearSlots{s.slots};
+    std::map<int64_t, PendingCollective> &pending;
+    ~ClearSlots() {
+      pending.clear();
+      slots.clear();
+    }
+  } clearSlots{s.slots, s.pending};
+  s.counts.clear();
 
   for (size_t i = 0; i < s.artifact.inputs.size(); ++i) {
     const InputSpec &in = s.artifact.inputs[i];
-    s.slots.set(in.slot, in.role == InputRole::Input
-                             ? batch[size_t(in.batchIndex)]
-                             : s.owned[i]);
+    if (in.role != InputRole::Input) {
+      s.slots.set(in.slot, s.owned[i]);
+    } else if (in.split) {
+      int64_t index = s.groupPosition(in.split->axes).first;
+      int64_t rows = in.shape[size_t(in.split->dim)];
+      s.slots.set(in.slot, batch[size_t(in.batchIndex)].narrow(
+                               in.split->dim, index * rows, rows));
+    } else {
+      s.slots.set(in.slot, batch[size_t(in.batchIndex)]);
+    }
   }
   for (size_t i = 0; i < s.artifact.state.size(); ++i)
     s.slots.set(s.artifact.state[i].slot, s.state[i]);
 
-  const std::vector<Instruction> &insts = s.artifact.programs[0].instructions;
+  const std::vector<Instruction> &insts = s.program().instructions;
   if (s.tracing)
     stats.instructions.reserve(insts.size());
   for (size_t i = 0; i < insts.size(); ++i) {
     Clock::time_point t0 = s.tracing ? Clock::now() : Clock::time_point();
     try {
       s.runInstruction(i);
+    } catch (const CollectiveError &e) {
+      throw CollectiveError(s.where(i) + ": " + e.what());
     } catch (const c10::Error &e) {
       throw Error(s.where(i) + ": " + e.what_without_backtrace());
     } catch (const std::exception &e) {
@@ -335,7 +480,18 @@ double Session::step(const std::vector<at::Tensor> &batch) {
       if (!t.defined() || t.dim() != 0 || t.is_complex())
         throw Error(op + ": the loss must be a real 0-d tensor, found " +
                     describe(t));
-      loss = t.item<double>();
+      if (out.reduce) {
+        // The runtime's own reduction (not a step collective): every rank
+        // reports the loss over the whole batch.
+        try {
+          loss = s.comm->allReduce(out.reduce->axes, t, out.reduce->op)
+                     .item<double>();
+        } catch (const CollectiveError &e) {
+          throw CollectiveError(op + ": reducing the loss: " + e.what());
+        }
+      } else {
+        loss = t.item<double>();
+      }
     } else if (out.role == OutputRole::BufferMutation) {
       const InputSpec &in = s.artifact.inputs[size_t(s.outputTargets[k])];
       if (!t.defined() || t.scalar_type() != in.dtype ||
@@ -367,13 +523,37 @@ double Session::step(const std::vector<at::Tensor> &batch) {
   stats.peakBytes = s.tracker->peak();
   stats.endBytes = s.tracker->current();
   stats.allocations = s.tracker->allocations();
+  stats.collectives = s.counts;
   s.last = std::move(stats);
   ++s.stepsRun;
   return loss;
 }
 
+NamedTensors Session::fullParameters() const {
+  const SessionImpl &s = *impl_;
+  NamedTensors out;
+  for (size_t i = 0; i < s.artifact.inputs.size(); ++i) {
+    const InputSpec &in = s.artifact.inputs[i];
+    if (in.role != InputRole::Parameter)
+      continue;
+    at::Tensor t = s.owned[i];
+    if (in.shard)
+      t = s.comm->allGather(in.shard->axes, t, in.shard->dim)
+              .narrow(in.shard->dim, 0,
+                      in.shard->globalShape[size_t(in.shard->dim)])
+              .contiguous();
+    out.emplace_back(in.name, t);
+  }
+  return out;
+}
+
+int64_t Session::rank() const { return impl_->config.rank; }
+int64_t Session::worldSize() const { return impl_->config.worldSize; }
+
 void Session::saveParameters(const std::string &path) const {
-  NamedTensors tensors = parameters();
+  NamedTensors tensors = fullParameters();
+  if (impl_->config.rank != 0)
+    return;
   for (auto &b : buffers())
     tensors.push_back(std::move(b));
   writeSafetensors(path, tensors,
@@ -398,15 +578,17 @@ void Session::loadParameters(const std::string &path) {
         throw Error(path + ": no tensor for parameter '" + in.name + "'");
       continue;
     }
-    if (e->dtype != in.dtype || e->shape != in.shape)
+    const std::vector<int64_t> &want =
+        in.shard ? in.shard->globalShape : in.shape;
+    if (e->dtype != in.dtype || e->shape != want)
       throw Error(path + ": '" + in.name + "' is " +
                   artifactDtypeName(e->dtype) + " " + formatShape(e->shape) +
                   ", the artifact declares " + artifactDtypeName(in.dtype) +
-                  " " + formatShape(in.shape));
+                  " " + formatShape(want));
     toLoad.emplace_back(i, e);
   }
   for (const auto &[i, e] : toLoad)
-    s.owned[i].copy_(file.read(*e));
+    s.owned[i].copy_(s.ownedFromFull(i, file.read(*e)));
 }
 
 static NamedTensors ownedWithRole(const SessionImpl &s, InputRole role) {
@@ -454,6 +636,32 @@ size_t Session::numBatchElements() const { return impl_->numBatchElements; }
 int64_t Session::stepsRun() const { return impl_->stepsRun; }
 void Session::setTracing(bool on) { impl_->tracing = on; }
 const StepStats &Session::lastStats() const { return impl_->last; }
+
+std::optional<DistributedConfig> DistributedConfig::fromEnvironment() {
+  const char *rank = std::getenv("RANK");
+  if (!rank || !*rank)
+    return std::nullopt;
+  auto number = [](const char *name, const char *text, int64_t min,
+                   int64_t max) {
+    char *end = nullptr;
+    errno = 0;
+    long long v = text ? std::strtoll(text, &end, 10) : 0;
+    if (!text || !*text || *end || errno || v < min || v > max)
+      throw Error(std::string("environment variable ") + name + "='" +
+                  (text ? text : "") + "' is not an integer in [" +
+                  std::to_string(min) + ", " + std::to_string(max) + "]" +
+                  (text ? "" : " (it is not set)"));
+    return int64_t(v);
+  };
+  DistributedConfig c;
+  c.worldSize = number("WORLD_SIZE", std::getenv("WORLD_SIZE"), 1, 1 << 20);
+  c.rank = number("RANK", rank, 0, c.worldSize - 1);
+  if (const char *addr = std::getenv("MASTER_ADDR"); addr && *addr)
+    c.masterAddr = addr;
+  if (const char *port = std::getenv("MASTER_PORT"); port && *port)
+    c.masterPort = int(number("MASTER_PORT", port, 1, 65535));
+  return c;
+}
 
 //===----------------------------------------------------------------------===//
 // BatchFile

@@ -1,4 +1,4 @@
-//===- Artifact.h - The .loomx step artifact, format version 1 -*- C++ -*-===//
+//===- Artifact.h - The .loomx step artifact, format versions 1 and 2 -*- C++ -*-===//
 //
 // The in-memory form of a compiled training step, read from the file that
 // `loom-compile` writes (docs/artifact.md is the contract). Artifact::load
@@ -28,12 +28,61 @@ namespace loomrt {
 /// The container's magic, "LOOMX\r\n\x1a".
 inline constexpr char kArtifactMagic[8] = {'L', 'O',  'O',  'M',
                                            'X', '\r', '\n', '\x1a'};
-inline constexpr uint32_t kArtifactVersion = 1;
+/// The newest format version this runtime reads; it reads every version
+/// from 1 up to it (docs/distributed.md: version 2 adds meshes, shards and
+/// collectives).
+inline constexpr uint32_t kArtifactVersion = 2;
 /// Size of the fixed container header before the program JSON.
 inline constexpr uint64_t kArtifactHeaderBytes = 32;
 /// Bound on `num_slots` so a corrupt file cannot make us allocate without
 /// limit.
 inline constexpr int64_t kMaxSlots = int64_t(1) << 24;
+
+/// The device mesh of a version 2 artifact: ranks are laid out row-major
+/// over `axes` (rank = sum of coordinate * stride).
+struct Mesh {
+  std::vector<int64_t> shape;
+  std::vector<std::string> axes;
+
+  /// Index of `axis` in `axes`, or -1.
+  int64_t axisIndex(const std::string &axis) const;
+  /// The ranks sharing `rank`'s coordinates on every axis not in `axes`,
+  /// ordered by their coordinates on `axes` (row-major): the group a
+  /// collective over `axes` runs in. `axes` must name axes of the mesh.
+  std::vector<int64_t> group(const std::vector<std::string> &axes,
+                             int64_t rank) const;
+  /// Every group over `axes`, each as group() orders it, ordered by its
+  /// smallest rank: the partition of the ranks the collectives use.
+  std::vector<std::vector<int64_t>> groups(
+      const std::vector<std::string> &axes) const;
+  /// Product of the sizes of `axes`.
+  int64_t groupSize(const std::vector<std::string> &axes) const;
+  int64_t numRanks() const;
+};
+
+/// How a parameter (or its optimizer state) is split over a mesh group: the
+/// zero-padded full tensor's chunk `index in group` along `dim`.
+struct ShardSpec {
+  std::vector<std::string> axes;
+  int64_t dim = 0;
+  std::vector<int64_t> globalShape;
+};
+
+/// How a batch input is split: the global batch's rows along `dim`, one
+/// equal slice per rank of the group.
+struct SplitSpec {
+  std::vector<std::string> axes;
+  int64_t dim = 0;
+};
+
+enum class ReduceOp { Sum, Avg, Max, Min, Product };
+const char *toString(ReduceOp op);
+
+/// How the loss output is reduced over a group before it is reported.
+struct ReduceSpec {
+  std::vector<std::string> axes;
+  ReduceOp op = ReduceOp::Avg;
+};
 
 enum class InputRole { Parameter, Buffer, Constant, Input };
 const char *toString(InputRole role);
@@ -47,7 +96,10 @@ struct InputSpec {
   /// Element of the step's batch tuple; only for InputRole::Input.
   int64_t batchIndex = -1;
   c10::ScalarType dtype = c10::ScalarType::Float;
+  /// The local shape (this rank's chunk when sharded).
   std::vector<int64_t> shape;
+  std::optional<ShardSpec> shard;
+  std::optional<SplitSpec> split;
 };
 
 /// One entry of `state`: optimizer state owned by the runtime (init zeros).
@@ -57,6 +109,7 @@ struct StateSpec {
   int64_t slot = 0;
   c10::ScalarType dtype = c10::ScalarType::Float;
   std::vector<int64_t> shape;
+  std::optional<ShardSpec> shard;
 };
 
 enum class OutputRole { Loss, BufferMutation, Grad };
@@ -67,6 +120,8 @@ struct OutputSpec {
   /// The buffer (BufferMutation) or parameter (Grad); empty for Loss.
   std::string target;
   int64_t slot = 0;
+  /// Loss only: the reduction reported to the user.
+  std::optional<ReduceSpec> reduce;
 };
 
 enum class OptimizerKind { SGD, Adam, AdamW };
@@ -137,7 +192,24 @@ struct ResultSpec {
   std::vector<int64_t> slots;
 };
 
-enum class OpKind { Aten, Free, Optimizer };
+enum class OpKind {
+  Aten,
+  Free,
+  Optimizer,
+  // Version 2: collectives (start + wait) and cross-stream events.
+  AllGatherStart,
+  ReduceScatterStart,
+  AllReduceStart,
+  BroadcastStart,
+  Wait,
+  RecordEvent,
+  WaitEvent,
+};
+/// The instruction's `op` name ("all_gather_start", ...).
+const char *toString(OpKind op);
+/// The collective's kind for counts and messages ("all_gather", ...), or
+/// nullptr when `op` is not a collective start.
+const char *collectiveName(OpKind op);
 
 struct Instruction {
   OpKind op = OpKind::Aten;
@@ -163,12 +235,26 @@ struct Instruction {
   int64_t grad = -1;
   std::vector<int64_t> state;
 
+  // Collective starts: `input` slot, `future` slot, group `axes`, `dim`
+  // (all_gather, reduce_scatter), `reduce` (reduce_scatter, all_reduce),
+  // `root` (broadcast, an index in the group). Wait: `future`, `result`.
+  int64_t input = -1;
+  int64_t future = -1;
+  int64_t result = -1;
+  std::vector<std::string> axes;
+  int64_t dim = 0;
+  ReduceOp reduce = ReduceOp::Sum;
+  int64_t root = 0;
+  // record_event / wait_event
+  int64_t event = -1;
+
   /// "aten::addmm.default"
   std::string qualifiedKernel() const;
 };
 
 struct Program {
-  int64_t rank = 0;
+  /// The ranks that run this program (v1: {rank}).
+  std::vector<int64_t> ranks;
   std::vector<std::string> streams;
   std::vector<Instruction> instructions;
 };
@@ -193,7 +279,10 @@ public:
   std::string producer;
   std::string source;
   std::string pipeline;
+  int64_t version = 1;
   int64_t worldSize = 1;
+  /// Required when worldSize > 1.
+  std::optional<Mesh> mesh;
   int64_t numSlots = 0;
   std::optional<OptimizerSpec> optimizer;
   std::vector<InputSpec> inputs;
@@ -208,6 +297,12 @@ public:
 
   /// Index into `inputs` by name, or -1.
   int64_t findInput(const std::string &name) const;
+  /// Index of the program `rank` runs, or -1.
+  int64_t programOf(int64_t rank) const;
+  /// Every distinct axes list the program uses (collectives, shards,
+  /// splits, the loss reduction), in first-use order: the process groups
+  /// a rank creates, in the order every rank creates them.
+  std::vector<std::vector<std::string>> groupAxes() const;
 
 private:
   std::string what_;

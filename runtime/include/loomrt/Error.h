@@ -19,6 +19,14 @@ public:
   explicit Error(const std::string &message) : std::runtime_error(message) {}
 };
 
+/// A collective that failed or timed out (a peer exited or hung): loom-run
+/// exits with its own status for it, so a launcher can tell the rank that
+/// failed first from the ranks that lost it as a peer.
+class CollectiveError : public Error {
+public:
+  explicit CollectiveError(const std::string &message) : Error(message) {}
+};
+
 } // namespace loomrt
 
 #endif // LOOMRT_ERROR_H

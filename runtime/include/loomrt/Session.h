@@ -8,7 +8,8 @@
 // instructions through the ATen dispatcher, applies the buffer mutations,
 // keeps the gradients it outputs, and returns the loss.
 //
-// Single rank on the CPU for now: an artifact with world_size > 1 is refused.
+// On the CPU; a multi-rank artifact (docs/distributed.md) runs as one rank
+// per process, over Gloo.
 // Every failure throws loomrt::Error with a message that names the file,
 // field or instruction. A Session is not thread-safe; use one per thread.
 //
@@ -24,11 +25,34 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace loomrt {
+
+/// Collectives a step issued of one kind (all_gather, reduce_scatter,
+/// all_reduce, broadcast): how many, and the bytes of their inputs.
+struct CollectiveCount {
+  int64_t count = 0;
+  int64_t bytes = 0;
+};
+
+/// Where this process stands among the ranks of a multi-rank artifact.
+struct DistributedConfig {
+  int64_t rank = 0;
+  int64_t worldSize = 1;
+  /// Rank 0 hosts the c10d::TCPStore here; the others connect to it.
+  std::string masterAddr = "127.0.0.1";
+  int masterPort = 29500;
+  /// For the rendezvous, process group creation and every collective.
+  double timeoutSeconds = 60;
+
+  /// From RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (torchrun's variables);
+  /// nullopt when RANK is not set. Throws on malformed values.
+  static std::optional<DistributedConfig> fromEnvironment();
+};
 
 /// Wall time of one instruction, when tracing is on.
 struct InstructionTiming {
@@ -53,11 +77,16 @@ struct StepStats {
   int64_t endBytes = 0;
   /// Allocations the CPU allocator reported during the step.
   int64_t allocations = 0;
+  /// The collectives the step issued, by kind (the loss reduction the
+  /// runtime does after the step is not counted).
+  std::map<std::string, CollectiveCount> collectives;
   /// One per instruction when tracing is on, else empty.
   std::vector<InstructionTiming> instructions;
 };
 
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+
+
 
 class SessionImpl;
 
@@ -67,6 +96,11 @@ public:
   /// dispatcher and converts its arguments, and creates the owned state from
   /// the embedded weights.
   static Session load(const std::string &artifactPath);
+  /// As load(path), as rank `config.rank` of a multi-rank artifact:
+  /// connects to the other ranks, creates the process groups, and keeps this
+  /// rank's shards of sharded parameters and state. Every rank must call it.
+  static Session load(const std::string &artifactPath,
+                      const DistributedConfig &config);
 
   Session(Session &&) noexcept;
   Session &operator=(Session &&) noexcept;
@@ -83,19 +117,30 @@ public:
 
   /// Runs one training step on `batch` (element i is the batch tuple's
   /// element i; each must have the dtype and shape its input declares) and
-  /// returns the loss. The batch tensors are read, not copied: an
+  /// returns the loss (reduced over the ranks as the loss output's `reduce`
+  /// says). Split inputs take the global batch; each rank slices its rows.
+  /// The batch tensors are read, not copied: an
   /// instruction that mutates an input mutates the caller's tensor.
   double step(const std::vector<at::Tensor> &batch);
 
   /// Writes the parameters and buffers (fully-qualified names) to a
-  /// safetensors file.
+  /// safetensors file. On several ranks every rank must call it (sharded
+  /// parameters are gathered); rank 0 writes the file.
   void saveParameters(const std::string &safetensorsPath) const;
+  /// The full parameters, in parameters() order: sharded ones all-gathered
+  /// over their groups with the padding dropped. On several ranks a
+  /// collective: every rank must call it.
+  NamedTensors fullParameters() const;
+  /// This process's rank and the world size (0 and 1 for one rank).
+  int64_t rank() const;
+  int64_t worldSize() const;
   /// Loads parameters from a file saveParameters wrote (or any safetensors
   /// with those names): every parameter must be present; buffers are loaded
   /// when present. Optimizer state and step counts are kept.
   void loadParameters(const std::string &safetensorsPath);
 
-  /// The runtime-owned tensors, in the artifact's `inputs` order. The
+  /// The runtime-owned tensors, in the artifact's `inputs` order (this
+  /// rank's chunks of sharded parameters). The
   /// tensors are the session's own: reading them is fine, and writing them
   /// in place changes what the next step sees.
   NamedTensors parameters() const;

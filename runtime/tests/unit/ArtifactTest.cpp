@@ -79,13 +79,23 @@ TEST(Artifact, ShorterThanMagic) {
 
 TEST(Artifact, WrongVersion) {
   ArtifactBytes b;
+  b.version = 3;
+  std::string path =
+      writeFile("a.loomx", b.build(validProgram(), validWeights()));
+  EXPECT_CONTAINS(errorOf([&] { Artifact::load(path); }),
+                  "artifact format version 3; this runtime reads "
+                  "versions 1 to 2 — recompile with the matching "
+                  "loom-compile");
+}
+
+TEST(Artifact, ContainerAndProgramVersionsDiffer) {
+  ArtifactBytes b;
   b.version = 2;
   std::string path =
       writeFile("a.loomx", b.build(validProgram(), validWeights()));
   EXPECT_CONTAINS(errorOf([&] { Artifact::load(path); }),
-                  "artifact format version 2; this runtime reads "
-                  "version 1 — recompile with the matching "
-                  "loom-compile");
+                  "version: the program says version 1 but the container "
+                  "header says 2");
 }
 
 TEST(Artifact, NonZeroFlags) {
@@ -470,7 +480,8 @@ TEST(Artifact, WorldSizeTwoIsRefusedBySession) {
   std::string path = writeArtifact("a.loomx", p, linearWeights());
   EXPECT_NO_THROW(Artifact::load(path));
   EXPECT_CONTAINS(errorOf([&] { Session::load(path); }),
-                  "world_size is 2; this runtime runs a single rank");
+                  "world_size is 2 but this process is a single rank (run "
+                  "it with loom-run --nproc 2)");
 }
 
 } // namespace

@@ -59,8 +59,13 @@ std::string ArtifactBytes::build(const std::string &program,
 
 std::string writeArtifact(const std::string &name, const json &program,
                           const NamedTensors &weights) {
-  return writeFile(
-      name, ArtifactBytes().build(program.dump(), safetensorsBytes(weights)));
+  // The container's version follows the program's (1 or 2).
+  ArtifactBytes b;
+  if (program.is_object() && program.contains("version") &&
+      program["version"].is_number_integer() &&
+      program["version"].get<int64_t>() == 2)
+    b.version = 2;
+  return writeFile(name, b.build(program.dump(), safetensorsBytes(weights)));
 }
 
 json sgdOptimizer(double momentum) {

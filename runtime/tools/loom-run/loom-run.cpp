@@ -3,10 +3,19 @@
 // loom-run STEP.loomx --batches DIR/batches.safetensors [--steps K]
 //          [--check DIR/reference.json] [--trace trace.json] [--threads N]
 //          [--weights FILE] [--save-params FILE] [--no-progress]
+//          [--nproc N] [--timeout SECONDS]
 //
 // Prints one line per step; with --check compares each loss and, at the
 // end, every parameter and buffer with PyTorch eager's reference and exits 1
-// on a mismatch. Exit status 2 is for usage errors and runtime failures.
+// on a mismatch. Exit status 2 is for usage errors and runtime failures, 3
+// for a collective that failed (a peer died or timed out).
+//
+// With --nproc N and no RANK in the environment, loom-run is the launcher:
+// it starts N copies of itself as ranks 0..N-1 (RANK, WORLD_SIZE,
+// LOCAL_RANK, MASTER_ADDR=127.0.0.1, MASTER_PORT=a free port), passes rank
+// 0's output through, prefixes the others' with "[rank k] ", and stops them
+// all when one fails. With RANK set (by this launcher or torchrun), it runs
+// that rank.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,12 +27,24 @@
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
-#include <unistd.h>
+#include <thread>
+#include <vector>
 
 using namespace loomrt;
 
@@ -33,6 +54,11 @@ constexpr double kLossRtol = 1e-5;
 constexpr double kTensorTol = 1e-5;
 /// Runs at least this long get a progress bar (when stderr is a terminal).
 constexpr int64_t kProgressMinSteps = 50;
+/// Exit status of a rank whose collective failed (a peer died or hung).
+constexpr int kCollectiveFailed = 3;
+/// How long the launcher lets the other ranks finish (report their own
+/// errors) after one failed, before it terminates them.
+constexpr auto kGracePeriod = std::chrono::seconds(2);
 
 struct Options {
   std::string artifact;
@@ -44,6 +70,8 @@ struct Options {
   std::string saveParams;
   int threads = 0;
   bool progress = true;
+  int nproc = 0;
+  double timeout = 60;
 };
 
 void usage(FILE *out) {
@@ -52,7 +80,7 @@ void usage(FILE *out) {
       "usage: loom-run STEP.loomx --batches FILE [--steps K]\n"
       "                [--check DIR/reference.json] [--trace FILE]\n"
       "                [--threads N] [--weights FILE] [--save-params FILE]\n"
-      "                [--no-progress]\n"
+      "                [--no-progress] [--nproc N] [--timeout SECONDS]\n"
       "\n"
       "  --batches FILE     a capture's batches.safetensors (step s uses\n"
       "                     batch s mod num_steps)\n"
@@ -67,7 +95,12 @@ void usage(FILE *out) {
       "  --weights FILE     start from these weights instead of the\n"
       "                     artifact's (safetensors)\n"
       "  --save-params FILE write the final parameters and buffers\n"
-      "  --no-progress      no progress bar on stderr\n");
+      "  --no-progress      no progress bar on stderr\n"
+      "  --nproc N          run a multi-rank artifact as N processes on this\n"
+      "                     machine (Gloo over loopback); under a launcher\n"
+      "                     that sets RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT\n"
+      "                     each process runs its rank\n"
+      "  --timeout SECONDS  rendezvous and collective timeout (default 60)\n");
 }
 
 [[noreturn]] void usageError(const std::string &message) {
@@ -114,6 +147,15 @@ Options parseOptions(int argc, char **argv) {
       o.saveParams = value();
     } else if (a == "--no-progress") {
       o.progress = false;
+    } else if (a == "--nproc") {
+      o.nproc = int(parseInt(a, value(), 1));
+    } else if (a == "--timeout") {
+      const char *t = value();
+      char *end = nullptr;
+      o.timeout = std::strtod(t, &end);
+      if (!*t || *end || !(o.timeout > 0))
+        usageError("--timeout expects a positive number of seconds, found '" +
+                   std::string(t) + "'");
     } else if (!a.empty() && a[0] == '-') {
       usageError("unknown option '" + a + "'");
     } else if (o.artifact.empty()) {
@@ -159,11 +201,46 @@ private:
 
 double mib(int64_t bytes) { return double(bytes) / (1024.0 * 1024.0); }
 
-int run(const Options &o) {
+std::string collectivesText(const StepStats &st) {
+  std::string out;
+  for (const auto &[kind, c] : st.collectives) {
+    char buf[128];
+    if (c.bytes < 1024 * 1024)
+      std::snprintf(buf, sizeof buf, " %s %lld (%.2f KiB)", kind.c_str(),
+                    (long long)c.count, double(c.bytes) / 1024.0);
+    else
+      std::snprintf(buf, sizeof buf, " %s %lld (%.2f MiB)", kind.c_str(),
+                    (long long)c.count, mib(c.bytes));
+    out += buf;
+  }
+  return out.empty() ? out : "  |" + out;
+}
+
+/// LOOMRT_TEST_FAIL_RANK / LOOMRT_TEST_FAIL_STEP (tests only): that rank
+/// exits with status 2 when it reaches that step, as a crashed rank would.
+void maybeInjectFailure(int64_t rank, int64_t step) {
+  const char *r = std::getenv("LOOMRT_TEST_FAIL_RANK");
+  const char *s = std::getenv("LOOMRT_TEST_FAIL_STEP");
+  if (!r || !s || std::atoll(r) != rank || std::atoll(s) != step)
+    return;
+  std::fflush(stdout);
+  std::fprintf(stderr,
+               "loom-run: error: rank %lld: test failure injected at step "
+               "%lld (LOOMRT_TEST_FAIL_RANK/LOOMRT_TEST_FAIL_STEP)\n",
+               (long long)rank, (long long)step);
+  std::_Exit(2);
+}
+
+int run(const Options &o, const std::optional<DistributedConfig> &dist) {
+  // Ranks on one machine share its cores: one ATen thread each unless asked.
   if (o.threads > 0)
     at::set_num_threads(o.threads);
+  else if (dist && dist->worldSize > 1)
+    at::set_num_threads(1);
 
-  Session session = Session::load(o.artifact);
+  Session session = dist ? Session::load(o.artifact, *dist)
+                         : Session::load(o.artifact);
+  const bool leader = session.rank() == 0;
   if (!o.weights.empty())
     session.loadWeights(o.weights);
   BatchFile batches = BatchFile::open(o.batches);
@@ -189,13 +266,18 @@ int run(const Options &o) {
   int64_t paramBytes = 0;
   for (const auto &p : session.parameters())
     paramBytes += p.second.numel() * p.second.element_size();
-  std::fprintf(stderr,
-               "loom-run: %s: %zu parameters (%.2f MiB), %zu buffers, %zu "
-               "instructions, optimizer %s, %d threads\n",
-               o.artifact.c_str(), session.parameters().size(), mib(paramBytes),
-               session.buffers().size(), a.programs[0].instructions.size(),
-               a.optimizer ? toString(a.optimizer->kind) : "none",
-               at::get_num_threads());
+  if (leader)
+    std::fprintf(stderr,
+                 "loom-run: %s: %zu parameters (%.2f MiB%s), %zu buffers, "
+                 "%zu instructions, optimizer %s, %d threads%s\n",
+                 o.artifact.c_str(), session.parameters().size(),
+                 mib(paramBytes), a.worldSize > 1 ? " on rank 0" : "",
+                 session.buffers().size(), a.programs[0].instructions.size(),
+                 a.optimizer ? toString(a.optimizer->kind) : "none",
+                 at::get_num_threads(),
+                 a.worldSize > 1
+                     ? (", " + std::to_string(a.worldSize) + " ranks").c_str()
+                     : "");
 
   std::optional<TraceWriter> trace;
   if (!o.trace.empty()) {
@@ -203,16 +285,20 @@ int run(const Options &o) {
     session.setTracing(true);
   }
 
-  Progress progress(
-      o.progress && isatty(STDERR_FILENO) && steps >= kProgressMinSteps, steps);
+  Progress progress(leader && o.progress && isatty(STDERR_FILENO) &&
+                        steps >= kProgressMinSteps,
+                    steps);
   int64_t lossFailures = 0;
   LossComparison worstLoss;
   int64_t worstLossStep = -1;
   for (int64_t s = 0; s < steps; ++s) {
+    maybeInjectFailure(session.rank(), s);
     double loss = session.step(batches.batch(s));
     const StepStats &st = session.lastStats();
     if (trace)
       trace->addStep(st);
+    if (!leader)
+      continue;
     progress.clear();
     std::printf("step %3lld  loss %.7f  time %.2f ms  peak %.2f MiB",
                 (long long)s, loss, st.timeMs, mib(st.peakBytes));
@@ -228,19 +314,26 @@ int run(const Options &o) {
         worstLossStep = s;
       }
     }
-    std::printf("\n");
+    std::printf("%s\n", collectivesText(st).c_str());
     std::fflush(stdout);
     progress.draw(s + 1);
   }
   progress.clear();
 
-  if (trace) {
+  if (trace && leader) {
     trace->write(o.trace);
     std::fprintf(stderr, "loom-run: wrote trace %s\n", o.trace.c_str());
   }
   if (!o.saveParams.empty())
-    session.saveParameters(o.saveParams);
+    session.saveParameters(o.saveParams); // every rank: shards are gathered
   if (!reference)
+    return 0;
+  // Every rank gathers its shards; rank 0 compares.
+  bool compareTensorsNow = steps == int64_t(reference->losses.size());
+  NamedTensors fullParams;
+  if (compareTensorsNow)
+    fullParams = session.fullParameters();
+  if (!leader)
     return 0;
 
   std::printf("check: losses  %lld/%lld within rtol %.0e (worst step %lld: "
@@ -250,9 +343,10 @@ int run(const Options &o) {
               worstLoss.relError);
 
   int64_t tensorFailures = 0;
-  if (steps == int64_t(reference->losses.size())) {
+  if (compareTensorsNow) {
     std::vector<TensorComparison> tensors =
-        compareTensors(session, *reference, kTensorTol);
+        compareTensors(fullParams, session.buffers(), session.constants(),
+                       *reference, kTensorTol);
     const TensorComparison *worst = nullptr;
     for (const TensorComparison &t : tensors) {
       if (!t.ok) {
@@ -291,12 +385,241 @@ int run(const Options &o) {
   return 0;
 }
 
+
+//===----------------------------------------------------------------------===//
+// The launcher
+//===----------------------------------------------------------------------===//
+
+int freeLoopbackPort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0)
+    return -1;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  int port = -1;
+  if (::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &len) == 0)
+    port = ntohs(addr.sin_port);
+  ::close(fd);
+  return port;
+}
+
+struct RankProcess {
+  pid_t pid = -1;
+  int out = -1; // read end of the rank's stdout+stderr (ranks > 0)
+  std::string pending;
+  bool exited = false;
+  int status = 0;
+};
+
+/// Forwards complete lines of a rank's output with its prefix.
+void forward(RankProcess &p, int rank, bool flushAll) {
+  size_t start = 0, nl;
+  while ((nl = p.pending.find('\n', start)) != std::string::npos) {
+    std::fprintf(stderr, "[rank %d] %.*s\n", rank, int(nl - start),
+                 p.pending.data() + start);
+    start = nl + 1;
+  }
+  p.pending.erase(0, start);
+  if (flushAll && !p.pending.empty()) {
+    std::fprintf(stderr, "[rank %d] %s\n", rank, p.pending.c_str());
+    p.pending.clear();
+  }
+}
+
+std::string describeStatus(int status) {
+  if (WIFSIGNALED(status))
+    return "signal " + std::to_string(WTERMSIG(status)) + " (" +
+           strsignal(WTERMSIG(status)) + ")";
+  return "exit code " + std::to_string(WEXITSTATUS(status));
+}
+
+bool failed(int status) {
+  return WIFSIGNALED(status) || WEXITSTATUS(status) != 0;
+}
+
+int launch(int argc, char **argv, int nproc) {
+  int port = freeLoopbackPort();
+  if (port < 0) {
+    std::fprintf(stderr, "loom-run: error: no free port on 127.0.0.1: %s\n",
+                 std::strerror(errno));
+    return 2;
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::vector<RankProcess> ranks(static_cast<size_t>(nproc));
+  for (int k = 0; k < nproc; ++k) {
+    int fds[2] = {-1, -1};
+    if (k > 0 && ::pipe(fds) != 0) {
+      std::fprintf(stderr, "loom-run: error: pipe: %s\n", std::strerror(errno));
+      return 2;
+    }
+    pid_t pid = ::fork();
+    if (pid < 0) {
+      std::fprintf(stderr, "loom-run: error: fork: %s\n", std::strerror(errno));
+      return 2;
+    }
+    if (pid == 0) {
+      // A rank dies with the launcher: nothing outlives a killed run.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (k > 0) {
+        ::dup2(fds[1], STDOUT_FILENO);
+        ::dup2(fds[1], STDERR_FILENO);
+        ::close(fds[0]);
+        ::close(fds[1]);
+      }
+      for (const RankProcess &other : ranks)
+        if (other.out >= 0)
+          ::close(other.out);
+      ::setenv("RANK", std::to_string(k).c_str(), 1);
+      ::setenv("LOCAL_RANK", std::to_string(k).c_str(), 1);
+      ::setenv("WORLD_SIZE", std::to_string(nproc).c_str(), 1);
+      ::setenv("LOCAL_WORLD_SIZE", std::to_string(nproc).c_str(), 1);
+      ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+      ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      ::execv("/proc/self/exe", argv);
+      std::fprintf(stderr, "loom-run: error: rank %d: exec failed: %s\n", k,
+                   std::strerror(errno));
+      std::_Exit(127);
+    }
+    ranks[size_t(k)].pid = pid;
+    if (k > 0) {
+      ::close(fds[1]);
+      ranks[size_t(k)].out = fds[0];
+    }
+  }
+
+  using Clock = std::chrono::steady_clock;
+  std::optional<Clock::time_point> firstFailure;
+  bool terminated = false, killed = false;
+  std::vector<int> exitOrder;
+  auto running = [&] {
+    for (const RankProcess &p : ranks)
+      if (!p.exited)
+        return true;
+    return false;
+  };
+  while (running()) {
+    std::vector<pollfd> fds;
+    std::vector<int> who;
+    for (int k = 0; k < nproc; ++k)
+      if (ranks[size_t(k)].out >= 0) {
+        fds.push_back({ranks[size_t(k)].out, POLLIN, 0});
+        who.push_back(k);
+      }
+    if (!fds.empty())
+      ::poll(fds.data(), fds.size(), 50);
+    else
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
+        continue;
+      RankProcess &p = ranks[size_t(who[i])];
+      char buf[4096];
+      ssize_t n = ::read(p.out, buf, sizeof buf);
+      if (n > 0) {
+        p.pending.append(buf, size_t(n));
+        forward(p, who[i], false);
+      } else if (n == 0 || errno != EINTR) {
+        forward(p, who[i], true);
+        ::close(p.out);
+        p.out = -1;
+      }
+    }
+    int status = 0;
+    pid_t pid;
+    while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0)
+      for (int k = 0; k < nproc; ++k)
+        if (ranks[size_t(k)].pid == pid) {
+          ranks[size_t(k)].exited = true;
+          ranks[size_t(k)].status = status;
+          exitOrder.push_back(k);
+          if (failed(status) && !firstFailure)
+            firstFailure = Clock::now();
+        }
+    if (firstFailure && running()) {
+      auto since = Clock::now() - *firstFailure;
+      int sig = 0;
+      if (!terminated && since >= kGracePeriod) {
+        sig = SIGTERM;
+        terminated = true;
+      } else if (!killed && since >= kGracePeriod + std::chrono::seconds(1)) {
+        sig = SIGKILL;
+        killed = true;
+      }
+      if (sig)
+        for (const RankProcess &p : ranks)
+          if (!p.exited)
+            ::kill(p.pid, sig);
+    }
+  }
+  for (int k = 0; k < nproc; ++k) {
+    RankProcess &p = ranks[size_t(k)];
+    if (p.out >= 0) {
+      char buf[4096];
+      ssize_t n;
+      while ((n = ::read(p.out, buf, sizeof buf)) > 0)
+        p.pending.append(buf, size_t(n));
+      forward(p, k, true);
+      ::close(p.out);
+    }
+  }
+  // Name the rank that failed first. A rank whose collective failed (status
+  // 3) or that the launcher stopped lost a peer; prefer one that failed on
+  // its own.
+  int culprit = -1;
+  for (int pass = 0; pass < 2 && culprit < 0; ++pass)
+    for (int k : exitOrder) {
+      int st = ranks[size_t(k)].status;
+      if (!failed(st))
+        continue;
+      bool secondary = WIFSIGNALED(st) ? terminated
+                                       : WEXITSTATUS(st) == kCollectiveFailed;
+      if (pass == 1 || !secondary) {
+        culprit = k;
+        break;
+      }
+    }
+  if (culprit < 0)
+    return 0;
+  int st = ranks[size_t(culprit)].status;
+  std::fprintf(stderr, "loom-run: rank %d failed (%s)\n", culprit,
+               describeStatus(st).c_str());
+  return WIFSIGNALED(st) ? 2 : WEXITSTATUS(st);
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
   Options o = parseOptions(argc, argv);
+  std::optional<DistributedConfig> dist;
   try {
-    return run(o);
+    dist = DistributedConfig::fromEnvironment();
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "loom-run: error: %s\n", e.what());
+    return 2;
+  }
+  if (o.nproc > 0 && !dist) {
+    if (o.nproc > 1)
+      return launch(argc, argv, o.nproc);
+    dist = DistributedConfig();
+  }
+  if (dist) {
+    if (o.nproc > 0 && dist->worldSize != o.nproc)
+      usageError("--nproc " + std::to_string(o.nproc) +
+                 " but the environment says WORLD_SIZE=" +
+                 std::to_string(dist->worldSize));
+    dist->timeoutSeconds = o.timeout;
+  }
+  try {
+    return run(o, dist);
+  } catch (const CollectiveError &e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "loom-run: error: %s\n", e.what());
+    return kCollectiveFailed;
   } catch (const c10::Error &e) {
     std::fflush(stdout);
     std::fprintf(stderr, "loom-run: error: %s\n", e.what_without_backtrace());

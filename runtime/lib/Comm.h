@@ -1,0 +1,94 @@
+//===- Comm.h - Rendezvous, process groups and collectives -------*- C++ -*-===//
+//
+// The multi-rank half of a Session: a c10d::TCPStore for the rendezvous
+// (rank 0 hosts it), one ProcessGroupGloo per group of ranks the program
+// uses, and the collectives of docs/distributed.md issued asynchronously on
+// them. Kept out of the public headers so that users of libloomrt do not need
+// c10d's (and Gloo's) headers.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOMRT_LIB_COMM_H
+#define LOOMRT_LIB_COMM_H
+
+#include "loomrt/Artifact.h"
+#include "loomrt/Session.h"
+
+#include <ATen/core/Tensor.h>
+#include <c10/util/intrusive_ptr.h>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+
+namespace loomrt {
+
+/// A process group: the ranks of one mesh group, this rank's index in it.
+struct CommGroup {
+  std::vector<int64_t> ranks;
+  int64_t index = 0;
+  std::string label; // "axes [shard] ranks [0, 1]"
+  c10::intrusive_ptr<c10d::Backend> backend;
+};
+
+/// A collective in flight between its start and its wait.
+struct PendingCollective {
+  OpKind kind = OpKind::AllReduceStart;
+  const CommGroup *group = nullptr;
+  c10::intrusive_ptr<c10d::Work> work;
+  /// all_gather: one tensor per group member; others: the reduced or
+  /// broadcast buffer.
+  std::vector<at::Tensor> outputs;
+  at::Tensor buffer;
+  int64_t dim = 0;
+  ReduceOp reduce = ReduceOp::Sum;
+  int64_t bytes = 0;
+  /// "all_gather over axes [shard] ranks [0, 1], 1.2 KiB": for messages.
+  std::string describe;
+};
+
+class Comm {
+public:
+  /// Connects to the store (rank 0 hosts it) and creates the process
+  /// groups for every axes list the artifact uses, in the order every rank
+  /// follows. Throws loomrt::Error naming the rank and what failed.
+  Comm(const Artifact &artifact, const DistributedConfig &config);
+  ~Comm();
+
+  int64_t rank() const { return rank_; }
+  int64_t worldSize() const { return worldSize_; }
+  /// The group of this rank over `axes`.
+  const CommGroup &group(const std::vector<std::string> &axes) const;
+
+  /// Issues a collective on `input` (asynchronously).
+  PendingCollective start(OpKind kind, const std::vector<std::string> &axes,
+                          const at::Tensor &input, int64_t dim,
+                          ReduceOp reduce, int64_t root);
+  /// Waits for it and returns its result. Throws on failure or timeout.
+  static at::Tensor finish(PendingCollective &pending);
+
+  /// Blocking all-gather of a shard along `dim` (the runtime's own, for
+  /// checks and saving; not a step collective).
+  at::Tensor allGather(const std::vector<std::string> &axes,
+                       const at::Tensor &input, int64_t dim);
+  /// Blocking all-reduce (the runtime's own: the reported loss).
+  at::Tensor allReduce(const std::vector<std::string> &axes,
+                       const at::Tensor &input, ReduceOp op);
+
+private:
+  int64_t rank_ = 0;
+  int64_t worldSize_ = 1;
+  std::chrono::milliseconds timeout_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  std::map<std::vector<std::string>, CommGroup> groups_;
+};
+
+} // namespace loomrt
+
+#endif // LOOMRT_LIB_COMM_H

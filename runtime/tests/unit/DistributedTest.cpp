@@ -1,0 +1,359 @@
+//===- DistributedTest.cpp - Format v2: meshes, groups, collectives -------===//
+//
+// The version 2 reader's refusals (docs/distributed.md), the groups a mesh
+// gives each rank, and collectives run through Sessions: on a one-rank mesh
+// (no peers) and on two ranks in two threads of this process.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestUtil.h"
+
+#include "loomrt/Artifact.h"
+#include "loomrt/Error.h"
+#include "loomrt/Session.h"
+
+#include <ATen/ops/equal.h>
+
+#include <gtest/gtest.h>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <thread>
+
+using namespace loomrt;
+using namespace loomrt::test;
+
+namespace {
+
+Mesh mesh(std::vector<int64_t> shape, std::vector<std::string> axes) {
+  Mesh m;
+  m.shape = std::move(shape);
+  m.axes = std::move(axes);
+  return m;
+}
+
+TEST(MeshGroups, HsdpMeshTwoByTwo) {
+  Mesh m = mesh({2, 2}, {"replicate", "shard"});
+  EXPECT_EQ(m.group({"shard"}, 3), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(m.group({"replicate"}, 3), (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(m.group({"shard"}, 0), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(m.group({"replicate"}, 0), (std::vector<int64_t>{0, 2}));
+  EXPECT_EQ(m.group({"replicate", "shard"}, 2),
+            (std::vector<int64_t>{0, 1, 2, 3}));
+  // Ordered by the mesh's axes, however `axes` lists them.
+  EXPECT_EQ(m.group({"shard", "replicate"}, 2),
+            (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(m.groups({"shard"}),
+            (std::vector<std::vector<int64_t>>{{0, 1}, {2, 3}}));
+  EXPECT_EQ(m.groups({"replicate"}),
+            (std::vector<std::vector<int64_t>>{{0, 2}, {1, 3}}));
+  EXPECT_EQ(m.groupSize({"shard"}), 2);
+  EXPECT_EQ(m.numRanks(), 4);
+}
+
+TEST(MeshGroups, ThreeAxes) {
+  Mesh m = mesh({2, 3, 2}, {"pp", "dp", "tp"});
+  // rank 7 = (1, 0, 1)
+  EXPECT_EQ(m.group({"dp"}, 7), (std::vector<int64_t>{7, 9, 11}));
+  EXPECT_EQ(m.group({"pp", "tp"}, 7), (std::vector<int64_t>{0, 1, 6, 7}));
+}
+
+/// The linear program (no optimizer, grads out) as a version 2 program run
+/// by every rank of a 1-D mesh ["shard"], two streams, room for more slots.
+json v2Program(int worldSize = 2) {
+  json p = linearProgram(nullptr);
+  p["version"] = 2;
+  p["world_size"] = worldSize;
+  p["mesh"] = {{"shape", {worldSize}}, {"axes", {"shard"}}};
+  p["num_slots"] = 40;
+  json prog = p["programs"][0];
+  prog.erase("rank");
+  json ranks = json::array();
+  for (int r = 0; r < worldSize; ++r)
+    ranks.push_back(r);
+  prog["ranks"] = ranks;
+  prog["streams"] = {"compute", "comm"};
+  p["programs"] = json::array({prog});
+  return p;
+}
+
+json &insts(json &p) { return p["programs"][0]["instructions"]; }
+
+json allReduce(int input, int future, json axes = {"shard"}) {
+  return {{"op", "all_reduce_start"}, {"input", input}, {"future", future},
+          {"axes", axes},             {"reduce", "avg"}, {"stream", 1}};
+}
+json wait(int future, int result) {
+  return {{"op", "wait"}, {"future", future}, {"result", result},
+          {"stream", 1}};
+}
+
+std::string loadError(const json &program) {
+  std::string path = writeArtifact("v2.loomx", program, linearWeights());
+  return errorOf([&] { Artifact::load(path); });
+}
+
+TEST(ArtifactV2, ValidProgramLoads) {
+  json p = v2Program();
+  insts(p).push_back({{"op", "record_event"}, {"event", 0}, {"stream", 0}});
+  insts(p).push_back({{"op", "wait_event"}, {"event", 0}, {"stream", 1}});
+  insts(p).push_back(allReduce(12, 20));
+  insts(p).push_back(wait(20, 21));
+  std::string path = writeArtifact("v2.loomx", p, linearWeights());
+  Artifact a = Artifact::load(path);
+  EXPECT_EQ(a.version, 2);
+  ASSERT_TRUE(a.mesh);
+  EXPECT_EQ(a.programs[0].ranks, (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(a.programs[0].instructions[12].op, OpKind::AllReduceStart);
+  EXPECT_EQ(a.programs[0].instructions[12].reduce, ReduceOp::Avg);
+  EXPECT_EQ(a.groupAxes(),
+            (std::vector<std::vector<std::string>>{{"shard"}}));
+}
+
+TEST(ArtifactV2, WaitOnAFutureNeverStarted) {
+  json p = v2Program();
+  insts(p).push_back(wait(20, 21));
+  EXPECT_CONTAINS(loadError(p), "programs[0].instructions[10].future: slot 20 "
+                                "holds no future: no collective was started");
+}
+
+TEST(ArtifactV2, EventWaitedBeforeRecorded) {
+  json p = v2Program();
+  insts(p).push_back({{"op", "wait_event"}, {"event", 5}, {"stream", 1}});
+  insts(p).push_back({{"op", "record_event"}, {"event", 5}, {"stream", 0}});
+  EXPECT_CONTAINS(loadError(p), "programs[0].instructions[10].event: event 5 "
+                                "is waited before any record_event");
+}
+
+TEST(ArtifactV2, AxesNotInTheMesh) {
+  json p = v2Program();
+  insts(p).push_back(allReduce(12, 20, {"dp"}));
+  insts(p).push_back(wait(20, 21));
+  EXPECT_CONTAINS(loadError(p), "programs[0].instructions[10].axes[0]: 'dp' "
+                                "is not an axis of the mesh (axes: shard)");
+}
+
+TEST(ArtifactV2, GatherDimNegative) {
+  json p = v2Program();
+  insts(p).push_back({{"op", "all_gather_start"},
+                      {"input", 12},
+                      {"future", 20},
+                      {"axes", {"shard"}},
+                      {"dim", -1},
+                      {"stream", 1}});
+  insts(p).push_back(wait(20, 21));
+  EXPECT_CONTAINS(loadError(p), "instructions[10].dim: dim -1 is negative");
+}
+
+TEST(ArtifactV2, FutureNeverWaited) {
+  json p = v2Program();
+  insts(p).push_back(allReduce(12, 20));
+  EXPECT_CONTAINS(loadError(p), "programs[0].instructions[10].future: the "
+                                "collective started into slot 20 is never "
+                                "waited");
+}
+
+TEST(ArtifactV2, ReadingAFuture) {
+  json p = v2Program();
+  insts(p).push_back(allReduce(12, 20));
+  insts(p).push_back({{"op", "aten"},
+                      {"kernel", "aten::t"},
+                      {"overload", "default"},
+                      {"args", {{{"tensor", 20}}}},
+                      {"results", {22}}});
+  insts(p).push_back(wait(20, 21));
+  EXPECT_CONTAINS(loadError(p), "instructions[11].args[0]: slot 20 holds the "
+                                "future of a collective in flight");
+}
+
+TEST(ArtifactV2, WritingTheInputOfACollectiveInFlight) {
+  json p = v2Program();
+  insts(p).push_back(allReduce(12, 20));
+  insts(p).push_back({{"op", "aten"},
+                      {"kernel", "aten::t"},
+                      {"overload", "default"},
+                      {"args", {{{"tensor", 0}}}},
+                      {"results", {12}}});
+  insts(p).push_back(wait(20, 21));
+  EXPECT_CONTAINS(loadError(p), "instructions[11].results[0]: slot 12 is the "
+                                "input of the collective started at "
+                                "instructions[10] and must not be written "
+                                "before its wait");
+}
+
+TEST(ArtifactV2, MeshMustMatchWorldSize) {
+  json p = v2Program();
+  p["mesh"]["shape"] = {3};
+  EXPECT_CONTAINS(loadError(p), "world_size: 2 is not the product of "
+                                "mesh.shape [3] (3)");
+}
+
+TEST(ArtifactV2, MeshRequiredForSeveralRanks) {
+  json p = v2Program();
+  p.erase("mesh");
+  EXPECT_CONTAINS(loadError(p), "mesh: missing (required when world_size > 1)");
+}
+
+TEST(ArtifactV2, MeshNeedsVersion2) {
+  json p = linearProgram(sgdOptimizer());
+  p["mesh"] = {{"shape", {1}}, {"axes", {"shard"}}};
+  EXPECT_CONTAINS(loadError(p), "mesh: a mesh needs format version 2");
+}
+
+TEST(ArtifactV2, EveryRankRunsAProgram) {
+  json p = v2Program();
+  p["programs"][0]["ranks"] = {0};
+  EXPECT_CONTAINS(loadError(p), "programs: no program runs rank 1");
+  p["programs"][0]["ranks"] = {0, 1, 1};
+  EXPECT_CONTAINS(loadError(p), "programs[0].ranks[2]: rank 1 also runs "
+                                "programs[0]");
+}
+
+TEST(ArtifactV2, ShardShapeMustBeTheChunk) {
+  json p = v2Program();
+  // fc.weight [3, 6] over 2 ranks: chunks of 2 rows (padded to 4).
+  p["inputs"][0]["shard"] = {
+      {"axes", {"shard"}}, {"dim", 0}, {"global_shape", {3, 6}}};
+  EXPECT_CONTAINS(loadError(p),
+                  "inputs[0].shard: the local shape is [3, 6], but chunk of "
+                  "global_shape [3, 6] padded over 2 ranks on dim 0 is [2, "
+                  "6]");
+  p["inputs"][0]["shard"]["dim"] = 2;
+  EXPECT_CONTAINS(loadError(p), "inputs[0].shard.dim: dim 2 out of range for "
+                                "global_shape [3, 6]");
+}
+
+TEST(ArtifactV2, OnlyBatchInputsAreSplit) {
+  json p = v2Program();
+  p["inputs"][0]["split"] = {{"axes", {"shard"}}, {"dim", 0}};
+  EXPECT_CONTAINS(loadError(p), "inputs[0].split: only inputs with role "
+                                "'input' (batch data) are split");
+  p = v2Program();
+  p["inputs"][3]["split"] = {{"axes", {"shard"}}, {"dim", 2}};
+  EXPECT_CONTAINS(loadError(p), "inputs[3].split.dim: dim 2 out of range for "
+                                "shape [5, 6]");
+}
+
+TEST(ArtifactV2, OnlyTheLossIsReduced) {
+  json p = v2Program();
+  p["outputs"][2]["reduce"] = {{"axes", {"shard"}}, {"op", "avg"}};
+  EXPECT_CONTAINS(loadError(p), "outputs[2].reduce: only the loss output is "
+                                "reduced");
+  p = v2Program();
+  p["outputs"][0]["reduce"] = {{"axes", {"shard"}}, {"op", "mean"}};
+  EXPECT_CONTAINS(loadError(p), "outputs[0].reduce.op: unknown reduction "
+                                "'mean'");
+}
+
+TEST(ArtifactV2, BroadcastRootInTheGroup) {
+  json p = v2Program();
+  insts(p).push_back({{"op", "broadcast_start"},
+                      {"input", 12},
+                      {"future", 20},
+                      {"axes", {"shard"}},
+                      {"root", 2},
+                      {"stream", 1}});
+  insts(p).push_back(wait(20, 21));
+  EXPECT_CONTAINS(loadError(p), "instructions[10].root: root 2 is not an "
+                                "index in a group of 2 ranks");
+}
+
+TEST(ArtifactV2, Version1HasNoCollectives) {
+  json p = linearProgram(nullptr);
+  p["num_slots"] = 40;
+  insts(p).push_back(allReduce(12, 20));
+  EXPECT_CONTAINS(loadError(p), "unknown instruction 'all_reduce_start' "
+                                "(version 1 has aten, free, optimizer)");
+}
+
+// A one-rank mesh runs collectives without peers: an avg all-reduce over
+// one rank is the identity.
+TEST(SessionV2, OneRankMeshRunsCollectives) {
+  json p = v2Program(1);
+  insts(p).push_back(allReduce(12, 20));
+  insts(p).push_back(wait(20, 21));
+  p["outputs"][2]["slot"] = 21;
+  std::string path = writeArtifact("v2one.loomx", p, linearWeights());
+  Session s = Session::load(path);
+  std::string plain = writeArtifact("v1.loomx", linearProgram(nullptr),
+                                    linearWeights());
+  Session ref = Session::load(plain);
+  std::vector<at::Tensor> batch = linearBatch(0);
+  EXPECT_EQ(s.step(batch), ref.step(batch));
+  EXPECT_TRUE(at::equal(s.gradients().at("fc.weight"),
+                        ref.gradients().at("fc.weight")));
+  EXPECT_EQ(s.lastStats().collectives.at("all_reduce").count, 1);
+  EXPECT_EQ(s.lastStats().collectives.at("all_reduce").bytes, 3 * 6 * 4);
+}
+
+TEST(SessionV2, GatherDimOutOfRangeAtRunTime) {
+  json p = v2Program(1);
+  insts(p).push_back({{"op", "all_gather_start"},
+                      {"input", 12},
+                      {"future", 20},
+                      {"axes", {"shard"}},
+                      {"dim", 5},
+                      {"stream", 1},
+                      {"name", "ag"}});
+  insts(p).push_back(wait(20, 21));
+  std::string path = writeArtifact("v2dim.loomx", p, linearWeights());
+  Session s = Session::load(path);
+  EXPECT_CONTAINS(errorOf([&] { s.step(linearBatch(0)); }),
+                  "programs[0].instructions[10] (in 'ag') all_gather_start: "
+                  "all_gather over axes [shard] ranks [0] (f32 [3, 6], 72 B): "
+                  "dim 5 out of range for a 2-d tensor");
+}
+
+int freePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  ::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// Two ranks in two threads: a reduce_scatter whose dim is not divisible by
+// the group size fails on both, naming the instruction and the collective.
+TEST(SessionV2, ReduceScatterNeedsDivisibleDim) {
+  json p = v2Program(2);
+  insts(p).push_back({{"op", "reduce_scatter_start"},
+                      {"input", 13},
+                      {"future", 20},
+                      {"axes", {"shard"}},
+                      {"dim", 0},
+                      {"reduce", "sum"},
+                      {"stream", 1}});
+  insts(p).push_back(wait(20, 21));
+  std::string path = writeArtifact("v2rs.loomx", p, linearWeights());
+  int port = freePort();
+  std::string errors[2];
+  auto rank = [&](int r) {
+    errors[r] = errorOf([&] {
+      DistributedConfig c;
+      c.rank = r;
+      c.worldSize = 2;
+      c.masterPort = port;
+      c.timeoutSeconds = 20;
+      Session s = Session::load(path, c);
+      s.step(linearBatch(0));
+    });
+  };
+  std::thread t0(rank, 0), t1(rank, 1);
+  t0.join();
+  t1.join();
+  for (int r = 0; r < 2; ++r)
+    EXPECT_CONTAINS(errors[r],
+                    "rank " + std::to_string(r) +
+                        ": programs[0].instructions[10] "
+                        "reduce_scatter_start: reduce_scatter over axes "
+                        "[shard] ranks [0, 1] (f32 [3], 12 B): dim 0 has size "
+                        "3, not divisible by the group size 2");
+}
+
+} // namespace
