@@ -528,11 +528,20 @@ LogicalResult LoomFsdpPass::shardStep(func::FuncOp func) {
   for (const std::string &prefix : prefixes) {
     if (prefix.empty())
       return fail() << "a unit prefix is empty; the root is always a unit";
+    // A unit names parameters by their owner module, or uses them under its
+    // path (`head` of a weight tied to `tok.weight`).
     bool matches = llvm::any_of(params, [&](const ParamInfo &p) {
-      return isUnder(getOwnerModule(p.name), prefix);
+      if (isUnder(getOwnerModule(p.name), prefix))
+        return true;
+      return llvm::any_of(func.getArgument(p.argIndex).getUsers(),
+                          [&](Operation *user) {
+                            return isUnder(getModulePath(user), prefix);
+                          });
     });
     if (!matches)
-      return fail() << "unit '" << prefix << "' matches no parameter";
+      return fail() << "unit '" << prefix
+                    << "' matches no parameter (none is owned or used by a "
+                       "module under it)";
     if (llvm::any_of(unitList,
                      [&](const Unit &u) { return u.prefix == prefix; }))
       return fail() << "unit '" << prefix << "' is listed twice";

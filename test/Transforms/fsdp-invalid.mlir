@@ -13,7 +13,7 @@
 // NOMESH: fsdp-invalid.mlir:[[# @LINE + 10]]:1: error: 'func.func' op --loom-fsdp: needs 'mesh-shape': {N} for FSDP or {R, S} for HSDP
 // ZERO: fsdp-invalid.mlir:[[# @LINE + 9]]:1: error: 'func.func' op --loom-fsdp: mesh-shape has a group of size 0; every axis needs at least one rank
 // RANK3: error: 'func.func' op --loom-fsdp: mesh-shape has 3 dimensions; FSDP takes a 1-D mesh and HSDP a 2-D (replicate, shard) mesh
-// UNIT: error: 'func.func' op --loom-fsdp: unit 'nope' matches no parameter
+// UNIT: error: 'func.func' op --loom-fsdp: unit 'nope' matches no parameter (none is owned or used by a module under it)
 // RAF3: error: 'func.func' op --loom-fsdp: reshard-after-forward=3 must divide the shard size 4 (1 <= k <= 4)
 // RAF2: error: 'func.func' op --loom-fsdp: reshard-after-forward=2 (resharding to groups of 2 of the 4 shard ranks) is not supported yet; use 1 (false) or 4 (true)
 // RAFTEXT: error: 'func.func' op --loom-fsdp: reshard-after-forward 'maybe' is not auto, true, false or an integer
