@@ -130,6 +130,96 @@ def LoomAttachOptimizer
   let dependentDialects = ["::loom::LoomDialect"];
 }
 
+def LoomReplicate : Pass<"loom-replicate", "::mlir::ModuleOp"> {
+  let summary = "Data parallelism as DDP does it: all-reduce the gradients in buckets";
+  let description = [{
+    Turns a single-rank step (captured with the per-rank batch,
+    `loom.capture --split N`) into the step every rank of a data-parallel
+    group runs, as `DistributedDataParallel` / `replicate` do: parameters
+    stay whole on every rank, each rank computes the gradients of its slice
+    of the batch, and the gradients are averaged over the ranks before
+    anyone uses them. For every step function (`func.func` with
+    `loom.step`) the pass
+
+    - declares the mesh `loom.mesh @<mesh> shape <mesh-shape> axes <axes>`
+      unless the module already has it (an existing mesh must have the
+      shape and axes the options give, when they give one);
+    - marks every batch input with `loom.split = #loom.split<@mesh, axes =
+      <axes>, dim = 0>` and the loss with `loom.partial = #loom.partial<@mesh,
+      axes = <axes>, avg>` (the mean of the ranks' mean losses is the
+      single-device loss);
+    - groups the `grad` results into buckets, as DDP's
+      `compute_bucket_assignment_by_size`: gradients in the order backward
+      produces them (the position of their producers in the step), a new
+      bucket when the element type changes or once the bucket holds at
+      least `bucket-cap-mb` MiB (`0`: one bucket per gradient);
+    - reduces each bucket with one `loom.all_reduce_start ... reduce <avg>`
+      over all mesh axes and one `loom.wait`. A bucket of several gradients
+      is flattened (`aten::view`) and concatenated (`aten::cat`) into one
+      buffer, right after its last gradient is produced, so communication
+      can overlap the rest of backward; after the wait it is split back
+      (`aten::split_with_sizes`, `aten::view`) right before the first use
+      of a reduced gradient (the return, or the optimizer update when one
+      is attached). Only the step's results take the reduced gradients;
+      other uses inside the step keep the local ones.
+
+    The inserted ops are in phase `backward` and in the module that owns
+    the bucket's parameters (their longest common module prefix). With one
+    rank the pass only declares the mesh and the attributes: DDP on one
+    rank issues no collectives. Buffer mutations (BatchNorm running
+    statistics) stay per rank, as DDP with `broadcast_buffers=False`.
+
+    Runs before `loom-attach-optimizer`, which then consumes the reduced
+    gradients; fails on a step that already has an optimizer, a collective,
+    or a `loom.split`/`loom.partial`.
+
+    Before (a step of two gradients):
+
+    ```mlir
+    func.func @step(..., %x: tensor<2x4xf32> {loom.role = #loom.role<input>})
+        -> (tensor<f32> {loom.role = #loom.role<loss>},
+            tensor<8xf32> {loom.role = #loom.role<grad>, loom.target = "fc.bias"},
+            tensor<8x4xf32> {loom.role = #loom.role<grad>, loom.target = "fc.weight"})
+    ```
+
+    After `--loom-replicate="mesh-shape=4"` (one bucket):
+
+    ```mlir
+    loom.mesh @dp shape [4] axes ["dp"]
+    func.func @step(..., %x: tensor<2x4xf32> {loom.role = #loom.role<input>,
+                                             loom.split = #loom.split<@dp, axes = ["dp"], dim = 0>})
+        -> (tensor<f32> {loom.partial = #loom.partial<@dp, axes = ["dp"], avg>, ...}, ...) {
+      ...
+      %f0 = loom.aten "aten::view.default"(%gw) ... -> tensor<32xf32>
+      %f1 = loom.aten "aten::view.default"(%gb) ... -> tensor<8xf32>
+      %flat = loom.aten "aten::cat.default"(%f0, %f1) ... -> tensor<40xf32>
+      %fut = loom.all_reduce_start %flat on @dp axes ["dp"] reduce <avg>
+          : tensor<40xf32> -> !loom.future<tensor<40xf32>>
+      ...
+      %r = loom.wait %fut : !loom.future<tensor<40xf32>> -> tensor<40xf32>
+      %p:2 = loom.aten "aten::split_with_sizes.default"(%r) ...
+      %rw = loom.aten "aten::view.default"(%p#0) ... -> tensor<8x4xf32>
+      %rb = loom.aten "aten::view.default"(%p#1) ... -> tensor<8xf32>
+      return %l, %rb, %rw : ...
+    }
+    ```
+  }];
+  let options = [
+    Option<"meshName", "mesh", "std::string", /*default=*/"\"dp\"",
+           "Symbol name of the data-parallel mesh">,
+    ListOption<"meshShape", "mesh-shape", "int64_t",
+               "Ranks along each mesh axis (required unless the module "
+               "already declares the mesh)">,
+    ListOption<"axes", "axes", "std::string",
+               "Names of the mesh axes (default: one axis \"dp\"); the "
+               "gradients are averaged over all of them">,
+    Option<"bucketCapMb", "bucket-cap-mb", "double", /*default=*/"25.0",
+           "Bucket size in MiB, as DDP's bucket_cap_mb; 0 reduces every "
+           "gradient on its own">,
+  ];
+  let dependentDialects = ["::loom::LoomDialect"];
+}
+
 def LoomFsdp : Pass<"loom-fsdp", "::mlir::ModuleOp"> {
   let summary = "Shard parameters and gradients over a mesh as FSDP2 fully_shard does";
   let description = [{
