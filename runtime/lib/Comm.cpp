@@ -22,10 +22,13 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
-#include <c10/util/Logging.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
-#include <sstream>
+#include <cstring>
+#include <iostream>
+#include <optional>
 
 namespace loomrt {
 
@@ -79,6 +82,60 @@ void divideForAvg(at::Tensor &t, int64_t groupSize) {
   t.div_(groupSize);
 }
 
+/// Redirects stdout and stderr into temporary files for its lifetime, then
+/// replays them without Gloo's connectivity announcements.
+class QuietConnectivity {
+public:
+  QuietConnectivity() {
+    hold(STDOUT_FILENO, out_);
+    hold(STDERR_FILENO, err_);
+  }
+  ~QuietConnectivity() {
+    replay(STDOUT_FILENO, out_, stdout);
+    replay(STDERR_FILENO, err_, stderr);
+  }
+  QuietConnectivity(const QuietConnectivity &) = delete;
+  QuietConnectivity &operator=(const QuietConnectivity &) = delete;
+
+private:
+  struct Held {
+    std::FILE *file = nullptr;
+    int saved = -1;
+  };
+  static void flushAll() {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    std::cout.flush();
+    std::cerr.flush();
+  }
+  static void hold(int fd, Held &h) {
+    flushAll();
+    h.file = std::tmpfile();
+    h.saved = h.file ? ::dup(fd) : -1;
+    if (h.saved >= 0)
+      ::dup2(::fileno(h.file), fd);
+  }
+  static void replay(int fd, Held &h, std::FILE *stream) {
+    if (h.saved < 0) {
+      if (h.file)
+        std::fclose(h.file);
+      return;
+    }
+    flushAll();
+    ::dup2(h.saved, fd);
+    ::close(h.saved);
+    std::rewind(h.file);
+    char line[4096];
+    while (std::fgets(line, sizeof line, h.file))
+      if (!(std::strstr(line, "[Gloo] Rank") &&
+            std::strstr(line, "is connected to")))
+        std::fputs(line, stream);
+    std::fflush(stream);
+    std::fclose(h.file);
+  }
+  Held out_, err_;
+};
+
 } // namespace
 
 Comm::Comm(const Artifact &artifact, const DistributedConfig &config)
@@ -109,11 +166,13 @@ Comm::Comm(const Artifact &artifact, const DistributedConfig &config)
                 std::to_string(config.masterPort) + " failed: " + e.what());
   }
 
-  // Gloo logs every connection at INFO ("Rank 0 is connected to 1 peer
-  // ranks"); keep rank output to what the runtime says, unless the user
-  // asked for c10's logs (TORCH_CPP_LOG_LEVEL).
-  if (!std::getenv("TORCH_CPP_LOG_LEVEL") && FLAGS_caffe2_log_level < 1)
-    FLAGS_caffe2_log_level = 1; // WARNING
+  // Gloo announces every connection on stdout ("[Gloo] Rank 0 is connected
+  // to 1 peer ranks ..."), whatever c10's log level: hold stdout and
+  // stderr while the groups connect and pass on everything but those
+  // lines, unless the user asked for c10's logs (TORCH_CPP_LOG_LEVEL).
+  std::optional<QuietConnectivity> quiet;
+  if (!std::getenv("TORCH_CPP_LOG_LEVEL"))
+    quiet.emplace();
 
   // Every rank walks the same axes lists in the same order and joins the
   // one group of each it belongs to; groups of one axes list are disjoint,

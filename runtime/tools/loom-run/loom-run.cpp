@@ -217,12 +217,21 @@ std::string collectivesText(const StepStats &st) {
 }
 
 /// LOOMRT_TEST_FAIL_RANK / LOOMRT_TEST_FAIL_STEP (tests only): that rank
-/// exits with status 2 when it reaches that step, as a crashed rank would.
+/// exits with status 2 when it reaches that step, as a crashed rank would;
+/// with LOOMRT_TEST_FAIL_MODE=hang it stops responding instead (its peers'
+/// collectives must time out).
 void maybeInjectFailure(int64_t rank, int64_t step) {
   const char *r = std::getenv("LOOMRT_TEST_FAIL_RANK");
   const char *s = std::getenv("LOOMRT_TEST_FAIL_STEP");
   if (!r || !s || std::atoll(r) != rank || std::atoll(s) != step)
     return;
+  const char *mode = std::getenv("LOOMRT_TEST_FAIL_MODE");
+  if (mode && std::string(mode) == "hang") {
+    std::fprintf(stderr, "loom-run: rank %lld: test hang injected at step %lld\n",
+                 (long long)rank, (long long)step);
+    for (;;)
+      ::pause();
+  }
   std::fflush(stdout);
   std::fprintf(stderr,
                "loom-run: error: rank %lld: test failure injected at step "

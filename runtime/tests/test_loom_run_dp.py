@@ -1,0 +1,151 @@
+"""loom-run --nproc N end to end on hand-written format-v2 artifacts.
+
+make_dp_linear.py writes a linear + MSE step distributed DDP-style (all-reduce
+avg of the gradients), FSDP-style (sharded, padded parameters and AdamW state;
+all-gather before use, reduce-scatter avg of the gradients) and HSDP-style on
+a (2, 2) mesh (reduce-scatter on "shard", all-reduce on "replicate"), with
+PyTorch eager's losses and parameters for the whole batch in one process.
+loom-run --nproc N --check must reproduce them (losses rtol 1e-5, tensors
+1e-5 * max(1, |ref|)), print the collectives of every step, and, when one
+rank dies, stop the others and name it within seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from safetensors.torch import load_file
+
+HERE = Path(__file__).resolve().parent
+LOOM_RUN = os.environ.get("LOOM_RUN", "")
+STEP_LINE = re.compile(
+    r"^step +(\d+)  loss (\d+\.\d{7})  time \d+\.\d\d ms  peak \d+\.\d\d MiB"
+    r"  ref \d+\.\d{7}  rel \S+  ok  \|(?P<colls>( \w+ \d+ \(\d+\.\d\d [KM]iB\))+)$"
+)
+
+pytestmark = pytest.mark.skipif(not LOOM_RUN, reason="LOOM_RUN is not set (ctest sets it)")
+
+# mode, ranks, the collectives every step issues
+CASES = [
+    ("ddp", 2, {"all_reduce": 2}),
+    ("ddp", 4, {"all_reduce": 2}),
+    ("fsdp", 2, {"all_gather": 2, "reduce_scatter": 2}),
+    ("fsdp", 4, {"all_gather": 2, "reduce_scatter": 2}),
+    ("hsdp", 4, {"all_gather": 2, "reduce_scatter": 2, "all_reduce": 2}),
+]
+
+
+def make(out: Path, mode: str, nproc: int) -> Path:
+    subprocess.run(
+        [sys.executable, str(HERE / "make_dp_linear.py"), str(out), "--mode", mode, "--nproc", str(nproc)], check=True
+    )
+    return out
+
+
+def loom_run(d: Path, nproc: int, *extra: str, env: dict | None = None, timeout: float = 120):
+    return subprocess.run(
+        [LOOM_RUN, str(d / "step.loomx"), "--batches", str(d / "batches.safetensors"), "--nproc", str(nproc), *extra],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+
+
+@pytest.mark.parametrize("mode,nproc,collectives", CASES, ids=[f"{m}-{n}" for m, n, _ in CASES])
+def test_matches_eager(tmp_path: Path, mode: str, nproc: int, collectives: dict) -> None:
+    d = make(tmp_path, mode, nproc)
+    saved = tmp_path / "params.safetensors"
+    r = loom_run(d, nproc, "--check", str(d / "reference.json"), "--save-params", str(saved))
+    assert r.returncode == 0, r.stdout + r.stderr
+    steps = [line for line in r.stdout.splitlines() if line.startswith("step")]
+    assert len(steps) == 5, r.stdout
+    for line in steps:
+        m = STEP_LINE.match(line)
+        assert m, line
+        counts = dict(re.findall(r" (\w+) (\d+) \(", m.group("colls")))
+        assert {k: int(v) for k, v in counts.items()} == collectives, line
+    assert "check: tensors 2/2" in r.stdout and r.stdout.rstrip().endswith("PASS"), r.stdout
+    # Only rank 0 prints steps; the others say nothing when all goes well.
+    assert "[rank" not in r.stdout + r.stderr, r.stderr
+    # Saved parameters are the full (gathered, unpadded) tensors.
+    ref = load_file(str(d / "reference.safetensors"))
+    got = load_file(str(saved))
+    for name, t in ref.items():
+        assert got[name].shape == t.shape, name
+        assert (got[name] - t).abs().max().item() <= 1e-5, name
+
+
+def test_perturbed_reference_fails(tmp_path: Path) -> None:
+    d = make(tmp_path, "fsdp", 2)
+    import json
+
+    ref = json.loads((d / "reference.json").read_text())
+    ref["losses"][1] *= 1.001
+    (d / "reference.json").write_text(json.dumps(ref))
+    r = loom_run(d, 2, "--check", str(d / "reference.json"))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "FAIL: 1 loss mismatches, 0 tensor mismatches" in r.stdout
+    assert "loom-run: rank 0 failed (exit code 1)" in r.stderr
+
+
+def test_dead_rank_stops_the_run(tmp_path: Path) -> None:
+    d = make(tmp_path, "fsdp", 4)
+    start = time.monotonic()
+    r = loom_run(
+        d, 4, "--steps", "5", "--timeout", "30",
+        env={"LOOMRT_TEST_FAIL_RANK": "1", "LOOMRT_TEST_FAIL_STEP": "2"}, timeout=60,
+    )
+    elapsed = time.monotonic() - start
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "loom-run: rank 1 failed (exit code 2)" in r.stderr, r.stderr
+    assert "[rank 1] loom-run: error: rank 1: test failure injected at step 2" in r.stderr
+    # The peers fail in their collective, naming it, long before the timeout.
+    assert re.search(r"rank [023]: programs\[0\]\.instructions\[\d+\] \(in '\w+'\) wait: \w+ over axes \[shard\]", r.stderr), r.stderr
+    assert elapsed < 15, elapsed
+    assert "step   1" in r.stdout and "step   2" not in r.stdout
+
+
+def test_world_size_must_match(tmp_path: Path) -> None:
+    d = make(tmp_path, "ddp", 2)
+    r = subprocess.run([LOOM_RUN, str(d / "step.loomx"), "--batches", str(d / "batches.safetensors")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert "world_size is 2 but this process is a single rank (run it with loom-run --nproc 2)" in r.stderr
+
+
+def test_batch_must_split_evenly(tmp_path: Path) -> None:
+    # hsdp's batch of 8 rows split over 4 ranks; feed batches of 6 rows.
+    d = make(tmp_path, "hsdp", 4)
+    from safetensors.torch import save_file
+    import torch
+
+    b = load_file(str(d / "batches.safetensors"))
+    b = {k: v[:6].contiguous() for k, v in b.items()}
+    save_file(b, str(d / "batches.safetensors"), metadata={"num_steps": "3", "num_args": "2"})
+    r = loom_run(d, 4, "--steps", "1")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "has 6 rows on dim 0, not divisible by the 4 ranks inputs[2] ('x') is split over" in r.stderr, r.stderr
+
+
+def test_hung_rank_times_out(tmp_path: Path) -> None:
+    # Rank 1 stops responding at step 2: rank 0's collective times out after
+    # --timeout, names itself and the collective, and the launcher stops rank 1.
+    d = make(tmp_path, "fsdp", 2)
+    start = time.monotonic()
+    r = loom_run(
+        d, 2, "--steps", "5", "--timeout", "3",
+        env={"LOOMRT_TEST_FAIL_RANK": "1", "LOOMRT_TEST_FAIL_STEP": "2", "LOOMRT_TEST_FAIL_MODE": "hang"}, timeout=60,
+    )
+    elapsed = time.monotonic() - start
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert re.search(r"rank 0: programs\[0\]\.instructions\[\d+\] \(in '\w+'\) wait: all_gather over axes \[shard\] "
+                     r"ranks \[0, 1\] .*Timed out", r.stderr), r.stderr
+    assert "loom-run: rank 0 failed (exit code 3)" in r.stderr
+    assert elapsed < 20, elapsed
