@@ -1288,6 +1288,13 @@ void ProgramReader::checkDataflow(size_t programIndex) {
           fail(path, "slot " + std::to_string(inst.slots[k]) +
                          " holds the future of a collective in flight; "
                          "wait for it before freeing");
+        for (const auto &[fut, started] : inFlight)
+          if (started.first == inst.slots[k])
+            fail(path, "slot " + std::to_string(inst.slots[k]) +
+                           " is the input of the collective started at "
+                           "instructions[" +
+                           std::to_string(started.second) +
+                           "] and must not be freed before its wait");
         live[inst.slots[k]] = 0;
       }
       break;

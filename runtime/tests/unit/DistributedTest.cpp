@@ -183,6 +183,18 @@ TEST(ArtifactV2, WritingTheInputOfACollectiveInFlight) {
                                 "before its wait");
 }
 
+TEST(ArtifactV2, FreeingTheInputOfACollectiveInFlight) {
+  json p = v2Program();
+  p["outputs"].erase(2); // fc.weight's grad (slot 12) is freed below
+  insts(p).push_back(allReduce(12, 20));
+  insts(p).push_back({{"op", "free"}, {"slots", {12}}});
+  insts(p).push_back(wait(20, 21));
+  EXPECT_CONTAINS(loadError(p), "instructions[11].slots[0]: slot 12 is the "
+                                "input of the collective started at "
+                                "instructions[10] and must not be freed "
+                                "before its wait");
+}
+
 TEST(ArtifactV2, MeshMustMatchWorldSize) {
   json p = v2Program();
   p["mesh"]["shape"] = {3};
