@@ -52,3 +52,25 @@ func.func @mixed(%a: tensor<4xf32> {loom.name = "a", loom.role = #loom.role<para
   %l = loom.aten "aten::add.Tensor"(%a, %b) {args = [#loom.arg<0>, #loom.arg<1>], loom.module = "", loom.phase = #loom.phase<forward>} : (tensor<4xf32>, tensor<4xbf16>) -> tensor<4xf32>
   return %l : tensor<4xf32>
 }
+
+// -----
+
+// The pass makes the mesh; one of that name must already agree with it.
+// expected-error@+1 {{--loom-fsdp: mesh @dp exists with another shape or axes}}
+loom.mesh @dp shape [2] axes ["shard"]
+func.func @other_mesh(%w: tensor<4xf32> {loom.name = "w", loom.role = #loom.role<parameter>})
+    -> (tensor<4xf32> {loom.role = #loom.role<loss>}) attributes {loom.step} {
+  %l = loom.aten "aten::relu.default"(%w) {args = [#loom.arg<0>], loom.module = "", loom.phase = #loom.phase<forward>} : (tensor<4xf32>) -> tensor<4xf32>
+  return %l : tensor<4xf32>
+}
+
+// -----
+
+// A step is sharded once.
+loom.mesh @dp shape [4] axes ["shard"]
+// expected-error@+1 {{--loom-fsdp: argument #0 is already sharded}}
+func.func @twice(%w: tensor<1xf32> {loom.name = "w", loom.role = #loom.role<parameter>, loom.shard = #loom.shard<@dp, axes = ["shard"], dim = 0, global = [4]>})
+    -> (tensor<1xf32> {loom.role = #loom.role<loss>}) attributes {loom.step} {
+  %l = loom.aten "aten::relu.default"(%w) {args = [#loom.arg<0>], loom.module = "", loom.phase = #loom.phase<forward>} : (tensor<1xf32>) -> tensor<1xf32>
+  return %l : tensor<1xf32>
+}
