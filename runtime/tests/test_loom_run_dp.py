@@ -148,4 +148,5 @@ def test_hung_rank_times_out(tmp_path: Path) -> None:
     assert re.search(r"rank 0: programs\[0\]\.instructions\[\d+\] \(in '\w+'\) wait: all_gather over axes \[shard\] "
                      r"ranks \[0, 1\] .*Timed out", r.stderr), r.stderr
     assert "loom-run: rank 0 failed (exit code 3)" in r.stderr
+    assert "loom-run: stopped rank(s) 1, still running 2 s after the first failure" in r.stderr, r.stderr
     assert elapsed < 20, elapsed

@@ -597,6 +597,25 @@ int launch(int argc, char **argv, int nproc) {
   int st = ranks[size_t(culprit)].status;
   std::fprintf(stderr, "loom-run: rank %d failed (%s)\n", culprit,
                describeStatus(st).c_str());
+  // Ranks still running when the grace period ended (a hung rank shows up
+  // here when its peers' collectives timed out).
+  if (terminated) {
+    std::string stopped;
+    for (int k = 0; k < nproc; ++k) {
+      int sk = ranks[size_t(k)].status;
+      if (k != culprit && WIFSIGNALED(sk) &&
+          (WTERMSIG(sk) == SIGTERM || WTERMSIG(sk) == SIGKILL))
+        stopped += (stopped.empty() ? "" : ", ") + std::to_string(k);
+    }
+    if (!stopped.empty())
+      std::fprintf(stderr,
+                   "loom-run: stopped rank(s) %s, still running %lld s after "
+                   "the first failure\n",
+                   stopped.c_str(),
+                   (long long)std::chrono::duration_cast<std::chrono::seconds>(
+                       kGracePeriod)
+                       .count());
+  }
   return WIFSIGNALED(st) ? 2 : WEXITSTATUS(st);
 }
 
