@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <mutex>
 #include <optional>
 
 namespace loomrt {
@@ -83,16 +84,24 @@ void divideForAvg(at::Tensor &t, int64_t groupSize) {
 }
 
 /// Redirects stdout and stderr into temporary files for its lifetime, then
-/// replays them without Gloo's connectivity announcements.
+/// replays them without Gloo's connectivity announcements. File descriptors
+/// are per process, so sessions connecting in several threads at once share
+/// one redirection: the first to start holds it, the last to finish replays.
 class QuietConnectivity {
 public:
   QuietConnectivity() {
-    hold(STDOUT_FILENO, out_);
-    hold(STDERR_FILENO, err_);
+    std::lock_guard<std::mutex> lock(mutex());
+    if (depth()++ == 0) {
+      hold(STDOUT_FILENO, out());
+      hold(STDERR_FILENO, err());
+    }
   }
   ~QuietConnectivity() {
-    replay(STDOUT_FILENO, out_, stdout);
-    replay(STDERR_FILENO, err_, stderr);
+    std::lock_guard<std::mutex> lock(mutex());
+    if (--depth() == 0) {
+      replay(STDOUT_FILENO, out(), stdout);
+      replay(STDERR_FILENO, err(), stderr);
+    }
   }
   QuietConnectivity(const QuietConnectivity &) = delete;
   QuietConnectivity &operator=(const QuietConnectivity &) = delete;
@@ -119,6 +128,7 @@ private:
     if (h.saved < 0) {
       if (h.file)
         std::fclose(h.file);
+      h = Held();
       return;
     }
     flushAll();
@@ -132,8 +142,24 @@ private:
         std::fputs(line, stream);
     std::fflush(stream);
     std::fclose(h.file);
+    h = Held();
   }
-  Held out_, err_;
+  static std::mutex &mutex() {
+    static std::mutex m;
+    return m;
+  }
+  static int &depth() {
+    static int d = 0;
+    return d;
+  }
+  static Held &out() {
+    static Held h;
+    return h;
+  }
+  static Held &err() {
+    static Held h;
+    return h;
+  }
 };
 
 } // namespace

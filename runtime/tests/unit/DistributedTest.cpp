@@ -13,6 +13,8 @@
 #include "loomrt/Session.h"
 
 #include <ATen/ops/equal.h>
+#include <ATen/ops/maximum.h>
+#include <ATen/ops/randn.h>
 
 #include <gtest/gtest.h>
 
@@ -366,6 +368,62 @@ TEST(SessionV2, ReduceScatterNeedsDivisibleDim) {
                         "reduce_scatter_start: reduce_scatter over axes "
                         "[shard] ranks [0, 1] (f32 [3], 12 B): dim 0 has size "
                         "3, not divisible by the group size 2");
+}
+
+// Two ranks, each with its own slice of a split batch: broadcast from the
+// group's index 1 gives both rank 1's slice; a max all-reduce gives the
+// elementwise maximum of the slices; the reported loss is the same on both.
+TEST(SessionV2, BroadcastMaxAndGatherOnTwoRanks) {
+  json p = v2Program(2);
+  p["inputs"][3]["split"] = {{"axes", {"shard"}}, {"dim", 0}};
+  p["inputs"][4]["split"] = {{"axes", {"shard"}}, {"dim", 0}};
+  insts(p).push_back({{"op", "broadcast_start"},
+                      {"input", 3},
+                      {"future", 20},
+                      {"axes", {"shard"}},
+                      {"root", 1},
+                      {"stream", 1}});
+  insts(p).push_back(wait(20, 21));
+  insts(p).push_back({{"op", "all_reduce_start"},
+                      {"input", 3},
+                      {"future", 22},
+                      {"axes", {"shard"}},
+                      {"reduce", "max"},
+                      {"stream", 1}});
+  insts(p).push_back(wait(22, 23));
+  p["outputs"][2]["slot"] = 21; // "fc.weight" grad: the broadcast
+  p["outputs"][3]["slot"] = 23; // "fc.bias" grad: the max
+  p["outputs"][0]["reduce"] = {{"axes", {"shard"}}, {"op", "avg"}};
+  std::string path = writeArtifact("v2bc.loomx", p, linearWeights());
+  at::Tensor x = at::randn({10, 6}), target = at::randn({10, 3});
+  int port = freePort();
+  std::map<std::string, at::Tensor> grads[2];
+  double losses[2] = {0, 0};
+  std::string errors[2];
+  auto rank = [&](int r) {
+    errors[r] = errorOf([&] {
+      DistributedConfig c;
+      c.rank = r;
+      c.worldSize = 2;
+      c.masterPort = port;
+      c.timeoutSeconds = 20;
+      Session s = Session::load(path, c);
+      losses[r] = s.step({x, target});
+      grads[r] = s.gradients();
+      throw Error("done");
+    });
+  };
+  std::thread t0(rank, 0), t1(rank, 1);
+  t0.join();
+  t1.join();
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(errors[r], "done");
+    EXPECT_TRUE(at::equal(grads[r].at("fc.weight"), x.narrow(0, 5, 5)));
+    EXPECT_TRUE(at::equal(grads[r].at("fc.bias"),
+                          at::maximum(x.narrow(0, 0, 5), x.narrow(0, 5, 5))));
+  }
+  // The reduced loss is the same on both ranks.
+  EXPECT_EQ(losses[0], losses[1]);
 }
 
 } // namespace
