@@ -443,8 +443,8 @@ private:
         std::string list;
         for (const std::string &x : a.mesh->axes)
           list += (list.empty() ? "" : ", ") + x;
-        fail(ep, "'" + name + "' is not an axis of the mesh (axes: " + list +
-                     ")");
+        fail(ep,
+             "'" + name + "' is not an axis of the mesh (axes: " + list + ")");
       }
       if (std::find(out.begin(), out.end(), name) != out.end())
         fail(ep, "axis '" + name + "' is listed twice");
@@ -470,8 +470,8 @@ private:
     onlyKeys(v, path, {"axes", "dim", "global_shape"});
     ShardSpec sh;
     sh.axes = axesList(field(v, path, "axes"), join(path, "axes"));
-    sh.globalShape = shape(field(v, path, "global_shape"),
-                           join(path, "global_shape"));
+    sh.globalShape =
+        shape(field(v, path, "global_shape"), join(path, "global_shape"));
     sh.dim = integer(field(v, path, "dim"), join(path, "dim"));
     if (sh.dim < 0 || sh.dim >= int64_t(sh.globalShape.size()))
       fail(join(path, "dim"), "dim " + std::to_string(sh.dim) +
@@ -584,8 +584,7 @@ void ProgramReader::read(const json &root) {
   for (int64_t r = 0; r < a.worldSize; ++r)
     if (runBy[size_t(r)] < 0)
       fail("programs", "no program runs rank " + std::to_string(r) +
-                           " (world_size " + std::to_string(a.worldSize) +
-                           ")");
+                           " (world_size " + std::to_string(a.worldSize) + ")");
   for (size_t i = 0; i < a.programs.size(); ++i)
     checkDataflow(i);
 }
@@ -870,8 +869,7 @@ void ProgramReader::readProgram(const json &v, size_t programIndex) {
     onlyKeys(v, path, {"rank", "streams", "instructions"});
     int64_t rank = integer(field(v, path, "rank"), join(path, "rank"));
     if (rank != int64_t(programIndex))
-      fail(join(path, "rank"), "expected rank " +
-                                   std::to_string(programIndex) +
+      fail(join(path, "rank"), "expected rank " + std::to_string(programIndex) +
                                    " (programs are listed by rank), found " +
                                    std::to_string(rank));
     p.ranks.push_back(rank);
@@ -1052,8 +1050,8 @@ Instruction ProgramReader::readInstruction(const json &v, const std::string &p,
   case OpKind::WaitEvent:
     inst.event = integer(field(v, p, "event"), join(p, "event"));
     if (inst.event < 0)
-      fail(join(p, "event"), "event " + std::to_string(inst.event) +
-                                 " is negative");
+      fail(join(p, "event"),
+           "event " + std::to_string(inst.event) + " is negative");
     break;
   }
   node.clear();

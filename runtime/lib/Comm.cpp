@@ -166,8 +166,8 @@ private:
 
 Comm::Comm(const Artifact &artifact, const DistributedConfig &config)
     : rank_(config.rank), worldSize_(config.worldSize),
-      timeout_(std::chrono::milliseconds(
-          int64_t(config.timeoutSeconds * 1000.0))) {
+      timeout_(
+          std::chrono::milliseconds(int64_t(config.timeoutSeconds * 1000.0))) {
   std::string who = "rank " + std::to_string(rank_);
   if (!artifact.mesh)
     throw Error(artifact.what() + ": world_size is " +
@@ -179,13 +179,13 @@ Comm::Comm(const Artifact &artifact, const DistributedConfig &config)
       // One rank (a mesh of size 1): nothing to meet.
       store_ = c10::make_intrusive<::c10d::HashStore>();
     } else {
-    ::c10d::TCPStoreOptions opts;
-    opts.port = uint16_t(config.masterPort);
-    opts.isServer = rank_ == 0;
-    opts.numWorkers = size_t(worldSize_);
-    opts.waitWorkers = true;
-    opts.timeout = timeout_;
-    store_ = c10::make_intrusive<::c10d::TCPStore>(config.masterAddr, opts);
+      ::c10d::TCPStoreOptions opts;
+      opts.port = uint16_t(config.masterPort);
+      opts.isServer = rank_ == 0;
+      opts.numWorkers = size_t(worldSize_);
+      opts.waitWorkers = true;
+      opts.timeout = timeout_;
+      store_ = c10::make_intrusive<::c10d::TCPStore>(config.masterAddr, opts);
     }
   } catch (const std::exception &e) {
     throw Error(who + ": rendezvous at " + config.masterAddr + ":" +
@@ -236,8 +236,7 @@ const CommGroup &Comm::group(const std::vector<std::string> &axes) const {
   return it->second;
 }
 
-PendingCollective Comm::start(OpKind kind,
-                              const std::vector<std::string> &axes,
+PendingCollective Comm::start(OpKind kind, const std::vector<std::string> &axes,
                               const at::Tensor &input, int64_t dim,
                               ReduceOp reduce, int64_t root) {
   const CommGroup &g = group(axes);
@@ -337,8 +336,7 @@ at::Tensor Comm::allGather(const std::vector<std::string> &axes,
 
 at::Tensor Comm::allReduce(const std::vector<std::string> &axes,
                            const at::Tensor &input, ReduceOp op) {
-  PendingCollective p =
-      start(OpKind::AllReduceStart, axes, input, 0, op, 0);
+  PendingCollective p = start(OpKind::AllReduceStart, axes, input, 0, op, 0);
   return finish(p);
 }
 

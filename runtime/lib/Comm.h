@@ -1,4 +1,5 @@
-//===- Comm.h - Rendezvous, process groups and collectives -------*- C++ -*-===//
+//===- Comm.h - Rendezvous, process groups and collectives -------*- C++
+//-*-===//
 //
 // The multi-rank half of a Session: a c10d::TCPStore for the rendezvous
 // (rank 0 hosts it), one ProcessGroupGloo per group of ranks the program
@@ -25,7 +26,6 @@
 #include <memory>
 #include <string>
 #include <vector>
-
 
 namespace loomrt {
 
@@ -68,8 +68,8 @@ public:
 
   /// Issues a collective on `input` (asynchronously).
   PendingCollective start(OpKind kind, const std::vector<std::string> &axes,
-                          const at::Tensor &input, int64_t dim,
-                          ReduceOp reduce, int64_t root);
+                          const at::Tensor &input, int64_t dim, ReduceOp reduce,
+                          int64_t root);
   /// Waits for it and returns its result. Throws on failure or timeout.
   static at::Tensor finish(PendingCollective &pending);
 

@@ -96,10 +96,11 @@ compareTensors(const Session &session, const Reference &reference, double tol) {
                         session.constants(), reference, tol);
 }
 
-std::vector<TensorComparison>
-compareTensors(const NamedTensors &parameters, const NamedTensors &buffers,
-               const NamedTensors &constants, const Reference &reference,
-               double tol) {
+std::vector<TensorComparison> compareTensors(const NamedTensors &parameters,
+                                             const NamedTensors &buffers,
+                                             const NamedTensors &constants,
+                                             const Reference &reference,
+                                             double tol) {
   c10::AutoGradMode noGrad(false);
   SafetensorsFile ref = SafetensorsFile::open(reference.tensorsPath);
   std::vector<TensorComparison> out;

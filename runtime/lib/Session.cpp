@@ -116,8 +116,8 @@ public:
   size_t inputIndex(const std::string &name, InputRole role) const;
   const Program &program() const { return artifact.programs[programIndex]; }
   /// This rank's index in its group over `axes` and the group's size.
-  std::pair<int64_t, int64_t> groupPosition(
-      const std::vector<std::string> &axes) const;
+  std::pair<int64_t, int64_t>
+  groupPosition(const std::vector<std::string> &axes) const;
   /// The owned tensor of input `i` from the full tensor in a weights file.
   at::Tensor ownedFromFull(size_t i, const at::Tensor &full) const;
 };
@@ -141,11 +141,11 @@ at::Tensor SessionImpl::ownedFromFull(size_t i, const at::Tensor &full) const {
 
 std::string SessionImpl::where(size_t index) const {
   const Instruction &inst = program().instructions[index];
-  std::string w = artifact.what() + ": " +
-                  (artifact.worldSize > 1
-                       ? "rank " + std::to_string(config.rank) + ": "
-                       : std::string()) +
-                  artifact.instructionPath(programIndex, index);
+  std::string w =
+      artifact.what() + ": " +
+      (artifact.worldSize > 1 ? "rank " + std::to_string(config.rank) + ": "
+                              : std::string()) +
+      artifact.instructionPath(programIndex, index);
   if (inst.op == OpKind::Aten)
     w += " " + inst.qualifiedKernel();
   else if (inst.op != OpKind::Free && inst.op != OpKind::Optimizer)
@@ -180,8 +180,8 @@ void SessionImpl::bind() {
   optimizerPlans.resize(program.instructions.size());
   for (size_t i = 0; i < program.instructions.size(); ++i) {
     const Instruction &inst = program.instructions[i];
-    std::string path = artifact.what() + ": " +
-                       artifact.instructionPath(programIndex, i);
+    std::string path =
+        artifact.what() + ": " + artifact.instructionPath(programIndex, i);
     if (inst.op == OpKind::Aten) {
       kernels[i] = BoundKernel::bind(inst, device, path);
     } else if (inst.op == OpKind::Optimizer) {
@@ -262,9 +262,8 @@ void SessionImpl::checkBatch(const std::vector<at::Tensor> &batch) const {
         throw Error(artifact.what() + ": batch element " +
                     std::to_string(in.batchIndex) + " has " +
                     std::to_string(t.size(in.split->dim)) + " rows on dim " +
-                    std::to_string(in.split->dim) +
-                    ", not divisible by the " + std::to_string(g) +
-                    " ranks " + ip + " is split over");
+                    std::to_string(in.split->dim) + ", not divisible by the " +
+                    std::to_string(g) + " ranks " + ip + " is split over");
     }
     if (!t.defined() || t.scalar_type() != in.dtype ||
         t.sizes() != c10::IntArrayRef(want))
@@ -286,9 +285,8 @@ void SessionImpl::runInstruction(size_t index) {
   case OpKind::ReduceScatterStart:
   case OpKind::AllReduceStart:
   case OpKind::BroadcastStart: {
-    PendingCollective p =
-        comm->start(inst.op, inst.axes, slots.get(inst.input), inst.dim,
-                    inst.reduce, inst.root);
+    PendingCollective p = comm->start(inst.op, inst.axes, slots.get(inst.input),
+                                      inst.dim, inst.reduce, inst.root);
     CollectiveCount &c = counts[collectiveName(inst.op)];
     ++c.count;
     c.bytes += p.bytes;
@@ -369,8 +367,8 @@ Session Session::load(const std::string &artifactPath,
       impl->artifact.weightsLength, artifactPath + ": weights section");
   for (size_t i = 0; i < impl->artifact.inputs.size(); ++i)
     if (impl->artifact.inputs[i].role != InputRole::Input)
-      impl->owned[i] = impl->ownedFromFull(
-          i, weights.read(impl->artifact.inputs[i].name));
+      impl->owned[i] =
+          impl->ownedFromFull(i, weights.read(impl->artifact.inputs[i].name));
   impl->resetOptimizerState();
   return Session(std::move(impl));
 }

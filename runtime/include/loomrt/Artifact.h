@@ -1,4 +1,4 @@
-//===- Artifact.h - The .loomx step artifact, format versions 1 and 2 -*- C++ -*-===//
+//===- Artifact.h - The .loomx step artifact, versions 1 and 2 -*- C++ -*-===//
 //
 // The in-memory form of a compiled training step, read from the file that
 // `loom-compile` writes (docs/artifact.md is the contract). Artifact::load
@@ -53,8 +53,8 @@ struct Mesh {
                              int64_t rank) const;
   /// Every group over `axes`, each as group() orders it, ordered by its
   /// smallest rank: the partition of the ranks the collectives use.
-  std::vector<std::vector<int64_t>> groups(
-      const std::vector<std::string> &axes) const;
+  std::vector<std::vector<int64_t>>
+  groups(const std::vector<std::string> &axes) const;
   /// Product of the sizes of `axes`.
   int64_t groupSize(const std::vector<std::string> &axes) const;
   int64_t numRanks() const;

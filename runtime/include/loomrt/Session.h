@@ -86,8 +86,6 @@ struct StepStats {
 
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
-
-
 class SessionImpl;
 
 class Session {

@@ -84,12 +84,13 @@ json v2Program(int worldSize = 2) {
 json &insts(json &p) { return p["programs"][0]["instructions"]; }
 
 json allReduce(int input, int future, json axes = {"shard"}) {
-  return {{"op", "all_reduce_start"}, {"input", input}, {"future", future},
-          {"axes", axes},             {"reduce", "avg"}, {"stream", 1}};
+  return {{"op", "all_reduce_start"}, {"input", input},
+          {"future", future},         {"axes", axes},
+          {"reduce", "avg"},          {"stream", 1}};
 }
 json wait(int future, int result) {
-  return {{"op", "wait"}, {"future", future}, {"result", result},
-          {"stream", 1}};
+  return {
+      {"op", "wait"}, {"future", future}, {"result", result}, {"stream", 1}};
 }
 
 std::string loadError(const json &program) {
@@ -110,8 +111,7 @@ TEST(ArtifactV2, ValidProgramLoads) {
   EXPECT_EQ(a.programs[0].ranks, (std::vector<int64_t>{0, 1}));
   EXPECT_EQ(a.programs[0].instructions[12].op, OpKind::AllReduceStart);
   EXPECT_EQ(a.programs[0].instructions[12].reduce, ReduceOp::Avg);
-  EXPECT_EQ(a.groupAxes(),
-            (std::vector<std::vector<std::string>>{{"shard"}}));
+  EXPECT_EQ(a.groupAxes(), (std::vector<std::vector<std::string>>{{"shard"}}));
 }
 
 TEST(ArtifactV2, WaitOnAFutureNeverStarted) {
@@ -291,8 +291,8 @@ TEST(SessionV2, OneRankMeshRunsCollectives) {
   p["outputs"][2]["slot"] = 21;
   std::string path = writeArtifact("v2one.loomx", p, linearWeights());
   Session s = Session::load(path);
-  std::string plain = writeArtifact("v1.loomx", linearProgram(nullptr),
-                                    linearWeights());
+  std::string plain =
+      writeArtifact("v1.loomx", linearProgram(nullptr), linearWeights());
   Session ref = Session::load(plain);
   std::vector<at::Tensor> batch = linearBatch(0);
   EXPECT_EQ(s.step(batch), ref.step(batch));

@@ -227,7 +227,8 @@ void maybeInjectFailure(int64_t rank, int64_t step) {
     return;
   const char *mode = std::getenv("LOOMRT_TEST_FAIL_MODE");
   if (mode && std::string(mode) == "hang") {
-    std::fprintf(stderr, "loom-run: rank %lld: test hang injected at step %lld\n",
+    std::fprintf(stderr,
+                 "loom-run: rank %lld: test hang injected at step %lld\n",
                  (long long)rank, (long long)step);
     for (;;)
       ::pause();
@@ -247,8 +248,8 @@ int run(const Options &o, const std::optional<DistributedConfig> &dist) {
   else if (dist && dist->worldSize > 1)
     at::set_num_threads(1);
 
-  Session session = dist ? Session::load(o.artifact, *dist)
-                         : Session::load(o.artifact);
+  Session session =
+      dist ? Session::load(o.artifact, *dist) : Session::load(o.artifact);
   const bool leader = session.rank() == 0;
   if (!o.weights.empty())
     session.loadWeights(o.weights);
@@ -393,7 +394,6 @@ int run(const Options &o, const std::optional<DistributedConfig> &dist) {
   std::printf("PASS\n");
   return 0;
 }
-
 
 //===----------------------------------------------------------------------===//
 // The launcher
@@ -585,8 +585,8 @@ int launch(int argc, char **argv, int nproc) {
       int st = ranks[size_t(k)].status;
       if (!failed(st))
         continue;
-      bool secondary = WIFSIGNALED(st) ? terminated
-                                       : WEXITSTATUS(st) == kCollectiveFailed;
+      bool secondary =
+          WIFSIGNALED(st) ? terminated : WEXITSTATUS(st) == kCollectiveFailed;
       if (pass == 1 || !secondary) {
         culprit = k;
         break;
