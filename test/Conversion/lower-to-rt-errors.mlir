@@ -80,11 +80,26 @@ func.func @step(%x: tensor<4xf32> {loom.name = "x", loom.role = #loom.role<input
 
 // -----
 
-loom.mesh @dp shape [2] axes ["shard"]
+loom.mesh @pp shape [2] axes ["pp"]
 func.func @step(%x: tensor<4xf32> {loom.name = "x", loom.role = #loom.role<input>})
     -> (tensor<f32> {loom.role = #loom.role<loss>}) attributes {loom.step} {
-  // expected-error@+1 {{cannot be lowered to loomrt: loom-lower-to-rt handles loom.aten and loom.optimizer_update (collectives are not lowered yet)}}
-  %f = loom.all_reduce_start %x on @dp axes ["shard"] reduce <sum> : tensor<4xf32> -> !loom.future<tensor<4xf32>>
+  // expected-error@+1 {{cannot be lowered to loomrt: loom-lower-to-rt handles loom.aten, loom.optimizer_update and the all-gather, reduce-scatter, all-reduce and broadcast collectives with their waits}}
+  %f = loom.send_start %x on @pp axes ["pp"] peer 1 : tensor<4xf32> -> !loom.future<none>
+  loom.wait %f : !loom.future<none>
+  %l = loom.aten "aten::sum.default"(%x) {args = [#loom.arg<0>]} : (tensor<4xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// An artifact runs on one mesh.
+loom.mesh @dp shape [2] axes ["dp"]
+loom.mesh @other shape [2] axes ["dp"]
+// expected-note@+1 {{the first use of @dp}}
+func.func @step(%x: tensor<4xf32> {loom.name = "x", loom.role = #loom.role<input>, loom.split = #loom.split<@dp, axes = ["dp"], dim = 0>})
+    -> (tensor<f32> {loom.role = #loom.role<loss>}) attributes {loom.step} {
+  // expected-error@+1 {{uses mesh @other but the step already uses @dp; an artifact runs on one mesh}}
+  %f = loom.all_reduce_start %x on @other axes ["dp"] reduce <sum> : tensor<4xf32> -> !loom.future<tensor<4xf32>>
   %y = loom.wait %f : !loom.future<tensor<4xf32>> -> tensor<4xf32>
   %l = loom.aten "aten::sum.default"(%y) {args = [#loom.arg<0>]} : (tensor<4xf32>) -> tensor<f32>
   return %l : tensor<f32>

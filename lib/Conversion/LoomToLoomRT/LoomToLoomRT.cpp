@@ -8,8 +8,10 @@
 using namespace mlir;
 using namespace loom;
 
-/// Everything runs on the program's only stream until a pass adds more.
+/// The program's streams (docs/distributed.md): everything but the
+/// collectives and their waits runs on `compute`.
 static constexpr int64_t kComputeStream = 0;
+static constexpr int64_t kCommStream = 1;
 
 FailureOr<Attribute>
 loom::convertAtenArgument(Attribute value, StringRef keyword,
@@ -115,8 +117,83 @@ struct OptimizerUpdateLowering : public OpConversionPattern<OptimizerUpdateOp> {
     return success();
   }
 };
+/// Issues the collective on the comm stream once compute has produced its
+/// input: an event recorded on compute, waited for on comm.
+template <typename StartOp>
+struct CollectiveStartLowering : public OpConversionPattern<StartOp> {
+  using OpConversionPattern<StartOp>::OpConversionPattern;
+  using OpAdaptor = typename StartOp::Adaptor;
+
+  LogicalResult
+  matchAndRewrite(StartOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    MLIRContext *ctx = op.getContext();
+    auto valueType = dyn_cast<RankedTensorType>(
+        cast<FutureType>(op.getFuture().getType()).getValueType());
+    if (!valueType)
+      return rewriter.notifyMatchFailure(op, "a collective without a value");
+    rt::CollectiveKind kind;
+    IntegerAttr dim, root;
+    ReduceKindAttr reduction;
+    if constexpr (std::is_same_v<StartOp, AllGatherStartOp>) {
+      kind = rt::CollectiveKind::all_gather;
+      dim = op.getDimAttr();
+    } else if constexpr (std::is_same_v<StartOp, ReduceScatterStartOp>) {
+      kind = rt::CollectiveKind::reduce_scatter;
+      dim = op.getDimAttr();
+      reduction = op.getReductionAttr();
+    } else if constexpr (std::is_same_v<StartOp, AllReduceStartOp>) {
+      kind = rt::CollectiveKind::all_reduce;
+      reduction = op.getReductionAttr();
+    } else {
+      kind = rt::CollectiveKind::broadcast;
+      root = op.getRootAttr();
+    }
+    auto event = rt::RecordEventOp::create(
+        rewriter, op.getLoc(), rt::EventType::get(ctx), rewriter.getI64IntegerAttr(kComputeStream));
+    rt::WaitEventOp::create(rewriter, op.getLoc(), event.getEvent(),
+                            rewriter.getI64IntegerAttr(kCommStream));
+    auto start = rt::CollectiveStartOp::create(
+        rewriter, op.getLoc(), rt::FutureType::get(ctx, valueType),
+        rt::CollectiveKindAttr::get(ctx, kind), adaptor.getInput(),
+        op.getAxes(), dim, reduction, root,
+        rewriter.getI64IntegerAttr(kCommStream), /*slot=*/IntegerAttr());
+    start->setDiscardableAttrs(op->getDiscardableAttrDictionary());
+    rewriter.replaceOp(op, start.getFuture());
+    return success();
+  }
+};
+
+/// Waits on the comm stream, then lets compute go on after it: an event
+/// recorded on comm, waited for on compute.
+struct WaitLowering : public OpConversionPattern<loom::WaitOp> {
+  using OpConversionPattern::OpConversionPattern;
+
+  LogicalResult
+  matchAndRewrite(loom::WaitOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    MLIRContext *ctx = op.getContext();
+    if (!op.getResult() || !isa<rt::FutureType>(adaptor.getFuture().getType()))
+      return rewriter.notifyMatchFailure(op, "not a lowered collective");
+    auto wait = rt::WaitOp::create(
+        rewriter, op.getLoc(), op.getResult().getType(), adaptor.getFuture(),
+        rewriter.getI64IntegerAttr(kCommStream), /*slot=*/IntegerAttr());
+    wait->setDiscardableAttrs(op->getDiscardableAttrDictionary());
+    auto event = rt::RecordEventOp::create(
+        rewriter, op.getLoc(), rt::EventType::get(ctx), rewriter.getI64IntegerAttr(kCommStream));
+    rt::WaitEventOp::create(rewriter, op.getLoc(), event.getEvent(),
+                            rewriter.getI64IntegerAttr(kComputeStream));
+    rewriter.replaceOp(op, wait.getResult());
+    return success();
+  }
+};
 } // namespace
 
 void loom::populateLoomToLoomRTPatterns(RewritePatternSet &patterns) {
-  patterns.add<AtenOpLowering, OptimizerUpdateLowering>(patterns.getContext());
+  patterns.add<AtenOpLowering, OptimizerUpdateLowering,
+               CollectiveStartLowering<AllGatherStartOp>,
+               CollectiveStartLowering<ReduceScatterStartOp>,
+               CollectiveStartLowering<AllReduceStartOp>,
+               CollectiveStartLowering<BroadcastStartOp>, WaitLowering>(
+      patterns.getContext());
 }

@@ -22,10 +22,17 @@ struct StepSignature {
     Role role;
     std::string name;
     StringAttr target;
+    SplitAttr split;
+    ShardAttr shard;
   };
   SmallVector<Arg> args;
   SmallVector<Role> resultRoles;
   SmallVector<StringAttr> resultTargets;
+  SmallVector<PartialAttr> resultPartials;
+  /// The mesh of a distributed step (null for a single-rank one).
+  MeshOp mesh;
+  /// Whether the step has collectives (and so a `comm` stream).
+  bool hasCollectives = false;
 };
 } // namespace
 
@@ -43,7 +50,9 @@ static StepSignature readSignature(func::FuncOp func) {
     numInputs += role == Role::input;
     sig.args.push_back(
         {role, text,
-         func.getArgAttrOfType<StringAttr>(i, LoomDialect::kTargetAttrName)});
+         func.getArgAttrOfType<StringAttr>(i, LoomDialect::kTargetAttrName),
+         func.getArgAttrOfType<SplitAttr>(i, LoomDialect::kSplitAttrName),
+         func.getArgAttrOfType<ShardAttr>(i, LoomDialect::kShardAttrName)});
   }
   for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
     sig.resultRoles.push_back(
@@ -51,6 +60,8 @@ static StepSignature readSignature(func::FuncOp func) {
             .getValue());
     sig.resultTargets.push_back(
         func.getResultAttrOfType<StringAttr>(i, LoomDialect::kTargetAttrName));
+    sig.resultPartials.push_back(func.getResultAttrOfType<PartialAttr>(
+        i, LoomDialect::kPartialAttrName));
   }
   return sig;
 }
@@ -61,6 +72,58 @@ static LogicalResult checkElementType(Operation *op, Type type,
   if (rt::getDtypeName(element).empty())
     return op->emitError() << what << " has element type " << element
                            << ", which artifact format v1 has no dtype for";
+  return success();
+}
+
+/// Resolves the one mesh a distributed step uses (its collectives and the
+/// split, shard and partial attributes of its signature) into `sig.mesh`;
+/// a step that names none stays single-rank.
+static LogicalResult resolveMesh(func::FuncOp func, StepSignature &sig) {
+  FlatSymbolRefAttr meshRef;
+  Operation *firstUser = nullptr;
+  auto use = [&](FlatSymbolRefAttr ref, Operation *at) -> LogicalResult {
+    if (!meshRef) {
+      meshRef = ref;
+      firstUser = at;
+      return success();
+    }
+    if (ref == meshRef)
+      return success();
+    InFlightDiagnostic diag = at->emitError("uses mesh ")
+                              << ref << " but the step already uses "
+                              << meshRef
+                              << "; an artifact runs on one mesh";
+    diag.attachNote(firstUser->getLoc()) << "the first use of " << meshRef;
+    return diag;
+  };
+  for (const StepSignature::Arg &arg : sig.args) {
+    if (arg.split && failed(use(arg.split.getMesh(), func)))
+      return failure();
+    if (arg.shard && failed(use(arg.shard.getMesh(), func)))
+      return failure();
+  }
+  for (PartialAttr partial : sig.resultPartials)
+    if (partial && failed(use(partial.getMesh(), func)))
+      return failure();
+  WalkResult walk = func.walk([&](Operation *op) {
+    auto meshAttr = op->getAttrOfType<FlatSymbolRefAttr>("mesh");
+    if (!isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp,
+             BroadcastStartOp>(op) ||
+        !meshAttr)
+      return WalkResult::advance();
+    sig.hasCollectives = true;
+    return failed(use(meshAttr, op)) ? WalkResult::interrupt()
+                                     : WalkResult::advance();
+  });
+  if (walk.wasInterrupted())
+    return failure();
+  if (!meshRef)
+    return success();
+  sig.mesh = SymbolTable::lookupNearestSymbolFrom<MeshOp>(func,
+                                                          meshRef.getAttr());
+  if (!sig.mesh)
+    return firstUser->emitError("mesh ")
+           << meshRef << " does not name a loom.mesh";
   return success();
 }
 
@@ -145,11 +208,25 @@ static LogicalResult checkStep(func::FuncOp func, const StepSignature &sig,
           return failure();
       continue;
     }
+    if (isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp,
+            BroadcastStartOp>(op)) {
+      if (failed(checkElementType(&op, op.getOperand(0).getType(), "input")))
+        return failure();
+      continue;
+    }
+    if (auto wait = dyn_cast<loom::WaitOp>(op)) {
+      if (!wait.getResult())
+        return wait.emitOpError("waits for a send; loom-lower-to-rt lowers "
+                                "all-gather, reduce-scatter, all-reduce and "
+                                "broadcast (send/recv are not lowered yet)");
+      continue;
+    }
     auto update = dyn_cast<OptimizerUpdateOp>(op);
     if (!update)
       return op.emitOpError("cannot be lowered to loomrt: loom-lower-to-rt "
-                            "handles loom.aten and loom.optimizer_update "
-                            "(collectives are not lowered yet)");
+                            "handles loom.aten, loom.optimizer_update and "
+                            "the all-gather, reduce-scatter, all-reduce and "
+                            "broadcast collectives with their waits");
 
     if (!optimizer)
       optimizer = update.getOptimizer();
@@ -207,15 +284,23 @@ static LogicalResult checkStep(func::FuncOp func, const StepSignature &sig,
 /// Moves the step's body into a loomrt.program: arguments become bindings
 /// and the return becomes outputs. The ops inside are rewritten by the
 /// patterns afterwards.
-static void buildProgram(func::FuncOp func, const StepSignature &sig,
+static void buildProgram(func::FuncOp func, StepSignature &sig,
                          Attribute optimizer) {
   MLIRContext *ctx = func.getContext();
   OpBuilder builder(func);
+  // A distributed step is one SPMD program for every rank of its mesh;
+  // collectives run on their own stream (docs/distributed.md).
+  int64_t worldSize = sig.mesh ? sig.mesh.getNumRanks() : 1;
+  SmallVector<StringRef> streams = {"compute"};
+  if (sig.hasCollectives)
+    streams.push_back("comm");
   auto program = rt::ProgramOp::create(
       builder, func.getLoc(), builder.getStringAttr(func.getSymName()),
-      builder.getI64IntegerAttr(0), builder.getI64IntegerAttr(1),
-      builder.getStrArrayAttr({"compute"}), /*num_slots=*/IntegerAttr(),
-      optimizer);
+      builder.getI64IntegerAttr(0), builder.getI64IntegerAttr(worldSize),
+      builder.getStrArrayAttr(streams), /*num_slots=*/IntegerAttr(),
+      optimizer,
+      sig.mesh ? FlatSymbolRefAttr::get(sig.mesh.getSymNameAttr())
+               : FlatSymbolRefAttr());
   program.getBody().takeBody(func.getBody());
   Block &block = program.getBody().front();
 
@@ -228,7 +313,7 @@ static void buildProgram(func::FuncOp func, const StepSignature &sig,
           rt::StateOp::create(builder, arg.getLoc(), arg.getType(),
                               builder.getStringAttr(info.name), info.target,
                               rt::StateInitAttr::get(ctx, rt::StateInit::zeros),
-                              /*slot=*/IntegerAttr());
+                              /*slot=*/IntegerAttr(), info.shard);
     } else {
       IntegerAttr batch = info.role == Role::input
                               ? builder.getI64IntegerAttr(batchIndex++)
@@ -236,7 +321,8 @@ static void buildProgram(func::FuncOp func, const StepSignature &sig,
       binding = rt::InputOp::create(builder, arg.getLoc(), arg.getType(),
                                     builder.getStringAttr(info.name),
                                     RoleAttr::get(ctx, info.role), batch,
-                                    /*slot=*/IntegerAttr());
+                                    /*slot=*/IntegerAttr(), info.split,
+                                    info.shard);
     }
     arg.replaceAllUsesWith(binding);
   }
@@ -244,12 +330,13 @@ static void buildProgram(func::FuncOp func, const StepSignature &sig,
 
   auto ret = cast<func::ReturnOp>(block.getTerminator());
   builder.setInsertionPoint(ret);
-  for (auto [value, role, target] :
-       llvm::zip(ret.getOperands(), sig.resultRoles, sig.resultTargets)) {
+  for (auto [value, role, target, partial] :
+       llvm::zip(ret.getOperands(), sig.resultRoles, sig.resultTargets,
+                 sig.resultPartials)) {
     if (role == Role::param_update || role == Role::state_update)
       continue;
     rt::OutputOp::create(builder, ret.getLoc(), value, RoleAttr::get(ctx, role),
-                         target);
+                         target, partial);
   }
   rt::ReturnOp::create(builder, ret.getLoc());
   ret.erase();
@@ -275,14 +362,17 @@ struct LoomLowerToRTPass
     for (func::FuncOp func : steps) {
       StepSignature sig = readSignature(func);
       Attribute optimizer;
-      if (failed(checkStep(func, sig, optimizer)))
+      if (failed(resolveMesh(func, sig)) ||
+          failed(checkStep(func, sig, optimizer)))
         return signalPassFailure();
       buildProgram(func, sig, optimizer);
     }
 
     ConversionTarget target(getContext());
     target.addLegalDialect<rt::LoomRTDialect>();
-    target.addIllegalOp<loom::AtenOp, OptimizerUpdateOp>();
+    target.addIllegalOp<loom::AtenOp, OptimizerUpdateOp, AllGatherStartOp,
+                        ReduceScatterStartOp, AllReduceStartOp,
+                        BroadcastStartOp, loom::WaitOp>();
     RewritePatternSet patterns(&getContext());
     populateLoomToLoomRTPatterns(patterns);
     if (failed(applyPartialConversion(module, target, std::move(patterns))))

@@ -649,3 +649,149 @@ func.func @f(%x: tensor<4xf32>) {
   loomrt.free %x stream 0 : tensor<4xf32>
   return
 }
+
+// -----
+
+loomrt.program "step" rank 0 world_size 1 streams ["compute", "comm"] {
+  %x = loomrt.input "x" role <input> batch_index 0 : tensor<4xf32>
+  // expected-error@+1 {{all_reduce needs 'reduce'}}
+  %f = loomrt.collective_start <all_reduce> %x axes ["dp"] stream 1 : tensor<4xf32> -> !loomrt.future<tensor<4xf32>>
+  loomrt.return
+}
+
+// -----
+
+loomrt.program "step" rank 0 world_size 1 streams ["compute", "comm"] {
+  %x = loomrt.input "x" role <input> batch_index 0 : tensor<4xf32>
+  // expected-error@+1 {{all_gather takes no 'reduce'}}
+  %f = loomrt.collective_start <all_gather> %x axes ["dp"] dim 0 reduce <sum> stream 1 : tensor<4xf32> -> !loomrt.future<tensor<8xf32>>
+  loomrt.return
+}
+
+// -----
+
+loomrt.program "step" rank 0 world_size 1 streams ["compute", "comm"] {
+  %x = loomrt.input "x" role <input> batch_index 0 : tensor<4xf32>
+  // expected-error@+1 {{broadcast needs 'root'}}
+  %f = loomrt.collective_start <broadcast> %x axes ["dp"] stream 1 : tensor<4xf32> -> !loomrt.future<tensor<4xf32>>
+  loomrt.return
+}
+
+// -----
+
+loomrt.program "step" rank 0 world_size 1 streams ["compute", "comm"] {
+  %x = loomrt.input "x" role <input> batch_index 0 : tensor<4xf32>
+  // expected-error@+1 {{names no mesh axis}}
+  %f = loomrt.collective_start <all_reduce> %x axes [] reduce <sum> stream 1 : tensor<4xf32> -> !loomrt.future<tensor<4xf32>>
+  loomrt.return
+}
+
+// -----
+
+loomrt.program "step" rank 0 world_size 1 streams ["compute", "comm"] {
+  %x = loomrt.input "x" role <input> batch_index 0 : tensor<4xf32>
+  // expected-error@+1 {{result 'tensor<8xf32>' differs from the input 'tensor<4xf32>' in dimension 0, which all_reduce does not change}}
+  %f = loomrt.collective_start <all_reduce> %x axes ["dp"] reduce <sum> stream 1 : tensor<4xf32> -> !loomrt.future<tensor<8xf32>>
+  loomrt.return
+}
+
+// -----
+
+loomrt.program "step" rank 0 world_size 1 streams ["compute", "comm"] {
+  %x = loomrt.input "x" role <input> batch_index 0 : tensor<2x4xf32>
+  // expected-error@+1 {{dim 2 is out of range for 'tensor<2x4xf32>'}}
+  %f = loomrt.collective_start <all_gather> %x axes ["dp"] dim 2 stream 1 : tensor<2x4xf32> -> !loomrt.future<tensor<2x4xf32>>
+  loomrt.return
+}
+
+// -----
+
+loomrt.program "step" rank 0 world_size 1 streams ["compute"] {
+  %x = loomrt.input "x" role <input> batch_index 0 : tensor<4xf32>
+  // expected-error@+1 {{stream 1 is out of range: the program has 1 stream(s)}}
+  %f = loomrt.collective_start <all_reduce> %x axes ["dp"] reduce <sum> stream 1 : tensor<4xf32> -> !loomrt.future<tensor<4xf32>>
+  loomrt.return
+}
+
+// -----
+
+loomrt.program "step" rank 0 world_size 1 streams ["compute", "comm"] {
+  %x = loomrt.input "x" role <input> batch_index 0 : tensor<4xf32>
+  // expected-error@+1 {{future is waited 2 times; wait exactly once}}
+  %f = loomrt.collective_start <all_reduce> %x axes ["dp"] reduce <sum> stream 1 : tensor<4xf32> -> !loomrt.future<tensor<4xf32>>
+  %a = loomrt.wait %f stream 1 : !loomrt.future<tensor<4xf32>> -> tensor<4xf32>
+  %b = loomrt.wait %f stream 1 : !loomrt.future<tensor<4xf32>> -> tensor<4xf32>
+  loomrt.return
+}
+
+// -----
+
+loomrt.program "step" rank 0 world_size 1 streams ["compute", "comm"] {
+  %x = loomrt.input "x" role <input> batch_index 0 : tensor<4xf32>
+  %f = loomrt.collective_start <all_reduce> %x axes ["dp"] reduce <sum> stream 1 : tensor<4xf32> -> !loomrt.future<tensor<4xf32>>
+  // expected-error@+1 {{result type 'tensor<4xf64>' is not the future's value type 'tensor<4xf32>'}}
+  %a = loomrt.wait %f stream 1 : !loomrt.future<tensor<4xf32>> -> tensor<4xf64>
+  loomrt.return
+}
+
+// -----
+
+// A collective reads its input until its wait.
+loomrt.program "step" rank 0 world_size 1 streams ["compute", "comm"] {
+  %x = loomrt.input "x" role <input> batch_index 0 : tensor<4xf32>
+  %y = loomrt.aten "aten::neg.default"(%x) stream 0 {args = [#loom.arg<0>]} : (tensor<4xf32>) -> tensor<4xf32>
+  %f = loomrt.collective_start <all_reduce> %y axes ["dp"] reduce <sum> stream 1 : tensor<4xf32> -> !loomrt.future<tensor<4xf32>>
+  // expected-error@+1 {{frees a result of 'loomrt.aten' before the wait of the collective that reads it}}
+  loomrt.free %y stream 1 : tensor<4xf32>
+  // expected-note@+1 {{the wait}}
+  %a = loomrt.wait %f stream 1 : !loomrt.future<tensor<4xf32>> -> tensor<4xf32>
+  loomrt.return
+}
+
+// -----
+
+// A future holds its slot until its wait.
+loomrt.program "step" rank 0 world_size 1 streams ["compute", "comm"] slots 3 {
+  %x = loomrt.input "x" role <input> batch_index 0 slot 0 : tensor<4xf32>
+  // expected-note@+1 {{the value in the slot is defined here}}
+  %f = loomrt.collective_start <all_reduce> %x axes ["dp"] reduce <sum> stream 1 slot 1 : tensor<4xf32> -> !loomrt.future<tensor<4xf32>>
+  // expected-error@+1 {{writes slot 1, which still holds a result of 'loomrt.collective_start'; free it first}}
+  %y = loomrt.aten "aten::neg.default"(%x) stream 0 slots [1] {args = [#loom.arg<0>]} : (tensor<4xf32>) -> tensor<4xf32>
+  %a = loomrt.wait %f stream 1 slot 2 : !loomrt.future<tensor<4xf32>> -> tensor<4xf32>
+  loomrt.return
+}
+
+// -----
+
+loom.mesh @dp shape [4] axes ["dp"]
+// expected-error@+1 {{world_size 2 differs from the 4 ranks of mesh @dp}}
+loomrt.program "step" rank 0 world_size 2 mesh @dp streams ["compute"] {
+  loomrt.return
+}
+
+// -----
+
+// expected-error@+1 {{mesh @nope does not name a loom.mesh}}
+loomrt.program "step" rank 0 world_size 2 mesh @nope streams ["compute"] {
+  loomrt.return
+}
+
+// -----
+
+loom.mesh @dp shape [2] axes ["dp"]
+loomrt.program "step" rank 0 world_size 2 mesh @dp streams ["compute"] {
+  // expected-error@+1 {{only bindings of role input are split over ranks}}
+  %w = loomrt.input "w" role <parameter> split <@dp, axes = ["dp"], dim = 0> : tensor<4xf32>
+  loomrt.return
+}
+
+// -----
+
+loom.mesh @dp shape [2] axes ["dp"]
+loomrt.program "step" rank 0 world_size 2 mesh @dp streams ["compute"] {
+  %w = loomrt.input "w" role <parameter> : tensor<4xf32>
+  %b = loomrt.input "b" role <buffer> : tensor<4xf32>
+  // expected-error@+1 {{only the loss is partial over ranks}}
+  loomrt.output %w role <buffer_mutation> target "b" partial <@dp, axes = ["dp"], avg> : tensor<4xf32>
+  loomrt.return
+}

@@ -27,12 +27,17 @@ int64_t loom::rt::getSlot(Value value) {
   if (auto aten = dyn_cast<rt::AtenOp>(def))
     if (std::optional<ArrayRef<int64_t>> slots = aten.getSlots())
       return (*slots)[cast<OpResult>(value).getResultNumber()];
+  if (auto start = dyn_cast<CollectiveStartOp>(def))
+    return start.getSlot().value_or(-1);
+  if (auto wait = dyn_cast<rt::WaitOp>(def))
+    return wait.getSlot().value_or(-1);
   return -1;
 }
 
 std::optional<int64_t> loom::rt::getStream(Operation *op) {
   return TypeSwitch<Operation *, std::optional<int64_t>>(op)
-      .Case<rt::AtenOp, FreeOp, OptimizerOp, RecordEventOp, WaitEventOp>(
+      .Case<rt::AtenOp, FreeOp, OptimizerOp, RecordEventOp, WaitEventOp,
+            CollectiveStartOp, rt::WaitOp>(
           [](auto instruction) -> std::optional<int64_t> {
             return instruction.getStreamAttr().getInt();
           })
@@ -114,6 +119,20 @@ LogicalResult ProgramOp::verify() {
     if (!seen.insert(name).second)
       return emitOpError("stream '") << name << "' is named twice";
   }
+  if (FlatSymbolRefAttr meshRef = getMeshAttr()) {
+    auto mesh = SymbolTable::lookupNearestSymbolFrom<MeshOp>(
+        getOperation(), meshRef.getAttr());
+    if (!mesh)
+      return emitOpError("mesh ") << meshRef << " does not name a loom.mesh";
+    if (mesh.getNumRanks() != worldSize)
+      return emitOpError("world_size ")
+             << worldSize << " differs from the " << mesh.getNumRanks()
+             << " ranks of mesh " << meshRef;
+    if (rank != 0)
+      return emitOpError("a program with a mesh runs on every rank of it; "
+                         "its rank must be 0, got ")
+             << rank;
+  }
   if (IntegerAttr n = getNumSlotsAttr(); n && n.getInt() < 0)
     return emitOpError("slots must not be negative, got ") << n.getInt();
   if (!getBody().front().getArguments().empty())
@@ -150,7 +169,7 @@ private:
           return op.emitOpError("bindings must come before the program's "
                                 "first instruction");
       } else if (isa<rt::AtenOp, FreeOp, OptimizerOp, RecordEventOp,
-                     WaitEventOp>(op)) {
+                     WaitEventOp, CollectiveStartOp, rt::WaitOp>(op)) {
         if (section == Outputs)
           return op.emitOpError(
               "instructions must come before the program's outputs");
@@ -239,6 +258,8 @@ private:
               .Case([](InputOp o) { return o.getSlot().has_value(); })
               .Case([](StateOp o) { return o.getSlot().has_value(); })
               .Case([](rt::AtenOp o) { return o.getSlots().has_value(); })
+              .Case([](CollectiveStartOp o) { return o.getSlot().has_value(); })
+              .Case([](rt::WaitOp o) { return o.getSlot().has_value(); })
               .Default([](Operation *) { return false; });
       if (hasSlot)
         return op.emitOpError("has a slot, but the program's slots are not "
@@ -289,6 +310,32 @@ private:
           }
           if (failed(write(aten, result, slot)))
             return failure();
+        }
+      } else if (isa<CollectiveStartOp, rt::WaitOp>(op)) {
+        Value result = op.getResult(0);
+        int64_t slot = getSlot(result);
+        if (slot < 0)
+          return op.emitOpError("has no slot, but the program's slots are "
+                                "assigned");
+        if (auto wait = dyn_cast<rt::WaitOp>(op)) {
+          // The collective reads its input until here.
+          Value input = wait.getFuture()
+                            .getDefiningOp<CollectiveStartOp>()
+                            .getInput();
+          int64_t inputSlot = getSlot(input);
+          if (inputSlot >= 0 && holds[inputSlot] != input)
+            return wait.emitOpError("waits for a collective whose input "
+                                    "(slot ")
+                   << inputSlot
+                   << ") was freed or overwritten before the wait";
+        }
+        if (failed(write(&op, result, slot)))
+          return failure();
+        // The wait consumes the future: its slot is free again.
+        if (auto wait = dyn_cast<rt::WaitOp>(op)) {
+          int64_t futureSlot = getSlot(wait.getFuture());
+          if (futureSlot >= 0 && holds[futureSlot] == wait.getFuture())
+            holds[futureSlot] = nullptr;
         }
       } else if (auto free = dyn_cast<FreeOp>(op)) {
         // Every freed value was written above (bindings and read results
@@ -349,6 +396,14 @@ LogicalResult InputOp::verify() {
                        "batch element");
   if (role != Role::input && getBatchIndex())
     return emitOpError("only bindings of role input take a 'batch_index'");
+  if (getSplit() && role != Role::input)
+    return emitOpError("only bindings of role input are split over ranks");
+  if (getShard() && role != Role::parameter)
+    return emitOpError("only parameters are sharded over ranks");
+  if (SplitAttr split = getSplitAttr();
+      split && (split.getDim() < 0 || split.getDim() >= getType().getRank()))
+    return emitOpError("split dim ")
+           << split.getDim() << " is out of range for " << getType();
   if (IntegerAttr b = getBatchIndexAttr(); b && b.getInt() < 0)
     return emitOpError("batch_index must not be negative, got ") << b.getInt();
   if (failed(verifyBindingSlot(*this, getSlot())))
@@ -376,6 +431,8 @@ LogicalResult OutputOp::verify() {
   if (role != Role::loss && role != Role::grad && role != Role::buffer_mutation)
     return emitOpError("role must be loss, grad or buffer_mutation, got ")
            << stringifyRole(role);
+  if (getPartial() && role != Role::loss)
+    return emitOpError("only the loss is partial over ranks");
   if (role == Role::loss) {
     if (getTarget())
       return emitOpError("a loss output has no target");
@@ -552,6 +609,19 @@ LogicalResult FreeOp::verify() {
       diag.attachNote(later->getLoc()) << "the later use";
       return diag;
     }
+    // A collective reads its input until its wait.
+    for (Operation *user : v.getUsers())
+      if (auto start = dyn_cast<CollectiveStartOp>(user))
+        if (rt::WaitOp wait = start.getWait();
+            wait && wait->getBlock() == (*this)->getBlock() &&
+            (*this)->isBeforeInBlock(wait)) {
+          InFlightDiagnostic diag =
+              emitOpError("frees ")
+              << describe(v)
+              << " before the wait of the collective that reads it";
+          diag.attachNote(wait.getLoc()) << "the wait";
+          return diag;
+        }
   }
   return success();
 }
@@ -663,6 +733,98 @@ LogicalResult WaitEventOp::verify() {
            << getStreamAttr().getInt()
            << " waits for an event recorded on the same stream; an event "
               "orders work across streams";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+rt::WaitOp CollectiveStartOp::getWait() {
+  for (Operation *user : getFuture().getUsers())
+    if (auto wait = dyn_cast<rt::WaitOp>(user))
+      return wait;
+  return nullptr;
+}
+
+LogicalResult CollectiveStartOp::verify() {
+  if (failed(verifyStream(*this, getStream())))
+    return failure();
+  CollectiveKind kind = getKind();
+  StringRef name = stringifyCollectiveKind(kind);
+  if (getAxes().empty())
+    return emitOpError("names no mesh axis");
+  llvm::StringSet<> seen;
+  for (Attribute a : getAxes())
+    if (!seen.insert(cast<StringAttr>(a).getValue()).second)
+      return emitOpError("axis ") << a << " is named twice";
+  bool wantsDim =
+      kind == CollectiveKind::all_gather || kind == CollectiveKind::reduce_scatter;
+  bool wantsReduce = kind == CollectiveKind::reduce_scatter ||
+                     kind == CollectiveKind::all_reduce;
+  bool wantsRoot = kind == CollectiveKind::broadcast;
+  if (wantsDim != getDim().has_value())
+    return emitOpError(name) << (wantsDim ? " needs" : " takes no")
+                             << " 'dim'";
+  if (wantsReduce != getReduction().has_value())
+    return emitOpError(name) << (wantsReduce ? " needs" : " takes no")
+                             << " 'reduce'";
+  if (wantsRoot != getRoot().has_value())
+    return emitOpError(name) << (wantsRoot ? " needs" : " takes no")
+                             << " 'root'";
+  if (IntegerAttr root = getRootAttr(); root && root.getInt() < 0)
+    return emitOpError("root must not be negative, got ") << root.getInt();
+  if (IntegerAttr slot = getSlotAttr(); slot && slot.getInt() < 0)
+    return emitOpError("slot must not be negative, got ") << slot.getInt();
+  RankedTensorType input = getInput().getType();
+  RankedTensorType result = getFuture().getType().getValueType();
+  if (input.getElementType() != result.getElementType() ||
+      input.getRank() != result.getRank())
+    return emitOpError("result ")
+           << result << " must have the input's element type and rank ("
+           << input << ")";
+  int64_t dim = getDimAttr() ? getDimAttr().getInt() : -1;
+  if (wantsDim && (dim < 0 || dim >= input.getRank()))
+    return emitOpError("dim ") << dim << " is out of range for " << input;
+  for (int64_t d = 0; d < input.getRank(); ++d)
+    if (d != dim && input.getDimSize(d) != result.getDimSize(d))
+      return emitOpError("result ")
+             << result << " differs from the input " << input
+             << " in dimension " << d << ", which " << name
+             << " does not change";
+  if (getDtypeName(input.getElementType()).empty())
+    return emitOpError("element type ")
+           << input.getElementType() << " has no dtype in the artifact";
+  unsigned numWaits = 0;
+  for (Operation *user : getFuture().getUsers()) {
+    if (!isa<rt::WaitOp>(user))
+      return emitOpError("future must be used only by loomrt.wait, not '")
+             << user->getName() << "'";
+    ++numWaits;
+  }
+  if (numWaits > 1)
+    return emitOpError("future is waited ") << numWaits
+                                            << " times; wait exactly once";
+  return success();
+}
+
+void rt::WaitOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) {
+  if (std::optional<int64_t> slot = getSlot())
+    setNameFn(getResult(), ("s" + Twine(*slot)).str());
+}
+
+LogicalResult rt::WaitOp::verify() {
+  if (failed(verifyStream(*this, getStream())))
+    return failure();
+  if (getResult().getType() != getFuture().getType().getValueType())
+    return emitOpError("result type ")
+           << getResult().getType() << " is not the future's value type "
+           << getFuture().getType().getValueType();
+  if (!getFuture().getDefiningOp<CollectiveStartOp>())
+    return emitOpError("waits for a future that no loomrt.collective_start "
+                       "made");
+  if (IntegerAttr slot = getSlotAttr(); slot && slot.getInt() < 0)
+    return emitOpError("slot must not be negative, got ") << slot.getInt();
   return success();
 }
 

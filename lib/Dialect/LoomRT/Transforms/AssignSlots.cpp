@@ -53,6 +53,16 @@ struct LoomRTAssignSlotsPass
           slotOf[result] = slot;
         }
         aten.setSlots(slots);
+      } else if (auto start = dyn_cast<CollectiveStartOp>(op)) {
+        // The future holds a slot until its wait.
+        int64_t slot = take();
+        start.setSlotAttr(b.getI64IntegerAttr(slot));
+        slotOf[start.getFuture()] = slot;
+      } else if (auto wait = dyn_cast<rt::WaitOp>(op)) {
+        int64_t slot = take();
+        wait.setSlotAttr(b.getI64IntegerAttr(slot));
+        slotOf[wait.getResult()] = slot;
+        released.insert(slotOf.lookup(wait.getFuture()));
       } else if (auto free = dyn_cast<FreeOp>(op)) {
         for (Value v : free.getValues())
           released.insert(slotOf.lookup(v));

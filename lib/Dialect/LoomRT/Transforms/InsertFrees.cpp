@@ -43,9 +43,14 @@ struct LoomRTInsertFreesPass
         if (!isa<RankedTensorType>(value.getType()) || !isFreeable(value))
           continue;
         Operation *last = nullptr;
-        for (Operation *user : value.getUsers())
+        for (Operation *user : value.getUsers()) {
+          // A collective reads its input until its wait.
+          if (auto start = dyn_cast<CollectiveStartOp>(user))
+            if (rt::WaitOp wait = start.getWait())
+              user = wait;
           if (!last || last->isBeforeInBlock(user))
             last = user;
+        }
         lastUses[last].push_back(value);
       }
     for (auto &[last, values] : lastUses) {

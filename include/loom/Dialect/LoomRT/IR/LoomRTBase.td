@@ -24,7 +24,9 @@ def LoomRT_Dialect : Dialect {
     - the instructions: `loomrt.aten` (an ATen operator with typed
       arguments), `loomrt.free` (drop values after their last use),
       `loomrt.optimizer` (update a parameter in place), and
-      `loomrt.record_event` / `loomrt.wait_event` between streams.
+      `loomrt.record_event` / `loomrt.wait_event` between streams,
+      `loomrt.collective_start` / `loomrt.wait` (collectives over mesh
+      axes, issued asynchronously on their own stream).
 
     Values stay SSA, so def-use chains and dominance check the dataflow;
     once `loomrt-assign-slots` ran, every value carries the slot the
@@ -89,6 +91,23 @@ def LoomRT_StateInitAttr
   let assemblyFormat = "`<` $value `>`";
 }
 
+def LoomRT_CollectiveAllGather : I32EnumAttrCase<"all_gather", 0>;
+def LoomRT_CollectiveReduceScatter : I32EnumAttrCase<"reduce_scatter", 1>;
+def LoomRT_CollectiveAllReduce : I32EnumAttrCase<"all_reduce", 2>;
+def LoomRT_CollectiveBroadcast : I32EnumAttrCase<"broadcast", 3>;
+def LoomRT_CollectiveKind : I32EnumAttr<"CollectiveKind",
+    "the collective a loomrt.collective_start starts",
+    [LoomRT_CollectiveAllGather, LoomRT_CollectiveReduceScatter,
+     LoomRT_CollectiveAllReduce, LoomRT_CollectiveBroadcast]> {
+  let cppNamespace = "::loom::rt";
+  let genSpecializedAttr = 0;
+}
+def LoomRT_CollectiveKindAttr
+    : EnumAttr<LoomRT_Dialect, LoomRT_CollectiveKind, "collective"> {
+  let summary = "Which collective a start op issues";
+  let assemblyFormat = "`<` $value `>`";
+}
+
 //===----------------------------------------------------------------------===//
 // Attributes
 //===----------------------------------------------------------------------===//
@@ -134,6 +153,22 @@ def LoomRT_EventType : LoomRT_Type<"Event", "event"> {
     loomrt.wait_event %e stream 0
     ```
   }];
+}
+
+def LoomRT_FutureType : LoomRT_Type<"Future", "future"> {
+  let summary = "The pending result of a collective the runtime has issued";
+  let description = [{
+    Made by `loomrt.collective_start` and consumed by exactly one
+    `loomrt.wait`, which yields the tensor. A future occupies a slot from
+    its start to its wait, like a value.
+
+    ```mlir
+    %f = loomrt.collective_start <all_reduce> %g axes ["dp"] reduce <avg>
+        stream 1 : tensor<40xf32> -> !loomrt.future<tensor<40xf32>>
+    ```
+  }];
+  let parameters = (ins "::mlir::RankedTensorType":$valueType);
+  let assemblyFormat = "`<` $valueType `>`";
 }
 
 //===----------------------------------------------------------------------===//

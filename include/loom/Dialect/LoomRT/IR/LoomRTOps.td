@@ -19,12 +19,17 @@ def LoomRT_ProgramOp : LoomRT_Op<"program", [
     One rank's program of a compiled step. Its single block holds, in this
     order: the bindings (`loomrt.input`, `loomrt.state`), the instructions
     (`loomrt.aten`, `loomrt.free`, `loomrt.optimizer`,
-    `loomrt.record_event`, `loomrt.wait_event`), the outputs
+    `loomrt.record_event`, `loomrt.wait_event`, `loomrt.collective_start`,
+    `loomrt.wait`), the outputs
     (`loomrt.output`) and `loomrt.return`.
 
     `streams` names the program's streams; every instruction says which one
     it runs on by index. `optimizer` is the algorithm every
     `loomrt.optimizer` applies (absent when the step returns gradients).
+    A program with a `mesh` (a `loom.mesh` of `world_size` ranks) is the
+    SPMD program of a distributed step: every rank of the mesh runs it,
+    `rank` is 0, and its collectives name the mesh's axes.
+
     `num_slots` is set by `loomrt-assign-slots`: from then on every binding
     and every result that is read carries a slot below it, and the verifier
     checks that a slot is written only after its previous value was freed,
@@ -47,12 +52,13 @@ def LoomRT_ProgramOp : LoomRT_Op<"program", [
                        I64Attr:$world_size,
                        StrArrayAttr:$streams,
                        OptionalAttr<I64Attr>:$num_slots,
-                       OptionalAttr<Loom_OptimizerAttr>:$optimizer);
+                       OptionalAttr<Loom_OptimizerAttr>:$optimizer,
+                       OptionalAttr<FlatSymbolRefAttr>:$mesh);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
-    $step_name `rank` $rank `world_size` $world_size `streams` $streams
-    (`slots` $num_slots^)? (`optimizer` $optimizer^)? attr-dict-with-keyword
-    $body
+    $step_name `rank` $rank `world_size` $world_size (`mesh` $mesh^)?
+    `streams` $streams (`slots` $num_slots^)? (`optimizer` $optimizer^)?
+    attr-dict-with-keyword $body
   }];
   let hasVerifier = 1;
   let hasRegionVerifier = 1;
@@ -90,19 +96,29 @@ def LoomRT_InputOp : LoomRT_Op<"input", [
     `batch_index` of the step's batch. The runtime checks the tensor's
     dtype and shape against the result type.
 
+    In a distributed step an `input` may be `split`: its type is this
+    rank's slice of the global batch, which the runtime cuts; a parameter
+    may be `shard`ed: its type is this rank's chunk of the full tensor
+    the weights hold (see `docs/distributed.md`).
+
     ```mlir
     %w = loomrt.input "fc1.weight" role <parameter> slot 0 : tensor<8x4xf32>
     %x = loomrt.input "x" role <input> batch_index 0 slot 1 : tensor<2x4xf32>
+    %y = loomrt.input "y" role <input> batch_index 1
+        split <@dp, axes = ["dp"], dim = 0> : tensor<2xi64>
     ```
   }];
   let arguments = (ins StrAttr:$binding_name,
                        Loom_RoleAttr:$role,
                        OptionalAttr<I64Attr>:$batch_index,
-                       OptionalAttr<I64Attr>:$slot);
+                       OptionalAttr<I64Attr>:$slot,
+                       OptionalAttr<Loom_SplitAttr>:$split,
+                       OptionalAttr<Loom_ShardAttr>:$shard);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = [{
     $binding_name `role` $role (`batch_index` $batch_index^)?
-    (`slot` $slot^)? attr-dict `:` type($result)
+    (`slot` $slot^)? (`split` $split^)? (`shard` $shard^)? attr-dict `:`
+    type($result)
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -121,6 +137,8 @@ def LoomRT_StateOp : LoomRT_Op<"state", [
     the first instruction. The runtime creates it before the first step
     (`init`) and keeps it across steps; it is never freed.
 
+    State of a sharded parameter is sharded the same way (`shard`).
+
     ```mlir
     %m = loomrt.state "fc1.weight.exp_avg" param "fc1.weight" init <zeros>
         slot 4 : tensor<8x4xf32>
@@ -129,11 +147,12 @@ def LoomRT_StateOp : LoomRT_Op<"state", [
   let arguments = (ins StrAttr:$binding_name,
                        StrAttr:$param,
                        LoomRT_StateInitAttr:$init,
-                       OptionalAttr<I64Attr>:$slot);
+                       OptionalAttr<I64Attr>:$slot,
+                       OptionalAttr<Loom_ShardAttr>:$shard);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = [{
-    $binding_name `param` $param `init` $init (`slot` $slot^)? attr-dict `:`
-    type($result)
+    $binding_name `param` $param `init` $init (`slot` $slot^)?
+    (`shard` $shard^)? attr-dict `:` type($result)
   }];
   let hasVerifier = 1;
 }
@@ -146,16 +165,22 @@ def LoomRT_OutputOp : LoomRT_Op<"output", [HasParent<"ProgramOp">]> {
     as PyTorch's in-place buffer updates do; `grad` hands the gradient of
     parameter `target` to the caller (steps without an optimizer).
 
+    In a distributed step the loss may be `partial`: each rank holds its
+    own slice's loss and the runtime reports their reduction.
+
     ```mlir
     loomrt.output %loss role <loss> : tensor<f32>
     loomrt.output %mean role <buffer_mutation> target "bn.running_mean" : tensor<8xf32>
+    loomrt.output %l role <loss> partial <@dp, axes = ["dp"], avg> : tensor<f32>
     ```
   }];
   let arguments = (ins AnyRankedTensor:$value,
                        Loom_RoleAttr:$role,
-                       OptionalAttr<StrAttr>:$target);
+                       OptionalAttr<StrAttr>:$target,
+                       OptionalAttr<Loom_PartialAttr>:$partial);
   let assemblyFormat = [{
-    $value `role` $role (`target` $target^)? attr-dict `:` type($value)
+    $value `role` $role (`target` $target^)? (`partial` $partial^)? attr-dict
+    `:` type($value)
   }];
   let hasVerifier = 1;
 }
@@ -281,6 +306,68 @@ def LoomRT_WaitEventOp : LoomRT_InstructionOp<"wait_event"> {
   }];
   let arguments = (ins LoomRT_EventType:$event, I64Attr:$stream);
   let assemblyFormat = "$event `stream` $stream attr-dict";
+  let hasVerifier = 1;
+}
+
+def LoomRT_CollectiveStartOp : LoomRT_InstructionOp<"collective_start"> {
+  let summary = "Issue a collective over mesh axes without waiting for it";
+  let description = [{
+    Issues the collective `kind` over the ranks that share this rank's
+    coordinates on every mesh axis not in `axes` (docs/distributed.md) and
+    returns a future at once; `loomrt.wait` makes the result available.
+    `all_gather` and `reduce_scatter` take the tensor `dim` they gather or
+    scatter; `reduce_scatter` and `all_reduce` the `reduce` operation;
+    `broadcast` the `root` index within the group. The input must not be
+    freed or overwritten before the wait. `slot` (after slot assignment)
+    holds the future until its wait.
+
+    ```mlir
+    %f = loomrt.collective_start <all_reduce> %g axes ["dp"] reduce <avg>
+        stream 1 slot 7 : tensor<40xf32> -> !loomrt.future<tensor<40xf32>>
+    ```
+  }];
+  let arguments = (ins LoomRT_CollectiveKindAttr:$kind,
+                       AnyRankedTensor:$input,
+                       StrArrayAttr:$axes,
+                       OptionalAttr<I64Attr>:$dim,
+                       OptionalAttr<Loom_ReduceKindAttr>:$reduction,
+                       OptionalAttr<I64Attr>:$root,
+                       I64Attr:$stream,
+                       OptionalAttr<I64Attr>:$slot);
+  let results = (outs LoomRT_FutureType:$future);
+  let assemblyFormat = [{
+    $kind $input `axes` $axes (`dim` $dim^)? (`reduce` $reduction^)?
+    (`root` $root^)? `stream` $stream (`slot` $slot^)? attr-dict `:`
+    type($input) `->` qualified(type($future))
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The one loomrt.wait of the future (null if it has none yet).
+    WaitOp getWait();
+  }];
+}
+
+def LoomRT_WaitOp : LoomRT_InstructionOp<"wait", [
+    DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmResultNames"]>]> {
+  let summary = "Wait for a collective and take its result";
+  let description = [{
+    Blocks `stream` until the collective that made `future` has completed
+    and puts its result in `slot`; the future's slot is free afterwards, and
+    so is the collective's input (a later `loomrt.free` releases it).
+
+    ```mlir
+    %s8 = loomrt.wait %f stream 1 slot 8
+        : !loomrt.future<tensor<40xf32>> -> tensor<40xf32>
+    ```
+  }];
+  let arguments = (ins LoomRT_FutureType:$future,
+                       I64Attr:$stream,
+                       OptionalAttr<I64Attr>:$slot);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $future `stream` $stream (`slot` $slot^)? attr-dict `:`
+    qualified(type($future)) `->` type($result)
+  }];
   let hasVerifier = 1;
 }
 
