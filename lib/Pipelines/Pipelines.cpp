@@ -11,8 +11,31 @@
 using namespace mlir;
 using namespace loom;
 
+LogicalResult loom::verifyCompilePipelineOptions(
+    const CompilePipelineOptions &options,
+    function_ref<LogicalResult(const Twine &)> emitError) {
+  if (options.dp != "none" && options.dp != "replicate")
+    return emitError("dp: unknown data parallelism '" + options.dp +
+                     "' (expected none or replicate)");
+  if (options.worldSize < 1)
+    return emitError("world-size must be at least 1, got " +
+                     Twine(options.worldSize));
+  if (options.dp == "none" && options.worldSize != 1)
+    return emitError("world-size " + Twine(options.worldSize) +
+                     " needs a data parallelism (dp=replicate)");
+  if (options.bucketCapMb < 0)
+    return emitError("bucket-cap-mb must not be negative");
+  return success();
+}
+
 void loom::buildCompilePipeline(OpPassManager &pm,
                                 const CompilePipelineOptions &options) {
+  if (options.dp == "replicate") {
+    LoomReplicateOptions replicate;
+    replicate.meshShape = {options.worldSize};
+    replicate.bucketCapMb = options.bucketCapMb;
+    pm.addPass(createLoomReplicate(replicate));
+  }
   if (options.optimizer != "none") {
     LoomAttachOptimizerOptions attach;
     attach.optimizer = options.optimizer;
@@ -42,12 +65,26 @@ void loom::buildFinishPipeline(OpPassManager &pm) {
 }
 
 void loom::registerLoomPipelines() {
-  PassPipelineRegistration<CompilePipelineOptions>(
+  // Registered by hand (not PassPipelineRegistration) so that options the
+  // pipeline cannot build report an error instead of being ignored.
+  registerPassPipeline(
       "loom-compile-pipeline",
-      "Compile a loom step into a loomrt program for the artifact: attach "
-      "the optimizer, lower to loomrt, free values after their last use, "
-      "assign slots",
-      buildCompilePipeline);
+      "Compile a loom step into a loomrt program for the artifact: "
+      "distribute it (dp=replicate: DDP over world-size ranks), attach the "
+      "optimizer, lower to loomrt, free values after their last use, assign "
+      "slots",
+      [](OpPassManager &pm, StringRef text,
+         function_ref<LogicalResult(const Twine &)> errorHandler) {
+        CompilePipelineOptions options;
+        if (failed(options.parseFromString(text)) ||
+            failed(verifyCompilePipelineOptions(options, errorHandler)))
+          return failure();
+        buildCompilePipeline(pm, options);
+        return success();
+      },
+      [](function_ref<void(const mlir::detail::PassOptions &)> optHandler) {
+        optHandler(CompilePipelineOptions());
+      });
   PassPipelineRegistration<>(
       "loomrt-finish-pipeline",
       "Make loomrt programs ready to write: free values after their last "

@@ -82,6 +82,22 @@ static cl::opt<double> eps("eps", cl::desc("Adam/AdamW eps"),
 static cl::opt<bool> maximize("maximize", cl::desc("Maximize the objective"),
                               cl::cat(category));
 
+// Data parallelism, as loom-compile-pipeline's options.
+static cl::opt<std::string>
+    dp("dp",
+       cl::desc("Data parallelism: none (default) or replicate (DDP: "
+                "all-reduce the gradients in buckets)"),
+       cl::cat(category));
+static cl::opt<int64_t>
+    worldSize("world-size",
+              cl::desc("Ranks of the data-parallel mesh (default 1)"),
+              cl::cat(category));
+static cl::opt<double>
+    bucketCapMb("bucket-cap-mb",
+                cl::desc("DDP bucket size in MiB (default 25; 0: one "
+                         "all-reduce per gradient)"),
+                cl::cat(category));
+
 static int fail(const Twine &message) {
   WithColor::error(errs(), "loom-compile") << message << "\n";
   return 1;
@@ -108,6 +124,9 @@ static std::string buildPipelineText() {
   add(beta2, number(beta2));
   add(eps, number(eps));
   add(maximize, maximize ? "true" : "false");
+  add(dp, dp);
+  add(worldSize, Twine(worldSize));
+  add(bucketCapMb, number(bucketCapMb));
   return pipelineName + (options.empty() ? "" : "{" + options + "}");
 }
 

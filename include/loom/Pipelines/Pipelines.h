@@ -43,11 +43,31 @@ struct CompilePipelineOptions
   Option<bool> maximize{*this, "maximize",
                         llvm::cl::desc("Maximize the objective"),
                         llvm::cl::init(false)};
+  Option<std::string> dp{
+      *this, "dp",
+      llvm::cl::desc("Data parallelism: none (a single-rank step) or "
+                     "replicate (DDP: loom-replicate over world-size ranks)"),
+      llvm::cl::init("none")};
+  Option<int64_t> worldSize{
+      *this, "world-size",
+      llvm::cl::desc("Ranks of the data-parallel mesh (with dp=replicate)"),
+      llvm::cl::init(1)};
+  Option<double> bucketCapMb{
+      *this, "bucket-cap-mb",
+      llvm::cl::desc("DDP gradient bucket size in MiB; 0 reduces each "
+                     "gradient on its own (with dp=replicate)"),
+      llvm::cl::init(25.0)};
 };
 
-/// attach-optimizer (unless `optimizer=none`) -> lower-to-rt ->
-/// insert-frees -> assign-slots: a loom step to a loomrt program ready to
-/// be written as an artifact.
+/// Checks the options buildCompilePipeline cannot represent (an unknown
+/// `dp`, a world size below 1), reporting through `emitError`.
+mlir::LogicalResult verifyCompilePipelineOptions(
+    const CompilePipelineOptions &options,
+    llvm::function_ref<mlir::LogicalResult(const llvm::Twine &)> emitError);
+
+/// replicate (with `dp=replicate`) -> attach-optimizer (unless
+/// `optimizer=none`) -> lower-to-rt -> insert-frees -> assign-slots: a loom
+/// step to a loomrt program ready to be written as an artifact.
 void buildCompilePipeline(mlir::OpPassManager &pm,
                           const CompilePipelineOptions &options);
 

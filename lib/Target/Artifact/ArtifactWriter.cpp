@@ -60,6 +60,24 @@ void writeLines(OStream &j, StringRef key, ArrayRef<std::string> entries) {
   });
 }
 
+void writeAxes(OStream &j, ArrayAttr axes) {
+  j.attributeArray("axes", [&] {
+    for (Attribute a : axes)
+      j.value(cast<StringAttr>(a).getValue());
+  });
+}
+
+void writeShard(OStream &j, ShardAttr shard) {
+  j.attributeObject("shard", [&] {
+    writeAxes(j, shard.getAxes());
+    j.attribute("dim", shard.getDim());
+    j.attributeArray("global_shape", [&] {
+      for (int64_t d : shard.getGlobal())
+        j.value(d);
+    });
+  });
+}
+
 class ArtifactWriter {
 public:
   ArtifactWriter(ModuleOp module, const ArtifactOptions &options)
@@ -68,6 +86,10 @@ public:
   LogicalResult collect();
   std::string buildProgram();
   LogicalResult buildWeights(std::string &out);
+  /// The format version the programs need: 2 for a distributed step.
+  uint32_t getVersion() const {
+    return mesh ? kArtifactVersionDistributed : kArtifactVersion;
+  }
 
 private:
   LogicalResult checkProgram(rt::ProgramOp program);
@@ -79,6 +101,10 @@ private:
   ModuleOp module;
   const ArtifactOptions &options;
   SmallVector<rt::ProgramOp> programs;
+  /// The mesh of a distributed step's SPMD program (version 2), or null.
+  MeshOp mesh;
+  /// Event ids of the program being written, per record_event.
+  llvm::DenseMap<Value, int64_t> eventIds;
 };
 } // namespace
 
@@ -91,6 +117,21 @@ LogicalResult ArtifactWriter::collect() {
   llvm::stable_sort(programs, [](rt::ProgramOp a, rt::ProgramOp b) {
     return a.getRank() < b.getRank();
   });
+  // A distributed step is one SPMD program that runs on every rank of its
+  // mesh (version 2); one rank's mesh is a single-rank step (version 1).
+  if (FlatSymbolRefAttr meshRef = programs.front().getMeshAttr();
+      meshRef && programs.front().getWorldSize() > 1) {
+    if (programs.size() != 1)
+      return programs[1].emitOpError("is a second program of a distributed "
+                                     "step; artifact format v2 writes one "
+                                     "SPMD program for every rank");
+    mesh = SymbolTable::lookupNearestSymbolFrom<MeshOp>(programs.front(),
+                                                        meshRef.getAttr());
+    if (!mesh)
+      return programs.front().emitOpError("mesh ")
+             << meshRef << " does not name a loom.mesh";
+    return checkProgram(programs.front());
+  }
   for (auto [rank, program] : llvm::enumerate(programs)) {
     if (program.getWorldSize() != programs.size())
       return program.emitOpError("has world_size ")
@@ -122,7 +163,7 @@ LogicalResult ArtifactWriter::checkProgram(rt::ProgramOp program) {
                                "loomrt-assign-slots before writing it");
   // Version 1 has no cross-stream events, so a second stream could not be
   // ordered against the first.
-  if (program.getStreams().size() != 1)
+  if (!mesh && program.getStreams().size() != 1)
     return program.emitOpError("has ")
            << program.getStreams().size()
            << " streams; artifact format v1 has one stream per program";
@@ -151,6 +192,13 @@ ArtifactWriter::buildTables(rt::ProgramOp program) {
         j.attributeBegin("shape");
         writeShape(j, input.getType());
         j.attributeEnd();
+        if (mesh && input.getShard())
+          writeShard(j, *input.getShard());
+        if (SplitAttr split = input.getSplitAttr(); mesh && split)
+          j.attributeObject("split", [&] {
+            writeAxes(j, split.getAxes());
+            j.attribute("dim", split.getDim());
+          });
       }));
     } else if (auto state = dyn_cast<rt::StateOp>(op)) {
       tables[1].push_back(compactObject([&](OStream &j) {
@@ -162,6 +210,8 @@ ArtifactWriter::buildTables(rt::ProgramOp program) {
         writeShape(j, state.getType());
         j.attributeEnd();
         j.attribute("init", rt::stringifyStateInit(state.getInit()));
+        if (mesh && state.getShard())
+          writeShard(j, *state.getShard());
       }));
     } else if (auto output = dyn_cast<rt::OutputOp>(op)) {
       tables[2].push_back(compactObject([&](OStream &j) {
@@ -169,6 +219,11 @@ ArtifactWriter::buildTables(rt::ProgramOp program) {
         if (std::optional<StringRef> target = output.getTarget())
           j.attribute("target", *target);
         j.attribute("slot", rt::getSlot(output.getValue()));
+        if (PartialAttr partial = output.getPartialAttr(); mesh && partial)
+          j.attributeObject("reduce", [&] {
+            writeAxes(j, partial.getAxes());
+            j.attribute("op", stringifyReduceKind(partial.getReduction()));
+          });
       }));
     }
   }
@@ -312,6 +367,29 @@ std::string ArtifactWriter::buildInstruction(Operation *op) {
         for (Value v : free.getValues())
           j.value(rt::getSlot(v));
       });
+    } else if (auto start = dyn_cast<rt::CollectiveStartOp>(op)) {
+      j.attribute("op", (rt::stringifyCollectiveKind(start.getKind()) +
+                         "_start")
+                            .str());
+      j.attribute("input", rt::getSlot(start.getInput()));
+      j.attribute("future", rt::getSlot(start.getFuture()));
+      writeAxes(j, start.getAxes());
+      if (IntegerAttr dim = start.getDimAttr())
+        j.attribute("dim", dim.getInt());
+      if (std::optional<ReduceKind> reduce = start.getReduction())
+        j.attribute("reduce", stringifyReduceKind(*reduce));
+      if (IntegerAttr root = start.getRootAttr())
+        j.attribute("root", root.getInt());
+    } else if (auto wait = dyn_cast<rt::WaitOp>(op)) {
+      j.attribute("op", "wait");
+      j.attribute("future", rt::getSlot(wait.getFuture()));
+      j.attribute("result", rt::getSlot(wait.getResult()));
+    } else if (auto record = dyn_cast<rt::RecordEventOp>(op)) {
+      j.attribute("op", "record_event");
+      j.attribute("event", eventIds.lookup(record.getEvent()));
+    } else if (auto waitEvent = dyn_cast<rt::WaitEventOp>(op)) {
+      j.attribute("op", "wait_event");
+      j.attribute("event", eventIds.lookup(waitEvent.getEvent()));
     } else {
       auto update = cast<rt::OptimizerOp>(op);
       j.attribute("op", "optimizer");
@@ -340,11 +418,22 @@ std::string ArtifactWriter::buildProgram() {
   auto tables = buildTables(first);
   j.object([&] {
     j.attribute("format", "loomx");
-    j.attribute("version", int64_t(kArtifactVersion));
+    j.attribute("version", int64_t(getVersion()));
     j.attribute("producer", kArtifactProducer);
     j.attribute("source", options.source);
     j.attribute("pipeline", options.pipeline);
-    j.attribute("world_size", int64_t(programs.size()));
+    if (mesh) {
+      j.attribute("world_size", mesh.getNumRanks());
+      j.attributeObject("mesh", [&] {
+        j.attributeArray("shape", [&] {
+          for (int64_t d : mesh.getShape())
+            j.value(d);
+        });
+        writeAxes(j, mesh.getAxes());
+      });
+    } else {
+      j.attribute("world_size", int64_t(programs.size()));
+    }
     j.attribute("num_slots", numSlots);
     j.attributeBegin("optimizer");
     if (std::optional<OptimizerConfig> config =
@@ -379,15 +468,27 @@ std::string ArtifactWriter::buildProgram() {
     j.attributeArray("programs", [&] {
       for (rt::ProgramOp program : programs) {
         j.object([&] {
-          j.attribute("rank", int64_t(program.getRank()));
+          if (mesh)
+            j.attributeArray("ranks", [&] {
+              for (int64_t r = 0, e = mesh.getNumRanks(); r < e; ++r)
+                j.value(r);
+            });
+          else
+            j.attribute("rank", int64_t(program.getRank()));
           j.attributeArray("streams", [&] {
             for (Attribute s : program.getStreams())
               j.value(cast<StringAttr>(s).getValue());
           });
           SmallVector<std::string> instructions;
-          for (Operation &op : program.getBody().front())
-            if (isa<rt::AtenOp, rt::FreeOp, rt::OptimizerOp>(op))
+          eventIds.clear();
+          for (Operation &op : program.getBody().front()) {
+            if (auto record = dyn_cast<rt::RecordEventOp>(op))
+              eventIds.try_emplace(record.getEvent(), eventIds.size());
+            if (isa<rt::AtenOp, rt::FreeOp, rt::OptimizerOp,
+                    rt::CollectiveStartOp, rt::WaitOp, rt::RecordEventOp,
+                    rt::WaitEventOp>(op))
               instructions.push_back(buildInstruction(&op));
+          }
           writeLines(j, "instructions", instructions);
         });
       }
@@ -449,7 +550,7 @@ LogicalResult loom::writeArtifact(ModuleOp module,
       os << static_cast<char>((value >> (8 * i)) & 0xff);
   };
   os.write("LOOMX\r\n\x1a", 8);
-  writeLE(kArtifactVersion, 4);
+  writeLE(writer.getVersion(), 4);
   writeLE(/*flags=*/0, 4);
   writeLE(program.size(), 8);
   writeLE(weights.size(), 8);

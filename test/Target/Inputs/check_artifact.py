@@ -1,5 +1,7 @@
-"""Checks a .loomx artifact against docs/artifact.md (format version 1) and
-prints a summary for FileCheck. Standard library only, so it runs without
+"""Checks a .loomx artifact against docs/artifact.md (format version 1) or
+docs/distributed.md (version 2: a mesh, sharded/split inputs, a reduced
+loss, collectives and cross-stream events) and prints a summary for
+FileCheck. Standard library only, so it runs without
 torch; it checks what a reader of the format can check without LibTorch:
 the container, every field's presence and type, slot ranges, the dataflow
 of slots (nothing read before it is written or after it is freed), the
@@ -28,6 +30,10 @@ LAYOUTS = {"strided", "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr",
 MEMORY_FORMATS = {"contiguous_format", "channels_last", "channels_last_3d",
                   "preserve_format"}
 STATE_SLOTS = {"adam": 2, "adamw": 2}
+REDUCE_OPS = {"sum", "avg", "max", "min", "product"}
+# Collective starts of version 2: the fields each takes beyond input/future/axes.
+COLLECTIVES = {"all_gather_start": ["dim"], "reduce_scatter_start": ["dim", "reduce"],
+               "all_reduce_start": ["reduce"], "broadcast_start": ["root"]}
 
 
 class Invalid(Exception):
@@ -62,9 +68,11 @@ def check_number(v, path):
 
 
 class Checker:
-    def __init__(self, program):
+    def __init__(self, program, version):
         self.p = program
+        self.version = version
         self.num_slots = 0
+        self.mesh_axes = []
 
     def slot(self, v, path):
         need(isinstance(v, int) and not isinstance(v, bool), path, f"expected a slot, found {v!r}")
@@ -78,13 +86,31 @@ class Checker:
 
     def check(self):
         p = self.p
+        v2 = self.version == 2
         only_keys(p, ["format", "version", "producer", "source", "pipeline", "world_size",
-                      "num_slots", "optimizer", "inputs", "state", "outputs", "programs"], "")
+                      "num_slots", "optimizer", "inputs", "state", "outputs", "programs"]
+                  + (["mesh"] if v2 else []), "")
         need(field(p, "format", "", str) == "loomx", "format", "expected loomx")
-        need(field(p, "version", "", int) == 1, "version", "expected 1")
+        need(field(p, "version", "", int) == self.version, "version",
+             f"expected {self.version}, the container's")
         for key in ("producer", "source", "pipeline"):
             field(p, key, "", str)
         need(field(p, "world_size", "", int) >= 1, "world_size", "must be at least 1")
+        if v2 and (p["world_size"] > 1 or "mesh" in p):
+            mesh = field(p, "mesh", "", dict)
+            only_keys(mesh, ["shape", "axes"], "mesh")
+            shape = field(mesh, "shape", "mesh", list)
+            axes = field(mesh, "axes", "mesh", list)
+            need(shape and all(isinstance(d, int) and d >= 1 for d in shape), "mesh.shape",
+                 "expected positive sizes")
+            need(len(axes) == len(shape) and len(set(axes)) == len(axes)
+                 and all(isinstance(a, str) and a for a in axes), "mesh.axes",
+                 "expected one distinct name per dimension")
+            size = 1
+            for d in shape:
+                size *= d
+            need(size == p["world_size"], "world_size", f"is not the mesh's {size} ranks")
+            self.mesh_axes = axes
         self.num_slots = field(p, "num_slots", "", int)
         need(self.num_slots >= 0, "num_slots", "must not be negative")
 
@@ -110,7 +136,9 @@ class Checker:
             role = field(e, "role", path, str)
             need(role in INPUT_ROLES, f"{path}.role", f"unknown role {role!r}")
             only_keys(e, ["name", "role", "slot", "dtype", "shape"] +
-                      (["batch_index"] if role == "input" else []), path)
+                      (["batch_index"] if role == "input" else []) +
+                      (["split"] if v2 and role == "input" else []) +
+                      (["shard"] if v2 and role == "parameter" else []), path)
             name = field(e, "name", path, str)
             need(name and name not in names, f"{path}.name", f"empty or repeated name {name!r}")
             names[name] = e
@@ -123,12 +151,21 @@ class Checker:
             slots.add(s)
             need(field(e, "dtype", path, str) in DTYPES, f"{path}.dtype", "unknown dtype")
             self.shape(field(e, "shape", path, list), f"{path}.shape")
+            if "split" in e:
+                split = field(e, "split", path, dict)
+                only_keys(split, ["axes", "dim"], f"{path}.split")
+                self.axes(split, f"{path}.split")
+                need(0 <= field(split, "dim", f"{path}.split", int) < len(e["shape"]),
+                     f"{path}.split.dim", "out of range")
+            if "shard" in e:
+                self.shard(e, path)
 
         state = field(p, "state", "", list)
         state_by_param = Counter()
         for i, e in enumerate(state):
             path = f"state[{i}]"
-            only_keys(e, ["name", "param", "slot", "dtype", "shape", "init"], path)
+            only_keys(e, ["name", "param", "slot", "dtype", "shape", "init"]
+                      + (["shard"] if v2 else []), path)
             name = field(e, "name", path, str)
             need(name and name not in names, f"{path}.name", f"empty or repeated name {name!r}")
             names[name] = e
@@ -142,6 +179,8 @@ class Checker:
             need(field(e, "dtype", path, str) in DTYPES, f"{path}.dtype", "unknown dtype")
             self.shape(field(e, "shape", path, list), f"{path}.shape")
             need(field(e, "init", path, str) == "zeros", f"{path}.init", "expected zeros")
+            if "shard" in e:
+                self.shard(e, path)
 
         outputs = field(p, "outputs", "", list)
         losses = 0
@@ -151,8 +190,14 @@ class Checker:
             need(role in OUTPUT_ROLES, f"{path}.role", f"unknown role {role!r}")
             self.slot(field(e, "slot", path, int), f"{path}.slot")
             if role == "loss":
-                only_keys(e, ["role", "slot"], path)
+                only_keys(e, ["role", "slot"] + (["reduce"] if v2 else []), path)
                 losses += 1
+                if "reduce" in e:
+                    reduce = field(e, "reduce", path, dict)
+                    only_keys(reduce, ["axes", "op"], f"{path}.reduce")
+                    self.axes(reduce, f"{path}.reduce")
+                    need(field(reduce, "op", f"{path}.reduce", str) in REDUCE_OPS,
+                         f"{path}.reduce.op", "unknown reduction")
             else:
                 only_keys(e, ["role", "target", "slot"], path)
                 target = field(e, "target", path, str)
@@ -162,11 +207,45 @@ class Checker:
         need(losses == 1, "outputs", f"expected one loss, found {losses}")
 
         programs = field(p, "programs", "", list)
-        need(len(programs) == p["world_size"], "programs", "one program per rank")
         self.counts = []
-        for r, prog in enumerate(programs):
-            self.check_program(prog, r, inputs, state, outputs, opt, state_by_param)
+        if v2:
+            covered = []
+            for r, prog in enumerate(programs):
+                ranks = field(prog, "ranks", f"programs[{r}]", list) if "ranks" in prog \
+                    else [field(prog, "rank", f"programs[{r}]", int)]
+                covered += ranks
+                self.check_program(prog, r, inputs, state, outputs, opt, state_by_param)
+            need(sorted(covered) == list(range(p["world_size"])), "programs",
+                 f"ranks {sorted(covered)} are not every rank once")
+        else:
+            need(len(programs) == p["world_size"], "programs", "one program per rank")
+            for r, prog in enumerate(programs):
+                self.check_program(prog, r, inputs, state, outputs, opt, state_by_param)
         return inputs, state, outputs, programs
+
+    def axes(self, obj, path):
+        axes = field(obj, "axes", path, list)
+        need(axes and len(set(axes)) == len(axes) and all(a in self.mesh_axes for a in axes),
+             f"{path}.axes", f"expected distinct axes of the mesh {self.mesh_axes}, found {axes}")
+        return axes
+
+    def group_size(self, axes):
+        shape = self.p["mesh"]["shape"]
+        size = 1
+        for a in axes:
+            size *= shape[self.mesh_axes.index(a)]
+        return size
+
+    def shard(self, e, path):
+        shard = field(e, "shard", path, dict)
+        where = f"{path}.shard"
+        only_keys(shard, ["axes", "dim", "global_shape"], where)
+        g = self.group_size(self.axes(shard, where))
+        dim = field(shard, "dim", where, int)
+        full = self.shape(field(shard, "global_shape", where, list), f"{where}.global_shape")
+        need(len(full) == len(e["shape"]) and 0 <= dim < len(full), where, "does not fit the shape")
+        want = [(d + g - 1) // g if k == dim else d for k, d in enumerate(full)]
+        need(e["shape"] == want, f"{path}.shape", f"expected the local chunk {want}")
 
     def arg(self, a, path, reads):
         need(isinstance(a, dict) and len(a) == 1, path, f"an ARG has exactly one key, found {a!r}")
@@ -216,11 +295,22 @@ class Checker:
 
     def check_program(self, prog, rank, inputs, state, outputs, opt, state_by_param):
         path = f"programs[{rank}]"
-        only_keys(prog, ["rank", "streams", "instructions"], path)
-        need(field(prog, "rank", path, int) == rank, f"{path}.rank", "programs are listed by rank")
+        v2 = self.version == 2
+        if v2:
+            only_keys(prog, ["ranks" if "ranks" in prog else "rank", "streams", "instructions"],
+                      path)
+        else:
+            only_keys(prog, ["rank", "streams", "instructions"], path)
+            need(field(prog, "rank", path, int) == rank, f"{path}.rank",
+                 "programs are listed by rank")
         streams = field(prog, "streams", path, list)
         need(streams and all(isinstance(s, str) and s for s in streams), f"{path}.streams",
              "expected stream names")
+        need(v2 or len(streams) == 1, f"{path}.streams",
+             "version 1 has one stream per program")
+        futures = {}     # future slot -> the start's input slot
+        pinned = set()   # input slots of collectives not waited for yet
+        events = set()
         live = [False] * self.num_slots
         owned = set()
         for e in inputs:
@@ -264,6 +354,8 @@ class Checker:
                         where = f"{ip}.results[{j}]"
                         self.slot(s, where)
                         need(s not in owned, where, f"writes slot {s}, which the runtime owns")
+                        need(s not in pinned and s not in futures, where,
+                             f"writes slot {s} before the wait of the collective using it")
                         need(s not in written, where, f"slot {s} receives two results")
                         written.add(s)
                         live[s] = True
@@ -273,6 +365,8 @@ class Checker:
                     where = f"{ip}.slots[{j}]"
                     self.slot(s, where)
                     need(s not in owned, where, f"frees slot {s}, which the runtime keeps")
+                    need(s not in pinned, where,
+                         f"frees slot {s} before the wait of the collective reading it")
                     need(live[s], where, f"slot {s} holds no value to free")
                     live[s] = False
             elif op == "optimizer":
@@ -292,8 +386,42 @@ class Checker:
                 for j, s in enumerate(st):
                     mine = [e for e in state if e["slot"] == s and e["param"] == param]
                     need(mine, f"{ip}.state[{j}]", f"slot {s} is not state of {param!r}")
+            elif v2 and op in COLLECTIVES:
+                only_keys(inst, common + ["input", "future", "axes"] + COLLECTIVES[op], ip)
+                src = self.slot(field(inst, "input", ip, int), f"{ip}.input")
+                read(src, f"{ip}.input")
+                self.axes(inst, ip)
+                if "dim" in COLLECTIVES[op]:
+                    need(field(inst, "dim", ip, int) >= 0, f"{ip}.dim", "negative")
+                if "reduce" in COLLECTIVES[op]:
+                    need(field(inst, "reduce", ip, str) in REDUCE_OPS, f"{ip}.reduce",
+                         "unknown reduction")
+                if "root" in COLLECTIVES[op]:
+                    need(field(inst, "root", ip, int) >= 0, f"{ip}.root", "negative")
+                f = self.slot(field(inst, "future", ip, int), f"{ip}.future")
+                need(not live[f] and f not in futures, f"{ip}.future", f"slot {f} is in use")
+                futures[f] = src
+                pinned.add(src)
+            elif v2 and op == "wait":
+                only_keys(inst, common + ["future", "result"], ip)
+                f = self.slot(field(inst, "future", ip, int), f"{ip}.future")
+                need(f in futures, f"{ip}.future", f"slot {f} holds no started collective")
+                pinned.discard(futures.pop(f))
+                r = self.slot(field(inst, "result", ip, int), f"{ip}.result")
+                need(not live[r] and r not in futures, f"{ip}.result", f"slot {r} is in use")
+                live[r] = True
+            elif v2 and op == "record_event":
+                only_keys(inst, common + ["event"], ip)
+                e = field(inst, "event", ip, int)
+                need(e not in events, f"{ip}.event", f"event {e} is recorded twice")
+                events.add(e)
+            elif v2 and op == "wait_event":
+                only_keys(inst, common + ["event"], ip)
+                need(field(inst, "event", ip, int) in events, f"{ip}.event",
+                     "waits for an event not recorded earlier")
             else:
                 raise Invalid(f"{ip}.op: unknown instruction {op!r}")
+        need(not futures, path, f"collectives in slots {sorted(futures)} are never waited for")
         for j, e in enumerate(outputs):
             read(e["slot"], f"outputs[{j}].slot")
         self.counts.append((streams, ops, arg_kinds))
@@ -340,12 +468,12 @@ def main():
     try:
         need(blob[:8] == MAGIC, "container", "not a Loom artifact (bad magic)")
         version, flags, n, m = struct.unpack("<IIQQ", blob[8:32])
-        need(version == 1, "container", f"format version {version}")
+        need(version in (1, 2), "container", f"format version {version}")
         need(flags == 0, "container", f"flags {flags}")
         need(32 + n + m == len(blob), "container",
              f"lengths {n} + {m} do not match the file size {len(blob)}")
         program = json.loads(blob[32:32 + n].decode("utf-8"))
-        checker = Checker(program)
+        checker = Checker(program, version)
         inputs, state, outputs, programs = checker.check()
         tensors, weight_bytes = check_weights(blob[32 + n:], inputs)
         if source is not None:
@@ -357,10 +485,12 @@ def main():
 
     roles = Counter(e["role"] for e in inputs)
     out_roles = Counter(e["role"] for e in outputs)
-    print(f"container: version 1, program {n} bytes, weights {m} bytes")
+    print(f"container: version {version}, program {n} bytes, weights {m} bytes")
     print(f"producer: {program['producer']}")
     print(f"pipeline: {program['pipeline']}")
     print(f"world_size {program['world_size']}, num_slots {program['num_slots']}")
+    if "mesh" in program:
+        print(f"mesh: shape {program['mesh']['shape']} axes {program['mesh']['axes']}")
     opt = program["optimizer"]
     if opt is None:
         print("optimizer: none")
@@ -369,12 +499,21 @@ def main():
               f"weight_decay={opt['weight_decay']} momentum={opt['momentum']} "
               f"dampening={opt['dampening']} nesterov={opt['nesterov']} maximize={opt['maximize']}")
     print("inputs: " + ", ".join(f"{roles[r]} {r}" for r in ("parameter", "buffer", "constant", "input")))
+    if version == 2:
+        print(f"distributed: {sum('split' in e for e in inputs)} split, "
+              f"{sum('shard' in e for e in inputs)} sharded parameters, "
+              f"{sum('shard' in e for e in state)} sharded state, "
+              f"loss reduce {[e.get('reduce') for e in outputs if e['role'] == 'loss'][0]}")
     kinds = Counter(e["name"].rsplit(".", 1)[-1] for e in state)
     print(f"state: {len(state)}" + "".join(f", {kinds[k]} {k}" for k in sorted(kinds)))
     print("outputs: " + ", ".join(f"{out_roles[r]} {r}" for r in ("loss", "buffer_mutation", "grad")))
     for rank, (streams, ops, arg_kinds) in enumerate(checker.counts):
         print(f"program {rank}: streams {streams}, {sum(ops.values())} instructions: "
               + ", ".join(f"{ops[o]} {o}" for o in ("aten", "free", "optimizer")))
+        if version == 2:
+            print(f"program {rank} collectives: "
+                  + ", ".join(f"{ops[o]} {o}" for o in (*COLLECTIVES, "wait", "record_event",
+                                                        "wait_event")))
         print(f"program {rank} args: " + ", ".join(f"{arg_kinds[k]} {k}" for k in sorted(arg_kinds)))
     print(f"weights: {tensors} tensors, {weight_bytes} bytes, match the inputs"
           + (", bytes equal the source" if source is not None else ""))

@@ -1,7 +1,8 @@
 //===- ArtifactWriter.h - Write loomrt programs as a .loomx artifact ------===//
 //
-// The format is docs/artifact.md (version 1): a 32-byte header, the program
-// as JSON, and the initial weights as a safetensors file.
+// The format is docs/artifact.md (version 1, single-rank steps) and
+// docs/distributed.md (version 2, distributed steps): a 32-byte header, the
+// program as JSON, and the initial weights as a safetensors file.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,8 +16,12 @@
 
 namespace loom {
 
-/// The artifact format version this writer produces.
+/// The artifact format version this writer produces for a single-rank
+/// step (docs/artifact.md), which every runtime reads.
 constexpr uint32_t kArtifactVersion = 1;
+/// The version it produces for a distributed step, whose program has a
+/// mesh of more than one rank (docs/distributed.md).
+constexpr uint32_t kArtifactVersionDistributed = 2;
 /// The `producer` field.
 constexpr const char *kArtifactProducer = "loom-compile 0.1.0";
 
@@ -31,7 +36,7 @@ struct ArtifactOptions {
 };
 
 /// Writes the artifact of `module`, whose `loomrt.program`s (one per rank,
-/// slots assigned) are the compiled step. The weights section is the
+/// or one SPMD program with a mesh; slots assigned) are the compiled step. The weights section is the
 /// safetensors file the module's `loom.weights` names, reduced to the
 /// step's parameters, buffers and constants, each checked for presence,
 /// dtype and shape. Reports what is wrong, where, and writes nothing then.
