@@ -504,6 +504,10 @@ LogicalResult ArtifactWriter::buildWeights(std::string &out) {
     if (!input.isRuntimeOwned())
       continue;
     RankedTensorType type = input.getType();
+    // A sharded parameter's weights are the full tensor; every rank takes
+    // its chunk at load time (docs/distributed.md).
+    if (ShardAttr shard = input.getShardAttr(); mesh && shard)
+      type = RankedTensorType::get(shard.getGlobal(), type.getElementType());
     requests.push_back({input, input.getBindingName().str(),
                         getDtype(type).upper(),
                         SmallVector<int64_t>(type.getShape()),

@@ -448,11 +448,13 @@ def check_weights(blob, inputs):
     total = 0
     for name, e in want.items():
         h = header[name]
-        need(h["dtype"] == e["dtype"].upper() and h["shape"] == e["shape"], f"weights.{name}",
-             f"{h['dtype']}{h['shape']} but inputs say {e['dtype']}{e['shape']}")
+        # A sharded parameter's weights are the full tensor (version 2).
+        shape = e["shard"]["global_shape"] if "shard" in e else e["shape"]
+        need(h["dtype"] == e["dtype"].upper() and h["shape"] == shape, f"weights.{name}",
+             f"{h['dtype']}{h['shape']} but inputs say {e['dtype']}{shape}")
         begin, end = h["data_offsets"]
         count = 1
-        for d in e["shape"]:
+        for d in shape:
             count *= d
         need(end - begin == count * DTYPES[e["dtype"]] and end <= len(data), f"weights.{name}",
              "data_offsets do not match the shape")
