@@ -33,6 +33,7 @@ void loom::buildCompilePipeline(OpPassManager &pm,
   if (options.dp == "replicate") {
     LoomReplicateOptions replicate;
     replicate.meshShape = {options.worldSize};
+    replicate.axes = {"dp"};
     replicate.bucketCapMb = options.bucketCapMb;
     pm.addPass(createLoomReplicate(replicate));
   }
