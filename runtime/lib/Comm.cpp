@@ -3,10 +3,9 @@
 // Implements the collectives of docs/distributed.md with c10d's
 // ProcessGroupGloo. Gloo has no AVG reduction: like PyTorch's own Gloo path
 // for averaged gradients, `avg` is a SUM followed by a division by the group
-// size. reduce_scatter is an all-reduce followed by taking this rank's chunk:
-// ProcessGroupGloo's reduce_scatter paths are not usable on every torch
-// version, and this is exact (the same sum in every chunk) at twice the
-// traffic of a ring reduce-scatter.
+// size. reduce_scatter along any dim is ProcessGroupGloo's
+// _reduce_scatter_base (reduce_scatter_tensor, which Gloo supports in torch
+// 2.9) on the tensor with that dim moved to the front.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +15,7 @@
 #include "loomrt/Error.h"
 
 #include <ATen/ops/cat.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -264,7 +264,8 @@ PendingCollective Comm::start(OpKind kind, const std::vector<std::string> &axes,
   try {
     switch (kind) {
     case OpKind::AllGatherStart: {
-      std::vector<at::Tensor> in{input.contiguous()};
+      p.input = input.contiguous();
+      std::vector<at::Tensor> in{p.input};
       std::vector<std::vector<at::Tensor>> out(1);
       for (int64_t i = 0; i < size; ++i)
         out[0].push_back(at::empty_like(in[0]));
@@ -272,7 +273,18 @@ PendingCollective Comm::start(OpKind kind, const std::vector<std::string> &axes,
       p.work = g.backend->allgather(out, in);
       break;
     }
-    case OpKind::ReduceScatterStart:
+    case OpKind::ReduceScatterStart: {
+      // Scatter along dim 0 of the tensor with `dim` moved first: chunk i of
+      // the flat result is chunk i of `dim`.
+      p.input = input.movedim(dim, 0).contiguous();
+      std::vector<int64_t> shape = p.input.sizes().vec();
+      shape[0] /= size;
+      p.buffer = at::empty(shape, p.input.options());
+      ::c10d::ReduceScatterOptions o;
+      o.reduceOp = glooOp(reduce);
+      p.work = g.backend->_reduce_scatter_base(p.buffer, p.input, o);
+      break;
+    }
     case OpKind::AllReduceStart: {
       // A copy: the input slot's tensor may still be read by others.
       p.buffer = input.clone(at::MemoryFormat::Contiguous);
@@ -312,12 +324,10 @@ at::Tensor Comm::finish(PendingCollective &p) {
   switch (p.kind) {
   case OpKind::AllGatherStart:
     return at::cat(p.outputs, p.dim);
-  case OpKind::ReduceScatterStart: {
+  case OpKind::ReduceScatterStart:
     if (p.reduce == ReduceOp::Avg)
       divideForAvg(p.buffer, size);
-    int64_t chunk = p.buffer.size(p.dim) / size;
-    return p.buffer.narrow(p.dim, p.group->index * chunk, chunk).contiguous();
-  }
+    return p.dim == 0 ? p.buffer : p.buffer.movedim(0, p.dim).contiguous();
   case OpKind::AllReduceStart:
     if (p.reduce == ReduceOp::Avg)
       divideForAvg(p.buffer, size);

@@ -46,6 +46,8 @@ struct PendingCollective {
   /// broadcast buffer.
   std::vector<at::Tensor> outputs;
   at::Tensor buffer;
+  /// The (contiguous) tensor the collective reads, alive until its wait.
+  at::Tensor input;
   int64_t dim = 0;
   ReduceOp reduce = ReduceOp::Sum;
   int64_t bytes = 0;

@@ -12,6 +12,7 @@
 #include "loomrt/Error.h"
 #include "loomrt/Session.h"
 
+#include <ATen/ops/allclose.h>
 #include <ATen/ops/equal.h>
 #include <ATen/ops/maximum.h>
 #include <ATen/ops/randn.h>
@@ -373,7 +374,7 @@ TEST(SessionV2, ReduceScatterNeedsDivisibleDim) {
 // Two ranks, each with its own slice of a split batch: broadcast from the
 // group's index 1 gives both rank 1's slice; a max all-reduce gives the
 // elementwise maximum of the slices; the reported loss is the same on both.
-TEST(SessionV2, BroadcastMaxAndGatherOnTwoRanks) {
+TEST(SessionV2, BroadcastAndMaxOnTwoRanks) {
   json p = v2Program(2);
   p["inputs"][3]["split"] = {{"axes", {"shard"}}, {"dim", 0}};
   p["inputs"][4]["split"] = {{"axes", {"shard"}}, {"dim", 0}};
@@ -424,6 +425,55 @@ TEST(SessionV2, BroadcastMaxAndGatherOnTwoRanks) {
   }
   // The reduced loss is the same on both ranks.
   EXPECT_EQ(losses[0], losses[1]);
+}
+
+// reduce_scatter along a dim other than 0: rank r keeps chunk r of that
+// dim of the reduction (avg and max) of the two ranks' slices.
+TEST(SessionV2, ReduceScatterAlongDimOne) {
+  json p = v2Program(2);
+  p["inputs"][3]["split"] = {{"axes", {"shard"}}, {"dim", 0}};
+  p["inputs"][4]["split"] = {{"axes", {"shard"}}, {"dim", 0}};
+  for (auto [future, reduce] : {std::pair{20, "avg"}, std::pair{22, "max"}}) {
+    insts(p).push_back({{"op", "reduce_scatter_start"},
+                        {"input", 3},
+                        {"future", future},
+                        {"axes", {"shard"}},
+                        {"dim", 1},
+                        {"reduce", reduce},
+                        {"stream", 1}});
+    insts(p).push_back(wait(future, future + 1));
+  }
+  p["outputs"][2]["slot"] = 21;
+  p["outputs"][3]["slot"] = 23;
+  std::string path = writeArtifact("v2rs1.loomx", p, linearWeights());
+  at::Tensor x = at::randn({10, 6}), target = at::randn({10, 3});
+  int port = freePort();
+  std::map<std::string, at::Tensor> grads[2];
+  std::string errors[2];
+  auto rank = [&](int r) {
+    errors[r] = errorOf([&] {
+      DistributedConfig c;
+      c.rank = r;
+      c.worldSize = 2;
+      c.masterPort = port;
+      c.timeoutSeconds = 20;
+      Session s = Session::load(path, c);
+      s.step({x, target});
+      grads[r] = s.gradients();
+      throw Error("done");
+    });
+  };
+  std::thread t0(rank, 0), t1(rank, 1);
+  t0.join();
+  t1.join();
+  at::Tensor a = x.narrow(0, 0, 5), b = x.narrow(0, 5, 5);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(errors[r], "done");
+    EXPECT_TRUE(at::allclose(grads[r].at("fc.weight"),
+                             a.add(b).div(2).narrow(1, 3 * r, 3)));
+    EXPECT_TRUE(at::equal(grads[r].at("fc.bias"),
+                          at::maximum(a, b).narrow(1, 3 * r, 3)));
+  }
 }
 
 } // namespace
