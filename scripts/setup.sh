@@ -15,6 +15,9 @@ APT_PACKAGES=(
   # libraries: zip reader for .pt2, JSON for the runtime's artifact reader,
   # GoogleTest for unit tests
   libzip-dev zlib1g-dev nlohmann-json3-dev libgtest-dev
+  # Gloo's headers, which LibTorch's ProcessGroupGloo.hpp includes (the
+  # wheel ships Gloo compiled, without headers)
+  libgloo-dev
 )
 
 missing=()
