@@ -23,6 +23,9 @@ LogicalResult loom::verifyCompilePipelineOptions(
   if (options.dp == "none" && options.worldSize != 1)
     return emitError("world-size " + Twine(options.worldSize) +
                      " needs a data parallelism (dp=replicate)");
+  if (options.microbatches < 1)
+    return emitError("microbatches must be at least 1, got " +
+                     Twine(options.microbatches));
   if (options.bucketCapMb < 0)
     return emitError("bucket-cap-mb must not be negative");
   return success();
@@ -30,6 +33,11 @@ LogicalResult loom::verifyCompilePipelineOptions(
 
 void loom::buildCompilePipeline(OpPassManager &pm,
                                 const CompilePipelineOptions &options) {
+  if (options.microbatches > 1) {
+    LoomAccumulateGradientsOptions accumulate;
+    accumulate.microbatches = options.microbatches;
+    pm.addNestedPass<func::FuncOp>(createLoomAccumulateGradients(accumulate));
+  }
   if (options.dp == "replicate") {
     LoomReplicateOptions replicate;
     replicate.meshShape = {options.worldSize};

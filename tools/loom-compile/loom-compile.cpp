@@ -98,6 +98,12 @@ static cl::opt<double>
                          "all-reduce per gradient)"),
                 cl::cat(category));
 
+static cl::opt<int64_t>
+    microbatches("microbatches",
+                 cl::desc("Gradient-accumulation microbatches per step "
+                          "(default 1)"),
+                 cl::cat(category));
+
 static int fail(const Twine &message) {
   WithColor::error(errs(), "loom-compile") << message << "\n";
   return 1;
@@ -127,6 +133,7 @@ static std::string buildPipelineText() {
   add(dp, dp);
   add(worldSize, Twine(worldSize));
   add(bucketCapMb, number(bucketCapMb));
+  add(microbatches, Twine(microbatches));
   return pipelineName + (options.empty() ? "" : "{" + options + "}");
 }
 

@@ -52,6 +52,11 @@ struct CompilePipelineOptions
       *this, "world-size",
       llvm::cl::desc("Ranks of the data-parallel mesh (with dp=replicate)"),
       llvm::cl::init(1)};
+  Option<int64_t> microbatches{
+      *this, "microbatches",
+      llvm::cl::desc("Gradient-accumulation microbatches per step "
+                     "(loom-accumulate-gradients; 1: none)"),
+      llvm::cl::init(1)};
   Option<double> bucketCapMb{
       *this, "bucket-cap-mb",
       llvm::cl::desc("DDP gradient bucket size in MiB; 0 reduces each "
@@ -65,7 +70,8 @@ mlir::LogicalResult verifyCompilePipelineOptions(
     const CompilePipelineOptions &options,
     llvm::function_ref<mlir::LogicalResult(const llvm::Twine &)> emitError);
 
-/// replicate (with `dp=replicate`) -> attach-optimizer (unless
+/// accumulate-gradients (with `microbatches` > 1) -> replicate (with
+/// `dp=replicate`) -> attach-optimizer (unless
 /// `optimizer=none`) -> lower-to-rt -> insert-frees -> assign-slots: a loom
 /// step to a loomrt program ready to be written as an artifact.
 void buildCompilePipeline(mlir::OpPassManager &pm,

@@ -331,4 +331,42 @@ def LoomFsdp : Pass<"loom-fsdp", "::mlir::ModuleOp"> {
   let dependentDialects = ["::loom::LoomDialect"];
 }
 
+def LoomAccumulateGradients
+    : Pass<"loom-accumulate-gradients", "::mlir::func::FuncOp"> {
+  let summary = "Gradient accumulation: run the step on M microbatches, average";
+  let description = [{
+    Turns a step captured for one microbatch (`loom.capture --microbatches
+    M`) into a step over M microbatches, as a training loop that calls
+    `backward()` M times before `optimizer.step()` (with
+    `set_requires_gradient_sync(False)` on all but the last): every batch
+    input gets M times the rows on dim 0, the step body is repeated once
+    per microbatch on rows `[k*b, (k+1)*b)` (`aten::slice`), and the loss
+    and every gradient are the mean over the microbatches (summed with
+    `aten::add`, divided by M), which is the gradient of the whole batch's
+    mean loss. The microbatches run one after the other, so only one
+    microbatch's activations are live at a time.
+
+    Run it before `loom-replicate`: the data-parallel reduction then
+    happens once, on the accumulated gradients, as DDP's last microbatch
+    does. Fails on steps with buffer mutations (BatchNorm statistics would
+    have to chain from one microbatch to the next) or user outputs, and on
+    a step that already has an optimizer or collectives.
+
+    ```mlir
+    // --loom-accumulate-gradients="microbatches=2": x: tensor<2x4xf32> -> tensor<4x4xf32>
+    %x0 = loom.aten "aten::slice.Tensor"(%x) {args = [#loom.arg<0>, 0, 0, 2, 1]} ...
+    ... the step on %x0 ...
+    %x1 = loom.aten "aten::slice.Tensor"(%x) {args = [#loom.arg<0>, 0, 2, 4, 1]} ...
+    ... the step on %x1 ...
+    %s = loom.aten "aten::add.Tensor"(%g0, %g1) ...
+    %g = loom.aten "aten::div.Tensor"(%s) {args = [#loom.arg<0>, 2.0]} ...
+    ```
+  }];
+  let options = [
+    Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
+           "Microbatches per step (1: leave the step as it is)">,
+  ];
+  let dependentDialects = ["::loom::LoomDialect"];
+}
+
 #endif // LOOM_TRANSFORMS_PASSES_TD
