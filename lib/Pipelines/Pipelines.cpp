@@ -14,15 +14,23 @@ using namespace loom;
 LogicalResult loom::verifyCompilePipelineOptions(
     const CompilePipelineOptions &options,
     function_ref<LogicalResult(const Twine &)> emitError) {
-  if (options.dp != "none" && options.dp != "replicate")
+  if (options.dp != "none" && options.dp != "replicate" &&
+      options.dp != "fsdp")
     return emitError("dp: unknown data parallelism '" + options.dp +
-                     "' (expected none or replicate)");
+                     "' (expected none, replicate or fsdp)");
   if (options.worldSize < 1)
     return emitError("world-size must be at least 1, got " +
                      Twine(options.worldSize));
   if (options.dp == "none" && options.worldSize != 1)
     return emitError("world-size " + Twine(options.worldSize) +
-                     " needs a data parallelism (dp=replicate)");
+                     " needs a data parallelism (dp=replicate or fsdp)");
+  if (options.replicateSize < 1 ||
+      options.worldSize % options.replicateSize != 0)
+    return emitError("replicate-size " + Twine(options.replicateSize) +
+                     " must be at least 1 and divide world-size " +
+                     Twine(options.worldSize));
+  if (options.replicateSize != 1 && options.dp != "fsdp")
+    return emitError("replicate-size (HSDP) needs dp=fsdp");
   if (options.microbatches < 1)
     return emitError("microbatches must be at least 1, got " +
                      Twine(options.microbatches));
@@ -44,6 +52,19 @@ void loom::buildCompilePipeline(OpPassManager &pm,
     replicate.axes = {"dp"};
     replicate.bucketCapMb = options.bucketCapMb;
     pm.addPass(createLoomReplicate(replicate));
+  }
+  if (options.dp == "fsdp") {
+    LoomFsdpOptions fsdp;
+    if (options.replicateSize > 1)
+      fsdp.meshShape = {options.replicateSize,
+                        options.worldSize / options.replicateSize};
+    else
+      fsdp.meshShape = {options.worldSize};
+    fsdp.reshardAfterForward = options.reshardAfterForward;
+    fsdp.units.assign(options.units.begin(), options.units.end());
+    fsdp.paramDtype = options.paramDtype;
+    fsdp.reduceDtype = options.reduceDtype;
+    pm.addPass(createLoomFsdp(fsdp));
   }
   if (options.optimizer != "none") {
     LoomAttachOptimizerOptions attach;
@@ -79,7 +100,8 @@ void loom::registerLoomPipelines() {
   registerPassPipeline(
       "loom-compile-pipeline",
       "Compile a loom step into a loomrt program for the artifact: "
-      "distribute it (dp=replicate: DDP over world-size ranks), attach the "
+      "distribute it (dp=replicate: DDP, dp=fsdp: FSDP2/HSDP over "
+      "world-size ranks), attach the "
       "optimizer, lower to loomrt, free values after their last use, assign "
       "slots",
       [](OpPassManager &pm, StringRef text,

@@ -85,8 +85,10 @@ static cl::opt<bool> maximize("maximize", cl::desc("Maximize the objective"),
 // Data parallelism, as loom-compile-pipeline's options.
 static cl::opt<std::string>
     dp("dp",
-       cl::desc("Data parallelism: none (default) or replicate (DDP: "
-                "all-reduce the gradients in buckets)"),
+       cl::desc("Data parallelism: none (default), replicate (DDP: "
+                "all-reduce the gradients in buckets) or fsdp (FSDP2: shard "
+                "parameters, all-gather per unit, reduce-scatter gradients; "
+                "HSDP with --replicate-size)"),
        cl::cat(category));
 static cl::opt<int64_t>
     worldSize("world-size",
@@ -96,6 +98,30 @@ static cl::opt<double>
     bucketCapMb("bucket-cap-mb",
                 cl::desc("DDP bucket size in MiB (default 25; 0: one "
                          "all-reduce per gradient)"),
+                cl::cat(category));
+
+static cl::opt<int64_t> replicateSize(
+    "replicate-size",
+    cl::desc("With --dp=fsdp: HSDP replicas (mesh replicate-size x "
+             "world-size/replicate-size)"),
+    cl::cat(category));
+static cl::opt<std::string> reshardAfterForward(
+    "reshard-after-forward",
+    cl::desc("With --dp=fsdp: auto (default), true, false or an integer"),
+    cl::cat(category));
+static cl::list<std::string>
+    units("units", cl::CommaSeparated,
+          cl::desc("With --dp=fsdp: module-path prefixes of the FSDP units "
+                   "(default: every layers.N plus the root)"),
+          cl::cat(category));
+static cl::opt<std::string>
+    paramDtype("param-dtype",
+               cl::desc("With --dp=fsdp: all-gather and compute dtype "
+                        "(bf16, f16, f32)"),
+               cl::cat(category));
+static cl::opt<std::string>
+    reduceDtype("reduce-dtype",
+                cl::desc("With --dp=fsdp: gradient reduction dtype"),
                 cl::cat(category));
 
 static cl::opt<int64_t>
@@ -133,6 +159,16 @@ static std::string buildPipelineText() {
   add(dp, dp);
   add(worldSize, Twine(worldSize));
   add(bucketCapMb, number(bucketCapMb));
+  add(replicateSize, Twine(replicateSize));
+  add(reshardAfterForward, reshardAfterForward);
+  if (units.getNumOccurrences()) {
+    std::string list;
+    for (const std::string &u : units)
+      list += (list.empty() ? "" : ",") + u;
+    os << (options.empty() ? "" : " ") << "units={" << list << "}";
+  }
+  add(paramDtype, paramDtype);
+  add(reduceDtype, reduceDtype);
   add(microbatches, Twine(microbatches));
   return pipelineName + (options.empty() ? "" : "{" + options + "}");
 }

@@ -45,8 +45,10 @@ struct CompilePipelineOptions
                         llvm::cl::init(false)};
   Option<std::string> dp{
       *this, "dp",
-      llvm::cl::desc("Data parallelism: none (a single-rank step) or "
-                     "replicate (DDP: loom-replicate over world-size ranks)"),
+      llvm::cl::desc("Data parallelism: none (a single-rank step), "
+                     "replicate (DDP: loom-replicate over world-size ranks) "
+                     "or fsdp (FSDP2: loom-fsdp over world-size ranks; HSDP "
+                     "with replicate-size > 1)"),
       llvm::cl::init("none")};
   Option<int64_t> worldSize{
       *this, "world-size",
@@ -57,6 +59,28 @@ struct CompilePipelineOptions
       llvm::cl::desc("Gradient-accumulation microbatches per step "
                      "(loom-accumulate-gradients; 1: none)"),
       llvm::cl::init(1)};
+  Option<int64_t> replicateSize{
+      *this, "replicate-size",
+      llvm::cl::desc("With dp=fsdp: HSDP replicas (mesh replicate-size x "
+                     "world-size/replicate-size, axes replicate and shard)"),
+      llvm::cl::init(1)};
+  Option<std::string> reshardAfterForward{
+      *this, "reshard-after-forward",
+      llvm::cl::desc("With dp=fsdp: auto, true, false or an integer (as "
+                     "loom-fsdp)"),
+      llvm::cl::init("auto")};
+  ListOption<std::string> units{
+      *this, "units",
+      llvm::cl::desc("With dp=fsdp: module-path prefixes of the units "
+                     "(default: every layers.N plus the root)")};
+  Option<std::string> paramDtype{
+      *this, "param-dtype",
+      llvm::cl::desc("With dp=fsdp: all-gather and compute dtype"),
+      llvm::cl::init("")};
+  Option<std::string> reduceDtype{
+      *this, "reduce-dtype",
+      llvm::cl::desc("With dp=fsdp: gradient reduction dtype"),
+      llvm::cl::init("")};
   Option<double> bucketCapMb{
       *this, "bucket-cap-mb",
       llvm::cl::desc("DDP gradient bucket size in MiB; 0 reduces each "
