@@ -376,10 +376,7 @@ SmallVector<Value> LoomFsdpPass::buildReduce(OpBuilder &b, Location loc,
 
 void LoomFsdpPass::runOnOperation() {
   ModuleOp module = getOperation();
-  SmallVector<func::FuncOp> steps;
-  for (auto func : module.getOps<func::FuncOp>())
-    if (func->hasAttr(LoomDialect::kStepAttrName))
-      steps.push_back(func);
+  SmallVector<func::FuncOp> steps = getStepFunctions(module);
   if (steps.empty()) {
     module.emitError("--loom-fsdp: no step function (func.func with '")
         << LoomDialect::kStepAttrName << "') to shard";

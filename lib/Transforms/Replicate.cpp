@@ -57,10 +57,7 @@ struct LoomReplicatePass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    SmallVector<func::FuncOp> steps;
-    for (auto func : module.getOps<func::FuncOp>())
-      if (func->hasAttr(LoomDialect::kStepAttrName))
-        steps.push_back(func);
+    SmallVector<func::FuncOp> steps = getStepFunctions(module);
     if (steps.empty())
       return markAllAnalysesPreserved();
     MeshOp mesh = getOrCreateMesh(module);

@@ -350,10 +350,7 @@ struct LoomLowerToRTPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    SmallVector<func::FuncOp> steps;
-    for (auto func : module.getOps<func::FuncOp>())
-      if (func->hasAttr(LoomDialect::kStepAttrName))
-        steps.push_back(func);
+    SmallVector<func::FuncOp> steps = getStepFunctions(module);
     if (steps.empty()) {
       module.emitError("no step function (func.func with '")
           << LoomDialect::kStepAttrName << "') to lower";

@@ -503,6 +503,14 @@ LogicalResult LoomDialect::verifyRegionResultAttribute(Operation *op,
   return op->emitOpError("unknown loom result attribute '") << name << "'";
 }
 
+SmallVector<func::FuncOp> loom::getStepFunctions(ModuleOp module) {
+  SmallVector<func::FuncOp> steps;
+  for (auto func : module.getOps<func::FuncOp>())
+    if (func->hasAttr(LoomDialect::kStepAttrName))
+      steps.push_back(func);
+  return steps;
+}
+
 std::optional<Phase> loom::getPhase(Operation *op) {
   if (auto attr = op->getAttrOfType<PhaseAttr>(LoomDialect::kPhaseAttrName))
     return attr.getValue();

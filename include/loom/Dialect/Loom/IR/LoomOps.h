@@ -38,6 +38,9 @@ mlir::LogicalResult verifyOptimizerStateCount(mlir::Operation *op,
                                               const OptimizerConfig &config,
                                               size_t numState);
 
+/// The step functions of `module` (`func.func` with `loom.step`), in order.
+llvm::SmallVector<mlir::func::FuncOp> getStepFunctions(mlir::ModuleOp module);
+
 /// The phase of an op (from `loom.phase`), if tagged.
 std::optional<Phase> getPhase(mlir::Operation *op);
 /// The module path of an op (from `loom.module`); empty for the root module.
