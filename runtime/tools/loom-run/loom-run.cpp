@@ -38,6 +38,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -585,8 +586,10 @@ int launch(int argc, char **argv, int nproc) {
       int st = ranks[size_t(k)].status;
       if (!failed(st))
         continue;
-      bool secondary =
-          WIFSIGNALED(st) ? terminated : WEXITSTATUS(st) == kCollectiveFailed;
+      // SIGPIPE: written to a socket whose peer had died first.
+      bool secondary = WIFSIGNALED(st)
+                           ? terminated || WTERMSIG(st) == SIGPIPE
+                           : WEXITSTATUS(st) == kCollectiveFailed;
       if (pass == 1 || !secondary) {
         culprit = k;
         break;
@@ -622,6 +625,9 @@ int launch(int argc, char **argv, int nproc) {
 } // namespace
 
 int main(int argc, char **argv) {
+  // A peer that dies closes its sockets; writing to one must surface as a
+  // failed collective naming the peer (EPIPE), not kill this rank.
+  std::signal(SIGPIPE, SIG_IGN);
   Options o = parseOptions(argc, argv);
   std::optional<DistributedConfig> dist;
   try {
