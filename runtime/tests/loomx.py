@@ -115,12 +115,27 @@ def save_batches(path, batches: list[tuple[torch.Tensor, ...]]) -> None:
         f.write(data)
 
 
-def save_reference(directory, losses: list[float], final: Mapping[str, torch.Tensor], tied: Mapping[str, str] | None = None) -> None:
-    """reference.json and reference.safetensors in the capture's layout."""
+def save_reference(directory, losses: list[float], final: Mapping[str, torch.Tensor], tied: Mapping[str, str] | None = None,
+                   extra: Mapping[str, object] | None = None) -> None:
+    """reference.json (plus `extra` keys) and reference.safetensors in the
+    capture's layout."""
     import os
 
     with open(os.path.join(directory, "reference.json"), "w") as f:
-        json.dump({"losses": losses, "tied_parameters": dict(tied or {})}, f, indent=2)
+        json.dump({"losses": losses, "tied_parameters": dict(tied or {}), **dict(extra or {})}, f, indent=2)
     data = safetensors_save({k: v.detach().contiguous().clone() for k, v in final.items()})
     with open(os.path.join(directory, "reference.safetensors"), "wb") as f:
         f.write(data)
+
+
+def train_reference(directory, model, optimizer, batches, steps: int, extra: Mapping[str, object] | None = None) -> None:
+    """Trains `model` eagerly for `steps` steps (batch s mod len) and saves
+    the losses and final state as the reference loom-run --check reads."""
+    losses = []
+    for s in range(steps):
+        optimizer.zero_grad()
+        loss = model(*batches[s % len(batches)])
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    save_reference(directory, losses, model.state_dict(), extra=extra)

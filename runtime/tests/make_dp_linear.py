@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import os
 import sys
 
@@ -214,21 +213,8 @@ def main() -> int:
                          initial, version=2)
     loomx.save_batches(os.path.join(args.out, "batches.safetensors"), batches)
 
-    opt = make_optimizer(args.mode, model.parameters())
-    losses = []
-    for s in range(args.steps):
-        opt.zero_grad()
-        loss = model(*batches[s % len(batches)])
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    loomx.save_reference(args.out, losses, model.state_dict())
-    ref = os.path.join(args.out, "reference.json")
-    with open(ref) as f:
-        data = json.load(f)
-    data["split"] = args.nproc
-    with open(ref, "w") as f:
-        json.dump(data, f, indent=2)
+    loomx.train_reference(args.out, model, make_optimizer(args.mode, model.parameters()), batches, args.steps,
+                          extra={"split": args.nproc})
     return 0
 
 

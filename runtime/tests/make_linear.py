@@ -128,15 +128,7 @@ def main() -> int:
     loomx.write_artifact(os.path.join(args.out, "step.loomx"), program(opt_json, model, batches[0]), initial)
     loomx.save_batches(os.path.join(args.out, "batches.safetensors"), batches)
 
-    opt = make_optimizer(args.optimizer, model.parameters())
-    losses = []
-    for s in range(args.steps):
-        opt.zero_grad()
-        loss = model(*batches[s % len(batches)])
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    loomx.save_reference(args.out, losses, model.state_dict())
+    loomx.train_reference(args.out, model, make_optimizer(args.optimizer, model.parameters()), batches, args.steps)
     return 0
 
 
