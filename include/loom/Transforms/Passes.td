@@ -331,6 +331,124 @@ def LoomFsdp : Pass<"loom-fsdp", "::mlir::ModuleOp"> {
   let dependentDialects = ["::loom::LoomDialect"];
 }
 
+def LoomPrefetch : Pass<"loom-prefetch", "::mlir::ModuleOp"> {
+  let summary = "Issue FSDP all-gathers early: forward and backward prefetch";
+  let description = [{
+    Moves the `loom.all_gather_start` of FSDP units earlier, as FSDP2's
+    `set_modules_to_forward_prefetch` / `set_modules_to_backward_prefetch`
+    and its default one-unit backward prefetch (FSDP1's
+    `BackwardPrefetch.BACKWARD_PRE` / `BACKWARD_POST`) do. Run it after
+    `loom-fsdp`. Only starts move (with the pure ops that compute their
+    input from the sharded parameters: casts, views, the concatenation);
+    every `loom.wait` stays right before the first use of the gathered
+    parameters, so the collective overlaps the compute in between. The
+    runtime issues collectives asynchronously and blocks only at the wait.
+
+    Units are read from the collectives: the `loom.module` of an
+    all-gather or reduce-scatter start names its unit (`""` is the root,
+    spelled `<root>` in options). An op belongs to the unit with the longest
+    prefix of its module path. Each unit has, as FSDP2's hooks,
+
+    - a *pre-forward* point: right after the wait of its forward all-gather;
+    - a *pre-backward* point: right after the wait of its backward
+      all-gather, or, when it has none (not resharded after forward), right
+      before its first backward op;
+    - a *post-backward* point: right before its reduce-scatter start.
+
+    At each point the unit prefetches its targets: for a target unit T the
+    pass takes T's next all-gather whose wait comes after the point and, if
+    its start is later, moves the start to the point (several targets of
+    one point are issued in list order). A target already gathered or in
+    flight there is left alone, as FSDP2's `unshard()` is a no-op then.
+
+    Forward targets of a unit: its `forward-targets` entry, else the next
+    `forward-prefetch` units in forward order (the order of their forward
+    all-gathers). Backward targets: its `backward-targets` entry (issued at
+    the pre-backward point), else with `backward-prefetch=pre` (FSDP2's
+    default) the unit before it in post-forward order (the order in which
+    units finish their forward ops) issued at its pre-backward point, with
+    `post` the same unit issued at its post-backward point, and none with
+    `none`.
+
+    Example (`layers.1`'s backward all-gather is issued before `layers.2`
+    computes its gradients, instead of after):
+
+    ```
+    loom-opt step.mlir --loom-fsdp="mesh-shape=4" --loom-prefetch="forward-prefetch=1"
+    loom-opt step.mlir --loom-fsdp="mesh-shape=4" \
+      --loom-prefetch="forward-targets=layers.0:layers.1+layers.2 backward-prefetch=post"
+    ```
+
+    Errors: an unknown `backward-prefetch` mode, a negative
+    `forward-prefetch`, a malformed list entry (`UNIT:T1+T2`), a unit that
+    has no collective, a unit listed twice or naming itself, and an input
+    of a start that depends on a value computed after the prefetch point.
+  }];
+  let options = [
+    Option<"forwardPrefetch", "forward-prefetch", "int64_t", /*default=*/"0",
+           "Every unit prefetches the all-gathers of the next N units in "
+           "forward order (FSDP2 default: 0)">,
+    ListOption<"forwardTargets", "forward-targets", "std::string",
+               "Explicit forward prefetch lists 'UNIT:T1+T2' (the root is "
+               "'<root>'); a listed unit ignores forward-prefetch">,
+    Option<"backwardPrefetch", "backward-prefetch", "std::string",
+           /*default=*/"\"pre\"",
+           "pre (FSDP2's default, FSDP1 BACKWARD_PRE), post (FSDP1 "
+           "BACKWARD_POST) or none">,
+    ListOption<"backwardTargets", "backward-targets", "std::string",
+               "Explicit backward prefetch lists 'UNIT:T1+T2', issued at "
+               "the unit's pre-backward point; a listed unit does no "
+               "default prefetch">,
+  ];
+  let dependentDialects = ["::loom::LoomDialect"];
+}
+
+def LoomBucket : Pass<"loom-bucket", "::mlir::ModuleOp"> {
+  let summary = "Coalesce consecutive small FSDP all-gathers and reduce-scatters";
+  let description = [{
+    Merges runs of consecutive `loom.all_gather_start`s (and, separately,
+    of `loom.reduce_scatter_start`s) into one collective each, as
+    bucketing passes of SimpleFSDP/Inductor and grouping several modules
+    in one `fully_shard` call do: fewer, larger collectives pay the
+    per-collective latency once. Run it after `loom-fsdp` (and
+    `loom-prefetch`).
+
+    Collectives are consecutive when no other collective of their kind lies
+    between them in program order; a bucket takes them while they run on
+    the same mesh and axes, on dim 0, in the same phase and element type
+    (and reduction), and while the bucket's unsharded bytes (all-gather
+    output, reduce-scatter input) stay within `bucket-bytes`. A collective
+    larger than the limit stays alone.
+
+    - All-gathers: the inputs are flattened and concatenated; the merged
+      start takes the place of the first start (the later inputs, pure ops
+      of the sharded parameters, move up with it) and the merged wait the
+      place of the first wait. The result is viewed as `[G, N]`, split per
+      member (`aten::split_with_sizes` on dim 1) and reshaped to each
+      member's result, so every rank's chunk lands where the member's own
+      gather put it.
+    - Reduce-scatters: each input is viewed as `[G, n]` and the blocks are
+      concatenated on dim 1, so rank r's chunk holds its chunk of every
+      member; the merged start and wait take the place of the last start
+      (when every gradient is ready) and its wait; the result is split per
+      member. Uses of an earlier member's result move after the merged
+      wait.
+
+    ```
+    loom-opt step.mlir --loom-fsdp="mesh-shape=4" --loom-bucket="bucket-bytes=4096"
+    ```
+
+    `bucket-bytes=0` (the default) leaves the step unchanged. A negative
+    limit is an error.
+  }];
+  let options = [
+    Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"0",
+           "Largest unsharded size in bytes of a merged collective (0: no "
+           "bucketing)">,
+  ];
+  let dependentDialects = ["::loom::LoomDialect"];
+}
+
 def LoomAccumulateGradients
     : Pass<"loom-accumulate-gradients", "::mlir::func::FuncOp"> {
   let summary = "Gradient accumulation: run the step on M microbatches, average";

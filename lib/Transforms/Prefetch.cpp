@@ -1,0 +1,360 @@
+//===- Prefetch.cpp - Issue FSDP all-gathers early (forward/backward) -----===//
+
+#include "PrefetchUtils.h"
+#include "loom/Transforms/Passes.h"
+
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <map>
+
+namespace loom {
+#define GEN_PASS_DEF_LOOMPREFETCH
+#include "loom/Transforms/Passes.h.inc"
+} // namespace loom
+
+using namespace mlir;
+using namespace loom;
+
+namespace {
+
+/// One all-gather of a unit's parameters.
+struct Gather {
+  AllGatherStartOp start;
+  WaitOp wait;
+  Phase phase;
+};
+
+/// A unit as the collectives show it, with FSDP2's hook points.
+struct UnitInfo {
+  std::string name;
+  SmallVector<Gather> gathers;
+  Operation *firstReduceScatter = nullptr;
+  Operation *lastForwardOp = nullptr;
+  Operation *firstBackwardOp = nullptr;
+};
+
+/// One start to move: to `point`, issued in the order of `sequence`.
+struct Move {
+  ProgramPoint point;
+  unsigned sequence;
+  AllGatherStartOp start;
+  std::string issuer;
+};
+
+StringRef displayName(StringRef unit) {
+  return unit.empty() ? StringRef("<root>") : unit;
+}
+
+struct LoomPrefetchPass
+    : public loom::impl::LoomPrefetchBase<LoomPrefetchPass> {
+  using LoomPrefetchBase::LoomPrefetchBase;
+
+  void runOnOperation() override;
+
+private:
+  LogicalResult prefetchStep(func::FuncOp func);
+};
+
+/// Parses `UNIT:T1+T2` entries into (unit, targets), in option order.
+LogicalResult
+parseTargets(ArrayRef<std::string> entries, StringRef option,
+             std::map<std::string, SmallVector<std::string>> &out,
+             function_ref<InFlightDiagnostic()> emitError) {
+  auto unitName = [](StringRef text) {
+    text = text.trim();
+    return text == "<root>" ? std::string() : text.str();
+  };
+  for (StringRef entry : entries) {
+    auto [unit, rest] = entry.split(':');
+    if (rest.empty() || unit.trim().empty())
+      return emitError() << "--loom-prefetch: " << option << " entry '"
+                         << entry << "' is not 'UNIT:T1+T2'";
+    std::string name = unitName(unit);
+    if (out.count(name))
+      return emitError() << "--loom-prefetch: " << option << " lists unit '"
+                         << displayName(name) << "' twice";
+    SmallVector<StringRef> parts;
+    rest.split(parts, '+');
+    SmallVector<std::string> targets;
+    for (StringRef part : parts) {
+      if (part.trim().empty())
+        return emitError() << "--loom-prefetch: " << option << " entry '"
+                           << entry << "' has an empty target";
+      std::string target = unitName(part);
+      if (target == name)
+        return emitError() << "--loom-prefetch: " << option << " entry '"
+                           << entry << "' makes unit '" << displayName(name)
+                           << "' prefetch itself";
+      targets.push_back(target);
+    }
+    out[name] = targets;
+  }
+  return success();
+}
+
+void LoomPrefetchPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  for (func::FuncOp func : getStepFunctions(module))
+    if (failed(prefetchStep(func)))
+      return signalPassFailure();
+  if (failed(verify(module))) {
+    module.emitError("--loom-prefetch produced an invalid module");
+    return signalPassFailure();
+  }
+}
+
+LogicalResult LoomPrefetchPass::prefetchStep(func::FuncOp func) {
+  auto emitError = [&]() { return func.emitOpError(); };
+  if (backwardPrefetch != "pre" && backwardPrefetch != "post" &&
+      backwardPrefetch != "none")
+    return emitError() << "--loom-prefetch: backward-prefetch '"
+                       << backwardPrefetch << "' is not pre, post or none";
+  if (forwardPrefetch < 0)
+    return emitError() << "--loom-prefetch: forward-prefetch "
+                       << forwardPrefetch << " is negative";
+  std::map<std::string, SmallVector<std::string>> forwardLists,
+      backwardLists;
+  if (failed(parseTargets(forwardTargets, "forward-targets", forwardLists,
+                          emitError)) ||
+      failed(parseTargets(backwardTargets, "backward-targets", backwardLists,
+                          emitError)))
+    return failure();
+
+  // Units, named by their collectives, in order of first appearance.
+  Block &body = func.getBody().front();
+  SmallVector<UnitInfo> units;
+  llvm::StringMap<unsigned> unitIndex;
+  auto getUnit = [&](StringRef name) -> UnitInfo & {
+    auto [it, inserted] = unitIndex.try_emplace(name, units.size());
+    if (inserted) {
+      units.emplace_back();
+      units.back().name = name.str();
+    }
+    return units[it->second];
+  };
+  DenseSet<Operation *> collectiveOps;
+  for (Operation &op : body) {
+    if (auto start = dyn_cast<AllGatherStartOp>(op)) {
+      WaitOp wait = getWaitOf(start);
+      std::optional<Phase> phase = getPhase(start);
+      if (!wait || !phase)
+        return start.emitOpError("--loom-prefetch: an all-gather needs a "
+                                 "'loom.phase' and exactly one loom.wait");
+      getUnit(getModulePath(start)).gathers.push_back({start, wait, *phase});
+      collectiveOps.insert(start);
+      collectiveOps.insert(wait);
+    } else if (isa<ReduceScatterStartOp>(op)) {
+      UnitInfo &unit = getUnit(getModulePath(&op));
+      if (!unit.firstReduceScatter)
+        unit.firstReduceScatter = &op;
+      collectiveOps.insert(&op);
+    } else if (isa<WaitOp, AllReduceStartOp, BroadcastStartOp>(op)) {
+      collectiveOps.insert(&op);
+    }
+  }
+  for (auto *lists : {&forwardLists, &backwardLists})
+    for (auto &[unit, targets] : *lists)
+      for (const std::string &name :
+           llvm::concat<const std::string>(ArrayRef(unit), targets))
+        if (!unitIndex.count(name))
+          return emitError() << "--loom-prefetch: unit '" << displayName(name)
+                             << "' has no collective in this step (units: "
+                             << [&] {
+                                  std::string all;
+                                  for (const UnitInfo &u : units)
+                                    all += (all.empty() ? "" : ", ") +
+                                           displayName(u.name).str();
+                                  return all;
+                                }()
+                             << ")";
+  if (units.empty())
+    return success();
+
+  // Ops that compute gather inputs move with their starts; they are not the
+  // unit's compute.
+  DenseSet<Operation *> gatherInputs;
+  for (const UnitInfo &unit : units)
+    for (const Gather &g : unit.gathers) {
+      FailureOr<SmallVector<Operation *>> slice = collectInputSlice(
+          g.start, ProgramPoint::before(&body.front()));
+      if (succeeded(slice))
+        gatherInputs.insert(slice->begin(), slice->end());
+    }
+  auto unitOfPath = [&](StringRef path) -> int {
+    int best = -1;
+    size_t bestLength = 0;
+    for (auto [i, unit] : llvm::enumerate(units))
+      if (isUnderModule(path, unit.name) &&
+          (best < 0 || unit.name.size() > bestLength)) {
+        best = i;
+        bestLength = unit.name.size();
+      }
+    return best;
+  };
+  for (Operation &op : body) {
+    if (collectiveOps.contains(&op) || gatherInputs.contains(&op) ||
+        op.hasTrait<OpTrait::IsTerminator>())
+      continue;
+    std::optional<Phase> phase = getPhase(&op);
+    int u = unitOfPath(getModulePath(&op));
+    if (!phase || u < 0)
+      continue;
+    if (*phase == Phase::forward)
+      units[u].lastForwardOp = &op;
+    else if (*phase == Phase::backward && !units[u].firstBackwardOp)
+      units[u].firstBackwardOp = &op;
+  }
+
+  // Forward order (by forward all-gather) and post-forward order (by the
+  // last forward op, as FSDP2's post_forward_order).
+  SmallVector<unsigned> forwardOrder, postForwardOrder;
+  auto firstGather = [&](const UnitInfo &unit, Phase phase) -> const Gather * {
+    for (const Gather &g : unit.gathers)
+      if (g.phase == phase)
+        return &g;
+    return nullptr;
+  };
+  for (auto [i, unit] : llvm::enumerate(units)) {
+    if (firstGather(unit, Phase::forward))
+      forwardOrder.push_back(i);
+    if (unit.lastForwardOp)
+      postForwardOrder.push_back(i);
+  }
+  llvm::sort(forwardOrder, [&](unsigned a, unsigned b) {
+    return firstGather(units[a], Phase::forward)
+        ->start->isBeforeInBlock(firstGather(units[b], Phase::forward)->start);
+  });
+  llvm::sort(postForwardOrder, [&](unsigned a, unsigned b) {
+    return units[a].lastForwardOp->isBeforeInBlock(units[b].lastForwardOp);
+  });
+
+  // The hook points.
+  auto preForward = [&](const UnitInfo &unit) -> std::optional<ProgramPoint> {
+    if (const Gather *g = firstGather(unit, Phase::forward))
+      return ProgramPoint::afterOp(g->wait);
+    return std::nullopt;
+  };
+  auto preBackward = [&](const UnitInfo &unit) -> std::optional<ProgramPoint> {
+    if (const Gather *g = firstGather(unit, Phase::backward))
+      return ProgramPoint::afterOp(g->wait);
+    if (unit.firstBackwardOp)
+      return ProgramPoint::before(unit.firstBackwardOp);
+    return std::nullopt;
+  };
+  auto postBackward = [&](const UnitInfo &unit) -> std::optional<ProgramPoint> {
+    if (unit.firstReduceScatter)
+      return ProgramPoint::before(unit.firstReduceScatter);
+    return std::nullopt;
+  };
+
+  // Requests: (point, target unit) in issue order.
+  struct Request {
+    ProgramPoint point;
+    unsigned target;
+    unsigned issuer;
+  };
+  SmallVector<Request> requests;
+  for (auto [pos, u] : llvm::enumerate(forwardOrder)) {
+    std::optional<ProgramPoint> point = preForward(units[u]);
+    auto it = forwardLists.find(units[u].name);
+    if (it != forwardLists.end()) {
+      for (const std::string &t : it->second)
+        requests.push_back({*point, unitIndex[t], u});
+      continue;
+    }
+    for (int64_t k = 1; k <= forwardPrefetch && pos + k < forwardOrder.size();
+         ++k)
+      requests.push_back({*point, forwardOrder[pos + k], u});
+  }
+  for (auto [pos, u] : llvm::enumerate(postForwardOrder)) {
+    auto it = backwardLists.find(units[u].name);
+    if (it != backwardLists.end()) {
+      if (std::optional<ProgramPoint> point = preBackward(units[u]))
+        for (const std::string &t : it->second)
+          requests.push_back({*point, unitIndex[t], u});
+      continue;
+    }
+    if (pos == 0 || backwardPrefetch == "none")
+      continue;
+    std::optional<ProgramPoint> point = backwardPrefetch == "pre"
+                                            ? preBackward(units[u])
+                                            : postBackward(units[u]);
+    if (point)
+      requests.push_back({*point, postForwardOrder[pos - 1], u});
+  }
+  // Units with an explicit backward list but no forward op (rare) still
+  // issue at their pre-backward point.
+  for (auto &[name, targets] : backwardLists) {
+    unsigned u = unitIndex[name];
+    if (units[u].lastForwardOp)
+      continue;
+    if (std::optional<ProgramPoint> point = preBackward(units[u]))
+      for (const std::string &t : targets)
+        requests.push_back({*point, unitIndex[t], u});
+  }
+
+  // Each request moves the target's next all-gather whose wait follows the
+  // point, unless it is already issued there; the earliest request wins.
+  llvm::MapVector<Operation *, Move> moves;
+  for (auto [sequence, request] : llvm::enumerate(requests)) {
+    const Gather *next = nullptr;
+    for (const Gather &g : units[request.target].gathers)
+      if (!request.point.isAfter(g.wait)) {
+        next = &g;
+        break;
+      }
+    if (!next || request.point.isAfter(next->start))
+      continue;
+    auto [it, inserted] = moves.try_emplace(
+        next->start, Move{request.point, unsigned(sequence), next->start,
+                          units[request.issuer].name});
+    if (!inserted && request.point < it->second.point)
+      it->second = Move{request.point, unsigned(sequence), next->start,
+                        units[request.issuer].name};
+  }
+  SmallVector<Move> ordered;
+  for (auto &[op, move] : moves)
+    ordered.push_back(move);
+  llvm::stable_sort(ordered, [](const Move &a, const Move &b) {
+    if (a.point.op == b.point.op && a.point.after == b.point.after)
+      return a.sequence < b.sequence;
+    return a.point < b.point;
+  });
+
+  // Several starts at one point go in issue order: after a wait each goes
+  // after the previous one, before an op each goes right before it.
+  DenseMap<Operation *, Operation *> cursor;
+  for (const Move &move : ordered) {
+    AllGatherStartOp start = move.start;
+    Operation *culprit = nullptr;
+    FailureOr<SmallVector<Operation *>> slice =
+        collectInputSlice(start, move.point, &culprit);
+    if (failed(slice)) {
+      InFlightDiagnostic diag = start.emitWarning()
+                                << "--loom-prefetch: cannot issue the "
+                                   "all-gather of unit '"
+                                << displayName(getModulePath(start))
+                                << "' at unit '" << displayName(move.issuer)
+                                << "''s prefetch point: its input depends on "
+                                   "an op computed later";
+      diag.attachNote(culprit->getLoc()) << "this op";
+      continue;
+    }
+    SmallVector<Operation *> toMove(*slice);
+    toMove.push_back(start);
+    for (Operation *op : toMove) {
+      if (move.point.after) {
+        Operation *&last = cursor[move.point.op];
+        op->moveAfter(last ? last : move.point.op);
+        last = op;
+      } else {
+        op->moveBefore(move.point.op);
+      }
+    }
+  }
+  return success();
+}
+
+} // namespace
