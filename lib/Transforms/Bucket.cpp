@@ -112,7 +112,7 @@ void LoomBucketPass::runOnOperation() {
   ModuleOp module = getOperation();
   if (bucketBytes < 0) {
     module.emitError("--loom-bucket: bucket-bytes ")
-        << bucketBytes << " is negative";
+        << static_cast<int64_t>(bucketBytes) << " is negative";
     return signalPassFailure();
   }
   if (bucketBytes == 0)

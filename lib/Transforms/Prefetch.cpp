@@ -113,7 +113,7 @@ LogicalResult LoomPrefetchPass::prefetchStep(func::FuncOp func) {
                        << backwardPrefetch << "' is not pre, post or none";
   if (forwardPrefetch < 0)
     return emitError() << "--loom-prefetch: forward-prefetch "
-                       << forwardPrefetch << " is negative";
+                       << static_cast<int64_t>(forwardPrefetch) << " is negative";
   std::map<std::string, SmallVector<std::string>> forwardLists,
       backwardLists;
   if (failed(parseTargets(forwardTargets, "forward-targets", forwardLists,
