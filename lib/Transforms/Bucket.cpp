@@ -44,6 +44,20 @@ std::string commonModule(ArrayRef<Member> members) {
   return common.str();
 }
 
+/// "loom.bucket:layers.0,layers.1" around the members' locations, so a
+/// diagnostic on the merged collective names what it merged.
+Location bucketLoc(OpBuilder &b, ArrayRef<Member> members) {
+  std::string names;
+  SmallVector<Location> locs;
+  for (const Member &m : members) {
+    StringRef unit = getModulePath(m.start);
+    names += (names.empty() ? "" : ",") + (unit.empty() ? "<root>" : unit.str());
+    locs.push_back(m.start->getLoc());
+  }
+  return NameLoc::get(b.getStringAttr("loom.bucket:" + names),
+                      b.getFusedLoc(locs));
+}
+
 struct LoomBucketPass : public loom::impl::LoomBucketBase<LoomBucketPass> {
   using LoomBucketBase::LoomBucketBase;
 
@@ -216,14 +230,10 @@ void LoomBucketPass::mergeGathers(ArrayRef<Member> members) {
 
   OpBuilder b(first);
   std::string module = commonModule(members);
-  SmallVector<Attribute> unitNames;
-  for (const Member &m : members)
-    unitNames.push_back(b.getStringAttr(getModulePath(m.start)));
   tags = {b.getNamedAttr(LoomDialect::kModuleAttrName, b.getStringAttr(module)),
           b.getNamedAttr(LoomDialect::kPhaseAttrName,
                          first->getAttr(LoomDialect::kPhaseAttrName))};
-  Location loc = b.getFusedLoc(llvm::to_vector(
-      llvm::map_range(members, [](const Member &m) { return m.start->getLoc(); })));
+  Location loc = bucketLoc(b, members);
   int64_t group = members.front().output.getDimSize(0) /
                   members.front().input.getDimSize(0);
   SmallVector<Value> flat;
@@ -248,7 +258,6 @@ void LoomBucketPass::mergeGathers(ArrayRef<Member> members) {
       old.getAxesAttr(), b.getI64IntegerAttr(0));
   for (NamedAttribute tag : tags)
     start->setAttr(tag.getName(), tag.getValue());
-  start->setAttr("loom.bucket", b.getArrayAttr(unitNames));
 
   b.setInsertionPoint(firstWait);
   auto wait = WaitOp::create(b, loc, gatheredType, start.getFuture());
@@ -272,15 +281,11 @@ void LoomBucketPass::mergeReduceScatters(ArrayRef<Member> members) {
   MLIRContext *ctx = last.start->getContext();
   OpBuilder b(last.wait);
   std::string module = commonModule(members);
-  SmallVector<Attribute> unitNames;
-  for (const Member &m : members)
-    unitNames.push_back(b.getStringAttr(getModulePath(m.start)));
   tags = {
       b.getNamedAttr(LoomDialect::kModuleAttrName, b.getStringAttr(module)),
       b.getNamedAttr(LoomDialect::kPhaseAttrName,
                      last.start->getAttr(LoomDialect::kPhaseAttrName))};
-  Location loc = b.getFusedLoc(llvm::to_vector(
-      llvm::map_range(members, [](const Member &m) { return m.start->getLoc(); })));
+  Location loc = bucketLoc(b, members);
   int64_t group = members.front().input.getDimSize(0) /
                   members.front().output.getDimSize(0);
   // Each input is G chunks of n; side by side, chunk r of the bucket holds
@@ -308,7 +313,6 @@ void LoomBucketPass::mergeReduceScatters(ArrayRef<Member> members) {
       old.getAxesAttr(), b.getI64IntegerAttr(0), old.getReductionAttr());
   for (NamedAttribute tag : tags)
     start->setAttr(tag.getName(), tag.getValue());
-  start->setAttr("loom.bucket", b.getArrayAttr(unitNames));
   auto wait = WaitOp::create(b, loc, reducedType, start.getFuture());
   for (NamedAttribute tag : tags)
     wait->setAttr(tag.getName(), tag.getValue());
