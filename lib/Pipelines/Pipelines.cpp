@@ -36,6 +36,21 @@ LogicalResult loom::verifyCompilePipelineOptions(
                      Twine(options.microbatches));
   if (options.bucketCapMb < 0)
     return emitError("bucket-cap-mb must not be negative");
+  if (options.backwardPrefetch != "pre" && options.backwardPrefetch != "post" &&
+      options.backwardPrefetch != "none")
+    return emitError("backward-prefetch: '" + options.backwardPrefetch +
+                     "' is not pre, post or none");
+  if (options.forwardPrefetch < 0)
+    return emitError("forward-prefetch must not be negative, got " +
+                     Twine(options.forwardPrefetch));
+  if (options.bucketBytes < 0)
+    return emitError("bucket-bytes must not be negative, got " +
+                     Twine(options.bucketBytes));
+  if (options.dp != "fsdp" &&
+      (options.forwardPrefetch != 0 || options.backwardPrefetch != "pre" ||
+       options.bucketBytes != 0))
+    return emitError("forward-prefetch, backward-prefetch and bucket-bytes "
+                     "need dp=fsdp");
   return success();
 }
 
@@ -65,6 +80,15 @@ void loom::buildCompilePipeline(OpPassManager &pm,
     fsdp.paramDtype = options.paramDtype;
     fsdp.reduceDtype = options.reduceDtype;
     pm.addPass(createLoomFsdp(fsdp));
+    LoomPrefetchOptions prefetch;
+    prefetch.forwardPrefetch = options.forwardPrefetch;
+    prefetch.backwardPrefetch = options.backwardPrefetch;
+    pm.addPass(createLoomPrefetch(prefetch));
+    if (options.bucketBytes > 0) {
+      LoomBucketOptions bucket;
+      bucket.bucketBytes = options.bucketBytes;
+      pm.addPass(createLoomBucket(bucket));
+    }
   }
   if (options.optimizer != "none") {
     LoomAttachOptimizerOptions attach;

@@ -124,6 +124,23 @@ static cl::opt<std::string>
                 cl::desc("With --dp=fsdp: gradient reduction dtype"),
                 cl::cat(category));
 
+static cl::opt<int64_t> forwardPrefetch(
+    "forward-prefetch",
+    cl::desc("With --dp=fsdp: every unit prefetches the next N units' "
+             "all-gathers in forward (default 0)"),
+    cl::cat(category));
+static cl::opt<std::string> backwardPrefetch(
+    "backward-prefetch",
+    cl::desc("With --dp=fsdp: pre (default, FSDP2), post (FSDP1 "
+             "BACKWARD_POST) or none"),
+    cl::cat(category));
+static cl::opt<int64_t> bucketBytes(
+    "bucket-bytes",
+    cl::desc("With --dp=fsdp: merge consecutive all-gathers and "
+             "reduce-scatters up to this many unsharded bytes (default 0: "
+             "none)"),
+    cl::cat(category));
+
 static cl::opt<int64_t>
     microbatches("microbatches",
                  cl::desc("Gradient-accumulation microbatches per step "
@@ -169,6 +186,9 @@ static std::string buildPipelineText() {
   }
   add(paramDtype, paramDtype);
   add(reduceDtype, reduceDtype);
+  add(forwardPrefetch, Twine(forwardPrefetch));
+  add(backwardPrefetch, backwardPrefetch);
+  add(bucketBytes, Twine(bucketBytes));
   add(microbatches, Twine(microbatches));
   return pipelineName + (options.empty() ? "" : "{" + options + "}");
 }

@@ -81,6 +81,23 @@ struct CompilePipelineOptions
       *this, "reduce-dtype",
       llvm::cl::desc("With dp=fsdp: gradient reduction dtype"),
       llvm::cl::init("")};
+  Option<int64_t> forwardPrefetch{
+      *this, "forward-prefetch",
+      llvm::cl::desc("With dp=fsdp: every unit prefetches the all-gathers of "
+                     "the next N units in forward (loom-prefetch; FSDP2's "
+                     "default 0)"),
+      llvm::cl::init(0)};
+  Option<std::string> backwardPrefetch{
+      *this, "backward-prefetch",
+      llvm::cl::desc("With dp=fsdp: pre (FSDP2's default), post or none "
+                     "(loom-prefetch)"),
+      llvm::cl::init("pre")};
+  Option<int64_t> bucketBytes{
+      *this, "bucket-bytes",
+      llvm::cl::desc("With dp=fsdp: merge consecutive all-gathers and "
+                     "reduce-scatters up to this many unsharded bytes "
+                     "(loom-bucket; 0: none)"),
+      llvm::cl::init(0)};
   Option<double> bucketCapMb{
       *this, "bucket-cap-mb",
       llvm::cl::desc("DDP gradient bucket size in MiB; 0 reduces each "
@@ -95,7 +112,8 @@ mlir::LogicalResult verifyCompilePipelineOptions(
     llvm::function_ref<mlir::LogicalResult(const llvm::Twine &)> emitError);
 
 /// accumulate-gradients (with `microbatches` > 1) -> replicate (with
-/// `dp=replicate`) -> attach-optimizer (unless
+/// `dp=replicate`) or fsdp -> prefetch -> bucket (with `dp=fsdp`;
+/// bucket only with `bucket-bytes` > 0) -> attach-optimizer (unless
 /// `optimizer=none`) -> lower-to-rt -> insert-frees -> assign-slots: a loom
 /// step to a loomrt program ready to be written as an artifact.
 void buildCompilePipeline(mlir::OpPassManager &pm,

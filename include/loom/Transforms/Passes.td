@@ -381,8 +381,9 @@ def LoomPrefetch : Pass<"loom-prefetch", "::mlir::ModuleOp"> {
 
     Errors: an unknown `backward-prefetch` mode, a negative
     `forward-prefetch`, a malformed list entry (`UNIT:T1+T2`), a unit that
-    has no collective, a unit listed twice or naming itself, and an input
-    of a start that depends on a value computed after the prefetch point.
+    has no collective, a unit listed twice or naming itself. A start whose
+    input depends on an op after the point that cannot move (a random op)
+    stays where it is, with a warning.
   }];
   let options = [
     Option<"forwardPrefetch", "forward-prefetch", "int64_t", /*default=*/"0",
@@ -439,7 +440,10 @@ def LoomBucket : Pass<"loom-bucket", "::mlir::ModuleOp"> {
     ```
 
     `bucket-bytes=0` (the default) leaves the step unchanged. A negative
-    limit is an error.
+    limit is an error. Under HSDP the reduce-scatters merge and each unit's
+    all-reduce over `"replicate"` follows the merged wait. The merged
+    collective's `loom.module` is the members' longest common module path
+    and its location is named `loom.bucket:<units>`.
   }];
   let options = [
     Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"0",
