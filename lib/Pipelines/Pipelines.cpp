@@ -14,8 +14,7 @@ using namespace loom;
 LogicalResult loom::verifyCompilePipelineOptions(
     const CompilePipelineOptions &options,
     function_ref<LogicalResult(const Twine &)> emitError) {
-  if (options.dp != "none" && options.dp != "replicate" &&
-      options.dp != "fsdp")
+  if (options.dp != "none" && options.dp != "replicate" && options.dp != "fsdp")
     return emitError("dp: unknown data parallelism '" + options.dp +
                      "' (expected none, replicate or fsdp)");
   if (options.worldSize < 1)

@@ -51,7 +51,8 @@ Location bucketLoc(OpBuilder &b, ArrayRef<Member> members) {
   SmallVector<Location> locs;
   for (const Member &m : members) {
     StringRef unit = getModulePath(m.start);
-    names += (names.empty() ? "" : ",") + (unit.empty() ? "<root>" : unit.str());
+    names +=
+        (names.empty() ? "" : ",") + (unit.empty() ? "<root>" : unit.str());
     locs.push_back(m.start->getLoc());
   }
   return NameLoc::get(b.getStringAttr("loom.bucket:" + names),
@@ -101,8 +102,7 @@ Value LoomBucketPass::view(OpBuilder &b, Location loc, Value v,
 }
 
 SmallVector<Value> LoomBucketPass::split(OpBuilder &b, Location loc, Value v,
-                                         ArrayRef<int64_t> sizes,
-                                         int64_t dim) {
+                                         ArrayRef<int64_t> sizes, int64_t dim) {
   auto type = cast<RankedTensorType>(v.getType());
   SmallVector<Type> results;
   SmallVector<Attribute> indices;
@@ -166,10 +166,10 @@ void LoomBucketPass::bucketStep(func::FuncOp func, bool gathers) {
       continue;
     WaitOp wait = getWaitOf(&op);
     auto input = cast<RankedTensorType>(op.getOperand(0).getType());
-    auto output = wait ? dyn_cast_or_null<RankedTensorType>(
-                             wait.getResult() ? wait.getResult().getType()
-                                              : Type())
-                       : RankedTensorType();
+    auto output =
+        wait ? dyn_cast_or_null<RankedTensorType>(
+                   wait.getResult() ? wait.getResult().getType() : Type())
+             : RankedTensorType();
     if (!wait || !output || !input.getElementType().isIntOrFloat()) {
       all.push_back({&op, nullptr, input, nullptr, 0});
       continue;
@@ -248,9 +248,9 @@ void LoomBucketPass::mergeGathers(ArrayRef<Member> members) {
     total += n;
   }
   Type element = members.front().input.getElementType();
-  Value buffer = aten(b, loc, "aten::cat.default",
-                      RankedTensorType::get({total}, element), flat,
-                      {b.getArrayAttr(refs), b.getI64IntegerAttr(0)});
+  Value buffer =
+      aten(b, loc, "aten::cat.default", RankedTensorType::get({total}, element),
+           flat, {b.getArrayAttr(refs), b.getI64IntegerAttr(0)});
   auto gatheredType = RankedTensorType::get({group * total}, element);
   auto old = cast<AllGatherStartOp>(first);
   auto start = AllGatherStartOp::create(
@@ -281,10 +281,9 @@ void LoomBucketPass::mergeReduceScatters(ArrayRef<Member> members) {
   MLIRContext *ctx = last.start->getContext();
   OpBuilder b(last.wait);
   std::string module = commonModule(members);
-  tags = {
-      b.getNamedAttr(LoomDialect::kModuleAttrName, b.getStringAttr(module)),
-      b.getNamedAttr(LoomDialect::kPhaseAttrName,
-                     last.start->getAttr(LoomDialect::kPhaseAttrName))};
+  tags = {b.getNamedAttr(LoomDialect::kModuleAttrName, b.getStringAttr(module)),
+          b.getNamedAttr(LoomDialect::kPhaseAttrName,
+                         last.start->getAttr(LoomDialect::kPhaseAttrName))};
   Location loc = bucketLoc(b, members);
   int64_t group = members.front().input.getDimSize(0) /
                   members.front().output.getDimSize(0);

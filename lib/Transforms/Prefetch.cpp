@@ -58,10 +58,9 @@ private:
 };
 
 /// Parses `UNIT:T1+T2` entries into (unit, targets), in option order.
-LogicalResult
-parseTargets(ArrayRef<std::string> entries, StringRef option,
-             std::map<std::string, SmallVector<std::string>> &out,
-             function_ref<InFlightDiagnostic()> emitError) {
+LogicalResult parseTargets(ArrayRef<std::string> entries, StringRef option,
+                           std::map<std::string, SmallVector<std::string>> &out,
+                           function_ref<InFlightDiagnostic()> emitError) {
   auto unitName = [](StringRef text) {
     text = text.trim();
     return text == "<root>" ? std::string() : text.str();
@@ -69,8 +68,8 @@ parseTargets(ArrayRef<std::string> entries, StringRef option,
   for (StringRef entry : entries) {
     auto [unit, rest] = entry.split(':');
     if (rest.empty() || unit.trim().empty())
-      return emitError() << "--loom-prefetch: " << option << " entry '"
-                         << entry << "' is not 'UNIT:T1+T2'";
+      return emitError() << "--loom-prefetch: " << option << " entry '" << entry
+                         << "' is not 'UNIT:T1+T2'";
     std::string name = unitName(unit);
     if (out.count(name))
       return emitError() << "--loom-prefetch: " << option << " lists unit '"
@@ -113,9 +112,9 @@ LogicalResult LoomPrefetchPass::prefetchStep(func::FuncOp func) {
                        << backwardPrefetch << "' is not pre, post or none";
   if (forwardPrefetch < 0)
     return emitError() << "--loom-prefetch: forward-prefetch "
-                       << static_cast<int64_t>(forwardPrefetch) << " is negative";
-  std::map<std::string, SmallVector<std::string>> forwardLists,
-      backwardLists;
+                       << static_cast<int64_t>(forwardPrefetch)
+                       << " is negative";
+  std::map<std::string, SmallVector<std::string>> forwardLists, backwardLists;
   if (failed(parseTargets(forwardTargets, "forward-targets", forwardLists,
                           emitError)) ||
       failed(parseTargets(backwardTargets, "backward-targets", backwardLists,
@@ -160,15 +159,14 @@ LogicalResult LoomPrefetchPass::prefetchStep(func::FuncOp func) {
            llvm::concat<const std::string>(ArrayRef(unit), targets))
         if (!unitIndex.count(name))
           return emitError() << "--loom-prefetch: unit '" << displayName(name)
-                             << "' has no collective in this step (units: "
-                             << [&] {
-                                  std::string all;
-                                  for (const UnitInfo &u : units)
-                                    all += (all.empty() ? "" : ", ") +
-                                           displayName(u.name).str();
-                                  return all;
-                                }()
-                             << ")";
+                             << "' has no collective in this step (units: " <<
+                 [&] {
+                   std::string all;
+                   for (const UnitInfo &u : units)
+                     all +=
+                         (all.empty() ? "" : ", ") + displayName(u.name).str();
+                   return all;
+                 }() << ")";
   if (units.empty())
     return success();
 
@@ -177,8 +175,8 @@ LogicalResult LoomPrefetchPass::prefetchStep(func::FuncOp func) {
   DenseSet<Operation *> gatherInputs;
   for (const UnitInfo &unit : units)
     for (const Gather &g : unit.gathers) {
-      FailureOr<SmallVector<Operation *>> slice = collectInputSlice(
-          g.start, ProgramPoint::before(&body.front()));
+      FailureOr<SmallVector<Operation *>> slice =
+          collectInputSlice(g.start, ProgramPoint::before(&body.front()));
       if (succeeded(slice))
         gatherInputs.insert(slice->begin(), slice->end());
     }
