@@ -44,6 +44,8 @@ struct TimelineEvent {
   double start = 0, end = 0;
   /// For a wait: how long it blocked the compute stream.
   double blocked = 0;
+  /// The op's FLOPs and bytes (a collective's: its buffer), for the trace.
+  double flops = 0, bytes = 0;
 };
 
 struct SimulationResult {
@@ -80,7 +82,10 @@ struct SimulationResult {
   /// A Chrome/Perfetto trace: `{"traceEvents": [...]}` with one track
   /// (tid) per stream, "X" events in microseconds named by kernel or op,
   /// with module, phase, FLOPs and bytes in `args`. Needs recordTimeline.
-  llvm::json::Value toChromeTrace() const;
+  /// The events are those of process `pid` called `processName`, so traces
+  /// of several steps can share one file.
+  llvm::json::Value toChromeTrace(int64_t pid = 0,
+                                  llvm::StringRef processName = "loom-simulate") const;
 };
 
 /// Replays one step. Costs are computed once at construction, so run() can
@@ -130,7 +135,7 @@ private:
       : step(step), options(options) {}
   SimulationResult replay(llvm::ArrayRef<mlir::Operation *> order) const;
 
-  mlir::func::FuncOp step;
+  mutable mlir::func::FuncOp step;
   SimOptions options;
   llvm::SmallVector<std::string> streams;
   llvm::DenseMap<mlir::Operation *, OpCost> opCosts;
