@@ -105,11 +105,16 @@ StepSimulator::run(ArrayRef<Operation *> order) const {
     return step.emitError("simulation order has ")
            << order.size() << " ops, the body has " << expected;
   for (Operation *op : order)
-    for (Value v : op->getOperands())
-      if (Operation *def = v.getDefiningOp())
-        if (position.lookup(def) >= position.lookup(op))
-          return op->emitOpError("is ordered before the op defining operand ")
-                 << v;
+    for (OpOperand &operand : op->getOpOperands())
+      if (Operation *def = operand.get().getDefiningOp())
+        if (position.lookup(def) >= position.lookup(op)) {
+          InFlightDiagnostic diag =
+              op->emitOpError("is ordered before the '")
+              << def->getName() << "' that defines its operand #"
+              << operand.getOperandNumber();
+          diag.attachNote(def->getLoc()) << "defined here";
+          return diag;
+        }
   return replay(order);
 }
 
