@@ -73,7 +73,9 @@ struct SimulationResult {
 
   /// hidden communication = commTime - exposedCommTime (on one rank; a
   /// collective that ends after the last wait would count as hidden).
-  double hiddenCommTime() const { return commTime - exposedCommTime; }
+  double hiddenCommTime() const {
+    return std::max(0.0, commTime - exposedCommTime);
+  }
 
   /// A human-readable report (times in ms or us).
   void print(llvm::raw_ostream &os) const;
