@@ -50,6 +50,10 @@ struct Sweep {
   function_ref<bool(Operation *)> keepsToEnd;
   /// Users that are not reads (frees).
   function_ref<bool(Operation *)> isIgnoredUser;
+  /// The op until which a user keeps reading its operands: a collective
+  /// start reads its input until its wait (the runtime holds it); other
+  /// users only while they run.
+  function_ref<Operation *(Operation *)> getHoldUntil;
 
   /// Sweeps the ops of `block` in `order` (every op but the terminator, which
   /// comes last), or in block order when `order` is empty.
@@ -109,7 +113,10 @@ struct Sweep {
         for (Operation *user : v.getUsers()) {
           if (isIgnoredUser(user))
             continue;
-          last = std::max(last, keepsToEnd(user) ? end : position[user]);
+          Operation *holder = getHoldUntil(user);
+          if (!holder || !position.count(holder))
+            holder = user;
+          last = std::max(last, keepsToEnd(user) ? end : position[holder]);
         }
       }
     }
@@ -156,6 +163,15 @@ PeakMemory::PeakMemory(func::FuncOp step, ArrayRef<Operation *> order) {
   };
   sweep.keepsToEnd = [](Operation *op) { return isa<func::ReturnOp>(op); };
   sweep.isIgnoredUser = [](Operation *) { return false; };
+  sweep.getHoldUntil = [](Operation *user) -> Operation * {
+    if (!isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp,
+             BroadcastStartOp, SendStartOp>(user))
+      return nullptr;
+    for (Operation *waitUser : user->getResult(0).getUsers())
+      if (isa<WaitOp>(waitUser))
+        return waitUser;
+    return nullptr;
+  };
   sweep.run(step.getBody().front(), *this, order);
 }
 
@@ -172,6 +188,11 @@ PeakMemory::PeakMemory(rt::ProgramOp program) {
   };
   sweep.keepsToEnd = [](Operation *op) { return isa<rt::OutputOp>(op); };
   sweep.isIgnoredUser = [](Operation *op) { return isa<rt::FreeOp>(op); };
+  sweep.getHoldUntil = [](Operation *user) -> Operation * {
+    if (auto start = dyn_cast<rt::CollectiveStartOp>(user))
+      return start.getWait();
+    return nullptr;
+  };
   sweep.run(program.getBody().front(), *this);
 }
 

@@ -36,6 +36,9 @@ LogicalResult loom::verifyCompilePipelineOptions(
                      Twine(options.microbatches));
   if (options.bucketCapMb < 0)
     return emitError("bucket-cap-mb must not be negative");
+  if (options.maxInFlight < 1)
+    return emitError("max-in-flight must be at least 1, got " +
+                     Twine(options.maxInFlight));
   return success();
 }
 
@@ -83,6 +86,13 @@ void loom::buildCompilePipeline(OpPassManager &pm,
     attach.eps = options.eps;
     attach.maximize = options.maximize;
     pm.addNestedPass<func::FuncOp>(createLoomAttachOptimizer(attach));
+  }
+  if (options.schedule) {
+    LoomScheduleOptions schedule;
+    schedule.device = options.scheduleDevice;
+    schedule.memoryLimit = options.memoryLimit;
+    schedule.maxInFlight = options.maxInFlight;
+    pm.addPass(createLoomSchedule(schedule));
   }
   pm.addPass(createLoomLowerToRT());
   buildFinishPipeline(pm);

@@ -106,6 +106,72 @@ def LoomSimulate : Pass<"loom-simulate", "::mlir::ModuleOp"> {
   let dependentDialects = ["::loom::LoomDialect"];
 }
 
+def LoomSchedule : Pass<"loom-schedule", "::mlir::ModuleOp"> {
+  let summary = "Reorder each step to hide communication under a memory limit";
+  let description = [{
+    A latency-hiding list scheduler. For every step function (`func.func`
+    with `loom.step`) it reorders the ops of the body so that collectives
+    run while the compute stream works, using the cost model and stream
+    model of `loom-simulate`:
+
+    - a `loom.*_start` is issued as soon as its input is ready, while fewer
+      than `max-in-flight` collectives are started and not yet waited
+      (lowest program position first): all-gathers are prefetched and
+      reduce-scatters leave as soon as their gradients exist;
+    - a `loom.wait` goes right before the first op that needs it, or
+      earlier when the model says its collective is already done or the
+      in-flight bound needs the slot;
+    - compute ops run in program order, except that a ready op runs ahead
+      of one that would block on an unfinished collective.
+
+    Dependences are the SSA edges plus: an optimizer update runs after
+    every other reader of the parameter and state it overwrites (through
+    views, and collectives reading them until their wait); ops drawing
+    random numbers keep their order; ops the scheduler does not model are
+    barriers.
+
+    `memory-limit` bounds the predicted peak per rank (the liveness of
+    `loom-stats`, with a collective's input held until its wait as the
+    runtime does). Every choice that departs from program order is taken
+    only if finishing the rest in program order stays within the limit, so
+    the result never exceeds it. A limit below the peak of program order is
+    an error. The new order is kept only if the simulator predicts a
+    shorter step; with `report=true` the pass prints both predictions to
+    stderr. The order depends only on the IR and the options, so every
+    rank computes the same one.
+
+    ```
+    loom-opt step.mlir --loom-fsdp="mesh-shape=4" \
+      --loom-schedule="device=cpu memory-limit=2GiB report=true"
+    ```
+  }];
+  let options = [
+    Option<"device", "device", "std::string", /*default=*/"\"h100\"",
+           "Device spec: a name in device-dir or a path to a .json file">,
+    Option<"deviceDir", "device-dir", "std::string", /*default=*/"\"\"",
+           "Folder of named device specs (default: Loom's data/devices, "
+           "or $LOOM_DEVICE_DIR)">,
+    Option<"nodes", "nodes", "int64_t", /*default=*/"1", "Number of nodes">,
+    Option<"devicesPerNode", "devices-per-node", "int64_t", /*default=*/"0",
+           "Ranks per node (0: the device spec's devices_per_node)">,
+    Option<"commStreams", "comm-streams", "unsigned", /*default=*/"2",
+           "Communication streams of the model (see loom-simulate)">,
+    Option<"algorithm", "algorithm", "std::string", /*default=*/"\"auto\"",
+           "Collective algorithm: ring, tree or auto (the faster)">,
+    Option<"tf32", "tf32", "bool", /*default=*/"false",
+           "Run fp32 matmuls at the tf32 peak (allow_tf32)">,
+    Option<"memoryLimit", "memory-limit", "std::string", /*default=*/"\"none\"",
+           "Per-rank peak memory limit: bytes, or a number with KiB, MiB, "
+           "GiB, KB, MB or GB; 'none' for no limit">,
+    Option<"maxInFlight", "max-in-flight", "int64_t", /*default=*/"2",
+           "Most collectives started and not yet waited at any time">,
+    Option<"report", "report", "bool", /*default=*/"false",
+           "Print the predicted step time, exposed communication and peak "
+           "memory before and after to stderr">,
+  ];
+  let dependentDialects = ["::loom::LoomDialect"];
+}
+
 def LoomAttachOptimizer
     : Pass<"loom-attach-optimizer", "::mlir::func::FuncOp"> {
   let summary = "Make a step update its parameters with SGD, Adam or AdamW";
