@@ -50,13 +50,29 @@ struct Sweep {
   function_ref<bool(Operation *)> keepsToEnd;
   /// Users that are not reads (frees).
   function_ref<bool(Operation *)> isIgnoredUser;
+  /// The op until which a user keeps reading its operands: a collective
+  /// start reads its input until its wait (the runtime holds it); other
+  /// users only while they run.
+  function_ref<Operation *(Operation *)> getHoldUntil;
 
-  void run(Block &block, PeakMemory &out) {
+  /// Sweeps the ops of `block` in `order` (every op but the terminator, which
+  /// comes last), or in block order when `order` is empty.
+  void run(Block &block, PeakMemory &out, ArrayRef<Operation *> order = {}) {
     DenseMap<Operation *, int64_t> position;
     SmallVector<Operation *> ops;
-    for (Operation &op : block) {
-      position[&op] = ops.size();
-      ops.push_back(&op);
+    auto append = [&](Operation *op) {
+      position[op] = ops.size();
+      ops.push_back(op);
+    };
+    if (order.empty()) {
+      for (Operation &op : block)
+        append(&op);
+    } else {
+      for (Operation *op : order)
+        append(op);
+      if (Operation *term = block.empty() ? nullptr : &block.back())
+        if (term->hasTrait<OpTrait::IsTerminator>() && !position.count(term))
+          append(term);
     }
     int64_t end = ops.size();
 
@@ -97,7 +113,10 @@ struct Sweep {
         for (Operation *user : v.getUsers()) {
           if (isIgnoredUser(user))
             continue;
-          last = std::max(last, keepsToEnd(user) ? end : position[user]);
+          Operation *holder = getHoldUntil(user);
+          if (!holder || !position.count(holder))
+            holder = user;
+          last = std::max(last, keepsToEnd(user) ? end : position[holder]);
         }
       }
     }
@@ -121,7 +140,9 @@ struct Sweep {
 };
 } // namespace
 
-PeakMemory::PeakMemory(func::FuncOp step) {
+PeakMemory::PeakMemory(func::FuncOp step) : PeakMemory(step, {}) {}
+
+PeakMemory::PeakMemory(func::FuncOp step, ArrayRef<Operation *> order) {
   Sweep sweep;
   // Every argument of a step is a parameter, buffer, constant, optimizer
   // state or batch input: all live throughout.
@@ -142,7 +163,16 @@ PeakMemory::PeakMemory(func::FuncOp step) {
   };
   sweep.keepsToEnd = [](Operation *op) { return isa<func::ReturnOp>(op); };
   sweep.isIgnoredUser = [](Operation *) { return false; };
-  sweep.run(step.getBody().front(), *this);
+  sweep.getHoldUntil = [](Operation *user) -> Operation * {
+    if (!isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp,
+             BroadcastStartOp, SendStartOp>(user))
+      return nullptr;
+    for (Operation *waitUser : user->getResult(0).getUsers())
+      if (isa<WaitOp>(waitUser))
+        return waitUser;
+    return nullptr;
+  };
+  sweep.run(step.getBody().front(), *this, order);
 }
 
 PeakMemory::PeakMemory(rt::ProgramOp program) {
@@ -158,6 +188,11 @@ PeakMemory::PeakMemory(rt::ProgramOp program) {
   };
   sweep.keepsToEnd = [](Operation *op) { return isa<rt::OutputOp>(op); };
   sweep.isIgnoredUser = [](Operation *op) { return isa<rt::FreeOp>(op); };
+  sweep.getHoldUntil = [](Operation *user) -> Operation * {
+    if (auto start = dyn_cast<rt::CollectiveStartOp>(user))
+      return start.getWait();
+    return nullptr;
+  };
   sweep.run(program.getBody().front(), *this);
 }
 

@@ -50,6 +50,9 @@ LogicalResult loom::verifyCompilePipelineOptions(
        options.bucketBytes != 0))
     return emitError("forward-prefetch, backward-prefetch and bucket-bytes "
                      "need dp=fsdp");
+  if (options.maxInFlight < 1)
+    return emitError("max-in-flight must be at least 1, got " +
+                     Twine(options.maxInFlight));
   return success();
 }
 
@@ -106,6 +109,13 @@ void loom::buildCompilePipeline(OpPassManager &pm,
     attach.eps = options.eps;
     attach.maximize = options.maximize;
     pm.addNestedPass<func::FuncOp>(createLoomAttachOptimizer(attach));
+  }
+  if (options.schedule) {
+    LoomScheduleOptions schedule;
+    schedule.device = options.scheduleDevice;
+    schedule.memoryLimit = options.memoryLimit;
+    schedule.maxInFlight = options.maxInFlight;
+    pm.addPass(createLoomSchedule(schedule));
   }
   pm.addPass(createLoomLowerToRT());
   buildFinishPipeline(pm);

@@ -147,6 +147,28 @@ static cl::opt<int64_t>
                           "(default 1)"),
                  cl::cat(category));
 
+// Latency hiding, as loom-compile-pipeline's options.
+static cl::opt<bool>
+    schedule("schedule",
+             cl::desc("Reorder the step with loom-schedule: prefetch "
+                      "all-gathers, send reduce-scatters early, under "
+                      "--memory-limit"),
+             cl::cat(category));
+static cl::opt<std::string> scheduleDevice(
+    "schedule-device",
+    cl::desc("With --schedule: device spec of the cost model (default cpu)"),
+    cl::cat(category));
+static cl::opt<std::string> memoryLimit(
+    "memory-limit",
+    cl::desc("With --schedule: per-rank peak memory limit (bytes, or "
+             "512MiB, 2GiB, ...; default none)"),
+    cl::cat(category));
+static cl::opt<int64_t> maxInFlight(
+    "max-in-flight",
+    cl::desc("With --schedule: most collectives in flight at once "
+             "(default 2)"),
+    cl::cat(category));
+
 static int fail(const Twine &message) {
   WithColor::error(errs(), "loom-compile") << message << "\n";
   return 1;
@@ -190,6 +212,10 @@ static std::string buildPipelineText() {
   add(backwardPrefetch, backwardPrefetch);
   add(bucketBytes, Twine(bucketBytes));
   add(microbatches, Twine(microbatches));
+  add(schedule, schedule ? "true" : "false");
+  add(scheduleDevice, scheduleDevice);
+  add(memoryLimit, memoryLimit);
+  add(maxInFlight, Twine(maxInFlight));
   return pipelineName + (options.empty() ? "" : "{" + options + "}");
 }
 

@@ -23,7 +23,10 @@ bool isViewOp(llvm::StringRef opName);
 ///   until the last use of it or of any view of it (view ops allocate
 ///   nothing and keep their base alive; an optimizer update writes its
 ///   parameter and state in place); step results live to the end; a
-///   result nothing reads lives only while its op runs.
+///   result nothing reads lives only while its op runs;
+/// - a collective's input stays live until the collective's wait (the
+///   runtime holds it while the collective is in flight); its result
+///   buffer is allocated when it starts.
 ///
 /// Kernel workspaces and temporaries inside an op (e.g. the optimizer's)
 /// are not counted. The loom step and the loomrt program it lowers to give
@@ -32,6 +35,10 @@ class PeakMemory {
 public:
   /// For a step function (`func.func` with `loom.step`).
   explicit PeakMemory(mlir::func::FuncOp step);
+  /// For a step function whose body runs in `order` (every op of the body
+  /// but the terminator once, in a topological order), as a scheduler
+  /// would reorder it.
+  PeakMemory(mlir::func::FuncOp step, llvm::ArrayRef<mlir::Operation *> order);
   /// For a `loomrt.program`; its frees are not uses.
   explicit PeakMemory(rt::ProgramOp program);
 

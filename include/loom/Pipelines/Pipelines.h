@@ -103,6 +103,25 @@ struct CompilePipelineOptions
       llvm::cl::desc("DDP gradient bucket size in MiB; 0 reduces each "
                      "gradient on its own (with dp=replicate)"),
       llvm::cl::init(25.0)};
+  Option<bool> schedule{
+      *this, "schedule",
+      llvm::cl::desc("Reorder the step with loom-schedule (latency hiding "
+                     "under memory-limit) before lowering"),
+      llvm::cl::init(false)};
+  Option<std::string> scheduleDevice{
+      *this, "schedule-device",
+      llvm::cl::desc("With schedule: the device spec the scheduler's cost "
+                     "model uses (a name in data/devices or a .json path)"),
+      llvm::cl::init("cpu")};
+  Option<std::string> memoryLimit{
+      *this, "memory-limit",
+      llvm::cl::desc("With schedule: per-rank peak memory limit (bytes, "
+                     "or with KiB/MiB/GiB/KB/MB/GB; none)"),
+      llvm::cl::init("none")};
+  Option<int64_t> maxInFlight{
+      *this, "max-in-flight",
+      llvm::cl::desc("With schedule: most collectives in flight at once"),
+      llvm::cl::init(2)};
 };
 
 /// Checks the options buildCompilePipeline cannot represent (an unknown

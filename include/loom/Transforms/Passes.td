@@ -44,6 +44,134 @@ def LoomStats : Pass<"loom-stats", "::mlir::ModuleOp"> {
   let dependentDialects = ["::loom::LoomDialect"];
 }
 
+def LoomSimulate : Pass<"loom-simulate", "::mlir::ModuleOp"> {
+  let summary = "Predict the step time on a device from a cost model";
+  let description = [{
+    An analysis pass that leaves the IR unchanged and replays every step
+    function (`func.func` with `loom.step`) on a simulated device: one
+    compute stream runs the ops in block order, each taking its roofline
+    time (FLOPs as `--loom-stats` counts them at the peak of the op's
+    precision, bytes of operands plus results at the memory bandwidth, the
+    larger of the two plus a per-op overhead; views cost only
+    `view_overhead`); each `loom.*_start` runs on a communication stream
+    for its alpha-beta time (NCCL's ring or tree over the intra-node link,
+    or the inter-node link when its group spans nodes); a `loom.wait`
+    blocks the compute stream until its collective is done. It prints, to
+    stderr, the step time, compute and communication time, the exposed
+    communication (the time compute waits) and the predicted peak memory
+    per rank. The model and the device files are described in
+    `docs/simulator.md`.
+
+    Run it on the step the distribution passes produced (`loom-fsdp`,
+    `loom-replicate`, ...), after or before `loom-attach-optimizer`; a step
+    with no collectives simulates one device. Ranks fill nodes in order
+    (`nodes` x `devices-per-node` must hold the mesh).
+
+    ```
+    loom-opt step.mlir --loom-fsdp="mesh-shape=8" \
+      --loom-simulate="device=h100 nodes=1 timeline=step.trace.json" -o /dev/null
+    ```
+
+    `device` is a name (a file `<name>.json` in `device-dir`, by default
+    Loom's `data/devices`: `h100`, `a100`, `cpu`) or the path of a spec
+    file. `timeline` writes a Chrome/Perfetto trace with one track per
+    stream (open it in https://ui.perfetto.dev).
+
+    Errors: an unknown device, a spec file that does not parse or misses a
+    field (reported at its line and field), more devices per node than the
+    device has, a mesh larger than the nodes hold, a bad `algorithm` or
+    `comm-streams`.
+  }];
+  let options = [
+    Option<"device", "device", "std::string", /*default=*/"\"h100\"",
+           "Device spec: a name in device-dir or a path to a .json file">,
+    Option<"deviceDir", "device-dir", "std::string", /*default=*/"\"\"",
+           "Folder of named device specs (default: Loom's data/devices, "
+           "or $LOOM_DEVICE_DIR)">,
+    Option<"nodes", "nodes", "int64_t", /*default=*/"1", "Number of nodes">,
+    Option<"devicesPerNode", "devices-per-node", "int64_t", /*default=*/"0",
+           "Ranks per node (0: the device spec's devices_per_node)">,
+    Option<"commStreams", "comm-streams", "unsigned", /*default=*/"2",
+           "Communication streams: 1 (one for all), 2 (all-gather and "
+           "reduce-scatter apart, as FSDP2), 3 (all-reduce apart too)">,
+    Option<"algorithm", "algorithm", "std::string", /*default=*/"\"auto\"",
+           "Collective algorithm: ring, tree or auto (the faster)">,
+    Option<"tf32", "tf32", "bool", /*default=*/"false",
+           "Run fp32 matmuls at the tf32 peak (allow_tf32)">,
+    Option<"json", "json", "bool", /*default=*/"false",
+           "Print the report as JSON instead of a table">,
+    Option<"timeline", "timeline", "std::string", /*default=*/"\"\"",
+           "Write a Chrome/Perfetto trace of the simulated streams here">,
+  ];
+  let dependentDialects = ["::loom::LoomDialect"];
+}
+
+def LoomSchedule : Pass<"loom-schedule", "::mlir::ModuleOp"> {
+  let summary = "Reorder each step to hide communication under a memory limit";
+  let description = [{
+    A latency-hiding list scheduler. For every step function (`func.func`
+    with `loom.step`) it reorders the ops of the body so that collectives
+    run while the compute stream works, using the cost model and stream
+    model of `loom-simulate`:
+
+    - a `loom.*_start` is issued as soon as its input is ready, while fewer
+      than `max-in-flight` collectives are started and not yet waited
+      (lowest program position first): all-gathers are prefetched and
+      reduce-scatters leave as soon as their gradients exist;
+    - a `loom.wait` goes right before the first op that needs it, or
+      earlier when the model says its collective is already done or the
+      in-flight bound needs the slot;
+    - compute ops run in program order, except that a ready op runs ahead
+      of one that would block on an unfinished collective.
+
+    Dependences are the SSA edges plus: an optimizer update runs after
+    every other reader of the parameter and state it overwrites (through
+    views, and collectives reading them until their wait); ops drawing
+    random numbers keep their order; ops the scheduler does not model are
+    barriers.
+
+    `memory-limit` bounds the predicted peak per rank (the liveness of
+    `loom-stats`, with a collective's input held until its wait as the
+    runtime does). Every choice that departs from program order is taken
+    only if finishing the rest in program order stays within the limit, so
+    the result never exceeds it. A limit below the peak of program order is
+    an error. The new order is kept only if the simulator predicts a
+    shorter step; with `report=true` the pass prints both predictions to
+    stderr. The order depends only on the IR and the options, so every
+    rank computes the same one.
+
+    ```
+    loom-opt step.mlir --loom-fsdp="mesh-shape=4" \
+      --loom-schedule="device=cpu memory-limit=2GiB report=true"
+    ```
+  }];
+  let options = [
+    Option<"device", "device", "std::string", /*default=*/"\"h100\"",
+           "Device spec: a name in device-dir or a path to a .json file">,
+    Option<"deviceDir", "device-dir", "std::string", /*default=*/"\"\"",
+           "Folder of named device specs (default: Loom's data/devices, "
+           "or $LOOM_DEVICE_DIR)">,
+    Option<"nodes", "nodes", "int64_t", /*default=*/"1", "Number of nodes">,
+    Option<"devicesPerNode", "devices-per-node", "int64_t", /*default=*/"0",
+           "Ranks per node (0: the device spec's devices_per_node)">,
+    Option<"commStreams", "comm-streams", "unsigned", /*default=*/"2",
+           "Communication streams of the model (see loom-simulate)">,
+    Option<"algorithm", "algorithm", "std::string", /*default=*/"\"auto\"",
+           "Collective algorithm: ring, tree or auto (the faster)">,
+    Option<"tf32", "tf32", "bool", /*default=*/"false",
+           "Run fp32 matmuls at the tf32 peak (allow_tf32)">,
+    Option<"memoryLimit", "memory-limit", "std::string", /*default=*/"\"none\"",
+           "Per-rank peak memory limit: bytes, or a number with KiB, MiB, "
+           "GiB, KB, MB or GB; 'none' for no limit">,
+    Option<"maxInFlight", "max-in-flight", "int64_t", /*default=*/"2",
+           "Most collectives started and not yet waited at any time">,
+    Option<"report", "report", "bool", /*default=*/"false",
+           "Print the predicted step time, exposed communication and peak "
+           "memory before and after to stderr">,
+  ];
+  let dependentDialects = ["::loom::LoomDialect"];
+}
+
 def LoomAttachOptimizer
     : Pass<"loom-attach-optimizer", "::mlir::func::FuncOp"> {
   let summary = "Make a step update its parameters with SGD, Adam or AdamW";
