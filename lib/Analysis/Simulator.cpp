@@ -78,8 +78,9 @@ unsigned StepSimulator::getStream(Operation *start) const {
 }
 
 SimulationResult StepSimulator::run() const {
+  func::FuncOp f = step; // FuncOp's accessors are not const
   SmallVector<Operation *> order;
-  for (Operation &op : step.getBody().front())
+  for (Operation &op : f.getBody().front())
     if (!op.hasTrait<OpTrait::IsTerminator>())
       order.push_back(&op);
   return replay(order);
@@ -87,11 +88,12 @@ SimulationResult StepSimulator::run() const {
 
 FailureOr<SimulationResult>
 StepSimulator::run(ArrayRef<Operation *> order) const {
-  Block &block = step.getBody().front();
+  func::FuncOp f = step;
+  Block &block = f.getBody().front();
   DenseMap<Operation *, size_t> position;
   for (auto [i, op] : llvm::enumerate(order)) {
     if (!op || op->getBlock() != &block)
-      return step.emitError("simulation order entry ")
+      return f.emitError("simulation order entry ")
              << i << " is not an op of the step's body";
     if (op->hasTrait<OpTrait::IsTerminator>())
       return op->emitOpError("is the terminator; a simulation order lists "
@@ -102,7 +104,7 @@ StepSimulator::run(ArrayRef<Operation *> order) const {
   size_t expected = block.getOperations().size() -
                     (block.mightHaveTerminator() ? 1 : 0);
   if (order.size() != expected)
-    return step.emitError("simulation order has ")
+    return f.emitError("simulation order has ")
            << order.size() << " ops, the body has " << expected;
   for (Operation *op : order)
     for (OpOperand &operand : op->getOpOperands())
@@ -175,7 +177,7 @@ SimulationResult StepSimulator::replay(ArrayRef<Operation *> order) const {
   for (double t : streamFree)
     result.stepTime = std::max(result.stepTime, t);
   if (options.computeMemory)
-    result.memory.emplace(step, order);
+    result.memory.emplace(func::FuncOp(step), order);
   return result;
 }
 

@@ -145,7 +145,7 @@ private:
       : step(step), options(options) {}
   SimulationResult replay(llvm::ArrayRef<mlir::Operation *> order) const;
 
-  mutable mlir::func::FuncOp step;
+  mlir::func::FuncOp step;
   SimOptions options;
   llvm::SmallVector<std::string> streams;
   llvm::DenseMap<mlir::Operation *, OpCost> opCosts;
