@@ -291,6 +291,25 @@ TEST_F(SimulatorTest, RejectsOrdersThatAreNotTopological) {
             "'loom.aten' op appears twice in the simulation order\n");
 }
 
+// With tf32 allowed an fp32 mm runs at the tf32 peak (2e12): the 128^3 mm
+// of 4194304 FLOP takes 2.097152 us of compute against 1.96608 us of
+// traffic (196608 B / 1e11), still compute-bound: 3.097152 us with the
+// overhead.
+TEST_F(SimulatorTest, Tf32Matmuls) {
+  auto module = parse(kEarly);
+  ASSERT_TRUE(module);
+  auto step = *module->getOps<func::FuncOp>().begin();
+  Operation *mm = &*std::next(step.getBody().front().begin());
+  CostModelOptions options = model->getOptions();
+  options.allowTf32 = true;
+  CostModel tf32(model->getSpec(), options);
+  OpCost cost = tf32.opCost(mm);
+  EXPECT_EQ(cost.precision, Precision::tf32);
+  EXPECT_TRUE(cost.computeBound);
+  EXPECT_NEAR(cost.seconds, 3.097152e-6, kTol);
+  EXPECT_EQ(model->opCost(mm).precision, Precision::fp32);
+}
+
 // AdamW (weight decay 0.01) on a 1024-float parameter: PyTorch's
 // single-tensor update moves 21 parameter-sized tensors (mul_ 2, lerp_ 3,
 // mul_+addcmul_ 6, sqrt/div/add_ 6, addcdiv_ 4) in 8 kernels:
