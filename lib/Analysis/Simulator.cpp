@@ -23,10 +23,12 @@ static unsigned commStreamOf(Operation *start, CollectiveKind kind,
   if (count == 1)
     return 1;
   bool gatherLike = kind == CollectiveKind::allGather ||
-                    kind == CollectiveKind::broadcast || isa<RecvStartOp>(start);
+                    kind == CollectiveKind::broadcast ||
+                    isa<RecvStartOp>(start);
   if (gatherLike)
     return 1;
-  if (count >= 3 && (kind == CollectiveKind::allReduce || isa<SendStartOp>(start)))
+  if (count >= 3 &&
+      (kind == CollectiveKind::allReduce || isa<SendStartOp>(start)))
     return 3;
   return 2;
 }
@@ -101,8 +103,8 @@ StepSimulator::run(ArrayRef<Operation *> order) const {
     if (!position.try_emplace(op, i).second)
       return op->emitOpError("appears twice in the simulation order");
   }
-  size_t expected = block.getOperations().size() -
-                    (block.mightHaveTerminator() ? 1 : 0);
+  size_t expected =
+      block.getOperations().size() - (block.mightHaveTerminator() ? 1 : 0);
   if (order.size() != expected)
     return f.emitError("simulation order has ")
            << order.size() << " ops, the body has " << expected;
@@ -110,10 +112,10 @@ StepSimulator::run(ArrayRef<Operation *> order) const {
     for (OpOperand &operand : op->getOpOperands())
       if (Operation *def = operand.get().getDefiningOp())
         if (position.lookup(def) >= position.lookup(op)) {
-          InFlightDiagnostic diag =
-              op->emitOpError("is ordered before the '")
-              << def->getName() << "' that defines its operand #"
-              << operand.getOperandNumber();
+          InFlightDiagnostic diag = op->emitOpError("is ordered before the '")
+                                    << def->getName()
+                                    << "' that defines its operand #"
+                                    << operand.getOperandNumber();
           diag.attachNote(def->getLoc()) << "defined here";
           return diag;
         }
@@ -156,8 +158,7 @@ SimulationResult StepSimulator::replay(ArrayRef<Operation *> order) const {
       double blocked = std::max(0.0, ready - clock);
       result.exposedCommTime += blocked;
       if (start && collectiveCosts.count(start))
-        result.byKind[static_cast<size_t>(
-                          collectiveCosts.lookup(start).kind)]
+        result.byKind[static_cast<size_t>(collectiveCosts.lookup(start).kind)]
             .exposed += blocked;
       if (options.recordTimeline && blocked > 0)
         result.timeline.push_back({op, 0, clock, clock + blocked, blocked});
@@ -222,15 +223,15 @@ void SimulationResult::print(raw_ostream &os) const {
     os << "  collectives (count, time, exposed):\n";
     for (auto [i, k] : llvm::enumerate(byKind))
       if (k.count)
-        os << llvm::format("    %-20s %4lld  %s  %s\n",
-                           stringifyCollectiveKind(CollectiveKind(i)).str().c_str(),
-                           (long long)k.count, us(k.time).c_str(),
-                           us(k.exposed).c_str());
+        os << llvm::format(
+            "    %-20s %4lld  %s  %s\n",
+            stringifyCollectiveKind(CollectiveKind(i)).str().c_str(),
+            (long long)k.count, us(k.time).c_str(), us(k.exposed).c_str());
   }
   if (memory)
     os << "  peak memory per rank  " << memory->peakBytes
-       << " bytes (persistent " << memory->persistentBytes
-       << " + activations " << memory->peakActivationBytes << ")\n";
+       << " bytes (persistent " << memory->persistentBytes << " + activations "
+       << memory->peakActivationBytes << ")\n";
 }
 
 llvm::json::Value SimulationResult::toJSON() const {
@@ -268,15 +269,15 @@ static std::string eventName(Operation *op) {
 }
 
 llvm::json::Value SimulationResult::toChromeTrace(int64_t pid,
-                                                   StringRef processName) const {
+                                                  StringRef processName) const {
   llvm::json::Array events;
   for (auto [i, name] : llvm::enumerate(streams)) {
-    events.push_back(llvm::json::Object{
-        {"name", "thread_name"},
-        {"ph", "M"},
-        {"pid", pid},
-        {"tid", static_cast<int64_t>(i)},
-        {"args", llvm::json::Object{{"name", name}}}});
+    events.push_back(
+        llvm::json::Object{{"name", "thread_name"},
+                           {"ph", "M"},
+                           {"pid", pid},
+                           {"tid", static_cast<int64_t>(i)},
+                           {"args", llvm::json::Object{{"name", name}}}});
     events.push_back(llvm::json::Object{
         {"name", "thread_sort_index"},
         {"ph", "M"},
@@ -284,11 +285,11 @@ llvm::json::Value SimulationResult::toChromeTrace(int64_t pid,
         {"tid", static_cast<int64_t>(i)},
         {"args", llvm::json::Object{{"sort_index", static_cast<int64_t>(i)}}}});
   }
-  events.push_back(
-      llvm::json::Object{{"name", "process_name"},
-                         {"ph", "M"},
-                         {"pid", pid},
-                         {"args", llvm::json::Object{{"name", processName.str()}}}});
+  events.push_back(llvm::json::Object{
+      {"name", "process_name"},
+      {"ph", "M"},
+      {"pid", pid},
+      {"args", llvm::json::Object{{"name", processName.str()}}}});
   for (const TimelineEvent &e : timeline) {
     llvm::json::Object args;
     if (!getModulePath(e.op).empty())
@@ -301,17 +302,16 @@ llvm::json::Value SimulationResult::toChromeTrace(int64_t pid,
       args["flops"] = e.flops;
     if (e.bytes > 0)
       args["bytes"] = e.bytes;
-    events.push_back(llvm::json::Object{
-        {"name", eventName(e.op)},
-        {"cat", isa<WaitOp>(e.op)        ? "wait"
-                : e.stream == 0          ? "compute"
-                                         : "comm"},
-        {"ph", "X"},
-        {"pid", pid},
-        {"tid", static_cast<int64_t>(e.stream)},
-        {"ts", e.start * 1e6},
-        {"dur", (e.end - e.start) * 1e6},
-        {"args", std::move(args)}});
+    events.push_back(llvm::json::Object{{"name", eventName(e.op)},
+                                        {"cat", isa<WaitOp>(e.op) ? "wait"
+                                                : e.stream == 0   ? "compute"
+                                                                  : "comm"},
+                                        {"ph", "X"},
+                                        {"pid", pid},
+                                        {"tid", static_cast<int64_t>(e.stream)},
+                                        {"ts", e.start * 1e6},
+                                        {"dur", (e.end - e.start) * 1e6},
+                                        {"args", std::move(args)}});
   }
   return llvm::json::Object{{"traceEvents", std::move(events)},
                             {"displayTimeUnit", "ns"}};

@@ -94,8 +94,9 @@ struct SimulationResult {
   /// with module, phase, FLOPs and bytes in `args`. Needs recordTimeline.
   /// The events are those of process `pid` called `processName`, so traces
   /// of several steps can share one file.
-  llvm::json::Value toChromeTrace(int64_t pid = 0,
-                                  llvm::StringRef processName = "loom-simulate") const;
+  llvm::json::Value
+  toChromeTrace(int64_t pid = 0,
+                llvm::StringRef processName = "loom-simulate") const;
 };
 
 /// Replays one step. Costs are computed once at construction, so run() can
