@@ -1,7 +1,7 @@
 """loom-simulate's predicted step time vs loom-run's measured one, on this CPU.
 
     .venv/bin/python bench/sim_vs_measured.py [--device cpu] [--steps 60]
-        [--cases mlp vit gpt gpt-fsdp2 gpt-fsdp4] [--json F]
+        [--cases mlp vit gpt gpt-wide gpt-fsdp2 gpt-fsdp4] [--json F]
 
 For each case: capture -> loom-import -> loom-compile -> loom-run (median
 step time after a tenth of the steps as warm-up; single-rank runs also
@@ -12,7 +12,8 @@ comm-streams=1` (the CPU runtime has one communication stream: Gloo's
 asynchronous work) on the loom-level step. Prints a markdown table of
 simulated vs measured times and the ratio (simulated / measured).
 
-Cases: mlp, vit, gpt: one rank, 1 intra-op thread; gpt-fsdpN: GPT with
+Cases: mlp, vit, gpt, gpt-wide (bench/models/gpt_wide.py, 3.4 M
+parameters, where compute dominates): one rank, 1 intra-op thread; gpt-fsdpN: GPT with
 FSDP (`--dp=fsdp`, default units and reshard-after-forward) on N ranks of
 Gloo over loopback, 1 thread each (as bench/fsdp_vs_fsdp2.py runs them).
 """
@@ -38,6 +39,7 @@ CASES = {
     "mlp": ("examples/mlp.py", 1, 1),
     "vit": ("examples/vit.py", 1, 1),
     "gpt": ("examples/gpt.py", 1, 1),
+    "gpt-wide": ("bench/models/gpt_wide.py", 1, 1),
     "gpt-fsdp2": ("examples/gpt.py", 2, 1),
     "gpt-fsdp4": ("examples/gpt.py", 4, 1),
 }

@@ -22,13 +22,13 @@ constexpr double kTol = 1e-15;
 TEST(AlphaBeta, RingAllGatherAndReduceScatter) {
   for (CollectiveKind k :
        {CollectiveKind::allGather, CollectiveKind::reduceScatter}) {
-    EXPECT_NEAR(alphaBetaTime(k, CollectiveAlgorithm::ring, 4, 16384, 1e-6,
-                              1e10),
-                4.2288e-6, kTol);
+    EXPECT_NEAR(
+        alphaBetaTime(k, CollectiveAlgorithm::ring, 4, 16384, 1e-6, 1e10),
+        4.2288e-6, kTol);
     // NCCL has no tree all-gather or reduce-scatter: tree is ring.
-    EXPECT_NEAR(alphaBetaTime(k, CollectiveAlgorithm::tree, 4, 16384, 1e-6,
-                              1e10),
-                4.2288e-6, kTol);
+    EXPECT_NEAR(
+        alphaBetaTime(k, CollectiveAlgorithm::tree, 4, 16384, 1e-6, 1e10),
+        4.2288e-6, kTol);
   }
 }
 
@@ -61,8 +61,8 @@ TEST(AlphaBeta, BroadcastSendAndSingleRank) {
   EXPECT_NEAR(alphaBetaTime(CollectiveKind::broadcast,
                             CollectiveAlgorithm::tree, 4, 1e6, 1e-6, 1e9),
               2e-6 + 1e-3, kTol);
-  EXPECT_NEAR(alphaBetaTime(CollectiveKind::sendRecv,
-                            CollectiveAlgorithm::ring, 2, 1e6, 1e-6, 1e9),
+  EXPECT_NEAR(alphaBetaTime(CollectiveKind::sendRecv, CollectiveAlgorithm::ring,
+                            2, 1e6, 1e-6, 1e9),
               1e-6 + 1e-3, kTol);
   EXPECT_EQ(alphaBetaTime(CollectiveKind::allReduce, CollectiveAlgorithm::ring,
                           1, 1e6, 1e-6, 1e9),
@@ -120,8 +120,7 @@ TEST(DeviceSpec, ParsesAndAppliesEfficiency) {
   EXPECT_EQ(spec->viewOverhead, 0.0); // optional, default 0
   CostModel model(*spec);
   // 1e9 FLOP at 0.5 * 1e12: 2 ms; 1e6 B at 0.25 * 1e11: 40 us; + 1 us.
-  EXPECT_NEAR(model.rooflineTime(1e9, 1e6, Precision::fp32), 2e-3 + 1e-6,
-              kTol);
+  EXPECT_NEAR(model.rooflineTime(1e9, 1e6, Precision::fp32), 2e-3 + 1e-6, kTol);
   // 1e6 FLOP at 0.5 * 4e12: 0.5 us; 1e6 B: 40 us (memory-bound); + 1 us.
   EXPECT_NEAR(model.rooflineTime(1e6, 1e6, Precision::bf16), 41e-6, kTol);
   // A ring all-gather of 16384 B over 4 ranks in one node at half the
@@ -195,7 +194,7 @@ protected:
       "devices_per_node": 4,
       "efficiency": {"compute": 1, "memory": 1, "link": 1},
       "op_overhead": 1e-6, "view_overhead": 5e-7})json",
-                                                         "round.json");
+                                                        "round.json");
     EXPECT_TRUE(bool(spec));
     CostModelOptions options;
     options.topology = {1, 4};
@@ -289,6 +288,25 @@ TEST_F(SimulatorTest, RejectsOrdersThatAreNotTopological) {
             "that defines its operand #0\n"
             "simulation order has 3 ops, the body has 4\n"
             "'loom.aten' op appears twice in the simulation order\n");
+}
+
+// With tf32 allowed an fp32 mm runs at the tf32 peak (2e12): the 128^3 mm
+// of 4194304 FLOP takes 2.097152 us of compute against 1.96608 us of
+// traffic (196608 B / 1e11), still compute-bound: 3.097152 us with the
+// overhead.
+TEST_F(SimulatorTest, Tf32Matmuls) {
+  auto module = parse(kEarly);
+  ASSERT_TRUE(module);
+  auto step = *module->getOps<func::FuncOp>().begin();
+  Operation *mm = &*std::next(step.getBody().front().begin());
+  CostModelOptions options = model->getOptions();
+  options.allowTf32 = true;
+  CostModel tf32(model->getSpec(), options);
+  OpCost cost = tf32.opCost(mm);
+  EXPECT_EQ(cost.precision, Precision::tf32);
+  EXPECT_TRUE(cost.computeBound);
+  EXPECT_NEAR(cost.seconds, 3.097152e-6, kTol);
+  EXPECT_EQ(model->opCost(mm).precision, Precision::fp32);
 }
 
 // AdamW (weight decay 0.01) on a 1024-float parameter: PyTorch's

@@ -48,8 +48,7 @@ StringRef loom::stringifyCollectiveKind(CollectiveKind k) {
   return "";
 }
 
-std::optional<CollectiveAlgorithm>
-loom::parseCollectiveAlgorithm(StringRef s) {
+std::optional<CollectiveAlgorithm> loom::parseCollectiveAlgorithm(StringRef s) {
   return llvm::StringSwitch<std::optional<CollectiveAlgorithm>>(s)
       .Case("ring", CollectiveAlgorithm::ring)
       .Case("tree", CollectiveAlgorithm::tree)
@@ -79,7 +78,9 @@ namespace {
 constexpr double inf = std::numeric_limits<double>::infinity();
 
 /// A number as a person wrote it (`1.5`, `1e-06`).
-std::string num(double d) { return llvm::formatv("{0}", llvm::format("%g", d)).str(); }
+std::string num(double d) {
+  return llvm::formatv("{0}", llvm::format("%g", d)).str();
+}
 
 /// Reads the fields of a spec and reports the first problem with its path
 /// (`intra_node.bandwidth`) and, found in the text, its line and column.
@@ -170,8 +171,7 @@ public:
   }
 
   /// Rejects members other than `known` (catches misspelt fields).
-  llvm::Error onlyKnown(const llvm::json::Object &obj,
-                        ArrayRef<StringRef> path,
+  llvm::Error onlyKnown(const llvm::json::Object &obj, ArrayRef<StringRef> path,
                         ArrayRef<StringRef> known) const {
     for (const auto &kv : obj) {
       StringRef key = kv.first;
@@ -212,8 +212,8 @@ llvm::Expected<DeviceSpec> DeviceSpec::parse(StringRef json,
           m = m.drop_front(close + 3);
         return llvm::createStringError(
             llvm::inconvertibleErrorCode(),
-            llvm::formatv("{0}:{1}:{2}: invalid JSON: {3}", fileName, line,
-                          col, m)
+            llvm::formatv("{0}:{1}:{2}: invalid JSON: {3}", fileName, line, col,
+                          m)
                 .str());
       }
     }
@@ -224,17 +224,18 @@ llvm::Expected<DeviceSpec> DeviceSpec::parse(StringRef json,
   if (!root)
     return r.error({}, "expected a JSON object at the top level");
 
-  if (auto err = r.onlyKnown(*root, {},
-                             {"name", "source", "peak_flops",
-                              "memory_bandwidth", "intra_node", "inter_node",
-                              "devices_per_node", "efficiency", "op_overhead",
-                              "view_overhead"}))
+  if (auto err =
+          r.onlyKnown(*root, {},
+                      {"name", "source", "peak_flops", "memory_bandwidth",
+                       "intra_node", "inter_node", "devices_per_node",
+                       "efficiency", "op_overhead", "view_overhead"}))
     return std::move(err);
 
   DeviceSpec spec;
   spec.path = fileName.str();
-  for (auto [key, out] : {std::pair<StringRef, std::string *>{"name", &spec.name},
-                          {"source", &spec.source}}) {
+  for (auto [key, out] :
+       {std::pair<StringRef, std::string *>{"name", &spec.name},
+        {"source", &spec.source}}) {
     auto v = r.member(*root, {key});
     if (!v)
       return v.takeError();
@@ -250,10 +251,11 @@ llvm::Expected<DeviceSpec> DeviceSpec::parse(StringRef json,
   if (auto err = r.onlyKnown(**peaks, {"peak_flops"},
                              {"fp32", "tf32", "bf16", "fp16"}))
     return std::move(err);
-  for (auto [key, out] : {std::pair<StringRef, double *>{"fp32", &spec.peakFp32},
-                          {"tf32", &spec.peakTf32},
-                          {"bf16", &spec.peakBf16},
-                          {"fp16", &spec.peakFp16}})
+  for (auto [key, out] :
+       {std::pair<StringRef, double *>{"fp32", &spec.peakFp32},
+        {"tf32", &spec.peakTf32},
+        {"bf16", &spec.peakBf16},
+        {"fp16", &spec.peakFp16}})
     if (auto err = r.number(**peaks, {"peak_flops", key}, *out, 0, inf, true))
       return std::move(err);
 
@@ -261,9 +263,9 @@ llvm::Expected<DeviceSpec> DeviceSpec::parse(StringRef json,
                           inf, true))
     return std::move(err);
 
-  for (auto [key, out] : {std::pair<StringRef, LinkSpec *>{"intra_node",
-                                                           &spec.intraNode},
-                          {"inter_node", &spec.interNode}}) {
+  for (auto [key, out] :
+       {std::pair<StringRef, LinkSpec *>{"intra_node", &spec.intraNode},
+        {"inter_node", &spec.interNode}}) {
     auto link = r.object(*root, {key});
     if (!link)
       return link.takeError();
@@ -278,8 +280,8 @@ llvm::Expected<DeviceSpec> DeviceSpec::parse(StringRef json,
   }
 
   double perNode = 0;
-  if (auto err = r.number(*root, {"devices_per_node"}, perNode, 1, 1 << 20,
-                          false))
+  if (auto err =
+          r.number(*root, {"devices_per_node"}, perNode, 1, 1 << 20, false))
     return std::move(err);
   if (perNode != std::floor(perNode))
     return r.error({"devices_per_node"}, "expected an integer");
@@ -347,11 +349,11 @@ llvm::Expected<DeviceSpec> DeviceSpec::load(StringRef nameOrPath,
   std::string known;
   for (const std::string &n : listDeviceSpecs(dir))
     known += (known.empty() ? "" : ", ") + n;
-  return llvm::createStringError(
-      llvm::inconvertibleErrorCode(),
-      "unknown device '" + nameOrPath + "' (known in " + dir + ": " +
-          (known.empty() ? "none" : known) +
-          "; or give the path of a spec file)");
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "unknown device '" + nameOrPath +
+                                     "' (known in " + dir + ": " +
+                                     (known.empty() ? "none" : known) +
+                                     "; or give the path of a spec file)");
 }
 
 llvm::json::Value DeviceSpec::toJSON() const {
@@ -445,15 +447,14 @@ static double ceilLog2(int64_t p) {
 }
 
 double loom::alphaBetaTime(CollectiveKind kind, CollectiveAlgorithm algorithm,
-                           int64_t p, double bytes, double alpha,
-                           double beta) {
+                           int64_t p, double bytes, double alpha, double beta) {
   if (p <= 1)
     return 0;
   if (algorithm == CollectiveAlgorithm::autoSelect) {
-    double ring = alphaBetaTime(kind, CollectiveAlgorithm::ring, p, bytes,
-                                alpha, beta);
-    double tree = alphaBetaTime(kind, CollectiveAlgorithm::tree, p, bytes,
-                                alpha, beta);
+    double ring =
+        alphaBetaTime(kind, CollectiveAlgorithm::ring, p, bytes, alpha, beta);
+    double tree =
+        alphaBetaTime(kind, CollectiveAlgorithm::tree, p, bytes, alpha, beta);
     return std::min(ring, tree);
   }
   double n = static_cast<double>(p);
@@ -485,9 +486,8 @@ CostModel::CostModel(DeviceSpec spec, CostModelOptions options)
     : spec(std::move(spec)), options(options) {}
 
 double CostModel::rooflineTime(double flops, double bytes, Precision p) const {
-  double compute = flops > 0 ? flops / (spec.peakFlops(p) *
-                                        spec.computeEfficiency)
-                             : 0;
+  double compute =
+      flops > 0 ? flops / (spec.peakFlops(p) * spec.computeEfficiency) : 0;
   double memory =
       bytes > 0 ? bytes / (spec.memoryBandwidth * spec.memoryEfficiency) : 0;
   return std::max(compute, memory) + spec.opOverhead;
@@ -566,18 +566,17 @@ OpCost CostModel::opCost(Operation *op) const {
       cost.bytes += valueBytes(v.getType());
     Type element;
     if (op->getNumOperands())
-      element = cast<RankedTensorType>(op->getOperand(0).getType())
-                    .getElementType();
+      element =
+          cast<RankedTensorType>(op->getOperand(0).getType()).getElementType();
     else if (op->getNumResults())
       element =
           cast<RankedTensorType>(op->getResult(0).getType()).getElementType();
-    cost.precision = element ? precisionOf(element, cost.flops > 0,
-                                           options.allowTf32)
-                             : Precision::fp32;
+    cost.precision =
+        element ? precisionOf(element, cost.flops > 0, options.allowTf32)
+                : Precision::fp32;
     double compute =
         cost.flops / (spec.peakFlops(cost.precision) * spec.computeEfficiency);
-    double memory =
-        cost.bytes / (spec.memoryBandwidth * spec.memoryEfficiency);
+    double memory = cost.bytes / (spec.memoryBandwidth * spec.memoryEfficiency);
     cost.computeBound = cost.flops > 0 && compute >= memory;
     cost.seconds = rooflineTime(cost.flops, cost.bytes, cost.precision);
     return cost;
@@ -588,9 +587,8 @@ OpCost CostModel::opCost(Operation *op) const {
     cost.precision = precisionOf(
         cast<RankedTensorType>(update.getParam().getType()).getElementType(),
         false, false);
-    cost.seconds =
-        cost.bytes / (spec.memoryBandwidth * spec.memoryEfficiency) +
-        kernels * spec.opOverhead;
+    cost.seconds = cost.bytes / (spec.memoryBandwidth * spec.memoryEfficiency) +
+                   kernels * spec.opOverhead;
     return cost;
   }
   return cost;
@@ -646,9 +644,9 @@ CostModel::collectiveCost(Operation *start,
     return start->emitOpError("is not a collective start");
   auto meshRef = start->getAttrOfType<FlatSymbolRefAttr>("mesh");
   auto axes = start->getAttrOfType<ArrayAttr>("axes");
-  MeshOp mesh = meshRef ? symbols.lookupNearestSymbolFrom<MeshOp>(start,
-                                                                  meshRef)
-                        : MeshOp();
+  MeshOp mesh = meshRef
+                    ? symbols.lookupNearestSymbolFrom<MeshOp>(start, meshRef)
+                    : MeshOp();
   if (!mesh || !axes)
     return start->emitOpError("names no mesh that resolves");
   SmallVector<unsigned> axisIndex;

@@ -23,10 +23,12 @@ static unsigned commStreamOf(Operation *start, CollectiveKind kind,
   if (count == 1)
     return 1;
   bool gatherLike = kind == CollectiveKind::allGather ||
-                    kind == CollectiveKind::broadcast || isa<RecvStartOp>(start);
+                    kind == CollectiveKind::broadcast ||
+                    isa<RecvStartOp>(start);
   if (gatherLike)
     return 1;
-  if (count >= 3 && (kind == CollectiveKind::allReduce || isa<SendStartOp>(start)))
+  if (count >= 3 &&
+      (kind == CollectiveKind::allReduce || isa<SendStartOp>(start)))
     return 3;
   return 2;
 }
@@ -78,8 +80,9 @@ unsigned StepSimulator::getStream(Operation *start) const {
 }
 
 SimulationResult StepSimulator::run() const {
+  func::FuncOp f = step; // FuncOp's accessors are not const
   SmallVector<Operation *> order;
-  for (Operation &op : step.getBody().front())
+  for (Operation &op : f.getBody().front())
     if (!op.hasTrait<OpTrait::IsTerminator>())
       order.push_back(&op);
   return replay(order);
@@ -87,11 +90,12 @@ SimulationResult StepSimulator::run() const {
 
 FailureOr<SimulationResult>
 StepSimulator::run(ArrayRef<Operation *> order) const {
-  Block &block = step.getBody().front();
+  func::FuncOp f = step;
+  Block &block = f.getBody().front();
   DenseMap<Operation *, size_t> position;
   for (auto [i, op] : llvm::enumerate(order)) {
     if (!op || op->getBlock() != &block)
-      return step.emitError("simulation order entry ")
+      return f.emitError("simulation order entry ")
              << i << " is not an op of the step's body";
     if (op->hasTrait<OpTrait::IsTerminator>())
       return op->emitOpError("is the terminator; a simulation order lists "
@@ -99,19 +103,19 @@ StepSimulator::run(ArrayRef<Operation *> order) const {
     if (!position.try_emplace(op, i).second)
       return op->emitOpError("appears twice in the simulation order");
   }
-  size_t expected = block.getOperations().size() -
-                    (block.mightHaveTerminator() ? 1 : 0);
+  size_t expected =
+      block.getOperations().size() - (block.mightHaveTerminator() ? 1 : 0);
   if (order.size() != expected)
-    return step.emitError("simulation order has ")
+    return f.emitError("simulation order has ")
            << order.size() << " ops, the body has " << expected;
   for (Operation *op : order)
     for (OpOperand &operand : op->getOpOperands())
       if (Operation *def = operand.get().getDefiningOp())
         if (position.lookup(def) >= position.lookup(op)) {
-          InFlightDiagnostic diag =
-              op->emitOpError("is ordered before the '")
-              << def->getName() << "' that defines its operand #"
-              << operand.getOperandNumber();
+          InFlightDiagnostic diag = op->emitOpError("is ordered before the '")
+                                    << def->getName()
+                                    << "' that defines its operand #"
+                                    << operand.getOperandNumber();
           diag.attachNote(def->getLoc()) << "defined here";
           return diag;
         }
@@ -138,16 +142,24 @@ SimulationResult StepSimulator::replay(ArrayRef<Operation *> order) const {
       result.streamBusy[s] += cost.seconds;
       result.commTime += cost.seconds;
       result.numCollectives++;
+      SimulationResult::KindStats &kind =
+          result.byKind[static_cast<size_t>(cost.kind)];
+      kind.count++;
+      kind.time += cost.seconds;
       if (options.recordTimeline)
         result.timeline.push_back({op, s, begin, end, 0, 0, cost.bytes});
       continue;
     }
     if (auto wait = dyn_cast<WaitOp>(op)) {
       double ready = 0;
-      if (Operation *start = wait.getFuture().getDefiningOp())
+      Operation *start = wait.getFuture().getDefiningOp();
+      if (start)
         ready = collectiveEnd.lookup(start);
       double blocked = std::max(0.0, ready - clock);
       result.exposedCommTime += blocked;
+      if (start && collectiveCosts.count(start))
+        result.byKind[static_cast<size_t>(collectiveCosts.lookup(start).kind)]
+            .exposed += blocked;
       if (options.recordTimeline && blocked > 0)
         result.timeline.push_back({op, 0, clock, clock + blocked, blocked});
       clock += blocked;
@@ -166,7 +178,7 @@ SimulationResult StepSimulator::replay(ArrayRef<Operation *> order) const {
   for (double t : streamFree)
     result.stepTime = std::max(result.stepTime, t);
   if (options.computeMemory)
-    result.memory.emplace(step, order);
+    result.memory.emplace(func::FuncOp(step), order);
   return result;
 }
 
@@ -207,10 +219,19 @@ void SimulationResult::print(raw_ostream &os) const {
   for (auto [name, busy] : llvm::zip(streams, streamBusy))
     os << llvm::format("    %-20s %s (%.1f%% of the step)\n", name.c_str(),
                        us(busy).c_str(), percent(busy, stepTime));
+  if (numCollectives) {
+    os << "  collectives (count, time, exposed):\n";
+    for (auto [i, k] : llvm::enumerate(byKind))
+      if (k.count)
+        os << llvm::format(
+            "    %-20s %4lld  %s  %s\n",
+            stringifyCollectiveKind(CollectiveKind(i)).str().c_str(),
+            (long long)k.count, us(k.time).c_str(), us(k.exposed).c_str());
+  }
   if (memory)
     os << "  peak memory per rank  " << memory->peakBytes
-       << " bytes (persistent " << memory->persistentBytes
-       << " + activations " << memory->peakActivationBytes << ")\n";
+       << " bytes (persistent " << memory->persistentBytes << " + activations "
+       << memory->peakActivationBytes << ")\n";
 }
 
 llvm::json::Value SimulationResult::toJSON() const {
@@ -225,6 +246,12 @@ llvm::json::Value SimulationResult::toJSON() const {
                          {"ops", numOps},
                          {"collectives", numCollectives},
                          {"stream_busy", std::move(streamObj)}};
+  llvm::json::Object kinds;
+  for (auto [i, k] : llvm::enumerate(byKind))
+    if (k.count)
+      kinds[stringifyCollectiveKind(CollectiveKind(i))] = llvm::json::Object{
+          {"count", k.count}, {"time", k.time}, {"exposed", k.exposed}};
+  obj["collectives_by_kind"] = std::move(kinds);
   if (memory)
     obj["memory"] = memory->toJSON();
   return std::move(obj);
@@ -242,15 +269,15 @@ static std::string eventName(Operation *op) {
 }
 
 llvm::json::Value SimulationResult::toChromeTrace(int64_t pid,
-                                                   StringRef processName) const {
+                                                  StringRef processName) const {
   llvm::json::Array events;
   for (auto [i, name] : llvm::enumerate(streams)) {
-    events.push_back(llvm::json::Object{
-        {"name", "thread_name"},
-        {"ph", "M"},
-        {"pid", pid},
-        {"tid", static_cast<int64_t>(i)},
-        {"args", llvm::json::Object{{"name", name}}}});
+    events.push_back(
+        llvm::json::Object{{"name", "thread_name"},
+                           {"ph", "M"},
+                           {"pid", pid},
+                           {"tid", static_cast<int64_t>(i)},
+                           {"args", llvm::json::Object{{"name", name}}}});
     events.push_back(llvm::json::Object{
         {"name", "thread_sort_index"},
         {"ph", "M"},
@@ -258,11 +285,11 @@ llvm::json::Value SimulationResult::toChromeTrace(int64_t pid,
         {"tid", static_cast<int64_t>(i)},
         {"args", llvm::json::Object{{"sort_index", static_cast<int64_t>(i)}}}});
   }
-  events.push_back(
-      llvm::json::Object{{"name", "process_name"},
-                         {"ph", "M"},
-                         {"pid", pid},
-                         {"args", llvm::json::Object{{"name", processName.str()}}}});
+  events.push_back(llvm::json::Object{
+      {"name", "process_name"},
+      {"ph", "M"},
+      {"pid", pid},
+      {"args", llvm::json::Object{{"name", processName.str()}}}});
   for (const TimelineEvent &e : timeline) {
     llvm::json::Object args;
     if (!getModulePath(e.op).empty())
@@ -275,17 +302,16 @@ llvm::json::Value SimulationResult::toChromeTrace(int64_t pid,
       args["flops"] = e.flops;
     if (e.bytes > 0)
       args["bytes"] = e.bytes;
-    events.push_back(llvm::json::Object{
-        {"name", eventName(e.op)},
-        {"cat", isa<WaitOp>(e.op)        ? "wait"
-                : e.stream == 0          ? "compute"
-                                         : "comm"},
-        {"ph", "X"},
-        {"pid", pid},
-        {"tid", static_cast<int64_t>(e.stream)},
-        {"ts", e.start * 1e6},
-        {"dur", (e.end - e.start) * 1e6},
-        {"args", std::move(args)}});
+    events.push_back(llvm::json::Object{{"name", eventName(e.op)},
+                                        {"cat", isa<WaitOp>(e.op) ? "wait"
+                                                : e.stream == 0   ? "compute"
+                                                                  : "comm"},
+                                        {"ph", "X"},
+                                        {"pid", pid},
+                                        {"tid", static_cast<int64_t>(e.stream)},
+                                        {"ts", e.start * 1e6},
+                                        {"dur", (e.end - e.start) * 1e6},
+                                        {"args", std::move(args)}});
   }
   return llvm::json::Object{{"traceEvents", std::move(events)},
                             {"displayTimeUnit", "ns"}};

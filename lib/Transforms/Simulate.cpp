@@ -17,7 +17,8 @@ using namespace mlir;
 using namespace loom;
 
 namespace {
-struct LoomSimulatePass : public loom::impl::LoomSimulateBase<LoomSimulatePass> {
+struct LoomSimulatePass
+    : public loom::impl::LoomSimulateBase<LoomSimulatePass> {
   using LoomSimulateBase::LoomSimulateBase;
 
   void runOnOperation() override {
@@ -29,7 +30,8 @@ struct LoomSimulatePass : public loom::impl::LoomSimulateBase<LoomSimulatePass> 
     }
     CostModelOptions costOptions;
     costOptions.allowTf32 = tf32;
-    std::optional<CollectiveAlgorithm> algo = parseCollectiveAlgorithm(algorithm);
+    std::optional<CollectiveAlgorithm> algo =
+        parseCollectiveAlgorithm(algorithm);
     if (!algo) {
       module.emitError("loom-simulate: algorithm must be ring, tree or auto, "
                        "got '")
@@ -37,8 +39,8 @@ struct LoomSimulatePass : public loom::impl::LoomSimulateBase<LoomSimulatePass> 
       return signalPassFailure();
     }
     costOptions.algorithm = *algo;
-    int64_t perNode = devicesPerNode == 0 ? spec->devicesPerNode
-                                          : int64_t(devicesPerNode);
+    int64_t perNode =
+        devicesPerNode == 0 ? spec->devicesPerNode : int64_t(devicesPerNode);
     if (nodes < 1 || perNode < 1) {
       module.emitError("loom-simulate: nodes and devices-per-node must be "
                        "positive, got nodes=")
@@ -79,7 +81,8 @@ struct LoomSimulatePass : public loom::impl::LoomSimulateBase<LoomSimulatePass> 
         llvm::json::Value report = result->toJSON();
         for (auto &kv : *report.getAsObject())
           obj[kv.first] = std::move(kv.second);
-        llvm::errs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(obj)))
+        llvm::errs() << llvm::formatv("{0:2}",
+                                      llvm::json::Value(std::move(obj)))
                      << "\n";
       } else {
         llvm::errs() << "=== loom-simulate @" << func.getSymName() << " on "
@@ -109,10 +112,10 @@ struct LoomSimulatePass : public loom::impl::LoomSimulateBase<LoomSimulatePass> 
             << timeline << "': " << ec.message();
         return signalPassFailure();
       }
-      out.os() << llvm::formatv(
-                      "{0}", llvm::json::Value(llvm::json::Object{
-                                 {"traceEvents", std::move(traceEvents)},
-                                 {"displayTimeUnit", "ns"}}))
+      out.os() << llvm::formatv("{0}",
+                                llvm::json::Value(llvm::json::Object{
+                                    {"traceEvents", std::move(traceEvents)},
+                                    {"displayTimeUnit", "ns"}}))
                << "\n";
       out.keep();
     }

@@ -119,12 +119,18 @@ struct GroupPlacement {
 /// The placement of the groups of `axes` (indices into `meshShape`) over
 /// `topology`: the worst group over the mesh. Fails (with a message in
 /// `error`) when the mesh has more ranks than the topology has devices.
-std::optional<GroupPlacement>
-placeGroup(llvm::ArrayRef<int64_t> meshShape, llvm::ArrayRef<unsigned> axes,
-           const Topology &topology, std::string *error = nullptr);
+std::optional<GroupPlacement> placeGroup(llvm::ArrayRef<int64_t> meshShape,
+                                         llvm::ArrayRef<unsigned> axes,
+                                         const Topology &topology,
+                                         std::string *error = nullptr);
 
-enum class CollectiveKind { allGather, reduceScatter, allReduce, broadcast,
-                            sendRecv };
+enum class CollectiveKind {
+  allGather,
+  reduceScatter,
+  allReduce,
+  broadcast,
+  sendRecv
+};
 llvm::StringRef stringifyCollectiveKind(CollectiveKind k);
 
 /// NCCL's algorithms. `ring` is bandwidth-optimal; `tree` (NCCL's double

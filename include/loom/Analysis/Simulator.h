@@ -18,6 +18,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,13 @@ struct SimulationResult {
   double exposedCommTime = 0;
   /// Op and collective counts.
   int64_t numOps = 0, numCollectives = 0;
+  /// Per collective kind (indexed by CollectiveKind): how many, their time,
+  /// and the part of it the compute stream waited for.
+  struct KindStats {
+    int64_t count = 0;
+    double time = 0, exposed = 0;
+  };
+  std::array<KindStats, 5> byKind{};
   /// Stream names, compute first: "compute", then "comm" or
   /// "comm.all_gather", "comm.reduce_scatter", "comm.all_reduce".
   llvm::SmallVector<std::string> streams;
@@ -86,8 +94,9 @@ struct SimulationResult {
   /// with module, phase, FLOPs and bytes in `args`. Needs recordTimeline.
   /// The events are those of process `pid` called `processName`, so traces
   /// of several steps can share one file.
-  llvm::json::Value toChromeTrace(int64_t pid = 0,
-                                  llvm::StringRef processName = "loom-simulate") const;
+  llvm::json::Value
+  toChromeTrace(int64_t pid = 0,
+                llvm::StringRef processName = "loom-simulate") const;
 };
 
 /// Replays one step. Costs are computed once at construction, so run() can
@@ -137,7 +146,7 @@ private:
       : step(step), options(options) {}
   SimulationResult replay(llvm::ArrayRef<mlir::Operation *> order) const;
 
-  mutable mlir::func::FuncOp step;
+  mlir::func::FuncOp step;
   SimOptions options;
   llvm::SmallVector<std::string> streams;
   llvm::DenseMap<mlir::Operation *, OpCost> opCosts;
