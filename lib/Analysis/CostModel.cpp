@@ -673,3 +673,42 @@ CostModel::collectiveCost(Operation *start,
     bytes = std::max(bytes, valueBytes(future.getValueType()));
   return collectiveCost(*kind, bytes, *group);
 }
+
+FailureOr<CostModel> loom::buildCostModel(const CostModelConfig &config,
+                                          Location loc, StringRef passName) {
+  auto fail = [&]() {
+    InFlightDiagnostic diag = mlir::emitError(loc);
+    diag << passName << ": ";
+    return diag;
+  };
+  llvm::Expected<DeviceSpec> spec =
+      DeviceSpec::load(config.device, config.deviceDir);
+  if (!spec) {
+    fail() << llvm::toString(spec.takeError());
+    return failure();
+  }
+  CostModelOptions options;
+  options.allowTf32 = config.tf32;
+  std::optional<CollectiveAlgorithm> algorithm =
+      parseCollectiveAlgorithm(config.algorithm);
+  if (!algorithm) {
+    fail() << "algorithm must be ring, tree or auto, got '" << config.algorithm
+           << "'";
+    return failure();
+  }
+  options.algorithm = *algorithm;
+  int64_t perNode = config.devicesPerNode == 0 ? spec->devicesPerNode
+                                               : config.devicesPerNode;
+  if (config.nodes < 1 || perNode < 1) {
+    fail() << "nodes and devices-per-node must be positive, got nodes="
+           << config.nodes << " devices-per-node=" << perNode;
+    return failure();
+  }
+  if (perNode > spec->devicesPerNode) {
+    fail() << "devices-per-node=" << perNode << " but a node of '"
+           << spec->name << "' has " << spec->devicesPerNode << " devices";
+    return failure();
+  }
+  options.topology = {config.nodes, perNode};
+  return CostModel(std::move(*spec), options);
+}

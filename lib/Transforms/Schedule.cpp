@@ -388,30 +388,17 @@ struct LoomSchedulePass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    llvm::Expected<DeviceSpec> spec = DeviceSpec::load(device, deviceDir);
-    if (!spec) {
-      mlir::emitError(module.getLoc(), "loom-schedule: ") << llvm::toString(spec.takeError());
+    CostModelConfig config;
+    config.device = device;
+    config.deviceDir = deviceDir;
+    config.algorithm = algorithm;
+    config.nodes = nodes;
+    config.devicesPerNode = devicesPerNode;
+    config.tf32 = tf32;
+    FailureOr<CostModel> model =
+        buildCostModel(config, module.getLoc(), "loom-schedule");
+    if (failed(model))
       return signalPassFailure();
-    }
-    CostModelOptions costOptions;
-    costOptions.allowTf32 = tf32;
-    std::optional<CollectiveAlgorithm> algo =
-        parseCollectiveAlgorithm(algorithm);
-    if (!algo) {
-      mlir::emitError(module.getLoc(), "loom-schedule: algorithm must be ring, tree or auto, "
-                       "got '")
-          << algorithm << "'";
-      return signalPassFailure();
-    }
-    costOptions.algorithm = *algo;
-    int64_t perNode = devicesPerNode == 0 ? spec->devicesPerNode
-                                          : int64_t(devicesPerNode);
-    if (nodes < 1 || perNode < 1) {
-      mlir::emitError(module.getLoc(), "loom-schedule: nodes and devices-per-node must be "
-                       "positive");
-      return signalPassFailure();
-    }
-    costOptions.topology = {nodes, perNode};
     if (maxInFlight < 1) {
       mlir::emitError(module.getLoc(), "loom-schedule: max-in-flight must be at least 1, got ")
           << int64_t(maxInFlight);
@@ -428,13 +415,12 @@ struct LoomSchedulePass
         return signalPassFailure();
       }
     }
-    CostModel model(*spec, costOptions);
     SimOptions simOptions;
     simOptions.commStreams = commStreams;
 
     for (func::FuncOp func : getStepFunctions(module)) {
       FailureOr<StepSimulator> sim =
-          StepSimulator::create(func, model, simOptions);
+          StepSimulator::create(func, *model, simOptions);
       if (failed(sim))
         return signalPassFailure();
       SimulationResult before = sim->run();
@@ -468,7 +454,7 @@ struct LoomSchedulePass
             "  scheduled:      step {5:f3} us, exposed communication "
             "{6:f3} us, peak {7} B\n"
             "  kept:           {8} (limit {9}, max-in-flight {10})\n",
-            func.getSymName(), spec->name, before.stepTime * 1e6,
+            func.getSymName(), model->getSpec().name, before.stepTime * 1e6,
             before.exposedCommTime * 1e6, before.memory->peakBytes,
             after->stepTime * 1e6, after->exposedCommTime * 1e6,
             after->memory->peakBytes, keep ? "scheduled" : "program order",

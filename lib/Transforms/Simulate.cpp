@@ -23,38 +23,20 @@ struct LoomSimulatePass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    llvm::Expected<DeviceSpec> spec = DeviceSpec::load(device, deviceDir);
-    if (!spec) {
-      module.emitError("loom-simulate: ") << llvm::toString(spec.takeError());
+    CostModelConfig config;
+    config.device = device;
+    config.deviceDir = deviceDir;
+    config.algorithm = algorithm;
+    config.nodes = nodes;
+    config.devicesPerNode = devicesPerNode;
+    config.tf32 = tf32;
+    FailureOr<CostModel> built =
+        buildCostModel(config, module.getLoc(), "loom-simulate");
+    if (failed(built))
       return signalPassFailure();
-    }
-    CostModelOptions costOptions;
-    costOptions.allowTf32 = tf32;
-    std::optional<CollectiveAlgorithm> algo =
-        parseCollectiveAlgorithm(algorithm);
-    if (!algo) {
-      module.emitError("loom-simulate: algorithm must be ring, tree or auto, "
-                       "got '")
-          << algorithm << "'";
-      return signalPassFailure();
-    }
-    costOptions.algorithm = *algo;
-    int64_t perNode =
-        devicesPerNode == 0 ? spec->devicesPerNode : int64_t(devicesPerNode);
-    if (nodes < 1 || perNode < 1) {
-      module.emitError("loom-simulate: nodes and devices-per-node must be "
-                       "positive, got nodes=")
-          << int64_t(nodes) << " devices-per-node=" << perNode;
-      return signalPassFailure();
-    }
-    if (perNode > spec->devicesPerNode) {
-      module.emitError("loom-simulate: devices-per-node=")
-          << perNode << " but a node of '" << spec->name << "' has "
-          << spec->devicesPerNode << " devices";
-      return signalPassFailure();
-    }
-    costOptions.topology = {nodes, perNode};
-    CostModel model(*spec, costOptions);
+    const CostModel &model = *built;
+    const DeviceSpec &spec = model.getSpec();
+    int64_t perNode = model.getOptions().topology.devicesPerNode;
 
     SimOptions simOptions;
     simOptions.commStreams = commStreams;
@@ -73,7 +55,7 @@ struct LoomSimulatePass
       if (json) {
         llvm::json::Object obj{
             {"function", func.getSymName().str()},
-            {"device", spec->name},
+            {"device", spec.name},
             {"nodes", nodes.getValue()},
             {"devices_per_node", perNode},
             {"comm_streams", static_cast<int64_t>(commStreams)},
@@ -86,7 +68,7 @@ struct LoomSimulatePass
                      << "\n";
       } else {
         llvm::errs() << "=== loom-simulate @" << func.getSymName() << " on "
-                     << spec->name << " (" << nodes << " node(s) x " << perNode
+                     << spec.name << " (" << nodes << " node(s) x " << perNode
                      << " devices, " << algorithm << " collectives, "
                      << commStreams << " comm stream(s)) ===\n";
         result->print(llvm::errs());

@@ -223,6 +223,27 @@ private:
   CostModelOptions options;
 };
 
+/// The cost-model options of the passes that build one (`loom-simulate`,
+/// `loom-schedule`), as given on the command line.
+struct CostModelConfig {
+  /// A device name (in `deviceDir`, else the installed specs) or a path.
+  std::string device;
+  std::string deviceDir;
+  /// "ring", "tree" or "auto".
+  std::string algorithm = "auto";
+  int64_t nodes = 1;
+  /// 0: the spec's devices_per_node.
+  int64_t devicesPerNode = 0;
+  bool tf32 = false;
+};
+
+/// Loads the device spec of `config` and checks the options against it
+/// (a known algorithm, positive nodes, no more devices per node than the
+/// device has). Errors are reported at `loc`, prefixed with `passName`.
+mlir::FailureOr<CostModel> buildCostModel(const CostModelConfig &config,
+                                          mlir::Location loc,
+                                          llvm::StringRef passName);
+
 /// The collective kind of a `loom.*_start` op, or std::nullopt for other
 /// ops.
 std::optional<CollectiveKind> getCollectiveKind(mlir::Operation *op);
