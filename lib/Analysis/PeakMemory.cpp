@@ -51,12 +51,24 @@ struct Sweep {
   /// Users that are not reads (frees).
   function_ref<bool(Operation *)> isIgnoredUser;
 
-  void run(Block &block, PeakMemory &out) {
+  /// Sweeps the ops of `block` in `order` (every op but the terminator, which
+  /// comes last), or in block order when `order` is empty.
+  void run(Block &block, PeakMemory &out, ArrayRef<Operation *> order = {}) {
     DenseMap<Operation *, int64_t> position;
     SmallVector<Operation *> ops;
-    for (Operation &op : block) {
-      position[&op] = ops.size();
-      ops.push_back(&op);
+    auto append = [&](Operation *op) {
+      position[op] = ops.size();
+      ops.push_back(op);
+    };
+    if (order.empty()) {
+      for (Operation &op : block)
+        append(&op);
+    } else {
+      for (Operation *op : order)
+        append(op);
+      if (Operation *term = block.empty() ? nullptr : &block.back())
+        if (term->hasTrait<OpTrait::IsTerminator>() && !position.count(term))
+          append(term);
     }
     int64_t end = ops.size();
 
@@ -121,7 +133,9 @@ struct Sweep {
 };
 } // namespace
 
-PeakMemory::PeakMemory(func::FuncOp step) {
+PeakMemory::PeakMemory(func::FuncOp step) : PeakMemory(step, {}) {}
+
+PeakMemory::PeakMemory(func::FuncOp step, ArrayRef<Operation *> order) {
   Sweep sweep;
   // Every argument of a step is a parameter, buffer, constant, optimizer
   // state or batch input: all live throughout.
@@ -142,7 +156,7 @@ PeakMemory::PeakMemory(func::FuncOp step) {
   };
   sweep.keepsToEnd = [](Operation *op) { return isa<func::ReturnOp>(op); };
   sweep.isIgnoredUser = [](Operation *) { return false; };
-  sweep.run(step.getBody().front(), *this);
+  sweep.run(step.getBody().front(), *this, order);
 }
 
 PeakMemory::PeakMemory(rt::ProgramOp program) {

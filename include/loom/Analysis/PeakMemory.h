@@ -32,6 +32,10 @@ class PeakMemory {
 public:
   /// For a step function (`func.func` with `loom.step`).
   explicit PeakMemory(mlir::func::FuncOp step);
+  /// For a step function whose body runs in `order` (every op of the body
+  /// but the terminator once, in a topological order), as a scheduler
+  /// would reorder it.
+  PeakMemory(mlir::func::FuncOp step, llvm::ArrayRef<mlir::Operation *> order);
   /// For a `loomrt.program`; its frees are not uses.
   explicit PeakMemory(rt::ProgramOp program);
 

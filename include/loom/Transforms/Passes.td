@@ -44,6 +44,68 @@ def LoomStats : Pass<"loom-stats", "::mlir::ModuleOp"> {
   let dependentDialects = ["::loom::LoomDialect"];
 }
 
+def LoomSimulate : Pass<"loom-simulate", "::mlir::ModuleOp"> {
+  let summary = "Predict the step time on a device from a cost model";
+  let description = [{
+    An analysis pass that leaves the IR unchanged and replays every step
+    function (`func.func` with `loom.step`) on a simulated device: one
+    compute stream runs the ops in block order, each taking its roofline
+    time (FLOPs as `--loom-stats` counts them at the peak of the op's
+    precision, bytes of operands plus results at the memory bandwidth, the
+    larger of the two plus a per-op overhead; views cost only
+    `view_overhead`); each `loom.*_start` runs on a communication stream
+    for its alpha-beta time (NCCL's ring or tree over the intra-node link,
+    or the inter-node link when its group spans nodes); a `loom.wait`
+    blocks the compute stream until its collective is done. It prints, to
+    stderr, the step time, compute and communication time, the exposed
+    communication (the time compute waits) and the predicted peak memory
+    per rank. The model and the device files are described in
+    `docs/simulator.md`.
+
+    Run it on the step the distribution passes produced (`loom-fsdp`,
+    `loom-replicate`, ...), after or before `loom-attach-optimizer`; a step
+    with no collectives simulates one device. Ranks fill nodes in order
+    (`nodes` x `devices-per-node` must hold the mesh).
+
+    ```
+    loom-opt step.mlir --loom-fsdp="mesh-shape=8" \
+      --loom-simulate="device=h100 nodes=1 timeline=step.trace.json" -o /dev/null
+    ```
+
+    `device` is a name (a file `<name>.json` in `device-dir`, by default
+    Loom's `data/devices`: `h100`, `a100`, `cpu`) or the path of a spec
+    file. `timeline` writes a Chrome/Perfetto trace with one track per
+    stream (open it in https://ui.perfetto.dev).
+
+    Errors: an unknown device, a spec file that does not parse or misses a
+    field (reported at its line and field), more devices per node than the
+    device has, a mesh larger than the nodes hold, a bad `algorithm` or
+    `comm-streams`.
+  }];
+  let options = [
+    Option<"device", "device", "std::string", /*default=*/"\"h100\"",
+           "Device spec: a name in device-dir or a path to a .json file">,
+    Option<"deviceDir", "device-dir", "std::string", /*default=*/"\"\"",
+           "Folder of named device specs (default: Loom's data/devices, "
+           "or $LOOM_DEVICE_DIR)">,
+    Option<"nodes", "nodes", "int64_t", /*default=*/"1", "Number of nodes">,
+    Option<"devicesPerNode", "devices-per-node", "int64_t", /*default=*/"0",
+           "Ranks per node (0: the device spec's devices_per_node)">,
+    Option<"commStreams", "comm-streams", "unsigned", /*default=*/"2",
+           "Communication streams: 1 (one for all), 2 (all-gather and "
+           "reduce-scatter apart, as FSDP2), 3 (all-reduce apart too)">,
+    Option<"algorithm", "algorithm", "std::string", /*default=*/"\"auto\"",
+           "Collective algorithm: ring, tree or auto (the faster)">,
+    Option<"tf32", "tf32", "bool", /*default=*/"false",
+           "Run fp32 matmuls at the tf32 peak (allow_tf32)">,
+    Option<"json", "json", "bool", /*default=*/"false",
+           "Print the report as JSON instead of a table">,
+    Option<"timeline", "timeline", "std::string", /*default=*/"\"\"",
+           "Write a Chrome/Perfetto trace of the simulated streams here">,
+  ];
+  let dependentDialects = ["::loom::LoomDialect"];
+}
+
 def LoomAttachOptimizer
     : Pass<"loom-attach-optimizer", "::mlir::func::FuncOp"> {
   let summary = "Make a step update its parameters with SGD, Adam or AdamW";

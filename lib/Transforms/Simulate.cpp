@@ -1,0 +1,122 @@
+//===- Simulate.cpp - The loom-simulate report pass -----------------------===//
+
+#include "loom/Analysis/Simulator.h"
+#include "loom/Transforms/Passes.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace loom {
+#define GEN_PASS_DEF_LOOMSIMULATE
+#include "loom/Transforms/Passes.h.inc"
+} // namespace loom
+
+using namespace mlir;
+using namespace loom;
+
+namespace {
+struct LoomSimulatePass : public loom::impl::LoomSimulateBase<LoomSimulatePass> {
+  using LoomSimulateBase::LoomSimulateBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    llvm::Expected<DeviceSpec> spec = DeviceSpec::load(device, deviceDir);
+    if (!spec) {
+      module.emitError("loom-simulate: ") << llvm::toString(spec.takeError());
+      return signalPassFailure();
+    }
+    CostModelOptions costOptions;
+    costOptions.allowTf32 = tf32;
+    std::optional<CollectiveAlgorithm> algo = parseCollectiveAlgorithm(algorithm);
+    if (!algo) {
+      module.emitError("loom-simulate: algorithm must be ring, tree or auto, "
+                       "got '")
+          << algorithm << "'";
+      return signalPassFailure();
+    }
+    costOptions.algorithm = *algo;
+    int64_t perNode = devicesPerNode == 0 ? spec->devicesPerNode
+                                          : int64_t(devicesPerNode);
+    if (nodes < 1 || perNode < 1) {
+      module.emitError("loom-simulate: nodes and devices-per-node must be "
+                       "positive, got nodes=")
+          << int64_t(nodes) << " devices-per-node=" << perNode;
+      return signalPassFailure();
+    }
+    if (perNode > spec->devicesPerNode) {
+      module.emitError("loom-simulate: devices-per-node=")
+          << perNode << " but a node of '" << spec->name << "' has "
+          << spec->devicesPerNode << " devices";
+      return signalPassFailure();
+    }
+    costOptions.topology = {nodes, perNode};
+    CostModel model(*spec, costOptions);
+
+    SimOptions simOptions;
+    simOptions.commStreams = commStreams;
+    simOptions.recordTimeline = !timeline.empty();
+
+    llvm::json::Array traceEvents;
+    int64_t pid = 0;
+    bool any = false;
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (!func->hasAttr(LoomDialect::kStepAttrName))
+        continue;
+      any = true;
+      FailureOr<SimulationResult> result = simulate(func, model, simOptions);
+      if (failed(result))
+        return signalPassFailure();
+      if (json) {
+        llvm::json::Object obj{
+            {"function", func.getSymName().str()},
+            {"device", spec->name},
+            {"nodes", nodes.getValue()},
+            {"devices_per_node", perNode},
+            {"comm_streams", static_cast<int64_t>(commStreams)},
+            {"algorithm", algorithm.getValue()}};
+        llvm::json::Value report = result->toJSON();
+        for (auto &kv : *report.getAsObject())
+          obj[kv.first] = std::move(kv.second);
+        llvm::errs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(obj)))
+                     << "\n";
+      } else {
+        llvm::errs() << "=== loom-simulate @" << func.getSymName() << " on "
+                     << spec->name << " (" << nodes << " node(s) x " << perNode
+                     << " devices, " << algorithm << " collectives, "
+                     << commStreams << " comm stream(s)) ===\n";
+        result->print(llvm::errs());
+      }
+      if (!timeline.empty()) {
+        llvm::json::Value trace =
+            result->toChromeTrace(pid++, ("@" + func.getSymName()).str());
+        for (llvm::json::Value &e :
+             *trace.getAsObject()->getArray("traceEvents"))
+          traceEvents.push_back(std::move(e));
+      }
+    }
+    if (!any) {
+      module.emitError("no step function (func.func with '")
+          << LoomDialect::kStepAttrName << "') to simulate";
+      return signalPassFailure();
+    }
+    if (!timeline.empty()) {
+      std::error_code ec;
+      llvm::ToolOutputFile out(timeline, ec, llvm::sys::fs::OF_Text);
+      if (ec) {
+        module.emitError("loom-simulate: cannot write timeline '")
+            << timeline << "': " << ec.message();
+        return signalPassFailure();
+      }
+      out.os() << llvm::formatv(
+                      "{0}", llvm::json::Value(llvm::json::Object{
+                                 {"traceEvents", std::move(traceEvents)},
+                                 {"displayTimeUnit", "ns"}}))
+               << "\n";
+      out.keep();
+    }
+    markAllAnalysesPreserved();
+  }
+};
+} // namespace
