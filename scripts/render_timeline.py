@@ -196,7 +196,9 @@ def coalesce(events: list[Event], x) -> list[list[Event]]:
     groups: list[list[Event]] = []
     end = 0.0
     for e in events:
-        if groups and groups[-1][0].kind == e.kind and x(e.ts) - x(end) < 0.5:
+        # Bookkeeping (frees, events) narrower than a pixel joins its neighbour.
+        tiny_other = e.kind == "other" and x(e.ts + e.dur) - x(e.ts) < 0.5
+        if groups and (groups[-1][0].kind == e.kind or tiny_other) and x(e.ts) - x(end) < 0.5:
             groups[-1].append(e)
         else:
             groups.append([e])
