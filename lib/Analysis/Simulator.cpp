@@ -138,16 +138,25 @@ SimulationResult StepSimulator::replay(ArrayRef<Operation *> order) const {
       result.streamBusy[s] += cost.seconds;
       result.commTime += cost.seconds;
       result.numCollectives++;
+      SimulationResult::KindStats &kind =
+          result.byKind[static_cast<size_t>(cost.kind)];
+      kind.count++;
+      kind.time += cost.seconds;
       if (options.recordTimeline)
         result.timeline.push_back({op, s, begin, end, 0, 0, cost.bytes});
       continue;
     }
     if (auto wait = dyn_cast<WaitOp>(op)) {
       double ready = 0;
-      if (Operation *start = wait.getFuture().getDefiningOp())
+      Operation *start = wait.getFuture().getDefiningOp();
+      if (start)
         ready = collectiveEnd.lookup(start);
       double blocked = std::max(0.0, ready - clock);
       result.exposedCommTime += blocked;
+      if (start && collectiveCosts.count(start))
+        result.byKind[static_cast<size_t>(
+                          collectiveCosts.lookup(start).kind)]
+            .exposed += blocked;
       if (options.recordTimeline && blocked > 0)
         result.timeline.push_back({op, 0, clock, clock + blocked, blocked});
       clock += blocked;
@@ -207,6 +216,15 @@ void SimulationResult::print(raw_ostream &os) const {
   for (auto [name, busy] : llvm::zip(streams, streamBusy))
     os << llvm::format("    %-20s %s (%.1f%% of the step)\n", name.c_str(),
                        us(busy).c_str(), percent(busy, stepTime));
+  if (numCollectives) {
+    os << "  collectives (count, time, exposed):\n";
+    for (auto [i, k] : llvm::enumerate(byKind))
+      if (k.count)
+        os << llvm::format("    %-20s %4lld  %s  %s\n",
+                           stringifyCollectiveKind(CollectiveKind(i)).str().c_str(),
+                           (long long)k.count, us(k.time).c_str(),
+                           us(k.exposed).c_str());
+  }
   if (memory)
     os << "  peak memory per rank  " << memory->peakBytes
        << " bytes (persistent " << memory->persistentBytes
@@ -225,6 +243,12 @@ llvm::json::Value SimulationResult::toJSON() const {
                          {"ops", numOps},
                          {"collectives", numCollectives},
                          {"stream_busy", std::move(streamObj)}};
+  llvm::json::Object kinds;
+  for (auto [i, k] : llvm::enumerate(byKind))
+    if (k.count)
+      kinds[stringifyCollectiveKind(CollectiveKind(i))] = llvm::json::Object{
+          {"count", k.count}, {"time", k.time}, {"exposed", k.exposed}};
+  obj["collectives_by_kind"] = std::move(kinds);
   if (memory)
     obj["memory"] = memory->toJSON();
   return std::move(obj);

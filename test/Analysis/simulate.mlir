@@ -109,7 +109,7 @@ func.func @late(%w: tensor<1024xf32> {loom.name = "w", loom.role = #loom.role<pa
 // An all-gather and a reduce-scatter of 16384 bytes each (4.2288 us) issued
 // together. On separate streams (FSDP2's) they overlap: 4.229 us, all of
 // it exposed. On one stream the reduce-scatter queues behind the gather:
-// 8.4576 us.
+// 8.4576 us, and the second wait blocks for the second half.
 
 loom.mesh @dp shape [4] axes ["shard"]
 
@@ -132,6 +132,9 @@ loom.mesh @dp shape [4] axes ["shard"]
 // ONE-NEXT:   streams (busy):
 // ONE-NEXT:     compute              0.000 us (0.0% of the step)
 // ONE-NEXT:     comm                 8.458 us (100.0% of the step)
+// ONE-NEXT:   collectives (count, time, exposed):
+// ONE-NEXT:     all_gather              1  4.229 us  4.229 us
+// ONE-NEXT:     reduce_scatter          1  4.229 us  4.229 us
 func.func @streams(%w: tensor<1024xf32> {loom.name = "w", loom.role = #loom.role<parameter>},
                    %x: tensor<4096xf32> {loom.name = "x", loom.role = #loom.role<input>})
     -> (tensor<4096xf32> {loom.role = #loom.role<loss>}, tensor<1024xf32> {loom.role = #loom.role<output>})

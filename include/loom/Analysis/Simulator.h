@@ -18,6 +18,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,13 @@ struct SimulationResult {
   double exposedCommTime = 0;
   /// Op and collective counts.
   int64_t numOps = 0, numCollectives = 0;
+  /// Per collective kind (indexed by CollectiveKind): how many, their time,
+  /// and the part of it the compute stream waited for.
+  struct KindStats {
+    int64_t count = 0;
+    double time = 0, exposed = 0;
+  };
+  std::array<KindStats, 5> byKind{};
   /// Stream names, compute first: "compute", then "comm" or
   /// "comm.all_gather", "comm.reduce_scatter", "comm.all_reduce".
   llvm::SmallVector<std::string> streams;
@@ -73,7 +81,9 @@ struct SimulationResult {
 
   /// hidden communication = commTime - exposedCommTime (on one rank; a
   /// collective that ends after the last wait would count as hidden).
-  double hiddenCommTime() const { return commTime - exposedCommTime; }
+  double hiddenCommTime() const {
+    return std::max(0.0, commTime - exposedCommTime);
+  }
 
   /// A human-readable report (times in ms or us).
   void print(llvm::raw_ostream &os) const;
