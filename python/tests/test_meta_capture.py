@@ -10,6 +10,7 @@ parameters as plain typed arguments, and the importer must refuse it without
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -121,3 +122,31 @@ def test_make_arg_errors(tmp_path):
     assert "make() raised TypeError" in r.stderr and "no_such_arg" in r.stderr
     r = capture(tmp_path / "y", "--meta", shape={"": 1})
     assert r.returncode == 2 and "--make-arg expects KEY=VALUE" in r.stderr
+
+
+def test_llama3_sim_bench_runs(tmp_path):
+    """bench/llama3_sim.py end to end at 8B width but 1 layer and 256 tokens
+    (the capture dominates: fake tensors make the width free)."""
+    if not LOOM_OPT.exists():
+        pytest.skip(f"{LOOM_OPT} not built")
+    out = tmp_path / "r.json"
+    cmd = [sys.executable, str(REPO / "bench" / "llama3_sim.py"), "--n-layers", "1", "--seq", "256",
+           "--worlds", "8", "16", "--cache", str(tmp_path / "cache"), "--json", str(out),
+           "--timeline", str(tmp_path / "tl")]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "is not the 8B step" in r.stdout
+    report = json.loads(out.read_text())
+    rows = {row["world_size"]: row for row in report["results"]}
+    assert sorted(rows) == [8, 16] and rows[8]["nodes"] == 1 and rows[16]["nodes"] == 2
+    for row in rows.values():
+        assert 0 < row["compute_s"] <= row["step_s"]
+        assert 0 < row["exposed_comm_s"] <= row["comm_s"] + 1e-12
+        assert row["tokens_per_s_per_gpu"] == pytest.approx(256 / row["step_s"])
+        assert row["vs_torchtitan"] == pytest.approx(row["tokens_per_s_per_gpu"] / 6667)
+    # Two nodes put the collectives on the slower inter-node links.
+    assert rows[16]["comm_s"] > rows[8]["comm_s"]
+    assert (tmp_path / "tl" / "llama3-16.trace.json").exists()
+    # The second run takes the capture from the cache.
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0 and "capture --meta: cached" in r.stdout, r.stdout + r.stderr
