@@ -118,6 +118,13 @@ def test_two_ranks_trace(fsdp2: Path, tmp_path: Path) -> None:
             assert window["args"]["collectives"] == 4
             assert window["args"]["comm_wait_us"] == pytest.approx(waits, abs=1e-3)
             assert window["args"]["comm_in_flight_us"] == pytest.approx(sum(c["dur"] for c in colls), abs=1e-3)
+    # Perfetto needs the complete events of one thread to nest: none of ours
+    # overlap on a track (the comm lanes are assigned so).
+    for (pid, tid) in tracks(events):
+        spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in events
+                       if e["ph"] == "X" and e["pid"] == pid and e["tid"] == tid)
+        for (a0, a1), (b0, _) in zip(spans, spans[1:]):
+            assert a1 <= b0 + EPS_US, (pid, tid, a0, a1, b0)
     # One time axis: the two ranks' steps overlap (they run in lockstep).
     s0 = [e for e in events if e["ph"] == "X" and e["tid"] == 0 and e["name"] == "step 1"]
     (a, b) = sorted(s0, key=lambda e: e["pid"])
