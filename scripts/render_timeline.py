@@ -11,8 +11,9 @@ tracks. With ``--step N`` the window is the event named ``step N`` (of the
 first rank that has it); ``--start``/``--end`` (milliseconds on the trace's
 clock) narrow it further. Under the picture, per rank: the time collectives
 were in flight in the window, the part of it during which the rank's compute
-track was running something other than a wait (overlapped), and the time the
-compute track spent waiting for a collective (exposed).
+track was running compute (not issuing or waiting for a collective:
+overlapped), and the time the compute track spent waiting for a collective
+(exposed).
 
 Pure Python (standard library only). Exit status 2 with a message for a file
 that is not a trace or a step that is not in it.
@@ -181,8 +182,9 @@ def summarise(tracks: list[Track], t0: float, t1: float) -> list[Summary]:
                            if e.kind == "comm"], t0, t1))
         if not comm:
             continue
+        # Compute is what the rank runs besides issuing and waiting.
         busy = union(clip([(e.ts, e.ts + e.dur) for t in mine if not t.is_comm for e in t.events
-                           if e.kind != "wait"], t0, t1))
+                           if e.kind not in ("wait", "issue")], t0, t1))
         waits = union(clip([(e.ts, e.ts + e.dur) for t in mine if not t.is_comm for e in t.events
                             if e.kind == "wait"], t0, t1))
         out.append(Summary(pid, length(comm), length(intersect(comm, busy)), length(waits)))
@@ -238,14 +240,14 @@ def render(tracks: list[Track], t0: float, t1: float, width: int, title: str,
            f'<rect width="{width}" height="{height}" fill="white"/>',
            f'<text x="{label_w}" y="20" font-size="15" font-weight="bold">{html.escape(title)}</text>']
     step = nice_step(span)
-    tick = (t0 // step + 1) * step if t0 % step else t0
     axis_y = top + row_h * len(rows) + 4
-    while tick <= t1 + 1e-9:
-        tx = x(tick)
+    k = 0
+    while k * step <= span + 1e-9:  # ticks at round times from the window's start
+        tx = x(t0 + k * step)
         out.append(f'<line x1="{tx:.1f}" y1="{top - 6}" x2="{tx:.1f}" y2="{axis_y}" stroke="#e6e6e6"/>')
         out.append(f'<text x="{tx:.1f}" y="{axis_y + 14}" text-anchor="middle" fill="#555">'
-                   f'{fmt_ms(tick - t0)} ms</text>')
-        tick += step
+                   f'{fmt_ms(k * step)} ms</text>')
+        k += 1
     last_pid = None
     for i, t in enumerate(rows):
         y = top + i * row_h

@@ -5,8 +5,8 @@ The hand-made trace has one rank with a compute track and a comm track:
     compute: fwd [0, 10)  issue [10, 12)  fwd [12, 30)  wait [30, 40)  bwd [40, 60)
     comm:    all_gather [11, 40)
 
-so the collective is in flight 29 us, of which compute (not the wait) runs
-during [11, 12) and [12, 30): 19 us overlapped; the wait exposes 10 us.
+so the collective is in flight 29 us, of which compute (not the issue or the
+wait) runs during [12, 30): 18 us overlapped; the wait exposes 10 us.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def rects(svg: Path) -> list[ET.Element]:
 def test_overlap_numbers_and_picture(tmp_path: Path) -> None:
     r, out = render(tmp_path, trace(), "--step", "0")
     assert r.returncode == 0, r.stderr
-    assert "rank 0: in flight 0.029 ms, overlapped 0.019 ms, exposed 0.010 ms" in r.stdout
+    assert "rank 0: in flight 0.029 ms, overlapped 0.018 ms, exposed 0.010 ms" in r.stdout
     events = rects(out)
     # The step, five compute-track events and the collective; step 1 is outside the window.
     titles = sorted(e.find(f"{SVG}title").text for e in events)
@@ -82,8 +82,12 @@ def test_overlap_numbers_and_picture(tmp_path: Path) -> None:
     assert abs(float(bar.get("width")) / plot_w - 29 / 60) < 1e-3
     text = out.read_text()
     for label in ("rank 0 · steps", "rank 0 · compute", "rank 0 · comm",
-                  "overlapped with compute 0.019 ms (66%)"):
+                  "overlapped with compute 0.018 ms (62%)"):
         assert label in text
+    # Time axis: round ticks from the window's start (10 us apart over 60 us).
+    ticks = [t.text for t in ET.parse(out).getroot().iter(f"{SVG}text") if t.text.endswith(" ms")
+             and t.get("text-anchor") == "middle"]
+    assert ticks == ["0 ms", "0.01 ms", "0.02 ms", "0.03 ms", "0.04 ms", "0.05 ms", "0.06 ms"]
 
 
 def test_ranks_and_windows(tmp_path: Path) -> None:
@@ -92,8 +96,8 @@ def test_ranks_and_windows(tmp_path: Path) -> None:
     r, out = render(tmp_path, events, "--start", "0", "--end", "0.035")
     assert r.returncode == 0, r.stderr
     # Rank 1 is shifted by 5 us: its collective runs [16, 45), cut at 35.
-    assert "rank 0: in flight 0.024 ms, overlapped 0.019 ms, exposed 0.005 ms" in r.stdout
-    assert "rank 1: in flight 0.019 ms, overlapped 0.019 ms, exposed 0.000 ms" in r.stdout
+    assert "rank 0: in flight 0.024 ms, overlapped 0.018 ms, exposed 0.005 ms" in r.stdout
+    assert "rank 1: in flight 0.019 ms, overlapped 0.018 ms, exposed 0.000 ms" in r.stdout
     r, out = render(tmp_path, events, "--pid", "1", "--step", "0")
     assert r.returncode == 0, r.stderr
     assert "rank 0" not in r.stdout and "rank 1: in flight 0.029 ms" in r.stdout
