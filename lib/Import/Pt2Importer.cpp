@@ -944,10 +944,15 @@ LogicalResult Importer::importWeights(Pt2Archive &archive) {
     if (in.role == Role::input)
       continue;
     auto it = stored.find(in.fqn);
-    if (it == stored.end())
+    if (it == stored.end()) {
+      if (!opts.requireWeights)
+        continue;
       return error("missing weights for " +
                    StringRef(stringifyRole(in.role)) + " '" + in.fqn +
-                   "': the archive's weight configs do not list it");
+                   "': the archive's weight configs do not list it "
+                   "(import with --no-weights to take it as a plain "
+                   "argument)");
+    }
     const Stored &s = it->second;
     RankedTensorType argType =
         cast<RankedTensorType>(func.getArgument(i).getType());
@@ -956,10 +961,19 @@ LogicalResult Importer::importWeights(Pt2Archive &archive) {
                    llvm::formatv("{0}", s.meta.type).str() +
                    " but the graph uses it as " +
                    llvm::formatv("{0}", argType).str());
+    // A weightless step (listed weights without data, as `loom.capture
+    // --meta` writes) is checked for types only.
+    if (!opts.requireWeights)
+      continue;
     llvm::Expected<std::string> raw = archive.read(s.entry);
     if (!raw)
       return error("missing weights for '" + in.fqn +
                    "': " + llvm::toString(raw.takeError()));
+    if (raw->empty() && argType.getNumElements() > 0)
+      return error("the archive holds no data for the weights of '" + in.fqn +
+                   "' (entry '" + s.entry +
+                   "' is empty, as `loom.capture --meta` writes); import "
+                   "with --no-weights to take them as plain arguments");
     if (!opts.weightsOut.empty()) {
       // Gather the (possibly strided) stored tensor into contiguous bytes.
       Type et = argType.getElementType();

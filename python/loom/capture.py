@@ -4,7 +4,8 @@ Usage (from the repository root)::
 
     PYTHONPATH=python python -m loom.capture FILE.py --out DIR \
         [--steps K] [--optimizer sgd|adam|adamw] [--lr X] \
-        [--weight-decay W] [--seed S] [--split N] [--microbatches M]
+        [--weight-decay W] [--seed S] [--split N] [--microbatches M] \
+        [--make-arg KEY=VALUE ...] [--meta]
 
 FILE.py defines ``make()`` returning ``(model, batches)``: ``model(*batch)``
 returns a scalar loss and ``batches`` is a list of tuples of tensors, one per
@@ -35,6 +36,17 @@ for one rank's microbatch: every batch tensor's dim 0 divided by ``N * M``
 the whole batch on one device; ``reference.json`` records ``"split": N`` and
 ``"microbatches": M``.
 
+``--make-arg KEY=VALUE`` (repeatable) calls ``make(KEY=VALUE, ...)``; VALUE
+is a Python literal (``n_layers=2``, ``dim=64``) or else a string.
+
+With ``--meta`` nothing is materialised: ``make()`` runs under a
+``FakeTensorMode`` (CPU fake tensors: shapes, dtypes and strides, no storage),
+so a model of any size (e.g. Llama-3-8B, bench/models/llama3.py) exports in
+seconds and little memory. Only ``step.pt2`` is written; its weight entries
+are empty, so import it with ``loom-import --no-weights`` (parameters become
+typed step arguments). There is no eager reference, no batches file and no
+``reference.json``: the step can be compiled and simulated, not run.
+
 User errors (missing file, bad ``make()``, non-scalar loss, ...) are reported
 as ``loom.capture: error: ...`` with exit status 2 and no traceback.
 """
@@ -42,6 +54,7 @@ as ``loom.capture: error: ...`` with exit status 2 and no traceback.
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import copy
 import importlib.util
@@ -140,9 +153,9 @@ def _spec(t: torch.Tensor) -> str:
     return f"{str(t.dtype).removeprefix('torch.')}{list(t.shape)}"
 
 
-def call_make(make: Callable[[], Any], path: Path) -> UserProgram:
+def call_make(make: Callable[..., Any], path: Path, kwargs: dict[str, Any] | None = None) -> UserProgram:
     try:
-        result = make()
+        result = make(**(kwargs or {}))
     except Exception as exc:
         raise CaptureError(f"{_user_location(exc, path)}make() raised {_describe(exc)}") from exc
     if not isinstance(result, (tuple, list)) or len(result) != 2:
@@ -517,6 +530,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--microbatches", type=int, default=1, metavar="M",
         help="export for one of M gradient-accumulation microbatches per rank (default 1)",
     )
+    parser.add_argument(
+        "--make-arg", action="append", default=[], metavar="KEY=VALUE",
+        help="pass KEY=VALUE to make() (VALUE a Python literal, else a string); repeatable",
+    )
+    parser.add_argument(
+        "--meta", action="store_true",
+        help="build the model and batches as fake tensors (no weights, no data) and write only "
+        "step.pt2, for loom-import --no-weights; no eager reference",
+    )
     args = parser.parse_args(argv)
     if args.steps < 1:
         parser.error("--steps must be at least 1")
@@ -533,6 +555,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--betas is an Adam/AdamW option")
     if args.nesterov and args.momentum <= 0:
         parser.error("--nesterov needs --momentum > 0 (as torch.optim.SGD)")
+    args.make_kwargs = {}
+    for item in args.make_arg:
+        key, sep, text = item.partition("=")
+        if not sep or not key.isidentifier():
+            parser.error(f"--make-arg expects KEY=VALUE with KEY a Python identifier, got '{item}'")
+        try:
+            args.make_kwargs[key] = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            args.make_kwargs[key] = text
     args.optimizer_extra = (
         {"momentum": args.momentum, "nesterov": args.nesterov}
         if args.optimizer == "sgd"
@@ -564,15 +595,57 @@ def per_rank_batch(batch: tuple[torch.Tensor, ...], split: int, microbatches: in
     return tuple(t[: t.shape[0] // parts].clone() for t in batch)
 
 
+def capture_meta(args: argparse.Namespace, path: Path) -> None:
+    """``--meta``: export the joint graph of a model made of fake tensors.
+
+    CPU fake tensors, not the meta device: on ``meta``, scaled-dot-product
+    attention decomposes differently and AOTAutograd loses parameter
+    gradients; fake CPU tensors trace the kernels a CPU run would call.
+    """
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    torch.manual_seed(args.seed)
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        program = call_make(load_make(path), path, args.make_kwargs)
+    model, batches = program.model, program.batches
+    if args.out.exists() and not args.out.is_dir():
+        raise CaptureError(f"--out {args.out} exists and is not a directory")
+    ep, aliases = export_joint(model, per_rank_batch(batches[0], args.split, args.microbatches))
+    n_forward, n_backward = annotate(ep)
+    args.out.mkdir(parents=True, exist_ok=True)
+    pt2 = args.out / "step.pt2"
+    try:
+        torch.export.save(ep, pt2)
+    except Exception as exc:
+        raise CaptureError(f"torch.export.save cannot serialize the joint graph ({_first_line(exc)})") from exc
+
+    params = dict(model.named_parameters())
+    n_elems = sum(p.numel() for p in params.values())
+    print(f"{PROG}: {args.file} (--meta: no weights, no reference)")
+    print(f"  parameters: {len(params)} tensors, {n_elems} elements")
+    for alias, canonical in aliases.items():
+        print(f"  tied: {alias} -> {canonical}")
+    print(f"  joint graph: {n_forward + n_backward} ops ({n_forward} forward, {n_backward} backward)")
+    if args.split * args.microbatches > 1:
+        print(
+            f"  per-rank batch: dim 0 / {args.split * args.microbatches} "
+            f"(--split {args.split}, --microbatches {args.microbatches})"
+        )
+    print(f"  wrote {pt2}")
+
+
 def capture(args: argparse.Namespace) -> None:
     path = args.file.resolve()
+    if args.meta:
+        capture_meta(args, path)
+        return
     # Determinism: the model's initial weights and batches depend only on the
     # seed; CPU kernels are deterministic already, warn_only keeps a user
     # model from failing on an op that has no deterministic variant.
     torch.use_deterministic_algorithms(True, warn_only=True)
     torch.set_default_dtype(torch.float32)
     torch.manual_seed(args.seed)
-    program = call_make(load_make(path), path)
+    program = call_make(load_make(path), path, args.make_kwargs)
     model, batches = program.model, program.batches
 
     initial_checksum = sum(p.detach().double().sum().item() for p in model.parameters())

@@ -11,11 +11,13 @@
 #include "loomrt/Optimizer.h"
 #include "loomrt/Safetensors.h"
 
+#include <ATen/core/ivalue.h>
 #include <ATen/ops/zeros.h>
 #include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -71,6 +73,17 @@ public:
   /// Collectives in flight, by future slot.
   std::map<int64_t, PendingCollective> pending;
   std::map<std::string, CollectiveCount> counts;
+  /// When tracing: the collectives in flight by future slot, with the time
+  /// their backend reported completion (set on the backend's thread).
+  struct TracedCollective {
+    CollectiveTiming timing;
+    std::shared_ptr<std::atomic<double>> completeUs;
+    /// The Work has no future (Gloo's _reduce_scatter_base): completion is
+    /// polled with isCompleted() after every instruction instead.
+    bool poll = false;
+  };
+  std::map<int64_t, TracedCollective> traced;
+  std::vector<CollectiveTiming> collectiveTimings;
 
   /// Per instruction of programs[0]: the bound kernel (aten) or the
   /// optimizer plan (optimizer); free needs neither.
@@ -108,6 +121,13 @@ public:
   }
 
   void bind();
+  /// Tracing: a collective was issued by instruction `index` into `future`.
+  void traceStart(size_t index, int64_t future, PendingCollective &p,
+                  double issueUs);
+  /// Tracing: instruction `index` waited for `future` from `waitBeginUs`.
+  void traceWait(size_t index, int64_t future, double waitBeginUs);
+  /// Tracing: notes the completion of collectives without a future.
+  void tracePoll();
   void resetOptimizerState();
   int64_t heldBytes(const std::vector<at::Tensor> &batch) const;
   std::string where(size_t index) const;
@@ -278,6 +298,61 @@ void SessionImpl::checkBatch(const std::vector<at::Tensor> &batch) const {
   }
 }
 
+void SessionImpl::traceStart(size_t index, int64_t future, PendingCollective &p,
+                             double issueUs) {
+  TracedCollective t;
+  t.timing.start = index;
+  t.timing.bytes = p.bytes;
+  t.timing.describe = p.describe;
+  t.timing.issueUs = issueUs;
+  t.completeUs = std::make_shared<std::atomic<double>>(-1.0);
+  // The Work's future completes on the backend's thread when the data has
+  // arrived, before wait() returns (Gloo marks it, then finishes the work):
+  // the real end of the transfer, however late the program waits for it.
+  c10::intrusive_ptr<c10::ivalue::Future> f;
+  try {
+    f = p.work->getFuture();
+  } catch (const c10::Error &) {
+    // "Work::getFuture not implemented": poll instead.
+  }
+  if (f) {
+    std::shared_ptr<std::atomic<double>> done = t.completeUs;
+    Clock::time_point origin = epoch;
+    f->addCallback([done, origin](c10::ivalue::Future &) {
+      done->store(microsSince(origin, Clock::now()));
+    });
+  } else {
+    t.poll = true;
+  }
+  traced[future] = std::move(t);
+}
+
+void SessionImpl::tracePoll() {
+  for (auto &[future, t] : traced) {
+    if (!t.poll || t.completeUs->load() >= 0)
+      continue;
+    auto it = pending.find(future);
+    if (it != pending.end() && it->second.work->isCompleted())
+      t.completeUs->store(microsSince(epoch, Clock::now()));
+  }
+}
+
+void SessionImpl::traceWait(size_t index, int64_t future, double waitBeginUs) {
+  auto it = traced.find(future);
+  if (it == traced.end())
+    return;
+  CollectiveTiming t = it->second.timing;
+  t.wait = index;
+  t.waitBeginUs = waitBeginUs;
+  t.waitEndUs = microsSince(epoch, Clock::now());
+  double done = it->second.completeUs->load();
+  // A backend whose future does not report (or reports late) completed no
+  // later than the wait returned.
+  t.completeUs = done >= 0 && done <= t.waitEndUs ? done : t.waitEndUs;
+  traced.erase(it);
+  collectiveTimings.push_back(std::move(t));
+}
+
 void SessionImpl::runInstruction(size_t index) {
   const Instruction &inst = program().instructions[index];
   switch (inst.op) {
@@ -285,11 +360,14 @@ void SessionImpl::runInstruction(size_t index) {
   case OpKind::ReduceScatterStart:
   case OpKind::AllReduceStart:
   case OpKind::BroadcastStart: {
+    double issueUs = tracing ? microsSince(epoch, Clock::now()) : 0;
     PendingCollective p = comm->start(inst.op, inst.axes, slots.get(inst.input),
                                       inst.dim, inst.reduce, inst.root);
     CollectiveCount &c = counts[collectiveName(inst.op)];
     ++c.count;
     c.bytes += p.bytes;
+    if (tracing)
+      traceStart(index, inst.future, p, issueUs);
     slots.set(inst.future, at::Tensor());
     pending[inst.future] = std::move(p);
     return;
@@ -299,7 +377,12 @@ void SessionImpl::runInstruction(size_t index) {
     if (it == pending.end())
       throw Error("slot " + std::to_string(inst.future) +
                   " holds no collective in flight");
+    if (tracing)
+      tracePoll();
+    double waitBeginUs = tracing ? microsSince(epoch, Clock::now()) : 0;
     at::Tensor result = Comm::finish(it->second);
+    if (tracing)
+      traceWait(index, inst.future, waitBeginUs);
     pending.erase(it);
     slots.free(inst.future);
     slots.set(inst.result, std::move(result));
@@ -429,6 +512,8 @@ double Session::step(const std::vector<at::Tensor> &batch) {
     }
   } clearSlots{s.slots, s.pending};
   s.counts.clear();
+  s.traced.clear();
+  s.collectiveTimings.clear();
 
   for (size_t i = 0; i < s.artifact.inputs.size(); ++i) {
     const InputSpec &in = s.artifact.inputs[i];
@@ -465,6 +550,7 @@ double Session::step(const std::vector<at::Tensor> &batch) {
       stats.instructions.push_back(
           {i, microsSince(s.epoch, t0),
            std::chrono::duration<double, std::micro>(t1 - t0).count()});
+      s.tracePoll();
     }
   }
 
@@ -522,6 +608,10 @@ double Session::step(const std::vector<at::Tensor> &batch) {
   stats.endBytes = s.tracker->current();
   stats.allocations = s.tracker->allocations();
   stats.collectives = s.counts;
+  stats.collectiveTimings = std::move(s.collectiveTimings);
+  stats.epochUs =
+      std::chrono::duration<double, std::micro>(s.epoch.time_since_epoch())
+          .count();
   s.last = std::move(stats);
   ++s.stepsRun;
   return loss;

@@ -3,67 +3,109 @@
 #include "loomrt/Trace.h"
 
 #include "FileUtil.h"
+#include "loomrt/Error.h"
 
 #include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <limits>
 
 using nlohmann::json;
 
 namespace loomrt {
 
+namespace {
+
+constexpr int kStepsTid = 0;
+constexpr int kComputeTid = 1;
+constexpr int kFirstCommTid = 2;
+
+std::string laneName(size_t lane) {
+  return lane == 0 ? "comm" : "comm " + std::to_string(lane + 1);
+}
+
+} // namespace
+
 struct TraceWriter::Events {
   json list = json::array();
+  /// Per comm lane, when its last collective completed.
+  std::vector<double> laneEnds;
+  double epochUs = -1;
+  int64_t worldSize = 1;
 };
 
-TraceWriter::TraceWriter(const Artifact &artifact)
-    : artifact_(artifact), events_(std::make_unique<Events>()) {
+TraceWriter::TraceWriter(const Artifact &artifact, int64_t rank,
+                         int64_t worldSize)
+    : artifact_(artifact), rank_(rank), events_(std::make_unique<Events>()) {
+  events_->worldSize = worldSize;
   json &l = events_->list;
   l.push_back({{"ph", "M"},
                {"name", "process_name"},
-               {"pid", 0},
-               {"args", {{"name", "rank 0"}}}});
+               {"pid", rank},
+               {"args", {{"name", "rank " + std::to_string(rank)}}}});
   l.push_back({{"ph", "M"},
-               {"name", "thread_name"},
-               {"pid", 0},
-               {"tid", 0},
-               {"args", {{"name", "steps"}}}});
-  const std::vector<std::string> &streams = artifact.programs[0].streams;
-  for (size_t s = 0; s < streams.size(); ++s)
+               {"name", "process_sort_index"},
+               {"pid", rank},
+               {"args", {{"sort_index", rank}}}});
+  for (auto [tid, name] : {std::pair<int, const char *>{kStepsTid, "steps"},
+                           {kComputeTid, "compute"}}) {
     l.push_back({{"ph", "M"},
                  {"name", "thread_name"},
-                 {"pid", 0},
-                 {"tid", s + 1},
-                 {"args", {{"name", "stream " + streams[s]}}}});
+                 {"pid", rank},
+                 {"tid", tid},
+                 {"args", {{"name", name}}}});
+    l.push_back({{"ph", "M"},
+                 {"name", "thread_sort_index"},
+                 {"pid", rank},
+                 {"tid", tid},
+                 {"args", {{"sort_index", tid}}}});
+  }
 }
 
 TraceWriter::~TraceWriter() = default;
 
 void TraceWriter::addStep(const StepStats &stats) {
   json &l = events_->list;
+  if (events_->epochUs < 0)
+    events_->epochUs = stats.epochUs;
+  double inFlightUs = 0, waitUs = 0;
+  for (const CollectiveTiming &c : stats.collectiveTimings) {
+    inFlightUs += c.completeUs - c.issueUs;
+    waitUs += c.waitEndUs - c.waitBeginUs;
+  }
   l.push_back({{"ph", "X"},
                {"name", "step " + std::to_string(stats.step)},
                {"cat", "step"},
-               {"pid", 0},
-               {"tid", 0},
+               {"pid", rank_},
+               {"tid", kStepsTid},
                {"ts", stats.startUs},
                {"dur", stats.timeMs * 1000.0},
                {"args",
                 {{"loss", stats.loss},
                  {"start_bytes", stats.startBytes},
                  {"peak_bytes", stats.peakBytes},
-                 {"allocations", stats.allocations}}}});
+                 {"allocations", stats.allocations},
+                 {"collectives", stats.collectiveTimings.size()},
+                 {"comm_in_flight_us", inFlightUs},
+                 {"comm_wait_us", waitUs}}}});
   l.push_back({{"ph", "C"},
                {"name", "memory"},
-               {"pid", 0},
+               {"pid", rank_},
                {"ts", stats.startUs},
                {"args",
                 {{"start MiB", double(stats.startBytes) / (1 << 20)},
                  {"peak MiB", double(stats.peakBytes) / (1 << 20)}}}});
-  const std::vector<Instruction> &insts = artifact_.programs[0].instructions;
+  const Program &program = artifact_.programs[0];
+  const std::vector<Instruction> &insts = program.instructions;
+  auto streamOf = [&](const Instruction &inst) -> std::string {
+    return inst.stream >= 0 && size_t(inst.stream) < program.streams.size()
+               ? program.streams[size_t(inst.stream)]
+               : std::to_string(inst.stream);
+  };
   for (const InstructionTiming &t : stats.instructions) {
     const Instruction &inst = insts[t.index];
-    const char *op = inst.op == OpKind::Aten   ? "aten"
-                     : inst.op == OpKind::Free ? "free"
-                                               : "optimizer";
+    const char *op = toString(inst.op);
+    const char *collective = collectiveName(inst.op);
     std::string name = !inst.name.empty()        ? inst.name
                        : inst.op == OpKind::Aten ? inst.qualifiedKernel()
                        : inst.op == OpKind::Optimizer
@@ -76,19 +118,134 @@ void TraceWriter::addStep(const StepStats &stats) {
       args["module"] = inst.module;
     if (!inst.phase.empty())
       args["phase"] = inst.phase;
+    std::string cat = inst.phase.empty() ? op : inst.phase;
+    if (collective || inst.op == OpKind::Wait) {
+      // On the CPU runtime the main thread issues and waits; the program's
+      // stream says where a GPU runtime would.
+      args["stream"] = streamOf(inst);
+      cat = collective ? "comm_issue" : "comm_wait";
+    }
     l.push_back({{"ph", "X"},
                  {"name", name},
-                 {"cat", inst.phase.empty() ? op : inst.phase},
-                 {"pid", 0},
-                 {"tid", inst.stream + 1},
+                 {"cat", cat},
+                 {"pid", rank_},
+                 {"tid", kComputeTid},
                  {"ts", t.startUs},
                  {"dur", t.durationUs},
+                 {"args", std::move(args)}});
+  }
+
+  // Collectives in flight, each on the first lane free at its issue
+  // (several can be in flight at once: each process group has its own
+  // worker threads).
+  std::vector<const CollectiveTiming *> order;
+  for (const CollectiveTiming &c : stats.collectiveTimings)
+    order.push_back(&c);
+  std::stable_sort(order.begin(), order.end(),
+                   [](const CollectiveTiming *a, const CollectiveTiming *b) {
+                     return a->issueUs < b->issueUs;
+                   });
+  std::vector<double> &lanes = events_->laneEnds;
+  for (const CollectiveTiming *c : order) {
+    size_t lane = 0;
+    while (lane < lanes.size() && lanes[lane] > c->issueUs)
+      ++lane;
+    if (lane == lanes.size()) {
+      lanes.push_back(0);
+      int tid = kFirstCommTid + int(lane);
+      l.push_back({{"ph", "M"},
+                   {"name", "thread_name"},
+                   {"pid", rank_},
+                   {"tid", tid},
+                   {"args", {{"name", laneName(lane)}}}});
+      l.push_back({{"ph", "M"},
+                   {"name", "thread_sort_index"},
+                   {"pid", rank_},
+                   {"tid", tid},
+                   {"args", {{"sort_index", tid}}}});
+    }
+    lanes[lane] = c->completeUs;
+    const Instruction &start = insts[c->start];
+    const char *kind = collectiveName(start.op);
+    std::string name = kind ? kind : "collective";
+    if (!start.module.empty())
+      name += " " + start.module;
+    else if (!start.name.empty())
+      name += " " + start.name;
+    json args = {{"step", stats.step},
+                 {"kind", kind ? kind : ""},
+                 {"start_index", c->start},
+                 {"wait_index", c->wait},
+                 {"bytes", c->bytes},
+                 {"collective", c->describe},
+                 {"wait_us", c->waitEndUs - c->waitBeginUs},
+                 {"issue_to_wait_us", c->waitBeginUs - c->issueUs}};
+    if (!start.module.empty())
+      args["module"] = start.module;
+    if (!start.phase.empty())
+      args["phase"] = start.phase;
+    l.push_back({{"ph", "X"},
+                 {"name", name},
+                 {"cat", "comm"},
+                 {"pid", rank_},
+                 {"tid", kFirstCommTid + int(lane)},
+                 {"ts", c->issueUs},
+                 {"dur", std::max(0.0, c->completeUs - c->issueUs)},
                  {"args", std::move(args)}});
   }
 }
 
 void TraceWriter::write(const std::string &path) const {
-  json root = {{"traceEvents", events_->list}, {"displayTimeUnit", "ms"}};
+  json root = {{"traceEvents", events_->list},
+               {"displayTimeUnit", "ms"},
+               {"otherData",
+                {{"rank", rank_},
+                 {"world_size", events_->worldSize},
+                 {"steady_clock_epoch_us", std::max(0.0, events_->epochUs)}}}};
+  std::string text = root.dump();
+  AtomicFileWriter out(path);
+  out.write(text.data(), text.size());
+  out.commit();
+}
+
+std::string rankTracePath(const std::string &path, int64_t rank) {
+  std::string suffix = ".rank" + std::to_string(rank);
+  size_t slash = path.find_last_of('/');
+  size_t dot = path.find_last_of('.');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash) ||
+      dot == (slash == std::string::npos ? 0 : slash + 1))
+    return path + suffix;
+  return path.substr(0, dot) + suffix + path.substr(dot);
+}
+
+void mergeTraces(const std::vector<std::string> &parts,
+                 const std::string &path) {
+  std::vector<json> traces;
+  double origin = std::numeric_limits<double>::infinity();
+  for (const std::string &part : parts) {
+    json t = json::parse(readFile(part), nullptr, /*allow_exceptions=*/false);
+    if (!t.is_object() || !t.contains("traceEvents") ||
+        !t["traceEvents"].is_array())
+      throw Error(part + ": not a Chrome trace (no traceEvents array)");
+    double epoch = t.value("otherData", json::object())
+                       .value("steady_clock_epoch_us", 0.0);
+    origin = std::min(origin, epoch);
+    traces.push_back(std::move(t));
+  }
+  json events = json::array();
+  for (json &t : traces) {
+    double shift = t["otherData"].value("steady_clock_epoch_us", 0.0) - origin;
+    for (json &e : t["traceEvents"]) {
+      if (e.contains("ts") && e["ts"].is_number())
+        e["ts"] = e["ts"].get<double>() + shift;
+      events.push_back(std::move(e));
+    }
+  }
+  json root = {{"traceEvents", std::move(events)},
+               {"displayTimeUnit", "ms"},
+               {"otherData",
+                {{"world_size", int64_t(parts.size())},
+                 {"steady_clock_epoch_us", parts.empty() ? 0.0 : origin}}}};
   std::string text = root.dump();
   AtomicFileWriter out(path);
   out.write(text.data(), text.size());

@@ -24,8 +24,11 @@ static cl::opt<std::string>
                 cl::desc("Write the weights to this safetensors file "
                          "(default: next to -o as <name>.weights.safetensors)"),
                 cl::value_desc("file"));
-static cl::opt<bool> noWeights("no-weights", cl::init(false),
-                               cl::desc("Do not write a weights file"));
+static cl::opt<bool> noWeights(
+    "no-weights", cl::init(false),
+    cl::desc("Import without weights: do not read or write them; "
+             "parameters, buffers and constants become typed arguments "
+             "whose data the archive may lack (loom.capture --meta)"));
 static cl::opt<std::string> funcName("func-name", cl::init("step"),
                                      cl::desc("Name of the step function"));
 
@@ -67,6 +70,12 @@ int main(int argc, char **argv) {
 
   loom::ImportOptions options;
   options.funcName = funcName;
+  options.requireWeights = !noWeights;
+  if (noWeights && !weightsPath.empty()) {
+    WithColor::error(errs(), "loom-import")
+        << "--weights and --no-weights exclude each other\n";
+    return 1;
+  }
   if (!noWeights) {
     if (!weightsPath.empty()) {
       options.weightsOut = weightsPath;

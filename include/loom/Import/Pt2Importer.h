@@ -18,6 +18,12 @@ struct ImportOptions {
   /// How the IR refers to the weights file (`loom.weights`); defaults to
   /// `weightsOut`.
   std::string weightsRef;
+  /// Whether parameters, buffers and constants must have their data in the
+  /// archive. When false (a weightless step, `loom.capture --meta`), they
+  /// are typed arguments whose data the archive may lack: listed weights are
+  /// checked for type only and unlisted ones are accepted; `weightsOut` must
+  /// then be empty.
+  bool requireWeights = true;
   /// Name of the step function.
   std::string funcName = "step";
 };

@@ -61,6 +61,21 @@ struct InstructionTiming {
   double durationUs = 0;
 };
 
+/// A collective of a traced step, from its start instruction to its wait.
+/// Times are microseconds since the session was created.
+struct CollectiveTiming {
+  size_t start = 0; // instruction indices into programs[0].instructions
+  size_t wait = 0;
+  double issueUs = 0; // the start instruction began issuing it
+  /// The backend finished it (its c10d Work's future completed, on the
+  /// backend's thread); the end of the wait when the backend did not say.
+  double completeUs = 0;
+  double waitBeginUs = 0; // the wait instruction blocked from here ...
+  double waitEndUs = 0;   // ... to here (the exposed part)
+  int64_t bytes = 0;
+  std::string describe; // "all_gather over axes [shard] ranks [0, 1] (...)"
+};
+
 /// What the last step measured.
 struct StepStats {
   int64_t step = -1; // 0 for the session's first step
@@ -82,6 +97,12 @@ struct StepStats {
   std::map<std::string, CollectiveCount> collectives;
   /// One per instruction when tracing is on, else empty.
   std::vector<InstructionTiming> instructions;
+  /// One per collective the step issued when tracing is on, else empty.
+  std::vector<CollectiveTiming> collectiveTimings;
+  /// The session's time origin on the steady clock (CLOCK_MONOTONIC, which
+  /// the processes of one machine share), in microseconds: aligns the traces
+  /// of several ranks.
+  double epochUs = 0;
 };
 
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;

@@ -262,6 +262,49 @@ TEST(Trace, InstructionTimingsAndChromeTrace) {
   EXPECT_TRUE(s.lastStats().instructions.empty());
 }
 
+TEST(Trace, RankPaths) {
+  EXPECT_EQ(rankTracePath("t.json", 1), "t.rank1.json");
+  EXPECT_EQ(rankTracePath("out/run.v2/t.json", 0), "out/run.v2/t.rank0.json");
+  EXPECT_EQ(rankTracePath("out/run.v2/trace", 3), "out/run.v2/trace.rank3");
+  EXPECT_EQ(rankTracePath(".trace", 2), ".trace.rank2");
+}
+
+TEST(Trace, MergeShiftsRanksToOneClock) {
+  // Two ranks whose sessions started 250 us apart: rank 1's events move
+  // 250 us later; metadata without ts is kept as is.
+  std::vector<std::string> parts;
+  for (int r = 0; r < 2; ++r) {
+    json t = {{"traceEvents",
+               {{{"ph", "M"},
+                 {"name", "process_name"},
+                 {"pid", r},
+                 {"args", {{"name", "rank " + std::to_string(r)}}}},
+                {{"ph", "X"},
+                 {"name", "mm"},
+                 {"pid", r},
+                 {"tid", 1},
+                 {"ts", 10.0},
+                 {"dur", 5.0}}}},
+              {"otherData", {{"steady_clock_epoch_us", 1000.0 + 250.0 * r}}}};
+    parts.push_back(tempPath("part" + std::to_string(r) + ".json"));
+    std::ofstream(parts.back()) << t.dump();
+  }
+  std::string path = tempPath("merged.json");
+  mergeTraces(parts, path);
+  std::ifstream in(path);
+  json m = json::parse(in);
+  std::vector<double> ts;
+  for (const json &e : m["traceEvents"])
+    if (e["ph"] == "X")
+      ts.push_back(e["ts"].get<double>());
+  EXPECT_EQ(ts, (std::vector<double>{10.0, 260.0}));
+  EXPECT_EQ(m["traceEvents"].size(), 4u);
+  EXPECT_EQ(m["otherData"]["steady_clock_epoch_us"], 1000.0);
+
+  std::ofstream(parts[1]) << "{\"events\": []}";
+  EXPECT_THROW(mergeTraces(parts, path), Error);
+}
+
 // --- Batches file -----------------------------------------------------------
 
 TEST(BatchFile, ReadsCaptureLayout) {

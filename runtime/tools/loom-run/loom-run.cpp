@@ -17,6 +17,10 @@
 // all when one fails. With RANK set (by this launcher or torchrun), it runs
 // that rank.
 //
+// --trace FILE on N ranks: every rank writes FILE with `.rankR` before the
+// extension (pid R in its events); the --nproc launcher merges them into
+// FILE on one time axis and removes them.
+//
 //===----------------------------------------------------------------------===//
 
 #include "loomrt/Check.h"
@@ -50,6 +54,9 @@
 using namespace loomrt;
 
 namespace {
+
+/// Set by the launcher for its ranks: it merges their traces itself.
+constexpr const char *kTraceMergeEnv = "LOOMRT_TRACE_MERGE";
 
 constexpr double kLossRtol = 1e-5;
 constexpr double kTensorTol = 1e-5;
@@ -292,7 +299,7 @@ int run(const Options &o, const std::optional<DistributedConfig> &dist) {
 
   std::optional<TraceWriter> trace;
   if (!o.trace.empty()) {
-    trace.emplace(a);
+    trace.emplace(a, session.rank(), session.worldSize());
     session.setTracing(true);
   }
 
@@ -331,7 +338,14 @@ int run(const Options &o, const std::optional<DistributedConfig> &dist) {
   }
   progress.clear();
 
-  if (trace && leader) {
+  if (trace && session.worldSize() > 1) {
+    // Every rank writes its own; `--nproc` merges them into o.trace.
+    std::string part = rankTracePath(o.trace, session.rank());
+    trace->write(part);
+    if (!std::getenv(kTraceMergeEnv))
+      std::fprintf(stderr, "loom-run: rank %lld wrote trace %s\n",
+                   (long long)session.rank(), part.c_str());
+  } else if (trace) {
     trace->write(o.trace);
     std::fprintf(stderr, "loom-run: wrote trace %s\n", o.trace.c_str());
   }
@@ -637,8 +651,34 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (o.nproc > 0 && !dist) {
-    if (o.nproc > 1)
-      return launch(argc, argv, o.nproc);
+    if (o.nproc > 1) {
+      if (o.trace.empty())
+        return launch(argc, argv, o.nproc);
+      // The ranks write one trace each; merge them once all have (also
+      // when a check failed afterwards: the trace helps to see why).
+      ::setenv(kTraceMergeEnv, "1", 1);
+      int rc = launch(argc, argv, o.nproc);
+      std::vector<std::string> parts;
+      bool all = true;
+      for (int k = 0; k < o.nproc; ++k) {
+        parts.push_back(rankTracePath(o.trace, k));
+        all = all && ::access(parts.back().c_str(), R_OK) == 0;
+      }
+      try {
+        if (all || rc == 0) {
+          mergeTraces(parts, o.trace);
+          std::fprintf(stderr, "loom-run: wrote trace %s (%d ranks)\n",
+                       o.trace.c_str(), o.nproc);
+        }
+      } catch (const std::exception &e) {
+        std::fprintf(stderr, "loom-run: error: merging the traces: %s\n",
+                     e.what());
+        rc = 2;
+      }
+      for (const std::string &part : parts)
+        std::remove(part.c_str());
+      return rc;
+    }
     dist = DistributedConfig();
   }
   if (dist) {

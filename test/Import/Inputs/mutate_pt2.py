@@ -107,6 +107,17 @@ def main():
         meta = cfg["config"]["fc1.weight"]["tensor_meta"]
         meta["sizes"][0]["as_int"] += 1
         rewrite(src, dst, replace={name: json.dumps(cfg).encode()})
+    elif mutation == "empty-weights":
+        # What `loom.capture --meta` writes: every weight and constant is
+        # listed with its metadata but its entry holds no bytes.
+        with zipfile.ZipFile(src) as z:
+            names = [n for n in z.namelist()
+                     if ("/data/weights/" in n or "/data/constants/" in n)
+                     and not n.endswith(".json")]
+        rewrite(src, dst, replace={n: b"" for n in names})
+    elif mutation == "unlisted-weights":
+        # No weight configs at all (nor their entries).
+        rewrite(src, dst, drop=lambda n: "/data/weights/" in n or "/data/constants/" in n)
     elif mutation == "signature":
         rewrite(src, dst, edit_json=lambda m: m["graph_module"]["signature"][
             "input_specs"].pop())
