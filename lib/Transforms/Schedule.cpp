@@ -426,9 +426,14 @@ struct LoomSchedulePass
       SimulationResult before = sim->run();
       int64_t programPeak = before.memory->peakBytes;
       if (limit > 0 && programPeak > limit) {
-        mlir::emitError(func.getLoc(), "loom-schedule: memory limit of ")
-            << limit << " bytes is below the step's peak in program order ("
-            << programPeak << " bytes, at '" << before.memory->peakOpName()
+        // Reported at the op where program order peaks (for an imported
+        // step, the model's source line).
+        Operation *peakOp = before.memory->peakOp;
+        mlir::emitError(peakOp ? peakOp->getLoc() : func.getLoc(),
+                        "loom-schedule: memory limit of ")
+            << limit << " bytes is below @" << func.getSymName()
+            << "'s peak in program order (" << programPeak
+            << " bytes, reached here at '" << before.memory->peakOpName()
             << "'); the scheduler reorders ops and cannot lower it";
         return signalPassFailure();
       }

@@ -6,9 +6,10 @@
 // RUN: not loom-opt %s --loom-schedule="device=%S/no-such-device.json" 2>&1 | FileCheck %s --check-prefix=DEVICE
 // RUN: not loom-opt %s --loom-compile-pipeline="dp=fsdp world-size=4 schedule=true max-in-flight=0" 2>&1 | FileCheck %s --check-prefix=PIPE
 
-// The step's peak in program order is 311296 bytes (see schedule.mlir); a
-// scheduler that only reorders cannot go below it.
-// LOW: schedule-errors.mlir:[[@LINE+7]]:1: error: loom-schedule: memory limit of 250000 bytes is below the step's peak in program order (311296 bytes, at 'aten::mm.default'); the scheduler reorders ops and cannot lower it
+// The step's peak in program order is 311296 bytes, reached at the second
+// mm (see schedule.mlir); a scheduler that only reorders cannot go below
+// it. The error points at that op.
+// LOW: schedule-errors.mlir:[[@LINE+17]]:9: error: loom-schedule: memory limit of 250000 bytes is below @three's peak in program order (311296 bytes, reached here at 'aten::mm.default'); the scheduler reorders ops and cannot lower it
 // BAD: error: loom-schedule: memory-limit must be a positive byte count such as 1073741824, 512MiB or 2GiB, or 'none'; got
 // FLIGHT: error: loom-schedule: max-in-flight must be at least 1, got 0
 // ALGO: error: loom-schedule: algorithm must be ring, tree or auto, got 'magic'
