@@ -562,11 +562,30 @@ LogicalResult LoomFsdpPass::shardStep(func::FuncOp func) {
     return best;
   };
 
-  // Direct uses of each parameter, collected before anything changes.
+  // Microbatches: loom-accumulate-gradients tags each copy of the step with
+  // loom.microbatch; FSDP2 unshards and reshards per forward and backward,
+  // so every microbatch is a segment gathered on its own. Untagged ops of
+  // a tagged step (the accumulation) belong to no microbatch.
   Block &body = func.getBody().front();
+  bool tagged = false;
+  int64_t numMicrobatches = 1;
+  for (Operation &op : body)
+    if (auto mb =
+            op.getAttrOfType<IntegerAttr>(LoomDialect::kMicrobatchAttrName)) {
+      tagged = true;
+      numMicrobatches = std::max(numMicrobatches, mb.getInt() + 1);
+    }
+  auto microbatchOf = [&](Operation *op) -> std::optional<int64_t> {
+    if (!tagged)
+      return 0;
+    if (auto mb =
+            op->getAttrOfType<IntegerAttr>(LoomDialect::kMicrobatchAttrName))
+      return mb.getInt();
+    return std::nullopt;
+  };
+
+  // Direct uses of each parameter, collected before anything changes.
   SmallVector<SmallVector<OpOperand *>> uses(params.size());
-  SmallVector<Operation *> firstForwardUser(params.size(), nullptr);
-  SmallVector<Operation *> firstUser(params.size(), nullptr);
   for (auto [p, info] : llvm::enumerate(params)) {
     BlockArgument arg = func.getArgument(info.argIndex);
     for (OpOperand &use : arg.getUses())
@@ -581,15 +600,9 @@ LogicalResult LoomFsdpPass::shardStep(func::FuncOp func) {
       return a->isBeforeInBlock(c);
     });
     llvm::SmallSetVector<unsigned, 2> forwardUnits;
-    for (Operation *user : users) {
-      if (!firstUser[p])
-        firstUser[p] = user;
-      if (getPhase(user) != Phase::forward)
-        continue;
-      if (!firstForwardUser[p])
-        firstForwardUser[p] = user;
-      forwardUnits.insert(unitOfPath(getModulePath(user)));
-    }
+    for (Operation *user : users)
+      if (getPhase(user) == Phase::forward)
+        forwardUnits.insert(unitOfPath(getModulePath(user)));
     if (forwardUnits.size() > 1)
       info.unit = forwardUnits.front();
     unitList[info.unit].params.push_back(p);
@@ -630,37 +643,191 @@ LogicalResult LoomFsdpPass::shardStep(func::FuncOp func) {
         ShardAttr::get(ctx, meshRef, shardAxes, 0, info.fullType.getShape()));
   }
 
-  // Forward all-gathers, one per unit, before its first forward use.
-  SmallVector<Value> forwardFull(params.size());
-  for (auto [u, unit] : llvm::enumerate(unitList)) {
-    Operation *first = nullptr;
-    for (unsigned p : unit.params) {
-      Operation *candidate =
-          firstForwardUser[p] ? firstForwardUser[p] : firstUser[p];
-      if (candidate && (!first || candidate->isBeforeInBlock(first)))
-        first = candidate;
+  // Each microbatch in order, as FSDP2's hooks run: a unit is all-gathered
+  // before its first forward use unless it is still unsharded, resharded
+  // after forward when it reshards after forward, gathered again before its
+  // backward if so, and resharded after backward unless
+  // reshard-after-backward=false keeps it unsharded for the next microbatch
+  // (the last microbatch always reshards). `live[u]` holds the unit's
+  // unsharded parameters while it is unsharded.
+  SmallVector<bool> isRafParam(params.size(), false);
+  for (auto [p, info] : llvm::enumerate(params))
+    isRafParam[p] = unitList[info.unit].reshard;
+  SmallVector<SmallVector<Value>> live(unitList.size());
+  DenseSet<Value> gatheredValues;
+  auto unitLabel = [](const Unit &unit) {
+    return unit.isRoot ? std::string("<root>") : unit.prefix;
+  };
+  for (int64_t mb = 0; mb < numMicrobatches; ++mb) {
+    auto inMicrobatch = [&](Operation *op) { return microbatchOf(op) == mb; };
+    auto useMicrobatch = [&](OpOperand *use) {
+      return microbatchOf(use->getOwner()).value_or(0) == mb;
+    };
+
+    // Forward all-gathers, one per unit, before its first forward use.
+    SmallVector<Value> forwardFull(params.size());
+    for (auto [u, unit] : llvm::enumerate(unitList)) {
+      Operation *first = nullptr;
+      for (unsigned p : unit.params) {
+        Operation *firstForward = nullptr, *firstAny = nullptr;
+        for (OpOperand *use : uses[p]) {
+          if (!useMicrobatch(use))
+            continue;
+          Operation *user = use->getOwner();
+          if (!firstAny || user->isBeforeInBlock(firstAny))
+            firstAny = user;
+          if (getPhase(user) == Phase::forward &&
+              (!firstForward || user->isBeforeInBlock(firstForward)))
+            firstForward = user;
+        }
+        Operation *candidate = firstForward ? firstForward : firstAny;
+        if (candidate && (!first || candidate->isBeforeInBlock(first)))
+          first = candidate;
+      }
+      if (!first)
+        continue;
+      if (live[u].empty()) {
+        curModule = b.getStringAttr(unit.prefix);
+        curPhase = Phase::forward;
+        b.setInsertionPoint(first);
+        Location loc = NameLoc::get(
+            b.getStringAttr("fsdp.all_gather:" + unitLabel(unit)),
+            first->getLoc());
+        live[u] = buildGather(b, loc, unit);
+        gatheredValues.insert(live[u].begin(), live[u].end());
+      }
+      for (auto [p, value] : llvm::zip(unit.params, live[u])) {
+        forwardFull[p] = value;
+        for (OpOperand *use : uses[p])
+          if (useMicrobatch(use))
+            use->set(value);
+      }
+      // Post-forward reshard.
+      if (unit.reshard)
+        live[u].clear();
     }
-    if (!first)
-      continue;
-    curModule = b.getStringAttr(unit.prefix);
-    curPhase = Phase::forward;
-    b.setInsertionPoint(first);
-    Location loc = NameLoc::get(
-        b.getStringAttr("fsdp.all_gather:" +
-                        (unit.isRoot ? std::string("<root>") : unit.prefix)),
-        first->getLoc());
-    SmallVector<Value> full = buildGather(b, loc, unit);
-    for (auto [p, value] : llvm::zip(unit.params, full)) {
-      forwardFull[p] = value;
-      for (OpOperand *use : uses[p])
-        use->set(value);
+
+    // Backward of units that resharded after forward: forward values that
+    // depend only on gathered parameters are recomputed from a second
+    // all-gather placed before the unit's first backward use.
+    DenseMap<Value, unsigned> paramOfFull;
+    for (auto [p, value] : llvm::enumerate(forwardFull))
+      if (value)
+        paramOfFull[value] = p;
+    // Forward values computed only from gathered parameters, and whether
+    // they depend on a unit that resharded.
+    DenseMap<Value, bool> derived;
+    for (auto [value, p] : paramOfFull)
+      derived[value] = isRafParam[p];
+    for (Operation &op : body) {
+      if (getPhase(&op) != Phase::forward || !inMicrobatch(&op) ||
+          !isRecomputable(&op))
+        continue;
+      bool all = true, anyRaf = false;
+      for (Value v : op.getOperands()) {
+        auto it = derived.find(v);
+        if (it == derived.end()) {
+          all = false;
+          break;
+        }
+        anyRaf |= it->second;
+      }
+      if (!all)
+        continue;
+      for (Value r : op.getResults())
+        derived[r] = anyRaf;
+    }
+    SmallVector<Operation *> backwardOps;
+    SmallVector<Operation *> firstBackwardOp(unitList.size(), nullptr);
+    for (Operation &op : body) {
+      if (getPhase(&op) != Phase::backward || !inMicrobatch(&op))
+        continue;
+      backwardOps.push_back(&op);
+      Operation *&first = firstBackwardOp[unitOfPath(getModulePath(&op))];
+      if (!first)
+        first = &op;
+    }
+    SmallVector<Value> backwardFull(params.size());
+    SmallVector<bool> unitGathered(unitList.size(), false);
+    IRMapping recomputed;
+    auto ensureBackwardGather = [&](unsigned u, Operation *before) {
+      if (unitGathered[u])
+        return;
+      unitGathered[u] = true;
+      const Unit &unit = unitList[u];
+      curModule = b.getStringAttr(unit.prefix);
+      curPhase = Phase::backward;
+      // FSDP2 unshards in the unit's pre-backward hook, before any of its
+      // backward ops runs.
+      Operation *at = before;
+      if (firstBackwardOp[u] && firstBackwardOp[u]->isBeforeInBlock(at))
+        at = firstBackwardOp[u];
+      b.setInsertionPoint(at);
+      Location loc =
+          NameLoc::get(b.getStringAttr("fsdp.all_gather:" + unitLabel(unit)),
+                       at->getLoc());
+      SmallVector<Value> values = buildGather(b, loc, unit);
+      gatheredValues.insert(values.begin(), values.end());
+      for (auto [q, value] : llvm::zip(unit.params, values))
+        backwardFull[q] = value;
+    };
+    std::function<Value(Value, Operation *)> recompute =
+        [&](Value v, Operation *before) -> Value {
+      if (Value done = recomputed.lookupOrNull(v))
+        return done;
+      auto full = paramOfFull.find(v);
+      if (full != paramOfFull.end()) {
+        unsigned p = full->second;
+        if (!isRafParam[p])
+          return v;
+        ensureBackwardGather(params[p].unit, before);
+        recomputed.map(v, backwardFull[p]);
+        return backwardFull[p];
+      }
+      Operation *def = v.getDefiningOp();
+      for (Value operand : def->getOperands()) {
+        auto it = derived.find(operand);
+        if (it != derived.end() && it->second)
+          recompute(operand, before);
+      }
+      b.setInsertionPoint(before);
+      Operation *clone = b.clone(*def, recomputed);
+      clone->setAttr(LoomDialect::kPhaseAttrName,
+                     PhaseAttr::get(ctx, Phase::backward));
+      return recomputed.lookup(v);
+    };
+    for (Operation *op : backwardOps)
+      for (OpOperand &operand : op->getOpOperands()) {
+        auto it = derived.find(operand.get());
+        if (it != derived.end() && it->second)
+          operand.set(recompute(operand.get(), op));
+      }
+    // A unit whose outputs get gradients is unsharded by its pre-backward
+    // hook even when no backward op reads its parameters (an input layer),
+    // as FSDP2 does unless set_unshard_in_backward(False).
+    for (auto [u, unit] : llvm::enumerate(unitList))
+      if (unit.reshard && !unit.params.empty() && firstBackwardOp[u] &&
+          llvm::any_of(unit.params, [&](unsigned p) { return forwardFull[p]; }))
+        ensureBackwardGather(u, firstBackwardOp[u]);
+
+    // Post-backward reshard, unless the unit stays unsharded for the next
+    // microbatch (FSDP2's set_reshard_after_backward(False) on all but the
+    // last microbatch).
+    bool lastMicrobatch = mb + 1 == numMicrobatches;
+    for (auto [u, unit] : llvm::enumerate(unitList)) {
+      if (lastMicrobatch || reshardAfterBackward) {
+        live[u].clear();
+        continue;
+      }
+      if (unitGathered[u])
+        for (unsigned p : unit.params)
+          live[u].push_back(backwardFull[p]);
     }
   }
 
   // Mixed precision: the compute follows the gathered dtype.
   Type original = params.front().fullType.getElementType();
   if (computeDtype && computeDtype != original) {
-    DenseSet<Value> gatheredValues(forwardFull.begin(), forwardFull.end());
     DenseMap<Value, Value> castOnce;
     for (Operation &op : llvm::make_early_inc_range(body)) {
       auto atenOp = dyn_cast<AtenOp>(&op);
@@ -714,112 +881,6 @@ LogicalResult LoomFsdpPass::shardStep(func::FuncOp func) {
       atenOp.setKwargsAttr(b.getDictionaryAttr(kwargs));
     }
   }
-
-  // Backward of units that resharded after forward: forward values that
-  // depend only on gathered parameters are recomputed from a second
-  // all-gather placed before the unit's first backward use.
-  SmallVector<bool> isRafParam(params.size(), false);
-  DenseMap<Value, unsigned> paramOfFull;
-  for (auto [p, value] : llvm::enumerate(forwardFull)) {
-    if (!value)
-      continue;
-    paramOfFull[value] = p;
-    isRafParam[p] = unitList[params[p].unit].reshard;
-  }
-  // Forward values computed only from gathered parameters, and whether
-  // they depend on a unit that resharded.
-  DenseMap<Value, bool> derived;
-  for (auto [value, p] : paramOfFull)
-    derived[value] = isRafParam[p];
-  for (Operation &op : body) {
-    if (getPhase(&op) != Phase::forward || !isRecomputable(&op))
-      continue;
-    bool all = true, anyRaf = false;
-    for (Value v : op.getOperands()) {
-      auto it = derived.find(v);
-      if (it == derived.end()) {
-        all = false;
-        break;
-      }
-      anyRaf |= it->second;
-    }
-    if (!all)
-      continue;
-    for (Value r : op.getResults())
-      derived[r] = anyRaf;
-  }
-  SmallVector<Operation *> backwardOps;
-  SmallVector<Operation *> firstBackwardOp(unitList.size(), nullptr);
-  for (Operation &op : body) {
-    if (getPhase(&op) != Phase::backward)
-      continue;
-    backwardOps.push_back(&op);
-    Operation *&first = firstBackwardOp[unitOfPath(getModulePath(&op))];
-    if (!first)
-      first = &op;
-  }
-  SmallVector<Value> backwardFull(params.size());
-  SmallVector<bool> unitGathered(unitList.size(), false);
-  IRMapping recomputed;
-  auto ensureBackwardGather = [&](unsigned u, Operation *before) {
-    if (unitGathered[u])
-      return;
-    unitGathered[u] = true;
-    const Unit &unit = unitList[u];
-    curModule = b.getStringAttr(unit.prefix);
-    curPhase = Phase::backward;
-    // FSDP2 unshards in the unit's pre-backward hook, before any of its
-    // backward ops runs.
-    Operation *at = before;
-    if (firstBackwardOp[u] && firstBackwardOp[u]->isBeforeInBlock(at))
-      at = firstBackwardOp[u];
-    b.setInsertionPoint(at);
-    Location loc = NameLoc::get(
-        b.getStringAttr("fsdp.all_gather:" +
-                        (unit.isRoot ? std::string("<root>") : unit.prefix)),
-        at->getLoc());
-    SmallVector<Value> values = buildGather(b, loc, unit);
-    for (auto [q, value] : llvm::zip(unit.params, values))
-      backwardFull[q] = value;
-  };
-  std::function<Value(Value, Operation *)> recompute =
-      [&](Value v, Operation *before) -> Value {
-    if (Value done = recomputed.lookupOrNull(v))
-      return done;
-    auto full = paramOfFull.find(v);
-    if (full != paramOfFull.end()) {
-      unsigned p = full->second;
-      if (!isRafParam[p])
-        return v;
-      ensureBackwardGather(params[p].unit, before);
-      recomputed.map(v, backwardFull[p]);
-      return backwardFull[p];
-    }
-    Operation *def = v.getDefiningOp();
-    for (Value operand : def->getOperands()) {
-      auto it = derived.find(operand);
-      if (it != derived.end() && it->second)
-        recompute(operand, before);
-    }
-    b.setInsertionPoint(before);
-    Operation *clone = b.clone(*def, recomputed);
-    clone->setAttr(LoomDialect::kPhaseAttrName,
-                   PhaseAttr::get(ctx, Phase::backward));
-    return recomputed.lookup(v);
-  };
-  for (Operation *op : backwardOps)
-    for (OpOperand &operand : op->getOpOperands()) {
-      auto it = derived.find(operand.get());
-      if (it != derived.end() && it->second)
-        operand.set(recompute(operand.get(), op));
-    }
-  // A unit whose outputs get gradients is unsharded by its pre-backward
-  // hook even when no backward op reads its parameters (an input layer),
-  // as FSDP2 does unless set_unshard_in_backward(False).
-  for (auto [u, unit] : llvm::enumerate(unitList))
-    if (unit.reshard && !unit.params.empty() && firstBackwardOp[u] &&
-        llvm::any_of(unit.params, [&](unsigned p) { return forwardFull[p]; }))
-      ensureBackwardGather(u, firstBackwardOp[u]);
 
   // Reduce-scatter each unit's gradients after the last of them.
   auto ret = cast<func::ReturnOp>(body.getTerminator());

@@ -317,6 +317,12 @@ def LoomFsdp : Pass<"loom-fsdp", "::mlir::ModuleOp"> {
            "auto (true for every unit but the root), true, false, or an "
            "integer k: 1 means false and the shard size means true (other "
            "divisors are not supported yet)">,
+    Option<"reshardAfterBackward", "reshard-after-backward", "bool",
+           /*default=*/"true",
+           "Reshard every unit after the backward of each microbatch "
+           "(false: keep the parameters unsharded from one microbatch of a "
+           "loom-accumulate-gradients step to the next; the last always "
+           "reshards)">,
     Option<"paramDtype", "param-dtype", "std::string", /*default=*/"\"\"",
            "Dtype of the all-gather and compute (bf16, f16, f32; empty: "
            "the parameter's)">,

@@ -348,6 +348,14 @@ func.func @f() attributes {loom.bogus} {
 
 // -----
 
+func.func @f(%x: tensor<2xf32>) -> tensor<2xf32> {
+  // expected-error@+1 {{'loom.microbatch' must be a non-negative i64 microbatch index}}
+  %y = loom.aten "aten::neg.default"(%x) {args = [#loom.arg<0>], loom.microbatch = -1 : i64} : (tensor<2xf32>) -> tensor<2xf32>
+  return %y : tensor<2xf32>
+}
+
+// -----
+
 // expected-error@+1 {{argument #0 role must be one of parameter, buffer, constant, input}}
 func.func @f(%a: tensor<2xf32> {loom.role = #loom.role<loss>}) {
   return

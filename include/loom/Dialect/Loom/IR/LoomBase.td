@@ -49,6 +49,10 @@ def Loom_Dialect : Dialect {
     /// step function once `loom-attach-optimizer` ran.
     static constexpr ::llvm::StringLiteral kOptimizerAttrName =
         "loom.optimizer";
+    /// The microbatch (0-based) an op of a gradient-accumulation step
+    /// belongs to, set by `loom-accumulate-gradients` on each copy.
+    static constexpr ::llvm::StringLiteral kMicrobatchAttrName =
+        "loom.microbatch";
   }];
 }
 
