@@ -125,8 +125,16 @@ private:
   void tag(Operation *op);
 
   /// Builds the all-gather of `unit` at the builder's insertion point and
-  /// returns one full (unpadded) tensor per parameter of the unit.
-  SmallVector<Value> buildGather(OpBuilder &b, Location loc, const Unit &unit);
+  /// returns one full (unpadded) tensor per parameter of the unit: over the
+  /// shard axes from the parameters' shards, or, given the unit's
+  /// post-forward shard `postForward`, over the post-forward axes from it.
+  /// `flat` receives the gathered buffer (the [G, N] matrix, flattened).
+  SmallVector<Value> buildGather(OpBuilder &b, Location loc, const Unit &unit,
+                                 Value postForward, Value &flat);
+  /// This rank's post-forward shard of a unit's gathered buffer `flat`:
+  /// rows [j*G/k, (j+1)*G/k) of the [G, N] matrix for rank j of its k-rank
+  /// post-forward group (1/k of every parameter, as FSDP2 keeps it).
+  Value buildPostForwardSlice(OpBuilder &b, Location loc, Value flat);
   /// Reduces the gradients `grads` of `params` and returns local shards.
   SmallVector<Value> buildReduce(OpBuilder &b, Location loc,
                                  ArrayRef<unsigned> params,
@@ -135,8 +143,11 @@ private:
   // State of one run.
   SmallVector<ParamInfo> params;
   FlatSymbolRefAttr meshRef;
-  ArrayAttr shardAxes, replicateAxes, dpAxes;
+  ArrayAttr shardAxes, replicateAxes, dpAxes, postForwardAxes;
   int64_t shardSize = 1, replicateSize = 1;
+  /// reshard-after-forward=k with 1 < k < shardSize: the post-forward
+  /// group size (0 otherwise).
+  int64_t postForwardSize = 0;
   Type computeDtype, gradReduceDtype;
   StringAttr curModule;
   Phase curPhase = Phase::forward;
@@ -202,40 +213,52 @@ SmallVector<Value> LoomFsdpPass::splitWithSizes(OpBuilder &b, Location loc,
 }
 
 SmallVector<Value> LoomFsdpPass::buildGather(OpBuilder &b, Location loc,
-                                             const Unit &unit) {
+                                             const Unit &unit,
+                                             Value postForward, Value &flat) {
   func::FuncOp func = cast<func::FuncOp>(b.getBlock()->getParentOp());
   MLIRContext *ctx = b.getContext();
-  SmallVector<Value> flat;
   SmallVector<int64_t> sizes;
   int64_t total = 0;
   for (unsigned p : unit.params) {
-    const ParamInfo &info = params[p];
-    Value shard = castTo(b, loc, func.getArgument(info.argIndex), computeDtype);
-    flat.push_back(view(b, loc, shard, {info.localNumel}));
-    sizes.push_back(info.localNumel);
-    total += info.localNumel;
+    sizes.push_back(params[p].localNumel);
+    total += params[p].localNumel;
   }
-  Value buffer = flat.front();
-  if (flat.size() > 1) {
-    SmallVector<Attribute> refs;
-    for (unsigned i = 0; i < flat.size(); ++i)
-      refs.push_back(OperandRefAttr::get(ctx, i));
-    buffer = aten(b, loc, "aten::cat.default",
-                  cast<RankedTensorType>(buffer.getType()).clone({total}), flat,
-                  {b.getArrayAttr(refs), b.getI64IntegerAttr(0)});
-  }
-  Value gathered = buffer;
-  if (shardSize > 1) {
+  Value gathered;
+  auto allGather = [&](Value buffer, ArrayAttr axes) {
     auto type =
         cast<RankedTensorType>(buffer.getType()).clone({total * shardSize});
-    auto start =
-        AllGatherStartOp::create(b, loc, FutureType::get(ctx, type), buffer,
-                                 meshRef, shardAxes, b.getI64IntegerAttr(0));
+    auto start = AllGatherStartOp::create(b, loc, FutureType::get(ctx, type),
+                                          buffer, meshRef, axes,
+                                          b.getI64IntegerAttr(0));
     tag(start);
     auto wait = WaitOp::create(b, loc, type, start.getFuture());
     tag(wait);
-    gathered = wait.getResult();
+    return wait.getResult();
+  };
+  if (postForward) {
+    // The k ranks of the post-forward group hold consecutive row blocks of
+    // the [G, N] matrix: gathering them rebuilds it.
+    gathered = allGather(postForward, postForwardAxes);
+  } else {
+    SmallVector<Value> pieces;
+    for (unsigned p : unit.params) {
+      const ParamInfo &info = params[p];
+      Value shard =
+          castTo(b, loc, func.getArgument(info.argIndex), computeDtype);
+      pieces.push_back(view(b, loc, shard, {info.localNumel}));
+    }
+    Value buffer = pieces.front();
+    if (pieces.size() > 1) {
+      SmallVector<Attribute> refs;
+      for (unsigned i = 0; i < pieces.size(); ++i)
+        refs.push_back(OperandRefAttr::get(ctx, i));
+      buffer = aten(b, loc, "aten::cat.default",
+                    cast<RankedTensorType>(buffer.getType()).clone({total}),
+                    pieces, {b.getArrayAttr(refs), b.getI64IntegerAttr(0)});
+    }
+    gathered = shardSize > 1 ? allGather(buffer, shardAxes) : buffer;
   }
+  flat = gathered;
 
   // Rank r's chunk holds its shard of every parameter; a [G, N] view puts
   // each parameter's shards in one column block.
@@ -268,6 +291,20 @@ SmallVector<Value> LoomFsdpPass::buildGather(OpBuilder &b, Location loc,
     full.push_back(value);
   }
   return full;
+}
+
+Value LoomFsdpPass::buildPostForwardSlice(OpBuilder &b, Location loc,
+                                          Value flat) {
+  MLIRContext *ctx = b.getContext();
+  auto full = cast<RankedTensorType>(flat.getType());
+  auto type = full.clone({full.getDimSize(0) / postForwardSize});
+  auto start = AllSliceStartOp::create(b, loc, FutureType::get(ctx, type),
+                                       flat, meshRef, postForwardAxes,
+                                       b.getI64IntegerAttr(0));
+  tag(start);
+  auto wait = WaitOp::create(b, loc, type, start.getFuture());
+  tag(wait);
+  return wait.getResult();
 }
 
 SmallVector<Value> LoomFsdpPass::buildReduce(OpBuilder &b, Location loc,
@@ -443,7 +480,7 @@ LogicalResult LoomFsdpPass::shardStep(func::FuncOp func) {
                   << " is negative";
 
   // Reshard after forward, as _get_post_forward_mesh_info resolves it.
-  enum class Raf { Auto, True, False } raf;
+  enum class Raf { Auto, True, False, Group } raf;
   StringRef rafText = reshardAfterForward;
   int64_t k;
   if (rafText == "auto" || rafText == "none")
@@ -462,14 +499,28 @@ LogicalResult LoomFsdpPass::shardStep(func::FuncOp func) {
     else if (k == shardSize)
       raf = Raf::True;
     else
-      return fail() << "reshard-after-forward=" << k
-                    << " (resharding to groups of " << k << " of the "
-                    << shardSize
-                    << " shard ranks) is not supported yet; use 1 (false) or "
-                    << shardSize << " (true)";
+      raf = Raf::Group;
   } else {
     return fail() << "reshard-after-forward '" << rafText
                   << "' is not auto, true, false or an integer";
+  }
+
+  // Resharding to groups of k after forward: FSDP2's post-forward mesh is
+  // mesh.view(-1, k), k consecutive ranks. The shard axis is factored into
+  // (shard_outer, shard_inner) of sizes (S/k, k): the shard group is both
+  // axes (the same S ranks in the same order), the post-forward group is
+  // shard_inner.
+  postForwardSize = 0;
+  postForwardAxes = {};
+  if (raf == Raf::Group) {
+    postForwardSize = k;
+    shape.back() = shardSize / k;
+    shape.push_back(k);
+    axisNames.pop_back();
+    axisNames.append({"shard_outer", "shard_inner"});
+    shardAxes = b.getStrArrayAttr({"shard_outer", "shard_inner"});
+    postForwardAxes = b.getStrArrayAttr({"shard_inner"});
+    dpAxes = b.getStrArrayAttr(axisNames);
   }
 
   // Parameters.
@@ -608,7 +659,8 @@ LogicalResult LoomFsdpPass::shardStep(func::FuncOp func) {
     unitList[info.unit].params.push_back(p);
   }
   for (Unit &unit : unitList) {
-    unit.reshard = raf == Raf::True || (raf == Raf::Auto && !unit.isRoot);
+    unit.reshard = raf == Raf::True || raf == Raf::Group ||
+                   (raf == Raf::Auto && !unit.isRoot);
     if (unit.params.empty())
       continue;
     Type dtype = params[unit.params.front()].fullType.getElementType();
@@ -649,11 +701,13 @@ LogicalResult LoomFsdpPass::shardStep(func::FuncOp func) {
   // backward if so, and resharded after backward unless
   // reshard-after-backward=false keeps it unsharded for the next microbatch
   // (the last microbatch always reshards). `live[u]` holds the unit's
-  // unsharded parameters while it is unsharded.
+  // unsharded parameters while it is unsharded, `liveFlat[u]` the gathered
+  // buffer they come from.
   SmallVector<bool> isRafParam(params.size(), false);
   for (auto [p, info] : llvm::enumerate(params))
     isRafParam[p] = unitList[info.unit].reshard;
   SmallVector<SmallVector<Value>> live(unitList.size());
+  SmallVector<Value> liveFlat(unitList.size());
   DenseSet<Value> gatheredValues;
   auto unitLabel = [](const Unit &unit) {
     return unit.isRoot ? std::string("<root>") : unit.prefix;
@@ -666,6 +720,7 @@ LogicalResult LoomFsdpPass::shardStep(func::FuncOp func) {
 
     // Forward all-gathers, one per unit, before its first forward use.
     SmallVector<Value> forwardFull(params.size());
+    SmallVector<Value> postForward(unitList.size());
     for (auto [u, unit] : llvm::enumerate(unitList)) {
       Operation *first = nullptr;
       for (unsigned p : unit.params) {
@@ -686,16 +741,25 @@ LogicalResult LoomFsdpPass::shardStep(func::FuncOp func) {
       }
       if (!first)
         continue;
+      curModule = b.getStringAttr(unit.prefix);
+      curPhase = Phase::forward;
+      b.setInsertionPoint(first);
       if (live[u].empty()) {
-        curModule = b.getStringAttr(unit.prefix);
-        curPhase = Phase::forward;
-        b.setInsertionPoint(first);
         Location loc = NameLoc::get(
             b.getStringAttr("fsdp.all_gather:" + unitLabel(unit)),
             first->getLoc());
-        live[u] = buildGather(b, loc, unit);
+        live[u] = buildGather(b, loc, unit, Value(), liveFlat[u]);
         gatheredValues.insert(live[u].begin(), live[u].end());
       }
+      // Resharding to k ranks keeps this rank's 1/k of the gathered buffer
+      // (taken at once, so the buffer can be freed after the forward).
+      if (unit.reshard && postForwardSize)
+        postForward[u] = buildPostForwardSlice(
+            b,
+            NameLoc::get(b.getStringAttr("fsdp.post_forward_shard:" +
+                                         unitLabel(unit)),
+                         first->getLoc()),
+            liveFlat[u]);
       for (auto [p, value] : llvm::zip(unit.params, live[u])) {
         forwardFull[p] = value;
         for (OpOperand *use : uses[p])
@@ -703,8 +767,10 @@ LogicalResult LoomFsdpPass::shardStep(func::FuncOp func) {
             use->set(value);
       }
       // Post-forward reshard.
-      if (unit.reshard)
+      if (unit.reshard) {
         live[u].clear();
+        liveFlat[u] = Value();
+      }
     }
 
     // Backward of units that resharded after forward: forward values that
@@ -748,6 +814,7 @@ LogicalResult LoomFsdpPass::shardStep(func::FuncOp func) {
         first = &op;
     }
     SmallVector<Value> backwardFull(params.size());
+    SmallVector<Value> backwardFlat(unitList.size());
     SmallVector<bool> unitGathered(unitList.size(), false);
     IRMapping recomputed;
     auto ensureBackwardGather = [&](unsigned u, Operation *before) {
@@ -766,7 +833,8 @@ LogicalResult LoomFsdpPass::shardStep(func::FuncOp func) {
       Location loc =
           NameLoc::get(b.getStringAttr("fsdp.all_gather:" + unitLabel(unit)),
                        at->getLoc());
-      SmallVector<Value> values = buildGather(b, loc, unit);
+      SmallVector<Value> values =
+          buildGather(b, loc, unit, postForward[u], backwardFlat[u]);
       gatheredValues.insert(values.begin(), values.end());
       for (auto [q, value] : llvm::zip(unit.params, values))
         backwardFull[q] = value;
@@ -817,11 +885,14 @@ LogicalResult LoomFsdpPass::shardStep(func::FuncOp func) {
     for (auto [u, unit] : llvm::enumerate(unitList)) {
       if (lastMicrobatch || reshardAfterBackward) {
         live[u].clear();
+        liveFlat[u] = Value();
         continue;
       }
-      if (unitGathered[u])
+      if (unitGathered[u]) {
         for (unsigned p : unit.params)
           live[u].push_back(backwardFull[p]);
+        liveFlat[u] = backwardFlat[u];
+      }
     }
   }
 

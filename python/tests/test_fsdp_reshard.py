@@ -37,3 +37,28 @@ def test_fsdp_gradient_accumulation_keeps_parameters_unsharded(tmp_path):
     assert "PASS" in result.stdout
     assert issued(result.stdout, "all_gather") == [UNITS] * STEPS
     assert issued(result.stdout, "reduce_scatter") == [UNITS] * STEPS
+
+
+def test_fsdp_reshard_after_forward_to_pairs_at_parity(tmp_path):
+    """4 ranks, reshard-after-forward=2: forward all-gathers over the 4
+    shard ranks, each rank keeps half of every unit after forward, backward
+    all-gathers within pairs of consecutive ranks (FSDP2's
+    mesh.view(-1, 2)), reduce-scatters over all 4. Every unit reshards (an
+    int is not auto): 3 + 3 all-gathers per step, as raf True."""
+    capture_and_import("gpt", 4, tmp_path)
+    program = compile_fsdp("gpt", tmp_path, 4, "--reshard-after-forward=2")
+    assert program["mesh"] == {"shape": [2, 2], "axes": ["shard_outer", "shard_inner"]}
+    instructions = program["programs"][0]["instructions"]
+    gathers = [i["axes"] for i in instructions if i["op"] == "all_gather_start"]
+    assert gathers == [["shard_outer", "shard_inner"]] * UNITS + [["shard_inner"]] * UNITS
+    slices = [i for i in instructions if i["op"] == "all_slice_start"]
+    assert [s["axes"] for s in slices] == [["shard_inner"]] * UNITS
+    scatters = [i["axes"] for i in instructions if i["op"] == "reduce_scatter_start"]
+    assert scatters == [["shard_outer", "shard_inner"]] * UNITS
+
+    result = train(tmp_path, 4)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "PASS" in result.stdout
+    assert issued(result.stdout, "all_gather") == [2 * UNITS] * STEPS
+    assert issued(result.stdout, "reduce_scatter") == [UNITS] * STEPS
+    assert issued(result.stdout, "all_slice") == [UNITS] * STEPS

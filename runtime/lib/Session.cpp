@@ -284,7 +284,8 @@ void SessionImpl::runInstruction(size_t index) {
   case OpKind::AllGatherStart:
   case OpKind::ReduceScatterStart:
   case OpKind::AllReduceStart:
-  case OpKind::BroadcastStart: {
+  case OpKind::BroadcastStart:
+  case OpKind::AllSliceStart: {
     PendingCollective p = comm->start(inst.op, inst.axes, slots.get(inst.input),
                                       inst.dim, inst.reduce, inst.root);
     CollectiveCount &c = counts[collectiveName(inst.op)];
