@@ -11,14 +11,13 @@
 // RUN: loom-opt %s --split-input-file --loom-fsdp="mesh-shape=4" -verify-diagnostics
 
 // Option errors point at the step they could not be applied to.
-// NOMESH: fsdp-invalid.mlir:[[# @LINE + 10]]:1: error: 'func.func' op --loom-fsdp: needs 'mesh-shape': {N} for FSDP or {R, S} for HSDP
-// ZERO: fsdp-invalid.mlir:[[# @LINE + 9]]:1: error: 'func.func' op --loom-fsdp: mesh-shape has a group of size 0; every axis needs at least one rank
+// NOMESH: fsdp-invalid.mlir:[[# @LINE + 11]]:1: error: 'func.func' op --loom-fsdp: needs 'mesh-shape': {N} for FSDP or {R, S} for HSDP
+// ZERO: fsdp-invalid.mlir:[[# @LINE + 10]]:1: error: 'func.func' op --loom-fsdp: mesh-shape has a group of size 0; every axis needs at least one rank
 // RANK3: error: 'func.func' op --loom-fsdp: mesh-shape has 3 dimensions; FSDP takes a 1-D mesh and HSDP a 2-D (replicate, shard) mesh
 // UNIT: error: 'func.func' op --loom-fsdp: unit 'nope' matches no parameter (none is owned or used by a module under it)
 // RAF3: error: 'func.func' op --loom-fsdp: reshard-after-forward=3 must divide the shard size 4 (1 <= k <= 4)
-// RAF0: fsdp-invalid.mlir:[[# @LINE + 7]]:1: error: 'func.func' op --loom-fsdp: reshard-after-forward=0 must divide the shard size 4 (1 <= k <= 4)
-// HSDP: k divides the shard axis, not the world (FSDP2's shard_mesh_size).
-// RAFHSDP: error: 'func.func' op --loom-fsdp: reshard-after-forward=4 must divide the shard size 2 (1 <= k <= 2)
+// RAF0: fsdp-invalid.mlir:[[# @LINE + 6]]:1: error: 'func.func' op --loom-fsdp: reshard-after-forward=0 must divide the shard size 4 (1 <= k <= 4)
+// RAFHSDP: error: 'func.func' op --loom-fsdp: reshard-after-forward=4 must divide the shard size 2 (1 <= k <= 2){{$}}
 // RAFTEXT: error: 'func.func' op --loom-fsdp: reshard-after-forward 'maybe' is not auto, true, false or an integer
 // DTYPE: error: 'func.func' op --loom-fsdp: param-dtype 'f64' is not one of bf16, f16, f32
 // FACTOR: error: 'func.func' op --loom-fsdp: gradient-divide-factor -1.0 is negative
