@@ -20,7 +20,9 @@ def Loom_Dialect : Dialect {
     carries the operator's schema name and its non-tensor arguments. The step
     itself is a `func.func` whose arguments and results carry the graph
     signature (`loom.name`, `loom.role`, `loom.target`); every op carries the
-    module path it came from (`loom.module`) and its phase (`loom.phase`).
+    module path it came from (`loom.module`) and its phase (`loom.phase`);
+    after `loom-accumulate-gradients` also its microbatch
+    (`loom.microbatch`).
 
     Device meshes are `loom.mesh` symbols with named axes. Collectives are
     asynchronous: a `*_start` op returns a `!loom.future` at the point where
