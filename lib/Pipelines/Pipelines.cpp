@@ -33,6 +33,8 @@ LogicalResult loom::verifyCompilePipelineOptions(
   if (options.microbatches < 1)
     return emitError("microbatches must be at least 1, got " +
                      Twine(options.microbatches));
+  if (!options.reshardAfterBackward && options.dp != "fsdp")
+    return emitError("reshard-after-backward=false needs dp=fsdp");
   if (options.bucketCapMb < 0)
     return emitError("bucket-cap-mb must not be negative");
   if (options.backwardPrefetch != "pre" && options.backwardPrefetch != "post" &&
@@ -78,6 +80,7 @@ void loom::buildCompilePipeline(OpPassManager &pm,
     else
       fsdp.meshShape = {options.worldSize};
     fsdp.reshardAfterForward = options.reshardAfterForward;
+    fsdp.reshardAfterBackward = options.reshardAfterBackward;
     fsdp.units.assign(options.units.begin(), options.units.end());
     fsdp.paramDtype = options.paramDtype;
     fsdp.reduceDtype = options.reduceDtype;

@@ -113,10 +113,15 @@ struct LoomAccumulateGradientsPass
              b.getI64IntegerAttr(k * rows), b.getI64IntegerAttr((k + 1) * rows),
              b.getI64IntegerAttr(1)},
             Phase::forward);
+        slice->setAttr(LoomDialect::kMicrobatchAttrName,
+                       b.getI64IntegerAttr(k));
         map.map(arg, slice.getResult(0));
       }
+      // Each copy records its microbatch, so that later passes (loom-fsdp)
+      // can unshard and reshard per microbatch.
       for (Operation *op : original)
-        b.clone(*op, map);
+        b.clone(*op, map)->setAttr(LoomDialect::kMicrobatchAttrName,
+                                   b.getI64IntegerAttr(k));
       for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
         Value value = map.lookupOrDefault(v);
         Phase phase =

@@ -125,8 +125,16 @@ private:
   void tag(Operation *op);
 
   /// Builds the all-gather of `unit` at the builder's insertion point and
-  /// returns one full (unpadded) tensor per parameter of the unit.
-  SmallVector<Value> buildGather(OpBuilder &b, Location loc, const Unit &unit);
+  /// returns one full (unpadded) tensor per parameter of the unit: over the
+  /// shard axes from the parameters' shards, or, given the unit's
+  /// post-forward shard `postForward`, over the post-forward axes from it.
+  /// `flat` receives the gathered buffer (the [G, N] matrix, flattened).
+  SmallVector<Value> buildGather(OpBuilder &b, Location loc, const Unit &unit,
+                                 Value postForward, Value &flat);
+  /// This rank's post-forward shard of a unit's gathered buffer `flat`:
+  /// rows [j*G/k, (j+1)*G/k) of the [G, N] matrix for rank j of its k-rank
+  /// post-forward group (1/k of every parameter, as FSDP2 keeps it).
+  Value buildPostForwardSlice(OpBuilder &b, Location loc, Value flat);
   /// Reduces the gradients `grads` of `params` and returns local shards.
   SmallVector<Value> buildReduce(OpBuilder &b, Location loc,
                                  ArrayRef<unsigned> params,
@@ -135,8 +143,11 @@ private:
   // State of one run.
   SmallVector<ParamInfo> params;
   FlatSymbolRefAttr meshRef;
-  ArrayAttr shardAxes, replicateAxes, dpAxes;
+  ArrayAttr shardAxes, replicateAxes, dpAxes, postForwardAxes;
   int64_t shardSize = 1, replicateSize = 1;
+  /// reshard-after-forward=k with 1 < k < shardSize: the post-forward
+  /// group size (0 otherwise).
+  int64_t postForwardSize = 0;
   Type computeDtype, gradReduceDtype;
   StringAttr curModule;
   Phase curPhase = Phase::forward;
@@ -202,40 +213,52 @@ SmallVector<Value> LoomFsdpPass::splitWithSizes(OpBuilder &b, Location loc,
 }
 
 SmallVector<Value> LoomFsdpPass::buildGather(OpBuilder &b, Location loc,
-                                             const Unit &unit) {
+                                             const Unit &unit,
+                                             Value postForward, Value &flat) {
   func::FuncOp func = cast<func::FuncOp>(b.getBlock()->getParentOp());
   MLIRContext *ctx = b.getContext();
-  SmallVector<Value> flat;
   SmallVector<int64_t> sizes;
   int64_t total = 0;
   for (unsigned p : unit.params) {
-    const ParamInfo &info = params[p];
-    Value shard = castTo(b, loc, func.getArgument(info.argIndex), computeDtype);
-    flat.push_back(view(b, loc, shard, {info.localNumel}));
-    sizes.push_back(info.localNumel);
-    total += info.localNumel;
+    sizes.push_back(params[p].localNumel);
+    total += params[p].localNumel;
   }
-  Value buffer = flat.front();
-  if (flat.size() > 1) {
-    SmallVector<Attribute> refs;
-    for (unsigned i = 0; i < flat.size(); ++i)
-      refs.push_back(OperandRefAttr::get(ctx, i));
-    buffer = aten(b, loc, "aten::cat.default",
-                  cast<RankedTensorType>(buffer.getType()).clone({total}), flat,
-                  {b.getArrayAttr(refs), b.getI64IntegerAttr(0)});
-  }
-  Value gathered = buffer;
-  if (shardSize > 1) {
+  Value gathered;
+  auto allGather = [&](Value buffer, ArrayAttr axes) {
     auto type =
         cast<RankedTensorType>(buffer.getType()).clone({total * shardSize});
-    auto start =
-        AllGatherStartOp::create(b, loc, FutureType::get(ctx, type), buffer,
-                                 meshRef, shardAxes, b.getI64IntegerAttr(0));
+    auto start = AllGatherStartOp::create(b, loc, FutureType::get(ctx, type),
+                                          buffer, meshRef, axes,
+                                          b.getI64IntegerAttr(0));
     tag(start);
     auto wait = WaitOp::create(b, loc, type, start.getFuture());
     tag(wait);
-    gathered = wait.getResult();
+    return wait.getResult();
+  };
+  if (postForward) {
+    // The k ranks of the post-forward group hold consecutive row blocks of
+    // the [G, N] matrix: gathering them rebuilds it.
+    gathered = allGather(postForward, postForwardAxes);
+  } else {
+    SmallVector<Value> pieces;
+    for (unsigned p : unit.params) {
+      const ParamInfo &info = params[p];
+      Value shard =
+          castTo(b, loc, func.getArgument(info.argIndex), computeDtype);
+      pieces.push_back(view(b, loc, shard, {info.localNumel}));
+    }
+    Value buffer = pieces.front();
+    if (pieces.size() > 1) {
+      SmallVector<Attribute> refs;
+      for (unsigned i = 0; i < pieces.size(); ++i)
+        refs.push_back(OperandRefAttr::get(ctx, i));
+      buffer = aten(b, loc, "aten::cat.default",
+                    cast<RankedTensorType>(buffer.getType()).clone({total}),
+                    pieces, {b.getArrayAttr(refs), b.getI64IntegerAttr(0)});
+    }
+    gathered = shardSize > 1 ? allGather(buffer, shardAxes) : buffer;
   }
+  flat = gathered;
 
   // Rank r's chunk holds its shard of every parameter; a [G, N] view puts
   // each parameter's shards in one column block.
@@ -268,6 +291,20 @@ SmallVector<Value> LoomFsdpPass::buildGather(OpBuilder &b, Location loc,
     full.push_back(value);
   }
   return full;
+}
+
+Value LoomFsdpPass::buildPostForwardSlice(OpBuilder &b, Location loc,
+                                          Value flat) {
+  MLIRContext *ctx = b.getContext();
+  auto full = cast<RankedTensorType>(flat.getType());
+  auto type = full.clone({full.getDimSize(0) / postForwardSize});
+  auto start = AllSliceStartOp::create(b, loc, FutureType::get(ctx, type),
+                                       flat, meshRef, postForwardAxes,
+                                       b.getI64IntegerAttr(0));
+  tag(start);
+  auto wait = WaitOp::create(b, loc, type, start.getFuture());
+  tag(wait);
+  return wait.getResult();
 }
 
 SmallVector<Value> LoomFsdpPass::buildReduce(OpBuilder &b, Location loc,
@@ -443,7 +480,7 @@ LogicalResult LoomFsdpPass::shardStep(func::FuncOp func) {
                   << " is negative";
 
   // Reshard after forward, as _get_post_forward_mesh_info resolves it.
-  enum class Raf { Auto, True, False } raf;
+  enum class Raf { Auto, True, False, Group } raf;
   StringRef rafText = reshardAfterForward;
   int64_t k;
   if (rafText == "auto" || rafText == "none")
@@ -462,14 +499,28 @@ LogicalResult LoomFsdpPass::shardStep(func::FuncOp func) {
     else if (k == shardSize)
       raf = Raf::True;
     else
-      return fail() << "reshard-after-forward=" << k
-                    << " (resharding to groups of " << k << " of the "
-                    << shardSize
-                    << " shard ranks) is not supported yet; use 1 (false) or "
-                    << shardSize << " (true)";
+      raf = Raf::Group;
   } else {
     return fail() << "reshard-after-forward '" << rafText
                   << "' is not auto, true, false or an integer";
+  }
+
+  // Resharding to groups of k after forward: FSDP2's post-forward mesh is
+  // mesh.view(-1, k), k consecutive ranks. The shard axis is factored into
+  // (shard_outer, shard_inner) of sizes (S/k, k): the shard group is both
+  // axes (the same S ranks in the same order), the post-forward group is
+  // shard_inner.
+  postForwardSize = 0;
+  postForwardAxes = {};
+  if (raf == Raf::Group) {
+    postForwardSize = k;
+    shape.back() = shardSize / k;
+    shape.push_back(k);
+    axisNames.pop_back();
+    axisNames.append({"shard_outer", "shard_inner"});
+    shardAxes = b.getStrArrayAttr({"shard_outer", "shard_inner"});
+    postForwardAxes = b.getStrArrayAttr({"shard_inner"});
+    dpAxes = b.getStrArrayAttr(axisNames);
   }
 
   // Parameters.
@@ -562,11 +613,30 @@ LogicalResult LoomFsdpPass::shardStep(func::FuncOp func) {
     return best;
   };
 
-  // Direct uses of each parameter, collected before anything changes.
+  // Microbatches: loom-accumulate-gradients tags each copy of the step with
+  // loom.microbatch; FSDP2 unshards and reshards per forward and backward,
+  // so every microbatch is a segment gathered on its own. Untagged ops of
+  // a tagged step (the accumulation) belong to no microbatch.
   Block &body = func.getBody().front();
+  bool tagged = false;
+  int64_t numMicrobatches = 1;
+  for (Operation &op : body)
+    if (auto mb =
+            op.getAttrOfType<IntegerAttr>(LoomDialect::kMicrobatchAttrName)) {
+      tagged = true;
+      numMicrobatches = std::max(numMicrobatches, mb.getInt() + 1);
+    }
+  auto microbatchOf = [&](Operation *op) -> std::optional<int64_t> {
+    if (!tagged)
+      return 0;
+    if (auto mb =
+            op->getAttrOfType<IntegerAttr>(LoomDialect::kMicrobatchAttrName))
+      return mb.getInt();
+    return std::nullopt;
+  };
+
+  // Direct uses of each parameter, collected before anything changes.
   SmallVector<SmallVector<OpOperand *>> uses(params.size());
-  SmallVector<Operation *> firstForwardUser(params.size(), nullptr);
-  SmallVector<Operation *> firstUser(params.size(), nullptr);
   for (auto [p, info] : llvm::enumerate(params)) {
     BlockArgument arg = func.getArgument(info.argIndex);
     for (OpOperand &use : arg.getUses())
@@ -581,21 +651,16 @@ LogicalResult LoomFsdpPass::shardStep(func::FuncOp func) {
       return a->isBeforeInBlock(c);
     });
     llvm::SmallSetVector<unsigned, 2> forwardUnits;
-    for (Operation *user : users) {
-      if (!firstUser[p])
-        firstUser[p] = user;
-      if (getPhase(user) != Phase::forward)
-        continue;
-      if (!firstForwardUser[p])
-        firstForwardUser[p] = user;
-      forwardUnits.insert(unitOfPath(getModulePath(user)));
-    }
+    for (Operation *user : users)
+      if (getPhase(user) == Phase::forward)
+        forwardUnits.insert(unitOfPath(getModulePath(user)));
     if (forwardUnits.size() > 1)
       info.unit = forwardUnits.front();
     unitList[info.unit].params.push_back(p);
   }
   for (Unit &unit : unitList) {
-    unit.reshard = raf == Raf::True || (raf == Raf::Auto && !unit.isRoot);
+    unit.reshard = raf == Raf::True || raf == Raf::Group ||
+                   (raf == Raf::Auto && !unit.isRoot);
     if (unit.params.empty())
       continue;
     Type dtype = params[unit.params.front()].fullType.getElementType();
@@ -630,37 +695,210 @@ LogicalResult LoomFsdpPass::shardStep(func::FuncOp func) {
         ShardAttr::get(ctx, meshRef, shardAxes, 0, info.fullType.getShape()));
   }
 
-  // Forward all-gathers, one per unit, before its first forward use.
-  SmallVector<Value> forwardFull(params.size());
-  for (auto [u, unit] : llvm::enumerate(unitList)) {
-    Operation *first = nullptr;
-    for (unsigned p : unit.params) {
-      Operation *candidate =
-          firstForwardUser[p] ? firstForwardUser[p] : firstUser[p];
-      if (candidate && (!first || candidate->isBeforeInBlock(first)))
-        first = candidate;
+  // Each microbatch in order, as FSDP2's hooks run: a unit is all-gathered
+  // before its first forward use unless it is still unsharded, resharded
+  // after forward when it reshards after forward, gathered again before its
+  // backward if so, and resharded after backward unless
+  // reshard-after-backward=false keeps it unsharded for the next microbatch
+  // (the last microbatch always reshards). `live[u]` holds the unit's
+  // unsharded parameters while it is unsharded, `liveFlat[u]` the gathered
+  // buffer they come from.
+  SmallVector<bool> isRafParam(params.size(), false);
+  for (auto [p, info] : llvm::enumerate(params))
+    isRafParam[p] = unitList[info.unit].reshard;
+  SmallVector<SmallVector<Value>> live(unitList.size());
+  SmallVector<Value> liveFlat(unitList.size());
+  DenseSet<Value> gatheredValues;
+  auto unitLabel = [](const Unit &unit) {
+    return unit.isRoot ? std::string("<root>") : unit.prefix;
+  };
+  for (int64_t mb = 0; mb < numMicrobatches; ++mb) {
+    auto inMicrobatch = [&](Operation *op) { return microbatchOf(op) == mb; };
+    auto useMicrobatch = [&](OpOperand *use) {
+      return microbatchOf(use->getOwner()).value_or(0) == mb;
+    };
+
+    // Forward all-gathers, one per unit, before its first forward use.
+    SmallVector<Value> forwardFull(params.size());
+    SmallVector<Value> postForward(unitList.size());
+    for (auto [u, unit] : llvm::enumerate(unitList)) {
+      Operation *first = nullptr;
+      for (unsigned p : unit.params) {
+        Operation *firstForward = nullptr, *firstAny = nullptr;
+        for (OpOperand *use : uses[p]) {
+          if (!useMicrobatch(use))
+            continue;
+          Operation *user = use->getOwner();
+          if (!firstAny || user->isBeforeInBlock(firstAny))
+            firstAny = user;
+          if (getPhase(user) == Phase::forward &&
+              (!firstForward || user->isBeforeInBlock(firstForward)))
+            firstForward = user;
+        }
+        Operation *candidate = firstForward ? firstForward : firstAny;
+        if (candidate && (!first || candidate->isBeforeInBlock(first)))
+          first = candidate;
+      }
+      if (!first)
+        continue;
+      curModule = b.getStringAttr(unit.prefix);
+      curPhase = Phase::forward;
+      b.setInsertionPoint(first);
+      if (live[u].empty()) {
+        Location loc = NameLoc::get(
+            b.getStringAttr("fsdp.all_gather:" + unitLabel(unit)),
+            first->getLoc());
+        live[u] = buildGather(b, loc, unit, Value(), liveFlat[u]);
+        gatheredValues.insert(live[u].begin(), live[u].end());
+      }
+      // Resharding to k ranks keeps this rank's 1/k of the gathered buffer
+      // (taken at once, so the buffer can be freed after the forward).
+      if (unit.reshard && postForwardSize)
+        postForward[u] = buildPostForwardSlice(
+            b,
+            NameLoc::get(b.getStringAttr("fsdp.post_forward_shard:" +
+                                         unitLabel(unit)),
+                         first->getLoc()),
+            liveFlat[u]);
+      for (auto [p, value] : llvm::zip(unit.params, live[u])) {
+        forwardFull[p] = value;
+        for (OpOperand *use : uses[p])
+          if (useMicrobatch(use))
+            use->set(value);
+      }
+      // Post-forward reshard.
+      if (unit.reshard) {
+        live[u].clear();
+        liveFlat[u] = Value();
+      }
     }
-    if (!first)
-      continue;
-    curModule = b.getStringAttr(unit.prefix);
-    curPhase = Phase::forward;
-    b.setInsertionPoint(first);
-    Location loc = NameLoc::get(
-        b.getStringAttr("fsdp.all_gather:" +
-                        (unit.isRoot ? std::string("<root>") : unit.prefix)),
-        first->getLoc());
-    SmallVector<Value> full = buildGather(b, loc, unit);
-    for (auto [p, value] : llvm::zip(unit.params, full)) {
-      forwardFull[p] = value;
-      for (OpOperand *use : uses[p])
-        use->set(value);
+
+    // Backward of units that resharded after forward: forward values that
+    // depend only on gathered parameters are recomputed from a second
+    // all-gather placed before the unit's first backward use.
+    DenseMap<Value, unsigned> paramOfFull;
+    for (auto [p, value] : llvm::enumerate(forwardFull))
+      if (value)
+        paramOfFull[value] = p;
+    // Forward values computed only from gathered parameters, and whether
+    // they depend on a unit that resharded.
+    DenseMap<Value, bool> derived;
+    for (auto [value, p] : paramOfFull)
+      derived[value] = isRafParam[p];
+    for (Operation &op : body) {
+      if (getPhase(&op) != Phase::forward || !inMicrobatch(&op) ||
+          !isRecomputable(&op))
+        continue;
+      bool all = true, anyRaf = false;
+      for (Value v : op.getOperands()) {
+        auto it = derived.find(v);
+        if (it == derived.end()) {
+          all = false;
+          break;
+        }
+        anyRaf |= it->second;
+      }
+      if (!all)
+        continue;
+      for (Value r : op.getResults())
+        derived[r] = anyRaf;
+    }
+    SmallVector<Operation *> backwardOps;
+    SmallVector<Operation *> firstBackwardOp(unitList.size(), nullptr);
+    for (Operation &op : body) {
+      if (getPhase(&op) != Phase::backward || !inMicrobatch(&op))
+        continue;
+      backwardOps.push_back(&op);
+      Operation *&first = firstBackwardOp[unitOfPath(getModulePath(&op))];
+      if (!first)
+        first = &op;
+    }
+    SmallVector<Value> backwardFull(params.size());
+    SmallVector<Value> backwardFlat(unitList.size());
+    SmallVector<bool> unitGathered(unitList.size(), false);
+    IRMapping recomputed;
+    auto ensureBackwardGather = [&](unsigned u, Operation *before) {
+      if (unitGathered[u])
+        return;
+      unitGathered[u] = true;
+      const Unit &unit = unitList[u];
+      curModule = b.getStringAttr(unit.prefix);
+      curPhase = Phase::backward;
+      // FSDP2 unshards in the unit's pre-backward hook, before any of its
+      // backward ops runs.
+      Operation *at = before;
+      if (firstBackwardOp[u] && firstBackwardOp[u]->isBeforeInBlock(at))
+        at = firstBackwardOp[u];
+      b.setInsertionPoint(at);
+      Location loc =
+          NameLoc::get(b.getStringAttr("fsdp.all_gather:" + unitLabel(unit)),
+                       at->getLoc());
+      SmallVector<Value> values =
+          buildGather(b, loc, unit, postForward[u], backwardFlat[u]);
+      gatheredValues.insert(values.begin(), values.end());
+      for (auto [q, value] : llvm::zip(unit.params, values))
+        backwardFull[q] = value;
+    };
+    std::function<Value(Value, Operation *)> recompute =
+        [&](Value v, Operation *before) -> Value {
+      if (Value done = recomputed.lookupOrNull(v))
+        return done;
+      auto full = paramOfFull.find(v);
+      if (full != paramOfFull.end()) {
+        unsigned p = full->second;
+        if (!isRafParam[p])
+          return v;
+        ensureBackwardGather(params[p].unit, before);
+        recomputed.map(v, backwardFull[p]);
+        return backwardFull[p];
+      }
+      Operation *def = v.getDefiningOp();
+      for (Value operand : def->getOperands()) {
+        auto it = derived.find(operand);
+        if (it != derived.end() && it->second)
+          recompute(operand, before);
+      }
+      b.setInsertionPoint(before);
+      Operation *clone = b.clone(*def, recomputed);
+      clone->setAttr(LoomDialect::kPhaseAttrName,
+                     PhaseAttr::get(ctx, Phase::backward));
+      return recomputed.lookup(v);
+    };
+    for (Operation *op : backwardOps)
+      for (OpOperand &operand : op->getOpOperands()) {
+        auto it = derived.find(operand.get());
+        if (it != derived.end() && it->second)
+          operand.set(recompute(operand.get(), op));
+      }
+    // A unit whose outputs get gradients is unsharded by its pre-backward
+    // hook even when no backward op reads its parameters (an input layer),
+    // as FSDP2 does unless set_unshard_in_backward(False).
+    for (auto [u, unit] : llvm::enumerate(unitList))
+      if (unit.reshard && !unit.params.empty() && firstBackwardOp[u] &&
+          llvm::any_of(unit.params, [&](unsigned p) { return forwardFull[p]; }))
+        ensureBackwardGather(u, firstBackwardOp[u]);
+
+    // Post-backward reshard, unless the unit stays unsharded for the next
+    // microbatch (FSDP2's set_reshard_after_backward(False) on all but the
+    // last microbatch).
+    bool lastMicrobatch = mb + 1 == numMicrobatches;
+    for (auto [u, unit] : llvm::enumerate(unitList)) {
+      if (lastMicrobatch || reshardAfterBackward) {
+        live[u].clear();
+        liveFlat[u] = Value();
+        continue;
+      }
+      if (unitGathered[u]) {
+        for (unsigned p : unit.params)
+          live[u].push_back(backwardFull[p]);
+        liveFlat[u] = backwardFlat[u];
+      }
     }
   }
 
   // Mixed precision: the compute follows the gathered dtype.
   Type original = params.front().fullType.getElementType();
   if (computeDtype && computeDtype != original) {
-    DenseSet<Value> gatheredValues(forwardFull.begin(), forwardFull.end());
     DenseMap<Value, Value> castOnce;
     for (Operation &op : llvm::make_early_inc_range(body)) {
       auto atenOp = dyn_cast<AtenOp>(&op);
@@ -714,112 +952,6 @@ LogicalResult LoomFsdpPass::shardStep(func::FuncOp func) {
       atenOp.setKwargsAttr(b.getDictionaryAttr(kwargs));
     }
   }
-
-  // Backward of units that resharded after forward: forward values that
-  // depend only on gathered parameters are recomputed from a second
-  // all-gather placed before the unit's first backward use.
-  SmallVector<bool> isRafParam(params.size(), false);
-  DenseMap<Value, unsigned> paramOfFull;
-  for (auto [p, value] : llvm::enumerate(forwardFull)) {
-    if (!value)
-      continue;
-    paramOfFull[value] = p;
-    isRafParam[p] = unitList[params[p].unit].reshard;
-  }
-  // Forward values computed only from gathered parameters, and whether
-  // they depend on a unit that resharded.
-  DenseMap<Value, bool> derived;
-  for (auto [value, p] : paramOfFull)
-    derived[value] = isRafParam[p];
-  for (Operation &op : body) {
-    if (getPhase(&op) != Phase::forward || !isRecomputable(&op))
-      continue;
-    bool all = true, anyRaf = false;
-    for (Value v : op.getOperands()) {
-      auto it = derived.find(v);
-      if (it == derived.end()) {
-        all = false;
-        break;
-      }
-      anyRaf |= it->second;
-    }
-    if (!all)
-      continue;
-    for (Value r : op.getResults())
-      derived[r] = anyRaf;
-  }
-  SmallVector<Operation *> backwardOps;
-  SmallVector<Operation *> firstBackwardOp(unitList.size(), nullptr);
-  for (Operation &op : body) {
-    if (getPhase(&op) != Phase::backward)
-      continue;
-    backwardOps.push_back(&op);
-    Operation *&first = firstBackwardOp[unitOfPath(getModulePath(&op))];
-    if (!first)
-      first = &op;
-  }
-  SmallVector<Value> backwardFull(params.size());
-  SmallVector<bool> unitGathered(unitList.size(), false);
-  IRMapping recomputed;
-  auto ensureBackwardGather = [&](unsigned u, Operation *before) {
-    if (unitGathered[u])
-      return;
-    unitGathered[u] = true;
-    const Unit &unit = unitList[u];
-    curModule = b.getStringAttr(unit.prefix);
-    curPhase = Phase::backward;
-    // FSDP2 unshards in the unit's pre-backward hook, before any of its
-    // backward ops runs.
-    Operation *at = before;
-    if (firstBackwardOp[u] && firstBackwardOp[u]->isBeforeInBlock(at))
-      at = firstBackwardOp[u];
-    b.setInsertionPoint(at);
-    Location loc = NameLoc::get(
-        b.getStringAttr("fsdp.all_gather:" +
-                        (unit.isRoot ? std::string("<root>") : unit.prefix)),
-        at->getLoc());
-    SmallVector<Value> values = buildGather(b, loc, unit);
-    for (auto [q, value] : llvm::zip(unit.params, values))
-      backwardFull[q] = value;
-  };
-  std::function<Value(Value, Operation *)> recompute =
-      [&](Value v, Operation *before) -> Value {
-    if (Value done = recomputed.lookupOrNull(v))
-      return done;
-    auto full = paramOfFull.find(v);
-    if (full != paramOfFull.end()) {
-      unsigned p = full->second;
-      if (!isRafParam[p])
-        return v;
-      ensureBackwardGather(params[p].unit, before);
-      recomputed.map(v, backwardFull[p]);
-      return backwardFull[p];
-    }
-    Operation *def = v.getDefiningOp();
-    for (Value operand : def->getOperands()) {
-      auto it = derived.find(operand);
-      if (it != derived.end() && it->second)
-        recompute(operand, before);
-    }
-    b.setInsertionPoint(before);
-    Operation *clone = b.clone(*def, recomputed);
-    clone->setAttr(LoomDialect::kPhaseAttrName,
-                   PhaseAttr::get(ctx, Phase::backward));
-    return recomputed.lookup(v);
-  };
-  for (Operation *op : backwardOps)
-    for (OpOperand &operand : op->getOpOperands()) {
-      auto it = derived.find(operand.get());
-      if (it != derived.end() && it->second)
-        operand.set(recompute(operand.get(), op));
-    }
-  // A unit whose outputs get gradients is unsharded by its pre-backward
-  // hook even when no backward op reads its parameters (an input layer),
-  // as FSDP2 does unless set_unshard_in_backward(False).
-  for (auto [u, unit] : llvm::enumerate(unitList))
-    if (unit.reshard && !unit.params.empty() && firstBackwardOp[u] &&
-        llvm::any_of(unit.params, [&](unsigned p) { return forwardFull[p]; }))
-      ensureBackwardGather(u, firstBackwardOp[u]);
 
   // Reduce-scatter each unit's gradients after the last of them.
   auto ret = cast<func::ReturnOp>(body.getTerminator());

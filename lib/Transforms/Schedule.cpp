@@ -188,7 +188,7 @@ void ListScheduler::buildGraph() {
     }
     // Ops the scheduler does not model stay where they are relative to
     // everything else.
-    bool known = isa<AtenOp, OptimizerUpdateOp, WaitOp>(op) ||
+    bool known = isa<AtenOp, OptimizerUpdateOp, WaitOp, AllSliceStartOp>(op) ||
                  getCollectiveKind(op).has_value();
     if (!known) {
       for (Operation *before : sinceBarrier)
@@ -299,9 +299,13 @@ SmallVector<Operation *> ListScheduler::schedule() {
         pendingWaits.insert(wait);
     } else if (auto wait = dyn_cast<WaitOp>(op)) {
       Operation *start = wait.getFuture().getDefiningOp();
-      clock = std::max(clock, finish.lookup(start));
+      // Only the collectives the model knows count against the bound (a
+      // local loom.all_slice_start is an ordinary op here).
+      if (finish.count(start)) {
+        clock = std::max(clock, finish.lookup(start));
+        --inFlight;
+      }
       pendingWaits.erase(op);
-      --inFlight;
     } else {
       clock += sim.getOpCost(op).seconds;
     }

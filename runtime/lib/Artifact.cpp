@@ -141,6 +141,8 @@ const char *toString(OpKind op) {
     return "all_reduce_start";
   case OpKind::BroadcastStart:
     return "broadcast_start";
+  case OpKind::AllSliceStart:
+    return "all_slice_start";
   case OpKind::Wait:
     return "wait";
   case OpKind::RecordEvent:
@@ -161,6 +163,8 @@ const char *collectiveName(OpKind op) {
     return "all_reduce";
   case OpKind::BroadcastStart:
     return "broadcast";
+  case OpKind::AllSliceStart:
+    return "all_slice";
   default:
     return nullptr;
   }
@@ -916,13 +920,16 @@ Instruction ProgramReader::readInstruction(const json &v, const std::string &p,
               "module", "phase"});
   } else if (a.version >= 2 &&
              (op == "all_gather_start" || op == "reduce_scatter_start" ||
-              op == "all_reduce_start" || op == "broadcast_start")) {
+              op == "all_reduce_start" || op == "broadcast_start" ||
+              op == "all_slice_start")) {
     inst.op = op == "all_gather_start"       ? OpKind::AllGatherStart
               : op == "reduce_scatter_start" ? OpKind::ReduceScatterStart
               : op == "all_reduce_start"     ? OpKind::AllReduceStart
+              : op == "all_slice_start"      ? OpKind::AllSliceStart
                                              : OpKind::BroadcastStart;
     const char *extra = inst.op == OpKind::AllGatherStart       ? "dim"
                         : inst.op == OpKind::ReduceScatterStart ? "dim"
+                        : inst.op == OpKind::AllSliceStart      ? "dim"
                         : inst.op == OpKind::AllReduceStart     ? "reduce"
                                                                 : "root";
     if (inst.op == OpKind::ReduceScatterStart)
@@ -946,7 +953,8 @@ Instruction ProgramReader::readInstruction(const json &v, const std::string &p,
              (a.version >= 2
                   ? "' (version 2 has aten, free, optimizer, "
                     "all_gather_start, reduce_scatter_start, "
-                    "all_reduce_start, broadcast_start, wait, record_event, "
+                    "all_reduce_start, broadcast_start, all_slice_start, "
+                    "wait, record_event, "
                     "wait_event)"
                   : "' (version 1 has aten, free, optimizer)"));
   }
@@ -1018,12 +1026,14 @@ Instruction ProgramReader::readInstruction(const json &v, const std::string &p,
   case OpKind::AllGatherStart:
   case OpKind::ReduceScatterStart:
   case OpKind::AllReduceStart:
-  case OpKind::BroadcastStart: {
+  case OpKind::BroadcastStart:
+  case OpKind::AllSliceStart: {
     inst.input = slot(field(v, p, "input"), join(p, "input"));
     inst.future = slot(field(v, p, "future"), join(p, "future"));
     inst.axes = axesList(field(v, p, "axes"), join(p, "axes"));
     if (inst.op == OpKind::AllGatherStart ||
-        inst.op == OpKind::ReduceScatterStart) {
+        inst.op == OpKind::ReduceScatterStart ||
+        inst.op == OpKind::AllSliceStart) {
       inst.dim = integer(field(v, p, "dim"), join(p, "dim"));
       if (inst.dim < 0)
         fail(join(p, "dim"), "dim " + std::to_string(inst.dim) +
@@ -1351,6 +1361,7 @@ void ProgramReader::checkDataflow(size_t programIndex) {
     case OpKind::ReduceScatterStart:
     case OpKind::AllReduceStart:
     case OpKind::BroadcastStart:
+    case OpKind::AllSliceStart:
       read(inst.input, p + ".input");
       checkWritable(inst.future, p + ".future");
       if (inst.future == inst.input)

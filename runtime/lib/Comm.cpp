@@ -252,12 +252,14 @@ PendingCollective Comm::start(OpKind kind, const std::vector<std::string> &axes,
   p.describe = std::string(collectiveName(kind)) + " over " + g.label + " (" +
                artifactDtypeName(input.scalar_type()) + " " +
                formatShape(input.sizes()) + ", " + bytesText(p.bytes) + ")";
-  if ((kind == OpKind::AllGatherStart || kind == OpKind::ReduceScatterStart) &&
+  if ((kind == OpKind::AllGatherStart || kind == OpKind::ReduceScatterStart ||
+       kind == OpKind::AllSliceStart) &&
       dim >= input.dim())
     throw Error(p.describe + ": dim " + std::to_string(dim) +
                 " out of range for a " + std::to_string(input.dim()) +
                 "-d tensor");
-  if (kind == OpKind::ReduceScatterStart && input.size(dim) % size != 0)
+  if ((kind == OpKind::ReduceScatterStart || kind == OpKind::AllSliceStart) &&
+      input.size(dim) % size != 0)
     throw Error(p.describe + ": dim " + std::to_string(dim) + " has size " +
                 std::to_string(input.size(dim)) +
                 ", not divisible by the group size " + std::to_string(size));
@@ -294,6 +296,13 @@ PendingCollective Comm::start(OpKind kind, const std::vector<std::string> &axes,
       p.work = g.backend->allreduce(t, o);
       break;
     }
+    case OpKind::AllSliceStart:
+      // No data moves: a copy of this rank's slice, so that the input may
+      // be freed after the wait.
+      p.bytes = 0;
+      p.buffer = input.chunk(size, dim)[size_t(g.index)].clone(
+          at::MemoryFormat::Contiguous);
+      break;
     case OpKind::BroadcastStart: {
       p.buffer = input.clone(at::MemoryFormat::Contiguous);
       std::vector<at::Tensor> t{p.buffer};
@@ -315,7 +324,8 @@ PendingCollective Comm::start(OpKind kind, const std::vector<std::string> &axes,
 
 at::Tensor Comm::finish(PendingCollective &p) {
   try {
-    p.work->wait();
+    if (p.work)
+      p.work->wait();
   } catch (const std::exception &e) {
     throw CollectiveError(p.describe + " failed (a peer exited, or the " +
                           "timeout passed): " + e.what());

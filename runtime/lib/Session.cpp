@@ -306,6 +306,12 @@ void SessionImpl::traceStart(size_t index, int64_t future, PendingCollective &p,
   t.timing.describe = p.describe;
   t.timing.issueUs = issueUs;
   t.completeUs = std::make_shared<std::atomic<double>>(-1.0);
+  if (!p.work) {
+    // A local collective (all_slice) is done when it is issued.
+    t.completeUs->store(issueUs);
+    traced[future] = std::move(t);
+    return;
+  }
   // The Work's future completes on the backend's thread when the data has
   // arrived, before wait() returns (Gloo marks it, then finishes the work):
   // the real end of the transfer, however late the program waits for it.
@@ -332,7 +338,8 @@ void SessionImpl::tracePoll() {
     if (!t.poll || t.completeUs->load() >= 0)
       continue;
     auto it = pending.find(future);
-    if (it != pending.end() && it->second.work->isCompleted())
+    if (it != pending.end() && it->second.work &&
+        it->second.work->isCompleted())
       t.completeUs->store(microsSince(epoch, Clock::now()));
   }
 }
@@ -359,7 +366,8 @@ void SessionImpl::runInstruction(size_t index) {
   case OpKind::AllGatherStart:
   case OpKind::ReduceScatterStart:
   case OpKind::AllReduceStart:
-  case OpKind::BroadcastStart: {
+  case OpKind::BroadcastStart:
+  case OpKind::AllSliceStart: {
     double issueUs = tracing ? microsSince(epoch, Clock::now()) : 0;
     PendingCollective p = comm->start(inst.op, inst.axes, slots.get(inst.input),
                                       inst.dim, inst.reduce, inst.root);

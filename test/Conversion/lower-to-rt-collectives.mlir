@@ -55,13 +55,17 @@ func.func @step(%w: tensor<2x4xf32> {loom.name = "w", loom.role = #loom.role<par
   %f = loom.all_gather_start %w on @fs axes ["shard"] dim 0 : tensor<2x4xf32> -> !loom.future<tensor<4x4xf32>>
   %full = loom.wait %f : !loom.future<tensor<4x4xf32>> -> tensor<4x4xf32>
   %l = loom.aten "aten::sum.default"(%full) {args = [#loom.arg<0>]} : (tensor<4x4xf32>) -> tensor<f32>
+  %f3 = loom.all_slice_start %full on @fs axes ["shard"] dim 1 : tensor<4x4xf32> -> !loom.future<tensor<4x2xf32>>
+  %half = loom.wait %f3 : !loom.future<tensor<4x2xf32>> -> tensor<4x2xf32>
   %f2 = loom.reduce_scatter_start %full on @fs axes ["shard"] dim 0 reduce <avg> : tensor<4x4xf32> -> !loom.future<tensor<2x4xf32>>
   %g = loom.wait %f2 : !loom.future<tensor<2x4xf32>> -> tensor<2x4xf32>
-  return %l, %g : tensor<f32>, tensor<2x4xf32>
+  %l2 = loom.aten "aten::sum.default"(%half) {args = [#loom.arg<0>]} : (tensor<4x2xf32>) -> tensor<f32>
+  return %l2, %g : tensor<f32>, tensor<2x4xf32>
 }
 
 // CHECK-LABEL: loomrt.program "step" rank 0 world_size 2 mesh @fs streams ["compute", "comm"] {
 // CHECK-NEXT: %w = loomrt.input "w" role <parameter> shard <@fs, axes = ["shard"], dim = 0, global = [3, 4]> : tensor<2x4xf32>
 // CHECK: loomrt.collective_start <all_gather> %w axes ["shard"] dim 0 stream 1
+// CHECK: loomrt.collective_start <all_slice> %{{.*}} axes ["shard"] dim 1 stream 1 : tensor<4x4xf32> -> !loomrt.future<tensor<4x2xf32>>
 // CHECK: loomrt.collective_start <reduce_scatter> %{{.*}} axes ["shard"] dim 0 reduce <avg> stream 1
 // CHECK: loomrt.output %{{.*}} role <grad> target "w" : tensor<2x4xf32>

@@ -19,16 +19,18 @@ func.func @step(%w: tensor<4x4xf32> {loom.name = "fc.weight", loom.role = #loom.
 // CHECK-SAME: %[[W:[^:]+]]: tensor<4x4xf32> {loom.name = "fc.weight"
 // CHECK-SAME: %[[X:[^:]+]]: tensor<6x4xf32> {loom.name = "x", loom.role = #loom.role<input>})
 // CHECK-NEXT: %[[X0:.*]] = loom.aten "aten::slice.Tensor"(%[[X]]) {args = [#loom.arg<0>, 0, 0, 2, 1]{{.*}} : (tensor<6x4xf32>) -> tensor<2x4xf32>
-// CHECK-NEXT: %[[Y0:.*]] = loom.aten "aten::mm.default"(%[[X0]], %[[W]])
+// Every copy records its microbatch (loom-fsdp gathers per microbatch);
+// the accumulation belongs to none.
+// CHECK-NEXT: %[[Y0:.*]] = loom.aten "aten::mm.default"(%[[X0]], %[[W]]) {args = [#loom.arg<0>, #loom.arg<1>], loom.microbatch = 0 : i64, loom.module = "fc"
 // CHECK-NEXT: %[[L0:.*]] = loom.aten "aten::sum.default"(%[[Y0]])
 // CHECK-NEXT: %[[G0:.*]] = loom.aten "aten::mul.Tensor"(%[[W]], %[[L0]])
 // CHECK-NEXT: %[[X1:.*]] = loom.aten "aten::slice.Tensor"(%[[X]]) {args = [#loom.arg<0>, 0, 2, 4, 1]
-// CHECK-NEXT: %[[Y1:.*]] = loom.aten "aten::mm.default"(%[[X1]], %[[W]])
+// CHECK-NEXT: %[[Y1:.*]] = loom.aten "aten::mm.default"(%[[X1]], %[[W]]) {args = [#loom.arg<0>, #loom.arg<1>], loom.microbatch = 1 : i64, loom.module = "fc"
 // CHECK-NEXT: %[[L1:.*]] = loom.aten "aten::sum.default"(%[[Y1]])
 // CHECK-NEXT: %[[G1:.*]] = loom.aten "aten::mul.Tensor"(%[[W]], %[[L1]])
-// CHECK-NEXT: %[[LS1:.*]] = loom.aten "aten::add.Tensor"(%[[L0]], %[[L1]]) {{.*}}loom.phase = #loom.phase<forward>
+// CHECK-NEXT: %[[LS1:.*]] = loom.aten "aten::add.Tensor"(%[[L0]], %[[L1]]) {args = [#loom.arg<0>, #loom.arg<1>], loom.module = "", loom.phase = #loom.phase<forward>}
 // CHECK-NEXT: %[[GS1:.*]] = loom.aten "aten::add.Tensor"(%[[G0]], %[[G1]]) {{.*}}loom.phase = #loom.phase<backward>
-// CHECK-NEXT: loom.aten "aten::slice.Tensor"(%[[X]]) {args = [#loom.arg<0>, 0, 4, 6, 1]
+// CHECK-NEXT: loom.aten "aten::slice.Tensor"(%[[X]]) {args = [#loom.arg<0>, 0, 4, 6, 1], loom.microbatch = 2 : i64
 // CHECK-COUNT-3: loom.aten
 // CHECK-NEXT: %[[LS2:.*]] = loom.aten "aten::add.Tensor"(%[[LS1]],
 // CHECK-NEXT: %[[GS2:.*]] = loom.aten "aten::add.Tensor"(%[[GS1]],

@@ -3,19 +3,21 @@
 // RUN: not loom-opt %s --split-input-file --loom-fsdp="mesh-shape=2,2,2" 2>&1 | FileCheck %s --check-prefix=RANK3
 // RUN: not loom-opt %s --split-input-file --loom-fsdp="mesh-shape=4 units=nope" 2>&1 | FileCheck %s --check-prefix=UNIT
 // RUN: not loom-opt %s --split-input-file --loom-fsdp="mesh-shape=4 reshard-after-forward=3" 2>&1 | FileCheck %s --check-prefix=RAF3
-// RUN: not loom-opt %s --split-input-file --loom-fsdp="mesh-shape=4 reshard-after-forward=2" 2>&1 | FileCheck %s --check-prefix=RAF2
+// RUN: not loom-opt %s --split-input-file --loom-fsdp="mesh-shape=4 reshard-after-forward=0" 2>&1 | FileCheck %s --check-prefix=RAF0
+// RUN: not loom-opt %s --split-input-file --loom-fsdp="mesh-shape=2,2 reshard-after-forward=4" 2>&1 | FileCheck %s --check-prefix=RAFHSDP
 // RUN: not loom-opt %s --split-input-file --loom-fsdp="mesh-shape=4 reshard-after-forward=maybe" 2>&1 | FileCheck %s --check-prefix=RAFTEXT
 // RUN: not loom-opt %s --split-input-file --loom-fsdp="mesh-shape=4 param-dtype=f64" 2>&1 | FileCheck %s --check-prefix=DTYPE
 // RUN: not loom-opt %s --split-input-file --loom-fsdp="mesh-shape=4 gradient-divide-factor=-1" 2>&1 | FileCheck %s --check-prefix=FACTOR
 // RUN: loom-opt %s --split-input-file --loom-fsdp="mesh-shape=4" -verify-diagnostics
 
 // Option errors point at the step they could not be applied to.
-// NOMESH: fsdp-invalid.mlir:[[# @LINE + 10]]:1: error: 'func.func' op --loom-fsdp: needs 'mesh-shape': {N} for FSDP or {R, S} for HSDP
-// ZERO: fsdp-invalid.mlir:[[# @LINE + 9]]:1: error: 'func.func' op --loom-fsdp: mesh-shape has a group of size 0; every axis needs at least one rank
+// NOMESH: fsdp-invalid.mlir:[[# @LINE + 11]]:1: error: 'func.func' op --loom-fsdp: needs 'mesh-shape': {N} for FSDP or {R, S} for HSDP
+// ZERO: fsdp-invalid.mlir:[[# @LINE + 10]]:1: error: 'func.func' op --loom-fsdp: mesh-shape has a group of size 0; every axis needs at least one rank
 // RANK3: error: 'func.func' op --loom-fsdp: mesh-shape has 3 dimensions; FSDP takes a 1-D mesh and HSDP a 2-D (replicate, shard) mesh
 // UNIT: error: 'func.func' op --loom-fsdp: unit 'nope' matches no parameter (none is owned or used by a module under it)
 // RAF3: error: 'func.func' op --loom-fsdp: reshard-after-forward=3 must divide the shard size 4 (1 <= k <= 4)
-// RAF2: error: 'func.func' op --loom-fsdp: reshard-after-forward=2 (resharding to groups of 2 of the 4 shard ranks) is not supported yet; use 1 (false) or 4 (true)
+// RAF0: fsdp-invalid.mlir:[[# @LINE + 6]]:1: error: 'func.func' op --loom-fsdp: reshard-after-forward=0 must divide the shard size 4 (1 <= k <= 4)
+// RAFHSDP: error: 'func.func' op --loom-fsdp: reshard-after-forward=4 must divide the shard size 2 (1 <= k <= 2){{$}}
 // RAFTEXT: error: 'func.func' op --loom-fsdp: reshard-after-forward 'maybe' is not auto, true, false or an integer
 // DTYPE: error: 'func.func' op --loom-fsdp: param-dtype 'f64' is not one of bf16, f16, f32
 // FACTOR: error: 'func.func' op --loom-fsdp: gradient-divide-factor -1.0 is negative

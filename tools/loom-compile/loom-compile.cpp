@@ -109,6 +109,11 @@ static cl::opt<std::string> reshardAfterForward(
     "reshard-after-forward",
     cl::desc("With --dp=fsdp: auto (default), true, false or an integer"),
     cl::cat(category));
+static cl::opt<bool> reshardAfterBackward(
+    "reshard-after-backward",
+    cl::desc("With --dp=fsdp and --microbatches: false keeps the parameters "
+             "unsharded between microbatches (default true)"),
+    cl::cat(category));
 static cl::list<std::string>
     units("units", cl::CommaSeparated,
           cl::desc("With --dp=fsdp: module-path prefixes of the FSDP units "
@@ -200,6 +205,7 @@ static std::string buildPipelineText() {
   add(bucketCapMb, number(bucketCapMb));
   add(replicateSize, Twine(replicateSize));
   add(reshardAfterForward, reshardAfterForward);
+  add(reshardAfterBackward, reshardAfterBackward ? "true" : "false");
   if (units.getNumOccurrences()) {
     std::string list;
     for (const std::string &u : units)

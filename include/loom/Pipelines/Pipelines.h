@@ -69,6 +69,12 @@ struct CompilePipelineOptions
       llvm::cl::desc("With dp=fsdp: auto, true, false or an integer (as "
                      "loom-fsdp)"),
       llvm::cl::init("auto")};
+  Option<bool> reshardAfterBackward{
+      *this, "reshard-after-backward",
+      llvm::cl::desc("With dp=fsdp and microbatches > 1: false keeps the "
+                     "parameters unsharded between microbatches (as "
+                     "loom-fsdp)"),
+      llvm::cl::init(true)};
   ListOption<std::string> units{
       *this, "units",
       llvm::cl::desc("With dp=fsdp: module-path prefixes of the units "

@@ -386,6 +386,38 @@ def LoomFsdp : Pass<"loom-fsdp", "::mlir::ModuleOp"> {
     rank chunk like the all-gather buffer), and the step returns the local
     shard gradients. Under HSDP an all-reduce over `"replicate"` follows.
 
+    Resharding to k ranks. `reshard-after-forward=k` with 1 < k < S (S the
+    shard group size, k dividing S) is FSDP2's post-forward mesh
+    `mesh.view(-1, k)`: the mesh factors the shard axis into
+    `("shard_outer", "shard_inner")` of sizes (S/k, k), so
+    `[S] axes ["shard"]` becomes `[S/k, k] axes ["shard_outer",
+    "shard_inner"]` (HSDP: `[R, S/k, k]` with `"replicate"` first). The
+    shard group is both axes (the same S ranks in the same order: shards,
+    the forward all-gather and the reduce-scatter are unchanged); a group
+    over `"shard_inner"` is k consecutive ranks. After the forward
+    all-gather each rank keeps its 1/k of the gathered `[S, N]` buffer
+    (`loom.all_slice_start` over `"shard_inner"`: rows `[j*S/k,
+    (j+1)*S/k)` on rank j of its group, 1/k of every parameter's padded
+    rows, as FSDP2's `_sharded_post_forward_param_data`), and the
+    backward all-gather runs over `"shard_inner"` from those slices. Every
+    unit reshards, the root too (an integer is not `auto`).
+
+    Microbatches. On a step of `loom-accumulate-gradients` (ops tagged
+    `loom.microbatch`) every microbatch is unsharded and resharded as
+    FSDP2's hooks do on each forward and backward: a unit is all-gathered
+    before its first forward use in a microbatch unless it is still
+    unsharded, a second time before its backward when it reshards after
+    forward, and is resharded after the microbatch's backward. The
+    reductions run once, on the accumulated gradients of the last
+    microbatch (FSDP2's `set_requires_gradient_sync(is_last)`). With
+    `reshard-after-backward=false` (FSDP2's
+    `set_reshard_after_backward(is_last)`) a unit stays unsharded from one
+    microbatch's backward into the next microbatch's forward; the last
+    always reshards. Per step, G units and M microbatches gather
+    `(G + G) * M` times with `reshard-after-forward=true`, `G * M` with
+    `false` and `G` with `false` and `reshard-after-backward=false`, and
+    reduce-scatter G times (pytorch-behaviours.md §6.4).
+
     Division. By default the reductions average (`reduce <avg>`, factor =
     data-parallel size). With `gradient-divide-factor` f != that size the
     gradient is divided by f before a summing reduce-scatter (PyTorch's
@@ -429,7 +461,8 @@ def LoomFsdp : Pass<"loom-fsdp", "::mlir::ModuleOp"> {
 
     Errors (located at the step): a mesh that is not 1-D or 2-D or has an
     axis of size 0, a unit prefix that matches no parameter, a
-    `reshard-after-forward` integer that does not divide the shard size,
+    `reshard-after-forward` integer k that is not a divisor of the shard
+    size with 1 <= k <= S (as FSDP2's ValueError),
     scalar parameters, units mixing parameter dtypes, and an existing
     `loom.mesh` of the same name with another shape.
   }];
@@ -443,8 +476,15 @@ def LoomFsdp : Pass<"loom-fsdp", "::mlir::ModuleOp"> {
     Option<"reshardAfterForward", "reshard-after-forward", "std::string",
            /*default=*/"\"auto\"",
            "auto (true for every unit but the root), true, false, or an "
-           "integer k: 1 means false and the shard size means true (other "
-           "divisors are not supported yet)">,
+           "integer k dividing the shard size: 1 means false, the shard size "
+           "true, and any other k reshards to groups of k consecutive "
+           "ranks after forward">,
+    Option<"reshardAfterBackward", "reshard-after-backward", "bool",
+           /*default=*/"true",
+           "Reshard every unit after the backward of each microbatch "
+           "(false: keep the parameters unsharded from one microbatch of a "
+           "loom-accumulate-gradients step to the next; the last always "
+           "reshards)">,
     Option<"paramDtype", "param-dtype", "std::string", /*default=*/"\"\"",
            "Dtype of the all-gather and compute (bf16, f16, f32; empty: "
            "the parameter's)">,
@@ -596,9 +636,12 @@ def LoomAccumulateGradients
     mean loss. The microbatches run one after the other, so only one
     microbatch's activations are live at a time.
 
-    Run it before `loom-replicate`: the data-parallel reduction then
-    happens once, on the accumulated gradients, as DDP's last microbatch
-    does. Fails on steps with buffer mutations (BatchNorm statistics would
+    Run it before `loom-replicate` or `loom-fsdp`: the data-parallel
+    reduction then happens once, on the accumulated gradients, as DDP's
+    or FSDP2's last microbatch does. Every op of microbatch k's copy
+    (slices included) carries `loom.microbatch = k`, which `loom-fsdp`
+    uses to gather and reshard per microbatch; the accumulation ops carry
+    none. Fails on steps with buffer mutations (BatchNorm statistics would
     have to chain from one microbatch to the next) or user outputs, and on
     a step that already has an optimizer or collectives.
 

@@ -142,6 +142,9 @@ struct CollectiveStartLowering : public OpConversionPattern<StartOp> {
       kind = rt::CollectiveKind::reduce_scatter;
       dim = op.getDimAttr();
       reduction = op.getReductionAttr();
+    } else if constexpr (std::is_same_v<StartOp, AllSliceStartOp>) {
+      kind = rt::CollectiveKind::all_slice;
+      dim = op.getDimAttr();
     } else if constexpr (std::is_same_v<StartOp, AllReduceStartOp>) {
       kind = rt::CollectiveKind::all_reduce;
       reduction = op.getReductionAttr();
@@ -193,6 +196,7 @@ void loom::populateLoomToLoomRTPatterns(RewritePatternSet &patterns) {
   patterns.add<AtenOpLowering, OptimizerUpdateLowering,
                CollectiveStartLowering<AllGatherStartOp>,
                CollectiveStartLowering<ReduceScatterStartOp>,
+               CollectiveStartLowering<AllSliceStartOp>,
                CollectiveStartLowering<AllReduceStartOp>,
                CollectiveStartLowering<BroadcastStartOp>, WaitLowering>(
       patterns.getContext());

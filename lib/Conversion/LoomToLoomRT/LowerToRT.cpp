@@ -107,7 +107,7 @@ static LogicalResult resolveMesh(func::FuncOp func, StepSignature &sig) {
       return failure();
   WalkResult walk = func.walk([&](Operation *op) {
     auto meshAttr = op->getAttrOfType<FlatSymbolRefAttr>("mesh");
-    if (!isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp,
+    if (!isa<AllGatherStartOp, ReduceScatterStartOp, AllSliceStartOp, AllReduceStartOp,
              BroadcastStartOp>(op) ||
         !meshAttr)
       return WalkResult::advance();
@@ -208,7 +208,7 @@ static LogicalResult checkStep(func::FuncOp func, const StepSignature &sig,
           return failure();
       continue;
     }
-    if (isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp,
+    if (isa<AllGatherStartOp, ReduceScatterStartOp, AllSliceStartOp, AllReduceStartOp,
             BroadcastStartOp>(op)) {
       if (failed(checkElementType(&op, op.getOperand(0).getType(), "input")))
         return failure();
@@ -367,7 +367,7 @@ struct LoomLowerToRTPass
 
     ConversionTarget target(getContext());
     target.addLegalDialect<rt::LoomRTDialect>();
-    target.addIllegalOp<loom::AtenOp, OptimizerUpdateOp, AllGatherStartOp,
+    target.addIllegalOp<loom::AtenOp, OptimizerUpdateOp, AllGatherStartOp, AllSliceStartOp,
                         ReduceScatterStartOp, AllReduceStartOp,
                         BroadcastStartOp, loom::WaitOp>();
     RewritePatternSet patterns(&getContext());

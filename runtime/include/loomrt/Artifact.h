@@ -201,6 +201,8 @@ enum class OpKind {
   ReduceScatterStart,
   AllReduceStart,
   BroadcastStart,
+  /// This rank's slice of a tensor every rank holds (no data moves).
+  AllSliceStart,
   Wait,
   RecordEvent,
   WaitEvent,

@@ -476,4 +476,57 @@ TEST(SessionV2, ReduceScatterAlongDimOne) {
   }
 }
 
+// all_slice moves no data: rank r keeps chunk r (of its group) of its own
+// tensor along dim, and the step reports it with no bytes.
+TEST(SessionV2, AllSliceKeepsTheRanksChunk) {
+  json p = v2Program(2);
+  p["inputs"][3]["split"] = {{"axes", {"shard"}}, {"dim", 0}};
+  p["inputs"][4]["split"] = {{"axes", {"shard"}}, {"dim", 0}};
+  insts(p).push_back({{"op", "all_slice_start"},
+                      {"input", 3},
+                      {"future", 20},
+                      {"axes", {"shard"}},
+                      {"dim", 1},
+                      {"stream", 1}});
+  insts(p).push_back(wait(20, 21));
+  p["outputs"][2]["slot"] = 21;
+  std::string path = writeArtifact("v2slice.loomx", p, linearWeights());
+  at::Tensor x = at::randn({10, 6}), target = at::randn({10, 3});
+  int port = freePort();
+  std::map<std::string, at::Tensor> grads[2];
+  std::string errors[2];
+  auto rank = [&](int r) {
+    errors[r] = errorOf([&] {
+      DistributedConfig c;
+      c.rank = r;
+      c.worldSize = 2;
+      c.masterPort = port;
+      c.timeoutSeconds = 20;
+      Session s = Session::load(path, c);
+      s.step({x, target});
+      grads[r] = s.gradients();
+      throw Error("done");
+    });
+  };
+  std::thread t0(rank, 0), t1(rank, 1);
+  t0.join();
+  t1.join();
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(errors[r], "done");
+    EXPECT_TRUE(at::equal(grads[r].at("fc.weight"),
+                          x.narrow(0, 5 * r, 5).narrow(1, 3 * r, 3)));
+  }
+}
+
+TEST(ArtifactV2, AllSliceNeedsADim) {
+  json p = v2Program();
+  insts(p).push_back({{"op", "all_slice_start"},
+                      {"input", 12},
+                      {"future", 20},
+                      {"axes", {"shard"}},
+                      {"stream", 1}});
+  insts(p).push_back(wait(20, 21));
+  EXPECT_CONTAINS(loadError(p), "instructions[10].dim: missing");
+}
+
 } // namespace

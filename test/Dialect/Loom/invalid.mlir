@@ -246,6 +246,36 @@ func.func @f(%g: tensor<6x8xf32>) {
 // -----
 
 loom.mesh @dp shape [4] axes ["shard"]
+func.func @f(%g: tensor<6x8xf32>) {
+  // expected-error@+1 {{slice dim 0 of size 6 is not divisible by the group size 4}}
+  %f = loom.all_slice_start %g on @dp axes ["shard"] dim 0 : tensor<6x8xf32> -> !loom.future<tensor<1x8xf32>>
+  %x = loom.wait %f : !loom.future<tensor<1x8xf32>> -> tensor<1x8xf32>
+  return
+}
+
+// -----
+
+loom.mesh @dp shape [2, 2] axes ["outer", "inner"]
+func.func @f(%g: tensor<8x8xf32>) {
+  // expected-error@+1 {{slicing dim 0 of size 8 over 2 ranks gives 4, but the result has 2}}
+  %f = loom.all_slice_start %g on @dp axes ["inner"] dim 0 : tensor<8x8xf32> -> !loom.future<tensor<2x8xf32>>
+  %x = loom.wait %f : !loom.future<tensor<2x8xf32>> -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+loom.mesh @dp shape [4] axes ["shard"]
+func.func @f(%g: tensor<8x8xf32>) {
+  // expected-error@+1 {{result dimension 1 is 4 but input's is 8}}
+  %f = loom.all_slice_start %g on @dp axes ["shard"] dim 0 : tensor<8x8xf32> -> !loom.future<tensor<2x4xf32>>
+  %x = loom.wait %f : !loom.future<tensor<2x4xf32>> -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+loom.mesh @dp shape [4] axes ["shard"]
 func.func @f(%g: tensor<8x8xf32>) {
   // expected-error@+1 {{scattering dim 0 of size 8 over 4 ranks gives 2, but the result has 4}}
   %f = loom.reduce_scatter_start %g on @dp axes ["shard"] dim 0 reduce <sum> : tensor<8x8xf32> -> !loom.future<tensor<4x8xf32>>
@@ -344,6 +374,14 @@ func.func @f() attributes {loom.phase = "forward"} {
 // expected-error@+1 {{unknown loom attribute 'loom.bogus'}}
 func.func @f() attributes {loom.bogus} {
   return
+}
+
+// -----
+
+func.func @f(%x: tensor<2xf32>) -> tensor<2xf32> {
+  // expected-error@+1 {{'loom.microbatch' must be a non-negative i64 microbatch index}}
+  %y = loom.aten "aten::neg.default"(%x) {args = [#loom.arg<0>], loom.microbatch = -1 : i64} : (tensor<2xf32>) -> tensor<2xf32>
+  return %y : tensor<2xf32>
 }
 
 // -----

@@ -39,6 +39,9 @@ func.func @collectives(%s: tensor<2x8xf32>, %g: tensor<8x8xf32>, %h: tensor<4x8x
   // CHECK: loom.reduce_scatter_start %{{.*}} on @dp axes ["shard"] dim 0 reduce <avg>
   %f1 = loom.reduce_scatter_start %g on @dp axes ["shard"] dim 0 reduce <avg> : tensor<8x8xf32> -> !loom.future<tensor<2x8xf32>>
   %shard = loom.wait %f1 : !loom.future<tensor<2x8xf32>> -> tensor<2x8xf32>
+  // CHECK: loom.all_slice_start %{{.*}} on @dp axes ["shard"] dim 1 : tensor<8x8xf32> -> !loom.future<tensor<8x2xf32>>
+  %fs = loom.all_slice_start %g on @dp axes ["shard"] dim 1 : tensor<8x8xf32> -> !loom.future<tensor<8x2xf32>>
+  %slice = loom.wait %fs : !loom.future<tensor<8x2xf32>> -> tensor<8x2xf32>
   // HSDP: reduce-scatter on the shard axis, all-reduce on the replicate axis.
   // CHECK: loom.reduce_scatter_start %{{.*}} on @hsdp axes ["shard"] dim 1 reduce <sum>
   // CHECK: loom.all_reduce_start %{{.*}} on @hsdp axes ["replicate"] reduce <avg>

@@ -254,6 +254,9 @@ def run(step, inputs_per_rank, nranks):
             if kind == "all_gather":
                 outs.append(torch.cat([vals[m] for m in members], dim))
                 continue
+            if kind == "all_slice":
+                outs.append(vals[r].chunk(len(members), dim)[index].clone())
+                continue
             total = sum(vals[m] for m in members)
             if reduce == "avg":
                 total = total / len(members)

@@ -416,6 +416,13 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
       return op->emitOpError("'") << name << "' must be a #loom.phase";
     return success();
   }
+  if (name == kMicrobatchAttrName) {
+    auto index = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!index || !index.getType().isInteger(64) || index.getInt() < 0)
+      return op->emitOpError("'")
+             << name << "' must be a non-negative i64 microbatch index";
+    return success();
+  }
   if (name == kWeightsAttrName || name == kSourceAttrName) {
     if (!isa<ModuleOp>(op) || !isa<StringAttr>(attr.getValue()))
       return op->emitOpError("'") << name << "' must be a string on a module";

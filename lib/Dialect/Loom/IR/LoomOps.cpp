@@ -247,6 +247,7 @@ static MeshOp lookupMesh(OpTy op, SymbolTableCollection &symbolTable) {
   }
 LOOM_COLLECTIVE_MESH_GETTER(AllGatherStartOp)
 LOOM_COLLECTIVE_MESH_GETTER(ReduceScatterStartOp)
+LOOM_COLLECTIVE_MESH_GETTER(AllSliceStartOp)
 LOOM_COLLECTIVE_MESH_GETTER(AllReduceStartOp)
 LOOM_COLLECTIVE_MESH_GETTER(BroadcastStartOp)
 LOOM_COLLECTIVE_MESH_GETTER(SendStartOp)
@@ -331,6 +332,27 @@ ReduceScatterStartOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
            << " (pad the input first)";
   if (in / *group != out)
     return emitOpError("scattering dim ")
+           << getDim() << " of size " << in << " over " << *group
+           << " ranks gives " << in / *group << ", but the result has "
+           << out;
+  return success();
+}
+
+LogicalResult AllSliceStartOp::verify() { return verifyAlongDim(*this); }
+
+LogicalResult
+AllSliceStartOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  FailureOr<int64_t> group =
+      verifyMeshAxes(*this, getMeshAttr(), getAxes(), symbolTable);
+  if (failed(group))
+    return failure();
+  auto [in, out] = dimSizes(*this);
+  if (in % *group != 0)
+    return emitOpError("slice dim ")
+           << getDim() << " of size " << in
+           << " is not divisible by the group size " << *group;
+  if (in / *group != out)
+    return emitOpError("slicing dim ")
            << getDim() << " of size " << in << " over " << *group
            << " ranks gives " << in / *group << ", but the result has "
            << out;

@@ -758,8 +758,9 @@ LogicalResult CollectiveStartOp::verify() {
   for (Attribute a : getAxes())
     if (!seen.insert(cast<StringAttr>(a).getValue()).second)
       return emitOpError("axis ") << a << " is named twice";
-  bool wantsDim =
-      kind == CollectiveKind::all_gather || kind == CollectiveKind::reduce_scatter;
+  bool wantsDim = kind == CollectiveKind::all_gather ||
+                  kind == CollectiveKind::reduce_scatter ||
+                  kind == CollectiveKind::all_slice;
   bool wantsReduce = kind == CollectiveKind::reduce_scatter ||
                      kind == CollectiveKind::all_reduce;
   bool wantsRoot = kind == CollectiveKind::broadcast;

@@ -20,7 +20,9 @@ def Loom_Dialect : Dialect {
     carries the operator's schema name and its non-tensor arguments. The step
     itself is a `func.func` whose arguments and results carry the graph
     signature (`loom.name`, `loom.role`, `loom.target`); every op carries the
-    module path it came from (`loom.module`) and its phase (`loom.phase`).
+    module path it came from (`loom.module`) and its phase (`loom.phase`);
+    after `loom-accumulate-gradients` also its microbatch
+    (`loom.microbatch`).
 
     Device meshes are `loom.mesh` symbols with named axes. Collectives are
     asynchronous: a `*_start` op returns a `!loom.future` at the point where
@@ -49,6 +51,10 @@ def Loom_Dialect : Dialect {
     /// step function once `loom-attach-optimizer` ran.
     static constexpr ::llvm::StringLiteral kOptimizerAttrName =
         "loom.optimizer";
+    /// The microbatch (0-based) an op of a gradient-accumulation step
+    /// belongs to, set by `loom-accumulate-gradients` on each copy.
+    static constexpr ::llvm::StringLiteral kMicrobatchAttrName =
+        "loom.microbatch";
   }];
 }
 

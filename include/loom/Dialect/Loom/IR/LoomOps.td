@@ -146,6 +146,32 @@ def Loom_ReduceScatterStartOp : Loom_CollectiveOp<"reduce_scatter_start"> {
   let hasVerifier = 1;
 }
 
+def Loom_AllSliceStartOp : Loom_CollectiveOp<"all_slice_start"> {
+  let summary = "Start taking this rank's slice of a tensor along a dimension";
+  let description = [{
+    The inverse of `all_gather_start` on a tensor every rank of the group
+    holds: splits `input` along `dim` into group-size equal slices and
+    leaves rank i of the group (row-major over the named axes) with slice
+    i, as upstream `shard.all_slice`. No data moves between ranks; it is a
+    collective because the slice depends on the rank's place in the group.
+    The input's `dim` must be divisible by the group size. FSDP uses it to
+    keep a rank's part of a gathered unit after forward
+    (`reshard-after-forward=k`).
+
+    ```mlir
+    %f = loom.all_slice_start %g on @dp axes ["shard_minor"] dim 0
+        : tensor<8x8xf32> -> !loom.future<tensor<4x8xf32>>
+    ```
+  }];
+  let arguments = !con((ins AnyRankedTensor:$input), commonArgs,
+                       (ins I64Attr:$dim));
+  let results = (outs Loom_AnyFuture:$future);
+  let assemblyFormat = [{
+    $input `on` $mesh `axes` $axes `dim` $dim attr-dict `:` type($input) `->` qualified(type($future))
+  }];
+  let hasVerifier = 1;
+}
+
 def Loom_AllReduceStartOp : Loom_CollectiveOp<"all_reduce_start"> {
   let summary = "Start reducing a tensor over mesh axes";
   let description = [{

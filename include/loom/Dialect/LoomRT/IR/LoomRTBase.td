@@ -95,10 +95,12 @@ def LoomRT_CollectiveAllGather : I32EnumAttrCase<"all_gather", 0>;
 def LoomRT_CollectiveReduceScatter : I32EnumAttrCase<"reduce_scatter", 1>;
 def LoomRT_CollectiveAllReduce : I32EnumAttrCase<"all_reduce", 2>;
 def LoomRT_CollectiveBroadcast : I32EnumAttrCase<"broadcast", 3>;
+def LoomRT_CollectiveAllSlice : I32EnumAttrCase<"all_slice", 4>;
 def LoomRT_CollectiveKind : I32EnumAttr<"CollectiveKind",
     "the collective a loomrt.collective_start starts",
     [LoomRT_CollectiveAllGather, LoomRT_CollectiveReduceScatter,
-     LoomRT_CollectiveAllReduce, LoomRT_CollectiveBroadcast]> {
+     LoomRT_CollectiveAllReduce, LoomRT_CollectiveBroadcast,
+     LoomRT_CollectiveAllSlice]> {
   let cppNamespace = "::loom::rt";
   let genSpecializedAttr = 0;
 }

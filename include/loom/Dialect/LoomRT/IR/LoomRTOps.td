@@ -315,8 +315,8 @@ def LoomRT_CollectiveStartOp : LoomRT_InstructionOp<"collective_start"> {
     Issues the collective `kind` over the ranks that share this rank's
     coordinates on every mesh axis not in `axes` (docs/distributed.md) and
     returns a future at once; `loomrt.wait` makes the result available.
-    `all_gather` and `reduce_scatter` take the tensor `dim` they gather or
-    scatter; `reduce_scatter` and `all_reduce` the `reduce` operation;
+    `all_gather`, `reduce_scatter` and `all_slice` take the tensor `dim`
+    they gather, scatter or slice; `reduce_scatter` and `all_reduce` the `reduce` operation;
     `broadcast` the `root` index within the group. The input must not be
     freed or overwritten before the wait. `slot` (after slot assignment)
     holds the future until its wait.
