@@ -297,6 +297,13 @@ TEST(Check, LossTolerance) {
   EXPECT_FALSE(compareLoss(2.0001, 2.0).ok);
   EXPECT_FALSE(compareLoss(std::nan(""), 2.0).ok);
   EXPECT_NEAR(compareLoss(1.5, 1.0).relError, 0.5, 1e-12);
+  // max(atol, rtol * |want|).
+  EXPECT_TRUE(compareLoss(2.0001, 2.0, 1e-4).ok);
+  EXPECT_FALSE(compareLoss(2.0001, 2.0, 1e-5, 1e-5).ok);
+  EXPECT_TRUE(compareLoss(2.0001, 2.0, 1e-5, 2e-4).ok);
+  EXPECT_TRUE(compareLoss(1e-9, 0.0, 1e-5, 1e-8).ok);
+  EXPECT_FALSE(compareLoss(1e-9, 0.0).ok);
+  EXPECT_TRUE(compareLoss(2.0, 2.0, 0, 0).ok);
 }
 
 TEST(Check, TensorsWithTiedAlias) {
@@ -325,6 +332,23 @@ TEST(Check, TensorsWithTiedAlias) {
   EXPECT_TRUE(c[2].ok);
   EXPECT_EQ(c[3].name, "extra");
   EXPECT_CONTAINS(c[3].problem, "the artifact has no parameter");
+  EXPECT_EQ(c[0].failing, 1);
+  EXPECT_EQ(c[0].numel, s.parameter("fc.weight").numel());
+  EXPECT_NEAR(c[0].worstDiff, 1e-3, 1e-6);
+  EXPECT_NEAR(c[0].worstRef, std::fabs(w[0][0].item<double>()), 1e-6);
+  EXPECT_NEAR(c[0].toleranceUsed,
+              1e-3 / (1e-5 * std::max(1.0, c[0].worstRef)), 0.1);
+  EXPECT_EQ(c[1].failing, 0);
+
+  // |a - b| <= max(atol, rtol * |b|): 1e-3 passes with atol 2e-3, and with
+  // rtol 1 when |b| >= 1e-3.
+  c = compareTensors(s, ref, 1e-5, 2e-3);
+  EXPECT_TRUE(c[0].ok);
+  EXPECT_NEAR(c[0].toleranceUsed, 0.5, 1e-3);
+  c = compareTensors(s, ref, 0, 0);
+  EXPECT_FALSE(c[0].ok);
+  EXPECT_TRUE(c[1].ok); // equal tensors pass an exact comparison
+  EXPECT_EQ(c[1].toleranceUsed, 0);
 }
 
 } // namespace
