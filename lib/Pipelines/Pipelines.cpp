@@ -36,6 +36,8 @@ LogicalResult loom::verifyCompilePipelineOptions(
                      Twine(options.microbatches));
   if (options.bucketCapMb < 0)
     return emitError("bucket-cap-mb must not be negative");
+  if (options.firstBucketCapMb < 0)
+    return emitError("first-bucket-cap-mb must not be negative");
   return success();
 }
 
@@ -51,6 +53,12 @@ void loom::buildCompilePipeline(OpPassManager &pm,
     replicate.meshShape = {options.worldSize};
     replicate.axes = {"dp"};
     replicate.bucketCapMb = options.bucketCapMb;
+    // DDP: first_bucket_bytes_cap is _DEFAULT_FIRST_BUCKET_BYTES (1 MiB)
+    // when bucket_cap_mb is not given, else bucket_cap_mb.
+    replicate.firstBucketCapMb =
+        options.firstBucketCapMb.hasValue() || !options.bucketCapMb.hasValue()
+            ? options.firstBucketCapMb
+            : options.bucketCapMb;
     pm.addPass(createLoomReplicate(replicate));
   }
   if (options.dp == "fsdp") {

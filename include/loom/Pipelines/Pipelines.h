@@ -86,6 +86,12 @@ struct CompilePipelineOptions
       llvm::cl::desc("DDP gradient bucket size in MiB; 0 reduces each "
                      "gradient on its own (with dp=replicate)"),
       llvm::cl::init(25.0)};
+  Option<double> firstBucketCapMb{
+      *this, "first-bucket-cap-mb",
+      llvm::cl::desc("DDP's first bucket size in MiB (default: 1, as DDP "
+                     "without bucket_cap_mb, or bucket-cap-mb when that is "
+                     "given, as DDP(bucket_cap_mb=X))"),
+      llvm::cl::init(1.0)};
 };
 
 /// Checks the options buildCompilePipeline cannot represent (an unknown
