@@ -14,11 +14,14 @@ microbatches before the one reduction per step.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -65,15 +68,36 @@ OPTIMIZERS = {
 }
 
 
-def capture_and_import(name: str, split: int, out: Path, microbatches: int = 1) -> None:
-    env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
-    result = run([sys.executable, "-m", "loom.capture", MODELS[name], "--out", out,
-                  "--steps", str(STEPS), *OPTIMIZERS[name][0], "--split", str(split),
-                  "--microbatches", str(microbatches)], env=env)
-    assert result.returncode == 0, result.stderr
-    assert json.loads((out / "reference.json").read_text())["split"] == split
-    result = run([LOOM_IMPORT, out / "step.pt2", "-o", out / "step.mlir"])
-    assert result.returncode == 0, result.stderr
+# Captures are the slow part (about 10 s each): one per (model, split,
+# microbatches, optimizer) for the whole session, shared by this module and
+# test_fsdp_parity.py; each test gets hard links to the files in its own
+# directory and writes its artifact there.
+_CAPTURES: dict[tuple, Path] = {}
+_CAPTURED_FILES = ("step.mlir", "step.weights.safetensors", "batches.safetensors", "reference.json",
+                   "reference.safetensors")
+
+
+def capture_and_import(name: str, split: int, out: Path, microbatches: int = 1,
+                       optimizer: list[str] | None = None) -> None:
+    """Capture MODELS[name] for `split` ranks (with OPTIMIZERS[name] unless
+    `optimizer` gives the capture flags) and import it into `out`."""
+    flags = optimizer if optimizer is not None else OPTIMIZERS[name][0]
+    key = (name, split, microbatches, tuple(flags))
+    if key not in _CAPTURES:
+        cache = Path(tempfile.mkdtemp(prefix=f"loom-capture-{name}-{split}-"))
+        atexit.register(shutil.rmtree, cache, ignore_errors=True)
+        env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
+        result = run([sys.executable, "-m", "loom.capture", MODELS[name], "--out", cache,
+                      "--steps", str(STEPS), *flags, "--split", str(split),
+                      "--microbatches", str(microbatches)], env=env)
+        assert result.returncode == 0, result.stderr
+        assert json.loads((cache / "reference.json").read_text())["split"] == split
+        result = run([LOOM_IMPORT, cache / "step.pt2", "-o", cache / "step.mlir"])
+        assert result.returncode == 0, result.stderr
+        _CAPTURES[key] = cache
+    out.mkdir(parents=True, exist_ok=True)
+    for f in _CAPTURED_FILES:
+        os.link(_CAPTURES[key] / f, out / f)
 
 
 def compile_ddp(name: str, out: Path, world: int, *extra: str) -> dict:
@@ -192,7 +216,8 @@ def test_ddp_buckets_equal_pytorch_ddp(cap, bucket_model_step):
     assert len(ours) == (2 if cap is None else 3)
 
 
-@pytest.mark.parametrize("name, split, microbatches", [("gpt", 1, 2), ("mlp", 2, 2), ("gpt", 2, 2)])
+@pytest.mark.parametrize("name, split, microbatches",
+                         [("gpt", 1, 2), ("mlp", 2, 2), ("gpt", 2, 2), ("vit", 2, 2)])
 def test_gradient_accumulation_trains_at_parity_with_eager(name, split, microbatches, tmp_path):
     """--microbatches M: each rank runs M microbatches and averages their
     gradients (loom-accumulate-gradients), then DDP reduces once per step,

@@ -13,16 +13,13 @@ reduce-scatter per unit, and for HSDP one all-reduce per unit.
 from __future__ import annotations
 
 import json
-import os
 import re
-import sys
 
 import pytest
 
 from fsdp2_mixed_precision import emulate
-from test_distributed_parity import (LOOM_COMPILE, LOOM_RUN, MODELS, OPTIMIZERS, REPO, STEPS,
+from test_distributed_parity import (LOOM_COMPILE, LOOM_RUN, MODELS, OPTIMIZERS, STEPS,
                                      capture_and_import, pytestmark, run, train)  # noqa: F401
-from test_pipeline import LOOM_IMPORT
 
 
 def compile_fsdp(name, out, world, *extra) -> dict:
@@ -47,16 +44,18 @@ def count(program: dict, op: str) -> int:
     return sum(1 for i in program["programs"][0]["instructions"] if i["op"] == op)
 
 
-# GPT: units layers.0, layers.1 and the root. FSDP2's counts for that
-# structure (pytorch-behaviours.md §6.4-6.5): auto reshards every unit but
-# the root (AG 3 forward + 2 backward), true every unit (3 + 3), false none
-# (3); one reduce-scatter per unit.
-@pytest.mark.parametrize("world, reshard, gathers", [
-    (2, "auto", 5), (4, "true", 6), (4, "false", 3),
+# GPT and ViT: units layers.0, layers.1 and the root. FSDP2's counts for
+# that structure (pytorch-behaviours.md §6.4-6.5): auto reshards every unit
+# but the root (AG 3 forward + 2 backward), true every unit (3 + 3), false
+# none (3); one reduce-scatter per unit. Each setting runs on 2 and on 4
+# ranks, and each model with each setting, in six runs.
+@pytest.mark.parametrize("name, world, reshard, gathers", [
+    ("gpt", 2, "auto", 5), ("gpt", 4, "true", 6), ("gpt", 4, "false", 3),
+    ("vit", 4, "auto", 5), ("vit", 2, "true", 6), ("vit", 2, "false", 3),
 ])
-def test_fsdp_gpt_trains_at_parity_with_eager(world, reshard, gathers, tmp_path):
-    capture_and_import("gpt", world, tmp_path)
-    program = compile_fsdp("gpt", tmp_path, world, f"--reshard-after-forward={reshard}")
+def test_fsdp_trains_at_parity_with_eager(name, world, reshard, gathers, tmp_path):
+    capture_and_import(name, world, tmp_path)
+    program = compile_fsdp(name, tmp_path, world, f"--reshard-after-forward={reshard}")
     assert program["mesh"]["shape"] == [world]
     assert count(program, "all_gather_start") == gathers
     assert count(program, "reduce_scatter_start") == 3
@@ -82,11 +81,12 @@ def test_fsdp_uneven_shards_mlp_at_parity(tmp_path):
     assert "PASS" in result.stdout
 
 
-def test_hsdp_2x2_vit_at_parity(tmp_path):
+@pytest.mark.parametrize("name", ["gpt", "vit"])
+def test_hsdp_2x2_at_parity(name, tmp_path):
     """HSDP on a (replicate 2, shard 2) mesh: reduce-scatter over the shard
     axis, then all-reduce over the replicate axis, per unit."""
-    capture_and_import("vit", 4, tmp_path)
-    program = compile_fsdp("vit", tmp_path, 4, "--replicate-size=2")
+    capture_and_import(name, 4, tmp_path)
+    program = compile_fsdp(name, tmp_path, 4, "--replicate-size=2")
     assert program["mesh"] == {"shape": [2, 2], "axes": ["replicate", "shard"]}
     units = count(program, "reduce_scatter_start")
     assert count(program, "all_reduce_start") == units
@@ -111,12 +111,7 @@ def test_fsdp_bf16_params_fp32_reduce_matches_fsdp2_mixed_precision(name, tmp_pa
     """--param-dtype=bf16 --reduce-dtype=f32 on 2 ranks, 20 AdamW steps:
     bitwise equal to an eager emulation of FSDP2's MixedPrecisionPolicy,
     and within bf16 tolerances of fp32 single-device training."""
-    env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
-    result = run([sys.executable, "-m", "loom.capture", MODELS[name], "--out", tmp_path,
-                  "--steps", str(STEPS), "--optimizer", "adamw", "--split", "2"], env=env)
-    assert result.returncode == 0, result.stderr
-    result = run([LOOM_IMPORT, tmp_path / "step.pt2", "-o", tmp_path / "step.mlir"])
-    assert result.returncode == 0, result.stderr
+    capture_and_import(name, 2, tmp_path, optimizer=["--optimizer", "adamw"])
     flags = ["--optimizer=adamw", "--lr=0.001", "--dp=fsdp", "--world-size=2",
              "--param-dtype=bf16", "--reduce-dtype=f32"]
     result = run([LOOM_COMPILE, tmp_path / "step.mlir", "-o", tmp_path / "step.loomx", *flags])
