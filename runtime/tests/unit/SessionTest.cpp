@@ -3,6 +3,8 @@
 #include "TestUtil.h"
 
 #include "MemoryTracker.h"
+
+#include <thread>
 #include "loomrt/Check.h"
 #include "loomrt/Safetensors.h"
 #include "loomrt/Trace.h"
@@ -184,6 +186,48 @@ TEST(Memory, CPUAllocatorReportsToTheTracker) {
   // Outside the scope nothing is reported.
   at::Tensor c = at::empty({1000}, at::kFloat);
   EXPECT_EQ(tracker->allocations(), 2);
+}
+
+TEST(Memory, OtherThreadsCountOnlyFreesOfTheOwnersBlocks) {
+  // A thread that runs under the owner's thread-local state (as Gloo's
+  // workers do) reports to the same tracker: its own blocks are not
+  // counted, a free of one of the owner's blocks is.
+  auto tracker = std::make_shared<MemoryTracker>();
+  tracker->reset(0);
+  MemoryTracker::Scope scope(tracker);
+  at::Tensor mine = at::empty({1000}, at::kFloat);
+  EXPECT_EQ(tracker->current(), 4000);
+  std::thread worker([&] {
+    c10::DebugInfoGuard guard(c10::DebugInfoKind::PROFILER_STATE, tracker);
+    at::Tensor theirs = at::empty({500}, at::kFloat);
+    mine.reset(); // the last reference: freed on this thread
+  });
+  worker.join();
+  EXPECT_EQ(tracker->current(), 0);
+  EXPECT_EQ(tracker->peak(), 4000);
+  EXPECT_EQ(tracker->allocations(), 1);
+}
+
+TEST(Memory, StagingCountsUntilTheCollectivesWait) {
+  auto tracker = std::make_shared<MemoryTracker>();
+  tracker->reset(0);
+  MemoryTracker::Scope scope(tracker);
+  EXPECT_EQ(MemoryTracker::installed(), tracker.get());
+  int64_t first = tracker->beginStaging();
+  at::Tensor copy = at::empty({100}, at::kFloat);   // freed before the wait
+  at::Tensor kept = at::empty({200}, at::kFloat);   // freed after it
+  tracker->endStaging();
+  at::Tensor result = at::empty({10}, at::kFloat);  // not staging
+  EXPECT_EQ(tracker->current(), 400 + 800 + 40);
+  copy.reset();
+  EXPECT_EQ(tracker->current(), 400 + 800 + 40); // counted until the wait
+  tracker->releaseStaging(first);
+  EXPECT_EQ(tracker->current(), 40);
+  kept.reset(); // already released: not subtracted twice
+  EXPECT_EQ(tracker->current(), 40);
+  result.reset();
+  EXPECT_EQ(tracker->current(), 0);
+  EXPECT_EQ(tracker->peak(), 1240);
 }
 
 int64_t storageBytes(const std::vector<at::Tensor> &tensors) {
