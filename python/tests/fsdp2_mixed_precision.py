@@ -87,9 +87,13 @@ def emulate(model_file: Path, capture_dir: Path, out: Path, world: int,
                          f"{captured['initial_param_checksum']})")
     torch.manual_seed(captured["seed"])
 
-    # The param_dtype copy: deepcopy keeps tied weights tied, and .to() casts
-    # parameters only (integer and bool buffers stay as they are).
-    low = copy.deepcopy(master).to(param_dtype)
+    # The param_dtype copy: deepcopy keeps tied weights tied (one Parameter
+    # object), and only the parameters are cast: FSDP2 leaves buffers as
+    # they are.
+    low = copy.deepcopy(master)
+    with torch.no_grad():
+        for p in low.parameters():
+            p.data = p.data.to(param_dtype)
     master_params = [p for _, p in master.named_parameters()]
     low_params = [p for _, p in low.named_parameters()]
     opt = torch.optim.AdamW(master_params, lr=hyper["lr"], betas=tuple(hyper["betas"]),
