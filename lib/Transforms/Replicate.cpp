@@ -274,8 +274,8 @@ struct LoomReplicatePass
       auto type = cast<RankedTensorType>(g.value.getType());
       Open &o = open[type.getElementType()];
       o.grads.push_back(g);
-      o.bytes += type.getNumElements() *
-                 ((type.getElementTypeBitWidth() + 7) / 8);
+      o.bytes +=
+          type.getNumElements() * ((type.getElementTypeBitWidth() + 7) / 8);
       if (o.bytes >= limits[o.limit]) {
         buckets.push_back(std::move(o.grads));
         o.grads.clear();

@@ -346,7 +346,6 @@ PendingCollective Comm::start(OpKind kind, const std::vector<std::string> &axes,
   return p;
 }
 
-
 at::Tensor Comm::finish(PendingCollective &p) {
   try {
     p.work->wait();

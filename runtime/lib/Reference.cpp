@@ -57,8 +57,7 @@ Reference Reference::load(const std::string &jsonPath) {
   return r;
 }
 
-LossComparison compareLoss(double got, double want, double rtol,
-                           double atol) {
+LossComparison compareLoss(double got, double want, double rtol, double atol) {
   LossComparison c;
   c.got = got;
   c.want = want;
@@ -107,9 +106,9 @@ void score(const at::Tensor &got, const at::Tensor &want, double rtol,
 
 } // namespace
 
-std::vector<TensorComparison>
-compareTensors(const Session &session, const Reference &reference,
-               double rtol, double atol) {
+std::vector<TensorComparison> compareTensors(const Session &session,
+                                             const Reference &reference,
+                                             double rtol, double atol) {
   return compareTensors(session.parameters(), session.buffers(),
                         session.constants(), reference, rtol, atol);
 }

@@ -77,12 +77,10 @@ std::vector<TensorComparison> compareTensors(const Session &session,
                                              double atol = 1e-5);
 /// The same on given tensors, e.g. a multi-rank session's fullParameters()
 /// (which every rank must gather together before rank 0 compares).
-std::vector<TensorComparison> compareTensors(const NamedTensors &parameters,
-                                             const NamedTensors &buffers,
-                                             const NamedTensors &constants,
-                                             const Reference &reference,
-                                             double rtol = 1e-5,
-                                             double atol = 1e-5);
+std::vector<TensorComparison>
+compareTensors(const NamedTensors &parameters, const NamedTensors &buffers,
+               const NamedTensors &constants, const Reference &reference,
+               double rtol = 1e-5, double atol = 1e-5);
 
 } // namespace loomrt
 

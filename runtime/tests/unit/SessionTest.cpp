@@ -4,10 +4,10 @@
 
 #include "MemoryTracker.h"
 
-#include <thread>
 #include "loomrt/Check.h"
 #include "loomrt/Safetensors.h"
 #include "loomrt/Trace.h"
+#include <thread>
 
 #include <ATen/ops/empty.h>
 #include <ATen/ops/equal.h>
@@ -214,10 +214,10 @@ TEST(Memory, StagingCountsUntilTheCollectivesWait) {
   MemoryTracker::Scope scope(tracker);
   EXPECT_EQ(MemoryTracker::installed(), tracker.get());
   int64_t first = tracker->beginStaging();
-  at::Tensor copy = at::empty({100}, at::kFloat);   // freed before the wait
-  at::Tensor kept = at::empty({200}, at::kFloat);   // freed after it
+  at::Tensor copy = at::empty({100}, at::kFloat); // freed before the wait
+  at::Tensor kept = at::empty({200}, at::kFloat); // freed after it
   tracker->endStaging();
-  at::Tensor result = at::empty({10}, at::kFloat);  // not staging
+  at::Tensor result = at::empty({10}, at::kFloat); // not staging
   EXPECT_EQ(tracker->current(), 400 + 800 + 40);
   copy.reset();
   EXPECT_EQ(tracker->current(), 400 + 800 + 40); // counted until the wait
@@ -380,8 +380,8 @@ TEST(Check, TensorsWithTiedAlias) {
   EXPECT_EQ(c[0].numel, s.parameter("fc.weight").numel());
   EXPECT_NEAR(c[0].worstDiff, 1e-3, 1e-6);
   EXPECT_NEAR(c[0].worstRef, std::fabs(w[0][0].item<double>()), 1e-6);
-  EXPECT_NEAR(c[0].toleranceUsed,
-              1e-3 / (1e-5 * std::max(1.0, c[0].worstRef)), 0.1);
+  EXPECT_NEAR(c[0].toleranceUsed, 1e-3 / (1e-5 * std::max(1.0, c[0].worstRef)),
+              0.1);
   EXPECT_EQ(c[1].failing, 0);
 
   // |a - b| <= max(atol, rtol * |b|): 1e-3 passes with atol 2e-3, and with

@@ -347,8 +347,8 @@ int run(const Options &o, const std::optional<DistributedConfig> &dist) {
     std::printf("step %3lld  loss %.7f  time %.2f ms  peak %.2f MiB",
                 (long long)s, loss, st.timeMs, mib(st.peakBytes));
     if (reference) {
-      LossComparison c = compareLoss(loss, reference->losses[size_t(s)],
-                                     o.rtol, lossAtol);
+      LossComparison c =
+          compareLoss(loss, reference->losses[size_t(s)], o.rtol, lossAtol);
       std::printf("  ref %.7f  rel %.1e  %s", c.want, c.relError,
                   c.ok ? "ok" : "MISMATCH");
       if (!c.ok)
