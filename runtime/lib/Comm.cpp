@@ -378,12 +378,13 @@ void Comm::releaseOnThisThread(PendingCollective &p) {
   // worker drops its own references to the work (and so to the tensors the
   // work holds: inputs, outputs, its flattened copies) a moment later. Were
   // the last reference dropped there, those tensors would be freed on the
-  // worker thread, where the session's MemoryTracker (thread-local) does not
-  // see the free, and the step's live and peak bytes would depend on that
-  // race. So wait (briefly: the worker is between two statements) until
-  // only this PendingCollective holds the work, and release it here, at the
-  // wait instruction, on every run.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  // worker thread after it left the work's thread-local state, where no
+  // MemoryTracker sees the free, and the step's live and peak bytes would
+  // depend on that race. So wait (briefly: the worker is between two
+  // statements; at most 1 s, then release anyway) until only this
+  // PendingCollective holds the work, and release it here, at the wait
+  // instruction, on every run.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   while (p.work.use_count() > 1 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::yield();
   p.work.reset();
