@@ -25,7 +25,9 @@ unsharded parameters, activations, gradients), measured for FSDP2 from the
 c10 allocator's reports through torch.profiler(profile_memory=True) (the
 reports Loom's tracker counts; see fsdp2_rank for why not
 loomrt_memory_region_*), for Loom by its session tracker (the `peak`
-loom-run prints for the last step, 0.01 MiB resolution).
+loom-run prints for the last step, 0.01 MiB resolution). FSDP2's is given
+twice: over the reports of every thread (Gloo's workers included) and over
+those of the main thread only, which is what Loom's tracker counts.
 Collectives: FSDP2's counted with CommDebugMode over one step (the loss
 all-reduce is outside it), Loom's as loom-run reports them.
 """
@@ -178,15 +180,30 @@ def fsdp2_rank(rank: int, world: int, port: int, cfg: dict) -> None:
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
             loss = step(index)
         reduced(loss)
-        events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
+        events = sorted((e.start_ns(), e.nbytes(), e.start_thread_id())
+                        for e in prof.profiler.kineto_results.events()
                         if e.name() == "[memory]" and str(e.device_type()).endswith("CPU"))
-        live = peak = held
-        for _, nbytes in events:
-            live += nbytes
-            peak = max(peak, live)
+
+        def peak_of(selected) -> int:
+            live = peak = held
+            for _, nbytes, _ in selected:
+                live += nbytes
+                peak = max(peak, live)
+            return peak
+
+        # Gloo's worker threads run each collective under the caller's
+        # thread-local state, so the profiler also records what they
+        # allocate, at moments that race with the main thread. Loom's
+        # tracker counts only its session thread's blocks; "main thread" is
+        # the comparable FSDP2 number (the thread with the most reports).
+        threads = [tid for _, _, tid in events]
+        main = max(set(threads), key=threads.count) if threads else 0
         if rank == 0:
             Path(cfg["out"]).write_text(json.dumps(
-                {"losses": losses, "times_ms": times, "peak_bytes": peak, "comms": comms}))
+                {"losses": losses, "times_ms": times, "peak_bytes": peak_of(events),
+                 "peak_bytes_main_thread": peak_of([e for e in events if e[2] == main]),
+                 "other_thread_events": sum(1 for t in threads if t != main),
+                 "comms": comms}))
     finally:
         dist.destroy_process_group()
 
@@ -257,6 +274,9 @@ def main() -> None:
             "ranks": ranks, "fsdp2_ms": ref_ms, "loom_ms": loom_ms, "time_ratio": loom_ms / ref_ms,
             "fsdp2_peak_bytes": ref["peak_bytes"], "loom_peak_bytes": loom["peak_bytes"],
             "memory_ratio": loom["peak_bytes"] / ref["peak_bytes"],
+            "fsdp2_peak_bytes_main_thread": ref["peak_bytes_main_thread"],
+            "memory_ratio_main_thread": loom["peak_bytes"] / ref["peak_bytes_main_thread"],
+            "fsdp2_other_thread_memory_events": ref["other_thread_events"],
             "loom_peak_bytes_min_max": [min(loom["peaks"]), max(loom["peaks"])],
             "fsdp2_comms": short(ref["comms"]), "fsdp2_comms_raw": ref["comms"],
             "loom_comms": loom["comms"],
@@ -279,6 +299,8 @@ def main() -> None:
         print(f"{'step time (ms)':22}{r['fsdp2_ms']:14.3f}{r['loom_ms']:14.3f}{r['time_ratio']:12.3f}")
         print(f"{'peak rank 0 (MiB)':22}{r['fsdp2_peak_bytes'] / mib:14.3f}"
               f"{r['loom_peak_bytes'] / mib:14.2f}{r['memory_ratio']:12.3f}")
+        print(f"{'  FSDP2 main thread':22}{r['fsdp2_peak_bytes_main_thread'] / mib:14.3f}"
+              f"{r['loom_peak_bytes'] / mib:14.2f}{r['memory_ratio_main_thread']:12.3f}")
         for kind in ("all_gather", "reduce_scatter"):
             print(f"{kind + ' / step':22}{r['fsdp2_comms'].get(kind, 0):14d}"
                   f"{r['loom_comms'].get(kind, 0):14d}")

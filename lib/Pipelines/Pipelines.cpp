@@ -55,6 +55,8 @@ LogicalResult loom::verifyCompilePipelineOptions(
   if (options.maxInFlight < 1)
     return emitError("max-in-flight must be at least 1, got " +
                      Twine(options.maxInFlight));
+  if (options.firstBucketCapMb < 0)
+    return emitError("first-bucket-cap-mb must not be negative");
   return success();
 }
 
@@ -70,6 +72,12 @@ void loom::buildCompilePipeline(OpPassManager &pm,
     replicate.meshShape = {options.worldSize};
     replicate.axes = {"dp"};
     replicate.bucketCapMb = options.bucketCapMb;
+    // DDP: first_bucket_bytes_cap is _DEFAULT_FIRST_BUCKET_BYTES (1 MiB)
+    // when bucket_cap_mb is not given, else bucket_cap_mb.
+    replicate.firstBucketCapMb =
+        options.firstBucketCapMb.hasValue() || !options.bucketCapMb.hasValue()
+            ? options.firstBucketCapMb
+            : options.bucketCapMb;
     pm.addPass(createLoomReplicate(replicate));
   }
   if (options.dp == "fsdp") {

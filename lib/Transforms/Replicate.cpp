@@ -4,6 +4,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 
@@ -81,6 +82,12 @@ struct LoomReplicatePass
       module.emitError("--loom-replicate: bucket-cap-mb must not be "
                        "negative, got ")
           << bucketCapMb;
+      return nullptr;
+    }
+    if (firstBucketCapMb < 0) {
+      module.emitError("--loom-replicate: first-bucket-cap-mb must not be "
+                       "negative, got ")
+          << firstBucketCapMb;
       return nullptr;
     }
     if (auto existing = module.lookupSymbol<MeshOp>(meshName)) {
@@ -247,33 +254,44 @@ struct LoomReplicatePass
   }
 
   /// DDP's compute_bucket_assignment_by_size over gradients in production
-  /// order: a bucket closes once it holds at least the cap, and holds one
-  /// element type.
+  /// order (the Reducer's rebuilt buckets): one open bucket per element
+  /// type; a bucket closes once it holds at least its limit, the first
+  /// bucket of a type `first-bucket-cap-mb`, later ones `bucket-cap-mb`.
+  /// Buckets still open at the end follow by their first gradient.
   SmallVector<SmallVector<Gradient>>
   makeBuckets(ArrayRef<Gradient> grads) const {
-    double capBytes = bucketCapMb * 1024.0 * 1024.0;
-    SmallVector<SmallVector<Gradient>> buckets;
-    SmallVector<Gradient> current;
-    int64_t bytes = 0;
-    auto close = [&] {
-      if (!current.empty())
-        buckets.push_back(std::move(current));
-      current.clear();
-      bytes = 0;
+    // DDP's int(cap_mb * 1024 * 1024) bytes, compared with >=.
+    const int64_t limits[2] = {int64_t(firstBucketCapMb * 1024.0 * 1024.0),
+                               int64_t(bucketCapMb * 1024.0 * 1024.0)};
+    struct Open {
+      SmallVector<Gradient> grads;
+      int64_t bytes = 0;
+      unsigned limit = 0;
     };
+    llvm::MapVector<Type, Open> open;
+    SmallVector<SmallVector<Gradient>> buckets;
     for (const Gradient &g : grads) {
       auto type = cast<RankedTensorType>(g.value.getType());
-      if (!current.empty() &&
-          cast<RankedTensorType>(current.front().value.getType())
-                  .getElementType() != type.getElementType())
-        close();
-      current.push_back(g);
-      bytes += type.getNumElements() *
-               ((type.getElementTypeBitWidth() + 7) / 8);
-      if (bytes >= capBytes)
-        close();
+      Open &o = open[type.getElementType()];
+      o.grads.push_back(g);
+      o.bytes +=
+          type.getNumElements() * ((type.getElementTypeBitWidth() + 7) / 8);
+      if (o.bytes >= limits[o.limit]) {
+        buckets.push_back(std::move(o.grads));
+        o.grads.clear();
+        o.bytes = 0;
+        o.limit = 1;
+      }
     }
-    close();
+    SmallVector<SmallVector<Gradient>> rest;
+    for (auto &entry : open)
+      if (!entry.second.grads.empty())
+        rest.push_back(std::move(entry.second.grads));
+    llvm::stable_sort(rest, [](const auto &a, const auto &b) {
+      return a.front().position < b.front().position;
+    });
+    buckets.append(std::make_move_iterator(rest.begin()),
+                   std::make_move_iterator(rest.end()));
     return buckets;
   }
 

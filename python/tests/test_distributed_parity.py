@@ -14,11 +14,14 @@ microbatches before the one reduction per step.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -65,15 +68,36 @@ OPTIMIZERS = {
 }
 
 
-def capture_and_import(name: str, split: int, out: Path, microbatches: int = 1) -> None:
-    env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
-    result = run([sys.executable, "-m", "loom.capture", MODELS[name], "--out", out,
-                  "--steps", str(STEPS), *OPTIMIZERS[name][0], "--split", str(split),
-                  "--microbatches", str(microbatches)], env=env)
-    assert result.returncode == 0, result.stderr
-    assert json.loads((out / "reference.json").read_text())["split"] == split
-    result = run([LOOM_IMPORT, out / "step.pt2", "-o", out / "step.mlir"])
-    assert result.returncode == 0, result.stderr
+# Captures are the slow part (about 10 s each): one per (model, split,
+# microbatches, optimizer) for the whole session, shared by this module and
+# test_fsdp_parity.py; each test gets hard links to the files in its own
+# directory and writes its artifact there.
+_CAPTURES: dict[tuple, Path] = {}
+_CAPTURED_FILES = ("step.mlir", "step.weights.safetensors", "batches.safetensors", "reference.json",
+                   "reference.safetensors")
+
+
+def capture_and_import(name: str, split: int, out: Path, microbatches: int = 1,
+                       optimizer: list[str] | None = None) -> None:
+    """Capture MODELS[name] for `split` ranks (with OPTIMIZERS[name] unless
+    `optimizer` gives the capture flags) and import it into `out`."""
+    flags = optimizer if optimizer is not None else OPTIMIZERS[name][0]
+    key = (name, split, microbatches, tuple(flags))
+    if key not in _CAPTURES:
+        cache = Path(tempfile.mkdtemp(prefix=f"loom-capture-{name}-{split}-"))
+        atexit.register(shutil.rmtree, cache, ignore_errors=True)
+        env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
+        result = run([sys.executable, "-m", "loom.capture", MODELS[name], "--out", cache,
+                      "--steps", str(STEPS), *flags, "--split", str(split),
+                      "--microbatches", str(microbatches)], env=env)
+        assert result.returncode == 0, result.stderr
+        assert json.loads((cache / "reference.json").read_text())["split"] == split
+        result = run([LOOM_IMPORT, cache / "step.pt2", "-o", cache / "step.mlir"])
+        assert result.returncode == 0, result.stderr
+        _CAPTURES[key] = cache
+    out.mkdir(parents=True, exist_ok=True)
+    for f in _CAPTURED_FILES:
+        os.link(_CAPTURES[key] / f, out / f)
 
 
 def compile_ddp(name: str, out: Path, world: int, *extra: str) -> dict:
@@ -131,7 +155,69 @@ def test_ddp_one_all_reduce_per_gradient_without_buckets(tmp_path):
     assert issued_all_reduces(result.stdout) == [len(starts)] * STEPS
 
 
-@pytest.mark.parametrize("name, split, microbatches", [("gpt", 1, 2), ("mlp", 2, 2), ("gpt", 2, 2)])
+def loom_buckets(program: dict) -> list[list[str]]:
+    """The gradients of each DDP bucket of a compiled step without optimizer:
+    the parameter whose grad output the bucket's last instruction writing
+    that slot belongs to (``ddp.bucketK.unflatten`` or ``.wait``), in the
+    order the bucket's pieces are written."""
+    targets = {o["slot"]: o["target"] for o in program["outputs"] if o["role"] == "grad"}
+    last_writer = {}
+    for index, inst in enumerate(program["programs"][0]["instructions"]):
+        written = inst.get("results", []) + ([inst["result"]] if "result" in inst else [])
+        for slot in written:
+            for s in slot if isinstance(slot, list) else [slot]:  # Tensor[] results
+                last_writer[s] = (index, inst.get("name", ""))
+    buckets: dict[int, list[tuple[int, str]]] = {}
+    for slot, target in targets.items():
+        index, name = last_writer[slot]
+        m = re.fullmatch(r"ddp\.bucket(\d+)\.(unflatten|wait)", name)
+        assert m, f"the gradient of {target} comes from {name!r}, not a DDP bucket"
+        buckets.setdefault(int(m.group(1)), []).append((index, target))
+    return [[t for _, t in sorted(buckets[k])] for k in sorted(buckets)]
+
+
+@pytest.fixture(scope="module")
+def bucket_model_step(tmp_path_factory) -> Path:
+    """ddp_buckets_model.py captured for 2 ranks and imported, once."""
+    out = tmp_path_factory.mktemp("ddp_buckets")
+    env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
+    result = run([sys.executable, "-m", "loom.capture", BUCKET_MODEL, "--out", out, "--steps", "1",
+                  "--split", "2"], env=env)
+    assert result.returncode == 0, result.stderr
+    result = run([LOOM_IMPORT, out / "step.pt2", "-o", out / "step.mlir"])
+    assert result.returncode == 0, result.stderr
+    return out / "step.mlir"
+
+
+BUCKET_MODEL = Path(__file__).parent / "ddp_buckets_model.py"
+
+
+@pytest.mark.parametrize("cap", [None, 0.5])
+def test_ddp_buckets_equal_pytorch_ddp(cap, bucket_model_step):
+    """loom-replicate's buckets (which gradients, in which bucket, in which
+    order) equal the ones PyTorch DDP's Reducer uses after its first
+    iteration (ddp_buckets.py), for DDP's default caps (1 MiB first
+    bucket, then 25 MiB) and for bucket_cap_mb=0.5 (which DDP also uses for
+    the first bucket)."""
+    flags = ["--optimizer=none", "--dp=replicate", "--world-size=2"]
+    if cap is not None:
+        flags.append(f"--bucket-cap-mb={cap}")
+    result = run([LOOM_COMPILE, bucket_model_step, "--emit=program", *flags])
+    assert result.returncode == 0, result.stderr
+    ours = loom_buckets(json.loads(result.stdout))
+
+    cmd = [sys.executable, Path(__file__).parent / "ddp_buckets.py", BUCKET_MODEL]
+    if cap is not None:
+        cmd += ["--bucket-cap-mb", str(cap)]
+    result = run(cmd)
+    assert result.returncode == 0, result.stderr
+    theirs = json.loads(result.stdout.strip().splitlines()[-1])
+    assert ours == theirs
+    assert len(ours) == (2 if cap is None else 3)
+
+
+@pytest.mark.parametrize("name, split, microbatches",
+                         [("gpt", 1, 2), ("mlp", 2, 2), ("gpt", 2, 2), ("vit", 2, 2)])
 def test_gradient_accumulation_trains_at_parity_with_eager(name, split, microbatches, tmp_path):
     """--microbatches M: each rank runs M microbatches and averages their
     gradients (loom-accumulate-gradients), then DDP reduces once per step,

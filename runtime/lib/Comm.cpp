@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Comm.h"
+#include "MemoryTracker.h"
 
 #include "loomrt/Dtype.h"
 #include "loomrt/Error.h"
@@ -30,6 +31,7 @@
 #include <iostream>
 #include <mutex>
 #include <optional>
+#include <thread>
 
 namespace loomrt {
 
@@ -236,6 +238,25 @@ const CommGroup &Comm::group(const std::vector<std::string> &axes) const {
   return it->second;
 }
 
+namespace {
+
+/// Marks what the backend allocates on this thread while it issues a
+/// collective as that collective's staging (MemoryTracker.h).
+struct StagingScope {
+  explicit StagingScope(PendingCollective &p) : p(p) {
+    p.tracker = MemoryTracker::installed();
+    if (p.tracker)
+      p.staging = p.tracker->beginStaging();
+  }
+  ~StagingScope() {
+    if (p.tracker)
+      p.tracker->endStaging();
+  }
+  PendingCollective &p;
+};
+
+} // namespace
+
 PendingCollective Comm::start(OpKind kind, const std::vector<std::string> &axes,
                               const at::Tensor &input, int64_t dim,
                               ReduceOp reduce, int64_t root) {
@@ -272,7 +293,10 @@ PendingCollective Comm::start(OpKind kind, const std::vector<std::string> &axes,
       for (int64_t i = 0; i < size; ++i)
         out[0].push_back(at::empty_like(in[0]));
       p.outputs = out[0];
-      p.work = g.backend->allgather(out, in);
+      {
+        StagingScope staging(p);
+        p.work = g.backend->allgather(out, in);
+      }
       break;
     }
     case OpKind::ReduceScatterStart: {
@@ -284,7 +308,10 @@ PendingCollective Comm::start(OpKind kind, const std::vector<std::string> &axes,
       p.buffer = at::empty(shape, p.input.options());
       ::c10d::ReduceScatterOptions o;
       o.reduceOp = glooOp(reduce);
-      p.work = g.backend->_reduce_scatter_base(p.buffer, p.input, o);
+      {
+        StagingScope staging(p);
+        p.work = g.backend->_reduce_scatter_base(p.buffer, p.input, o);
+      }
       break;
     }
     case OpKind::AllReduceStart: {
@@ -293,7 +320,10 @@ PendingCollective Comm::start(OpKind kind, const std::vector<std::string> &axes,
       std::vector<at::Tensor> t{p.buffer};
       ::c10d::AllreduceOptions o;
       o.reduceOp = glooOp(reduce);
-      p.work = g.backend->allreduce(t, o);
+      {
+        StagingScope staging(p);
+        p.work = g.backend->allreduce(t, o);
+      }
       break;
     }
     case OpKind::AllSliceStart:
@@ -308,7 +338,10 @@ PendingCollective Comm::start(OpKind kind, const std::vector<std::string> &axes,
       std::vector<at::Tensor> t{p.buffer};
       ::c10d::BroadcastOptions o;
       o.rootRank = root;
-      p.work = g.backend->broadcast(t, o);
+      {
+        StagingScope staging(p);
+        p.work = g.backend->broadcast(t, o);
+      }
       break;
     }
     default:
@@ -330,6 +363,9 @@ at::Tensor Comm::finish(PendingCollective &p) {
     throw CollectiveError(p.describe + " failed (a peer exited, or the " +
                           "timeout passed): " + e.what());
   }
+  releaseOnThisThread(p);
+  if (p.tracker)
+    p.tracker->releaseStaging(p.staging);
   int64_t size = int64_t(p.group->ranks.size());
   switch (p.kind) {
   case OpKind::AllGatherStart:
@@ -345,6 +381,23 @@ at::Tensor Comm::finish(PendingCollective &p) {
   default:
     return p.buffer;
   }
+}
+
+void Comm::releaseOnThisThread(PendingCollective &p) {
+  // wait() returns once Gloo's worker thread marked the work done; the
+  // worker drops its own references to the work (and so to the tensors the
+  // work holds: inputs, outputs, its flattened copies) a moment later. Were
+  // the last reference dropped there, those tensors would be freed on the
+  // worker thread after it left the work's thread-local state, where no
+  // MemoryTracker sees the free, and the step's live and peak bytes would
+  // depend on that race. So wait (briefly: the worker is between two
+  // statements; at most 1 s, then release anyway) until only this
+  // PendingCollective holds the work, and release it here, at the wait
+  // instruction, on every run.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (p.work.use_count() > 1 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
+  p.work.reset();
 }
 
 at::Tensor Comm::allGather(const std::vector<std::string> &axes,

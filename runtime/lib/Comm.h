@@ -38,6 +38,8 @@ struct CommGroup {
 };
 
 /// A collective in flight between its start and its wait.
+class MemoryTracker;
+
 struct PendingCollective {
   OpKind kind = OpKind::AllReduceStart;
   const CommGroup *group = nullptr;
@@ -53,6 +55,10 @@ struct PendingCollective {
   int64_t bytes = 0;
   /// "all_gather over axes [shard] ranks [0, 1], 1.2 KiB": for messages.
   std::string describe;
+  /// The memory tracker installed when it started and its staging id
+  /// (MemoryTracker.h), released at the wait.
+  MemoryTracker *tracker = nullptr;
+  int64_t staging = 0;
 };
 
 class Comm {
@@ -73,7 +79,12 @@ public:
                           const at::Tensor &input, int64_t dim, ReduceOp reduce,
                           int64_t root);
   /// Waits for it and returns its result. Throws on failure or timeout.
+  /// Releases the work on the calling thread (releaseOnThisThread).
   static at::Tensor finish(PendingCollective &pending);
+  /// Drops the finished work once Gloo's worker thread no longer holds it,
+  /// so the tensors it holds are freed on this thread, where the session's
+  /// MemoryTracker sees the frees.
+  static void releaseOnThisThread(PendingCollective &pending);
 
   /// Blocking all-gather of a shard along `dim` (the runtime's own, for
   /// checks and saving; not a step collective).

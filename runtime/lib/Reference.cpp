@@ -10,6 +10,7 @@
 #include <c10/core/GradMode.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -56,7 +57,7 @@ Reference Reference::load(const std::string &jsonPath) {
   return r;
 }
 
-LossComparison compareLoss(double got, double want, double rtol) {
+LossComparison compareLoss(double got, double want, double rtol, double atol) {
   LossComparison c;
   c.got = got;
   c.want = want;
@@ -64,20 +65,24 @@ LossComparison compareLoss(double got, double want, double rtol) {
   c.relError = want != 0
                    ? diff / std::fabs(want)
                    : (diff == 0 ? 0 : std::numeric_limits<double>::infinity());
-  c.ok = std::isfinite(diff) && diff <= rtol * std::fabs(want);
+  c.ok = std::isfinite(diff) && diff <= std::max(atol, rtol * std::fabs(want));
   return c;
 }
 
 namespace {
 
-/// max |a - b| / max(1, |b|) and max |a - b|, in double.
-void score(const at::Tensor &got, const at::Tensor &want, TensorComparison &c) {
+/// max |a - b| / max(1, |b|), max |a - b|, and the elements beyond
+/// max(atol, rtol * |b|), in double.
+void score(const at::Tensor &got, const at::Tensor &want, double rtol,
+           double atol, TensorComparison &c) {
   at::Tensor a = got.is_complex() ? at::view_as_real(got) : got;
   at::Tensor b = want.is_complex() ? at::view_as_real(want) : want;
   a = a.to(at::kDouble);
   b = b.to(at::kDouble);
+  c.numel = a.numel();
   if (a.numel() == 0) {
-    c.score = c.maxAbsDiff = 0;
+    c.score = c.maxAbsDiff = c.toleranceUsed = 0;
+    c.failing = 0;
     return;
   }
   const double inf = std::numeric_limits<double>::infinity();
@@ -86,21 +91,33 @@ void score(const at::Tensor &got, const at::Tensor &want, TensorComparison &c) {
   at::Tensor ratio = diff.div(b.abs().clamp_min_(1.0)).nan_to_num_(inf);
   c.score = ratio.max().item<double>();
   c.maxAbsDiff = diff.nan_to_num(inf).max().item<double>();
+
+  diff = diff.nan_to_num(inf);
+  at::Tensor bAbs = b.abs().nan_to_num_(inf);
+  at::Tensor allowed = bAbs.mul(rtol).clamp_min_(atol);
+  c.failing = diff.gt(allowed).sum().item<int64_t>();
+  // diff / allowed, with 0/0 (an equal element with no allowance) as 0.
+  at::Tensor used = diff.div(allowed).masked_fill_(diff.eq(0), 0.0);
+  int64_t worst = used.argmax().item<int64_t>();
+  c.toleranceUsed = used.reshape({-1})[worst].item<double>();
+  c.worstDiff = diff.reshape({-1})[worst].item<double>();
+  c.worstRef = bAbs.reshape({-1})[worst].item<double>();
 }
 
 } // namespace
 
-std::vector<TensorComparison>
-compareTensors(const Session &session, const Reference &reference, double tol) {
+std::vector<TensorComparison> compareTensors(const Session &session,
+                                             const Reference &reference,
+                                             double rtol, double atol) {
   return compareTensors(session.parameters(), session.buffers(),
-                        session.constants(), reference, tol);
+                        session.constants(), reference, rtol, atol);
 }
 
 std::vector<TensorComparison> compareTensors(const NamedTensors &parameters,
                                              const NamedTensors &buffers,
                                              const NamedTensors &constants,
                                              const Reference &reference,
-                                             double tol) {
+                                             double rtol, double atol) {
   c10::AutoGradMode noGrad(false);
   SafetensorsFile ref = SafetensorsFile::open(reference.tensorsPath);
   std::vector<TensorComparison> out;
@@ -122,7 +139,7 @@ std::vector<TensorComparison> compareTensors(const NamedTensors &parameters,
       if (!mustExist)
         return;
       c.problem = "not in " + reference.tensorsPath;
-      c.score = std::numeric_limits<double>::infinity();
+      c.score = c.toleranceUsed = std::numeric_limits<double>::infinity();
       out.push_back(std::move(c));
       return;
     }
@@ -132,12 +149,12 @@ std::vector<TensorComparison> compareTensors(const NamedTensors &parameters,
                   formatShape(e->shape) + ", the run has " +
                   artifactDtypeName(t.scalar_type()) + " " +
                   formatShape(t.sizes());
-      c.score = std::numeric_limits<double>::infinity();
+      c.score = c.toleranceUsed = std::numeric_limits<double>::infinity();
       out.push_back(std::move(c));
       return;
     }
-    score(t, ref.read(*e), c);
-    c.ok = c.score <= tol;
+    score(t, ref.read(*e), rtol, atol, c);
+    c.ok = c.failing == 0;
     out.push_back(std::move(c));
   };
   for (const auto &[name, t] : parameters)
@@ -161,7 +178,7 @@ std::vector<TensorComparison> compareTensors(const NamedTensors &parameters,
     c.role = "reference";
     c.problem = "in the reference, but the artifact has no parameter, "
                 "buffer or constant of that name";
-    c.score = std::numeric_limits<double>::infinity();
+    c.score = c.toleranceUsed = std::numeric_limits<double>::infinity();
     out.push_back(std::move(c));
   }
   return out;

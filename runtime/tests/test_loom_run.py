@@ -2,8 +2,9 @@
 
 make_linear.py writes a linear + MSE artifact and PyTorch eager's losses and
 final parameters for it; loom-run --check must reproduce them within its
-tolerances (rtol 1e-5 on losses, 1e-5 * max(1, |ref|) on tensors), and must
-fail, with exit status 1, when the reference is perturbed.
+tolerances (rtol 1e-5 on losses, 1e-5 * max(1, |ref|) on tensors, or those
+given with --rtol/--atol), and must fail, with exit status 1, when the
+reference is perturbed beyond them.
 """
 
 from __future__ import annotations
@@ -93,9 +94,67 @@ def test_parameter_mismatch_fails(tmp_path: Path) -> None:
     save_file(ref, str(d / "reference.safetensors"))
     r = run_check(d)
     assert r.returncode == 1, r.stdout + r.stderr
-    assert re.search(r"^check: parameter 'fc\.bias': MISMATCH max \|a-b\|/max\(1,\|b\|\) = 1\.000e-03", r.stdout, re.M), r.stdout
+    assert re.search(r"^check: parameter 'fc\.bias': MISMATCH max \|a-b\|/max\(1,\|b\|\) = 1\.000e-03 "
+                     r"\(max \|a-b\| = 1\.000e-03\): 1 of 3 elements beyond max\(1e-05, 1e-05\*\|ref\|\)", r.stdout, re.M), r.stdout
     assert "worst parameter 'fc.bias'" in r.stdout
     assert r.stdout.splitlines()[-1] == "FAIL: 0 loss mismatches, 1 tensor mismatches"
+
+
+def perturb_reference(d: Path, rel: float) -> None:
+    """Scale every reference loss and the reference fc.weight by (1 + rel)."""
+    ref = json.loads((d / "reference.json").read_text())
+    ref["losses"] = [loss * (1 + rel) for loss in ref["losses"]]
+    (d / "reference.json").write_text(json.dumps(ref))
+    tensors = load_file(str(d / "reference.safetensors"))
+    tensors["fc.weight"] = (tensors["fc.weight"].double() * (1 + rel)).float()
+    save_file(tensors, str(d / "reference.safetensors"))
+
+
+def test_rtol_and_atol_set_the_check_tolerances(tmp_path: Path) -> None:
+    """A reference off by 1e-4 relative: the default rtol 1e-5 fails every
+    loss and fc.weight, --rtol 1e-3 passes, --rtol 1e-5 --atol 1 passes
+    (the losses are below 10), --rtol 1e-6 reports its own tolerance."""
+    d = make_linear(tmp_path)
+    perturb_reference(d, 1e-4)
+
+    r = run_check(d)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.stdout.splitlines()[-1] == "FAIL: 6 loss mismatches, 1 tensor mismatches"
+
+    r = run_check(d, "--rtol", "1e-6")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "check: losses  0/6 within rtol 1e-06 " in r.stdout
+    assert re.search(r"^check: parameter 'fc\.weight': MISMATCH .*: \d+ of 18 elements beyond "
+                     r"max\(1e-06, 1e-06\*\|ref\|\); worst \|a-b\| = \S+ where \|ref\| = \S+ allows \S+$",
+                     r.stdout, re.M), r.stdout
+    assert "check: tensors 2/3 within max(1e-06, 1e-06*|ref|)" in r.stdout
+
+    r = run_check(d, "--rtol", "1e-3")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "check: losses  6/6 within rtol 0.001 " in r.stdout
+    assert "check: tensors 3/3 within max(0.001, 0.001*|ref|)" in r.stdout
+    assert r.stdout.splitlines()[-1] == "PASS"
+
+    r = run_check(d, "--atol", "1")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "check: losses  6/6 within rtol 1e-05 atol 1 " in r.stdout
+    assert "check: tensors 3/3 within max(1, 1e-05*|ref|)" in r.stdout
+
+    # Exact comparison: the unperturbed run is bitwise equal to eager.
+    d2 = make_linear(tmp_path / "exact")
+    r = run_check(d2, "--rtol", "0", "--atol", "0")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "check: tensors 3/3 within max(0, 0*|ref|)" in r.stdout
+
+
+def test_tolerance_usage_errors(tmp_path: Path) -> None:
+    d = make_linear(tmp_path)
+    r = run_check(d, "--rtol", "-1")
+    assert r.returncode == 2 and "--rtol expects a finite number >= 0, found '-1'" in r.stderr
+    r = run_check(d, "--atol", "nan")
+    assert r.returncode == 2 and "--atol expects a finite number >= 0, found 'nan'" in r.stderr
+    r = loom_run(str(d / "step.loomx"), "--batches", str(d / "batches.safetensors"), "--rtol", "1e-3")
+    assert r.returncode == 2 and "--rtol and --atol apply to --check; no --check given" in r.stderr
 
 
 def test_missing_reference_tensor_fails(tmp_path: Path) -> None:

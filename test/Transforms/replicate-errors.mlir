@@ -4,6 +4,7 @@
 // RUN: not loom-opt %s --split-input-file --loom-replicate="mesh-shape=2,2" 2>&1 | FileCheck %s --check-prefix=NAMES
 // RUN: not loom-opt %s --split-input-file --loom-replicate="mesh-shape=2 axes=a,b" 2>&1 | FileCheck %s --check-prefix=COUNT
 // RUN: not loom-opt %s --split-input-file --loom-replicate="mesh-shape=4 bucket-cap-mb=-1" 2>&1 | FileCheck %s --check-prefix=CAP
+// RUN: not loom-opt %s --split-input-file --loom-replicate="mesh-shape=4 first-bucket-cap-mb=-0.5" 2>&1 | FileCheck %s --check-prefix=FIRST
 // RUN: not loom-opt %s --split-input-file --loom-replicate="mesh-shape=2,2 axes=a,a" 2>&1 | FileCheck %s --check-prefix=TWICE
 // RUN: loom-opt %s --split-input-file --verify-diagnostics --loom-replicate="mesh-shape=2"
 
@@ -13,6 +14,7 @@
 // NAMES: error: --loom-replicate: a 2-d mesh-shape needs one name per axis (axes=...)
 // COUNT: error: --loom-replicate: mesh-shape has 1 sizes but axes has 2 names
 // CAP: error: --loom-replicate: bucket-cap-mb must not be negative, got -1
+// FIRST: error: --loom-replicate: first-bucket-cap-mb must not be negative, got -5.000000e-01
 // TWICE: error: 'loom.mesh' op axis name 'a' is used twice
 
 func.func @step(%w: tensor<4xf32> {loom.name = "w", loom.role = #loom.role<parameter>},

@@ -1,6 +1,8 @@
 // RUN: loom-opt %s --loom-replicate="mesh-shape=4" | FileCheck %s
-// RUN: loom-opt %s --loom-replicate="mesh-shape=4 bucket-cap-mb=0" | FileCheck %s --check-prefix=EACH
-// RUN: loom-opt %s --loom-replicate="mesh-shape=4 bucket-cap-mb=0.25" | FileCheck %s --check-prefix=CAP
+// RUN: loom-opt %s --loom-replicate="mesh-shape=4 bucket-cap-mb=0 first-bucket-cap-mb=0" | FileCheck %s --check-prefix=EACH
+// RUN: loom-opt %s --loom-replicate="mesh-shape=4 bucket-cap-mb=0.25 first-bucket-cap-mb=0.25" | FileCheck %s --check-prefix=CAP
+// RUN: loom-opt %s --loom-replicate="mesh-shape=4 first-bucket-cap-mb=0.25" | FileCheck %s --check-prefix=FIRST
+// RUN: loom-opt %s --loom-replicate="mesh-shape=4 bucket-cap-mb=0" | FileCheck %s --check-prefix=FIRSTMB
 // RUN: loom-opt %s --loom-replicate="mesh-shape=1" | FileCheck %s --check-prefix=ONE
 // RUN: loom-opt %s --loom-replicate="mesh=rep mesh-shape=2,2 axes=r,s" | FileCheck %s --check-prefix=TWOD
 // RUN: loom-opt %s --loom-replicate="mesh-shape=4" --loom-attach-optimizer="optimizer=sgd" | FileCheck %s --check-prefix=OPT
@@ -34,7 +36,8 @@ func.func @step(%w1: tensor<256x256xf32> {loom.name = "fc1.weight", loom.role = 
 // CHECK-SAME: %[[X:[^:]+]]: tensor<2x256xf32> {loom.name = "x", loom.role = #loom.role<input>, loom.split = #loom.split<@dp, axes = ["dp"], dim = 0>}
 // CHECK-SAME: -> (tensor<f32> {loom.partial = #loom.partial<@dp, axes = ["dp"], avg>, loom.role = #loom.role<loss>}
 
-// Default cap (25 MiB): one bucket of all four gradients, in backward
+// Default caps (1 MiB first, 25 MiB after): one bucket of all four gradients
+// (0.5 MiB, under the first cap), in backward
 // order, flattened and concatenated right after the last one is produced;
 // waited for and split back right before the return.
 // CHECK: %[[GW2:.*]] = loom.aten "aten::zeros_like.default"
@@ -57,7 +60,8 @@ func.func @step(%w1: tensor<256x256xf32> {loom.name = "fc1.weight", loom.role = 
 // CHECK-NEXT: return %{{.*}}, %[[RW1]], %[[RB1]], %[[RW2]], %[[RB2]]
 // CHECK-NOT: loom.all_reduce_start
 
-// bucket-cap-mb=0: one all-reduce per gradient, each started right after
+// bucket-cap-mb=0 (and first 0, as DDP(bucket_cap_mb=0)): one all-reduce
+// per gradient, each started right after
 // its gradient, no flattening.
 // EACH-LABEL: func.func @step(
 // EACH-NOT: aten::cat
@@ -73,7 +77,8 @@ func.func @step(%w1: tensor<256x256xf32> {loom.name = "fc1.weight", loom.role = 
 // EACH-NEXT: return
 // EACH-NOT: loom.all_reduce_start
 
-// bucket-cap-mb=0.25: a bucket closes once it holds 0.25 MiB, so fc2.weight
+// bucket-cap-mb=0.25 (both caps, as DDP(bucket_cap_mb=0.25)): a bucket closes
+// once it holds 0.25 MiB, so fc2.weight
 // fills one alone, fc2.bias and fc1.weight share the next, fc1.bias is last.
 // CAP-LABEL: func.func @step(
 // CAP: %[[GW2:.*]] = loom.aten "aten::zeros_like.default"
@@ -85,6 +90,29 @@ func.func @step(%w1: tensor<256x256xf32> {loom.name = "fc1.weight", loom.role = 
 // CAP-NEXT: loom.all_reduce_start %[[GB1]] {{.*}} {loom.module = "fc1", {{.*}} : tensor<256xf32>
 // CAP-COUNT-3: loom.wait
 // CAP-NOT: loom.all_reduce_start
+
+// first-bucket-cap-mb=0.25, bucket cap 25: the first bucket closes with
+// fc2.weight (0.25 MiB); the other three share the second.
+// FIRST-LABEL: func.func @step(
+// FIRST: %[[GW2:.*]] = loom.aten "aten::zeros_like.default"
+// FIRST-NEXT: loom.all_reduce_start %[[GW2]] {{.*}} : tensor<256x256xf32>
+// FIRST-NEXT: %[[GB2:.*]] = loom.aten "aten::zeros_like.default"
+// FIRST-NEXT: %[[GW1:.*]] = loom.aten "aten::zeros_like.default"
+// FIRST-NEXT: %[[GB1:.*]] = loom.aten "aten::zeros_like.default"
+// FIRST-NEXT: %[[F0:.*]] = loom.aten "aten::reshape.default"(%[[GB2]])
+// FIRST-NEXT: %[[F1:.*]] = loom.aten "aten::reshape.default"(%[[GW1]])
+// FIRST-NEXT: %[[F2:.*]] = loom.aten "aten::reshape.default"(%[[GB1]])
+// FIRST-NEXT: loom.aten "aten::cat.default"(%[[F0]], %[[F1]], %[[F2]])
+// FIRST-SAME: -> tensor<66048xf32>
+// FIRST-NEXT: loom.all_reduce_start {{.*}} : tensor<66048xf32>
+// FIRST-COUNT-2: loom.wait
+// FIRST-NOT: loom.all_reduce_start
+
+// bucket-cap-mb=0 alone keeps the 1 MiB first bucket: all four gradients
+// (0.5 MiB) fill it without closing it, so it is still one bucket.
+// FIRSTMB-LABEL: func.func @step(
+// FIRSTMB-COUNT-1: loom.all_reduce_start {{.*}} : tensor<131584xf32>
+// FIRSTMB-NOT: loom.all_reduce_start
 
 // One rank: the mesh and attributes, no collectives (as DDP on one rank).
 // ONE: loom.mesh @dp shape [1] axes ["dp"]

@@ -99,6 +99,11 @@ static cl::opt<double>
                 cl::desc("DDP bucket size in MiB (default 25; 0: one "
                          "all-reduce per gradient)"),
                 cl::cat(category));
+static cl::opt<double> firstBucketCapMb(
+    "first-bucket-cap-mb",
+    cl::desc("DDP's first bucket size in MiB (default 1, or --bucket-cap-mb "
+             "when that is given, as DDP does)"),
+    cl::cat(category));
 
 static cl::opt<int64_t> replicateSize(
     "replicate-size",
@@ -203,6 +208,7 @@ static std::string buildPipelineText() {
   add(dp, dp);
   add(worldSize, Twine(worldSize));
   add(bucketCapMb, number(bucketCapMb));
+  add(firstBucketCapMb, number(firstBucketCapMb));
   add(replicateSize, Twine(replicateSize));
   add(reshardAfterForward, reshardAfterForward);
   add(reshardAfterBackward, reshardAfterBackward ? "true" : "false");

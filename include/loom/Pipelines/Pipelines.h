@@ -128,6 +128,12 @@ struct CompilePipelineOptions
       *this, "max-in-flight",
       llvm::cl::desc("With schedule: most collectives in flight at once"),
       llvm::cl::init(2)};
+  Option<double> firstBucketCapMb{
+      *this, "first-bucket-cap-mb",
+      llvm::cl::desc("DDP's first bucket size in MiB (default: 1, as DDP "
+                     "without bucket_cap_mb, or bucket-cap-mb when that is "
+                     "given, as DDP(bucket_cap_mb=X))"),
+      llvm::cl::init(1.0)};
 };
 
 /// Checks the options buildCompilePipeline cannot represent (an unknown

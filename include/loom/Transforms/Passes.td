@@ -276,11 +276,19 @@ def LoomReplicate : Pass<"loom-replicate", "::mlir::ModuleOp"> {
       <axes>, dim = 0>` and the loss with `loom.partial = #loom.partial<@mesh,
       axes = <axes>, avg>` (the mean of the ranks' mean losses is the
       single-device loss);
-    - groups the `grad` results into buckets, as DDP's
-      `compute_bucket_assignment_by_size`: gradients in the order backward
-      produces them (the position of their producers in the step), a new
-      bucket when the element type changes or once the bucket holds at
-      least `bucket-cap-mb` MiB (`0`: one bucket per gradient);
+    - groups the `grad` results into buckets exactly as DDP does after its
+      first iteration (the Reducer rebuilds its buckets from the order the
+      gradients became ready, with `compute_bucket_assignment_by_size` and
+      the limits `[first_bucket_bytes_cap, bucket_bytes_cap]`): gradients in
+      the order backward produces them (the position of their producers in
+      the step); one open bucket per element type; a bucket closes once it
+      holds at least its limit, which is `first-bucket-cap-mb` MiB for the
+      first bucket of each element type and `bucket-cap-mb` MiB after it
+      (`dist._DEFAULT_FIRST_BUCKET_BYTES` is 1 MiB; `DDP(bucket_cap_mb=X)`
+      uses X for both, so pass `first-bucket-cap-mb=X` too to mirror it; 0:
+      one bucket per gradient). Buckets still open at the end follow in the
+      order of their first gradient (DDP's order there is its hash map's);
+
     - reduces each bucket with one `loom.all_reduce_start ... reduce <avg>`
       over all mesh axes and one `loom.wait`. A bucket of several gradients
       is flattened (`aten::view`) and concatenated (`aten::cat`) into one
@@ -344,6 +352,11 @@ def LoomReplicate : Pass<"loom-replicate", "::mlir::ModuleOp"> {
     Option<"bucketCapMb", "bucket-cap-mb", "double", /*default=*/"25.0",
            "Bucket size in MiB, as DDP's bucket_cap_mb; 0 reduces every "
            "gradient on its own">,
+    Option<"firstBucketCapMb", "first-bucket-cap-mb", "double",
+           /*default=*/"1.0",
+           "Size in MiB of the first bucket of each element type, as DDP's "
+           "first_bucket_bytes_cap (1 MiB unless bucket_cap_mb is given, "
+           "then bucket_cap_mb)">,
   ];
   let dependentDialects = ["::loom::LoomDialect"];
 }

@@ -37,18 +37,29 @@ struct LossComparison {
   bool ok = false;
 };
 
-/// ok iff |got - want| <= rtol * |want| (NaN never matches).
-LossComparison compareLoss(double got, double want, double rtol = 1e-5);
+/// ok iff |got - want| <= max(atol, rtol * |want|) (NaN never matches).
+LossComparison compareLoss(double got, double want, double rtol = 1e-5,
+                           double atol = 0);
 
 struct TensorComparison {
   std::string name;          // the session's name
   std::string referenceName; // the name in reference.safetensors
   std::string role;          // "parameter", "buffer", "constant"
-  /// max over elements of |a - b| / max(1, |b|): the tolerance is met when
-  /// this is <= tol. Elements equal (including equal infinities and NaN in
-  /// both) score 0; a NaN in only one scores infinity.
+  /// max over elements of |a - b| / max(1, |b|). Elements equal (including
+  /// equal infinities and NaN in both) score 0; a NaN in only one scores
+  /// infinity.
   double score = 0;
   double maxAbsDiff = 0;
+  /// The share of the tolerance used: max over elements of |a - b| /
+  /// max(atol, rtol * |b|) (0 for equal elements, infinity for a difference
+  /// where the allowance is 0). ok iff this is <= 1.
+  double toleranceUsed = 0;
+  /// Elements with |a - b| > max(atol, rtol * |b|), of `numel`.
+  int64_t failing = 0;
+  int64_t numel = 0;
+  /// The element that used the most of its tolerance: |a - b| and |b|.
+  double worstDiff = 0;
+  double worstRef = 0;
   bool ok = false;
   /// Why the tensors could not be compared (missing, dtype or shape), or
   /// empty.
@@ -57,17 +68,19 @@ struct TensorComparison {
 
 /// Compares every parameter and buffer of `session` with the reference
 /// tensors (resolving tied aliases), plus constants the reference holds,
-/// and reports reference tensors that match nothing. `tol` as above.
+/// and reports reference tensors that match nothing. An element passes when
+/// |a - b| <= max(atol, rtol * |b|); the defaults give loom-run's
+/// 1e-5 * max(1, |b|).
 std::vector<TensorComparison> compareTensors(const Session &session,
                                              const Reference &reference,
-                                             double tol = 1e-5);
+                                             double rtol = 1e-5,
+                                             double atol = 1e-5);
 /// The same on given tensors, e.g. a multi-rank session's fullParameters()
 /// (which every rank must gather together before rank 0 compares).
-std::vector<TensorComparison> compareTensors(const NamedTensors &parameters,
-                                             const NamedTensors &buffers,
-                                             const NamedTensors &constants,
-                                             const Reference &reference,
-                                             double tol = 1e-5);
+std::vector<TensorComparison>
+compareTensors(const NamedTensors &parameters, const NamedTensors &buffers,
+               const NamedTensors &constants, const Reference &reference,
+               double rtol = 1e-5, double atol = 1e-5);
 
 } // namespace loomrt
 

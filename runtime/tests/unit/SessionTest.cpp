@@ -3,9 +3,11 @@
 #include "TestUtil.h"
 
 #include "MemoryTracker.h"
+
 #include "loomrt/Check.h"
 #include "loomrt/Safetensors.h"
 #include "loomrt/Trace.h"
+#include <thread>
 
 #include <ATen/ops/empty.h>
 #include <ATen/ops/equal.h>
@@ -186,6 +188,48 @@ TEST(Memory, CPUAllocatorReportsToTheTracker) {
   EXPECT_EQ(tracker->allocations(), 2);
 }
 
+TEST(Memory, OtherThreadsCountOnlyFreesOfTheOwnersBlocks) {
+  // A thread that runs under the owner's thread-local state (as Gloo's
+  // workers do) reports to the same tracker: its own blocks are not
+  // counted, a free of one of the owner's blocks is.
+  auto tracker = std::make_shared<MemoryTracker>();
+  tracker->reset(0);
+  MemoryTracker::Scope scope(tracker);
+  at::Tensor mine = at::empty({1000}, at::kFloat);
+  EXPECT_EQ(tracker->current(), 4000);
+  std::thread worker([&] {
+    c10::DebugInfoGuard guard(c10::DebugInfoKind::PROFILER_STATE, tracker);
+    at::Tensor theirs = at::empty({500}, at::kFloat);
+    mine.reset(); // the last reference: freed on this thread
+  });
+  worker.join();
+  EXPECT_EQ(tracker->current(), 0);
+  EXPECT_EQ(tracker->peak(), 4000);
+  EXPECT_EQ(tracker->allocations(), 1);
+}
+
+TEST(Memory, StagingCountsUntilTheCollectivesWait) {
+  auto tracker = std::make_shared<MemoryTracker>();
+  tracker->reset(0);
+  MemoryTracker::Scope scope(tracker);
+  EXPECT_EQ(MemoryTracker::installed(), tracker.get());
+  int64_t first = tracker->beginStaging();
+  at::Tensor copy = at::empty({100}, at::kFloat); // freed before the wait
+  at::Tensor kept = at::empty({200}, at::kFloat); // freed after it
+  tracker->endStaging();
+  at::Tensor result = at::empty({10}, at::kFloat); // not staging
+  EXPECT_EQ(tracker->current(), 400 + 800 + 40);
+  copy.reset();
+  EXPECT_EQ(tracker->current(), 400 + 800 + 40); // counted until the wait
+  tracker->releaseStaging(first);
+  EXPECT_EQ(tracker->current(), 40);
+  kept.reset(); // already released: not subtracted twice
+  EXPECT_EQ(tracker->current(), 40);
+  result.reset();
+  EXPECT_EQ(tracker->current(), 0);
+  EXPECT_EQ(tracker->peak(), 1240);
+}
+
 int64_t storageBytes(const std::vector<at::Tensor> &tensors) {
   std::unordered_set<const void *> seen;
   int64_t n = 0;
@@ -340,6 +384,13 @@ TEST(Check, LossTolerance) {
   EXPECT_FALSE(compareLoss(2.0001, 2.0).ok);
   EXPECT_FALSE(compareLoss(std::nan(""), 2.0).ok);
   EXPECT_NEAR(compareLoss(1.5, 1.0).relError, 0.5, 1e-12);
+  // max(atol, rtol * |want|).
+  EXPECT_TRUE(compareLoss(2.0001, 2.0, 1e-4).ok);
+  EXPECT_FALSE(compareLoss(2.0001, 2.0, 1e-5, 1e-5).ok);
+  EXPECT_TRUE(compareLoss(2.0001, 2.0, 1e-5, 2e-4).ok);
+  EXPECT_TRUE(compareLoss(1e-9, 0.0, 1e-5, 1e-8).ok);
+  EXPECT_FALSE(compareLoss(1e-9, 0.0).ok);
+  EXPECT_TRUE(compareLoss(2.0, 2.0, 0, 0).ok);
 }
 
 TEST(Check, TensorsWithTiedAlias) {
@@ -368,6 +419,23 @@ TEST(Check, TensorsWithTiedAlias) {
   EXPECT_TRUE(c[2].ok);
   EXPECT_EQ(c[3].name, "extra");
   EXPECT_CONTAINS(c[3].problem, "the artifact has no parameter");
+  EXPECT_EQ(c[0].failing, 1);
+  EXPECT_EQ(c[0].numel, s.parameter("fc.weight").numel());
+  EXPECT_NEAR(c[0].worstDiff, 1e-3, 1e-6);
+  EXPECT_NEAR(c[0].worstRef, std::fabs(w[0][0].item<double>()), 1e-6);
+  EXPECT_NEAR(c[0].toleranceUsed, 1e-3 / (1e-5 * std::max(1.0, c[0].worstRef)),
+              0.1);
+  EXPECT_EQ(c[1].failing, 0);
+
+  // |a - b| <= max(atol, rtol * |b|): 1e-3 passes with atol 2e-3, and with
+  // rtol 1 when |b| >= 1e-3.
+  c = compareTensors(s, ref, 1e-5, 2e-3);
+  EXPECT_TRUE(c[0].ok);
+  EXPECT_NEAR(c[0].toleranceUsed, 0.5, 1e-3);
+  c = compareTensors(s, ref, 0, 0);
+  EXPECT_FALSE(c[0].ok);
+  EXPECT_TRUE(c[1].ok); // equal tensors pass an exact comparison
+  EXPECT_EQ(c[1].toleranceUsed, 0);
 }
 
 } // namespace

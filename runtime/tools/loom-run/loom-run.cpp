@@ -3,7 +3,7 @@
 // loom-run STEP.loomx --batches DIR/batches.safetensors [--steps K]
 //          [--check DIR/reference.json] [--trace trace.json] [--threads N]
 //          [--weights FILE] [--save-params FILE] [--no-progress]
-//          [--nproc N] [--timeout SECONDS]
+//          [--nproc N] [--timeout SECONDS] [--rtol R] [--atol A]
 //
 // Prints one line per step; with --check compares each loss and, at the
 // end, every parameter and buffer with PyTorch eager's reference and exits 1
@@ -42,6 +42,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -58,8 +59,10 @@ namespace {
 /// Set by the launcher for its ranks: it merges their traces itself.
 constexpr const char *kTraceMergeEnv = "LOOMRT_TRACE_MERGE";
 
-constexpr double kLossRtol = 1e-5;
-constexpr double kTensorTol = 1e-5;
+/// --check's default tolerances: losses within 1e-5 relative, tensors
+/// within 1e-5 * max(1, |ref|) (atol defaults to 0 for losses and to rtol
+/// for tensors).
+constexpr double kDefaultRtol = 1e-5;
 /// Runs at least this long get a progress bar (when stderr is a terminal).
 constexpr int64_t kProgressMinSteps = 50;
 /// Exit status of a rank whose collective failed (a peer died or hung).
@@ -80,6 +83,8 @@ struct Options {
   bool progress = true;
   int nproc = 0;
   double timeout = 60;
+  double rtol = kDefaultRtol;
+  std::optional<double> atol;
 };
 
 void usage(FILE *out) {
@@ -89,6 +94,7 @@ void usage(FILE *out) {
       "                [--check DIR/reference.json] [--trace FILE]\n"
       "                [--threads N] [--weights FILE] [--save-params FILE]\n"
       "                [--no-progress] [--nproc N] [--timeout SECONDS]\n"
+      "                [--rtol R] [--atol A]\n"
       "\n"
       "  --batches FILE     a capture's batches.safetensors (step s uses\n"
       "                     batch s mod num_steps)\n"
@@ -98,6 +104,11 @@ void usage(FILE *out) {
       "                     tolerance 1e-5) and, after the run, parameters\n"
       "                     and buffers with reference.safetensors next to\n"
       "                     it (|a-b| <= 1e-5*max(1,|b|)); exit 1 on mismatch\n"
+      "  --rtol R           --check's relative tolerance (default 1e-5): a\n"
+      "                     loss or tensor element passes when\n"
+      "                     |a-b| <= max(atol, R*|ref|)\n"
+      "  --atol A           --check's absolute tolerance (default: 0 for\n"
+      "                     losses, R for tensors, i.e. R*max(1,|ref|))\n"
       "  --trace FILE       write a Chrome trace-event JSON (Perfetto)\n"
       "  --threads N        ATen intra-op threads\n"
       "  --weights FILE     start from these weights instead of the\n"
@@ -157,6 +168,17 @@ Options parseOptions(int argc, char **argv) {
       o.progress = false;
     } else if (a == "--nproc") {
       o.nproc = int(parseInt(a, value(), 1));
+    } else if (a == "--rtol" || a == "--atol") {
+      const char *t = value();
+      char *end = nullptr;
+      double v = std::strtod(t, &end);
+      if (!*t || *end || !std::isfinite(v) || v < 0)
+        usageError(a + " expects a finite number >= 0, found '" +
+                   std::string(t) + "'");
+      if (a == "--rtol")
+        o.rtol = v;
+      else
+        o.atol = v;
     } else if (a == "--timeout") {
       const char *t = value();
       char *end = nullptr;
@@ -176,6 +198,8 @@ Options parseOptions(int argc, char **argv) {
     usageError("no artifact given");
   if (o.batches.empty())
     usageError("--batches is required");
+  if (o.check.empty() && (o.atol || o.rtol != kDefaultRtol))
+    usageError("--rtol and --atol apply to --check; no --check given");
   return o;
 }
 
@@ -208,6 +232,13 @@ private:
 };
 
 double mib(int64_t bytes) { return double(bytes) / (1024.0 * 1024.0); }
+
+/// A tolerance as the user would write it: 1e-05, 0.002, 0.
+std::string formatTolerance(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
 
 std::string collectivesText(const StepStats &st) {
   std::string out;
@@ -306,6 +337,8 @@ int run(const Options &o, const std::optional<DistributedConfig> &dist) {
   Progress progress(leader && o.progress && isatty(STDERR_FILENO) &&
                         steps >= kProgressMinSteps,
                     steps);
+  const double lossAtol = o.atol.value_or(0.0);
+  const double tensorAtol = o.atol.value_or(o.rtol);
   int64_t lossFailures = 0;
   LossComparison worstLoss;
   int64_t worstLossStep = -1;
@@ -322,7 +355,7 @@ int run(const Options &o, const std::optional<DistributedConfig> &dist) {
                 (long long)s, loss, st.timeMs, mib(st.peakBytes));
     if (reference) {
       LossComparison c =
-          compareLoss(loss, reference->losses[size_t(s)], kLossRtol);
+          compareLoss(loss, reference->losses[size_t(s)], o.rtol, lossAtol);
       std::printf("  ref %.7f  rel %.1e  %s", c.want, c.relError,
                   c.ok ? "ok" : "MISMATCH");
       if (!c.ok)
@@ -361,17 +394,22 @@ int run(const Options &o, const std::optional<DistributedConfig> &dist) {
   if (!leader)
     return 0;
 
-  std::printf("check: losses  %lld/%lld within rtol %.0e (worst step %lld: "
+  std::string lossTol = "rtol " + formatTolerance(o.rtol);
+  if (lossAtol > 0)
+    lossTol += " atol " + formatTolerance(lossAtol);
+  std::printf("check: losses  %lld/%lld within %s (worst step %lld: "
               "%.7f vs %.7f, rel %.1e)\n",
-              (long long)(steps - lossFailures), (long long)steps, kLossRtol,
-              (long long)worstLossStep, worstLoss.got, worstLoss.want,
-              worstLoss.relError);
+              (long long)(steps - lossFailures), (long long)steps,
+              lossTol.c_str(), (long long)worstLossStep, worstLoss.got,
+              worstLoss.want, worstLoss.relError);
 
   int64_t tensorFailures = 0;
   if (compareTensorsNow) {
     std::vector<TensorComparison> tensors =
         compareTensors(fullParams, session.buffers(), session.constants(),
-                       *reference, kTensorTol);
+                       *reference, o.rtol, tensorAtol);
+    const std::string tensorTol = "max(" + formatTolerance(tensorAtol) + ", " +
+                                  formatTolerance(o.rtol) + "*|ref|)";
     const TensorComparison *worst = nullptr;
     for (const TensorComparison &t : tensors) {
       if (!t.ok) {
@@ -381,15 +419,20 @@ int run(const Options &o, const std::optional<DistributedConfig> &dist) {
                       t.problem.c_str());
         else
           std::printf("check: %s '%s': MISMATCH max |a-b|/max(1,|b|) = %.3e "
-                      "(max |a-b| = %.3e)\n",
-                      t.role.c_str(), t.name.c_str(), t.score, t.maxAbsDiff);
+                      "(max |a-b| = %.3e): %lld of %lld elements beyond "
+                      "%s; worst |a-b| = %.3e where |ref| = %.3e allows "
+                      "%.3e\n",
+                      t.role.c_str(), t.name.c_str(), t.score, t.maxAbsDiff,
+                      (long long)t.failing, (long long)t.numel,
+                      tensorTol.c_str(), t.worstDiff, t.worstRef,
+                      std::max(tensorAtol, o.rtol * t.worstRef));
       }
-      if (!worst || !(t.score <= worst->score))
+      if (!worst || !(t.toleranceUsed <= worst->toleranceUsed))
         worst = &t;
     }
-    std::printf("check: tensors %lld/%lld within %.0e*max(1,|ref|)",
+    std::printf("check: tensors %lld/%lld within %s",
                 (long long)(tensors.size() - tensorFailures),
-                (long long)tensors.size(), kTensorTol);
+                (long long)tensors.size(), tensorTol.c_str());
     if (worst)
       std::printf(" (worst %s '%s': %.3e, max |a-b| %.3e)", worst->role.c_str(),
                   worst->name.c_str(), worst->score, worst->maxAbsDiff);
