@@ -5,6 +5,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
@@ -93,6 +94,24 @@ bool isRecomputable(Operation *op) {
   StringRef name = aten.getOpName();
   return !name.contains("rand") && !name.contains("dropout") &&
          !name.contains("bernoulli");
+}
+
+/// Whether an ATen operator computes in torch.result_type of its tensor
+/// operands (elementwise arithmetic and comparisons): with a compute-dtype
+/// and an original-dtype operand it runs, in eager PyTorch, in the promoted
+/// dtype rather than failing or casting down.
+bool promotesTypes(StringRef opName) {
+  return llvm::StringSwitch<bool>(opName)
+      .Cases({"aten::add", "aten::sub", "aten::mul", "aten::div",
+              "aten::rsub", "aten::where", "aten::maximum", "aten::minimum"},
+             true)
+      .Cases({"aten::pow", "aten::atan2", "aten::fmod", "aten::remainder",
+              "aten::addcmul", "aten::addcdiv", "aten::lerp"},
+             true)
+      .Cases({"aten::eq", "aten::ne", "aten::lt", "aten::le", "aten::gt",
+              "aten::ge", "aten::fmax", "aten::fmin", "aten::hypot"},
+             true)
+      .Default(false);
 }
 
 FailureOr<Type> parseDtype(MLIRContext *ctx, StringRef text) {
@@ -896,9 +915,31 @@ LogicalResult LoomFsdpPass::shardStep(func::FuncOp func) {
     }
   }
 
-  // Mixed precision: the compute follows the gathered dtype.
+  // Mixed precision, as FSDP2's MixedPrecisionPolicy: the parameters are
+  // gathered in the compute dtype and the root's floating forward inputs are
+  // cast to it (cast_forward_inputs); buffers and constants keep their dtype.
+  // Every op then computes in the dtype eager PyTorch would give it:
+  // elementwise ops follow type promotion (`bf16 activation + f32 buffer`
+  // is f32), other ops run in the compute dtype.
   Type original = params.front().fullType.getElementType();
   if (computeDtype && computeDtype != original) {
+    OpBuilder ib(ctx);
+    ib.setInsertionPointToStart(&body);
+    curModule = b.getStringAttr("");
+    curPhase = Phase::forward;
+    for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
+      auto role =
+          func.getArgAttrOfType<RoleAttr>(i, LoomDialect::kRoleAttrName);
+      BlockArgument arg = func.getArgument(i);
+      if (!role || role.getValue() != Role::input || arg.use_empty() ||
+          cast<RankedTensorType>(arg.getType()).getElementType() != original)
+        continue;
+      Value lowered = castTo(ib, arg.getLoc(), arg, computeDtype);
+      arg.replaceAllUsesExcept(lowered, lowered.getDefiningOp());
+    }
+    auto dtypeOf = [](Value v) {
+      return cast<RankedTensorType>(v.getType()).getElementType();
+    };
     DenseMap<Value, Value> castOnce;
     for (Operation &op : llvm::make_early_inc_range(body)) {
       auto atenOp = dyn_cast<AtenOp>(&op);
@@ -909,19 +950,34 @@ LogicalResult LoomFsdpPass::shardStep(func::FuncOp func) {
       if (atenOp.getOpName() == "aten::_to_copy")
         continue;
       bool lowered = llvm::any_of(op.getOperands(), [&](Value v) {
-        return cast<RankedTensorType>(v.getType()).getElementType() ==
-               computeDtype;
+        return dtypeOf(v) == computeDtype;
       });
       if (!lowered)
         continue;
-      // Floating operands still in the original dtype (batch inputs,
-      // buffers, constants) are cast, as cast_forward_inputs does.
+      if (promotesTypes(atenOp.getOpName())) {
+        // torch.result_type over the floating operands: dimensioned tensors
+        // take precedence over 0-dim ones; among either, the original
+        // (wider) dtype wins over the compute dtype. ATen promotes mixed
+        // operands itself, so an op that stays in the original dtype needs
+        // no cast.
+        bool dimensioned = llvm::any_of(op.getOperands(), [&](Value v) {
+          auto t = cast<RankedTensorType>(v.getType());
+          return t.getRank() > 0 && isa<FloatType>(t.getElementType());
+        });
+        bool staysOriginal = llvm::any_of(op.getOperands(), [&](Value v) {
+          auto t = cast<RankedTensorType>(v.getType());
+          return (!dimensioned || t.getRank() > 0) &&
+                 t.getElementType() == original;
+        });
+        if (staysOriginal)
+          continue;
+      }
       OpBuilder ob(&op);
       curModule = b.getStringAttr(getModulePath(&op));
       curPhase = getPhase(&op).value_or(Phase::forward);
       for (OpOperand &operand : op.getOpOperands()) {
         Value v = operand.get();
-        if (cast<RankedTensorType>(v.getType()).getElementType() != original)
+        if (dtypeOf(v) != original)
           continue;
         // Values defined before the loop dominate every later use, so one
         // cast serves all of them.

@@ -144,14 +144,12 @@ def test_fsdp_bf16_params_fp32_reduce_matches_fsdp2_mixed_precision(name, tmp_pa
     assert result.returncode == 1, result.stdout + result.stderr
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "loom-fsdp casts floating buffers and constants to param-dtype (Fsdp.cpp, mixed precision "
-    "retyping: 'Floating operands still in the original dtype ... are cast'); FSDP2 casts only "
-    "parameters and forward inputs, so bf16 + f32 buffer promotes to f32 there"))
 def test_fsdp_bf16_leaves_float_buffers_alone(tmp_path):
     """FSDP2 never casts buffers: `bf16 logits + f32 buffer` is f32 and so
-    is the loss. Loom computes both in bf16 (losses 3e-3 apart after 5
-    AdamW steps); the real fully_shard equals the emulation bitwise here."""
+    is the loss. loom-fsdp follows type promotion the same way, so Loom is
+    bitwise equal to the emulation (casting the buffer to bf16 instead left
+    the losses 3e-3 apart after 5 AdamW steps); the real fully_shard equals
+    the emulation bitwise here."""
     model = Path(__file__).parent / "fsdp_mp_buffer_model.py"
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2] / "python"))
     result = run([sys.executable, "-m", "loom.capture", model, "--out", tmp_path,

@@ -165,7 +165,13 @@ def test_peak_memory_is_the_same_every_step(tmp_path: Path, mode: str, nproc: in
     r = loom_run(d, nproc, "--steps", "40", "--trace", str(trace))
     assert r.returncode == 0, r.stdout + r.stderr
     events = json.loads(trace.read_text())["traceEvents"]
-    steps = [e["args"] for e in events if e["ph"] == "X" and "peak_bytes" in e.get("args", {})]
-    assert len(steps) == 40
-    assert len({(s["start_bytes"], s["peak_bytes"]) for s in steps}) == 1, steps
-    assert steps[0]["peak_bytes"] > steps[0]["start_bytes"]
+    # --nproc merges the ranks' traces, one pid per rank.
+    by_rank = {}
+    for e in events:
+        if e["ph"] == "X" and "peak_bytes" in e.get("args", {}):
+            by_rank.setdefault(e["pid"], []).append(e["args"])
+    assert len(by_rank) == nproc
+    for steps in by_rank.values():
+        assert len(steps) == 40
+        assert len({(s["start_bytes"], s["peak_bytes"]) for s in steps}) == 1, steps
+        assert steps[0]["peak_bytes"] > steps[0]["start_bytes"]
