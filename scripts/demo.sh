@@ -40,12 +40,14 @@ dir="$OUT/gpt-fsdp4"
 echo "=== gpt on 4 CPU ranks with FSDP (fully_shard per layer + root): capture the per-rank step ==="
 .venv/bin/python -m loom.capture examples/gpt.py --out "$dir" --steps 20 --optimizer adamw --split 4
 "$BUILD/bin/loom-import" "$dir/step.pt2" -o "$dir/step.mlir"
-echo "=== gpt FSDP: compile for 4 ranks ==="
+echo "=== gpt FSDP: compile for 4 ranks, scheduled to overlap communication (loom-schedule) ==="
 "$BUILD/bin/loom-compile" "$dir/step.mlir" -o "$dir/step.loomx" --optimizer=adamw \
-  --dp=fsdp --world-size=4 --summary
+  --dp=fsdp --world-size=4 --schedule --summary
 echo "=== gpt FSDP: train 20 steps on 4 Gloo ranks, next to PyTorch eager on one device ==="
 "$BUILD/runtime/bin/loom-run" "$dir/step.loomx" --nproc 4 --batches "$dir/batches.safetensors" \
-  --steps 20 --check "$dir/reference.json" --no-progress
+  --steps 20 --check "$dir/reference.json" --no-progress --trace "$dir/trace.json"
+echo "=== gpt FSDP: the last step's timeline (collectives in flight under compute) ==="
+.venv/bin/python scripts/render_timeline.py "$dir/trace.json" --step 19 -o "$dir/trace.svg"
 echo
 
 echo "demo: the examples were captured, imported, compiled and trained at parity"
