@@ -1,5 +1,6 @@
 //===- Fsdp.cpp - Shard a step's parameters as FSDP2 fully_shard does -----===//
 
+#include "loom/Analysis/PeakMemory.h"
 #include "loom/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -941,37 +942,10 @@ LogicalResult LoomFsdpPass::shardStep(func::FuncOp func) {
       return cast<RankedTensorType>(v.getType()).getElementType();
     };
     DenseMap<Value, Value> castOnce;
-    for (Operation &op : llvm::make_early_inc_range(body)) {
-      auto atenOp = dyn_cast<AtenOp>(&op);
-      if (!atenOp || atenOp->getNumResults() == 0 ||
-          gatheredValues.contains(atenOp->getResult(0)))
-        continue;
-      // A cast the model wrote (`.float()`) keeps its dtype.
-      if (atenOp.getOpName() == "aten::_to_copy")
-        continue;
-      bool lowered = llvm::any_of(op.getOperands(), [&](Value v) {
-        return dtypeOf(v) == computeDtype;
-      });
-      if (!lowered)
-        continue;
-      if (promotesTypes(atenOp.getOpName())) {
-        // torch.result_type over the floating operands: dimensioned tensors
-        // take precedence over 0-dim ones; among either, the original
-        // (wider) dtype wins over the compute dtype. ATen promotes mixed
-        // operands itself, so an op that stays in the original dtype needs
-        // no cast.
-        bool dimensioned = llvm::any_of(op.getOperands(), [&](Value v) {
-          auto t = cast<RankedTensorType>(v.getType());
-          return t.getRank() > 0 && isa<FloatType>(t.getElementType());
-        });
-        bool staysOriginal = llvm::any_of(op.getOperands(), [&](Value v) {
-          auto t = cast<RankedTensorType>(v.getType());
-          return (!dimensioned || t.getRank() > 0) &&
-                 t.getElementType() == original;
-        });
-        if (staysOriginal)
-          continue;
-      }
+    // Runs `atenOp` in the compute dtype: its original-dtype operands are
+    // cast (once per value), its results and dtype arguments retyped.
+    auto lowerToCompute = [&](AtenOp atenOp) {
+      Operation &op = *atenOp;
       OpBuilder ob(&op);
       curModule = b.getStringAttr(getModulePath(&op));
       curPhase = getPhase(&op).value_or(Phase::forward);
@@ -1006,6 +980,72 @@ LogicalResult LoomFsdpPass::shardStep(func::FuncOp func) {
       for (NamedAttribute a : atenOp.getKwargs())
         kwargs.push_back(b.getNamedAttr(a.getName(), retype(a.getValue())));
       atenOp.setKwargsAttr(b.getDictionaryAttr(kwargs));
+    };
+    for (Operation &op : llvm::make_early_inc_range(body)) {
+      auto atenOp = dyn_cast<AtenOp>(&op);
+      if (!atenOp || atenOp->getNumResults() == 0 ||
+          gatheredValues.contains(atenOp->getResult(0)))
+        continue;
+      // A cast the model wrote (`.float()`) keeps its dtype.
+      if (atenOp.getOpName() == "aten::_to_copy")
+        continue;
+      bool lowered = llvm::any_of(op.getOperands(), [&](Value v) {
+        return dtypeOf(v) == computeDtype;
+      });
+      if (!lowered)
+        continue;
+      if (promotesTypes(atenOp.getOpName())) {
+        // torch.result_type over the floating operands: dimensioned tensors
+        // take precedence over 0-dim ones; among either, the original
+        // (wider) dtype wins over the compute dtype. ATen promotes mixed
+        // operands itself, so an op that stays in the original dtype needs
+        // no cast.
+        bool dimensioned = llvm::any_of(op.getOperands(), [&](Value v) {
+          auto t = cast<RankedTensorType>(v.getType());
+          return t.getRank() > 0 && isa<FloatType>(t.getElementType());
+        });
+        bool staysOriginal = llvm::any_of(op.getOperands(), [&](Value v) {
+          auto t = cast<RankedTensorType>(v.getType());
+          return (!dimensioned || t.getRank() > 0) &&
+                 t.getElementType() == original;
+        });
+        if (staysOriginal)
+          continue;
+      }
+      lowerToCompute(atenOp);
+    }
+    // In eager, autograd casts a gradient flowing into a compute-dtype
+    // tensor to that dtype, so each parameter's gradient is made in the
+    // compute dtype; the captured f32 graph has no such cast where the
+    // gradient comes from an f32 op (e.g. a bias gradient summed from the
+    // f32 gradient of `bf16 logits + f32 buffer`).
+    Operation *terminator = body.getTerminator();
+    for (ParamInfo &info : params) {
+      if (!info.gradResult)
+        continue;
+      Value grad = terminator->getOperand(*info.gradResult);
+      if (dtypeOf(grad) != original)
+        continue;
+      // The op making the gradient and the views of it in between (e.g.
+      // `view(sum(g, [0]))` for a bias), each used only by the next.
+      SmallVector<AtenOp> chain;
+      Operation *user = terminator;
+      for (Value v = grad;;) {
+        auto def = v.getDefiningOp<AtenOp>();
+        if (!def || def->getNumResults() != 1 || !v.hasOneUse() ||
+            *v.getUsers().begin() != user)
+          break;
+        chain.push_back(def);
+        if (!isViewOp(def.getOpName()) || def->getNumOperands() == 0)
+          break;
+        user = def;
+        v = def->getOperand(0);
+      }
+      if (chain.empty() || isViewOp(chain.back().getOpName()) ||
+          chain.back().getOpName() == "aten::_to_copy")
+        continue;
+      for (AtenOp op : llvm::reverse(chain))
+        lowerToCompute(op);
     }
   }
 

@@ -137,16 +137,24 @@ def test_llama3_sim_bench_runs(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     assert "is not the 8B step" in r.stdout
     report = json.loads(out.read_text())
-    rows = {row["world_size"]: row for row in report["results"]}
-    assert sorted(rows) == [8, 16] and rows[8]["nodes"] == 1 and rows[16]["nodes"] == 2
-    for row in rows.values():
+    rows = {(row["variant"], row["world_size"]): row for row in report["results"]}
+    assert sorted(rows) == [(v, w) for v in ("fsdp2", "none", "scheduled") for w in (8, 16)]
+    for (variant, world), row in rows.items():
+        assert row["nodes"] == world // 8
         assert 0 < row["compute_s"] <= row["step_s"]
-        assert 0 < row["exposed_comm_s"] <= row["comm_s"] + 1e-12
+        assert 0 <= row["exposed_comm_s"] <= row["comm_s"] + 1e-12
         assert row["tokens_per_s_per_gpu"] == pytest.approx(256 / row["step_s"])
         assert row["vs_torchtitan"] == pytest.approx(row["tokens_per_s_per_gpu"] / 6667)
+    for world in (8, 16):
+        # The same step and collectives in every order; prefetching and
+        # scheduling only hide them.
+        none, fsdp2, sched = (rows[(v, world)] for v in ("none", "fsdp2", "scheduled"))
+        assert none["comm_s"] == pytest.approx(sched["comm_s"])
+        assert none["exposed_comm_s"] == pytest.approx(none["comm_s"])
+        assert sched["step_s"] <= fsdp2["step_s"] <= none["step_s"]
     # Two nodes put the collectives on the slower inter-node links.
-    assert rows[16]["comm_s"] > rows[8]["comm_s"]
-    assert (tmp_path / "tl" / "llama3-16.trace.json").exists()
+    assert rows[("none", 16)]["comm_s"] > rows[("none", 8)]["comm_s"]
+    assert (tmp_path / "tl" / "llama3-16-scheduled.trace.json").exists()
     # The second run takes the capture from the cache.
     r = subprocess.run(cmd, capture_output=True, text=True)
     assert r.returncode == 0 and "capture --meta: cached" in r.stdout, r.stdout + r.stderr
