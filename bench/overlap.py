@@ -10,9 +10,13 @@ capture compiled three ways:
   all-gather is issued right before its unit runs and waited at once;
 - `fsdp2-prefetch`: the default, `--backward-prefetch=pre` (FSDP2's
   default: the next unit's all-gather before the current unit's backward);
-- `scheduled`: `--schedule` (loom-schedule with the calibrated CPU spec,
+- `scheduled`: `--backward-prefetch=none --schedule` (loom-schedule, from the
+  no-prefetch order, with the calibrated CPU spec,
   `data/devices/cpu.json`): all-gathers prefetched, reduce-scatters
-  overlapped, at most 2 collectives in flight.
+  overlapped, at most 2 collectives in flight, no memory limit;
+- `scheduled-bounded`: the same with `--memory-limit` set to the compiler's
+  predicted peak of `no-prefetch` (`loom-compile --summary`), so the
+  scheduler may hide communication only where it costs no memory.
 
 FSDP2: `fully_shard` on each `model.layers[i]` and the root, its default
 (implicit) prefetching (bench/fsdp_vs_fsdp2.py's runner).
@@ -33,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -48,7 +53,8 @@ BUILD = fb.BUILD
 VARIANTS = {
     "no-prefetch": ["--backward-prefetch=none"],
     "fsdp2-prefetch": [],
-    "scheduled": ["--schedule"],
+    "scheduled": ["--backward-prefetch=none", "--schedule"],
+    "scheduled-bounded": ["--schedule"],  # + --memory-limit, set in main()
 }
 
 
@@ -86,6 +92,12 @@ def main() -> None:
     fb.run([sys.executable, "-m", "loom.capture", model, "--out", work, "--steps", "1",
             "--optimizer", "adamw", "--split", ranks])
     fb.run([BUILD / "bin" / "loom-import", work / "step.pt2", "-o", work / "step.mlir"])
+    summary = fb.run([BUILD / "bin" / "loom-compile", work / "step.mlir", "-o", os.devnull,
+                      "--optimizer=adamw", f"--lr={fb.LR}", f"--weight-decay={fb.WEIGHT_DECAY}",
+                      "--dp=fsdp", f"--world-size={ranks}", *VARIANTS["no-prefetch"], "--summary"])
+    limit = int(re.search(r"predicted peak memory (\d+) bytes", summary).group(1))
+    VARIANTS["scheduled-bounded"] = ["--backward-prefetch=none", "--schedule",
+                                    f"--memory-limit={limit}"]
     artifacts, sims = {}, {}
     for variant, flags in VARIANTS.items():
         artifacts[variant], sims[variant] = compile_variant(work, ranks, flags, variant)
@@ -118,7 +130,8 @@ def main() -> None:
           f"{args.threads} ATen thread(s) per rank, {args.rounds} interleaved rounds x "
           f"{args.steps} steps (median of steps after {args.warmup}), {cores} cores, "
           f"torch {torch.__version__}")
-    print(f"{'':16}{'measured ms':>12}{'vs FSDP2':>10}{'sim ms':>9}{'sim exposed':>13}"
+    print(f"scheduled-bounded: memory limit {limit} B (no-prefetch's predicted peak)")
+    print(f"{'':18}{'measured ms':>12}{'vs FSDP2':>10}{'sim ms':>9}{'sim exposed':>13}"
           f"{'AG':>4}{'RS':>4}{'peak MiB':>10}")
     rows = []
     for variant in order:
@@ -130,7 +143,7 @@ def main() -> None:
         sim_ms = f"{sim['step_time'] * 1e3:9.3f}" if sim else f"{'-':>9}"
         exposed = (f"{100 * sim['exposed_comm_time'] / sim['step_time']:12.1f}%" if sim
                    else f"{'-':>13}")
-        print(f"{variant:16}{ms:12.3f}{ms / fsdp2_ms:10.3f}{sim_ms}{exposed}"
+        print(f"{variant:18}{ms:12.3f}{ms / fsdp2_ms:10.3f}{sim_ms}{exposed}"
               f"{comms.get('all_gather', 0):4d}{comms.get('reduce_scatter', 0):4d}"
               f"{runs[variant]['peak_bytes'] / 2**20:10.2f}")
         rows.append({"variant": variant, "median_ms": ms, "ratio_vs_fsdp2": ms / fsdp2_ms,
@@ -140,6 +153,7 @@ def main() -> None:
         args.json.write_text(json.dumps({
             "model": name, "ranks": ranks, "threads": args.threads, "steps": args.steps,
             "rounds": args.rounds, "warmup": args.warmup, "cores": cores,
+            "bounded_memory_limit": limit,
             "torch": torch.__version__, "rows": rows}, indent=2) + "\n")
 
 

@@ -288,6 +288,18 @@ PendingCollective Comm::start(OpKind kind, const std::vector<std::string> &axes,
     switch (kind) {
     case OpKind::AllGatherStart: {
       p.input = input.contiguous();
+      if (dim == 0) {
+        // Straight into the gathered tensor: the rank blocks of dim 0 are
+        // contiguous, so no per-rank outputs and no concatenation at the
+        // wait (one gathered-size buffer, as the compiler's liveness
+        // counts it).
+        std::vector<int64_t> shape = p.input.sizes().vec();
+        shape[0] *= size;
+        p.buffer = at::empty(shape, p.input.options());
+        StagingScope staging(p);
+        p.work = g.backend->_allgather_base(p.buffer, p.input);
+        break;
+      }
       std::vector<at::Tensor> in{p.input};
       std::vector<std::vector<at::Tensor>> out(1);
       for (int64_t i = 0; i < size; ++i)
@@ -369,7 +381,7 @@ at::Tensor Comm::finish(PendingCollective &p) {
   int64_t size = int64_t(p.group->ranks.size());
   switch (p.kind) {
   case OpKind::AllGatherStart:
-    return at::cat(p.outputs, p.dim);
+    return p.outputs.empty() ? p.buffer : at::cat(p.outputs, p.dim);
   case OpKind::ReduceScatterStart:
     if (p.reduce == ReduceOp::Avg)
       divideForAvg(p.buffer, size);
