@@ -103,20 +103,7 @@ Value LoomBucketPass::view(OpBuilder &b, Location loc, Value v,
 
 SmallVector<Value> LoomBucketPass::split(OpBuilder &b, Location loc, Value v,
                                          ArrayRef<int64_t> sizes, int64_t dim) {
-  auto type = cast<RankedTensorType>(v.getType());
-  SmallVector<Type> results;
-  SmallVector<Attribute> indices;
-  for (auto [i, size] : llvm::enumerate(sizes)) {
-    SmallVector<int64_t> shape(type.getShape());
-    shape[dim] = size;
-    results.push_back(type.clone(shape));
-    indices.push_back(b.getI64IntegerAttr(i));
-  }
-  auto op = AtenOp::create(
-      b, loc, results, "aten::split_with_sizes.default", v,
-      b.getArrayAttr({OperandRefAttr::get(b.getContext(), 0),
-                      b.getI64ArrayAttr(sizes), b.getI64IntegerAttr(dim)}),
-      b.getDictionaryAttr({}), b.getArrayAttr({b.getArrayAttr(indices)}));
+  AtenOp op = buildSplitWithSizes(b, loc, v, sizes, dim);
   for (NamedAttribute tag : tags)
     op->setAttr(tag.getName(), tag.getValue());
   return SmallVector<Value>(op->getResults());

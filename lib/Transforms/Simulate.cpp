@@ -23,13 +23,8 @@ struct LoomSimulatePass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    CostModelConfig config;
-    config.device = device;
-    config.deviceDir = deviceDir;
-    config.algorithm = algorithm;
-    config.nodes = nodes;
-    config.devicesPerNode = devicesPerNode;
-    config.tf32 = tf32;
+    CostModelConfig config{device,         deviceDir, algorithm, nodes,
+                           devicesPerNode, tf32};
     FailureOr<CostModel> built =
         buildCostModel(config, module.getLoc(), "loom-simulate");
     if (failed(built))

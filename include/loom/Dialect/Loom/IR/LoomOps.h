@@ -41,6 +41,12 @@ mlir::LogicalResult verifyOptimizerStateCount(mlir::Operation *op,
 /// The step functions of `module` (`func.func` with `loom.step`), in order.
 llvm::SmallVector<mlir::func::FuncOp> getStepFunctions(mlir::ModuleOp module);
 
+/// Builds `aten::split_with_sizes.default(v, sizes, dim)`: one result per
+/// size, each of `v`'s shape with `dim` set to that size.
+AtenOp buildSplitWithSizes(mlir::OpBuilder &b, mlir::Location loc,
+                           mlir::Value v, llvm::ArrayRef<int64_t> sizes,
+                           int64_t dim);
+
 /// The phase of an op (from `loom.phase`), if tagged.
 std::optional<Phase> getPhase(mlir::Operation *op);
 /// The module path of an op (from `loom.module`); empty for the root module.
