@@ -102,11 +102,13 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.reshape(-1, VOCAB), targets.reshape(-1))
 
 
-def make():
+def make(batch=BATCH):
+    """The model and NUM_BATCHES batches of `batch` rows (capture's
+    `--make-arg batch=N`)."""
     model = GPT()
     batches = []
     for _ in range(NUM_BATCHES):
         # Targets are the inputs shifted by one, as in real LM training.
-        seq = torch.randint(0, VOCAB, (BATCH, SEQ + 1))
+        seq = torch.randint(0, VOCAB, (batch, SEQ + 1))
         batches.append((seq[:, :-1].contiguous(), seq[:, 1:].contiguous()))
     return model, batches

@@ -90,12 +90,14 @@ class ViT(nn.Module):
         return F.cross_entropy(self.head(self.norm(x)[:, 0]), labels)
 
 
-def make():
+def make(batch=BATCH):
+    """The model and NUM_BATCHES batches of `batch` rows (capture's
+    `--make-arg batch=N`)."""
     model = ViT()
     batches = [
         (
-            torch.randn(BATCH, CHANNELS, IMAGE, IMAGE),
-            torch.randint(0, NUM_CLASSES, (BATCH,)),
+            torch.randn(batch, CHANNELS, IMAGE, IMAGE),
+            torch.randint(0, NUM_CLASSES, (batch,)),
         )
         for _ in range(NUM_BATCHES)
     ]

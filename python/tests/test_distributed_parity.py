@@ -78,10 +78,13 @@ _CAPTURED_FILES = ("step.mlir", "step.weights.safetensors", "batches.safetensors
 
 
 def capture_and_import(name: str, split: int, out: Path, microbatches: int = 1,
-                       optimizer: list[str] | None = None) -> None:
+                       optimizer: list[str] | None = None, batch: int | None = None) -> None:
     """Capture MODELS[name] for `split` ranks (with OPTIMIZERS[name] unless
-    `optimizer` gives the capture flags) and import it into `out`."""
-    flags = optimizer if optimizer is not None else OPTIMIZERS[name][0]
+    `optimizer` gives the capture flags; `batch` rows per global batch
+    instead of the example's) and import it into `out`."""
+    flags = list(optimizer if optimizer is not None else OPTIMIZERS[name][0])
+    if batch is not None:
+        flags += ["--make-arg", f"batch={batch}"]
     key = (name, split, microbatches, tuple(flags))
     if key not in _CAPTURES:
         cache = Path(tempfile.mkdtemp(prefix=f"loom-capture-{name}-{split}-"))
@@ -216,14 +219,18 @@ def test_ddp_buckets_equal_pytorch_ddp(cap, bucket_model_step):
     assert len(ours) == (2 if cap is None else 3)
 
 
-@pytest.mark.parametrize("name, split, microbatches",
-                         [("gpt", 1, 2), ("mlp", 2, 2), ("gpt", 2, 2), ("vit", 2, 2)])
-def test_gradient_accumulation_trains_at_parity_with_eager(name, split, microbatches, tmp_path):
+# On 4 ranks x 2 microbatches the examples' 4-row batches cannot be split:
+# those runs capture 8-row batches (`make(batch=8)`).
+@pytest.mark.parametrize("name, split, microbatches, batch",
+                         [("gpt", 1, 2, None), ("mlp", 2, 2, None), ("gpt", 2, 2, None),
+                          ("vit", 2, 2, None), ("gpt", 4, 2, 8), ("vit", 4, 2, 8)])
+def test_gradient_accumulation_trains_at_parity_with_eager(name, split, microbatches, batch,
+                                                           tmp_path):
     """--microbatches M: each rank runs M microbatches and averages their
     gradients (loom-accumulate-gradients), then DDP reduces once per step,
     as DDP with no_sync on all but the last microbatch; the reference is
     still eager on the whole batch."""
-    capture_and_import(name, split, tmp_path, microbatches)
+    capture_and_import(name, split, tmp_path, microbatches, batch=batch)
     flags = [*OPTIMIZERS[name][1], f"--microbatches={microbatches}"]
     if split > 1:
         flags += ["--dp=replicate", f"--world-size={split}"]

@@ -23,16 +23,18 @@ from test_fsdp_parity import compile_fsdp, count, issued
 UNITS = 3
 
 
-def test_fsdp_gradient_accumulation_keeps_parameters_unsharded(tmp_path):
-    """2 ranks, 2 microbatches: the first microbatch's all-gathers serve
-    both, one reduce-scatter per unit on the accumulated gradients."""
-    capture_and_import("gpt", 2, tmp_path, microbatches=2)
-    program = compile_fsdp("gpt", tmp_path, 2, "--microbatches=2",
+@pytest.mark.parametrize("world, batch", [(2, None), (4, 8)])
+def test_fsdp_gradient_accumulation_keeps_parameters_unsharded(world, batch, tmp_path):
+    """2 microbatches on 2 ranks (and on 4, with 8-row batches): the first
+    microbatch's all-gathers serve both, one reduce-scatter per unit on the
+    accumulated gradients."""
+    capture_and_import("gpt", world, tmp_path, microbatches=2, batch=batch)
+    program = compile_fsdp("gpt", tmp_path, world, "--microbatches=2",
                            "--reshard-after-forward=false",
                            "--reshard-after-backward=false")
     assert count(program, "all_gather_start") == UNITS
     assert count(program, "reduce_scatter_start") == UNITS
-    result = train(tmp_path, 2)
+    result = train(tmp_path, world)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "PASS" in result.stdout
     assert issued(result.stdout, "all_gather") == [UNITS] * STEPS
