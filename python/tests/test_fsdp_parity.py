@@ -169,12 +169,13 @@ def test_fsdp_bf16_leaves_float_buffers_alone(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_fsdp_bf16_on_4_ranks_within_bf16_tolerance(tmp_path):
-    """bf16 parameters / f32 reduction on 4 ranks (GPT, 20 AdamW steps)
-    against f32 single-device training at the bf16 tolerance. (The exact
-    FSDP2 emulation assumes Gloo sums in rank order, which holds for 2
-    ranks only.)"""
-    capture_and_import("gpt", 4, tmp_path, optimizer=["--optimizer", "adamw"])
+@pytest.mark.parametrize("name", ["gpt", "vit"])
+def test_fsdp_bf16_on_4_ranks_within_bf16_tolerance(name, tmp_path):
+    """bf16 parameters / f32 reduction on 4 ranks (20 AdamW steps) against
+    f32 single-device training at the bf16 tolerance. (The exact FSDP2
+    emulation assumes Gloo sums in rank order, which holds for 2 ranks
+    only.)"""
+    capture_and_import(name, 4, tmp_path, optimizer=["--optimizer", "adamw"])
     flags = ["--optimizer=adamw", "--lr=0.001", "--dp=fsdp", "--world-size=4",
              "--param-dtype=bf16", "--reduce-dtype=f32"]
     result = run([LOOM_COMPILE, tmp_path / "step.mlir", "-o", tmp_path / "step.loomx", *flags])
