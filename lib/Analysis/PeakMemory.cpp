@@ -2,6 +2,7 @@
 
 #include "loom/Analysis/PeakMemory.h"
 
+#include "loom/Analysis/CostModel.h"
 #include "loom/Analysis/StepStats.h"
 
 #include "llvm/ADT/StringSwitch.h"
@@ -164,8 +165,7 @@ PeakMemory::PeakMemory(func::FuncOp step, ArrayRef<Operation *> order) {
   sweep.keepsToEnd = [](Operation *op) { return isa<func::ReturnOp>(op); };
   sweep.isIgnoredUser = [](Operation *) { return false; };
   sweep.getHoldUntil = [](Operation *user) -> Operation * {
-    if (!isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp,
-             BroadcastStartOp, SendStartOp>(user))
+    if (!getCollectiveKind(user))
       return nullptr;
     for (Operation *waitUser : user->getResult(0).getUsers())
       if (isa<WaitOp>(waitUser))

@@ -299,6 +299,32 @@ static std::pair<int64_t, int64_t> dimSizes(OpTy op) {
               .getDimSize(dim)};
 }
 
+/// The group and shape checks of a collective that splits dim `getDim()`
+/// of its input over the group (reduce-scatter, all-slice): the dim divides
+/// evenly and the result has one part. `noun`/`gerund` name the split in the
+/// messages ("scatter"/"scattering"); `hint` ends the divisibility error.
+template <typename OpTy>
+static LogicalResult verifySplitAlongDim(OpTy op,
+                                         SymbolTableCollection &symbolTable,
+                                         StringRef noun, StringRef gerund,
+                                         StringRef hint) {
+  FailureOr<int64_t> group =
+      verifyMeshAxes(op, op.getMeshAttr(), op.getAxes(), symbolTable);
+  if (failed(group))
+    return failure();
+  auto [in, out] = dimSizes(op);
+  if (in % *group != 0)
+    return op.emitOpError(noun)
+           << " dim " << op.getDim() << " of size " << in
+           << " is not divisible by the group size " << *group << hint;
+  if (in / *group != out)
+    return op.emitOpError(gerund)
+           << " dim " << op.getDim() << " of size " << in << " over " << *group
+           << " ranks gives " << in / *group << ", but the result has "
+           << out;
+  return success();
+}
+
 LogicalResult AllGatherStartOp::verify() { return verifyAlongDim(*this); }
 
 LogicalResult
@@ -320,43 +346,15 @@ LogicalResult ReduceScatterStartOp::verify() { return verifyAlongDim(*this); }
 
 LogicalResult
 ReduceScatterStartOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  FailureOr<int64_t> group =
-      verifyMeshAxes(*this, getMeshAttr(), getAxes(), symbolTable);
-  if (failed(group))
-    return failure();
-  auto [in, out] = dimSizes(*this);
-  if (in % *group != 0)
-    return emitOpError("scatter dim ")
-           << getDim() << " of size " << in
-           << " is not divisible by the group size " << *group
-           << " (pad the input first)";
-  if (in / *group != out)
-    return emitOpError("scattering dim ")
-           << getDim() << " of size " << in << " over " << *group
-           << " ranks gives " << in / *group << ", but the result has "
-           << out;
-  return success();
+  return verifySplitAlongDim(*this, symbolTable, "scatter", "scattering",
+                             " (pad the input first)");
 }
 
 LogicalResult AllSliceStartOp::verify() { return verifyAlongDim(*this); }
 
 LogicalResult
 AllSliceStartOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  FailureOr<int64_t> group =
-      verifyMeshAxes(*this, getMeshAttr(), getAxes(), symbolTable);
-  if (failed(group))
-    return failure();
-  auto [in, out] = dimSizes(*this);
-  if (in % *group != 0)
-    return emitOpError("slice dim ")
-           << getDim() << " of size " << in
-           << " is not divisible by the group size " << *group;
-  if (in / *group != out)
-    return emitOpError("slicing dim ")
-           << getDim() << " of size " << in << " over " << *group
-           << " ranks gives " << in / *group << ", but the result has "
-           << out;
-  return success();
+  return verifySplitAlongDim(*this, symbolTable, "slice", "slicing", "");
 }
 
 LogicalResult AllReduceStartOp::verify() {
