@@ -2,7 +2,6 @@
 
 #include "loom/Analysis/CostModel.h"
 
-#include "loom/Analysis/PeakMemory.h"
 #include "loom/Analysis/StepStats.h"
 
 #include "mlir/IR/SymbolTable.h"
@@ -30,22 +29,6 @@ StringRef loom::stringifyPrecision(Precision p) {
     return "fp16";
   }
   return "fp32";
-}
-
-StringRef loom::stringifyCollectiveKind(CollectiveKind k) {
-  switch (k) {
-  case CollectiveKind::allGather:
-    return "all_gather";
-  case CollectiveKind::reduceScatter:
-    return "reduce_scatter";
-  case CollectiveKind::allReduce:
-    return "all_reduce";
-  case CollectiveKind::broadcast:
-    return "broadcast";
-  case CollectiveKind::sendRecv:
-    return "send_recv";
-  }
-  return "";
 }
 
 std::optional<CollectiveAlgorithm> loom::parseCollectiveAlgorithm(StringRef s) {
@@ -554,7 +537,7 @@ static std::pair<double, int> optimizerTraffic(Attribute optimizer) {
 OpCost CostModel::opCost(Operation *op) const {
   OpCost cost;
   if (auto aten = dyn_cast<AtenOp>(op)) {
-    if (isViewOp(aten.getOpName())) {
+    if (isViewAtenOp(aten.getKernel())) {
       cost.isView = true;
       cost.seconds = spec.viewOverhead;
       return cost;
@@ -620,20 +603,6 @@ CollectiveCost CostModel::collectiveCost(CollectiveKind kind, double bytes,
   cost.seconds =
       alphaBetaTime(kind, algorithm, group.size, bytes, link.latency, beta);
   return cost;
-}
-
-std::optional<CollectiveKind> loom::getCollectiveKind(Operation *op) {
-  if (isa<AllGatherStartOp>(op))
-    return CollectiveKind::allGather;
-  if (isa<ReduceScatterStartOp>(op))
-    return CollectiveKind::reduceScatter;
-  if (isa<AllReduceStartOp>(op))
-    return CollectiveKind::allReduce;
-  if (isa<BroadcastStartOp>(op))
-    return CollectiveKind::broadcast;
-  if (isa<SendStartOp, RecvStartOp>(op))
-    return CollectiveKind::sendRecv;
-  return std::nullopt;
 }
 
 FailureOr<CollectiveCost>

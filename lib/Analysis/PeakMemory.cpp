@@ -2,24 +2,10 @@
 
 #include "loom/Analysis/PeakMemory.h"
 
-#include "loom/Analysis/CostModel.h"
-#include "loom/Analysis/StepStats.h"
-
-#include "llvm/ADT/StringSwitch.h"
+#include "loom/Dialect/Loom/IR/OpClassification.h"
 
 using namespace mlir;
 using namespace loom;
-
-bool loom::isViewOp(StringRef opName) {
-  return llvm::StringSwitch<bool>(opName)
-      .Cases({"aten::view", "aten::_unsafe_view", "aten::permute", "aten::t",
-              "aten::transpose", "aten::expand", "aten::alias"},
-             true)
-      .Cases({"aten::slice", "aten::select", "aten::unsqueeze", "aten::squeeze",
-              "aten::detach", "aten::as_strided"},
-             true)
-      .Default(false);
-}
 
 /// The tensor operand an ATen call refers to with its first argument: the
 /// base of a view.
@@ -151,8 +137,9 @@ PeakMemory::PeakMemory(func::FuncOp step, ArrayRef<Operation *> order) {
   sweep.getAliasee = [](OpResult r) -> Value {
     Operation *op = r.getOwner();
     if (auto aten = dyn_cast<AtenOp>(op))
-      return isViewOp(aten.getOpName()) ? getFirstTensorArg(op, aten.getArgs())
-                                        : Value();
+      return isViewAtenOp(aten.getKernel())
+                 ? getFirstTensorArg(op, aten.getArgs())
+                 : Value();
     if (auto update = dyn_cast<OptimizerUpdateOp>(op))
       return r.getResultNumber() == 0
                  ? update.getParam()
@@ -182,7 +169,7 @@ PeakMemory::PeakMemory(rt::ProgramOp program) {
   };
   sweep.getAliasee = [](OpResult r) -> Value {
     auto aten = dyn_cast<rt::AtenOp>(r.getOwner());
-    if (aten && isViewOp(aten.getOpName()))
+    if (aten && isViewAtenOp(aten.getKernel()))
       return getFirstTensorArg(aten, aten.getArgs());
     return {};
   };

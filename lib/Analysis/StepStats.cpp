@@ -2,21 +2,12 @@
 
 #include "loom/Analysis/StepStats.h"
 
+#include "loom/Dialect/Loom/IR/OpClassification.h"
+
 #include "llvm/Support/Format.h"
 
 using namespace mlir;
 using namespace loom;
-
-int64_t loom::getElementBytes(Type type) {
-  if (auto complex = dyn_cast<ComplexType>(type))
-    return 2 * getElementBytes(complex.getElementType());
-  unsigned bits = type.getIntOrFloatBitWidth();
-  return std::max<int64_t>(1, (bits + 7) / 8);
-}
-
-int64_t loom::getTensorBytes(RankedTensorType type) {
-  return type.getNumElements() * getElementBytes(type.getElementType());
-}
 
 namespace {
 int64_t product(ArrayRef<int64_t> dims) {
@@ -199,10 +190,7 @@ StepStats::StepStats(func::FuncOp step)
 StepStats::ModuleFlops StepStats::inclusiveFlops(StringRef path) const {
   ModuleFlops sum;
   for (const auto &[module, f] : flopsByModule) {
-    bool inside = path.empty() || module == path ||
-                  (module.starts_with(path) && module.size() > path.size() &&
-                   module[path.size()] == '.');
-    if (!inside)
+    if (!isInModule(module, path))
       continue;
     sum.forward += f.forward;
     sum.backward += f.backward;

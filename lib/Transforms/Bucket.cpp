@@ -33,15 +33,10 @@ int64_t numel(RankedTensorType type) {
 
 /// The longest module path every member's lies under.
 std::string commonModule(ArrayRef<Member> members) {
-  StringRef common = getModulePath(members.front().start);
-  for (const Member &m : members) {
-    StringRef path = getModulePath(m.start);
-    while (!isUnderModule(path, common)) {
-      size_t dot = common.rfind('.');
-      common = dot == StringRef::npos ? StringRef() : common.take_front(dot);
-    }
-  }
-  return common.str();
+  SmallVector<StringRef> paths;
+  for (const Member &m : members)
+    paths.push_back(getModulePath(m.start));
+  return getCommonModule(paths).str();
 }
 
 /// "loom.bucket:layers.0,layers.1" around the members' locations, so a

@@ -184,7 +184,7 @@ LogicalResult LoomPrefetchPass::prefetchStep(func::FuncOp func) {
     int best = -1;
     size_t bestLength = 0;
     for (auto [i, unit] : llvm::enumerate(units))
-      if (isUnderModule(path, unit.name) &&
+      if (isInModule(path, unit.name) &&
           (best < 0 || unit.name.size() > bestLength)) {
         best = i;
         bestLength = unit.name.size();

@@ -20,20 +20,9 @@ bool ProgramPoint::operator<(const ProgramPoint &other) const {
   return op->isBeforeInBlock(other.op);
 }
 
-bool loom::isUnderModule(StringRef path, StringRef prefix) {
-  if (prefix.empty())
-    return true;
-  return path == prefix || (path.starts_with(prefix) &&
-                            path.drop_front(prefix.size()).starts_with("."));
-}
-
 bool loom::isMovableAten(Operation *op) {
-  auto aten = dyn_cast<AtenOp>(op);
-  if (!aten || op->getNumRegions() != 0)
-    return false;
-  StringRef name = aten.getOpName();
-  return !name.contains("rand") && !name.contains("dropout") &&
-         !name.contains("bernoulli");
+  return isa<AtenOp>(op) && op->getNumRegions() == 0 && !isRandomAtenOp(op) &&
+         !isInPlaceAtenOp(op);
 }
 
 FailureOr<SmallVector<Operation *>>
@@ -80,8 +69,9 @@ FailureOr<SmallVector<Operation *>> loom::collectUserSlice(Value value,
         continue;
       if (!seen.insert(owner).second)
         continue;
-      bool collective = isa<WaitOp, AllGatherStartOp, ReduceScatterStartOp,
-                            AllReduceStartOp, BroadcastStartOp>(owner);
+      std::optional<CollectiveKind> kind = getCollectiveKind(owner);
+      bool collective =
+          isa<WaitOp>(owner) || (kind && isGroupCollective(*kind));
       if (!collective && !isMovableAten(owner))
         return failure();
       slice.push_back(owner);

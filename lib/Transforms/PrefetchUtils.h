@@ -10,6 +10,7 @@
 #define LOOM_LIB_TRANSFORMS_PREFETCHUTILS_H
 
 #include "loom/Dialect/Loom/IR/LoomOps.h"
+#include "loom/Dialect/Loom/IR/OpClassification.h"
 
 #include "llvm/ADT/SmallVector.h"
 
@@ -28,11 +29,9 @@ struct ProgramPoint {
   bool operator<(const ProgramPoint &other) const;
 };
 
-/// Whether module `path` lies under `prefix` ("" is the root of everything).
-bool isUnderModule(llvm::StringRef path, llvm::StringRef prefix);
-
-/// An op that may be moved: a `loom.aten` without regions that draws no
-/// random numbers (the imported graph is functional).
+/// An op that may be moved: a `loom.aten` without regions that neither draws
+/// random numbers (isRandomAtenOp, the ops loom-schedule keeps in order)
+/// nor writes in place.
 bool isMovableAten(mlir::Operation *op);
 
 /// The ops that compute `op`'s operands and lie after `point`, in block

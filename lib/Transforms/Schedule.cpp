@@ -28,6 +28,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "loom/Analysis/Simulator.h"
+#include "loom/Dialect/Loom/IR/OpClassification.h"
 #include "loom/Transforms/Passes.h"
 
 #include "llvm/ADT/DenseSet.h"
@@ -66,21 +67,6 @@ static int64_t parseBytes(StringRef text) {
   if (text.empty() || text.getAsDouble(value) || value < 0)
     return -1;
   return static_cast<int64_t>(value * scale);
-}
-
-/// Whether an ATen op draws from the random generator: such ops keep their
-/// relative order so the random stream is consumed as in program order.
-static bool isRandomOp(Operation *op) {
-  auto aten = dyn_cast<AtenOp>(op);
-  if (!aten)
-    return false;
-  StringRef name = aten.getOpName();
-  for (StringRef key : {"rand", "dropout", "bernoulli", "normal", "uniform",
-                        "multinomial", "exponential", "geometric", "cauchy",
-                        "log_normal"})
-    if (name.contains(key))
-      return true;
-  return false;
 }
 
 namespace {
@@ -162,10 +148,9 @@ void ListScheduler::buildGraph() {
       addEdge(user, update);
       if (Operation *wait = waitOf.lookup(user))
         addEdge(wait, update);
-      if (auto aten = dyn_cast<AtenOp>(user))
-        if (isViewOp(aten.getOpName()))
-          for (Value r : user->getResults())
-            readersBefore(r, update);
+      if (isViewAtenOp(user))
+        for (Value r : user->getResults())
+          readersBefore(r, update);
     }
   };
   Operation *lastRandom = nullptr, *lastUpdate = nullptr,
@@ -181,14 +166,18 @@ void ListScheduler::buildGraph() {
         addEdge(lastUpdate, op);
       lastUpdate = op;
     }
-    if (isRandomOp(op)) {
+    // Random ops keep their relative order, so the generator's stream is
+    // consumed as in program order.
+    if (isRandomAtenOp(op)) {
       if (lastRandom)
         addEdge(lastRandom, op);
       lastRandom = op;
     }
     // Ops the scheduler does not model stay where they are relative to
-    // everything else.
-    bool known = isa<AtenOp, OptimizerUpdateOp, WaitOp, AllSliceStartOp>(op) ||
+    // everything else. So does an in-place ATen op: the graph's edges do
+    // not show who reads what it overwrites.
+    bool known = (isa<AtenOp>(op) && !isInPlaceAtenOp(op)) ||
+                 isa<OptimizerUpdateOp, WaitOp, AllSliceStartOp>(op) ||
                  getCollectiveKind(op).has_value();
     if (!known) {
       for (Operation *before : sinceBarrier)

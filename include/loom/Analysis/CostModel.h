@@ -12,6 +12,7 @@
 #define LOOM_ANALYSIS_COSTMODEL_H
 
 #include "loom/Dialect/Loom/IR/LoomOps.h"
+#include "loom/Dialect/Loom/IR/OpClassification.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/Error.h"
@@ -124,15 +125,6 @@ std::optional<GroupPlacement> placeGroup(llvm::ArrayRef<int64_t> meshShape,
                                          const Topology &topology,
                                          std::string *error = nullptr);
 
-enum class CollectiveKind {
-  allGather,
-  reduceScatter,
-  allReduce,
-  broadcast,
-  sendRecv
-};
-llvm::StringRef stringifyCollectiveKind(CollectiveKind k);
-
 /// NCCL's algorithms. `ring` is bandwidth-optimal; `tree` (NCCL's double
 /// binary tree) has log-depth latency and is used only for all-reduce and
 /// broadcast (NCCL has no tree all-gather or reduce-scatter: those fall back
@@ -243,10 +235,6 @@ struct CostModelConfig {
 mlir::FailureOr<CostModel> buildCostModel(const CostModelConfig &config,
                                           mlir::Location loc,
                                           llvm::StringRef passName);
-
-/// The collective kind of a `loom.*_start` op, or std::nullopt for other
-/// ops.
-std::optional<CollectiveKind> getCollectiveKind(mlir::Operation *op);
 
 } // namespace loom
 

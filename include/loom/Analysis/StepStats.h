@@ -11,11 +11,6 @@
 
 namespace loom {
 
-/// Bytes of one element of `type` as ATen stores it (bool is one byte).
-int64_t getElementBytes(mlir::Type type);
-/// Bytes of a statically shaped tensor.
-int64_t getTensorBytes(mlir::RankedTensorType type);
-
 /// FLOPs of one op as `torch.utils.flop_counter` counts them: matmuls,
 /// convolutions (and their backward) and scaled-dot-product attention
 /// (and its backward); every other op is 0.

@@ -547,3 +547,14 @@ StringRef loom::getModulePath(Operation *op) {
     return attr.getValue();
   return {};
 }
+
+int64_t loom::getElementBytes(Type type) {
+  if (auto complex = dyn_cast<ComplexType>(type))
+    return 2 * getElementBytes(complex.getElementType());
+  unsigned bits = type.getIntOrFloatBitWidth();
+  return std::max<int64_t>(1, (bits + 7) / 8);
+}
+
+int64_t loom::getTensorBytes(RankedTensorType type) {
+  return type.getNumElements() * getElementBytes(type.getElementType());
+}

@@ -52,6 +52,11 @@ std::optional<Phase> getPhase(mlir::Operation *op);
 /// The module path of an op (from `loom.module`); empty for the root module.
 llvm::StringRef getModulePath(mlir::Operation *op);
 
+/// Bytes of one element of `type` as ATen stores it (bool is one byte).
+int64_t getElementBytes(mlir::Type type);
+/// Bytes of a statically shaped tensor.
+int64_t getTensorBytes(mlir::RankedTensorType type);
+
 } // namespace loom
 
 #endif // LOOM_DIALECT_LOOM_IR_LOOMOPS_H

@@ -1,0 +1,89 @@
+//===- OpClassification.h - What kind of operation a loom op is -----------===//
+//
+// The one place that says which ATen operators are views, which write in
+// place and which draw random numbers, what kind of collective a start op
+// is, and whether an op's module lies under a module prefix. Passes and
+// analyses ask here instead of keeping their own lists, so that one pass
+// never moves an op another pass pins.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_DIALECT_LOOM_IR_OPCLASSIFICATION_H
+#define LOOM_DIALECT_LOOM_IR_OPCLASSIFICATION_H
+
+#include "mlir/IR/Operation.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <optional>
+
+namespace loom {
+
+/// The ATen operator without its overload: "aten::bernoulli.p" and
+/// "aten::bernoulli" both give "aten::bernoulli". Schema names contain a dot
+/// only before the overload.
+llvm::StringRef stripAtenOverload(llvm::StringRef schemaName);
+
+/// Whether an ATen operator draws from the random generator (`rand_like`,
+/// `bernoulli`, `native_dropout`, `normal_`, ...). Such ops keep their
+/// relative order and are never moved or recomputed: the generator's stream
+/// is consumed in program order, as in eager PyTorch. `schemaName` may carry
+/// an overload.
+bool isRandomAtenOp(llvm::StringRef schemaName);
+
+/// Whether an ATen operator returns a view of its first argument and
+/// allocates nothing (`view`, `_unsafe_view`, `permute`, `t`, `transpose`,
+/// `expand`, `alias`, `slice`, `select`, `unsqueeze`, `squeeze`, `detach`,
+/// `as_strided`). `schemaName` may carry an overload.
+bool isViewAtenOp(llvm::StringRef schemaName);
+
+/// Whether an ATen operator writes into its first argument: ATen's in-place
+/// variants end in one underscore (`add_`, `bernoulli_`, `copy_`) and the
+/// in-place dunders start with `__i` (`__iand__`); `__and__` and
+/// `_to_copy` are not in place. `schemaName` may carry an overload.
+bool isInPlaceAtenOp(llvm::StringRef schemaName);
+
+/// The above for an op: true only for a `loom.aten` of such an operator
+/// (`loomrt.aten` callers pass its name).
+bool isRandomAtenOp(mlir::Operation *op);
+bool isViewAtenOp(mlir::Operation *op);
+bool isInPlaceAtenOp(mlir::Operation *op);
+
+/// What a `loom.*_start` collective does, as the cost model prices it.
+enum class CollectiveKind {
+  allGather,
+  reduceScatter,
+  allReduce,
+  broadcast,
+  sendRecv
+};
+llvm::StringRef stringifyCollectiveKind(CollectiveKind k);
+
+/// The collective kind of a `loom.*_start` op that communicates, or
+/// std::nullopt for other ops. `loom.all_slice_start` has none: each rank
+/// keeps its own slice and nothing crosses the network.
+std::optional<CollectiveKind> getCollectiveKind(mlir::Operation *op);
+
+/// Whether every rank of the group runs a collective of this kind alike
+/// (all but point-to-point send/recv), so that moving it within the step
+/// moves it on every rank.
+bool isGroupCollective(CollectiveKind k);
+
+/// Whether module path `path` is `prefix` or lies under it, by whole
+/// components: `layers.1.attn` is in `layers.1` and in `layers`, while
+/// `layers.10` is not in `layers.1`. The empty prefix is the root module,
+/// which holds every path.
+bool isInModule(llvm::StringRef path, llvm::StringRef prefix);
+
+/// The longest module path every one of `paths` is in (isInModule), by
+/// whole components: `layers.1.attn` and `layers.10` give `layers`. A prefix
+/// of `paths.front()`; empty for no paths.
+llvm::StringRef getCommonModule(llvm::ArrayRef<llvm::StringRef> paths);
+
+/// The module that owns a parameter or buffer: its fully-qualified name
+/// without the last component (empty for one of the root module).
+llvm::StringRef getOwnerModule(llvm::StringRef qualifiedName);
+
+} // namespace loom
+
+#endif // LOOM_DIALECT_LOOM_IR_OPCLASSIFICATION_H

@@ -1,0 +1,141 @@
+//===- OpClassification.cpp - What kind of operation a loom op is ---------===//
+
+#include "loom/Dialect/Loom/IR/OpClassification.h"
+
+#include "loom/Dialect/Loom/IR/LoomOps.h"
+
+#include "llvm/ADT/StringSwitch.h"
+
+using namespace mlir;
+using namespace loom;
+
+StringRef loom::stripAtenOverload(StringRef schemaName) {
+  return schemaName.split('.').first;
+}
+
+bool loom::isRandomAtenOp(StringRef schemaName) {
+  // Exact names, not substrings: `native_dropout_backward` replays a saved
+  // mask and draws nothing. Functional variants (`uniform`,
+  // `normal_functional`), which functionalized graphs hold, are listed next
+  // to their in-place ones.
+  return llvm::StringSwitch<bool>(stripAtenOverload(schemaName))
+      .Cases({"aten::rand", "aten::rand_like", "aten::randn",
+              "aten::randn_like", "aten::randint", "aten::randint_like",
+              "aten::randperm", "aten::random", "aten::random_"},
+             true)
+      .Cases({"aten::bernoulli", "aten::bernoulli_", "aten::multinomial",
+              "aten::poisson", "aten::binomial", "aten::_standard_gamma",
+              "aten::_sample_dirichlet"},
+             true)
+      .Cases({"aten::native_dropout", "aten::_fused_dropout", "aten::dropout",
+              "aten::dropout_", "aten::feature_dropout",
+              "aten::feature_dropout_", "aten::alpha_dropout",
+              "aten::alpha_dropout_", "aten::feature_alpha_dropout",
+              "aten::feature_alpha_dropout_"},
+             true)
+      .Cases({"aten::normal", "aten::normal_", "aten::normal_functional",
+              "aten::uniform", "aten::uniform_", "aten::exponential",
+              "aten::exponential_", "aten::geometric", "aten::geometric_",
+              "aten::cauchy", "aten::cauchy_", "aten::log_normal",
+              "aten::log_normal_"},
+             true)
+      .Cases({"aten::rrelu", "aten::rrelu_", "aten::rrelu_with_noise",
+              "aten::rrelu_with_noise_", "aten::rrelu_with_noise_functional"},
+             true)
+      .Default(false);
+}
+
+bool loom::isViewAtenOp(StringRef schemaName) {
+  return llvm::StringSwitch<bool>(stripAtenOverload(schemaName))
+      .Cases({"aten::view", "aten::_unsafe_view", "aten::permute", "aten::t",
+              "aten::transpose", "aten::expand", "aten::alias"},
+             true)
+      .Cases({"aten::slice", "aten::select", "aten::unsqueeze", "aten::squeeze",
+              "aten::detach", "aten::as_strided"},
+             true)
+      .Default(false);
+}
+
+bool loom::isInPlaceAtenOp(StringRef schemaName) {
+  StringRef name = stripAtenOverload(schemaName);
+  size_t colons = name.find("::");
+  if (colons != StringRef::npos)
+    name = name.drop_front(colons + 2);
+  if (name.starts_with("__") && name.ends_with("__"))
+    return name.size() > 5 && name[2] == 'i';
+  return name.size() > 1 && name.ends_with("_") && !name.ends_with("__");
+}
+
+bool loom::isRandomAtenOp(Operation *op) {
+  auto aten = dyn_cast<AtenOp>(op);
+  return aten && isRandomAtenOp(aten.getKernel());
+}
+
+bool loom::isViewAtenOp(Operation *op) {
+  auto aten = dyn_cast<AtenOp>(op);
+  return aten && isViewAtenOp(aten.getKernel());
+}
+
+bool loom::isInPlaceAtenOp(Operation *op) {
+  auto aten = dyn_cast<AtenOp>(op);
+  return aten && isInPlaceAtenOp(aten.getKernel());
+}
+
+StringRef loom::stringifyCollectiveKind(CollectiveKind k) {
+  switch (k) {
+  case CollectiveKind::allGather:
+    return "all_gather";
+  case CollectiveKind::reduceScatter:
+    return "reduce_scatter";
+  case CollectiveKind::allReduce:
+    return "all_reduce";
+  case CollectiveKind::broadcast:
+    return "broadcast";
+  case CollectiveKind::sendRecv:
+    return "send_recv";
+  }
+  llvm_unreachable("unknown collective kind");
+}
+
+std::optional<CollectiveKind> loom::getCollectiveKind(Operation *op) {
+  if (isa<AllGatherStartOp>(op))
+    return CollectiveKind::allGather;
+  if (isa<ReduceScatterStartOp>(op))
+    return CollectiveKind::reduceScatter;
+  if (isa<AllReduceStartOp>(op))
+    return CollectiveKind::allReduce;
+  if (isa<BroadcastStartOp>(op))
+    return CollectiveKind::broadcast;
+  if (isa<SendStartOp, RecvStartOp>(op))
+    return CollectiveKind::sendRecv;
+  return std::nullopt;
+}
+
+bool loom::isGroupCollective(CollectiveKind k) {
+  return k != CollectiveKind::sendRecv;
+}
+
+bool loom::isInModule(StringRef path, StringRef prefix) {
+  if (prefix.empty())
+    return true;
+  return path == prefix ||
+         (path.starts_with(prefix) && path[prefix.size()] == '.');
+}
+
+StringRef loom::getCommonModule(ArrayRef<StringRef> paths) {
+  if (paths.empty())
+    return {};
+  StringRef common = paths.front();
+  for (StringRef path : paths.drop_front()) {
+    while (!isInModule(path, common)) {
+      size_t dot = common.rfind('.');
+      common = dot == StringRef::npos ? StringRef() : common.take_front(dot);
+    }
+  }
+  return common;
+}
+
+StringRef loom::getOwnerModule(StringRef qualifiedName) {
+  size_t dot = qualifiedName.rfind('.');
+  return dot == StringRef::npos ? StringRef() : qualifiedName.take_front(dot);
+}
