@@ -2,6 +2,7 @@
 
 #include "loom/Target/Artifact/ArtifactWriter.h"
 #include "loom/InitAll.h"
+#include "loom/Support/Safetensors.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
@@ -23,30 +24,17 @@ uint64_t readLE(StringRef bytes, size_t offset, int size) {
 }
 
 /// A safetensors file holding `tensors` (name -> (dtype, shape, bytes)).
-std::string
-safetensors(ArrayRef<
-            std::tuple<StringRef, StringRef, std::vector<int64_t>, std::string>>
-                tensors) {
-  llvm::json::Object header;
-  std::string data;
-  for (const auto &[name, dtype, shape, bytes] : tensors) {
-    llvm::json::Array dims;
-    for (int64_t d : shape)
-      dims.push_back(d);
-    header[name] = llvm::json::Object{
-        {"dtype", dtype},
-        {"shape", std::move(dims)},
-        {"data_offsets",
-         llvm::json::Array{uint64_t(data.size()),
-                           uint64_t(data.size() + bytes.size())}}};
-    data += bytes;
-  }
-  std::string text;
-  llvm::raw_string_ostream(text) << llvm::json::Value(std::move(header));
-  std::string out(8, '\0');
-  for (int i = 0; i < 8; ++i)
-    out[i] = static_cast<char>((text.size() >> (8 * i)) & 0xff);
-  return out + text + data;
+std::string safetensorsFile(
+    ArrayRef<
+        std::tuple<StringRef, StringRef, std::vector<int64_t>, std::string>>
+        tensors) {
+  safetensors::Writer writer;
+  for (const auto &[name, dtype, shape, bytes] : tensors)
+    llvm::cantFail(writer.add(name, dtype, shape, bytes));
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  writer.write(os);
+  return out;
 }
 
 class ArtifactWriterTest : public ::testing::Test {
@@ -93,8 +81,8 @@ TEST_F(ArtifactWriterTest, ContainerHoldsProgramAndBoundWeightsOnly) {
   // second name of a tied weight); the artifact drops it.
   std::string wBytes("\x00\x00\x80\x3f\x00\x00\x00\x40", 8); // 1.0f, 2.0f
   writeFile("w.safetensors",
-            safetensors({{"alias", "F32", {2}, std::string(8, '\x7f')},
-                         {"w", "F32", {2}, wBytes}}));
+            safetensorsFile({{"alias", "F32", {2}, std::string(8, '\x7f')},
+                             {"w", "F32", {2}, wBytes}}));
   OwningOpRef<ModuleOp> module =
       parseSourceString<ModuleOp>(kProgram, &context);
   ASSERT_TRUE(module);
@@ -141,7 +129,7 @@ TEST_F(ArtifactWriterTest, ContainerHoldsProgramAndBoundWeightsOnly) {
 
 TEST_F(ArtifactWriterTest, RefusesWeightsOfTheWrongDtype) {
   writeFile("w.safetensors",
-            safetensors({{"w", "F64", {2}, std::string(16, '\0')}}));
+            safetensorsFile({{"w", "F64", {2}, std::string(16, '\0')}}));
   OwningOpRef<ModuleOp> module =
       parseSourceString<ModuleOp>(kProgram, &context);
   ASSERT_TRUE(module);

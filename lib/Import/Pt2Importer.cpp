@@ -12,9 +12,9 @@
 #include "loom/Import/Pt2Importer.h"
 
 #include "Pt2Archive.h"
-#include "SafetensorsWriter.h"
 
 #include "loom/Dialect/Loom/IR/LoomOps.h"
+#include "loom/Support/Safetensors.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
@@ -195,7 +195,7 @@ private:
   OwningOpRef<ModuleOp> module;
   func::FuncOp func;
   bool hasPhaseMeta = false;
-  SafetensorsWriter weights;
+  safetensors::Writer weights;
 };
 
 } // namespace
@@ -1009,7 +1009,8 @@ LogicalResult Importer::importWeights(Pt2Archive &archive) {
       if (!dtype)
         return error("weights for '" + in.fqn +
                      "' have an element type safetensors cannot hold");
-      weights.add(in.fqn, dtype, shape, std::move(out));
+      if (llvm::Error err = weights.add(in.fqn, dtype, shape, std::move(out)))
+        return error(llvm::toString(std::move(err)));
     } else if (static_cast<int64_t>(raw->size()) <
                (s.meta.storageOffset + argType.getNumElements()) *
                    elementBytes(argType.getElementType())) {
@@ -1123,7 +1124,7 @@ OwningOpRef<ModuleOp> Importer::run(Pt2Archive &archive) {
   if (failed(mlir::verify(*module)))
     return nullptr;
   if (!opts.weightsOut.empty()) {
-    if (llvm::Error err = weights.write(opts.weightsOut))
+    if (llvm::Error err = weights.writeFile(opts.weightsOut))
       return error(llvm::toString(std::move(err))), nullptr;
     module->getOperation()->setAttr(
         LoomDialect::kWeightsAttrName,
