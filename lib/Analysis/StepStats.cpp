@@ -164,8 +164,7 @@ StepStats::StepStats(func::FuncOp step)
     StringRef phaseName = phase ? stringifyPhase(*phase) : "untagged";
     if (!isa<func::ReturnOp>(op))
       opsByPhase[phaseName]++;
-    if (isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp,
-            BroadcastStartOp, SendStartOp, RecvStartOp>(op))
+    if (getCollectiveKind(op))
       collectives[op->getName().getStringRef()]++;
     auto aten = dyn_cast<AtenOp>(op);
     if (!aten)
