@@ -155,11 +155,12 @@ private:
   llvm::Expected<TensorMeta> getTensorMeta(StringRef name);
   LogicalResult readTensorValues(const json::Object &graph);
   Location nodeLocation(StringRef name, const json::Object *metadata);
-  class ArgumentConverter;
   FailureOr<Value> lookupTensor(const json::Object &tensorArg, Location loc,
                                 StringRef node, StringRef argName);
 
   // Nodes ------------------------------------------------------------------
+  /// Turns one node input's schema `Argument` into an attribute.
+  class ArgumentConverter;
   /// The tensor results of a node and how its schema returns map onto them.
   struct NodeResults {
     SmallVector<Type> types;

@@ -84,6 +84,8 @@ struct LoomReplicatePass
     return createMesh(module);
   }
 
+  /// The options that hold whatever the module says: a mesh name and
+  /// bucket caps DDP accepts.
   LogicalResult checkOptions(ModuleOp module) {
     if (meshName.empty())
       return module.emitError("--loom-replicate: 'mesh' must name a symbol");

@@ -60,6 +60,11 @@ struct Config {
   SmallVector<std::string> unitPrefixes;
 };
 
+/// An error of the pass, located at the step function `func`.
+inline InFlightDiagnostic emitFsdpError(func::FuncOp func) {
+  return func.emitOpError("--loom-fsdp: ");
+}
+
 /// Checks the options against `func` (errors are located at it).
 FailureOr<Config> resolveOptions(func::FuncOp func,
                                  const LoomFsdpOptions &options);
@@ -242,7 +247,8 @@ void unshardPerMicrobatch(ShardingState &s);
 void applyMixedPrecision(ShardingState &s);
 
 /// Reduce-scatters (and under HSDP all-reduces) each unit's gradients after
-/// the last of them and returns the local shards (ReduceGradients.cpp).
+/// the last of them; the step returns the local shards instead
+/// (ReduceGradients.cpp).
 void reduceGradients(ShardingState &s);
 
 //===----------------------------------------------------------------------===//

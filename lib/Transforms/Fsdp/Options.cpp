@@ -18,10 +18,6 @@ static FailureOr<Type> parseDtype(MLIRContext *ctx, StringRef text) {
   return failure();
 }
 
-static InFlightDiagnostic fail(func::FuncOp func) {
-  return func.emitOpError("--loom-fsdp: ");
-}
-
 /// A 1-D mesh `{S}` shards over "shard"; a 2-D mesh `{R, S}` is HSDP's
 /// (replicate, shard).
 static FailureOr<MeshLayout> resolveMesh(func::FuncOp func,
@@ -29,15 +25,17 @@ static FailureOr<MeshLayout> resolveMesh(func::FuncOp func,
   Builder b(func.getContext());
   SmallVector<int64_t> shape(meshShape);
   if (shape.empty())
-    return fail(func) << "needs 'mesh-shape': {N} for FSDP or {R, S} for HSDP";
+    return emitFsdpError(func)
+           << "needs 'mesh-shape': {N} for FSDP or {R, S} for HSDP";
   if (shape.size() > 2)
-    return fail(func) << "mesh-shape has " << shape.size()
-                      << " dimensions; FSDP takes a 1-D mesh and HSDP a 2-D "
-                         "(replicate, shard) mesh";
+    return emitFsdpError(func)
+           << "mesh-shape has " << shape.size()
+           << " dimensions; FSDP takes a 1-D mesh and HSDP a 2-D "
+              "(replicate, shard) mesh";
   for (int64_t s : shape)
     if (s <= 0)
-      return fail(func) << "mesh-shape has a group of size " << s
-                        << "; every axis needs at least one rank";
+      return emitFsdpError(func) << "mesh-shape has a group of size " << s
+                                 << "; every axis needs at least one rank";
   bool hsdp = shape.size() == 2;
   MeshLayout mesh;
   mesh.shape = shape;
@@ -64,12 +62,12 @@ resolveReshardAfterForward(func::FuncOp func, StringRef text, int64_t shardSize,
   if (text == "false")
     return ReshardAfterForward::False;
   if (text.getAsInteger(10, k))
-    return fail(func) << "reshard-after-forward '" << text
-                      << "' is not auto, true, false or an integer";
+    return emitFsdpError(func) << "reshard-after-forward '" << text
+                               << "' is not auto, true, false or an integer";
   if (k < 1 || k > shardSize || shardSize % k != 0)
-    return fail(func) << "reshard-after-forward=" << k
-                      << " must divide the shard size " << shardSize
-                      << " (1 <= k <= " << shardSize << ")";
+    return emitFsdpError(func)
+           << "reshard-after-forward=" << k << " must divide the shard size "
+           << shardSize << " (1 <= k <= " << shardSize << ")";
   if (k == 1)
     return ReshardAfterForward::False;
   if (k == shardSize)
@@ -109,22 +107,22 @@ FailureOr<Config> fsdp::resolveOptions(func::FuncOp func,
   if (!options.paramDtype.empty()) {
     FailureOr<Type> t = parseDtype(ctx, options.paramDtype);
     if (failed(t))
-      return fail(func) << "param-dtype '" << options.paramDtype
-                        << "' is not one of bf16, f16, f32";
+      return emitFsdpError(func) << "param-dtype '" << options.paramDtype
+                                 << "' is not one of bf16, f16, f32";
     config.computeDtype = *t;
   }
   if (!options.reduceDtype.empty()) {
     FailureOr<Type> t = parseDtype(ctx, options.reduceDtype);
     if (failed(t))
-      return fail(func) << "reduce-dtype '" << options.reduceDtype
-                        << "' is not one of bf16, f16, f32";
+      return emitFsdpError(func) << "reduce-dtype '" << options.reduceDtype
+                                 << "' is not one of bf16, f16, f32";
     config.gradReduceDtype = *t;
   }
   if (options.gradientDivideFactor < 0)
-    return fail(func) << "gradient-divide-factor "
-                      << loom::detail::formatF64Parameter(
-                             options.gradientDivideFactor)
-                      << " is negative";
+    return emitFsdpError(func)
+           << "gradient-divide-factor "
+           << loom::detail::formatF64Parameter(options.gradientDivideFactor)
+           << " is negative";
   config.gradientDivideFactor = options.gradientDivideFactor;
 
   int64_t k = 0;
@@ -151,7 +149,8 @@ LogicalResult fsdp::declareMesh(ModuleOp module, func::FuncOp func,
     return success();
   }
   if (symbols.lookup(mesh.name))
-    return fail(func) << "symbol @" << mesh.name << " exists and is not a mesh";
+    return emitFsdpError(func)
+           << "symbol @" << mesh.name << " exists and is not a mesh";
   OpBuilder b(module.getContext());
   b.setInsertionPointToStart(module.getBody());
   MeshOp::create(b, func.getLoc(), mesh.name, mesh.shape, mesh.dpAxes);

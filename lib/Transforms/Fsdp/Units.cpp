@@ -18,10 +18,6 @@ using namespace mlir;
 using namespace loom;
 using namespace loom::fsdp;
 
-static InFlightDiagnostic fail(func::FuncOp func) {
-  return func.emitOpError("--loom-fsdp: ");
-}
-
 static int64_t product(ArrayRef<int64_t> shape) {
   int64_t n = 1;
   for (int64_t d : shape)
@@ -38,13 +34,13 @@ LogicalResult fsdp::collectParams(ShardingState &s) {
     if (!role || role.getValue() != Role::parameter)
       continue;
     if (func.getArgAttr(i, LoomDialect::kShardAttrName))
-      return fail(func) << "argument #" << i << " is already sharded";
+      return emitFsdpError(func) << "argument #" << i << " is already sharded";
     auto name =
         func.getArgAttrOfType<StringAttr>(i, LoomDialect::kNameAttrName);
     auto type = cast<RankedTensorType>(func.getArgument(i).getType());
     if (type.getRank() == 0)
-      return func.emitOpError("--loom-fsdp: parameter '")
-             << name.getValue()
+      return emitFsdpError(func)
+             << "parameter '" << name.getValue()
              << "' is a scalar; FSDP shards dim 0 and cannot shard it";
     ParamInfo info;
     info.argIndex = i;
@@ -58,7 +54,7 @@ LogicalResult fsdp::collectParams(ShardingState &s) {
     s.params.push_back(info);
   }
   if (s.params.empty())
-    return fail(func) << "the step has no parameters to shard";
+    return emitFsdpError(func) << "the step has no parameters to shard";
   for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
     auto role =
         func.getResultAttrOfType<RoleAttr>(i, LoomDialect::kRoleAttrName);
@@ -100,7 +96,8 @@ static LogicalResult createUnits(ShardingState &s,
   func::FuncOp func = s.func;
   for (const std::string &prefix : prefixes) {
     if (prefix.empty())
-      return fail(func) << "a unit prefix is empty; the root is always a unit";
+      return emitFsdpError(func)
+             << "a unit prefix is empty; the root is always a unit";
     // A unit names parameters by their owner module, or uses them under its
     // path (`head` of a weight tied to `tok.weight`).
     bool matches = llvm::any_of(s.params, [&](const ParamInfo &p) {
@@ -112,12 +109,13 @@ static LogicalResult createUnits(ShardingState &s,
                           });
     });
     if (!matches)
-      return fail(func) << "unit '" << prefix
-                        << "' matches no parameter (none is owned or used by "
-                           "a module under it)";
+      return emitFsdpError(func)
+             << "unit '" << prefix
+             << "' matches no parameter (none is owned or used by "
+                "a module under it)";
     if (llvm::any_of(s.units,
                      [&](const Unit &u) { return u.prefix == prefix; }))
-      return fail(func) << "unit '" << prefix << "' is listed twice";
+      return emitFsdpError(func) << "unit '" << prefix << "' is listed twice";
     Unit unit;
     unit.prefix = prefix;
     s.units.push_back(unit);
@@ -185,7 +183,7 @@ LogicalResult fsdp::formUnits(ShardingState &s) {
     for (unsigned p : unit.params) {
       const ParamInfo &info = s.params[p];
       if (info.fullType.getElementType() != dtype)
-        return fail(s.func)
+        return emitFsdpError(s.func)
                << "unit '" << unit.label() << "' mixes parameter dtypes "
                << dtype << " and " << info.fullType.getElementType() << " ('"
                << info.name << "'); FSDP needs one dtype per unit";
