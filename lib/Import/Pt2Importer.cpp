@@ -155,16 +155,50 @@ private:
   llvm::Expected<TensorMeta> getTensorMeta(StringRef name);
   LogicalResult readTensorValues(const json::Object &graph);
   Location nodeLocation(StringRef name, const json::Object *metadata);
-  FailureOr<Attribute> convertArgument(const json::Object &arg, Location loc,
-                                       StringRef node, StringRef argName,
-                                       SmallVectorImpl<Value> &operands);
   FailureOr<Value> lookupTensor(const json::Object &tensorArg, Location loc,
                                 StringRef node, StringRef argName);
+
+  // Nodes ------------------------------------------------------------------
+  /// Turns one node input's schema `Argument` into an attribute.
+  class ArgumentConverter;
+  /// The tensor results of a node and how its schema returns map onto them.
+  struct NodeResults {
+    SmallVector<Type> types;
+    SmallVector<std::string> names;
+    SmallVector<Attribute> returns;
+    /// Whether every return is one tensor (then `returns` is left out).
+    bool simple = true;
+  };
   LogicalResult importNode(const json::Object &node, unsigned index);
+  FailureOr<std::string> parseKernel(StringRef target, Location loc,
+                                     StringRef node);
+  LogicalResult convertInputs(const json::Array &inputsJson, Location loc,
+                              StringRef node, SmallVectorImpl<Value> &operands,
+                              SmallVectorImpl<Attribute> &args,
+                              SmallVectorImpl<NamedAttribute> &kwargs);
+  LogicalResult convertOutputs(const json::Array &outputsJson, Location loc,
+                               StringRef node, NodeResults &results);
+  FailureOr<int64_t> addResult(const json::Object &tensorArg, Location loc,
+                               StringRef node, NodeResults &results);
+  LogicalResult setModuleAndPhase(Operation *op, const json::Object *metadata,
+                                  Location loc, StringRef node);
+  void tagPhasesByDataflow();
+
+  // Signature, weights and the step function -------------------------------
   LogicalResult importSignature(const json::Object &graphModule,
                                 const json::Object &graph);
+  LogicalResult importInputSpec(const json::Value &spec, size_t i,
+                                const json::Array &graphInputs);
+  LogicalResult importOutputSpec(const json::Value &spec, size_t i);
   LogicalResult importWeights(Pt2Archive &archive);
-  void tagPhasesByDataflow();
+  /// models/model.json's graph_module and its graph, once the schema
+  /// version is checked.
+  LogicalResult findGraph(const json::Object *&graphModule,
+                          const json::Object *&graph,
+                          const json::Array *&nodes);
+  LogicalResult createStepFunction();
+  LogicalResult importNodes(const json::Array &nodes);
+  LogicalResult finishStepFunction();
 
   MLIRContext *ctx;
   OpBuilder builder;
@@ -377,196 +411,266 @@ FailureOr<Value> Importer::lookupTensor(const json::Object &tensorArg,
   return it->second;
 }
 
-/// Converts one schema `Argument` union into the attribute stored in
-/// `args`/`kwargs`, appending tensor operands.
-FailureOr<Attribute> Importer::convertArgument(
-    const json::Object &arg, Location loc, StringRef node, StringRef argName,
-    SmallVectorImpl<Value> &operands) {
-  if (arg.size() != 1)
-    return nodeError(loc, node,
-                     "argument '" + argName +
-                         "' must have exactly one kind, found " +
-                         Twine(arg.size()));
-  const auto &[kindKey, value] = *arg.begin();
-  StringRef kind = kindKey;
-  auto bad = [&]() -> FailureOr<Attribute> {
-    return nodeError(loc, node,
-                     "argument '" + argName + "' of kind '" + kind +
-                         "' has a malformed value");
-  };
-  auto tensorRef = [&](const json::Value &v) -> FailureOr<Attribute> {
-    const json::Object *t = v.getAsObject();
-    if (!t)
-      return bad();
-    FailureOr<Value> val = lookupTensor(*t, loc, node, argName);
-    if (failed(val))
-      return failure();
-    operands.push_back(*val);
-    return Attribute(OperandRefAttr::get(ctx, operands.size() - 1));
-  };
-  auto list = [&](auto convertOne) -> FailureOr<Attribute> {
-    const json::Array *a = value.getAsArray();
-    if (!a)
-      return bad();
-    SmallVector<Attribute> out;
-    for (const json::Value &e : *a) {
-      FailureOr<Attribute> c = convertOne(e);
-      if (failed(c))
-        return failure();
-      out.push_back(*c);
-    }
-    return Attribute(builder.getArrayAttr(out));
-  };
-  auto toInt = [&](const json::Value &v) -> FailureOr<Attribute> {
-    std::optional<int64_t> i = v.getAsInteger();
-    if (!i)
-      return bad();
-    return Attribute(builder.getI64IntegerAttr(*i));
-  };
-  auto toFloat = [&](const json::Value &v) -> FailureOr<Attribute> {
-    if (std::optional<double> d = v.getAsNumber())
-      return Attribute(builder.getF64FloatAttr(*d));
-    // The serializer writes non-finite floats as strings.
-    if (std::optional<StringRef> s = v.getAsString()) {
-      double d;
-      if (*s == "Infinity")
-        d = std::numeric_limits<double>::infinity();
-      else if (*s == "-Infinity")
-        d = -std::numeric_limits<double>::infinity();
-      else if (*s == "NaN")
-        d = std::numeric_limits<double>::quiet_NaN();
-      else
-        return bad();
-      return Attribute(builder.getF64FloatAttr(d));
-    }
-    return bad();
-  };
-  auto toBool = [&](const json::Value &v) -> FailureOr<Attribute> {
-    std::optional<bool> b = v.getAsBoolean();
-    if (!b)
-      return bad();
-    return Attribute(builder.getBoolAttr(*b));
-  };
-  auto toString = [&](const json::Value &v) -> FailureOr<Attribute> {
-    std::optional<StringRef> s = v.getAsString();
-    if (!s)
-      return bad();
-    return Attribute(builder.getStringAttr(*s));
-  };
-  auto optionalTensor = [&](const json::Value &v) -> FailureOr<Attribute> {
-    const json::Object *o = v.getAsObject();
-    if (!o)
-      return bad();
-    if (o->get("as_none"))
-      return Attribute(builder.getUnitAttr());
-    if (const json::Value *t = o->get("as_tensor"))
-      return tensorRef(*t);
-    return bad();
-  };
-  // A SymInt/SymFloat/SymBool argument is fine when it is concrete.
-  auto concreteSym = [&](const json::Value &v,
-                         auto convert) -> FailureOr<Attribute> {
-    const json::Object *o = v.getAsObject();
-    if (!o)
-      return bad();
-    for (StringRef key : {"as_int", "as_float", "as_bool"})
-      if (const json::Value *c = o->get(key))
-        return convert(*c);
-    return nodeError(loc, node,
-                     "argument '" + argName +
-                         "' is symbolic; export with static shapes");
-  };
+/// Converts one schema `Argument` union of a node's input into the attribute
+/// stored in `args`/`kwargs`, appending tensor operands.
+class Importer::ArgumentConverter {
+public:
+  ArgumentConverter(Importer &importer, Location loc, StringRef node,
+                    StringRef argName, SmallVectorImpl<Value> &operands)
+      : im(importer), builder(importer.builder), loc(loc), node(node),
+        argName(argName), operands(operands) {}
 
+  FailureOr<Attribute> convert(const json::Object &arg);
+
+private:
+  using Convert =
+      FailureOr<Attribute> (ArgumentConverter::*)(const json::Value &);
+
+  InFlightDiagnostic error(const Twine &message) {
+    return im.nodeError(loc, node, "argument '" + argName + "' " + message);
+  }
+  FailureOr<Attribute> bad() {
+    return error("of kind '" + kind + "' has a malformed value");
+  }
+  FailureOr<Attribute> convertKind(const json::Value &value);
+  FailureOr<Attribute>
+  list(const json::Value &value,
+       function_ref<FailureOr<Attribute>(const json::Value &)> convertOne);
+  FailureOr<Attribute> listOf(const json::Value &value, Convert convertOne) {
+    return list(value,
+                [&](const json::Value &v) { return (this->*convertOne)(v); });
+  }
+  /// A list of SymInt/SymFloat/SymBool, each concrete.
+  FailureOr<Attribute> concreteListOf(const json::Value &value,
+                                      Convert convertOne) {
+    return list(value, [&](const json::Value &v) {
+      return concreteSym(v, convertOne);
+    });
+  }
+  FailureOr<Attribute> concreteSym(const json::Value &v, Convert convert);
+  FailureOr<Attribute> tensorRef(const json::Value &v);
+  FailureOr<Attribute> optionalTensor(const json::Value &v);
+  FailureOr<Attribute> toInt(const json::Value &v);
+  FailureOr<Attribute> toFloat(const json::Value &v);
+  FailureOr<Attribute> toBool(const json::Value &v);
+  FailureOr<Attribute> toString(const json::Value &v);
+  FailureOr<Attribute> toScalarType(const json::Value &v);
+  FailureOr<Attribute> toMemoryFormat(const json::Value &v);
+  FailureOr<Attribute> toLayout(const json::Value &v);
+  FailureOr<Attribute> toDevice(const json::Value &v);
+
+  Importer &im;
+  OpBuilder &builder;
+  Location loc;
+  StringRef node, argName;
+  /// The kind of the argument being converted (`as_int`, ...).
+  StringRef kind;
+  SmallVectorImpl<Value> &operands;
+};
+
+FailureOr<Attribute>
+Importer::ArgumentConverter::convert(const json::Object &arg) {
+  if (arg.size() != 1)
+    return error("must have exactly one kind, found " + Twine(arg.size()));
+  kind = arg.begin()->first;
+  return convertKind(arg.begin()->second);
+}
+
+FailureOr<Attribute>
+Importer::ArgumentConverter::convertKind(const json::Value &value) {
   if (kind == "as_none")
     return Attribute(builder.getUnitAttr());
   if (kind == "as_tensor")
     return tensorRef(value);
   if (kind == "as_tensors")
-    return list(tensorRef);
+    return listOf(value, &ArgumentConverter::tensorRef);
   if (kind == "as_optional_tensor")
     return optionalTensor(value);
   if (kind == "as_optional_tensors")
-    return list(optionalTensor);
+    return listOf(value, &ArgumentConverter::optionalTensor);
   if (kind == "as_int")
     return toInt(value);
   if (kind == "as_ints")
-    return list(toInt);
+    return listOf(value, &ArgumentConverter::toInt);
   if (kind == "as_float")
     return toFloat(value);
   if (kind == "as_floats")
-    return list(toFloat);
+    return listOf(value, &ArgumentConverter::toFloat);
   if (kind == "as_bool")
     return toBool(value);
   if (kind == "as_bools")
-    return list(toBool);
+    return listOf(value, &ArgumentConverter::toBool);
   if (kind == "as_string")
     return toString(value);
   if (kind == "as_strings")
-    return list(toString);
+    return listOf(value, &ArgumentConverter::toString);
   if (kind == "as_sym_int")
-    return concreteSym(value, toInt);
+    return concreteSym(value, &ArgumentConverter::toInt);
   if (kind == "as_sym_ints")
-    return list([&](const json::Value &v) { return concreteSym(v, toInt); });
+    return concreteListOf(value, &ArgumentConverter::toInt);
   if (kind == "as_sym_float")
-    return concreteSym(value, toFloat);
+    return concreteSym(value, &ArgumentConverter::toFloat);
   if (kind == "as_sym_floats")
-    return list([&](const json::Value &v) { return concreteSym(v, toFloat); });
+    return concreteListOf(value, &ArgumentConverter::toFloat);
   if (kind == "as_sym_bool")
-    return concreteSym(value, toBool);
+    return concreteSym(value, &ArgumentConverter::toBool);
   if (kind == "as_sym_bools")
-    return list([&](const json::Value &v) { return concreteSym(v, toBool); });
-  if (kind == "as_scalar_type") {
-    std::optional<int64_t> code = value.getAsInteger();
-    Type t = code ? dtypeToType(ctx, *code) : Type();
-    if (!t)
-      return nodeError(loc, node,
-                       "argument '" + argName + "' has an unsupported dtype");
-    return Attribute(TypeAttr::get(t));
-  }
-  if (kind == "as_memory_format") {
-    static const char *names[] = {"unknown", "contiguous_format",
-                                  "channels_last", "channels_last_3d",
-                                  "preserve_format"};
-    std::optional<int64_t> code = value.getAsInteger();
-    if (!code || *code < 0 || *code > 4)
-      return bad();
-    return Attribute(builder.getStringAttr(
-        (Twine("torch.") + names[*code]).str()));
-  }
-  if (kind == "as_layout") {
-    std::optional<int64_t> code = value.getAsInteger();
-    if (!code || *code != 7)
-      return nodeError(loc, node,
-                       "argument '" + argName +
-                           "' asks for a non-strided layout");
-    return Attribute(builder.getStringAttr("torch.strided"));
-  }
-  if (kind == "as_device") {
-    const json::Object *d = value.getAsObject();
-    std::optional<StringRef> type = d ? d->getString("type") : std::nullopt;
-    if (!type)
-      return bad();
-    std::string dev = type->str();
-    if (std::optional<int64_t> index = d->getInteger("index"))
-      dev += ":" + std::to_string(*index);
-    return Attribute(builder.getStringAttr(dev));
-  }
+    return concreteListOf(value, &ArgumentConverter::toBool);
+  if (kind == "as_scalar_type")
+    return toScalarType(value);
+  if (kind == "as_memory_format")
+    return toMemoryFormat(value);
+  if (kind == "as_layout")
+    return toLayout(value);
+  if (kind == "as_device")
+    return toDevice(value);
   if (kind == "as_graph" || kind == "as_custom_obj" || kind == "as_operator" ||
       kind == "as_complex" || kind == "as_string_to_argument")
-    return nodeError(loc, node,
-                     "argument '" + argName + "' of kind '" + kind +
-                         "' is not supported by Loom");
-  return nodeError(loc, node,
-                   "argument '" + argName + "' has unknown kind '" + kind +
-                       "'");
+    return error("of kind '" + kind + "' is not supported by Loom");
+  return error("has unknown kind '" + kind + "'");
 }
 
-LogicalResult Importer::importNode(const json::Object &node, unsigned index) {
+FailureOr<Attribute> Importer::ArgumentConverter::list(
+    const json::Value &value,
+    function_ref<FailureOr<Attribute>(const json::Value &)> convertOne) {
+  const json::Array *a = value.getAsArray();
+  if (!a)
+    return bad();
+  SmallVector<Attribute> out;
+  for (const json::Value &e : *a) {
+    FailureOr<Attribute> c = convertOne(e);
+    if (failed(c))
+      return failure();
+    out.push_back(*c);
+  }
+  return Attribute(builder.getArrayAttr(out));
+}
+
+/// A SymInt/SymFloat/SymBool argument is fine when it is concrete.
+FailureOr<Attribute>
+Importer::ArgumentConverter::concreteSym(const json::Value &v,
+                                         Convert convert) {
+  const json::Object *o = v.getAsObject();
+  if (!o)
+    return bad();
+  for (StringRef key : {"as_int", "as_float", "as_bool"})
+    if (const json::Value *c = o->get(key))
+      return (this->*convert)(*c);
+  return error("is symbolic; export with static shapes");
+}
+
+FailureOr<Attribute>
+Importer::ArgumentConverter::tensorRef(const json::Value &v) {
+  const json::Object *t = v.getAsObject();
+  if (!t)
+    return bad();
+  FailureOr<Value> val = im.lookupTensor(*t, loc, node, argName);
+  if (failed(val))
+    return failure();
+  operands.push_back(*val);
+  return Attribute(
+      OperandRefAttr::get(builder.getContext(), operands.size() - 1));
+}
+
+FailureOr<Attribute>
+Importer::ArgumentConverter::optionalTensor(const json::Value &v) {
+  const json::Object *o = v.getAsObject();
+  if (!o)
+    return bad();
+  if (o->get("as_none"))
+    return Attribute(builder.getUnitAttr());
+  if (const json::Value *t = o->get("as_tensor"))
+    return tensorRef(*t);
+  return bad();
+}
+
+FailureOr<Attribute> Importer::ArgumentConverter::toInt(const json::Value &v) {
+  std::optional<int64_t> i = v.getAsInteger();
+  if (!i)
+    return bad();
+  return Attribute(builder.getI64IntegerAttr(*i));
+}
+
+FailureOr<Attribute>
+Importer::ArgumentConverter::toFloat(const json::Value &v) {
+  if (std::optional<double> d = v.getAsNumber())
+    return Attribute(builder.getF64FloatAttr(*d));
+  // The serializer writes non-finite floats as strings.
+  if (std::optional<StringRef> s = v.getAsString()) {
+    double d;
+    if (*s == "Infinity")
+      d = std::numeric_limits<double>::infinity();
+    else if (*s == "-Infinity")
+      d = -std::numeric_limits<double>::infinity();
+    else if (*s == "NaN")
+      d = std::numeric_limits<double>::quiet_NaN();
+    else
+      return bad();
+    return Attribute(builder.getF64FloatAttr(d));
+  }
+  return bad();
+}
+
+FailureOr<Attribute> Importer::ArgumentConverter::toBool(const json::Value &v) {
+  std::optional<bool> b = v.getAsBoolean();
+  if (!b)
+    return bad();
+  return Attribute(builder.getBoolAttr(*b));
+}
+
+FailureOr<Attribute>
+Importer::ArgumentConverter::toString(const json::Value &v) {
+  std::optional<StringRef> s = v.getAsString();
+  if (!s)
+    return bad();
+  return Attribute(builder.getStringAttr(*s));
+}
+
+FailureOr<Attribute>
+Importer::ArgumentConverter::toScalarType(const json::Value &v) {
+  std::optional<int64_t> code = v.getAsInteger();
+  Type t = code ? dtypeToType(builder.getContext(), *code) : Type();
+  if (!t)
+    return error("has an unsupported dtype");
+  return Attribute(TypeAttr::get(t));
+}
+
+FailureOr<Attribute>
+Importer::ArgumentConverter::toMemoryFormat(const json::Value &v) {
+  static const char *names[] = {"unknown", "contiguous_format", "channels_last",
+                                "channels_last_3d", "preserve_format"};
+  std::optional<int64_t> code = v.getAsInteger();
+  if (!code || *code < 0 || *code > 4)
+    return bad();
+  return Attribute(
+      builder.getStringAttr((Twine("torch.") + names[*code]).str()));
+}
+
+FailureOr<Attribute>
+Importer::ArgumentConverter::toLayout(const json::Value &v) {
+  std::optional<int64_t> code = v.getAsInteger();
+  if (!code || *code != 7)
+    return error("asks for a non-strided layout");
+  return Attribute(builder.getStringAttr("torch.strided"));
+}
+
+FailureOr<Attribute>
+Importer::ArgumentConverter::toDevice(const json::Value &v) {
+  const json::Object *d = v.getAsObject();
+  std::optional<StringRef> type = d ? d->getString("type") : std::nullopt;
+  if (!type)
+    return bad();
+  std::string dev = type->str();
+  if (std::optional<int64_t> index = d->getInteger("index"))
+    dev += ":" + std::to_string(*index);
+  return Attribute(builder.getStringAttr(dev));
+}
+
+/// A node is named by its output, as in the FX graph. The schema does not
+/// keep the FX name of a multi-output node (its outputs are the FX
+/// `getitem`s), so that one is named `<op>:<first output>`.
+static std::string getNodeName(const json::Object &node, unsigned index) {
   std::optional<StringRef> target = node.getString("target");
-  const json::Object *metadata = node.getObject("metadata");
-  // A node is named by its output, as in the FX graph. The schema does not
-  // keep the FX name of a multi-output node (its outputs are the FX
-  // `getitem`s), so that one is named `<op>:<first output>`.
   std::string name = llvm::formatv("#{0}", index);
   const json::Array *outs = node.getArray("outputs");
   if (outs && !outs->empty())
@@ -580,21 +684,23 @@ LogicalResult Importer::importNode(const json::Object &node, unsigned index) {
     if (targetParts.size() >= 2)
       name = (targetParts[targetParts.size() - 2] + ":" + name).str();
   }
-  Location loc = nodeLocation(name, metadata);
-  if (!target)
-    return nodeError(loc, name, "has no 'target'");
+  return name;
+}
 
-  // torch.ops.<namespace>.<op>.<overload>
-  StringRef t = *target;
+/// The ATen kernel name `<ns>::<op>.<overload>` of a node's target
+/// `torch.ops.<ns>.<op>.<overload>`.
+FailureOr<std::string> Importer::parseKernel(StringRef target, Location loc,
+                                             StringRef name) {
+  StringRef t = target;
   if (!t.consume_front("torch.ops.")) {
     if (t.starts_with("_operator.") || t.starts_with("builtins.") ||
         t.starts_with("math."))
       return nodeError(loc, name,
-                       "target '" + *target +
+                       "target '" + target +
                            "' computes on symbolic sizes; export with static "
                            "shapes");
     return nodeError(loc, name,
-                     "has unsupported node kind: target '" + *target +
+                     "has unsupported node kind: target '" + target +
                          "' is not an operator (torch.ops.*)");
   }
   SmallVector<StringRef, 3> parts;
@@ -603,21 +709,21 @@ LogicalResult Importer::importNode(const json::Object &node, unsigned index) {
         return p.empty();
       }))
     return nodeError(loc, name,
-                     "target '" + *target +
+                     "target '" + target +
                          "' is not of the form torch.ops.<ns>.<op>.<overload>");
   if (parts[0] == "higher_order")
     return nodeError(loc, name,
                      "higher-order operator '" + parts[1] +
                          "' is not supported by Loom");
-  std::string kernel = (parts[0] + "::" + parts[1] + "." + parts[2]).str();
+  return (parts[0] + "::" + parts[1] + "." + parts[2]).str();
+}
 
-  SmallVector<Value> operands;
-  SmallVector<Attribute> args;
-  SmallVector<NamedAttribute> kwargs;
-  const json::Array *inputsJson = node.getArray("inputs");
-  if (!inputsJson)
-    return nodeError(loc, name, "has no 'inputs'");
-  for (const json::Value &in : *inputsJson) {
+LogicalResult Importer::convertInputs(const json::Array &inputsJson,
+                                      Location loc, StringRef name,
+                                      SmallVectorImpl<Value> &operands,
+                                      SmallVectorImpl<Attribute> &args,
+                                      SmallVectorImpl<NamedAttribute> &kwargs) {
+  for (const json::Value &in : inputsJson) {
     const json::Object *named = in.getAsObject();
     std::optional<StringRef> argName =
         named ? named->getString("name") : std::nullopt;
@@ -626,7 +732,7 @@ LogicalResult Importer::importNode(const json::Object &node, unsigned index) {
       return nodeError(loc, name, "has a malformed input (needs 'name' and "
                                   "'arg')");
     FailureOr<Attribute> attr =
-        convertArgument(*arg, loc, name, *argName, operands);
+        ArgumentConverter(*this, loc, name, *argName, operands).convert(*arg);
     if (failed(attr))
       return failure();
     // kind 2 is ArgumentKind.KEYWORD; older archives omit the kind.
@@ -641,58 +747,58 @@ LogicalResult Importer::importNode(const json::Object &node, unsigned index) {
       args.push_back(*attr);
     }
   }
+  return success();
+}
 
-  // Outputs: tensors become results; `None` and lists are recorded in
-  // `returns` so the runtime can map the operator's returns.
-  const json::Array *outsJson = node.getArray("outputs");
-  if (!outsJson)
-    return nodeError(loc, name, "has no 'outputs'");
-  SmallVector<Type> resultTypes;
-  SmallVector<std::string> resultNames;
-  SmallVector<Attribute> returns;
-  bool simpleReturns = true;
-  auto addResult = [&](const json::Object &tensorArg) -> FailureOr<int64_t> {
-    std::optional<StringRef> n = tensorArg.getString("name");
-    if (!n)
-      return nodeError(loc, name, "has an output tensor without a name");
-    if (values.count(*n) ||
-        llvm::is_contained(resultNames, n->str()))
-      return nodeError(loc, name, "redefines value '" + *n + "'");
-    llvm::Expected<TensorMeta> meta = getTensorMeta(*n);
-    if (!meta)
-      return nodeError(loc, name,
-                       "output " + llvm::toString(meta.takeError()));
-    resultTypes.push_back(meta->type);
-    resultNames.push_back(n->str());
-    return static_cast<int64_t>(resultTypes.size() - 1);
-  };
-  for (const json::Value &out : *outsJson) {
+/// Adds the output tensor `tensorArg` as a result and returns its index.
+FailureOr<int64_t> Importer::addResult(const json::Object &tensorArg,
+                                       Location loc, StringRef name,
+                                       NodeResults &results) {
+  std::optional<StringRef> n = tensorArg.getString("name");
+  if (!n)
+    return nodeError(loc, name, "has an output tensor without a name");
+  if (values.count(*n) || llvm::is_contained(results.names, n->str()))
+    return nodeError(loc, name, "redefines value '" + *n + "'");
+  llvm::Expected<TensorMeta> meta = getTensorMeta(*n);
+  if (!meta)
+    return nodeError(loc, name, "output " + llvm::toString(meta.takeError()));
+  results.types.push_back(meta->type);
+  results.names.push_back(n->str());
+  return static_cast<int64_t>(results.types.size() - 1);
+}
+
+/// Tensors become results; `None` and lists are recorded in `returns` so
+/// the runtime can map the operator's returns.
+LogicalResult Importer::convertOutputs(const json::Array &outputsJson,
+                                       Location loc, StringRef name,
+                                       NodeResults &results) {
+  for (const json::Value &out : outputsJson) {
     const json::Object *o = out.getAsObject();
     if (!o || o->size() != 1)
       return nodeError(loc, name, "has a malformed output");
     StringRef kind = o->begin()->first;
     const json::Value &v = o->begin()->second;
     if (kind == "as_tensor" && v.getAsObject()) {
-      FailureOr<int64_t> r = addResult(*v.getAsObject());
+      FailureOr<int64_t> r = addResult(*v.getAsObject(), loc, name, results);
       if (failed(r))
         return failure();
-      returns.push_back(builder.getI64IntegerAttr(*r));
+      results.returns.push_back(builder.getI64IntegerAttr(*r));
     } else if (kind == "as_none") {
-      simpleReturns = false;
-      returns.push_back(builder.getUnitAttr());
+      results.simple = false;
+      results.returns.push_back(builder.getUnitAttr());
     } else if (kind == "as_tensors" && v.getAsArray()) {
-      simpleReturns = false;
+      results.simple = false;
       SmallVector<Attribute> indices;
       for (const json::Value &e : *v.getAsArray()) {
         const json::Object *eo = e.getAsObject();
         if (!eo)
           return nodeError(loc, name, "has a malformed output list");
-        FailureOr<int64_t> r = addResult(*eo);
+        FailureOr<int64_t> r = addResult(*eo, loc, name, results);
         if (failed(r))
           return failure();
         indices.push_back(builder.getI64IntegerAttr(*r));
       }
-      returns.push_back(builder.getArrayAttr(indices));
+      results.returns.push_back(builder.getArrayAttr(indices));
     } else if (kind == "as_sym_int" || kind == "as_sym_float" ||
                kind == "as_sym_bool" || kind == "as_int") {
       return nodeError(loc, name,
@@ -703,18 +809,14 @@ LogicalResult Importer::importNode(const json::Object &node, unsigned index) {
                                       "'");
     }
   }
+  return success();
+}
 
-  auto op = AtenOp::create(builder, loc, resultTypes,
-                           builder.getStringAttr(kernel), operands,
-                           builder.getArrayAttr(args),
-                           builder.getDictionaryAttr(kwargs),
-                           simpleReturns ? ArrayAttr()
-                                         : builder.getArrayAttr(returns));
-  for (auto [n, v] : llvm::zip(resultNames, op->getResults()))
-    values[n] = v;
-
-  // Module path and phase: Loom's capture records both in `custom`; plain
-  // exports carry `nn_module_stack` (the phase is then derived later).
+/// Module path and phase: Loom's capture records both in `custom`; plain
+/// exports carry `nn_module_stack` (the phase is then derived later).
+LogicalResult Importer::setModuleAndPhase(Operation *op,
+                                          const json::Object *metadata,
+                                          Location loc, StringRef name) {
   std::string modulePath;
   bool haveModule = false;
   if (metadata) {
@@ -729,8 +831,7 @@ LogicalResult Importer::importNode(const json::Object &node, unsigned index) {
           std::optional<Phase> p = symbolizePhase(*phase);
           if (!p)
             return nodeError(loc, name, "has unknown phase '" + *phase + "'");
-          op->setAttr(LoomDialect::kPhaseAttrName,
-                      PhaseAttr::get(ctx, *p));
+          op->setAttr(LoomDialect::kPhaseAttrName, PhaseAttr::get(ctx, *p));
           hasPhaseMeta = true;
         }
         if (std::optional<StringRef> m = c->getString("loom.module")) {
@@ -753,6 +854,42 @@ LogicalResult Importer::importNode(const json::Object &node, unsigned index) {
   }
   op->setAttr(LoomDialect::kModuleAttrName, builder.getStringAttr(modulePath));
   return success();
+}
+
+LogicalResult Importer::importNode(const json::Object &node, unsigned index) {
+  std::optional<StringRef> target = node.getString("target");
+  const json::Object *metadata = node.getObject("metadata");
+  std::string name = getNodeName(node, index);
+  Location loc = nodeLocation(name, metadata);
+  if (!target)
+    return nodeError(loc, name, "has no 'target'");
+  FailureOr<std::string> kernel = parseKernel(*target, loc, name);
+  if (failed(kernel))
+    return failure();
+
+  SmallVector<Value> operands;
+  SmallVector<Attribute> args;
+  SmallVector<NamedAttribute> kwargs;
+  const json::Array *inputsJson = node.getArray("inputs");
+  if (!inputsJson)
+    return nodeError(loc, name, "has no 'inputs'");
+  if (failed(convertInputs(*inputsJson, loc, name, operands, args, kwargs)))
+    return failure();
+
+  const json::Array *outputsJson = node.getArray("outputs");
+  if (!outputsJson)
+    return nodeError(loc, name, "has no 'outputs'");
+  NodeResults results;
+  if (failed(convertOutputs(*outputsJson, loc, name, results)))
+    return failure();
+
+  auto op = AtenOp::create(
+      builder, loc, results.types, builder.getStringAttr(*kernel), operands,
+      builder.getArrayAttr(args), builder.getDictionaryAttr(kwargs),
+      results.simple ? ArrayAttr() : builder.getArrayAttr(results.returns));
+  for (auto [n, v] : llvm::zip(results.names, op->getResults()))
+    values[n] = v;
+  return setModuleAndPhase(op, metadata, loc, name);
 }
 
 /// Without recorded phases, the forward is what the loss (and the buffer
@@ -802,96 +939,104 @@ LogicalResult Importer::importSignature(const json::Object &graphModule,
     return error(llvm::formatv("signature has {0} output specs but the graph "
                                "has {1} outputs",
                                outSpecs->size(), graphOutputs->size()));
+  for (auto [i, spec] : llvm::enumerate(*inSpecs))
+    if (failed(importInputSpec(spec, i, *graphInputs)))
+      return failure();
+  for (auto [i, spec] : llvm::enumerate(*outSpecs))
+    if (failed(importOutputSpec(spec, i)))
+      return failure();
+  return success();
+}
 
-  for (auto [i, spec] : llvm::enumerate(*inSpecs)) {
-    const json::Object *s = spec.getAsObject();
-    if (!s || s->size() != 1)
-      return error(llvm::formatv("input spec #{0} is malformed", i));
-    StringRef kind = s->begin()->first;
-    const json::Object *body = s->begin()->second.getAsObject();
-    if (!body)
-      return error(llvm::formatv("input spec #{0} is malformed", i));
-    InputInfo info;
-    const json::Object *arg = body->getObject("arg");
-    if (kind == "parameter") {
-      info.role = Role::parameter;
-      info.fqn = body->getString("parameter_name").value_or("").str();
-    } else if (kind == "buffer") {
-      info.role = Role::buffer;
-      info.fqn = body->getString("buffer_name").value_or("").str();
-    } else if (kind == "tensor_constant") {
-      info.role = Role::constant;
-      info.fqn = body->getString("tensor_constant_name").value_or("").str();
-    } else if (kind == "user_input") {
-      info.role = Role::input;
-      // user_input's arg is an Argument union; only tensors are supported.
-      if (arg)
-        arg = arg->getObject("as_tensor");
-      if (!arg)
-        return error(llvm::formatv(
-            "input #{0} is a non-tensor user input; Loom steps take tensors "
-            "only (export constants into the graph)",
-            i));
-    } else {
-      return error(llvm::formatv("input #{0} has kind '{1}', which Loom does "
-                                 "not support",
-                                 i, kind));
-    }
-    std::optional<StringRef> name = arg ? arg->getString("name") : std::nullopt;
-    if (!name)
-      return error(llvm::formatv("input spec #{0} has no argument name", i));
-    if (info.role != Role::input && info.fqn.empty())
-      return error(llvm::formatv("input spec #{0} ({1}) has no target name", i,
-                                 kind));
-    info.name = name->str();
-    // The graph's own input list must agree with the signature.
-    const json::Object *gi = (*graphInputs)[i].getAsObject();
-    const json::Object *gt = gi ? gi->getObject("as_tensor") : nullptr;
-    std::optional<StringRef> gname = gt ? gt->getString("name") : std::nullopt;
-    if (!gname || *gname != *name)
-      return error(llvm::formatv("graph input #{0} does not match the "
-                                 "signature's '{1}'",
-                                 i, *name));
-    inputs.push_back(std::move(info));
+LogicalResult Importer::importInputSpec(const json::Value &spec, size_t i,
+                                        const json::Array &graphInputs) {
+  const json::Object *s = spec.getAsObject();
+  if (!s || s->size() != 1)
+    return error(llvm::formatv("input spec #{0} is malformed", i));
+  StringRef kind = s->begin()->first;
+  const json::Object *body = s->begin()->second.getAsObject();
+  if (!body)
+    return error(llvm::formatv("input spec #{0} is malformed", i));
+  InputInfo info;
+  const json::Object *arg = body->getObject("arg");
+  if (kind == "parameter") {
+    info.role = Role::parameter;
+    info.fqn = body->getString("parameter_name").value_or("").str();
+  } else if (kind == "buffer") {
+    info.role = Role::buffer;
+    info.fqn = body->getString("buffer_name").value_or("").str();
+  } else if (kind == "tensor_constant") {
+    info.role = Role::constant;
+    info.fqn = body->getString("tensor_constant_name").value_or("").str();
+  } else if (kind == "user_input") {
+    info.role = Role::input;
+    // user_input's arg is an Argument union; only tensors are supported.
+    if (arg)
+      arg = arg->getObject("as_tensor");
+    if (!arg)
+      return error(llvm::formatv(
+          "input #{0} is a non-tensor user input; Loom steps take tensors "
+          "only (export constants into the graph)",
+          i));
+  } else {
+    return error(llvm::formatv("input #{0} has kind '{1}', which Loom does "
+                               "not support",
+                               i, kind));
   }
+  std::optional<StringRef> name = arg ? arg->getString("name") : std::nullopt;
+  if (!name)
+    return error(llvm::formatv("input spec #{0} has no argument name", i));
+  if (info.role != Role::input && info.fqn.empty())
+    return error(
+        llvm::formatv("input spec #{0} ({1}) has no target name", i, kind));
+  info.name = name->str();
+  // The graph's own input list must agree with the signature.
+  const json::Object *gi = graphInputs[i].getAsObject();
+  const json::Object *gt = gi ? gi->getObject("as_tensor") : nullptr;
+  std::optional<StringRef> gname = gt ? gt->getString("name") : std::nullopt;
+  if (!gname || *gname != *name)
+    return error(llvm::formatv("graph input #{0} does not match the "
+                               "signature's '{1}'",
+                               i, *name));
+  inputs.push_back(std::move(info));
+  return success();
+}
 
-  for (auto [i, spec] : llvm::enumerate(*outSpecs)) {
-    const json::Object *s = spec.getAsObject();
-    if (!s || s->size() != 1 || !s->begin()->second.getAsObject())
-      return error(llvm::formatv("output spec #{0} is malformed", i));
-    StringRef kind = s->begin()->first;
-    const json::Object &body = *s->begin()->second.getAsObject();
-    OutputInfo info;
-    const json::Object *arg = body.getObject("arg");
-    if (kind == "loss_output") {
-      info.role = Role::loss;
-    } else if (kind == "gradient_to_parameter") {
-      info.role = Role::grad;
-      info.target = body.getString("parameter_name").value_or("").str();
-    } else if (kind == "buffer_mutation") {
-      info.role = Role::buffer_mutation;
-      info.target = body.getString("buffer_name").value_or("").str();
-    } else if (kind == "user_input_mutation") {
-      info.role = Role::input_mutation;
-      info.target = body.getString("user_input_name").value_or("").str();
-    } else if (kind == "user_output") {
-      info.role = Role::output;
-      if (arg)
-        arg = arg->getObject("as_tensor");
-      if (!arg)
-        return error(llvm::formatv("output #{0} is a non-tensor user output",
-                                   i));
-    } else {
-      return error(llvm::formatv("output #{0} has kind '{1}', which Loom "
-                                 "does not support",
-                                 i, kind));
-    }
-    std::optional<StringRef> name = arg ? arg->getString("name") : std::nullopt;
-    if (!name)
-      return error(llvm::formatv("output spec #{0} has no argument name", i));
-    info.name = name->str();
-    outputs.push_back(std::move(info));
+LogicalResult Importer::importOutputSpec(const json::Value &spec, size_t i) {
+  const json::Object *s = spec.getAsObject();
+  if (!s || s->size() != 1 || !s->begin()->second.getAsObject())
+    return error(llvm::formatv("output spec #{0} is malformed", i));
+  StringRef kind = s->begin()->first;
+  const json::Object &body = *s->begin()->second.getAsObject();
+  OutputInfo info;
+  const json::Object *arg = body.getObject("arg");
+  if (kind == "loss_output") {
+    info.role = Role::loss;
+  } else if (kind == "gradient_to_parameter") {
+    info.role = Role::grad;
+    info.target = body.getString("parameter_name").value_or("").str();
+  } else if (kind == "buffer_mutation") {
+    info.role = Role::buffer_mutation;
+    info.target = body.getString("buffer_name").value_or("").str();
+  } else if (kind == "user_input_mutation") {
+    info.role = Role::input_mutation;
+    info.target = body.getString("user_input_name").value_or("").str();
+  } else if (kind == "user_output") {
+    info.role = Role::output;
+    if (arg)
+      arg = arg->getObject("as_tensor");
+    if (!arg)
+      return error(llvm::formatv("output #{0} is a non-tensor user output", i));
+  } else {
+    return error(llvm::formatv("output #{0} has kind '{1}', which Loom "
+                               "does not support",
+                               i, kind));
   }
+  std::optional<StringRef> name = arg ? arg->getString("name") : std::nullopt;
+  if (!name)
+    return error(llvm::formatv("output spec #{0} has no argument name", i));
+  info.name = name->str();
+  outputs.push_back(std::move(info));
   return success();
 }
 
@@ -1026,37 +1171,36 @@ LogicalResult Importer::importWeights(Pt2Archive &archive) {
 // Driver
 //===----------------------------------------------------------------------===//
 
-OwningOpRef<ModuleOp> Importer::run(Pt2Archive &archive) {
-  if (failed(findLayout(archive)) ||
-      failed(parseJsonEntry(archive, prefix + "models/model.json", model)))
-    return nullptr;
+LogicalResult Importer::findGraph(const json::Object *&graphModule,
+                                  const json::Object *&graph,
+                                  const json::Array *&nodes) {
   const json::Object *root = model.getAsObject();
   if (!root)
-    return error("models/model.json is not a JSON object"), nullptr;
+    return error("models/model.json is not a JSON object");
   const json::Object *version = root->getObject("schema_version");
   std::optional<int64_t> major =
       version ? version->getInteger("major") : std::nullopt;
   std::optional<int64_t> minor =
       version ? version->getInteger("minor") : std::nullopt;
   if (!major || !minor)
-    return error("models/model.json has no schema_version"), nullptr;
+    return error("models/model.json has no schema_version");
   if (*major != kSchemaMajor)
     return error(llvm::formatv("unsupported graph schema version {0}.{1}: "
                                "Loom reads version {2}.x (torch 2.5 - 2.9)",
-                               *major, *minor, kSchemaMajor)),
-           nullptr;
-  const json::Object *graphModule = root->getObject("graph_module");
-  const json::Object *graph =
-      graphModule ? graphModule->getObject("graph") : nullptr;
-  const json::Array *nodes = graph ? graph->getArray("nodes") : nullptr;
+                               *major, *minor, kSchemaMajor));
+  graphModule = root->getObject("graph_module");
+  graph = graphModule ? graphModule->getObject("graph") : nullptr;
+  nodes = graph ? graph->getArray("nodes") : nullptr;
   if (!nodes)
-    return error("models/model.json has no graph_module.graph.nodes"),
-           nullptr;
+    return error("models/model.json has no graph_module.graph.nodes");
+  return success();
+}
 
-  if (failed(readTensorValues(*graph)) ||
-      failed(importSignature(*graphModule, *graph)))
-    return nullptr;
-
+/// The module and its step function, with one argument per graph input
+/// (tagged with its role and name) and no results yet: their types are
+/// those of the values returned, known once the nodes that produce them are
+/// imported (and checked there).
+LogicalResult Importer::createStepFunction() {
   module = ModuleOp::create(archiveLoc);
   module->getOperation()->setAttr(LoomDialect::kSourceAttrName,
                                   builder.getStringAttr(archiveName));
@@ -1066,18 +1210,16 @@ OwningOpRef<ModuleOp> Importer::run(Pt2Archive &archive) {
   for (const InputInfo &in : inputs) {
     llvm::Expected<TensorMeta> meta = getTensorMeta(in.name);
     if (!meta)
-      return error("step input " + llvm::toString(meta.takeError())), nullptr;
+      return error("step input " + llvm::toString(meta.takeError()));
     argTypes.push_back(meta->type);
   }
-  // Result types are those of the values returned, known once the nodes
-  // that produce them are imported (and checked there).
   func = func::FuncOp::create(builder, archiveLoc, opts.funcName,
                               builder.getFunctionType(argTypes, {}));
   func->setAttr(LoomDialect::kStepAttrName, builder.getUnitAttr());
   Block *entry = func.addEntryBlock();
   for (auto [i, in] : llvm::enumerate(inputs)) {
     if (values.count(in.name))
-      return error("input '" + in.name + "' appears twice"), nullptr;
+      return error("input '" + in.name + "' appears twice");
     values[in.name] = entry->getArgument(i);
     entry->getArgument(i).setLoc(
         NameLoc::get(StringAttr::get(ctx, in.name), archiveLoc));
@@ -1087,28 +1229,35 @@ OwningOpRef<ModuleOp> Importer::run(Pt2Archive &archive) {
                     builder.getStringAttr(in.role == Role::input ? in.name
                                                                  : in.fqn));
   }
-
   builder.setInsertionPointToEnd(entry);
-  for (auto [i, node] : llvm::enumerate(*nodes)) {
+  return success();
+}
+
+LogicalResult Importer::importNodes(const json::Array &nodes) {
+  for (auto [i, node] : llvm::enumerate(nodes)) {
     const json::Object *n = node.getAsObject();
     if (!n)
-      return error(llvm::formatv("graph node #{0} is not an object", i)),
-             nullptr;
+      return error(llvm::formatv("graph node #{0} is not an object", i));
     if (failed(importNode(*n, i)))
-      return nullptr;
+      return failure();
   }
+  return success();
+}
+
+/// Returns the graph outputs and types the results by them, with their
+/// roles; derives the phases when the capture recorded none.
+LogicalResult Importer::finishStepFunction() {
   SmallVector<Value> results;
   for (const OutputInfo &out : outputs) {
     auto it = values.find(out.name);
     if (it == values.end())
       return error("output '" + out.name +
-                   "' refers to a value no node defines"),
-             nullptr;
+                   "' refers to a value no node defines");
     results.push_back(it->second);
   }
   func::ReturnOp::create(builder, archiveLoc, results);
-  func.setFunctionType(builder.getFunctionType(
-      argTypes, ValueRange(results).getTypes()));
+  func.setFunctionType(builder.getFunctionType(func.getArgumentTypes(),
+                                               ValueRange(results).getTypes()));
   for (auto [i, out] : llvm::enumerate(outputs)) {
     func.setResultAttr(i, LoomDialect::kRoleAttrName,
                        RoleAttr::get(ctx, out.role));
@@ -1118,10 +1267,20 @@ OwningOpRef<ModuleOp> Importer::run(Pt2Archive &archive) {
   }
   if (!hasPhaseMeta)
     tagPhasesByDataflow();
+  return success();
+}
 
-  if (failed(importWeights(archive)))
-    return nullptr;
-  if (failed(mlir::verify(*module)))
+OwningOpRef<ModuleOp> Importer::run(Pt2Archive &archive) {
+  const json::Object *graphModule, *graph;
+  const json::Array *nodes;
+  if (failed(findLayout(archive)) ||
+      failed(parseJsonEntry(archive, prefix + "models/model.json", model)) ||
+      failed(findGraph(graphModule, graph, nodes)) ||
+      failed(readTensorValues(*graph)) ||
+      failed(importSignature(*graphModule, *graph)) ||
+      failed(createStepFunction()) || failed(importNodes(*nodes)) ||
+      failed(finishStepFunction()) || failed(importWeights(archive)) ||
+      failed(mlir::verify(*module)))
     return nullptr;
   if (!opts.weightsOut.empty()) {
     if (llvm::Error err = weights.writeFile(opts.weightsOut))

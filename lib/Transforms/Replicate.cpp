@@ -72,47 +72,54 @@ struct LoomReplicatePass
   /// The mesh the options describe: the module's own if it declares it
   /// (checked against the options), a new one otherwise.
   MeshOp getOrCreateMesh(ModuleOp module) {
-    Builder b(&getContext());
-    SmallVector<std::string> axisNames(axes.begin(), axes.end());
-    if (meshName.empty()) {
-      module.emitError("--loom-replicate: 'mesh' must name a symbol");
+    if (failed(checkOptions(module)))
       return nullptr;
-    }
-    if (bucketCapMb < 0) {
-      module.emitError("--loom-replicate: bucket-cap-mb must not be "
-                       "negative, got ")
-          << bucketCapMb;
-      return nullptr;
-    }
-    if (firstBucketCapMb < 0) {
-      module.emitError("--loom-replicate: first-bucket-cap-mb must not be "
-                       "negative, got ")
-          << firstBucketCapMb;
-      return nullptr;
-    }
-    if (auto existing = module.lookupSymbol<MeshOp>(meshName)) {
-      if (!meshShape.empty() &&
-          ArrayRef<int64_t>(meshShape) != existing.getShape()) {
-        existing.emitOpError("--loom-replicate: mesh-shape [")
-            << llvm::make_range(meshShape.begin(), meshShape.end())
-            << "] differs from the existing mesh's shape";
-        return nullptr;
-      }
-      if (!axisNames.empty() &&
-          b.getStrArrayAttr(SmallVector<StringRef>(axisNames.begin(),
-                                                   axisNames.end())) !=
-              existing.getAxes()) {
-        existing.emitOpError("--loom-replicate: axes differ from the "
-                             "existing mesh's axes");
-        return nullptr;
-      }
-      return existing;
-    }
+    if (auto existing = module.lookupSymbol<MeshOp>(meshName))
+      return succeeded(checkExistingMesh(existing)) ? existing : nullptr;
     if (module.lookupSymbol(meshName)) {
       module.emitError("--loom-replicate: symbol @")
           << meshName << " exists and is not a loom.mesh";
       return nullptr;
     }
+    return createMesh(module);
+  }
+
+  /// The options that hold whatever the module says: a mesh name and
+  /// bucket caps DDP accepts.
+  LogicalResult checkOptions(ModuleOp module) {
+    if (meshName.empty())
+      return module.emitError("--loom-replicate: 'mesh' must name a symbol");
+    if (bucketCapMb < 0)
+      return module.emitError("--loom-replicate: bucket-cap-mb must not be "
+                              "negative, got ")
+             << bucketCapMb;
+    if (firstBucketCapMb < 0)
+      return module.emitError("--loom-replicate: first-bucket-cap-mb must not "
+                              "be negative, got ")
+             << firstBucketCapMb;
+    return success();
+  }
+
+  /// mesh-shape and axes, when given, must describe the existing mesh.
+  LogicalResult checkExistingMesh(MeshOp existing) {
+    Builder b(&getContext());
+    if (!meshShape.empty() &&
+        ArrayRef<int64_t>(meshShape) != existing.getShape())
+      return existing.emitOpError("--loom-replicate: mesh-shape [")
+             << llvm::make_range(meshShape.begin(), meshShape.end())
+             << "] differs from the existing mesh's shape";
+    SmallVector<StringRef> axisNames(axes.begin(), axes.end());
+    if (!axisNames.empty() &&
+        b.getStrArrayAttr(axisNames) != existing.getAxes())
+      return existing.emitOpError("--loom-replicate: axes differ from the "
+                                  "existing mesh's axes");
+    return success();
+  }
+
+  /// A new mesh of mesh-shape with the given axes (a 1-D mesh's default is
+  /// "dp") at the start of the module.
+  MeshOp createMesh(ModuleOp module) {
+    SmallVector<std::string> axisNames(axes.begin(), axes.end());
     if (meshShape.empty()) {
       module.emitError("--loom-replicate: the module has no mesh @")
           << meshName
@@ -319,6 +326,78 @@ struct LoomReplicatePass
         builder.getDictionaryAttr({}), /*returns=*/ArrayAttr());
   }
 
+  /// The bucket's gradients flattened and concatenated into one buffer at
+  /// the builder's insertion point (the gradient itself for a bucket of
+  /// one); `sizes` receives each gradient's number of elements.
+  static Value packBucket(OpBuilder &builder, ArrayRef<Gradient> bucket,
+                          Type element,
+                          function_ref<Location(StringRef)> nameLoc,
+                          SmallVectorImpl<int64_t> &sizes,
+                          SmallVectorImpl<Operation *> &inserted) {
+    if (bucket.size() == 1)
+      return bucket.back().value;
+    MLIRContext *ctx = builder.getContext();
+    SmallVector<Value> flat;
+    SmallVector<Attribute> refs;
+    int64_t total = 0;
+    for (auto [k, g] : llvm::enumerate(bucket)) {
+      int64_t n = cast<RankedTensorType>(g.value.getType()).getNumElements();
+      sizes.push_back(n);
+      total += n;
+      auto reshape = createReshape(builder, nameLoc(".flatten"), g.value,
+                                   RankedTensorType::get({n}, element));
+      inserted.push_back(reshape);
+      flat.push_back(reshape.getResult(0));
+      refs.push_back(OperandRefAttr::get(ctx, k));
+    }
+    auto cat = loom::AtenOp::create(
+        builder, nameLoc(".cat"),
+        TypeRange{RankedTensorType::get({total}, element)},
+        builder.getStringAttr("aten::cat.default"), flat,
+        builder.getArrayAttr(
+            {builder.getArrayAttr(refs), builder.getI64IntegerAttr(0)}),
+        builder.getDictionaryAttr({}), /*returns=*/ArrayAttr());
+    inserted.push_back(cat);
+    return cat.getResult(0);
+  }
+
+  /// The reduced gradients of the bucket, in their own shapes, cut from the
+  /// reduced buffer `reduced` at the builder's insertion point.
+  static SmallVector<Value>
+  unpackBucket(OpBuilder &builder, ArrayRef<Gradient> bucket, Value reduced,
+               Type element, ArrayRef<int64_t> sizes,
+               function_ref<Location(StringRef)> nameLoc,
+               SmallVectorImpl<Operation *> &inserted) {
+    if (bucket.size() == 1)
+      return {reduced};
+    MLIRContext *ctx = builder.getContext();
+    SmallVector<Type> pieceTypes;
+    SmallVector<Attribute> sizeAttrs, indices;
+    for (auto [k, n] : llvm::enumerate(sizes)) {
+      pieceTypes.push_back(RankedTensorType::get({n}, element));
+      sizeAttrs.push_back(builder.getI64IntegerAttr(n));
+      indices.push_back(builder.getI64IntegerAttr(k));
+    }
+    auto split = loom::AtenOp::create(
+        builder, nameLoc(".split"), pieceTypes,
+        builder.getStringAttr("aten::split_with_sizes.default"),
+        ValueRange{reduced},
+        builder.getArrayAttr({OperandRefAttr::get(ctx, 0),
+                              builder.getArrayAttr(sizeAttrs),
+                              builder.getI64IntegerAttr(0)}),
+        builder.getDictionaryAttr({}),
+        builder.getArrayAttr({builder.getArrayAttr(indices)}));
+    inserted.push_back(split);
+    SmallVector<Value> values;
+    for (auto [g, piece] : llvm::zip(bucket, split.getResults())) {
+      auto reshape = createReshape(builder, nameLoc(".unflatten"), piece,
+                                   cast<RankedTensorType>(g.value.getType()));
+      inserted.push_back(reshape);
+      values.push_back(reshape.getResult(0));
+    }
+    return values;
+  }
+
   void reduceBucket(func::FuncOp func, MeshOp mesh, size_t index,
                     ArrayRef<Gradient> bucket) {
     MLIRContext *ctx = &getContext();
@@ -333,8 +412,7 @@ struct LoomReplicatePass
     auto nameLoc = [&](StringRef suffix) -> Location {
       return NameLoc::get(StringAttr::get(ctx, name + suffix), last.getLoc());
     };
-    Type element =
-        cast<RankedTensorType>(last.getType()).getElementType();
+    Type element = cast<RankedTensorType>(last.getType()).getElementType();
 
     // Flatten right after the bucket's last gradient exists (after the
     // ops earlier buckets placed there, to keep bucket order).
@@ -347,32 +425,9 @@ struct LoomReplicatePass
     else
       builder.setInsertionPointToStart(&body);
     SmallVector<Operation *> inserted;
-    Value buffer = last;
     SmallVector<int64_t> sizes;
-    if (bucket.size() > 1) {
-      SmallVector<Value> flat;
-      SmallVector<Attribute> refs;
-      int64_t total = 0;
-      for (auto [k, g] : llvm::enumerate(bucket)) {
-        int64_t n = cast<RankedTensorType>(g.value.getType()).getNumElements();
-        sizes.push_back(n);
-        total += n;
-        auto reshape = createReshape(builder, nameLoc(".flatten"), g.value,
-                                     RankedTensorType::get({n}, element));
-        inserted.push_back(reshape);
-        flat.push_back(reshape.getResult(0));
-        refs.push_back(OperandRefAttr::get(ctx, k));
-      }
-      auto cat = loom::AtenOp::create(
-          builder, nameLoc(".cat"),
-          TypeRange{RankedTensorType::get({total}, element)},
-          builder.getStringAttr("aten::cat.default"), flat,
-          builder.getArrayAttr(
-              {builder.getArrayAttr(refs), builder.getI64IntegerAttr(0)}),
-          builder.getDictionaryAttr({}), /*returns=*/ArrayAttr());
-      inserted.push_back(cat);
-      buffer = cat.getResult(0);
-    }
+    Value buffer =
+        packBucket(builder, bucket, element, nameLoc, sizes, inserted);
     auto bufferType = cast<RankedTensorType>(buffer.getType());
     auto start = AllReduceStartOp::create(
         builder, nameLoc(""), FutureType::get(ctx, bufferType), buffer,
@@ -388,35 +443,8 @@ struct LoomReplicatePass
     auto wait = WaitOp::create(builder, nameLoc(".wait"), bufferType,
                                start.getFuture());
     inserted.push_back(wait);
-    SmallVector<Value> reduced;
-    if (bucket.size() == 1) {
-      reduced.push_back(wait.getResult());
-    } else {
-      SmallVector<Type> pieceTypes;
-      SmallVector<Attribute> sizeAttrs, indices;
-      for (auto [k, n] : llvm::enumerate(sizes)) {
-        pieceTypes.push_back(RankedTensorType::get({n}, element));
-        sizeAttrs.push_back(builder.getI64IntegerAttr(n));
-        indices.push_back(builder.getI64IntegerAttr(k));
-      }
-      auto split = loom::AtenOp::create(
-          builder, nameLoc(".split"), pieceTypes,
-          builder.getStringAttr("aten::split_with_sizes.default"),
-          ValueRange{wait.getResult()},
-          builder.getArrayAttr({OperandRefAttr::get(ctx, 0),
-                                builder.getArrayAttr(sizeAttrs),
-                                builder.getI64IntegerAttr(0)}),
-          builder.getDictionaryAttr({}), builder.getArrayAttr(
-              {builder.getArrayAttr(indices)}));
-      inserted.push_back(split);
-      for (auto [g, piece] : llvm::zip(bucket, split.getResults())) {
-        auto reshape =
-            createReshape(builder, nameLoc(".unflatten"), piece,
-                          cast<RankedTensorType>(g.value.getType()));
-        inserted.push_back(reshape);
-        reduced.push_back(reshape.getResult(0));
-      }
-    }
+    SmallVector<Value> reduced = unpackBucket(
+        builder, bucket, wait.getResult(), element, sizes, nameLoc, inserted);
     for (Operation *op : inserted)
       tag(op, module, op->getLoc());
     for (auto [g, value] : llvm::zip(bucket, reduced))

@@ -1,0 +1,187 @@
+//===- Gather.cpp - loom-fsdp's all-gathers before forward use ------------===//
+
+#include "Fsdp.h"
+
+using namespace mlir;
+using namespace loom;
+using namespace loom::fsdp;
+
+/// This rank's shards of `unit`'s parameters, in the compute dtype,
+/// flattened and concatenated: the buffer the all-gather sends.
+static Value buildShardBuffer(ShardingState &s, OpBuilder &b, Location loc,
+                              const Unit &unit, int64_t total) {
+  const OpTagger &t = s.tagger;
+  SmallVector<Value> pieces;
+  for (unsigned p : unit.params) {
+    const ParamInfo &info = s.params[p];
+    Value shard = t.castTo(b, loc, s.func.getArgument(info.argIndex),
+                           s.config.computeDtype);
+    pieces.push_back(t.view(b, loc, shard, {info.localNumel}));
+  }
+  Value buffer = pieces.front();
+  if (pieces.size() == 1)
+    return buffer;
+  SmallVector<Attribute> refs;
+  for (unsigned i = 0; i < pieces.size(); ++i)
+    refs.push_back(OperandRefAttr::get(b.getContext(), i));
+  return t.aten(b, loc, "aten::cat.default",
+                cast<RankedTensorType>(buffer.getType()).clone({total}), pieces,
+                {b.getArrayAttr(refs), b.getI64IntegerAttr(0)});
+}
+
+static Value buildAllGather(ShardingState &s, OpBuilder &b, Location loc,
+                            Value buffer, ArrayAttr axes, int64_t total) {
+  MLIRContext *ctx = b.getContext();
+  auto type = cast<RankedTensorType>(buffer.getType())
+                  .clone({total * s.mesh().shardSize});
+  auto start =
+      AllGatherStartOp::create(b, loc, FutureType::get(ctx, type), buffer,
+                               s.mesh().ref, axes, b.getI64IntegerAttr(0));
+  return s.tagger.finishCollective(b, loc, start, type);
+}
+
+/// Rank r's chunk of the gathered buffer holds its shard of every
+/// parameter; a [G, N] view puts each parameter's shards in one column
+/// block, which is cut back to the parameter's (unpadded) shape.
+static SmallVector<Value>
+unpackGathered(ShardingState &s, OpBuilder &b, Location loc, const Unit &unit,
+               Value gathered, ArrayRef<int64_t> sizes, int64_t total) {
+  const OpTagger &t = s.tagger;
+  int64_t shardSize = s.mesh().shardSize;
+  SmallVector<Value> pieces;
+  if (unit.params.size() == 1) {
+    pieces.push_back(gathered);
+  } else {
+    Value matrix = t.view(b, loc, gathered, {shardSize, total});
+    pieces = t.splitWithSizes(b, loc, matrix, sizes, 1);
+  }
+  SmallVector<Value> full;
+  for (auto [p, piece] : llvm::zip(unit.params, pieces)) {
+    const ParamInfo &info = s.params[p];
+    SmallVector<int64_t> padded(info.fullType.getShape());
+    padded[0] = info.localType.getDimSize(0) * shardSize;
+    // A column block of the [G, N] view is not contiguous: reshape copies.
+    Value value = t.view(b, loc, piece, padded,
+                         unit.params.size() == 1 ? "aten::view.default"
+                                                 : "aten::reshape.default");
+    int64_t rows = info.fullType.getDimSize(0);
+    if (padded[0] != rows) {
+      SmallVector<int64_t> shape(padded);
+      shape[0] = rows;
+      value =
+          t.aten(b, loc, "aten::slice.Tensor",
+                 cast<RankedTensorType>(value.getType()).clone(shape), value,
+                 {OperandRefAttr::get(b.getContext(), 0),
+                  b.getI64IntegerAttr(0), b.getI64IntegerAttr(0),
+                  b.getI64IntegerAttr(rows), b.getI64IntegerAttr(1)});
+    }
+    full.push_back(value);
+  }
+  return full;
+}
+
+SmallVector<Value> fsdp::buildGather(ShardingState &s, OpBuilder &b,
+                                     Location loc, const Unit &unit,
+                                     Value postForward, Value &flat) {
+  SmallVector<int64_t> sizes;
+  int64_t total = 0;
+  for (unsigned p : unit.params) {
+    sizes.push_back(s.params[p].localNumel);
+    total += s.params[p].localNumel;
+  }
+  if (postForward) {
+    // The k ranks of the post-forward group hold consecutive row blocks of
+    // the [G, N] matrix: gathering them rebuilds it.
+    flat =
+        buildAllGather(s, b, loc, postForward, s.mesh().postForwardAxes, total);
+  } else {
+    Value buffer = buildShardBuffer(s, b, loc, unit, total);
+    flat = s.mesh().shardSize > 1
+               ? buildAllGather(s, b, loc, buffer, s.mesh().shardAxes, total)
+               : buffer;
+  }
+  return unpackGathered(s, b, loc, unit, flat, sizes, total);
+}
+
+/// This rank's post-forward shard of a unit's gathered buffer `flat`: rows
+/// [j*G/k, (j+1)*G/k) of the [G, N] matrix for rank j of its k-rank
+/// post-forward group (1/k of every parameter, as FSDP2 keeps it).
+static Value buildPostForwardSlice(ShardingState &s, OpBuilder &b, Location loc,
+                                   Value flat) {
+  const MeshLayout &mesh = s.mesh();
+  auto full = cast<RankedTensorType>(flat.getType());
+  auto type = full.clone({full.getDimSize(0) / mesh.postForwardSize});
+  auto start = AllSliceStartOp::create(
+      b, loc, FutureType::get(b.getContext(), type), flat, mesh.ref,
+      mesh.postForwardAxes, b.getI64IntegerAttr(0));
+  return s.tagger.finishCollective(b, loc, start, type);
+}
+
+/// The first op of microbatch `mb` that uses a parameter of `unit`:
+/// FSDP2's pre-forward hook unshards before it. A parameter used in
+/// forward counts by its first forward use, one used only in backward by
+/// its first use.
+static Operation *findFirstUse(ShardingState &s, const Unit &unit, int64_t mb) {
+  Operation *first = nullptr;
+  for (unsigned p : unit.params) {
+    Operation *firstForward = nullptr, *firstAny = nullptr;
+    for (OpOperand *use : s.uses[p]) {
+      Operation *user = use->getOwner();
+      if (s.microbatches.of(user).value_or(0) != mb)
+        continue;
+      if (!firstAny || user->isBeforeInBlock(firstAny))
+        firstAny = user;
+      if (getPhase(user) == Phase::forward &&
+          (!firstForward || user->isBeforeInBlock(firstForward)))
+        firstForward = user;
+    }
+    Operation *candidate = firstForward ? firstForward : firstAny;
+    if (candidate && (!first || candidate->isBeforeInBlock(first)))
+      first = candidate;
+  }
+  return first;
+}
+
+ForwardGathers fsdp::gatherForForward(ShardingState &s, int64_t mb,
+                                      Unsharded &unsharded) {
+  OpBuilder b(s.func.getContext());
+  ForwardGathers forward;
+  forward.full.resize(s.params.size());
+  forward.postForward.resize(s.units.size());
+  for (auto [u, unit] : llvm::enumerate(s.units)) {
+    Operation *first = findFirstUse(s, unit, mb);
+    if (!first)
+      continue;
+    s.tagger.module = b.getStringAttr(unit.prefix);
+    s.tagger.phase = Phase::forward;
+    b.setInsertionPoint(first);
+    SmallVector<Value> &live = unsharded.params[u];
+    if (live.empty()) {
+      Location loc = NameLoc::get(
+          b.getStringAttr("fsdp.all_gather:" + unit.label()), first->getLoc());
+      live = buildGather(s, b, loc, unit, Value(), unsharded.flat[u]);
+      s.gatheredValues.insert(live.begin(), live.end());
+    }
+    // Resharding to k ranks keeps this rank's 1/k of the gathered buffer
+    // (taken at once, so the buffer can be freed after the forward).
+    if (unit.reshard && s.mesh().postForwardSize)
+      forward.postForward[u] = buildPostForwardSlice(
+          s, b,
+          NameLoc::get(
+              b.getStringAttr("fsdp.post_forward_shard:" + unit.label()),
+              first->getLoc()),
+          unsharded.flat[u]);
+    for (auto [p, value] : llvm::zip(unit.params, live)) {
+      forward.full[p] = value;
+      for (OpOperand *use : s.uses[p])
+        if (s.microbatches.of(use->getOwner()).value_or(0) == mb)
+          use->set(value);
+    }
+    // Post-forward reshard.
+    if (unit.reshard) {
+      live.clear();
+      unsharded.flat[u] = Value();
+    }
+  }
+  return forward;
+}

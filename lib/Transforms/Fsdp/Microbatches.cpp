@@ -1,0 +1,47 @@
+//===- Microbatches.cpp - loom-fsdp's unshard/reshard per microbatch ------===//
+//
+// Each microbatch in order, as FSDP2's hooks run: a unit is all-gathered
+// before its first forward use unless it is still unsharded, resharded
+// after forward when it reshards after forward, gathered again before its
+// backward if so, and resharded after backward unless
+// reshard-after-backward=false keeps it unsharded for the next microbatch
+// (the last microbatch always reshards).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Fsdp.h"
+
+using namespace mlir;
+using namespace loom;
+using namespace loom::fsdp;
+
+Microbatches Microbatches::find(Block &body) {
+  Microbatches found;
+  for (Operation &op : body)
+    if (auto mb =
+            op.getAttrOfType<IntegerAttr>(LoomDialect::kMicrobatchAttrName)) {
+      found.tagged = true;
+      found.count = std::max(found.count, mb.getInt() + 1);
+    }
+  return found;
+}
+
+std::optional<int64_t> Microbatches::of(Operation *op) const {
+  if (!tagged)
+    return 0;
+  if (auto mb =
+          op->getAttrOfType<IntegerAttr>(LoomDialect::kMicrobatchAttrName))
+    return mb.getInt();
+  return std::nullopt;
+}
+
+void fsdp::unshardPerMicrobatch(ShardingState &s) {
+  Unsharded unsharded;
+  unsharded.params.resize(s.units.size());
+  unsharded.flat.resize(s.units.size());
+  for (int64_t mb = 0; mb < s.microbatches.count; ++mb) {
+    ForwardGathers forward = gatherForForward(s, mb, unsharded);
+    BackwardGathers backward = gatherForBackward(s, mb, forward);
+    reshardAfterBackward(s, mb, backward, unsharded);
+  }
+}

@@ -1,0 +1,210 @@
+//===- MixedPrecision.cpp - loom-fsdp's param-dtype compute ---------------===//
+//
+// Mixed precision, as FSDP2's MixedPrecisionPolicy: the parameters are
+// gathered in the compute dtype and the root's floating forward inputs are
+// cast to it (cast_forward_inputs); buffers and constants keep their dtype.
+// Every op then computes in the dtype eager PyTorch would give it:
+// elementwise ops follow type promotion (`bf16 activation + f32 buffer` is
+// f32), other ops run in the compute dtype.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Fsdp.h"
+
+#include "loom/Analysis/PeakMemory.h"
+
+#include "llvm/ADT/StringSwitch.h"
+
+using namespace mlir;
+using namespace loom;
+using namespace loom::fsdp;
+
+/// Whether an ATen operator computes in torch.result_type of its tensor
+/// operands (elementwise arithmetic and comparisons): with a compute-dtype
+/// and an original-dtype operand it runs, in eager PyTorch, in the promoted
+/// dtype rather than failing or casting down.
+static bool promotesTypes(StringRef opName) {
+  return llvm::StringSwitch<bool>(opName)
+      .Cases({"aten::add", "aten::sub", "aten::mul", "aten::div", "aten::rsub",
+              "aten::where", "aten::maximum", "aten::minimum"},
+             true)
+      .Cases({"aten::pow", "aten::atan2", "aten::fmod", "aten::remainder",
+              "aten::addcmul", "aten::addcdiv", "aten::lerp"},
+             true)
+      .Cases({"aten::eq", "aten::ne", "aten::lt", "aten::le", "aten::gt",
+              "aten::ge", "aten::fmax", "aten::fmin", "aten::hypot"},
+             true)
+      .Default(false);
+}
+
+static Type dtypeOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getElementType();
+}
+
+namespace {
+/// Moves ops from the original (parameter) dtype to the compute dtype.
+class ComputeLowering {
+public:
+  ComputeLowering(ShardingState &s, Type original)
+      : s(s), original(original), compute(s.config.computeDtype),
+        b(s.func.getContext()) {}
+
+  void castForwardInputs();
+  void lowerOps();
+  void lowerGradientProducers();
+
+private:
+  /// Runs `atenOp` in the compute dtype: its original-dtype operands are
+  /// cast (once per value), its results and dtype arguments retyped.
+  void lowerToCompute(AtenOp atenOp);
+  /// Whether type promotion keeps an op with compute-dtype operands in the
+  /// original dtype.
+  bool staysOriginal(Operation &op) const;
+
+  ShardingState &s;
+  Type original, compute;
+  Builder b;
+  DenseMap<Value, Value> castOnce;
+};
+} // namespace
+
+void ComputeLowering::castForwardInputs() {
+  func::FuncOp func = s.func;
+  OpBuilder ib(func.getContext());
+  ib.setInsertionPointToStart(&s.body());
+  s.tagger.module = b.getStringAttr("");
+  s.tagger.phase = Phase::forward;
+  for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
+    auto role = func.getArgAttrOfType<RoleAttr>(i, LoomDialect::kRoleAttrName);
+    BlockArgument arg = func.getArgument(i);
+    if (!role || role.getValue() != Role::input || arg.use_empty() ||
+        dtypeOf(arg) != original)
+      continue;
+    Value lowered = s.tagger.castTo(ib, arg.getLoc(), arg, compute);
+    arg.replaceAllUsesExcept(lowered, lowered.getDefiningOp());
+  }
+}
+
+void ComputeLowering::lowerToCompute(AtenOp atenOp) {
+  Operation &op = *atenOp;
+  OpBuilder ob(&op);
+  s.tagger.module = b.getStringAttr(getModulePath(&op));
+  s.tagger.phase = getPhase(&op).value_or(Phase::forward);
+  for (OpOperand &operand : op.getOpOperands()) {
+    Value v = operand.get();
+    if (dtypeOf(v) != original)
+      continue;
+    // Values defined before the loop dominate every later use, so one
+    // cast serves all of them.
+    Value &lowered = castOnce[v];
+    if (!lowered)
+      lowered = s.tagger.castTo(ob, op.getLoc(), v, compute);
+    operand.set(lowered);
+  }
+  for (Value result : op.getResults()) {
+    auto type = cast<RankedTensorType>(result.getType());
+    if (type.getElementType() == original)
+      result.setType(type.clone(compute));
+  }
+  // ScalarType arguments that named the original dtype follow it.
+  auto retype = [&](Attribute a) -> Attribute {
+    if (auto t = dyn_cast<TypeAttr>(a))
+      if (t.getValue() == original)
+        return TypeAttr::get(compute);
+    return a;
+  };
+  SmallVector<Attribute> args;
+  for (Attribute a : atenOp.getArgs())
+    args.push_back(retype(a));
+  atenOp.setArgsAttr(b.getArrayAttr(args));
+  SmallVector<NamedAttribute> kwargs;
+  for (NamedAttribute a : atenOp.getKwargs())
+    kwargs.push_back(b.getNamedAttr(a.getName(), retype(a.getValue())));
+  atenOp.setKwargsAttr(b.getDictionaryAttr(kwargs));
+}
+
+bool ComputeLowering::staysOriginal(Operation &op) const {
+  // torch.result_type over the floating operands: dimensioned tensors take
+  // precedence over 0-dim ones; among either, the original (wider) dtype
+  // wins over the compute dtype. ATen promotes mixed operands itself, so an
+  // op that stays in the original dtype needs no cast.
+  bool dimensioned = llvm::any_of(op.getOperands(), [&](Value v) {
+    auto t = cast<RankedTensorType>(v.getType());
+    return t.getRank() > 0 && isa<FloatType>(t.getElementType());
+  });
+  return llvm::any_of(op.getOperands(), [&](Value v) {
+    auto t = cast<RankedTensorType>(v.getType());
+    return (!dimensioned || t.getRank() > 0) && t.getElementType() == original;
+  });
+}
+
+void ComputeLowering::lowerOps() {
+  for (Operation &op : llvm::make_early_inc_range(s.body())) {
+    auto atenOp = dyn_cast<AtenOp>(&op);
+    if (!atenOp || atenOp->getNumResults() == 0 ||
+        s.gatheredValues.contains(atenOp->getResult(0)))
+      continue;
+    // A cast the model wrote (`.float()`) keeps its dtype.
+    if (atenOp.getOpName() == "aten::_to_copy")
+      continue;
+    bool lowered = llvm::any_of(op.getOperands(),
+                                [&](Value v) { return dtypeOf(v) == compute; });
+    if (!lowered)
+      continue;
+    if (promotesTypes(atenOp.getOpName()) && staysOriginal(op))
+      continue;
+    lowerToCompute(atenOp);
+  }
+}
+
+/// The op making a gradient result and the views of it in between (e.g.
+/// `view(sum(g, [0]))` for a bias), each used only by the next, innermost
+/// last; empty when the gradient is not made so.
+static SmallVector<AtenOp> getGradientChain(Value grad, Operation *user) {
+  SmallVector<AtenOp> chain;
+  for (Value v = grad;;) {
+    auto def = v.getDefiningOp<AtenOp>();
+    if (!def || def->getNumResults() != 1 || !v.hasOneUse() ||
+        *v.getUsers().begin() != user)
+      break;
+    chain.push_back(def);
+    if (!isViewOp(def.getOpName()) || def->getNumOperands() == 0)
+      break;
+    user = def;
+    v = def->getOperand(0);
+  }
+  return chain;
+}
+
+void ComputeLowering::lowerGradientProducers() {
+  // In eager, autograd casts a gradient flowing into a compute-dtype tensor
+  // to that dtype, so each parameter's gradient is made in the compute
+  // dtype; the captured f32 graph has no such cast where the gradient comes
+  // from an f32 op (e.g. a bias gradient summed from the f32 gradient of
+  // `bf16 logits + f32 buffer`).
+  Operation *terminator = s.body().getTerminator();
+  for (ParamInfo &info : s.params) {
+    if (!info.gradResult)
+      continue;
+    Value grad = terminator->getOperand(*info.gradResult);
+    if (dtypeOf(grad) != original)
+      continue;
+    SmallVector<AtenOp> chain = getGradientChain(grad, terminator);
+    if (chain.empty() || isViewOp(chain.back().getOpName()) ||
+        chain.back().getOpName() == "aten::_to_copy")
+      continue;
+    for (AtenOp op : llvm::reverse(chain))
+      lowerToCompute(op);
+  }
+}
+
+void fsdp::applyMixedPrecision(ShardingState &s) {
+  Type original = s.params.front().fullType.getElementType();
+  Type compute = s.config.computeDtype;
+  if (!compute || compute == original)
+    return;
+  ComputeLowering lowering(s, original);
+  lowering.castForwardInputs();
+  lowering.lowerOps();
+  lowering.lowerGradientProducers();
+}

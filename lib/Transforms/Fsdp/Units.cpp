@@ -1,0 +1,219 @@
+//===- Units.cpp - loom-fsdp's parameters and fully_shard units -----------===//
+//
+// Which parameters the step has, which unit (a module-path prefix, as
+// `fully_shard(model.layers[i])` names one) gathers and reduces each, and
+// which units reshard after forward. The module-path and op queries at the
+// end are the pass's own; they answer what the dialect's op classification
+// answers for other passes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Fsdp.h"
+
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
+
+using namespace mlir;
+using namespace loom;
+using namespace loom::fsdp;
+
+static int64_t product(ArrayRef<int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+LogicalResult fsdp::collectParams(ShardingState &s) {
+  func::FuncOp func = s.func;
+  int64_t shardSize = s.mesh().shardSize;
+  llvm::StringMap<unsigned> paramByName;
+  for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
+    auto role = func.getArgAttrOfType<RoleAttr>(i, LoomDialect::kRoleAttrName);
+    if (!role || role.getValue() != Role::parameter)
+      continue;
+    if (func.getArgAttr(i, LoomDialect::kShardAttrName))
+      return emitFsdpError(func) << "argument #" << i << " is already sharded";
+    auto name =
+        func.getArgAttrOfType<StringAttr>(i, LoomDialect::kNameAttrName);
+    auto type = cast<RankedTensorType>(func.getArgument(i).getType());
+    if (type.getRank() == 0)
+      return emitFsdpError(func)
+             << "parameter '" << name.getValue()
+             << "' is a scalar; FSDP shards dim 0 and cannot shard it";
+    ParamInfo info;
+    info.argIndex = i;
+    info.name = name.getValue();
+    info.fullType = type;
+    SmallVector<int64_t> local(type.getShape());
+    local[0] = (local[0] + shardSize - 1) / shardSize;
+    info.localType = type.clone(local);
+    info.localNumel = product(local);
+    paramByName[info.name] = s.params.size();
+    s.params.push_back(info);
+  }
+  if (s.params.empty())
+    return emitFsdpError(func) << "the step has no parameters to shard";
+  for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
+    auto role =
+        func.getResultAttrOfType<RoleAttr>(i, LoomDialect::kRoleAttrName);
+    if (!role || role.getValue() != Role::grad)
+      continue;
+    auto target =
+        func.getResultAttrOfType<StringAttr>(i, LoomDialect::kTargetAttrName);
+    auto it = paramByName.find(target.getValue());
+    if (it != paramByName.end())
+      s.params[it->second].gradResult = i;
+  }
+  return success();
+}
+
+/// The default units: the `...layers.N` prefix of every parameter name.
+static SmallVector<std::string>
+collectDefaultUnits(ArrayRef<ParamInfo> params) {
+  SmallVector<std::string> prefixes;
+  llvm::StringSet<> seen;
+  for (const ParamInfo &param : params) {
+    SmallVector<StringRef> parts;
+    param.name.split(parts, '.');
+    for (size_t i = 0; i + 2 < parts.size(); ++i) {
+      int64_t index;
+      if (parts[i] == "layers" && !parts[i + 1].getAsInteger(10, index)) {
+        std::string prefix = llvm::join(ArrayRef(parts).take_front(i + 2), ".");
+        if (seen.insert(prefix).second)
+          prefixes.push_back(prefix);
+        break;
+      }
+    }
+  }
+  return prefixes;
+}
+
+/// One unit per prefix, each checked to name some parameter, then the root.
+static LogicalResult createUnits(ShardingState &s,
+                                 ArrayRef<std::string> prefixes) {
+  func::FuncOp func = s.func;
+  for (const std::string &prefix : prefixes) {
+    if (prefix.empty())
+      return emitFsdpError(func)
+             << "a unit prefix is empty; the root is always a unit";
+    // A unit names parameters by their owner module, or uses them under its
+    // path (`head` of a weight tied to `tok.weight`).
+    bool matches = llvm::any_of(s.params, [&](const ParamInfo &p) {
+      if (isUnder(getOwnerModule(p.name), prefix))
+        return true;
+      return llvm::any_of(func.getArgument(p.argIndex).getUsers(),
+                          [&](Operation *user) {
+                            return isUnder(getModulePath(user), prefix);
+                          });
+    });
+    if (!matches)
+      return emitFsdpError(func)
+             << "unit '" << prefix
+             << "' matches no parameter (none is owned or used by "
+                "a module under it)";
+    if (llvm::any_of(s.units,
+                     [&](const Unit &u) { return u.prefix == prefix; }))
+      return emitFsdpError(func) << "unit '" << prefix << "' is listed twice";
+    Unit unit;
+    unit.prefix = prefix;
+    s.units.push_back(unit);
+  }
+  Unit root;
+  root.isRoot = true;
+  s.units.push_back(root);
+  return success();
+}
+
+unsigned ShardingState::unitOfPath(StringRef path) const {
+  unsigned best = rootUnit();
+  size_t bestLength = 0;
+  for (unsigned u = 0, e = rootUnit(); u < e; ++u)
+    if (isUnder(path, units[u].prefix) &&
+        units[u].prefix.size() >= bestLength) {
+      best = u;
+      bestLength = units[u].prefix.size();
+    }
+  return best;
+}
+
+/// A parameter belongs to the unit of its owner module, unless forward ops
+/// of several units use it directly (a tied weight): then to the first of
+/// them in program order.
+static unsigned assignUnit(ShardingState &s, const ParamInfo &info,
+                           ArrayRef<OpOperand *> uses) {
+  SmallVector<Operation *> users;
+  for (OpOperand *use : uses)
+    users.push_back(use->getOwner());
+  llvm::sort(users,
+             [](Operation *a, Operation *c) { return a->isBeforeInBlock(c); });
+  llvm::SmallSetVector<unsigned, 2> forwardUnits;
+  for (Operation *user : users)
+    if (getPhase(user) == Phase::forward)
+      forwardUnits.insert(s.unitOfPath(getModulePath(user)));
+  if (forwardUnits.size() > 1)
+    return forwardUnits.front();
+  return s.unitOfPath(getOwnerModule(info.name));
+}
+
+LogicalResult fsdp::formUnits(ShardingState &s) {
+  SmallVector<std::string> prefixes(s.config.unitPrefixes);
+  if (prefixes.empty())
+    prefixes = collectDefaultUnits(s.params);
+  if (failed(createUnits(s, prefixes)))
+    return failure();
+
+  s.uses.assign(s.params.size(), {});
+  for (auto [p, info] : llvm::enumerate(s.params)) {
+    for (OpOperand &use : s.func.getArgument(info.argIndex).getUses())
+      s.uses[p].push_back(&use);
+    info.unit = assignUnit(s, info, s.uses[p]);
+    s.units[info.unit].params.push_back(p);
+  }
+
+  ReshardAfterForward raf = s.config.reshardAfterForward;
+  for (Unit &unit : s.units) {
+    unit.reshard = raf == ReshardAfterForward::True ||
+                   raf == ReshardAfterForward::Group ||
+                   (raf == ReshardAfterForward::Auto && !unit.isRoot);
+    if (unit.params.empty())
+      continue;
+    Type dtype = s.params[unit.params.front()].fullType.getElementType();
+    for (unsigned p : unit.params) {
+      const ParamInfo &info = s.params[p];
+      if (info.fullType.getElementType() != dtype)
+        return emitFsdpError(s.func)
+               << "unit '" << unit.label() << "' mixes parameter dtypes "
+               << dtype << " and " << info.fullType.getElementType() << " ('"
+               << info.name << "'); FSDP needs one dtype per unit";
+    }
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Local queries
+//===----------------------------------------------------------------------===//
+
+bool fsdp::isUnder(StringRef path, StringRef prefix) {
+  if (prefix.empty())
+    return true;
+  return path == prefix || (path.starts_with(prefix) &&
+                            path.drop_front(prefix.size()).starts_with("."));
+}
+
+StringRef fsdp::getOwnerModule(StringRef param) {
+  size_t dot = param.rfind('.');
+  return dot == StringRef::npos ? StringRef() : param.take_front(dot);
+}
+
+bool fsdp::isRecomputable(Operation *op) {
+  auto aten = dyn_cast<AtenOp>(op);
+  if (!aten || op->getNumOperands() == 0 || op->getNumRegions() != 0)
+    return false;
+  // Random ops draw new numbers each call, so they are never recomputed.
+  StringRef name = aten.getOpName();
+  return !name.contains("rand") && !name.contains("dropout") &&
+         !name.contains("bernoulli");
+}
