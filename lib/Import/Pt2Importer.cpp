@@ -12,6 +12,7 @@
 #include "loom/Import/Pt2Importer.h"
 
 #include "Pt2Archive.h"
+#include "RunConfig.h"
 #include "SafetensorsWriter.h"
 
 #include "loom/Dialect/Loom/IR/LoomOps.h"
@@ -164,6 +165,7 @@ private:
   LogicalResult importSignature(const json::Object &graphModule,
                                 const json::Object &graph);
   LogicalResult importWeights(Pt2Archive &archive);
+  LogicalResult importRunConfig(Pt2Archive &archive);
   void tagPhasesByDataflow();
 
   MLIRContext *ctx;
@@ -230,6 +232,22 @@ LogicalResult Importer::findLayout(Pt2Archive &archive) {
       return error("archive format is '" + StringRef(*format).trim() +
                    "', expected 'pt2'");
   }
+  return success();
+}
+
+/// Puts what capture was asked (kRunConfigEntry) on the module, if the
+/// archive records it.
+LogicalResult Importer::importRunConfig(Pt2Archive &archive) {
+  std::string entry = prefix + kRunConfigEntry.str();
+  if (!archive.contains(entry))
+    return success();
+  llvm::Expected<std::string> text = archive.read(entry);
+  if (!text)
+    return error(llvm::toString(text.takeError()));
+  llvm::Expected<RunConfigAttr> config = parseRunConfig(*text, ctx);
+  if (!config)
+    return error(llvm::toString(config.takeError()));
+  module->getOperation()->setAttr(LoomDialect::kRunConfigAttrName, *config);
   return success();
 }
 
@@ -1059,6 +1077,8 @@ OwningOpRef<ModuleOp> Importer::run(Pt2Archive &archive) {
   module = ModuleOp::create(archiveLoc);
   module->getOperation()->setAttr(LoomDialect::kSourceAttrName,
                                   builder.getStringAttr(archiveName));
+  if (failed(importRunConfig(archive)))
+    return nullptr;
   builder.setInsertionPointToEnd(module->getBody());
 
   SmallVector<Type> argTypes;
