@@ -12,6 +12,7 @@
 #include "loom/Import/Pt2Importer.h"
 
 #include "Pt2Archive.h"
+#include "RunConfig.h"
 
 #include "loom/Dialect/Loom/IR/LoomOps.h"
 #include "loom/Support/Safetensors.h"
@@ -108,12 +109,6 @@ const char *safetensorsDtype(Type t) {
   return nullptr;
 }
 
-int64_t elementBytes(Type t) {
-  if (auto c = dyn_cast<ComplexType>(t))
-    return 2 * elementBytes(c.getElementType());
-  return std::max<unsigned>(1, (t.getIntOrFloatBitWidth() + 7) / 8);
-}
-
 /// Tensor metadata as the schema writes it (`TensorMeta`).
 struct TensorMeta {
   RankedTensorType type;
@@ -191,6 +186,7 @@ private:
                                 const json::Array &graphInputs);
   LogicalResult importOutputSpec(const json::Value &spec, size_t i);
   LogicalResult importWeights(Pt2Archive &archive);
+  LogicalResult importRunConfig(Pt2Archive &archive);
   /// models/model.json's graph_module and its graph, once the schema
   /// version is checked.
   LogicalResult findGraph(const json::Object *&graphModule,
@@ -216,7 +212,7 @@ private:
   struct InputInfo {
     std::string name; // graph value name
     Role role = Role::input;
-    std::string fqn;  // parameter/buffer/constant name
+    std::string fqn; // parameter/buffer/constant name
   };
   std::vector<InputInfo> inputs;
   struct OutputInfo {
@@ -267,6 +263,22 @@ LogicalResult Importer::findLayout(Pt2Archive &archive) {
   return success();
 }
 
+/// Puts what capture was asked (kRunConfigEntry) on the module, if the
+/// archive records it.
+LogicalResult Importer::importRunConfig(Pt2Archive &archive) {
+  std::string entry = prefix + kRunConfigEntry.str();
+  if (!archive.contains(entry))
+    return success();
+  llvm::Expected<std::string> text = archive.read(entry);
+  if (!text)
+    return error(llvm::toString(text.takeError()));
+  llvm::Expected<RunConfigAttr> config = parseRunConfig(*text, ctx);
+  if (!config)
+    return error(llvm::toString(config.takeError()));
+  module->getOperation()->setAttr(LoomDialect::kRunConfigAttrName, *config);
+  return success();
+}
+
 LogicalResult Importer::parseJsonEntry(Pt2Archive &archive, StringRef entry,
                                        json::Value &out) {
   llvm::Expected<std::string> text = archive.read(entry);
@@ -274,8 +286,8 @@ LogicalResult Importer::parseJsonEntry(Pt2Archive &archive, StringRef entry,
     return error(llvm::toString(text.takeError()));
   llvm::Expected<json::Value> parsed = json::parse(*text);
   if (!parsed)
-    return error("archive entry '" + entry + "' is not valid JSON: " +
-                 llvm::toString(parsed.takeError()));
+    return error("archive entry '" + entry +
+                 "' is not valid JSON: " + llvm::toString(parsed.takeError()));
   out = std::move(*parsed);
   return success();
 }
@@ -293,7 +305,7 @@ static std::optional<int64_t> concreteInt(const json::Value &v) {
 }
 
 llvm::Expected<TensorMeta> Importer::parseTensorMeta(const json::Value &value,
-                                                    const Twine &what) {
+                                                     const Twine &what) {
   auto fail = [](const Twine &message) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
   };
@@ -307,15 +319,15 @@ llvm::Expected<TensorMeta> Importer::parseTensorMeta(const json::Value &value,
   Type elementType = dtypeToType(ctx, *dtype);
   if (!elementType)
     return fail(llvm::formatv("{0} has dtype code {1}, which Loom does not "
-                               "support",
-                               what.str(), *dtype));
+                              "support",
+                              what.str(), *dtype));
   TensorMeta meta;
   SmallVector<int64_t> shape;
   for (const json::Value &s : *sizes) {
     std::optional<int64_t> d = concreteInt(s);
     if (!d)
       return fail(what + " has a symbolic size; export with static shapes "
-                          "(Loom compiles one shape per step)");
+                         "(Loom compiles one shape per step)");
     if (*d < 0)
       return fail(llvm::formatv("{0} has negative size {1}", what.str(), *d));
     shape.push_back(*d);
@@ -705,9 +717,8 @@ FailureOr<std::string> Importer::parseKernel(StringRef target, Location loc,
   }
   SmallVector<StringRef, 3> parts;
   t.split(parts, '.');
-  if (parts.size() != 3 || llvm::any_of(parts, [](StringRef p) {
-        return p.empty();
-      }))
+  if (parts.size() != 3 ||
+      llvm::any_of(parts, [](StringRef p) { return p.empty(); }))
     return nodeError(loc, name,
                      "target '" + target +
                          "' is not of the form torch.ops.<ns>.<op>.<overload>");
@@ -729,8 +740,9 @@ LogicalResult Importer::convertInputs(const json::Array &inputsJson,
         named ? named->getString("name") : std::nullopt;
     const json::Object *arg = named ? named->getObject("arg") : nullptr;
     if (!argName || !arg)
-      return nodeError(loc, name, "has a malformed input (needs 'name' and "
-                                  "'arg')");
+      return nodeError(loc, name,
+                       "has a malformed input (needs 'name' and "
+                       "'arg')");
     FailureOr<Attribute> attr =
         ArgumentConverter(*this, loc, name, *argName, operands).convert(*arg);
     if (failed(attr))
@@ -805,8 +817,8 @@ LogicalResult Importer::convertOutputs(const json::Array &outputsJson,
                        "returns a non-tensor value (" + kind +
                            "); export with static shapes");
     } else {
-      return nodeError(loc, name, "has an output of unknown kind '" + kind +
-                                      "'");
+      return nodeError(loc, name,
+                       "has an output of unknown kind '" + kind + "'");
     }
   }
   return success();
@@ -1052,8 +1064,8 @@ LogicalResult Importer::importWeights(Pt2Archive &archive) {
   };
   llvm::StringMap<Stored> stored;
   for (auto [config, folder] :
-       {std::pair<StringRef, StringRef>{"data/weights/model_weights_config.json",
-                                        "data/weights/"},
+       {std::pair<StringRef, StringRef>{
+            "data/weights/model_weights_config.json", "data/weights/"},
         {"data/constants/model_constants_config.json", "data/constants/"}}) {
     std::string entry = prefix + config.str();
     if (!archive.contains(entry))
@@ -1092,8 +1104,8 @@ LogicalResult Importer::importWeights(Pt2Archive &archive) {
     if (it == stored.end()) {
       if (!opts.requireWeights)
         continue;
-      return error("missing weights for " +
-                   StringRef(stringifyRole(in.role)) + " '" + in.fqn +
+      return error("missing weights for " + StringRef(stringifyRole(in.role)) +
+                   " '" + in.fqn +
                    "': the archive's weight configs do not list it "
                    "(import with --no-weights to take it as a plain "
                    "argument)");
@@ -1122,7 +1134,7 @@ LogicalResult Importer::importWeights(Pt2Archive &archive) {
     if (!opts.weightsOut.empty()) {
       // Gather the (possibly strided) stored tensor into contiguous bytes.
       Type et = argType.getElementType();
-      int64_t eb = elementBytes(et);
+      int64_t eb = getElementBytes(et);
       ArrayRef<int64_t> shape = argType.getShape();
       int64_t rank = shape.size();
       SmallVector<int64_t> strides = s.meta.strides;
@@ -1158,7 +1170,7 @@ LogicalResult Importer::importWeights(Pt2Archive &archive) {
         return error(llvm::toString(std::move(err)));
     } else if (static_cast<int64_t>(raw->size()) <
                (s.meta.storageOffset + argType.getNumElements()) *
-                   elementBytes(argType.getElementType())) {
+                   getElementBytes(argType.getElementType())) {
       return error(llvm::formatv("weights for '{0}' are truncated: entry "
                                  "'{1}' has {2} bytes",
                                  in.fqn, s.entry, raw->size()));
@@ -1223,11 +1235,10 @@ LogicalResult Importer::createStepFunction() {
     values[in.name] = entry->getArgument(i);
     entry->getArgument(i).setLoc(
         NameLoc::get(StringAttr::get(ctx, in.name), archiveLoc));
-    func.setArgAttr(i, LoomDialect::kRoleAttrName,
-                    RoleAttr::get(ctx, in.role));
-    func.setArgAttr(i, LoomDialect::kNameAttrName,
-                    builder.getStringAttr(in.role == Role::input ? in.name
-                                                                 : in.fqn));
+    func.setArgAttr(i, LoomDialect::kRoleAttrName, RoleAttr::get(ctx, in.role));
+    func.setArgAttr(
+        i, LoomDialect::kNameAttrName,
+        builder.getStringAttr(in.role == Role::input ? in.name : in.fqn));
   }
   builder.setInsertionPointToEnd(entry);
   return success();
@@ -1278,9 +1289,9 @@ OwningOpRef<ModuleOp> Importer::run(Pt2Archive &archive) {
       failed(findGraph(graphModule, graph, nodes)) ||
       failed(readTensorValues(*graph)) ||
       failed(importSignature(*graphModule, *graph)) ||
-      failed(createStepFunction()) || failed(importNodes(*nodes)) ||
-      failed(finishStepFunction()) || failed(importWeights(archive)) ||
-      failed(mlir::verify(*module)))
+      failed(createStepFunction()) || failed(importRunConfig(archive)) ||
+      failed(importNodes(*nodes)) || failed(finishStepFunction()) ||
+      failed(importWeights(archive)) || failed(mlir::verify(*module)))
     return nullptr;
   if (!opts.weightsOut.empty()) {
     if (llvm::Error err = weights.writeFile(opts.weightsOut))

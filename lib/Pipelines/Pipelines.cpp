@@ -1,26 +1,114 @@
-//===- Pipelines.cpp - Named Loom pass pipelines --------------------------===//
+//===- Pipelines.cpp - Named Loom pass pipelines and their options --------===//
 
 #include "loom/Pipelines/Pipelines.h"
 
 #include "loom/Conversion/Passes.h"
+#include "loom/Dialect/Loom/IR/LoomDialect.h"
 #include "loom/Dialect/LoomRT/Transforms/Passes.h"
-#include "loom/Transforms/Passes.h"
 
 #include "mlir/Pass/PassRegistry.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/ManagedStatic.h"
+
+#include <type_traits>
 
 using namespace mlir;
 using namespace loom;
 
-LogicalResult loom::verifyCompilePipelineOptions(
-    const CompilePipelineOptions &options,
+//===----------------------------------------------------------------------===//
+// The three forms of the options
+//===----------------------------------------------------------------------===//
+
+CompileOptions CompilePipelineOptions::getCompileOptions() const {
+  CompileOptions options;
+#define LOOM_OPTION(TYPE, FIELD, FLAG, DEFAULT, DESC)                          \
+  options.FIELD = FIELD;                                                       \
+  if (FIELD.hasValue())                                                        \
+    options.given.insert(FLAG);
+#define LOOM_PASS_LIST_OPTION(PASS, TYPE, FIELD, FLAG, DESC)                   \
+  options.FIELD.assign(FIELD.begin(), FIELD.end());                            \
+  if (FIELD.hasValue())                                                        \
+    options.given.insert(FLAG);
+#include "loom/Pipelines/CompileOptions.def"
+  return options;
+}
+
+namespace {
+/// loom-compile's command line: the same list as plain `cl::opt`s.
+struct CompileCLOptions {
+#define LOOM_OPTION(TYPE, FIELD, FLAG, DEFAULT, DESC)                          \
+  llvm::cl::opt<TYPE> FIELD{FLAG, llvm::cl::desc(DESC),                        \
+                            llvm::cl::init(DEFAULT),                           \
+                            llvm::cl::cat(getCompileCLCategory())};
+#define LOOM_ENUM_OPTION(TYPE, FIELD, FLAG, DEFAULT, DESC, VALUES)             \
+  llvm::cl::opt<TYPE> FIELD{FLAG, llvm::cl::desc(DESC),                        \
+                            llvm::cl::init(DEFAULT), VALUES,                   \
+                            llvm::cl::cat(getCompileCLCategory())};
+#define LOOM_PASS_LIST_OPTION(PASS, TYPE, FIELD, FLAG, DESC)                   \
+  llvm::cl::list<TYPE> FIELD{FLAG, llvm::cl::desc(DESC),                       \
+                             llvm::cl::CommaSeparated,                         \
+                             llvm::cl::cat(getCompileCLCategory())};
+#include "loom/Pipelines/CompileOptions.def"
+};
+} // namespace
+
+static llvm::ManagedStatic<CompileCLOptions> clOptions;
+
+llvm::cl::OptionCategory &loom::getCompileCLCategory() {
+  static llvm::cl::OptionCategory category("loom-compile options");
+  return category;
+}
+
+void loom::registerCompileCLOptions() { *clOptions; }
+
+CompileOptions loom::getCompileOptionsFromCL() {
+  assert(clOptions.isConstructed() && "registerCompileCLOptions not called");
+  CompileOptions options;
+#define LOOM_OPTION(TYPE, FIELD, FLAG, DEFAULT, DESC)                          \
+  options.FIELD = clOptions->FIELD;                                            \
+  if (clOptions->FIELD.getNumOccurrences())                                    \
+    options.given.insert(FLAG);
+#define LOOM_PASS_LIST_OPTION(PASS, TYPE, FIELD, FLAG, DESC)                   \
+  options.FIELD.assign(clOptions->FIELD.begin(), clOptions->FIELD.end());      \
+  if (clOptions->FIELD.getNumOccurrences())                                    \
+    options.given.insert(FLAG);
+#include "loom/Pipelines/CompileOptions.def"
+  return options;
+}
+
+/// The Loom<PASS>Options of one pass with every LOOM_PASS_* compile option
+/// of that pass copied in: what makes a compile option of a pass one line in
+/// CompileOptions.def.
+template <typename PassOptions>
+static PassOptions forwardToPass(const CompileOptions &options) {
+  PassOptions pass;
+#define LOOM_OPTION(TYPE, FIELD, FLAG, DEFAULT, DESC)
+#define LOOM_ENUM_OPTION(TYPE, FIELD, FLAG, DEFAULT, DESC, VALUES)
+#define LOOM_PASS_OPTION(PASS, TYPE, FIELD, FLAG, DESC)                        \
+  if constexpr (std::is_same_v<PassOptions, Loom##PASS##Options>)              \
+    pass.FIELD = options.FIELD;
+#define LOOM_PASS_ENUM_OPTION(PASS, TYPE, FIELD, FLAG, DESC, VALUES)           \
+  LOOM_PASS_OPTION(PASS, TYPE, FIELD, FLAG, DESC)
+#define LOOM_PASS_LIST_OPTION(PASS, TYPE, FIELD, FLAG, DESC)                   \
+  if constexpr (std::is_same_v<PassOptions, Loom##PASS##Options>)              \
+    pass.FIELD.assign(options.FIELD.begin(), options.FIELD.end());
+#include "loom/Pipelines/CompileOptions.def"
+  return pass;
+}
+
+//===----------------------------------------------------------------------===//
+// Checking and completing the options
+//===----------------------------------------------------------------------===//
+
+LogicalResult loom::verifyCompileOptions(
+    const CompileOptions &options,
     function_ref<LogicalResult(const Twine &)> emitError) {
-  if (options.dp != "none" && options.dp != "replicate" && options.dp != "fsdp")
-    return emitError("dp: unknown data parallelism '" + options.dp +
-                     "' (expected none, replicate or fsdp)");
+  bool fsdp = options.dp == DataParallel::Fsdp;
   if (options.worldSize < 1)
     return emitError("world-size must be at least 1, got " +
                      Twine(options.worldSize));
-  if (options.dp == "none" && options.worldSize != 1)
+  if (options.dp == DataParallel::None && options.worldSize != 1)
     return emitError("world-size " + Twine(options.worldSize) +
                      " needs a data parallelism (dp=replicate or fsdp)");
   if (options.replicateSize < 1 ||
@@ -28,28 +116,24 @@ LogicalResult loom::verifyCompilePipelineOptions(
     return emitError("replicate-size " + Twine(options.replicateSize) +
                      " must be at least 1 and divide world-size " +
                      Twine(options.worldSize));
-  if (options.replicateSize != 1 && options.dp != "fsdp")
+  if (options.replicateSize != 1 && !fsdp)
     return emitError("replicate-size (HSDP) needs dp=fsdp");
   if (options.microbatches < 1)
     return emitError("microbatches must be at least 1, got " +
                      Twine(options.microbatches));
-  if (!options.reshardAfterBackward && options.dp != "fsdp")
+  if (!options.reshardAfterBackward && !fsdp)
     return emitError("reshard-after-backward=false needs dp=fsdp");
   if (options.bucketCapMb < 0)
     return emitError("bucket-cap-mb must not be negative");
-  if (options.backwardPrefetch != "pre" && options.backwardPrefetch != "post" &&
-      options.backwardPrefetch != "none")
-    return emitError("backward-prefetch: '" + options.backwardPrefetch +
-                     "' is not pre, post or none");
   if (options.forwardPrefetch < 0)
     return emitError("forward-prefetch must not be negative, got " +
                      Twine(options.forwardPrefetch));
   if (options.bucketBytes < 0)
     return emitError("bucket-bytes must not be negative, got " +
                      Twine(options.bucketBytes));
-  if (options.dp != "fsdp" &&
-      (options.forwardPrefetch != 0 || options.backwardPrefetch != "pre" ||
-       options.bucketBytes != 0))
+  if (!fsdp && (options.forwardPrefetch != 0 ||
+                options.backwardPrefetch != BackwardPrefetch::Pre ||
+                options.bucketBytes != 0))
     return emitError("forward-prefetch, backward-prefetch and bucket-bytes "
                      "need dp=fsdp");
   if (options.maxInFlight < 1)
@@ -60,72 +144,181 @@ LogicalResult loom::verifyCompilePipelineOptions(
   return success();
 }
 
-void loom::buildCompilePipeline(OpPassManager &pm,
-                                const CompilePipelineOptions &options) {
-  if (options.microbatches > 1) {
-    LoomAccumulateGradientsOptions accumulate;
-    accumulate.microbatches = options.microbatches;
-    pm.addNestedPass<func::FuncOp>(createLoomAccumulateGradients(accumulate));
+namespace loom {
+/// How a value appears in the contradiction error: as the flag takes it.
+static std::string formatOptionValue(double v) {
+  return llvm::formatv("{0}", llvm::format("%.17g", v)).str();
+}
+static std::string formatOptionValue(int64_t v) { return std::to_string(v); }
+static std::string formatOptionValue(bool v) { return v ? "true" : "false"; }
+static std::string formatOptionValue(OptimizerKind v) {
+  return stringifyOptimizerKind(v).str();
+}
+} // namespace loom
+
+namespace {
+/// Fills options the user did not give from the run configuration and
+/// reports those that contradict it.
+class RunConfigApplier {
+public:
+  RunConfigApplier(CompileOptions &options, ModuleOp module)
+      : options(options), module(module) {}
+
+  template <typename T>
+  LogicalResult take(StringRef flag, T &field, T captured, StringRef what) {
+    if (!options.isGiven(flag)) {
+      field = captured;
+      return success();
+    }
+    if (field == captured)
+      return success();
+    std::string recorded = formatOptionValue(captured);
+    return module.emitError()
+           << "--" << flag << "=" << formatOptionValue(field)
+           << " contradicts the run configuration captured with the step ("
+           << what << " = " << recorded << "); compile with --" << flag << "="
+           << recorded << " or capture again";
   }
-  if (options.dp == "replicate") {
-    LoomReplicateOptions replicate;
+
+  LogicalResult takeOptimizer(Attribute optimizer);
+
+private:
+  CompileOptions &options;
+  ModuleOp module;
+};
+} // namespace
+
+LogicalResult RunConfigApplier::takeOptimizer(Attribute optimizer) {
+  OptimizerKind kind = isa<SGDAttr>(optimizer)    ? OptimizerKind::SGD
+                       : isa<AdamAttr>(optimizer) ? OptimizerKind::Adam
+                                                  : OptimizerKind::AdamW;
+  if (failed(take("optimizer", options.optimizer, kind, "optimizer")))
+    return failure();
+  auto number = [](const APFloat &v) { return v.convertToDouble(); };
+  // The hyperparameters below are the captured algorithm's; the algorithm
+  // itself matched above.
+  // Left to right, stopping at the first contradiction.
+  auto takeAll = [&](auto... thunks) {
+    return success((succeeded(thunks()) && ...));
+  };
+  if (auto sgd = dyn_cast<SGDAttr>(optimizer))
+    return takeAll(
+        [&] { return take("lr", options.lr, number(sgd.getLr()), "lr"); },
+        [&] {
+          return take("momentum", options.momentum, number(sgd.getMomentum()),
+                      "momentum");
+        },
+        [&] {
+          return take("dampening", options.dampening,
+                      number(sgd.getDampening()), "dampening");
+        },
+        [&] {
+          return take("nesterov", options.nesterov, sgd.getNesterov(),
+                      "nesterov");
+        },
+        [&] {
+          return take("weight-decay", options.weightDecay,
+                      number(sgd.getWeightDecay()), "weight_decay");
+        },
+        [&] {
+          return take("maximize", options.maximize, sgd.getMaximize(),
+                      "maximize");
+        });
+  auto adam = [&](auto attr) {
+    return takeAll(
+        [&] { return take("lr", options.lr, number(attr.getLr()), "lr"); },
+        [&] {
+          return take("beta1", options.beta1, number(attr.getBeta1()),
+                      "betas[0]");
+        },
+        [&] {
+          return take("beta2", options.beta2, number(attr.getBeta2()),
+                      "betas[1]");
+        },
+        [&] { return take("eps", options.eps, number(attr.getEps()), "eps"); },
+        [&] {
+          return take("weight-decay", options.weightDecay,
+                      number(attr.getWeightDecay()), "weight_decay");
+        },
+        [&] {
+          return take("maximize", options.maximize, attr.getMaximize(),
+                      "maximize");
+        });
+  };
+  if (auto a = dyn_cast<AdamAttr>(optimizer))
+    return adam(a);
+  return adam(cast<AdamWAttr>(optimizer));
+}
+
+LogicalResult loom::applyRunConfig(CompileOptions &options, ModuleOp module) {
+  auto config =
+      module->getAttrOfType<RunConfigAttr>(LoomDialect::kRunConfigAttrName);
+  if (!config)
+    return success();
+  RunConfigApplier apply(options, module);
+  if (failed(apply.take("world-size", options.worldSize, config.getWorldSize(),
+                        "world_size, capture --split")) ||
+      failed(apply.take("microbatches", options.microbatches,
+                        config.getMicrobatches(),
+                        "microbatches, capture --microbatches")))
+    return failure();
+  // A step that already carries its optimizer keeps it: the run
+  // configuration's optimizer is what capture trained the reference with,
+  // and the step's own attribute is checked by loom-attach-optimizer.
+  bool attached = llvm::any_of(module.getOps<func::FuncOp>(), [](auto func) {
+    return func->hasAttr(LoomDialect::kOptimizerAttrName);
+  });
+  if (!attached && config.getOptimizer() &&
+      failed(apply.takeOptimizer(config.getOptimizer())))
+    return failure();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Building the pipeline
+//===----------------------------------------------------------------------===//
+
+void loom::buildCompilePipeline(OpPassManager &pm,
+                                const CompileOptions &options) {
+  if (options.microbatches > 1)
+    pm.addNestedPass<func::FuncOp>(createLoomAccumulateGradients(
+        forwardToPass<LoomAccumulateGradientsOptions>(options)));
+  if (options.dp == DataParallel::Replicate) {
+    auto replicate = forwardToPass<LoomReplicateOptions>(options);
     replicate.meshShape = {options.worldSize};
     replicate.axes = {"dp"};
-    replicate.bucketCapMb = options.bucketCapMb;
     // DDP: first_bucket_bytes_cap is _DEFAULT_FIRST_BUCKET_BYTES (1 MiB)
     // when bucket_cap_mb is not given, else bucket_cap_mb.
-    replicate.firstBucketCapMb =
-        options.firstBucketCapMb.hasValue() || !options.bucketCapMb.hasValue()
-            ? options.firstBucketCapMb
-            : options.bucketCapMb;
+    if (!options.isGiven("first-bucket-cap-mb") &&
+        options.isGiven("bucket-cap-mb"))
+      replicate.firstBucketCapMb = options.bucketCapMb;
     pm.addPass(createLoomReplicate(replicate));
   }
-  if (options.dp == "fsdp") {
-    LoomFsdpOptions fsdp;
+  if (options.dp == DataParallel::Fsdp) {
+    auto fsdp = forwardToPass<LoomFsdpOptions>(options);
     if (options.replicateSize > 1)
       fsdp.meshShape = {options.replicateSize,
                         options.worldSize / options.replicateSize};
     else
       fsdp.meshShape = {options.worldSize};
-    fsdp.reshardAfterForward = options.reshardAfterForward;
-    fsdp.reshardAfterBackward = options.reshardAfterBackward;
-    fsdp.units.assign(options.units.begin(), options.units.end());
-    fsdp.paramDtype = options.paramDtype;
-    fsdp.reduceDtype = options.reduceDtype;
     pm.addPass(createLoomFsdp(fsdp));
-    LoomPrefetchOptions prefetch;
-    prefetch.forwardPrefetch = options.forwardPrefetch;
-    prefetch.backwardPrefetch = options.backwardPrefetch;
-    pm.addPass(createLoomPrefetch(prefetch));
-    if (options.bucketBytes > 0) {
-      LoomBucketOptions bucket;
-      bucket.bucketBytes = options.bucketBytes;
-      pm.addPass(createLoomBucket(bucket));
-    }
+    pm.addPass(createLoomPrefetch(forwardToPass<LoomPrefetchOptions>(options)));
+    if (options.bucketBytes > 0)
+      pm.addPass(createLoomBucket(forwardToPass<LoomBucketOptions>(options)));
   }
-  if (options.optimizer != "none") {
-    LoomAttachOptimizerOptions attach;
-    attach.optimizer = options.optimizer;
-    attach.lr = options.lr;
-    attach.momentum = options.momentum;
-    attach.dampening = options.dampening;
-    attach.nesterov = options.nesterov;
+  if (options.optimizer != OptimizerKind::None) {
+    auto attach = forwardToPass<LoomAttachOptimizerOptions>(options);
     // Resolved here so the pipeline recorded in the artifact shows the
     // weight decay the step really uses.
-    attach.weightDecay = options.weightDecay >= 0       ? options.weightDecay
-                         : options.optimizer == "adamw" ? 1e-2
-                                                        : 0.0;
-    attach.beta1 = options.beta1;
-    attach.beta2 = options.beta2;
-    attach.eps = options.eps;
-    attach.maximize = options.maximize;
+    attach.weightDecay =
+        resolveWeightDecay(attach.optimizer, attach.weightDecay);
     pm.addNestedPass<func::FuncOp>(createLoomAttachOptimizer(attach));
   }
   if (options.schedule) {
-    LoomScheduleOptions schedule;
-    schedule.device = options.scheduleDevice;
-    schedule.memoryLimit = options.memoryLimit;
-    schedule.maxInFlight = options.maxInFlight;
+    auto schedule = forwardToPass<LoomScheduleOptions>(options);
+    // The artifact runs on the CPU runtime: its cost model by default.
+    schedule.device =
+        options.scheduleDevice.empty() ? "cpu" : options.scheduleDevice;
     pm.addPass(createLoomSchedule(schedule));
   }
   pm.addPass(createLoomLowerToRT());
@@ -150,9 +343,11 @@ void loom::registerLoomPipelines() {
       "slots",
       [](OpPassManager &pm, StringRef text,
          function_ref<LogicalResult(const Twine &)> errorHandler) {
-        CompilePipelineOptions options;
-        if (failed(options.parseFromString(text)) ||
-            failed(verifyCompilePipelineOptions(options, errorHandler)))
+        CompilePipelineOptions pipelineOptions;
+        if (failed(pipelineOptions.parseFromString(text)))
+          return failure();
+        CompileOptions options = pipelineOptions.getCompileOptions();
+        if (failed(verifyCompileOptions(options, errorHandler)))
           return failure();
         buildCompilePipeline(pm, options);
         return success();

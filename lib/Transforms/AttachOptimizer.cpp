@@ -12,39 +12,61 @@ namespace loom {
 using namespace mlir;
 using namespace loom;
 
+StringRef loom::stringifyOptimizerKind(OptimizerKind kind) {
+  switch (kind) {
+  case OptimizerKind::None:
+    return "none";
+  case OptimizerKind::SGD:
+    return "sgd";
+  case OptimizerKind::Adam:
+    return "adam";
+  case OptimizerKind::AdamW:
+    return "adamw";
+  }
+  llvm_unreachable("unknown optimizer kind");
+}
+
+double loom::resolveWeightDecay(OptimizerKind kind, double weightDecay) {
+  // The one place where PyTorch's defaults differ between the algorithms.
+  if (weightDecay >= 0)
+    return weightDecay;
+  return kind == OptimizerKind::AdamW ? 1e-2 : 0.0;
+}
+
 FailureOr<Attribute>
 loom::buildOptimizerAttr(MLIRContext *ctx,
                          const LoomAttachOptimizerOptions &options,
                          function_ref<InFlightDiagnostic()> emitError) {
   auto f = [](double v) { return APFloat(v); };
-  StringRef name = options.optimizer;
-  // A negative weight decay selects the algorithm's PyTorch default, the one
-  // place where the defaults differ between the three.
-  double weightDecay = options.weightDecay >= 0 ? options.weightDecay
-                       : name == "adamw"        ? 1e-2
-                                                : 0.0;
+  OptimizerKind kind = options.optimizer;
+  double weightDecay = resolveWeightDecay(kind, options.weightDecay);
   Attribute attr;
-  if (name == "sgd") {
+  switch (kind) {
+  case OptimizerKind::None:
+    return emitError() << "optimizer 'none' attaches no optimizer";
+  case OptimizerKind::SGD:
     attr =
         SGDAttr::getChecked(emitError, ctx, f(options.lr), f(options.momentum),
                             f(options.dampening), f(weightDecay),
                             options.nesterov, options.maximize);
-  } else if (name == "adam" || name == "adamw") {
+    break;
+  case OptimizerKind::Adam:
+  case OptimizerKind::AdamW:
     if (options.nesterov || options.momentum != 0 || options.dampening != 0)
       return emitError() << "'momentum', 'dampening' and 'nesterov' are SGD "
                             "options; "
-                         << name << " does not take them";
-    attr = name == "adam" ? Attribute(AdamAttr::getChecked(
-                                emitError, ctx, f(options.lr), f(options.beta1),
-                                f(options.beta2), f(options.eps),
-                                f(weightDecay), options.maximize))
-                          : Attribute(AdamWAttr::getChecked(
-                                emitError, ctx, f(options.lr), f(options.beta1),
-                                f(options.beta2), f(options.eps),
-                                f(weightDecay), options.maximize));
-  } else {
-    return emitError() << "unknown optimizer '" << name
-                       << "'; expected sgd, adam or adamw";
+                         << stringifyOptimizerKind(kind)
+                         << " does not take them";
+    attr = kind == OptimizerKind::Adam
+               ? Attribute(AdamAttr::getChecked(
+                     emitError, ctx, f(options.lr), f(options.beta1),
+                     f(options.beta2), f(options.eps), f(weightDecay),
+                     options.maximize))
+               : Attribute(AdamWAttr::getChecked(
+                     emitError, ctx, f(options.lr), f(options.beta1),
+                     f(options.beta2), f(options.eps), f(weightDecay),
+                     options.maximize));
+    break;
   }
   if (!attr)
     return failure();
@@ -65,7 +87,8 @@ struct LoomAttachOptimizerPass
 
   void runOnOperation() override {
     func::FuncOp func = getOperation();
-    if (!func->hasAttr(LoomDialect::kStepAttrName))
+    if (!func->hasAttr(LoomDialect::kStepAttrName) ||
+        optimizer == OptimizerKind::None)
       return markAllAnalysesPreserved();
     if (failed(attach(func)))
       signalPassFailure();

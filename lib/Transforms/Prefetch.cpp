@@ -106,10 +106,6 @@ void LoomPrefetchPass::runOnOperation() {
 
 LogicalResult LoomPrefetchPass::prefetchStep(func::FuncOp func) {
   auto emitError = [&]() { return func.emitOpError(); };
-  if (backwardPrefetch != "pre" && backwardPrefetch != "post" &&
-      backwardPrefetch != "none")
-    return emitError() << "--loom-prefetch: backward-prefetch '"
-                       << backwardPrefetch << "' is not pre, post or none";
   if (forwardPrefetch < 0)
     return emitError() << "--loom-prefetch: forward-prefetch "
                        << static_cast<int64_t>(forwardPrefetch)
@@ -274,9 +270,9 @@ LogicalResult LoomPrefetchPass::prefetchStep(func::FuncOp func) {
           requests.push_back({*point, unitIndex[t], u});
       continue;
     }
-    if (pos == 0 || backwardPrefetch == "none")
+    if (pos == 0 || backwardPrefetch == BackwardPrefetch::None)
       continue;
-    std::optional<ProgramPoint> point = backwardPrefetch == "pre"
+    std::optional<ProgramPoint> point = backwardPrefetch == BackwardPrefetch::Pre
                                             ? preBackward(units[u])
                                             : postBackward(units[u]);
     if (point)

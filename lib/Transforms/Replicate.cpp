@@ -1,5 +1,6 @@
 //===- Replicate.cpp - DDP: average gradients over a mesh in buckets ------===//
 
+#include "loom/Dialect/Loom/IR/OpClassification.h"
 #include "loom/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -15,33 +16,6 @@ namespace loom {
 
 using namespace mlir;
 using namespace loom;
-
-/// The module that owns a parameter: its fully-qualified name without the
-/// last component ("" for a parameter of the root module).
-static StringRef getOwnerModule(StringRef param) {
-  size_t dot = param.rfind('.');
-  return dot == StringRef::npos ? StringRef() : param.take_front(dot);
-}
-
-/// The longest common prefix of dotted module paths, by whole components.
-static std::string commonModule(ArrayRef<StringRef> modules) {
-  if (modules.empty())
-    return "";
-  SmallVector<StringRef> common;
-  modules.front().split(common, '.');
-  if (modules.front().empty())
-    common.clear();
-  for (StringRef m : modules.drop_front()) {
-    SmallVector<StringRef> parts;
-    if (!m.empty())
-      m.split(parts, '.');
-    unsigned n = 0;
-    while (n < common.size() && n < parts.size() && common[n] == parts[n])
-      ++n;
-    common.resize(n);
-  }
-  return llvm::join(common, ".");
-}
 
 namespace {
 /// One gradient value of the step and the results that return it.
@@ -122,8 +96,7 @@ struct LoomReplicatePass
     SmallVector<std::string> axisNames(axes.begin(), axes.end());
     if (meshShape.empty()) {
       module.emitError("--loom-replicate: the module has no mesh @")
-          << meshName
-          << "; give its shape with mesh-shape (e.g. mesh-shape=4)";
+          << meshName << "; give its shape with mesh-shape (e.g. mesh-shape=4)";
       return nullptr;
     }
     if (axisNames.empty()) {
@@ -150,11 +123,11 @@ struct LoomReplicatePass
       }
     OpBuilder builder(module.getBodyRegion());
     builder.setInsertionPointToStart(module.getBody());
-    auto mesh = MeshOp::create(
-        builder, module.getLoc(), builder.getStringAttr(meshName),
-        builder.getDenseI64ArrayAttr(meshShape),
-        builder.getStrArrayAttr(
-            SmallVector<StringRef>(axisNames.begin(), axisNames.end())));
+    auto mesh = MeshOp::create(builder, module.getLoc(),
+                               builder.getStringAttr(meshName),
+                               builder.getDenseI64ArrayAttr(meshShape),
+                               builder.getStrArrayAttr(SmallVector<StringRef>(
+                                   axisNames.begin(), axisNames.end())));
     if (failed(mesh.verify())) {
       mesh.erase();
       return nullptr;
@@ -182,24 +155,27 @@ struct LoomReplicatePass
       if (func.getArgAttr(i, LoomDialect::kSplitAttrName) ||
           func.getArgAttr(i, LoomDialect::kShardAttrName))
         return func.emitOpError("argument #")
-               << i << " is already split or sharded; loom-replicate "
-                       "distributes a single-rank step";
+               << i
+               << " is already split or sharded; loom-replicate "
+                  "distributes a single-rank step";
       auto role =
           func.getArgAttrOfType<RoleAttr>(i, LoomDialect::kRoleAttrName);
       if (!role || role.getValue() != Role::input)
         continue;
       if (cast<RankedTensorType>(func.getArgument(i).getType()).getRank() == 0)
         return func.emitOpError("batch input #")
-               << i << " is 0-d; data parallelism splits dim 0 of every "
-                       "batch input";
+               << i
+               << " is 0-d; data parallelism splits dim 0 of every "
+                  "batch input";
       func.setArgAttr(i, LoomDialect::kSplitAttrName,
                       SplitAttr::get(ctx, meshRef, axesAttr, /*dim=*/0));
     }
     for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
       if (func.getResultAttr(i, LoomDialect::kPartialAttrName))
         return func.emitOpError("result #")
-               << i << " is already partial; loom-replicate distributes a "
-                       "single-rank step";
+               << i
+               << " is already partial; loom-replicate distributes a "
+                  "single-rank step";
       auto role =
           func.getResultAttrOfType<RoleAttr>(i, LoomDialect::kRoleAttrName);
       if (role && role.getValue() == Role::loss)
@@ -216,8 +192,8 @@ struct LoomReplicatePass
       if (!isa<FloatType>(
               cast<RankedTensorType>(g.value.getType()).getElementType()))
         return func.emitOpError("the gradient of '")
-               << g.target << "' is not floating point ("
-               << g.value.getType() << "); it cannot be averaged";
+               << g.target << "' is not floating point (" << g.value.getType()
+               << "); it cannot be averaged";
 
     anchors.clear();
     for (auto [index, bucket] : llvm::enumerate(makeBuckets(grads)))
@@ -406,7 +382,7 @@ struct LoomReplicatePass
     SmallVector<StringRef> owners;
     for (const Gradient &g : bucket)
       owners.push_back(getOwnerModule(g.target));
-    std::string module = commonModule(owners);
+    std::string module = getCommonModule(owners).str();
     std::string name = ("ddp.bucket" + Twine(index)).str();
     Value last = bucket.back().value;
     auto nameLoc = [&](StringRef suffix) -> Location {

@@ -1,10 +1,12 @@
-// RUN: loom-opt %s --split-input-file --verify-diagnostics --loom-attach-optimizer="optimizer=lion"
+// RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=lion" 2>&1 | FileCheck %s --check-prefix=LION
 // RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=adam lr=-1" 2>&1 | FileCheck %s --check-prefix=LR
 // RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=sgd nesterov=true" 2>&1 | FileCheck %s --check-prefix=NESTEROV
 // RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=adamw momentum=0.9" 2>&1 | FileCheck %s --check-prefix=MOMENTUM
 // RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=adam beta1=1.0" 2>&1 | FileCheck %s --check-prefix=BETA
 
-// expected-error@+1 {{--loom-attach-optimizer: unknown optimizer 'lion'; expected sgd, adam or adamw}}
+// An unknown algorithm is refused when the options are parsed, naming the
+// known ones.
+// LION: for the --optimizer option: 'lion' is not one of none, sgd, adam, adamw
 func.func @step(%w: tensor<4xf32> {loom.name = "w", loom.role = #loom.role<parameter>})
     -> (tensor<f32> {loom.role = #loom.role<loss>},
         tensor<4xf32> {loom.role = #loom.role<grad>, loom.target = "w"})

@@ -9,8 +9,9 @@
 // RUN: not loom-opt %s --split-input-file --loom-prefetch="forward-targets=a:b,a:b" 2>&1 | FileCheck %s --check-prefix=TWICE
 // RUN: loom-opt %s --split-input-file --loom-prefetch="forward-prefetch=1" -verify-diagnostics
 
-// Option errors point at the step.
-// MODE: prefetch-errors.mlir:[[# @LINE + 10]]:1: error: 'func.func' op --loom-prefetch: backward-prefetch 'early' is not pre, post or none
+// An unknown mode fails when the options are parsed, naming the known ones;
+// the other option errors point at the step.
+// MODE: for the --backward-prefetch option: 'early' is not one of pre, post, none
 // NEG: error: 'func.func' op --loom-prefetch: forward-prefetch -1 is negative
 // SYNTAX: error: 'func.func' op --loom-prefetch: forward-targets entry 'a' is not 'UNIT:T1+T2'
 // SYNTAX2: error: 'func.func' op --loom-prefetch: backward-targets entry 'b:' is not 'UNIT:T1+T2'

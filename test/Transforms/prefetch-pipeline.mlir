@@ -14,7 +14,7 @@
 // OPT: loomrt.program
 
 // RUN: not loom-compile --dp=fsdp --world-size=4 --backward-prefetch=early --print-pipeline 2>&1 | FileCheck %s --check-prefix=MODE
-// MODE: backward-prefetch: 'early' is not pre, post or none
+// MODE: for the --backward-prefetch option: 'early' is not one of pre, post, none
 // RUN: not loom-compile --dp=fsdp --world-size=4 --forward-prefetch=-1 --print-pipeline 2>&1 | FileCheck %s --check-prefix=NEG
 // NEG: forward-prefetch must not be negative, got -1
 // RUN: not loom-compile --dp=fsdp --world-size=4 --bucket-bytes=-8 --print-pipeline 2>&1 | FileCheck %s --check-prefix=NEGB

@@ -10,10 +10,6 @@
 
 namespace loom {
 
-/// The old name of isViewAtenOp, kept only until lib/Transforms/Fsdp.cpp
-/// (being split into parts) calls isViewAtenOp; remove it then.
-inline bool isViewOp(llvm::StringRef opName) { return isViewAtenOp(opName); }
-
 /// The bytes of live tensors while a step runs in program order, as the
 /// runtime holds them:
 ///

@@ -4,6 +4,7 @@
 #define LOOM_TRANSFORMS_PASSES_H
 
 #include "loom/Dialect/Loom/IR/LoomOps.h"
+#include "loom/Transforms/OptionEnums.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 

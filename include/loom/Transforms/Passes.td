@@ -44,6 +44,26 @@ def LoomStats : Pass<"loom-stats", "::mlir::ModuleOp"> {
   let dependentDialects = ["::loom::LoomDialect"];
 }
 
+// The cost-model options loom-simulate and loom-schedule share: the device,
+// the topology and the collective algorithm.
+defvar Loom_CostModelOptions = [
+  Option<"device", "device", "std::string", /*default=*/"\"h100\"",
+         "Device spec: a name in device-dir or a path to a .json file">,
+  Option<"deviceDir", "device-dir", "std::string", /*default=*/"\"\"",
+         "Folder of named device specs (default: Loom's data/devices, "
+         "or $LOOM_DEVICE_DIR)">,
+  Option<"nodes", "nodes", "int64_t", /*default=*/"1", "Number of nodes">,
+  Option<"devicesPerNode", "devices-per-node", "int64_t", /*default=*/"0",
+         "Ranks per node (0: the device spec's devices_per_node)">,
+  Option<"commStreams", "comm-streams", "unsigned", /*default=*/"2",
+         "Communication streams: 1 (one for all), 2 (all-gather and "
+         "reduce-scatter apart, as FSDP2), 3 (all-reduce apart too)">,
+  Option<"algorithm", "algorithm", "std::string", /*default=*/"\"auto\"",
+         "Collective algorithm: ring, tree or auto (the faster)">,
+  Option<"tf32", "tf32", "bool", /*default=*/"false",
+         "Run fp32 matmuls at the tf32 peak (allow_tf32)">,
+];
+
 def LoomSimulate : Pass<"loom-simulate", "::mlir::ModuleOp"> {
   let summary = "Predict the step time on a device from a cost model";
   let description = [{
@@ -82,27 +102,12 @@ def LoomSimulate : Pass<"loom-simulate", "::mlir::ModuleOp"> {
     device has, a mesh larger than the nodes hold, a bad `algorithm` or
     `comm-streams`.
   }];
-  let options = [
-    Option<"device", "device", "std::string", /*default=*/"\"h100\"",
-           "Device spec: a name in device-dir or a path to a .json file">,
-    Option<"deviceDir", "device-dir", "std::string", /*default=*/"\"\"",
-           "Folder of named device specs (default: Loom's data/devices, "
-           "or $LOOM_DEVICE_DIR)">,
-    Option<"nodes", "nodes", "int64_t", /*default=*/"1", "Number of nodes">,
-    Option<"devicesPerNode", "devices-per-node", "int64_t", /*default=*/"0",
-           "Ranks per node (0: the device spec's devices_per_node)">,
-    Option<"commStreams", "comm-streams", "unsigned", /*default=*/"2",
-           "Communication streams: 1 (one for all), 2 (all-gather and "
-           "reduce-scatter apart, as FSDP2), 3 (all-reduce apart too)">,
-    Option<"algorithm", "algorithm", "std::string", /*default=*/"\"auto\"",
-           "Collective algorithm: ring, tree or auto (the faster)">,
-    Option<"tf32", "tf32", "bool", /*default=*/"false",
-           "Run fp32 matmuls at the tf32 peak (allow_tf32)">,
+  let options = !listconcat(Loom_CostModelOptions, [
     Option<"json", "json", "bool", /*default=*/"false",
            "Print the report as JSON instead of a table">,
     Option<"timeline", "timeline", "std::string", /*default=*/"\"\"",
            "Write a Chrome/Perfetto trace of the simulated streams here">,
-  ];
+  ]);
   let dependentDialects = ["::loom::LoomDialect"];
 }
 
@@ -145,21 +150,7 @@ def LoomSchedule : Pass<"loom-schedule", "::mlir::ModuleOp"> {
       --loom-schedule="device=cpu memory-limit=2GiB report=true"
     ```
   }];
-  let options = [
-    Option<"device", "device", "std::string", /*default=*/"\"h100\"",
-           "Device spec: a name in device-dir or a path to a .json file">,
-    Option<"deviceDir", "device-dir", "std::string", /*default=*/"\"\"",
-           "Folder of named device specs (default: Loom's data/devices, "
-           "or $LOOM_DEVICE_DIR)">,
-    Option<"nodes", "nodes", "int64_t", /*default=*/"1", "Number of nodes">,
-    Option<"devicesPerNode", "devices-per-node", "int64_t", /*default=*/"0",
-           "Ranks per node (0: the device spec's devices_per_node)">,
-    Option<"commStreams", "comm-streams", "unsigned", /*default=*/"2",
-           "Communication streams of the model (see loom-simulate)">,
-    Option<"algorithm", "algorithm", "std::string", /*default=*/"\"auto\"",
-           "Collective algorithm: ring, tree or auto (the faster)">,
-    Option<"tf32", "tf32", "bool", /*default=*/"false",
-           "Run fp32 matmuls at the tf32 peak (allow_tf32)">,
+  let options = !listconcat(Loom_CostModelOptions, [
     Option<"memoryLimit", "memory-limit", "std::string", /*default=*/"\"none\"",
            "Per-rank peak memory limit: bytes, or a number with KiB, MiB, "
            "GiB, KB, MB or GB; 'none' for no limit">,
@@ -168,7 +159,7 @@ def LoomSchedule : Pass<"loom-schedule", "::mlir::ModuleOp"> {
     Option<"report", "report", "bool", /*default=*/"false",
            "Print the predicted step time, exposed communication and peak "
            "memory before and after to stderr">,
-  ];
+  ]);
   let dependentDialects = ["::loom::LoomDialect"];
 }
 
@@ -234,8 +225,10 @@ def LoomAttachOptimizer
     outside [0, 1), Nesterov without momentum, ...).
   }];
   let options = [
-    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"",
-           "The algorithm: sgd, adam or adamw">,
+    Option<"optimizer", "optimizer", "::loom::OptimizerKind",
+           /*default=*/"::loom::OptimizerKind::AdamW",
+           "The algorithm: sgd, adam or adamw (none attaches nothing)",
+           "LOOM_OPTIMIZER_KIND_VALUES">,
     Option<"lr", "lr", "double", /*default=*/"1.0e-3", "Learning rate">,
     Option<"momentum", "momentum", "double", /*default=*/"0.0",
            "SGD momentum factor">,
@@ -573,10 +566,10 @@ def LoomPrefetch : Pass<"loom-prefetch", "::mlir::ModuleOp"> {
     ListOption<"forwardTargets", "forward-targets", "std::string",
                "Explicit forward prefetch lists 'UNIT:T1+T2' (the root is "
                "'<root>'); a listed unit ignores forward-prefetch">,
-    Option<"backwardPrefetch", "backward-prefetch", "std::string",
-           /*default=*/"\"pre\"",
+    Option<"backwardPrefetch", "backward-prefetch", "::loom::BackwardPrefetch",
+           /*default=*/"::loom::BackwardPrefetch::Pre",
            "pre (FSDP2's default, FSDP1 BACKWARD_PRE), post (FSDP1 "
-           "BACKWARD_POST) or none">,
+           "BACKWARD_POST) or none", "LOOM_BACKWARD_PREFETCH_VALUES">,
     ListOption<"backwardTargets", "backward-targets", "std::string",
                "Explicit backward prefetch lists 'UNIT:T1+T2', issued at "
                "the unit's pre-backward point; a listed unit does no "

@@ -13,6 +13,7 @@
 #ifndef LOOM_LIB_TRANSFORMS_FSDP_FSDP_H
 #define LOOM_LIB_TRANSFORMS_FSDP_FSDP_H
 
+#include "loom/Dialect/Loom/IR/OpClassification.h"
 #include "loom/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -254,12 +255,6 @@ void reduceGradients(ShardingState &s);
 //===----------------------------------------------------------------------===//
 // Local queries (Units.cpp)
 //===----------------------------------------------------------------------===//
-
-/// Whether module `path` lies under `prefix` ("" is the root of everything).
-bool isUnder(StringRef path, StringRef prefix);
-
-/// The module that owns a parameter: its name without the last component.
-StringRef getOwnerModule(StringRef param);
 
 /// Whether a forward op may be recomputed in backward from re-gathered
 /// parameters: an ATen op with operands and no regions that draws no random

@@ -11,7 +11,7 @@
 
 #include "Fsdp.h"
 
-#include "loom/Analysis/PeakMemory.h"
+#include "loom/Dialect/Loom/IR/OpClassification.h"
 
 #include "llvm/ADT/StringSwitch.h"
 
@@ -168,7 +168,7 @@ static SmallVector<AtenOp> getGradientChain(Value grad, Operation *user) {
         *v.getUsers().begin() != user)
       break;
     chain.push_back(def);
-    if (!isViewOp(def.getOpName()) || def->getNumOperands() == 0)
+    if (!isViewAtenOp(def) || def->getNumOperands() == 0)
       break;
     user = def;
     v = def->getOperand(0);
@@ -190,7 +190,7 @@ void ComputeLowering::lowerGradientProducers() {
     if (dtypeOf(grad) != original)
       continue;
     SmallVector<AtenOp> chain = getGradientChain(grad, terminator);
-    if (chain.empty() || isViewOp(chain.back().getOpName()) ||
+    if (chain.empty() || isViewAtenOp(chain.back()) ||
         chain.back().getOpName() == "aten::_to_copy")
       continue;
     for (AtenOp op : llvm::reverse(chain))

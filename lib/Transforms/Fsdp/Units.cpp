@@ -101,11 +101,11 @@ static LogicalResult createUnits(ShardingState &s,
     // A unit names parameters by their owner module, or uses them under its
     // path (`head` of a weight tied to `tok.weight`).
     bool matches = llvm::any_of(s.params, [&](const ParamInfo &p) {
-      if (isUnder(getOwnerModule(p.name), prefix))
+      if (isInModule(getOwnerModule(p.name), prefix))
         return true;
       return llvm::any_of(func.getArgument(p.argIndex).getUsers(),
                           [&](Operation *user) {
-                            return isUnder(getModulePath(user), prefix);
+                            return isInModule(getModulePath(user), prefix);
                           });
     });
     if (!matches)
@@ -130,7 +130,7 @@ unsigned ShardingState::unitOfPath(StringRef path) const {
   unsigned best = rootUnit();
   size_t bestLength = 0;
   for (unsigned u = 0, e = rootUnit(); u < e; ++u)
-    if (isUnder(path, units[u].prefix) &&
+    if (isInModule(path, units[u].prefix) &&
         units[u].prefix.size() >= bestLength) {
       best = u;
       bestLength = units[u].prefix.size();
@@ -196,24 +196,11 @@ LogicalResult fsdp::formUnits(ShardingState &s) {
 // Local queries
 //===----------------------------------------------------------------------===//
 
-bool fsdp::isUnder(StringRef path, StringRef prefix) {
-  if (prefix.empty())
-    return true;
-  return path == prefix || (path.starts_with(prefix) &&
-                            path.drop_front(prefix.size()).starts_with("."));
-}
-
-StringRef fsdp::getOwnerModule(StringRef param) {
-  size_t dot = param.rfind('.');
-  return dot == StringRef::npos ? StringRef() : param.take_front(dot);
-}
-
 bool fsdp::isRecomputable(Operation *op) {
   auto aten = dyn_cast<AtenOp>(op);
   if (!aten || op->getNumOperands() == 0 || op->getNumRegions() != 0)
     return false;
-  // Random ops draw new numbers each call, so they are never recomputed.
-  StringRef name = aten.getOpName();
-  return !name.contains("rand") && !name.contains("dropout") &&
-         !name.contains("bernoulli");
+  // Random ops draw new numbers each call, so they are never recomputed;
+  // in-place ops would apply twice.
+  return !isRandomAtenOp(aten) && !isInPlaceAtenOp(aten);
 }

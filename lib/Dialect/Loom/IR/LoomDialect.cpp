@@ -112,6 +112,22 @@ verifyHyperparameter(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
+LogicalResult
+RunConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                      int64_t worldSize, int64_t microbatches, int64_t seed,
+                      Attribute optimizer) {
+  if (worldSize < 1)
+    return emitError() << "world_size must be at least 1, got " << worldSize;
+  if (microbatches < 1)
+    return emitError() << "microbatches must be at least 1, got "
+                       << microbatches;
+  if (optimizer && !isOptimizerAttr(optimizer))
+    return emitError() << "optimizer must be #loom.sgd, #loom.adam or "
+                          "#loom.adamw, got "
+                       << optimizer;
+  return success();
+}
+
 LogicalResult SGDAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                               APFloat lrValue, APFloat momentumValue,
                               APFloat dampeningValue, APFloat weightDecayValue,
@@ -426,6 +442,12 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
   if (name == kWeightsAttrName || name == kSourceAttrName) {
     if (!isa<ModuleOp>(op) || !isa<StringAttr>(attr.getValue()))
       return op->emitOpError("'") << name << "' must be a string on a module";
+    return success();
+  }
+  if (name == kRunConfigAttrName) {
+    if (!isa<ModuleOp>(op) || !isa<RunConfigAttr>(attr.getValue()))
+      return op->emitOpError("'")
+             << name << "' must be a #loom.run_config on a module";
     return success();
   }
   if (name == kOptimizerAttrName) {

@@ -55,6 +55,9 @@ def Loom_Dialect : Dialect {
     /// belongs to, set by `loom-accumulate-gradients` on each copy.
     static constexpr ::llvm::StringLiteral kMicrobatchAttrName =
         "loom.microbatch";
+    /// What capture was asked (`#loom.run_config`), on the module.
+    static constexpr ::llvm::StringLiteral kRunConfigAttrName =
+        "loom.run_config";
   }];
 }
 
@@ -298,6 +301,34 @@ def Loom_OptimizerAttr : Attr<CPred<"::loom::isOptimizerAttr($_self)">,
   let storageType = "::mlir::Attribute";
   let returnType = "::mlir::Attribute";
   let convertFromStorage = "$_self";
+}
+
+def Loom_RunConfigAttr : Loom_Attr<"RunConfig", "run_config"> {
+  let summary = "What capture was asked: ranks, microbatches, seed, optimizer";
+  let description = [{
+    The run configuration `loom.capture` recorded with the step and
+    `loom-import` put on the module as `loom.run_config`: the ranks the step
+    was captured for (`--split`), the gradient-accumulation microbatches, the
+    seed and the optimizer the eager reference trained with, every
+    hyperparameter resolved. `loom-compile` takes the world size, the
+    microbatches and the optimizer from it unless told otherwise, and
+    refuses an option that contradicts it.
+
+    ```mlir
+    module attributes {loom.run_config = #loom.run_config<world_size = 4,
+        microbatches = 1, seed = 0, optimizer = #loom.adamw<lr = 1.0e-03>>} {
+    ```
+  }];
+  let parameters = (ins
+    DefaultValuedParameter<"int64_t", "1",
+        "ranks the step was captured for (capture --split)">:$world_size,
+    DefaultValuedParameter<"int64_t", "1",
+        "gradient-accumulation microbatches per step">:$microbatches,
+    DefaultValuedParameter<"int64_t", "0", "torch.manual_seed of the capture">:$seed,
+    OptionalParameter<"::mlir::Attribute",
+        "the optimizer of the eager reference (#loom.sgd/adam/adamw)">:$optimizer);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
 }
 
 //===----------------------------------------------------------------------===//

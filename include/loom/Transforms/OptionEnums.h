@@ -1,0 +1,144 @@
+//===- OptionEnums.h - Enumerated pass and pipeline options -----*- C++ -*-===//
+//
+// The enumerated options of Loom's passes, declared once: the enum, its
+// spellings on the command line and in pass pipelines (one `cl::values` list
+// each, used by Passes.td and by the compile options alike), and the defaults
+// that depend on them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_TRANSFORMS_OPTIONENUMS_H
+#define LOOM_TRANSFORMS_OPTIONENUMS_H
+
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/CommandLine.h"
+
+#include <string>
+
+namespace loom {
+
+/// The parser of an enumerated option: `llvm::cl::parser`'s, except that a
+/// value it does not know is an error that lists the ones it does. It is
+/// what `llvm::cl::parser<E>` is for each enum below, so loom-compile's
+/// `cl::opt`s and the passes' options (Passes.td) both use it.
+template <typename E>
+class EnumOptionParser : public llvm::cl::generic_parser_base {
+protected:
+  class OptionInfo : public generic_parser_base::GenericOptionInfo {
+  public:
+    OptionInfo(llvm::StringRef name, E v, llvm::StringRef help)
+        : GenericOptionInfo(name, help), V(v) {}
+    llvm::cl::OptionValue<E> V;
+  };
+  llvm::SmallVector<OptionInfo, 4> Values;
+
+public:
+  using parser_data_type = E;
+  EnumOptionParser(llvm::cl::Option &owner) : generic_parser_base(owner) {}
+
+  unsigned getNumOptions() const override { return Values.size(); }
+  llvm::StringRef getOption(unsigned n) const override {
+    return Values[n].Name;
+  }
+  llvm::StringRef getDescription(unsigned n) const override {
+    return Values[n].HelpStr;
+  }
+  const llvm::cl::GenericOptionValue &
+  getOptionValue(unsigned n) const override {
+    return Values[n].V;
+  }
+
+  /// Returns true on error, as llvm::cl parsers do.
+  bool parse(llvm::cl::Option &option, llvm::StringRef argName,
+             llvm::StringRef arg, E &value) {
+    llvm::StringRef given = Owner.hasArgStr() ? arg : argName;
+    std::string known;
+    for (const OptionInfo &info : Values) {
+      if (info.Name == given) {
+        value = info.V.getValue();
+        return false;
+      }
+      known += (known.empty() ? "" : ", ") + info.Name.str();
+    }
+    return option.error("'" + given + "' is not one of " + known);
+  }
+
+  template <typename T>
+  void addLiteralOption(llvm::StringRef name, const T &v,
+                        llvm::StringRef help) {
+    Values.push_back(OptionInfo(name, static_cast<E>(v), help));
+    llvm::cl::AddLiteralOption(Owner, name);
+  }
+  void removeLiteralOption(llvm::StringRef name) {
+    Values.erase(Values.begin() + findOption(name));
+  }
+};
+
+/// The optimizer a step applies (`loom-attach-optimizer`); `none` leaves the
+/// step returning its gradients.
+enum class OptimizerKind { None, SGD, Adam, AdamW };
+
+#define LOOM_OPTIMIZER_KIND_VALUES                                             \
+  ::llvm::cl::values(                                                          \
+      clEnumValN(::loom::OptimizerKind::None, "none",                          \
+                 "no optimizer: the step returns its gradients"),              \
+      clEnumValN(::loom::OptimizerKind::SGD, "sgd", "torch.optim.SGD"),        \
+      clEnumValN(::loom::OptimizerKind::Adam, "adam", "torch.optim.Adam"),     \
+      clEnumValN(::loom::OptimizerKind::AdamW, "adamw", "torch.optim.AdamW"))
+
+/// How backward prefetches FSDP all-gathers (`loom-prefetch`).
+enum class BackwardPrefetch { Pre, Post, None };
+
+#define LOOM_BACKWARD_PREFETCH_VALUES                                          \
+  ::llvm::cl::values(                                                          \
+      clEnumValN(::loom::BackwardPrefetch::Pre, "pre",                         \
+                 "before the current unit's gradients (FSDP2's default, "      \
+                 "FSDP1 BACKWARD_PRE)"),                                       \
+      clEnumValN(::loom::BackwardPrefetch::Post, "post",                       \
+                 "after the current unit's gradients (FSDP1 BACKWARD_POST)"),  \
+      clEnumValN(::loom::BackwardPrefetch::None, "none", "no prefetch"))
+
+/// The data parallelism a compiled step uses (loom-compile --dp).
+enum class DataParallel { None, Replicate, Fsdp };
+
+#define LOOM_DATA_PARALLEL_VALUES                                              \
+  ::llvm::cl::values(                                                          \
+      clEnumValN(::loom::DataParallel::None, "none", "a single-rank step"),    \
+      clEnumValN(::loom::DataParallel::Replicate, "replicate",                 \
+                 "DDP: all-reduce the gradients in buckets"),                  \
+      clEnumValN(::loom::DataParallel::Fsdp, "fsdp",                           \
+                 "FSDP2: shard parameters, all-gather per unit, "              \
+                 "reduce-scatter gradients (HSDP with replicate-size)"))
+
+/// The spelling of `kind` in options and diagnostics ("adamw").
+llvm::StringRef stringifyOptimizerKind(OptimizerKind kind);
+
+/// PyTorch's default weight decay of `kind`: 1e-2 for AdamW, 0 otherwise.
+/// A negative `weightDecay` option selects it.
+double resolveWeightDecay(OptimizerKind kind, double weightDecay);
+
+} // namespace loom
+
+namespace llvm::cl {
+template <>
+class parser<loom::OptimizerKind>
+    : public loom::EnumOptionParser<loom::OptimizerKind> {
+public:
+  using EnumOptionParser::EnumOptionParser;
+};
+template <>
+class parser<loom::BackwardPrefetch>
+    : public loom::EnumOptionParser<loom::BackwardPrefetch> {
+public:
+  using EnumOptionParser::EnumOptionParser;
+};
+template <>
+class parser<loom::DataParallel>
+    : public loom::EnumOptionParser<loom::DataParallel> {
+public:
+  using EnumOptionParser::EnumOptionParser;
+};
+} // namespace llvm::cl
+
+#endif // LOOM_TRANSFORMS_OPTIONENUMS_H

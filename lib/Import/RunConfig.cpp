@@ -1,0 +1,159 @@
+//===- RunConfig.cpp - Read the run configuration capture embeds ----------===//
+
+#include "RunConfig.h"
+
+#include "loom/Dialect/Loom/IR/LoomOps.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/Support/JSON.h"
+
+using namespace mlir;
+using namespace loom;
+namespace json = llvm::json;
+
+namespace {
+/// Reads fields of one JSON object, remembering the first problem with the
+/// field's path ("optimizer.lr").
+class FieldReader {
+public:
+  FieldReader(const json::Object &object, std::string path, std::string &error)
+      : object(object), path(std::move(path)), error(error) {}
+
+  std::optional<int64_t> integer(StringRef key, int64_t min,
+                                 std::optional<int64_t> fallback) {
+    const json::Value *v = object.get(key);
+    if (!v)
+      return fallback ? fallback : missing(key);
+    std::optional<int64_t> n = v->getAsInteger();
+    if (!n || *n < min)
+      return wrong(key, "an integer >= " + std::to_string(min));
+    return n;
+  }
+
+  std::optional<double> number(StringRef key, double fallback) {
+    const json::Value *v = object.get(key);
+    if (!v)
+      return fallback;
+    std::optional<double> d = v->getAsNumber();
+    if (!d)
+      return wrong(key, "a number");
+    return d;
+  }
+
+  std::optional<bool> boolean(StringRef key) {
+    const json::Value *v = object.get(key);
+    if (!v)
+      return false;
+    std::optional<bool> b = v->getAsBoolean();
+    if (!b)
+      return wrong(key, "true or false");
+    return b;
+  }
+
+  std::nullopt_t wrong(StringRef key, const Twine &expected) {
+    if (error.empty())
+      error = ("'" + path + key + "' must be " + expected).str();
+    return std::nullopt;
+  }
+
+  std::nullopt_t missing(StringRef key) {
+    if (error.empty())
+      error = ("'" + path + key + "' is missing").str();
+    return std::nullopt;
+  }
+
+  const json::Object &object;
+  std::string path;
+  std::string &error;
+};
+} // namespace
+
+/// `#loom.sgd/adam/adamw` from the "optimizer" object, checked as
+/// loom-attach-optimizer checks its options.
+static Attribute parseOptimizer(const json::Object &o, MLIRContext *ctx,
+                                std::string &error) {
+  FieldReader r(o, "optimizer.", error);
+  std::optional<StringRef> name = o.getString("name");
+  if (!name || !llvm::is_contained({"sgd", "adam", "adamw"}, *name))
+    return r.wrong("name", "\"sgd\", \"adam\" or \"adamw\""), nullptr;
+  std::optional<double> lr = r.number("lr", 1e-3);
+  std::optional<double> weightDecay =
+      r.number("weight_decay", *name == "adamw" ? 1e-2 : 0.0);
+  std::optional<bool> maximize = r.boolean("maximize");
+  if (!lr || !weightDecay || !maximize)
+    return nullptr;
+  auto f = [](double v) { return APFloat(v); };
+  // Hyperparameters PyTorch would reject are refused as loom-attach-optimizer
+  // refuses them; the verifier's message becomes the error.
+  ScopedDiagnosticHandler capture(ctx, [&](Diagnostic &d) {
+    if (error.empty())
+      error = "optimizer: " + d.str();
+    return success();
+  });
+  auto emitError = [&] { return mlir::emitError(UnknownLoc::get(ctx)); };
+  if (*name == "sgd") {
+    std::optional<double> momentum = r.number("momentum", 0.0);
+    std::optional<double> dampening = r.number("dampening", 0.0);
+    std::optional<bool> nesterov = r.boolean("nesterov");
+    if (!momentum || !dampening || !nesterov)
+      return nullptr;
+    return SGDAttr::getChecked(emitError, ctx, f(*lr), f(*momentum),
+                               f(*dampening), f(*weightDecay), *nesterov,
+                               *maximize);
+  }
+  double betas[2] = {0.9, 0.999};
+  if (const json::Value *v = o.get("betas")) {
+    const json::Array *a = v->getAsArray();
+    std::optional<double> b0 =
+        a && a->size() == 2 ? (*a)[0].getAsNumber() : std::nullopt;
+    std::optional<double> b1 =
+        a && a->size() == 2 ? (*a)[1].getAsNumber() : std::nullopt;
+    if (!b0 || !b1)
+      return r.wrong("betas", "a list of two numbers"), nullptr;
+    betas[0] = *b0;
+    betas[1] = *b1;
+  }
+  std::optional<double> eps = r.number("eps", 1e-8);
+  if (!eps)
+    return nullptr;
+  if (*name == "adam")
+    return AdamAttr::getChecked(emitError, ctx, f(*lr), f(betas[0]),
+                                f(betas[1]), f(*eps), f(*weightDecay),
+                                *maximize);
+  return AdamWAttr::getChecked(emitError, ctx, f(*lr), f(betas[0]), f(betas[1]),
+                               f(*eps), f(*weightDecay), *maximize);
+}
+
+llvm::Expected<RunConfigAttr> loom::parseRunConfig(StringRef text,
+                                                   MLIRContext *ctx) {
+  auto fail = [](const Twine &message) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "run configuration '" + kRunConfigEntry +
+                                       "': " + message);
+  };
+  llvm::Expected<json::Value> parsed = json::parse(text);
+  if (!parsed)
+    return fail("not valid JSON: " + llvm::toString(parsed.takeError()));
+  const json::Object *root = parsed->getAsObject();
+  if (!root)
+    return fail("not a JSON object");
+  if (root->getString("format") != "loom-run-config")
+    return fail("'format' must be \"loom-run-config\"");
+  if (root->getInteger("version") != 1)
+    return fail("'version' must be 1 (this Loom reads version 1)");
+  std::string error;
+  FieldReader r(*root, "", error);
+  std::optional<int64_t> worldSize = r.integer("world_size", 1, std::nullopt);
+  std::optional<int64_t> microbatches = r.integer("microbatches", 1, 1);
+  std::optional<int64_t> seed = r.integer("seed", INT64_MIN, 0);
+  Attribute optimizer;
+  if (const json::Value *v = root->get("optimizer")) {
+    if (const json::Object *o = v->getAsObject())
+      optimizer = parseOptimizer(*o, ctx, error);
+    else
+      r.wrong("optimizer", "an object");
+  }
+  if (!error.empty())
+    return fail(error);
+  return RunConfigAttr::get(ctx, *worldSize, *microbatches, *seed, optimizer);
+}
