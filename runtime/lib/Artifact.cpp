@@ -30,13 +30,13 @@ namespace loomrt {
 const char *toString(InputRole role) {
   switch (role) {
   case InputRole::Parameter:
-    return "parameter";
+    return schema::kInputRoleParameter;
   case InputRole::Buffer:
-    return "buffer";
+    return schema::kInputRoleBuffer;
   case InputRole::Constant:
-    return "constant";
+    return schema::kInputRoleConstant;
   case InputRole::Input:
-    return "input";
+    return schema::kInputRoleInput;
   }
   return "?";
 }
@@ -44,11 +44,11 @@ const char *toString(InputRole role) {
 const char *toString(OutputRole role) {
   switch (role) {
   case OutputRole::Loss:
-    return "loss";
+    return schema::kOutputRoleLoss;
   case OutputRole::BufferMutation:
-    return "buffer_mutation";
+    return schema::kOutputRoleBufferMutation;
   case OutputRole::Grad:
-    return "grad";
+    return schema::kOutputRoleGrad;
   }
   return "?";
 }
@@ -56,11 +56,11 @@ const char *toString(OutputRole role) {
 const char *toString(OptimizerKind kind) {
   switch (kind) {
   case OptimizerKind::SGD:
-    return "sgd";
+    return schema::kOptimizerNameSgd;
   case OptimizerKind::Adam:
-    return "adam";
+    return schema::kOptimizerNameAdam;
   case OptimizerKind::AdamW:
-    return "adamw";
+    return schema::kOptimizerNameAdamw;
   }
   return "?";
 }
@@ -74,37 +74,37 @@ size_t OptimizerSpec::numStateSlots() const {
 const char *ArgValue::kindName(Kind kind) {
   switch (kind) {
   case Kind::Tensor:
-    return "tensor";
+    return schema::kArgKindTensor;
   case Kind::Tensors:
-    return "tensors";
+    return schema::kArgKindTensors;
   case Kind::OptionalTensors:
-    return "optional_tensors";
+    return schema::kArgKindOptionalTensors;
   case Kind::None:
-    return "none";
+    return schema::kArgKindNone;
   case Kind::Int:
-    return "int";
+    return schema::kArgKindInt;
   case Kind::Ints:
-    return "ints";
+    return schema::kArgKindInts;
   case Kind::Float:
-    return "float";
+    return schema::kArgKindFloat;
   case Kind::Floats:
-    return "floats";
+    return schema::kArgKindFloats;
   case Kind::Bool:
-    return "bool";
+    return schema::kArgKindBool;
   case Kind::Bools:
-    return "bools";
+    return schema::kArgKindBools;
   case Kind::String:
-    return "string";
+    return schema::kArgKindString;
   case Kind::Strings:
-    return "strings";
+    return schema::kArgKindStrings;
   case Kind::Dtype:
-    return "dtype";
+    return schema::kArgKindDtype;
   case Kind::Device:
-    return "device";
+    return schema::kArgKindDevice;
   case Kind::Layout:
-    return "layout";
+    return schema::kArgKindLayout;
   case Kind::MemoryFormat:
-    return "memory_format";
+    return schema::kArgKindMemoryFormat;
   }
   return "?";
 }
@@ -112,15 +112,15 @@ const char *ArgValue::kindName(Kind kind) {
 const char *toString(ReduceOp op) {
   switch (op) {
   case ReduceOp::Sum:
-    return "sum";
+    return schema::kReduceOpSum;
   case ReduceOp::Avg:
-    return "avg";
+    return schema::kReduceOpAvg;
   case ReduceOp::Max:
-    return "max";
+    return schema::kReduceOpMax;
   case ReduceOp::Min:
-    return "min";
+    return schema::kReduceOpMin;
   case ReduceOp::Product:
-    return "product";
+    return schema::kReduceOpProduct;
   }
   return "?";
 }
@@ -128,27 +128,27 @@ const char *toString(ReduceOp op) {
 const char *toString(OpKind op) {
   switch (op) {
   case OpKind::Aten:
-    return "aten";
+    return schema::kOpAten;
   case OpKind::Free:
-    return "free";
+    return schema::kOpFree;
   case OpKind::Optimizer:
-    return "optimizer";
+    return schema::kOpOptimizer;
   case OpKind::AllGatherStart:
-    return "all_gather_start";
+    return schema::kOpAllGatherStart;
   case OpKind::ReduceScatterStart:
-    return "reduce_scatter_start";
+    return schema::kOpReduceScatterStart;
   case OpKind::AllReduceStart:
-    return "all_reduce_start";
+    return schema::kOpAllReduceStart;
   case OpKind::BroadcastStart:
-    return "broadcast_start";
+    return schema::kOpBroadcastStart;
   case OpKind::AllSliceStart:
-    return "all_slice_start";
+    return schema::kOpAllSliceStart;
   case OpKind::Wait:
-    return "wait";
+    return schema::kOpWait;
   case OpKind::RecordEvent:
-    return "record_event";
+    return schema::kOpRecordEvent;
   case OpKind::WaitEvent:
-    return "wait_event";
+    return schema::kOpWaitEvent;
   }
   return "?";
 }
@@ -296,6 +296,25 @@ std::string Artifact::instructionPath(size_t program, size_t index) const {
 
 namespace {
 
+constexpr OpKind kAllOpKinds[] = {OpKind::Aten,
+                                  OpKind::Free,
+                                  OpKind::Optimizer,
+                                  OpKind::AllGatherStart,
+                                  OpKind::ReduceScatterStart,
+                                  OpKind::AllReduceStart,
+                                  OpKind::BroadcastStart,
+                                  OpKind::AllSliceStart,
+                                  OpKind::Wait,
+                                  OpKind::RecordEvent,
+                                  OpKind::WaitEvent};
+
+/// "this runtime reads versions 1 to 2", for version errors.
+std::string readableVersions() {
+  return "this runtime reads versions " +
+         std::to_string(kArtifactOldestVersion) + " to " +
+         std::to_string(kArtifactVersion);
+}
+
 /// Reads the program JSON with a path for every message.
 class ProgramReader {
 public:
@@ -328,23 +347,41 @@ private:
       fail(path, std::string("expected a list, found ") + v.type_name());
     return v;
   }
-  /// Refuses keys outside `allowed`: a misspelt `kwargs` must not be
-  /// silently dropped.
+  /// Refuses keys the schema does not give `object` in this version: a
+  /// misspelt `kwargs` must not be silently dropped.
   void onlyKeys(const json &obj, const std::string &path,
-                std::initializer_list<const char *> allowed) {
-    for (const auto &item : obj.items()) {
-      bool ok = false;
-      for (const char *k : allowed)
-        ok |= item.key() == k;
-      if (!ok) {
+                schema::Object object) {
+    for (const auto &item : obj.items())
+      if (!schema::hasField(object, item.key().c_str(), version())) {
+        for (const schema::FieldInfo &f : schema::kFields)
+          if (f.object == object && item.key() == f.key)
+            fail(join(path, item.key()),
+                 "'" + item.key() + "' needs format version " +
+                     std::to_string(f.since) + " (this program is version " +
+                     std::to_string(a.version) + ")");
         std::string list;
-        for (const char *k : allowed)
-          list += std::string(list.empty() ? "" : ", ") + k;
+        for (const schema::FieldInfo &f : schema::kFields)
+          if (f.object == object && f.since <= version())
+            list += std::string(list.empty() ? "" : ", ") + f.key;
         fail(join(path, item.key()),
              "unknown field (expected one of: " + list + ")");
       }
-    }
   }
+  /// The same for an instruction whose `op` is `op`.
+  void onlyInstructionKeys(const json &obj, const std::string &path,
+                           const std::string &op) {
+    for (const auto &item : obj.items())
+      if (!schema::instructionHasField(op.c_str(), item.key().c_str(),
+                                       version())) {
+        std::string list;
+        for (const schema::InstFieldInfo &f : schema::kInstFields)
+          if (f.since <= version() && schema::listsOp(f.ops, op.c_str()))
+            list += std::string(list.empty() ? "" : ", ") + f.key;
+        fail(join(path, item.key()),
+             "unknown field (expected one of: " + list + ")");
+      }
+  }
+  uint32_t version() const { return uint32_t(a.version); }
   const json &field(const json &obj, const std::string &path, const char *key) {
     auto it = obj.find(key);
     if (it == obj.end())
@@ -471,12 +508,14 @@ private:
   ShardSpec shardSpec(const json &v, const std::string &path,
                       const std::vector<int64_t> &local) {
     object(v, path);
-    onlyKeys(v, path, {"axes", "dim", "global_shape"});
+    onlyKeys(v, path, schema::Object::Shard);
     ShardSpec sh;
-    sh.axes = axesList(field(v, path, "axes"), join(path, "axes"));
-    sh.globalShape =
-        shape(field(v, path, "global_shape"), join(path, "global_shape"));
-    sh.dim = integer(field(v, path, "dim"), join(path, "dim"));
+    sh.axes = axesList(field(v, path, schema::kShardAxes),
+                       join(path, schema::kShardAxes));
+    sh.globalShape = shape(field(v, path, schema::kShardGlobalShape),
+                           join(path, schema::kShardGlobalShape));
+    sh.dim = integer(field(v, path, schema::kShardDim),
+                     join(path, schema::kShardDim));
     if (sh.dim < 0 || sh.dim >= int64_t(sh.globalShape.size()))
       fail(join(path, "dim"), "dim " + std::to_string(sh.dim) +
                                   " out of range for global_shape " +
@@ -514,35 +553,36 @@ private:
 
 void ProgramReader::read(const json &root) {
   object(root, "");
-  onlyKeys(root, "",
-           {"format", "version", "producer", "source", "pipeline", "world_size",
-            "mesh", "num_slots", "optimizer", "inputs", "state", "outputs",
-            "programs"});
-  std::string format = string(field(root, "", "format"), "format");
-  if (format != "loomx")
-    fail("format", "expected \"loomx\", found \"" + format + "\"");
-  int64_t version = integer(field(root, "", "version"), "version");
-  if (version < 1 || version > int64_t(kArtifactVersion))
-    fail("version", "program version " + std::to_string(version) +
-                        "; this runtime reads versions 1 to " +
-                        std::to_string(kArtifactVersion) +
-                        " — recompile with the matching loom-compile");
+  std::string format =
+      string(field(root, "", schema::kProgramFormat), schema::kProgramFormat);
+  if (format != schema::kFormatLoomx)
+    fail(schema::kProgramFormat, std::string("expected \"") +
+                                     schema::kFormatLoomx + "\", found \"" +
+                                     format + "\"");
+  int64_t version = integer(field(root, "", schema::kProgramVersion),
+                            schema::kProgramVersion);
+  if (version < int64_t(kArtifactOldestVersion) ||
+      version > int64_t(kArtifactVersion))
+    fail(schema::kProgramVersion,
+         "program version " + std::to_string(version) + "; " +
+             readableVersions() +
+             " — recompile with the matching loom-compile");
   a.version = version;
-  for (auto [key, out] :
-       {std::pair{"producer", &a.producer}, std::pair{"source", &a.source},
-        std::pair{"pipeline", &a.pipeline}})
+  // Which keys are known depends on the version.
+  onlyKeys(root, "", schema::Object::Program);
+  for (auto [key, out] : {std::pair{schema::kProgramProducer, &a.producer},
+                          std::pair{schema::kProgramSource, &a.source},
+                          std::pair{schema::kProgramPipeline, &a.pipeline}})
     if (root.contains(key))
       *out = string(root[key], key);
 
-  a.worldSize = integer(field(root, "", "world_size"), "world_size");
+  a.worldSize =
+      integer(field(root, "", schema::kProgramWorldSize), "world_size");
   if (a.worldSize < 1)
     fail("world_size",
          "must be at least 1, found " + std::to_string(a.worldSize));
-  if (root.contains("mesh")) {
-    if (a.version < 2)
-      fail("mesh", "a mesh needs format version 2 (this program is version " +
-                       std::to_string(a.version) + ")");
-    readMesh(root["mesh"]);
+  if (root.contains(schema::kProgramMesh)) {
+    readMesh(root[schema::kProgramMesh]);
     if (a.mesh->numRanks() != a.worldSize)
       fail("world_size", std::to_string(a.worldSize) +
                              " is not the product of mesh.shape " +
@@ -551,19 +591,20 @@ void ProgramReader::read(const json &root) {
   } else if (a.worldSize > 1 && a.version >= 2) {
     fail("mesh", "missing (required when world_size > 1)");
   }
-  a.numSlots = integer(field(root, "", "num_slots"), "num_slots");
+  a.numSlots = integer(field(root, "", schema::kProgramNumSlots), "num_slots");
   if (a.numSlots < 0 || a.numSlots > kMaxSlots)
     fail("num_slots", std::to_string(a.numSlots) + " is out of range (0 to " +
                           std::to_string(kMaxSlots) + ")");
 
-  const json &opt = field(root, "", "optimizer");
+  const json &opt = field(root, "", schema::kProgramOptimizer);
   if (!opt.is_null())
     readOptimizer(opt, "optimizer");
-  readInputs(field(root, "", "inputs"));
-  readState(field(root, "", "state"));
-  readOutputs(field(root, "", "outputs"));
+  readInputs(field(root, "", schema::kProgramInputs));
+  readState(field(root, "", schema::kProgramState));
+  readOutputs(field(root, "", schema::kProgramOutputs));
 
-  const json &programs = array(field(root, "", "programs"), "programs");
+  const json &programs =
+      array(field(root, "", schema::kProgramPrograms), "programs");
   if (a.version < 2 && int64_t(programs.size()) != a.worldSize)
     fail("programs", "has " + std::to_string(programs.size()) +
                          " programs for world_size " +
@@ -595,16 +636,16 @@ void ProgramReader::read(const json &root) {
 
 void ProgramReader::readMesh(const json &v) {
   object(v, "mesh");
-  onlyKeys(v, "mesh", {"shape", "axes"});
+  onlyKeys(v, "mesh", schema::Object::Mesh);
   Mesh m;
-  m.shape = shape(field(v, "mesh", "shape"), "mesh.shape");
+  m.shape = shape(field(v, "mesh", schema::kMeshShape), "mesh.shape");
   if (m.shape.empty())
     fail("mesh.shape", "must have at least one axis");
   for (size_t i = 0; i < m.shape.size(); ++i)
     if (m.shape[i] < 1)
       fail(index("mesh.shape", i), "an axis has at least one rank, found " +
                                        std::to_string(m.shape[i]));
-  const json &axes = array(field(v, "mesh", "axes"), "mesh.axes");
+  const json &axes = array(field(v, "mesh", schema::kMeshAxes), "mesh.axes");
   for (size_t i = 0; i < axes.size(); ++i) {
     std::string name = nonEmptyString(axes[i], index("mesh.axes", i));
     if (std::find(m.axes.begin(), m.axes.end(), name) != m.axes.end())
@@ -620,19 +661,18 @@ void ProgramReader::readMesh(const json &v) {
 
 void ProgramReader::readOptimizer(const json &v, const std::string &path) {
   object(v, path);
-  onlyKeys(v, path,
-           {"name", "lr", "betas", "eps", "weight_decay", "momentum",
-            "dampening", "nesterov", "maximize"});
+  onlyKeys(v, path, schema::Object::Optimizer);
   OptimizerSpec o;
-  std::string name = string(field(v, path, "name"), join(path, "name"));
-  if (name == "sgd")
+  std::string name = string(field(v, path, schema::kOptimizerName),
+                            join(path, schema::kOptimizerName));
+  if (name == schema::kOptimizerNameSgd)
     o.kind = OptimizerKind::SGD;
-  else if (name == "adam")
+  else if (name == schema::kOptimizerNameAdam)
     o.kind = OptimizerKind::Adam;
-  else if (name == "adamw")
+  else if (name == schema::kOptimizerNameAdamw)
     o.kind = OptimizerKind::AdamW;
   else
-    fail(join(path, "name"),
+    fail(join(path, schema::kOptimizerName),
          "unknown optimizer '" + name + "' (expected sgd, adam or adamw)");
   auto nonNegative = [&](const char *key) {
     double d = finiteNumber(field(v, path, key), join(path, key));
@@ -641,16 +681,18 @@ void ProgramReader::readOptimizer(const json &v, const std::string &path) {
     return d;
   };
   // The same range checks torch.optim's constructors make.
-  o.lr = nonNegative("lr");
-  o.eps = nonNegative("eps");
-  o.weightDecay = nonNegative("weight_decay");
-  o.momentum = nonNegative("momentum");
-  o.dampening =
-      finiteNumber(field(v, path, "dampening"), join(path, "dampening"));
-  o.nesterov = boolean(field(v, path, "nesterov"), join(path, "nesterov"));
-  o.maximize = boolean(field(v, path, "maximize"), join(path, "maximize"));
-  std::string betasPath = join(path, "betas");
-  const json &betas = array(field(v, path, "betas"), betasPath);
+  o.lr = nonNegative(schema::kOptimizerLr);
+  o.eps = nonNegative(schema::kOptimizerEps);
+  o.weightDecay = nonNegative(schema::kOptimizerWeightDecay);
+  o.momentum = nonNegative(schema::kOptimizerMomentum);
+  o.dampening = finiteNumber(field(v, path, schema::kOptimizerDampening),
+                             join(path, schema::kOptimizerDampening));
+  o.nesterov = boolean(field(v, path, schema::kOptimizerNesterov),
+                       join(path, schema::kOptimizerNesterov));
+  o.maximize = boolean(field(v, path, schema::kOptimizerMaximize),
+                       join(path, schema::kOptimizerMaximize));
+  std::string betasPath = join(path, schema::kOptimizerBetas);
+  const json &betas = array(field(v, path, schema::kOptimizerBetas), betasPath);
   if (betas.size() != 2)
     fail(betasPath, "expected [beta1, beta2], found " + betas.dump());
   o.beta1 = finiteNumber(betas[0], index(betasPath, 0));
@@ -663,7 +705,7 @@ void ProgramReader::readOptimizer(const json &v, const std::string &path) {
   }
   if (o.kind == OptimizerKind::SGD && o.nesterov &&
       (o.momentum <= 0 || o.dampening != 0))
-    fail(join(path, "nesterov"),
+    fail(join(path, schema::kOptimizerNesterov),
          "Nesterov momentum requires a momentum and zero dampening");
   a.optimizer = o;
 }
@@ -675,65 +717,71 @@ void ProgramReader::readInputs(const json &v) {
   for (const json &e : array(v, "inputs")) {
     std::string path = index("inputs", i++);
     object(e, path);
-    if (a.version >= 2)
-      onlyKeys(e, path,
-               {"name", "role", "slot", "batch_index", "dtype", "shape",
-                "shard", "split"});
-    else
-      onlyKeys(e, path,
-               {"name", "role", "slot", "batch_index", "dtype", "shape"});
+    onlyKeys(e, path, schema::Object::Input);
     InputSpec in;
-    in.name = nonEmptyString(field(e, path, "name"), join(path, "name"));
+    in.name = nonEmptyString(field(e, path, schema::kInputName),
+                             join(path, schema::kInputName));
     if (!names.insert(in.name).second)
-      fail(join(path, "name"), "'" + in.name + "' is listed twice");
-    std::string role = string(field(e, path, "role"), join(path, "role"));
-    if (role == "parameter")
+      fail(join(path, schema::kInputName), "'" + in.name + "' is listed twice");
+    std::string role = string(field(e, path, schema::kInputRole),
+                              join(path, schema::kInputRole));
+    if (role == schema::kInputRoleParameter)
       in.role = InputRole::Parameter;
-    else if (role == "buffer")
+    else if (role == schema::kInputRoleBuffer)
       in.role = InputRole::Buffer;
-    else if (role == "constant")
+    else if (role == schema::kInputRoleConstant)
       in.role = InputRole::Constant;
-    else if (role == "input")
+    else if (role == schema::kInputRoleInput)
       in.role = InputRole::Input;
     else
-      fail(join(path, "role"), "unknown role '" + role +
-                                   "' (expected parameter, buffer, constant "
-                                   "or input)");
-    in.slot = slot(field(e, path, "slot"), join(path, "slot"));
+      fail(join(path, schema::kInputRole),
+           "unknown role '" + role +
+               "' (expected parameter, buffer, constant "
+               "or input)");
+    in.slot = slot(field(e, path, schema::kInputSlot),
+                   join(path, schema::kInputSlot));
     if (in.role == InputRole::Input) {
-      in.batchIndex =
-          integer(field(e, path, "batch_index"), join(path, "batch_index"));
+      in.batchIndex = integer(field(e, path, schema::kInputBatchIndex),
+                              join(path, schema::kInputBatchIndex));
       if (in.batchIndex < 0)
-        fail(join(path, "batch_index"), "must not be negative");
+        fail(join(path, schema::kInputBatchIndex), "must not be negative");
       if (!batchIndices.insert(in.batchIndex).second)
-        fail(join(path, "batch_index"),
+        fail(join(path, schema::kInputBatchIndex),
              std::to_string(in.batchIndex) + " is bound by another input");
-    } else if (e.contains("batch_index")) {
-      fail(join(path, "batch_index"), "only inputs with role 'input' take "
-                                      "an element of the batch");
+    } else if (e.contains(schema::kInputBatchIndex)) {
+      fail(join(path, schema::kInputBatchIndex),
+           "only inputs with role 'input' take "
+           "an element of the batch");
     }
-    in.dtype = dtype(field(e, path, "dtype"), join(path, "dtype"));
-    in.shape = shape(field(e, path, "shape"), join(path, "shape"));
-    if (e.contains("shard")) {
+    in.dtype = dtype(field(e, path, schema::kInputDtype),
+                     join(path, schema::kInputDtype));
+    in.shape = shape(field(e, path, schema::kInputShape),
+                     join(path, schema::kInputShape));
+    if (e.contains(schema::kInputShard)) {
       if (in.role != InputRole::Parameter)
-        fail(join(path, "shard"), std::string("only parameters are sharded; "
-                                              "this input is a ") +
-                                      toString(in.role));
-      in.shard = shardSpec(e["shard"], join(path, "shard"), in.shape);
+        fail(join(path, schema::kInputShard),
+             std::string("only parameters are sharded; "
+                         "this input is a ") +
+                 toString(in.role));
+      in.shard = shardSpec(e[schema::kInputShard],
+                           join(path, schema::kInputShard), in.shape);
     }
-    if (e.contains("split")) {
-      std::string sp = join(path, "split");
+    if (e.contains(schema::kInputSplit)) {
+      std::string sp = join(path, schema::kInputSplit);
       if (in.role != InputRole::Input)
         fail(sp, "only inputs with role 'input' (batch data) are split");
-      object(e["split"], sp);
-      onlyKeys(e["split"], sp, {"axes", "dim"});
+      object(e[schema::kInputSplit], sp);
+      onlyKeys(e[schema::kInputSplit], sp, schema::Object::Split);
       SplitSpec split;
-      split.axes = axesList(field(e["split"], sp, "axes"), join(sp, "axes"));
-      split.dim = integer(field(e["split"], sp, "dim"), join(sp, "dim"));
+      split.axes =
+          axesList(field(e[schema::kInputSplit], sp, schema::kSplitAxes),
+                   join(sp, schema::kSplitAxes));
+      split.dim = integer(field(e[schema::kInputSplit], sp, schema::kSplitDim),
+                          join(sp, schema::kSplitDim));
       if (split.dim < 0 || split.dim >= int64_t(in.shape.size()))
-        fail(join(sp, "dim"), "dim " + std::to_string(split.dim) +
-                                  " out of range for shape " +
-                                  formatShape(in.shape));
+        fail(join(sp, schema::kSplitDim), "dim " + std::to_string(split.dim) +
+                                              " out of range for shape " +
+                                              formatShape(in.shape));
       in.split = split;
     }
     a.inputs.push_back(std::move(in));
@@ -746,28 +794,32 @@ void ProgramReader::readState(const json &v) {
   for (const json &e : array(v, "state")) {
     std::string path = index("state", i++);
     object(e, path);
-    if (a.version >= 2)
-      onlyKeys(e, path,
-               {"name", "param", "slot", "dtype", "shape", "init", "shard"});
-    else
-      onlyKeys(e, path, {"name", "param", "slot", "dtype", "shape", "init"});
+    onlyKeys(e, path, schema::Object::State);
     StateSpec s;
-    s.name = nonEmptyString(field(e, path, "name"), join(path, "name"));
+    s.name = nonEmptyString(field(e, path, schema::kStateName),
+                            join(path, schema::kStateName));
     if (!names.insert(s.name).second)
-      fail(join(path, "name"), "'" + s.name + "' is listed twice");
-    s.param = string(field(e, path, "param"), join(path, "param"));
+      fail(join(path, schema::kStateName), "'" + s.name + "' is listed twice");
+    s.param = string(field(e, path, schema::kStateParam),
+                     join(path, schema::kStateParam));
     int64_t p = a.findInput(s.param);
     if (p < 0 || a.inputs[p].role != InputRole::Parameter)
-      fail(join(path, "param"), "'" + s.param + "' is not a parameter input");
-    s.slot = slot(field(e, path, "slot"), join(path, "slot"));
-    s.dtype = dtype(field(e, path, "dtype"), join(path, "dtype"));
-    s.shape = shape(field(e, path, "shape"), join(path, "shape"));
-    std::string init = string(field(e, path, "init"), join(path, "init"));
-    if (init != "zeros")
-      fail(join(path, "init"),
+      fail(join(path, schema::kStateParam),
+           "'" + s.param + "' is not a parameter input");
+    s.slot = slot(field(e, path, schema::kStateSlot),
+                  join(path, schema::kStateSlot));
+    s.dtype = dtype(field(e, path, schema::kStateDtype),
+                    join(path, schema::kStateDtype));
+    s.shape = shape(field(e, path, schema::kStateShape),
+                    join(path, schema::kStateShape));
+    std::string init = string(field(e, path, schema::kStateInit),
+                              join(path, schema::kStateInit));
+    if (init != schema::kStateInitZeros)
+      fail(join(path, schema::kStateInit),
            "unknown init '" + init + "' (the only init is \"zeros\")");
-    if (e.contains("shard"))
-      s.shard = shardSpec(e["shard"], join(path, "shard"), s.shape);
+    if (e.contains(schema::kStateShard))
+      s.shard = shardSpec(e[schema::kStateShard],
+                          join(path, schema::kStateShard), s.shape);
     a.state.push_back(std::move(s));
   }
 
@@ -797,50 +849,55 @@ void ProgramReader::readOutputs(const json &v) {
   for (const json &e : array(v, "outputs")) {
     std::string path = index("outputs", i++);
     object(e, path);
-    if (a.version >= 2)
-      onlyKeys(e, path, {"role", "target", "slot", "reduce"});
-    else
-      onlyKeys(e, path, {"role", "target", "slot"});
+    onlyKeys(e, path, schema::Object::Output);
     OutputSpec out;
-    std::string role = string(field(e, path, "role"), join(path, "role"));
+    std::string role = string(field(e, path, schema::kOutputRole),
+                              join(path, schema::kOutputRole));
     InputRole targetRole = InputRole::Input;
-    if (role == "loss") {
+    if (role == schema::kOutputRoleLoss) {
       out.role = OutputRole::Loss;
       ++numLoss;
-    } else if (role == "buffer_mutation") {
+    } else if (role == schema::kOutputRoleBufferMutation) {
       out.role = OutputRole::BufferMutation;
       targetRole = InputRole::Buffer;
-    } else if (role == "grad") {
+    } else if (role == schema::kOutputRoleGrad) {
       out.role = OutputRole::Grad;
       targetRole = InputRole::Parameter;
     } else {
-      fail(join(path, "role"), "unknown role '" + role +
-                                   "' (expected loss, buffer_mutation or "
-                                   "grad)");
+      fail(join(path, schema::kOutputRole),
+           "unknown role '" + role +
+               "' (expected loss, buffer_mutation or "
+               "grad)");
     }
     if (out.role == OutputRole::Loss) {
-      if (e.contains("target"))
-        fail(join(path, "target"), "a loss output has no target");
+      if (e.contains(schema::kOutputTarget))
+        fail(join(path, schema::kOutputTarget), "a loss output has no target");
     } else {
-      out.target = string(field(e, path, "target"), join(path, "target"));
+      out.target = string(field(e, path, schema::kOutputTarget),
+                          join(path, schema::kOutputTarget));
       int64_t t = a.findInput(out.target);
       if (t < 0 || a.inputs[t].role != targetRole)
-        fail(join(path, "target"), "'" + out.target + "' is not a " +
-                                       toString(targetRole) + " input");
+        fail(join(path, schema::kOutputTarget),
+             "'" + out.target + "' is not a " + toString(targetRole) +
+                 " input");
       if (!targets.emplace(int(out.role), out.target).second)
-        fail(join(path, "target"),
+        fail(join(path, schema::kOutputTarget),
              "a second " + role + " output for '" + out.target + "'");
     }
-    out.slot = slot(field(e, path, "slot"), join(path, "slot"));
-    if (e.contains("reduce")) {
-      std::string rp = join(path, "reduce");
+    out.slot = slot(field(e, path, schema::kOutputSlot),
+                    join(path, schema::kOutputSlot));
+    if (e.contains(schema::kOutputReduce)) {
+      std::string rp = join(path, schema::kOutputReduce);
       if (out.role != OutputRole::Loss)
         fail(rp, "only the loss output is reduced");
-      object(e["reduce"], rp);
-      onlyKeys(e["reduce"], rp, {"axes", "op"});
+      object(e[schema::kOutputReduce], rp);
+      onlyKeys(e[schema::kOutputReduce], rp, schema::Object::Reduce);
       ReduceSpec r;
-      r.axes = axesList(field(e["reduce"], rp, "axes"), join(rp, "axes"));
-      r.op = reduceOp(field(e["reduce"], rp, "op"), join(rp, "op"));
+      r.axes =
+          axesList(field(e[schema::kOutputReduce], rp, schema::kReduceAxes),
+                   join(rp, schema::kReduceAxes));
+      r.op = reduceOp(field(e[schema::kOutputReduce], rp, schema::kReduceOp),
+                      join(rp, schema::kReduceOp));
       out.reduce = r;
     }
     a.outputs.push_back(std::move(out));
@@ -855,32 +912,36 @@ void ProgramReader::readProgram(const json &v, size_t programIndex) {
   object(v, path);
   Program p;
   if (a.version >= 2) {
-    onlyKeys(v, path, {"rank", "ranks", "streams", "instructions"});
-    if (v.contains("rank") == v.contains("ranks"))
+    onlyKeys(v, path, schema::Object::RankProgram);
+    if (v.contains(schema::kRankProgramRank) ==
+        v.contains(schema::kRankProgramRanks))
       fail(path, "give exactly one of `ranks` (the ranks running this "
                  "program) or `rank` (a single-rank program)");
-    if (v.contains("rank")) {
-      p.ranks.push_back(integer(v["rank"], join(path, "rank")));
+    if (v.contains(schema::kRankProgramRank)) {
+      p.ranks.push_back(integer(v[schema::kRankProgramRank],
+                                join(path, schema::kRankProgramRank)));
     } else {
-      std::string rp = join(path, "ranks");
+      std::string rp = join(path, schema::kRankProgramRanks);
       size_t i = 0;
-      for (const json &r : array(v["ranks"], rp))
+      for (const json &r : array(v[schema::kRankProgramRanks], rp))
         p.ranks.push_back(integer(r, index(rp, i++)));
       if (p.ranks.empty())
         fail(rp, "lists no rank");
     }
   } else {
-    onlyKeys(v, path, {"rank", "streams", "instructions"});
-    int64_t rank = integer(field(v, path, "rank"), join(path, "rank"));
+    onlyKeys(v, path, schema::Object::RankProgram);
+    int64_t rank = integer(field(v, path, schema::kRankProgramRank),
+                           join(path, schema::kRankProgramRank));
     if (rank != int64_t(programIndex))
-      fail(join(path, "rank"), "expected rank " + std::to_string(programIndex) +
-                                   " (programs are listed by rank), found " +
-                                   std::to_string(rank));
+      fail(join(path, schema::kRankProgramRank),
+           "expected rank " + std::to_string(programIndex) +
+               " (programs are listed by rank), found " + std::to_string(rank));
     p.ranks.push_back(rank);
   }
-  std::string streamsPath = join(path, "streams");
+  std::string streamsPath = join(path, schema::kRankProgramStreams);
   size_t i = 0;
-  for (const json &s : array(field(v, path, "streams"), streamsPath))
+  for (const json &s :
+       array(field(v, path, schema::kRankProgramStreams), streamsPath))
     p.streams.push_back(nonEmptyString(s, index(streamsPath, i++)));
   // Version 1 has no cross-stream events, so nothing could order work on a
   // second stream: a v1 program runs on exactly one.
@@ -890,8 +951,9 @@ void ProgramReader::readProgram(const json &v, size_t programIndex) {
     fail(streamsPath, "has " + std::to_string(p.streams.size()) +
                           " streams; a version 1 program has exactly one "
                           "(cross-stream events need a later version)");
-  std::string instPath = join(path, "instructions");
-  const json &insts = array(field(v, path, "instructions"), instPath);
+  std::string instPath = join(path, schema::kRankProgramInstructions);
+  const json &insts =
+      array(field(v, path, schema::kRankProgramInstructions), instPath);
   a.programs.push_back(std::move(p));
   Program &stored = a.programs.back();
   for (size_t j = 0; j < insts.size(); ++j) {
@@ -904,121 +966,88 @@ Instruction ProgramReader::readInstruction(const json &v, const std::string &p,
                                            const Program &program) {
   object(v, p);
   Instruction inst;
-  std::string op = string(field(v, p, "op"), join(p, "op"));
-  if (op == "aten") {
-    inst.op = OpKind::Aten;
-    onlyKeys(v, p,
-             {"op", "kernel", "overload", "args", "kwargs", "results", "stream",
-              "name", "module", "phase"});
-  } else if (op == "free") {
-    inst.op = OpKind::Free;
-    onlyKeys(v, p, {"op", "slots", "stream", "name", "module", "phase"});
-  } else if (op == "optimizer") {
-    inst.op = OpKind::Optimizer;
-    onlyKeys(v, p,
-             {"op", "param", "param_slot", "grad", "state", "stream", "name",
-              "module", "phase"});
-  } else if (a.version >= 2 &&
-             (op == "all_gather_start" || op == "reduce_scatter_start" ||
-              op == "all_reduce_start" || op == "broadcast_start" ||
-              op == "all_slice_start")) {
-    inst.op = op == "all_gather_start"       ? OpKind::AllGatherStart
-              : op == "reduce_scatter_start" ? OpKind::ReduceScatterStart
-              : op == "all_reduce_start"     ? OpKind::AllReduceStart
-              : op == "all_slice_start"      ? OpKind::AllSliceStart
-                                             : OpKind::BroadcastStart;
-    const char *extra = inst.op == OpKind::AllGatherStart       ? "dim"
-                        : inst.op == OpKind::ReduceScatterStart ? "dim"
-                        : inst.op == OpKind::AllSliceStart      ? "dim"
-                        : inst.op == OpKind::AllReduceStart     ? "reduce"
-                                                                : "root";
-    if (inst.op == OpKind::ReduceScatterStart)
-      onlyKeys(v, p,
-               {"op", "input", "future", "axes", "dim", "reduce", "stream",
-                "name", "module", "phase"});
-    else
-      onlyKeys(v, p,
-               {"op", "input", "future", "axes", extra, "stream", "name",
-                "module", "phase"});
-  } else if (a.version >= 2 && op == "wait") {
-    inst.op = OpKind::Wait;
-    onlyKeys(v, p,
-             {"op", "future", "result", "stream", "name", "module", "phase"});
-  } else if (a.version >= 2 && (op == "record_event" || op == "wait_event")) {
-    inst.op = op == "record_event" ? OpKind::RecordEvent : OpKind::WaitEvent;
-    onlyKeys(v, p, {"op", "event", "stream", "name", "module", "phase"});
-  } else {
-    fail(join(p, "op"),
-         "unknown instruction '" + op +
-             (a.version >= 2
-                  ? "' (version 2 has aten, free, optimizer, "
-                    "all_gather_start, reduce_scatter_start, "
-                    "all_reduce_start, broadcast_start, all_slice_start, "
-                    "wait, record_event, "
-                    "wait_event)"
-                  : "' (version 1 has aten, free, optimizer)"));
+  std::string op =
+      string(field(v, p, schema::kInstOp), join(p, schema::kInstOp));
+  std::optional<OpKind> kind;
+  for (OpKind k : kAllOpKinds)
+    if (op == toString(k))
+      kind = k;
+  if (!kind || !schema::isEnumValue("Op", op.c_str(), version())) {
+    std::string list;
+    for (const schema::EnumInfo &e : schema::kEnumValues)
+      if (std::string(e.enumName) == "Op" && e.since <= version())
+        list += std::string(list.empty() ? "" : ", ") + e.spelling;
+    fail(join(p, schema::kInstOp),
+         "unknown instruction '" + op + "' (version " +
+             std::to_string(a.version) + " has " + list + ")");
   }
+  inst.op = *kind;
+  onlyInstructionKeys(v, p, op);
 
-  if (v.contains("name"))
-    inst.name = string(v["name"], join(p, "name"));
+  if (v.contains(schema::kInstName))
+    inst.name = string(v[schema::kInstName], join(p, schema::kInstName));
   // With the name known, later messages can say which node they are about.
   node = inst.name.empty() ? "" : " (in '" + inst.name + "')";
-  if (v.contains("module"))
-    inst.module = string(v["module"], join(p, "module"));
-  if (v.contains("phase")) {
-    inst.phase = string(v["phase"], join(p, "phase"));
-    if (inst.phase != "forward" && inst.phase != "backward" &&
-        inst.phase != "optimizer")
-      fail(join(p, "phase"), "unknown phase '" + inst.phase +
-                                 "' (expected forward, backward or "
-                                 "optimizer)");
+  if (v.contains(schema::kInstModule))
+    inst.module = string(v[schema::kInstModule], join(p, schema::kInstModule));
+  if (v.contains(schema::kInstPhase)) {
+    inst.phase = string(v[schema::kInstPhase], join(p, schema::kInstPhase));
+    if (!schema::isEnumValue("Phase", inst.phase.c_str(), version()))
+      fail(join(p, schema::kInstPhase), "unknown phase '" + inst.phase +
+                                            "' (expected forward, backward or "
+                                            "optimizer)");
   }
-  if (v.contains("stream")) {
-    inst.stream = integer(v["stream"], join(p, "stream"));
+  if (v.contains(schema::kInstStream)) {
+    inst.stream = integer(v[schema::kInstStream], join(p, schema::kInstStream));
     if (inst.stream < 0 || inst.stream >= int64_t(program.streams.size()))
-      fail(join(p, "stream"),
+      fail(join(p, schema::kInstStream),
            "stream " + std::to_string(inst.stream) + " out of range (" +
                std::to_string(program.streams.size()) + " streams)");
   }
 
   switch (inst.op) {
   case OpKind::Aten: {
-    inst.kernel = nonEmptyString(field(v, p, "kernel"), join(p, "kernel"));
+    inst.kernel = nonEmptyString(field(v, p, schema::kInstKernel),
+                                 join(p, schema::kInstKernel));
     if (inst.kernel.find("::") == std::string::npos)
-      fail(join(p, "kernel"), "'" + inst.kernel +
-                                  "' is not a qualified operator name "
-                                  "(namespace::name, e.g. aten::addmm)");
-    inst.overload =
-        nonEmptyString(field(v, p, "overload"), join(p, "overload"));
-    std::string argsPath = join(p, "args");
-    const json &args = array(field(v, p, "args"), argsPath);
+      fail(join(p, schema::kInstKernel),
+           "'" + inst.kernel +
+               "' is not a qualified operator name "
+               "(namespace::name, e.g. aten::addmm)");
+    inst.overload = nonEmptyString(field(v, p, schema::kInstOverload),
+                                   join(p, schema::kInstOverload));
+    std::string argsPath = join(p, schema::kInstArgs);
+    const json &args = array(field(v, p, schema::kInstArgs), argsPath);
     for (size_t i = 0; i < args.size(); ++i)
       inst.args.push_back(readArg(args[i], index(argsPath, i)));
-    if (v.contains("kwargs")) {
-      std::string kwPath = join(p, "kwargs");
-      for (const auto &item : object(v["kwargs"], kwPath).items())
+    if (v.contains(schema::kInstKwargs)) {
+      std::string kwPath = join(p, schema::kInstKwargs);
+      for (const auto &item : object(v[schema::kInstKwargs], kwPath).items())
         inst.kwargs.emplace_back(
             item.key(), readArg(item.value(), join(kwPath, item.key())));
     }
-    std::string resPath = join(p, "results");
-    const json &results = array(field(v, p, "results"), resPath);
+    std::string resPath = join(p, schema::kInstResults);
+    const json &results = array(field(v, p, schema::kInstResults), resPath);
     for (size_t i = 0; i < results.size(); ++i)
       inst.results.push_back(readResult(results[i], index(resPath, i)));
     break;
   }
   case OpKind::Free: {
-    std::string slotsPath = join(p, "slots");
-    const json &slots = array(field(v, p, "slots"), slotsPath);
+    std::string slotsPath = join(p, schema::kInstSlots);
+    const json &slots = array(field(v, p, schema::kInstSlots), slotsPath);
     for (size_t i = 0; i < slots.size(); ++i)
       inst.slots.push_back(slot(slots[i], index(slotsPath, i)));
     break;
   }
   case OpKind::Optimizer: {
-    inst.param = string(field(v, p, "param"), join(p, "param"));
-    inst.paramSlot = slot(field(v, p, "param_slot"), join(p, "param_slot"));
-    inst.grad = slot(field(v, p, "grad"), join(p, "grad"));
-    std::string statePath = join(p, "state");
-    const json &state = array(field(v, p, "state"), statePath);
+    inst.param =
+        string(field(v, p, schema::kInstParam), join(p, schema::kInstParam));
+    inst.paramSlot = slot(field(v, p, schema::kInstParamSlot),
+                          join(p, schema::kInstParamSlot));
+    inst.grad =
+        slot(field(v, p, schema::kInstGrad), join(p, schema::kInstGrad));
+    std::string statePath = join(p, schema::kInstState);
+    const json &state = array(field(v, p, schema::kInstState), statePath);
     for (size_t i = 0; i < state.size(); ++i)
       inst.state.push_back(slot(state[i], index(statePath, i)));
     break;
@@ -1028,39 +1057,48 @@ Instruction ProgramReader::readInstruction(const json &v, const std::string &p,
   case OpKind::AllReduceStart:
   case OpKind::BroadcastStart:
   case OpKind::AllSliceStart: {
-    inst.input = slot(field(v, p, "input"), join(p, "input"));
-    inst.future = slot(field(v, p, "future"), join(p, "future"));
-    inst.axes = axesList(field(v, p, "axes"), join(p, "axes"));
+    inst.input =
+        slot(field(v, p, schema::kInstInput), join(p, schema::kInstInput));
+    inst.future =
+        slot(field(v, p, schema::kInstFuture), join(p, schema::kInstFuture));
+    inst.axes =
+        axesList(field(v, p, schema::kInstAxes), join(p, schema::kInstAxes));
     if (inst.op == OpKind::AllGatherStart ||
         inst.op == OpKind::ReduceScatterStart ||
         inst.op == OpKind::AllSliceStart) {
-      inst.dim = integer(field(v, p, "dim"), join(p, "dim"));
+      inst.dim =
+          integer(field(v, p, schema::kInstDim), join(p, schema::kInstDim));
       if (inst.dim < 0)
-        fail(join(p, "dim"), "dim " + std::to_string(inst.dim) +
-                                 " is negative (dims count from 0)");
+        fail(join(p, schema::kInstDim), "dim " + std::to_string(inst.dim) +
+                                            " is negative (dims count from 0)");
     }
     if (inst.op == OpKind::ReduceScatterStart ||
         inst.op == OpKind::AllReduceStart)
-      inst.reduce = reduceOp(field(v, p, "reduce"), join(p, "reduce"));
+      inst.reduce = reduceOp(field(v, p, schema::kInstReduce),
+                             join(p, schema::kInstReduce));
     if (inst.op == OpKind::BroadcastStart) {
-      inst.root = integer(field(v, p, "root"), join(p, "root"));
+      inst.root =
+          integer(field(v, p, schema::kInstRoot), join(p, schema::kInstRoot));
       int64_t g = a.mesh->groupSize(inst.axes);
       if (inst.root < 0 || inst.root >= g)
-        fail(join(p, "root"), "root " + std::to_string(inst.root) +
-                                  " is not an index in a group of " +
-                                  std::to_string(g) + " ranks");
+        fail(join(p, schema::kInstRoot), "root " + std::to_string(inst.root) +
+                                             " is not an index in a group of " +
+                                             std::to_string(g) + " ranks");
     }
     break;
   }
   case OpKind::Wait:
-    inst.future = slot(field(v, p, "future"), join(p, "future"));
-    inst.result = slot(field(v, p, "result"), join(p, "result"));
+    inst.future =
+        slot(field(v, p, schema::kInstFuture), join(p, schema::kInstFuture));
+    inst.result =
+        slot(field(v, p, schema::kInstResult), join(p, schema::kInstResult));
     break;
   case OpKind::RecordEvent:
   case OpKind::WaitEvent:
-    inst.event = integer(field(v, p, "event"), join(p, "event"));
+    inst.event =
+        integer(field(v, p, schema::kInstEvent), join(p, schema::kInstEvent));
     if (inst.event < 0)
-      fail(join(p, "event"),
+      fail(join(p, schema::kInstEvent),
            "event " + std::to_string(inst.event) + " is negative");
     break;
   }
@@ -1083,59 +1121,59 @@ ArgValue ProgramReader::readArg(const json &v, const std::string &path) {
     for (const json &e : array(x, xp))
       readOne(e, index(xp, i++));
   };
-  if (kind == "tensor") {
+  if (kind == schema::kArgKindTensor) {
     arg.kind = K::Tensor;
     arg.slots.push_back(slot(x, path));
-  } else if (kind == "tensors") {
+  } else if (kind == schema::kArgKindTensors) {
     arg.kind = K::Tensors;
     eachOf([&](const json &e, const std::string &ep) {
       arg.slots.push_back(slot(e, ep));
     });
-  } else if (kind == "optional_tensors") {
+  } else if (kind == schema::kArgKindOptionalTensors) {
     arg.kind = K::OptionalTensors;
     eachOf([&](const json &e, const std::string &ep) {
       arg.slots.push_back(e.is_null() ? -1 : slot(e, ep));
     });
-  } else if (kind == "none") {
+  } else if (kind == schema::kArgKindNone) {
     arg.kind = K::None;
     if (!x.is_boolean() || !x.get<bool>())
       fail(xp, "must be true, found " + x.dump());
-  } else if (kind == "int") {
+  } else if (kind == schema::kArgKindInt) {
     arg.kind = K::Int;
     arg.ints.push_back(integer(x, xp));
-  } else if (kind == "ints") {
+  } else if (kind == schema::kArgKindInts) {
     arg.kind = K::Ints;
     eachOf([&](const json &e, const std::string &ep) {
       arg.ints.push_back(integer(e, ep));
     });
-  } else if (kind == "float") {
+  } else if (kind == schema::kArgKindFloat) {
     arg.kind = K::Float;
     arg.floats.push_back(floatValue(x, xp));
-  } else if (kind == "floats") {
+  } else if (kind == schema::kArgKindFloats) {
     arg.kind = K::Floats;
     eachOf([&](const json &e, const std::string &ep) {
       arg.floats.push_back(floatValue(e, ep));
     });
-  } else if (kind == "bool") {
+  } else if (kind == schema::kArgKindBool) {
     arg.kind = K::Bool;
     arg.ints.push_back(boolean(x, xp));
-  } else if (kind == "bools") {
+  } else if (kind == schema::kArgKindBools) {
     arg.kind = K::Bools;
     eachOf([&](const json &e, const std::string &ep) {
       arg.ints.push_back(boolean(e, ep));
     });
-  } else if (kind == "string") {
+  } else if (kind == schema::kArgKindString) {
     arg.kind = K::String;
     arg.strings.push_back(string(x, xp));
-  } else if (kind == "strings") {
+  } else if (kind == schema::kArgKindStrings) {
     arg.kind = K::Strings;
     eachOf([&](const json &e, const std::string &ep) {
       arg.strings.push_back(string(e, ep));
     });
-  } else if (kind == "dtype") {
+  } else if (kind == schema::kArgKindDtype) {
     arg.kind = K::Dtype;
     arg.dtype = dtype(x, xp);
-  } else if (kind == "device") {
+  } else if (kind == schema::kArgKindDevice) {
     arg.kind = K::Device;
     std::string d = string(x, xp);
     // The compiler records the device the graph was captured on; the
@@ -1147,17 +1185,17 @@ ArgValue ProgramReader::readArg(const json &v, const std::string &path) {
     if (!ok)
       fail(xp, "unknown device '" + d + "' (expected cpu, cuda or cuda:N)");
     arg.strings.push_back(d);
-  } else if (kind == "layout") {
+  } else if (kind == schema::kArgKindLayout) {
     arg.kind = K::Layout;
     std::string l = string(x, xp);
     static const std::pair<const char *, c10::Layout> kLayouts[] = {
-        {"strided", c10::Layout::Strided},
-        {"sparse_coo", c10::Layout::Sparse},
-        {"sparse_csr", c10::Layout::SparseCsr},
-        {"sparse_csc", c10::Layout::SparseCsc},
-        {"sparse_bsr", c10::Layout::SparseBsr},
-        {"sparse_bsc", c10::Layout::SparseBsc},
-        {"mkldnn", c10::Layout::Mkldnn},
+        {schema::kLayoutStrided, c10::Layout::Strided},
+        {schema::kLayoutSparseCoo, c10::Layout::Sparse},
+        {schema::kLayoutSparseCsr, c10::Layout::SparseCsr},
+        {schema::kLayoutSparseCsc, c10::Layout::SparseCsc},
+        {schema::kLayoutSparseBsr, c10::Layout::SparseBsr},
+        {schema::kLayoutSparseBsc, c10::Layout::SparseBsc},
+        {schema::kLayoutMkldnn, c10::Layout::Mkldnn},
     };
     bool found = false;
     for (const auto &[name, layout] : kLayouts)
@@ -1169,16 +1207,16 @@ ArgValue ProgramReader::readArg(const json &v, const std::string &path) {
       fail(xp, "unknown layout '" + l +
                    "' (expected strided, sparse_coo, sparse_csr, sparse_csc, "
                    "sparse_bsr, sparse_bsc or mkldnn)");
-  } else if (kind == "memory_format") {
+  } else if (kind == schema::kArgKindMemoryFormat) {
     arg.kind = K::MemoryFormat;
     std::string m = string(x, xp);
-    if (m == "contiguous_format")
+    if (m == schema::kMemoryFormatContiguous)
       arg.memoryFormat = c10::MemoryFormat::Contiguous;
-    else if (m == "channels_last")
+    else if (m == schema::kMemoryFormatChannelsLast)
       arg.memoryFormat = c10::MemoryFormat::ChannelsLast;
-    else if (m == "channels_last_3d")
+    else if (m == schema::kMemoryFormatChannelsLast3d)
       arg.memoryFormat = c10::MemoryFormat::ChannelsLast3d;
-    else if (m == "preserve_format")
+    else if (m == schema::kMemoryFormatPreserve)
       arg.memoryFormat = c10::MemoryFormat::Preserve;
     else
       fail(xp, "unknown memory format '" + m +
@@ -1427,8 +1465,8 @@ Artifact Artifact::load(const std::string &path) {
   uint64_t size = f.size();
   char header[kArtifactHeaderBytes] = {};
   f.readAt(0, header, std::min<uint64_t>(size, kArtifactHeaderBytes));
-  if (size < sizeof(kArtifactMagic) ||
-      std::memcmp(header, kArtifactMagic, sizeof(kArtifactMagic)) != 0)
+  if (size < schema::kMagicBytes ||
+      std::memcmp(header, kArtifactMagic, schema::kMagicBytes) != 0)
     throw Error(path + ": not a Loom artifact (the file does not start with "
                        "the magic \"LOOMX\\r\\n\\x1a\")");
   if (size < kArtifactHeaderBytes)
@@ -1441,10 +1479,9 @@ Artifact Artifact::load(const std::string &path) {
   std::memcpy(&flags, header + 12, 4);
   std::memcpy(&programLen, header + 16, 8);
   std::memcpy(&weightsLen, header + 24, 8);
-  if (version < 1 || version > kArtifactVersion)
+  if (version < kArtifactOldestVersion || version > kArtifactVersion)
     throw Error(path + ": artifact format version " + std::to_string(version) +
-                "; this runtime reads versions 1 to " +
-                std::to_string(kArtifactVersion) +
+                "; " + readableVersions() +
                 " — recompile with the matching loom-compile");
   if (flags != 0)
     throw Error(path + ": header flags are " + std::to_string(flags) +

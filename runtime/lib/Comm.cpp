@@ -5,7 +5,12 @@
 // for averaged gradients, `avg` is a SUM followed by a division by the group
 // size. reduce_scatter along any dim is ProcessGroupGloo's
 // _reduce_scatter_base (reduce_scatter_tensor, which Gloo supports in torch
-// 2.9) on the tensor with that dim moved to the front.
+// 2.9) on the tensor with that dim moved to the front. That call clones the
+// whole input and all-reduces the clone, so while it is in flight the rank
+// holds the input twice, which the compiler's liveness does not count; when
+// the input is the runtime's own (donated by the program, or a private
+// contiguous copy), the runtime all-reduces it in place instead, the same
+// reduction without the clone.
 //
 //===----------------------------------------------------------------------===//
 
@@ -240,6 +245,26 @@ const CommGroup &Comm::group(const std::vector<std::string> &axes) const {
 
 namespace {
 
+/// Whether `t`, held by the caller's slot and one copy (two references),
+/// is the only way to its storage. ATen records the base of a view even
+/// without autograd, so a view's bases hold the storage too; they count as
+/// long as nothing but the next view in the chain holds them.
+bool soleHolder(const at::Tensor &t) {
+  if (t.use_count() > 2)
+    return false;
+  std::vector<at::Tensor> bases;
+  for (const at::Tensor *v = &t; v->is_view();) {
+    bases.emplace_back(at::Tensor(v->_base()));
+    // The view that records it, and `bases`.
+    if (bases.back().use_count() > 2)
+      return false;
+    v = &bases.back();
+    if (bases.size() > 64)
+      return false;
+  }
+  return t.storage().use_count() == int64_t(1 + bases.size());
+}
+
 /// Marks what the backend allocates on this thread while it issues a
 /// collective as that collective's staging (MemoryTracker.h).
 struct StagingScope {
@@ -259,7 +284,7 @@ struct StagingScope {
 
 PendingCollective Comm::start(OpKind kind, const std::vector<std::string> &axes,
                               const at::Tensor &input, int64_t dim,
-                              ReduceOp reduce, int64_t root) {
+                              ReduceOp reduce, int64_t root, bool donated) {
   const CommGroup &g = group(axes);
   int64_t size = int64_t(g.ranks.size());
   PendingCollective p;
@@ -291,13 +316,24 @@ PendingCollective Comm::start(OpKind kind, const std::vector<std::string> &axes,
       if (dim == 0) {
         // Straight into the gathered tensor: the rank blocks of dim 0 are
         // contiguous, so no per-rank outputs and no concatenation at the
-        // wait (one gathered-size buffer, as the compiler's liveness
-        // counts it).
+        // wait. Gloo's allgather gathers into a flat copy of its own and
+        // copies out of it, a second gathered-size buffer the compiler's
+        // liveness does not count; one in-place broadcast per member into
+        // its block moves the same bytes with the one buffer.
         std::vector<int64_t> shape = p.input.sizes().vec();
+        int64_t rows = shape[0];
         shape[0] *= size;
         p.buffer = at::empty(shape, p.input.options());
+        p.buffer.narrow(0, g.index * rows, rows).copy_(p.input);
         StagingScope staging(p);
-        p.work = g.backend->_allgather_base(p.buffer, p.input);
+        for (int64_t k = 0; k < size; ++k) {
+          std::vector<at::Tensor> block{p.buffer.narrow(0, k * rows, rows)};
+          ::c10d::BroadcastOptions o;
+          o.rootRank = k;
+          if (p.work)
+            p.earlierWorks.push_back(std::move(p.work));
+          p.work = g.backend->broadcast(block, o);
+        }
         break;
       }
       std::vector<at::Tensor> in{p.input};
@@ -314,7 +350,22 @@ PendingCollective Comm::start(OpKind kind, const std::vector<std::string> &axes,
     case OpKind::ReduceScatterStart: {
       // Scatter along dim 0 of the tensor with `dim` moved first: chunk i of
       // the flat result is chunk i of `dim`.
-      p.input = input.movedim(dim, 0).contiguous();
+      p.input =
+          dim == 0 ? input.contiguous() : input.movedim(dim, 0).contiguous();
+      // Whether the rank may reduce in p.input: a fresh contiguous copy is
+      // its own; the slot's tensor is when the program donated it and no
+      // other tensor (a view, another slot, a parameter) shares its storage.
+      bool ownCopy = !p.input.is_alias_of(input);
+      bool sole = ownCopy || (donated && soleHolder(p.input));
+      if (sole) {
+        p.inPlace = true;
+        std::vector<at::Tensor> t{p.input};
+        ::c10d::AllreduceOptions o;
+        o.reduceOp = glooOp(reduce);
+        StagingScope staging(p);
+        p.work = g.backend->allreduce(t, o);
+        break;
+      }
       std::vector<int64_t> shape = p.input.sizes().vec();
       shape[0] /= size;
       p.buffer = at::empty(shape, p.input.options());
@@ -369,6 +420,8 @@ PendingCollective Comm::start(OpKind kind, const std::vector<std::string> &axes,
 
 at::Tensor Comm::finish(PendingCollective &p) {
   try {
+    for (auto &w : p.earlierWorks)
+      w->wait();
     if (p.work)
       p.work->wait();
   } catch (const std::exception &e) {
@@ -383,6 +436,14 @@ at::Tensor Comm::finish(PendingCollective &p) {
   case OpKind::AllGatherStart:
     return p.outputs.empty() ? p.buffer : at::cat(p.outputs, p.dim);
   case OpKind::ReduceScatterStart:
+    if (p.inPlace) {
+      // This rank's chunk of the reduced input, then the input goes: the
+      // two are alive together only here, as for the compiler (input held
+      // to the wait, result from the wait).
+      int64_t rows = p.input.size(0) / size;
+      p.buffer = p.input.narrow(0, p.group->index * rows, rows).clone();
+      p.input = at::Tensor();
+    }
     if (p.reduce == ReduceOp::Avg)
       divideForAvg(p.buffer, size);
     return p.dim == 0 ? p.buffer : p.buffer.movedim(0, p.dim).contiguous();
@@ -407,9 +468,13 @@ void Comm::releaseOnThisThread(PendingCollective &p) {
   // PendingCollective holds the work, and release it here, at the wait
   // instruction, on every run.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-  while (p.work.use_count() > 1 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::yield();
-  p.work.reset();
+  p.earlierWorks.push_back(std::move(p.work));
+  for (auto &w : p.earlierWorks) {
+    while (w.use_count() > 1 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::yield();
+    w.reset();
+  }
+  p.earlierWorks.clear();
 }
 
 at::Tensor Comm::allGather(const std::vector<std::string> &axes,

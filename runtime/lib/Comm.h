@@ -44,6 +44,9 @@ struct PendingCollective {
   OpKind kind = OpKind::AllReduceStart;
   const CommGroup *group = nullptr;
   c10::intrusive_ptr<c10d::Work> work;
+  /// Works issued before `work` for the same collective (an all_gather is
+  /// one broadcast per group member), waited with it.
+  std::vector<c10::intrusive_ptr<c10d::Work>> earlierWorks;
   /// all_gather: one tensor per group member; others: the reduced or
   /// broadcast buffer.
   std::vector<at::Tensor> outputs;
@@ -59,6 +62,9 @@ struct PendingCollective {
   /// (MemoryTracker.h), released at the wait.
   MemoryTracker *tracker = nullptr;
   int64_t staging = 0;
+  /// reduce_scatter on a donated input: all-reduced in `input` itself; the
+  /// wait copies this rank's chunk out and releases the input.
+  bool inPlace = false;
 };
 
 class Comm {
@@ -74,10 +80,13 @@ public:
   /// The group of this rank over `axes`.
   const CommGroup &group(const std::vector<std::string> &axes) const;
 
-  /// Issues a collective on `input` (asynchronously).
+  /// Issues a collective on `input` (asynchronously). `donated`: the
+  /// program never reads the input again (Session derives this from its
+  /// frees), so a reduce_scatter may reduce in it instead of in a copy when
+  /// nothing else shares its storage.
   PendingCollective start(OpKind kind, const std::vector<std::string> &axes,
                           const at::Tensor &input, int64_t dim, ReduceOp reduce,
-                          int64_t root);
+                          int64_t root, bool donated = false);
   /// Waits for it and returns its result. Throws on failure or timeout.
   /// Releases the work on the calling thread (releaseOnThisThread).
   static at::Tensor finish(PendingCollective &pending);

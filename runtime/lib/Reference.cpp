@@ -14,6 +14,7 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <set>
 
 using nlohmann::json;
@@ -106,18 +107,20 @@ void score(const at::Tensor &got, const at::Tensor &want, double rtol,
 
 } // namespace
 
-std::vector<TensorComparison> compareTensors(const Session &session,
-                                             const Reference &reference,
-                                             double rtol, double atol) {
-  return compareTensors(session.parameters(), session.buffers(),
-                        session.constants(), reference, rtol, atol);
-}
+namespace {
 
-std::vector<TensorComparison> compareTensors(const NamedTensors &parameters,
-                                             const NamedTensors &buffers,
-                                             const NamedTensors &constants,
-                                             const Reference &reference,
-                                             double rtol, double atol) {
+/// The part of a reference tensor a rank's shard is compared with.
+struct ReferenceSlice {
+  int64_t dim = 0;
+  int64_t start = 0;
+  int64_t length = 0;
+};
+
+std::vector<TensorComparison>
+compareWithSlices(const NamedTensors &parameters, const NamedTensors &buffers,
+                  const NamedTensors &constants, const Reference &reference,
+                  double rtol, double atol,
+                  const std::map<std::string, ReferenceSlice> &slices) {
   c10::AutoGradMode noGrad(false);
   SafetensorsFile ref = SafetensorsFile::open(reference.tensorsPath);
   std::vector<TensorComparison> out;
@@ -144,7 +147,19 @@ std::vector<TensorComparison> compareTensors(const NamedTensors &parameters,
       return;
     }
     covered.insert(c.referenceName);
-    if (e->dtype != t.scalar_type() || e->shape != t.sizes().vec()) {
+    auto slice = slices.find(name);
+    std::vector<int64_t> want = t.sizes().vec();
+    if (slice != slices.end()) {
+      const ReferenceSlice &sl = slice->second;
+      c.slice = "rows " + std::to_string(sl.start) + " to " +
+                std::to_string(sl.start + sl.length) + " of dim " +
+                std::to_string(sl.dim);
+      // The reference holds the full tensor; the shard is one slice of it.
+      if (size_t(sl.dim) < want.size() && size_t(sl.dim) < e->shape.size() &&
+          e->shape[size_t(sl.dim)] >= sl.start + sl.length)
+        want[size_t(sl.dim)] = e->shape[size_t(sl.dim)];
+    }
+    if (e->dtype != t.scalar_type() || e->shape != want) {
       c.problem = "the reference is " + artifactDtypeName(e->dtype) + " " +
                   formatShape(e->shape) + ", the run has " +
                   artifactDtypeName(t.scalar_type()) + " " +
@@ -153,7 +168,11 @@ std::vector<TensorComparison> compareTensors(const NamedTensors &parameters,
       out.push_back(std::move(c));
       return;
     }
-    score(t, ref.read(*e), rtol, atol, c);
+    at::Tensor expected = ref.read(*e);
+    if (slice != slices.end())
+      expected = expected.narrow(slice->second.dim, slice->second.start,
+                                 slice->second.length);
+    score(t, expected, rtol, atol, c);
     c.ok = c.failing == 0;
     out.push_back(std::move(c));
   };
@@ -182,6 +201,53 @@ std::vector<TensorComparison> compareTensors(const NamedTensors &parameters,
     out.push_back(std::move(c));
   }
   return out;
+}
+
+} // namespace
+
+std::vector<TensorComparison> compareTensors(const Session &session,
+                                             const Reference &reference,
+                                             double rtol, double atol) {
+  return compareTensors(session.parameters(), session.buffers(),
+                        session.constants(), reference, rtol, atol);
+}
+
+std::vector<TensorComparison> compareTensors(const NamedTensors &parameters,
+                                             const NamedTensors &buffers,
+                                             const NamedTensors &constants,
+                                             const Reference &reference,
+                                             double rtol, double atol) {
+  return compareWithSlices(parameters, buffers, constants, reference, rtol,
+                           atol, {});
+}
+
+std::vector<TensorComparison> compareRankTensors(const Session &session,
+                                                 const Reference &reference,
+                                                 double rtol, double atol) {
+  const Artifact &a = session.artifact();
+  NamedTensors parameters;
+  std::map<std::string, ReferenceSlice> slices;
+  for (const auto &[name, t] : session.parameters()) {
+    const InputSpec &in = a.inputs[size_t(a.findInput(name))];
+    if (!in.shard || !a.mesh) {
+      parameters.emplace_back(name, t);
+      continue;
+    }
+    // This rank's chunk of the zero-padded full tensor (docs/distributed.md):
+    // its rows that lie inside the unpadded tensor.
+    std::vector<int64_t> group = a.mesh->group(in.shard->axes, session.rank());
+    int64_t index =
+        std::find(group.begin(), group.end(), session.rank()) - group.begin();
+    int64_t dim = in.shard->dim;
+    int64_t full = in.shard->globalShape[size_t(dim)];
+    int64_t chunk = t.size(dim);
+    int64_t start = std::min(index * chunk, full);
+    int64_t length = std::min(chunk, full - start);
+    parameters.emplace_back(name, t.narrow(dim, 0, length));
+    slices[name] = {dim, start, length};
+  }
+  return compareWithSlices(parameters, session.buffers(), session.constants(),
+                           reference, rtol, atol, slices);
 }
 
 } // namespace loomrt

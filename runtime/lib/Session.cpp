@@ -91,6 +91,9 @@ public:
   std::vector<std::optional<OptimizerPlan>> optimizerPlans;
   /// Per output: the index in `inputs` of its target (-1 for the loss).
   std::vector<int64_t> outputTargets;
+  /// Per instruction: a collective start whose input the program never
+  /// reads again (Comm::start may reduce in it).
+  std::vector<char> donatesInput;
 
   /// Per input: the owned tensor (parameter, buffer, constant), undefined
   /// for batch inputs.
@@ -121,6 +124,8 @@ public:
   }
 
   void bind();
+  /// Fills donatesInput from the program's frees and reads.
+  void findDonatedInputs();
   /// Tracing: a collective was issued by instruction `index` into `future`.
   void traceStart(size_t index, int64_t future, PendingCollective &p,
                   double issueUs);
@@ -224,6 +229,93 @@ void SessionImpl::bind() {
   slots.resize(size_t(artifact.numSlots));
   owned.resize(artifact.inputs.size());
   stepCounts.assign(artifact.inputs.size(), 0.0f);
+  findDonatedInputs();
+}
+
+/// The slots an instruction reads.
+static std::vector<int64_t> slotsRead(const Instruction &inst) {
+  std::vector<int64_t> out;
+  auto addArg = [&](const ArgValue &arg) {
+    for (int64_t s : arg.slots)
+      if (s >= 0)
+        out.push_back(s);
+  };
+  switch (inst.op) {
+  case OpKind::Aten:
+    for (const ArgValue &arg : inst.args)
+      addArg(arg);
+    for (const auto &kw : inst.kwargs)
+      addArg(kw.second);
+    break;
+  case OpKind::Optimizer:
+    out.push_back(inst.grad);
+    break;
+  case OpKind::AllGatherStart:
+  case OpKind::ReduceScatterStart:
+  case OpKind::AllReduceStart:
+  case OpKind::BroadcastStart:
+  case OpKind::AllSliceStart:
+    out.push_back(inst.input);
+    break;
+  default:
+    break;
+  }
+  return out;
+}
+
+/// The slots an instruction writes (and so ends the value they held).
+static std::vector<int64_t> slotsWritten(const Instruction &inst) {
+  std::vector<int64_t> out;
+  if (inst.op == OpKind::Aten) {
+    for (const ResultSpec &r : inst.results) {
+      if (r.kind == ResultSpec::Kind::Slot)
+        out.push_back(r.slot);
+      for (int64_t s : r.slots)
+        if (s >= 0)
+          out.push_back(s);
+    }
+  } else if (inst.op == OpKind::Wait) {
+    out.push_back(inst.result);
+  }
+  return out;
+}
+
+void SessionImpl::findDonatedInputs() {
+  // A reduce-scatter's input dies at its start when it is an intermediate
+  // (written by an earlier instruction, not the runtime-owned value a slot
+  // is bound to every step) and, after the start, the program frees or
+  // overwrites its slot before anything reads it (or never reads it again
+  // and it is not an output).
+  const std::vector<Instruction> &insts = program().instructions;
+  donatesInput.assign(insts.size(), 0);
+  std::set<int64_t> outputs;
+  for (const OutputSpec &out : artifact.outputs)
+    outputs.insert(out.slot);
+  std::vector<char> written(size_t(artifact.numSlots), 0);
+  for (size_t i = 0; i < insts.size(); ++i) {
+    int64_t slot = insts[i].input;
+    if (insts[i].op == OpKind::ReduceScatterStart && written[size_t(slot)]) {
+      bool dead = !outputs.count(slot);
+      for (size_t j = i + 1; j < insts.size(); ++j) {
+        std::vector<int64_t> r = slotsRead(insts[j]);
+        if (std::find(r.begin(), r.end(), slot) != r.end()) {
+          dead = false;
+          break;
+        }
+        std::vector<int64_t> w = slotsWritten(insts[j]);
+        bool freed = insts[j].op == OpKind::Free &&
+                     std::find(insts[j].slots.begin(), insts[j].slots.end(),
+                               slot) != insts[j].slots.end();
+        if (freed || std::find(w.begin(), w.end(), slot) != w.end()) {
+          dead = true;
+          break;
+        }
+      }
+      donatesInput[i] = dead;
+    }
+    for (int64_t w : slotsWritten(insts[i]))
+      written[size_t(w)] = 1;
+  }
 }
 
 void SessionImpl::resetOptimizerState() {
@@ -369,8 +461,9 @@ void SessionImpl::runInstruction(size_t index) {
   case OpKind::BroadcastStart:
   case OpKind::AllSliceStart: {
     double issueUs = tracing ? microsSince(epoch, Clock::now()) : 0;
-    PendingCollective p = comm->start(inst.op, inst.axes, slots.get(inst.input),
-                                      inst.dim, inst.reduce, inst.root);
+    PendingCollective p =
+        comm->start(inst.op, inst.axes, slots.get(inst.input), inst.dim,
+                    inst.reduce, inst.root, donatesInput[index] != 0);
     CollectiveCount &c = counts[collectiveName(inst.op)];
     ++c.count;
     c.bytes += p.bytes;

@@ -1,41 +1,145 @@
-"""Write .loomx artifacts (docs/artifact.md, format version 1) from Python.
+"""The .loomx schema for Python, and hand-written .loomx artifacts.
 
-Test fixtures only: the runtime's tests hand-build small artifacts with this,
-independently of the compiler's writer, so the runtime is checked against
-the specification text rather than against the compiler.
+`SCHEMA` is runtime/include/loomrt/ArtifactSchema.def parsed (standard
+library only, so test/Target/Inputs/check_artifact.py uses it without
+torch): the magic, the current and oldest versions, the keys of every object
+and instruction and the spellings of every enumeration, as the runtime's
+reader and the compiler's writer see them.
+
+The rest writes artifacts from Python for the runtime's tests, which
+hand-build small steps with it independently of the compiler's writer, so
+the runtime is checked against the specification text rather than against
+the compiler (torch and safetensors are imported when used).
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import math
+import re
 import struct
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Mapping
 
-import torch
-from safetensors.torch import save as safetensors_save
-
-MAGIC = b"LOOMX\r\n\x1a"
-VERSION = 1
-
-DTYPES = {
-    torch.float32: "f32",
-    torch.float64: "f64",
-    torch.float16: "f16",
-    torch.bfloat16: "bf16",
-    torch.int64: "i64",
-    torch.int32: "i32",
-    torch.int16: "i16",
-    torch.int8: "i8",
-    torch.uint8: "u8",
-    torch.bool: "bool",
-    torch.complex64: "c64",
-    torch.complex128: "c128",
-}
+SCHEMA_PATH = Path(__file__).resolve().parents[1] / "include" / "loomrt" / "ArtifactSchema.def"
 
 
-def dtype_name(dtype: torch.dtype) -> str:
-    return DTYPES[dtype]
+@dataclass
+class Schema:
+    """ArtifactSchema.def: see its header for what each macro declares."""
+
+    magic: bytes = b""
+    versions: dict = field(default_factory=dict)
+    header_bytes: int = 0
+    # object -> [(key, since)]
+    fields: dict = field(default_factory=dict)
+    # [(key, since, ops or None for every op)]
+    inst_fields: list = field(default_factory=list)
+    # enum -> {spelling: since}
+    enums: dict = field(default_factory=dict)
+    # spelling -> bytes
+    dtypes: dict = field(default_factory=dict)
+
+    @property
+    def current(self) -> int:
+        return self.versions["Current"]
+
+    @property
+    def oldest(self) -> int:
+        return self.versions["Oldest"]
+
+    def keys(self, obj: str, version: int) -> set[str]:
+        """The keys object `obj` ("Program", "Input", ...) may carry."""
+        return {k for k, since in self.fields[obj] if since <= version}
+
+    def key_since(self, obj: str, key: str) -> int | None:
+        return next((since for k, since in self.fields[obj] if k == key), None)
+
+    def inst_keys(self, op: str, version: int) -> set[str]:
+        """The keys an instruction with this `op` may carry."""
+        return {k for k, since, ops in self.inst_fields if since <= version and (ops is None or op in ops)}
+
+    def values(self, enum: str, version: int) -> set[str]:
+        """The spellings of enumeration `enum` ("Op", "ReduceOp", ...)."""
+        return {v for v, since in self.enums[enum].items() if since <= version}
+
+
+_CALL = re.compile(r"^(LOOMX_\w+)\((.*)\)\s*$")
+
+
+def _args(text: str) -> list:
+    # Arguments are identifiers, integers or string literals without commas.
+    out = []
+    for a in (x.strip() for x in text.split(",")):
+        if a.startswith('"'):
+            out.append(ast.literal_eval(a))
+        elif re.fullmatch(r"-?\d+", a):
+            out.append(int(a))
+        else:
+            out.append(a)
+    return out
+
+
+def load_schema(path: Path = SCHEMA_PATH) -> Schema:
+    s = Schema()
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        line = line.split("//", 1)[0].strip()
+        m = _CALL.match(line)
+        if not m or line.startswith("#"):
+            continue
+        macro, a = m.group(1), _args(m.group(2))
+        if macro == "LOOMX_MAGIC":
+            s.magic = a[0].encode("latin-1")
+        elif macro == "LOOMX_VERSION":
+            s.versions[a[0]] = a[1]
+        elif macro == "LOOMX_HEADER_BYTES":
+            s.header_bytes = a[0]
+        elif macro == "LOOMX_FIELD":
+            s.fields.setdefault(a[0], []).append((a[2], a[3]))
+        elif macro == "LOOMX_INST_FIELD":
+            s.inst_fields.append((a[1], a[2], None if a[3] == "*" else set(a[3].split())))
+        elif macro == "LOOMX_ENUM":
+            s.enums.setdefault(a[0], {})[a[2]] = a[3]
+        elif macro == "LOOMX_DTYPE":
+            s.dtypes[a[1]] = a[2]
+        else:
+            raise ValueError(f"{path}:{n}: unknown schema macro {macro}")
+    if len(s.magic) != 8 or {"Current", "Oldest"} - set(s.versions):
+        raise ValueError(f"{path}: no 8-byte LOOMX_MAGIC or no Current/Oldest LOOMX_VERSION")
+    return s
+
+
+SCHEMA = load_schema()
+MAGIC = SCHEMA.magic
+VERSION = SCHEMA.current
+OLDEST_VERSION = SCHEMA.oldest
+
+
+def _torch_dtypes() -> dict:
+    import torch
+
+    return {
+        torch.float32: "f32",
+        torch.float64: "f64",
+        torch.float16: "f16",
+        torch.bfloat16: "bf16",
+        torch.int64: "i64",
+        torch.int32: "i32",
+        torch.int16: "i16",
+        torch.int8: "i8",
+        torch.uint8: "u8",
+        torch.bool: "bool",
+        torch.complex64: "c64",
+        torch.complex128: "c128",
+    }
+
+
+def dtype_name(dtype) -> str:
+    name = _torch_dtypes()[dtype]
+    assert name in SCHEMA.dtypes, name
+    return name
 
 
 def float_arg(x: float) -> Any:
@@ -52,13 +156,15 @@ def program_json(program: Mapping[str, Any]) -> bytes:
     return json.dumps(program, allow_nan=False, indent=1).encode("utf-8")
 
 
-def weights_bytes(weights: Mapping[str, torch.Tensor]) -> bytes:
+def weights_bytes(weights: Mapping[str, Any]) -> bytes:
+    from safetensors.torch import save as safetensors_save
+
     return safetensors_save({k: v.detach().contiguous().clone() for k, v in weights.items()})
 
 
 def artifact_bytes(
     program: Mapping[str, Any] | bytes,
-    weights: Mapping[str, torch.Tensor] | bytes,
+    weights: Mapping[str, Any] | bytes,
     *,
     version: int = VERSION,
     flags: int = 0,
@@ -74,15 +180,17 @@ def write_artifact(path, program, weights, **kwargs) -> None:
         f.write(artifact_bytes(program, weights, **kwargs))
 
 
-def tensor_input(name: str, role: str, slot: int, t: torch.Tensor, batch_index: int | None = None) -> dict:
+def tensor_input(name: str, role: str, slot: int, t, batch_index: int | None = None) -> dict:
     entry = {"name": name, "role": role, "slot": slot, "dtype": dtype_name(t.dtype), "shape": list(t.shape)}
     if batch_index is not None:
         entry["batch_index"] = batch_index
     return entry
 
 
-def optimizer_json(opt: torch.optim.Optimizer) -> dict:
+def optimizer_json(opt) -> dict:
     """The artifact's optimizer object for a torch.optim optimizer."""
+    import torch
+
     g = opt.param_groups[0]
     name = {torch.optim.SGD: "sgd", torch.optim.Adam: "adam", torch.optim.AdamW: "adamw"}[type(opt)]
     return {
@@ -107,19 +215,23 @@ def num_state_slots(optimizer: Mapping[str, Any]) -> int:
 STATE_NAMES = {"sgd": ["momentum_buffer"], "adam": ["exp_avg", "exp_avg_sq"], "adamw": ["exp_avg", "exp_avg_sq"]}
 
 
-def save_batches(path, batches: list[tuple[torch.Tensor, ...]]) -> None:
+def save_batches(path, batches: list[tuple]) -> None:
     """batches.safetensors in the capture's layout."""
+    from safetensors.torch import save as safetensors_save
+
     tensors = {f"step{i}.arg{j}": t.contiguous().clone() for i, b in enumerate(batches) for j, t in enumerate(b)}
     data = safetensors_save(tensors, metadata={"num_steps": str(len(batches)), "num_args": str(len(batches[0]))})
     with open(path, "wb") as f:
         f.write(data)
 
 
-def save_reference(directory, losses: list[float], final: Mapping[str, torch.Tensor], tied: Mapping[str, str] | None = None,
+def save_reference(directory, losses: list[float], final: Mapping[str, Any], tied: Mapping[str, str] | None = None,
                    extra: Mapping[str, object] | None = None) -> None:
     """reference.json (plus `extra` keys) and reference.safetensors in the
     capture's layout."""
     import os
+
+    from safetensors.torch import save as safetensors_save
 
     with open(os.path.join(directory, "reference.json"), "w") as f:
         json.dump({"losses": losses, "tied_parameters": dict(tied or {}), **dict(extra or {})}, f, indent=2)

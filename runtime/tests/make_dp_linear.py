@@ -178,7 +178,7 @@ def program(mode: str, nproc: int, optimizer: dict, model: Model) -> dict:
                         "state": state_slots[name], "phase": "optimizer", "name": f"opt_{name}", "stream": 0})
     return {
         "format": "loomx",
-        "version": 2,
+        "version": loomx.VERSION,
         "producer": "runtime/tests/make_dp_linear.py",
         "source": "hand-written",
         "pipeline": mode,
@@ -210,7 +210,7 @@ def main() -> int:
     initial = {k: v.detach().clone() for k, v in model.state_dict().items()}
     opt_json = loomx.optimizer_json(make_optimizer(args.mode, copy.deepcopy(model).parameters()))
     loomx.write_artifact(os.path.join(args.out, "step.loomx"), program(args.mode, args.nproc, opt_json, model),
-                         initial, version=2)
+                         initial)
     loomx.save_batches(os.path.join(args.out, "batches.safetensors"), batches)
 
     loomx.train_reference(args.out, model, make_optimizer(args.mode, model.parameters()), batches, args.steps,

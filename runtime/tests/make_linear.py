@@ -93,7 +93,7 @@ def program(optimizer: dict, model: Model, batch) -> dict:
         instructions.append({"op": "optimizer", "param": name, "param_slot": 0 if name == "fc.weight" else 1, "grad": grad, "state": slots, "phase": "optimizer", "name": f"opt_{name}"})
     return {
         "format": "loomx",
-        "version": 1,
+        "version": loomx.VERSION,
         "producer": "runtime/tests/make_linear.py",
         "source": "hand-written",
         "pipeline": "",

@@ -1,13 +1,16 @@
-"""loom-run --nproc N end to end on hand-written format-v2 artifacts.
+"""loom-run on hand-written multi-rank artifacts, end to end.
 
 make_dp_linear.py writes a linear + MSE step distributed DDP-style (all-reduce
 avg of the gradients), FSDP-style (sharded, padded parameters and AdamW state;
 all-gather before use, reduce-scatter avg of the gradients) and HSDP-style on
 a (2, 2) mesh (reduce-scatter on "shard", all-reduce on "replicate"), with
 PyTorch eager's losses and parameters for the whole batch in one process.
-loom-run --nproc N --check must reproduce them (losses rtol 1e-5, tensors
-1e-5 * max(1, |ref|)), print the collectives of every step, and, when one
-rank dies, stop the others and name it within seconds.
+loom-run starts the artifact's world_size ranks itself (--nproc, if given,
+must match) and --check must reproduce them (losses rtol 1e-5, tensors
+1e-5 * max(1, |ref|)) on every rank, print the collectives of every step,
+and, when one rank dies, stop the others and name it within seconds. The
+failures are injected by loom-run-faults, the test build of the same tool;
+the shipped loom-run has no such hooks.
 """
 
 from __future__ import annotations
@@ -21,10 +24,12 @@ import time
 from pathlib import Path
 
 import pytest
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 
 HERE = Path(__file__).resolve().parent
 LOOM_RUN = os.environ.get("LOOM_RUN", "")
+LOOM_RUN_FAULTS = os.environ.get("LOOM_RUN_FAULTS", "")
+LOOMRT_LIB = os.environ.get("LOOMRT_LIB", "")
 STEP_LINE = re.compile(
     r"^step +(\d+)  loss (\d+\.\d{7})  time \d+\.\d\d ms  peak \d+\.\d\d MiB"
     r"  ref \d+\.\d{7}  rel \S+  ok  \|(?P<colls>( \w+ \d+ \(\d+\.\d\d [KM]iB\))+)$"
@@ -49,9 +54,13 @@ def make(out: Path, mode: str, nproc: int) -> Path:
     return out
 
 
-def loom_run(d: Path, nproc: int, *extra: str, env: dict | None = None, timeout: float = 120):
+def loom_run(d: Path, nproc: int | None, *extra: str, env: dict | None = None, timeout: float = 120,
+             tool: str | None = None):
+    """loom-run (or `tool`) on d's artifact; `nproc` None leaves --nproc out."""
+    nproc_flag = [] if nproc is None else ["--nproc", str(nproc)]
     return subprocess.run(
-        [LOOM_RUN, str(d / "step.loomx"), "--batches", str(d / "batches.safetensors"), "--nproc", str(nproc), *extra],
+        [tool or LOOM_RUN, str(d / "step.loomx"), "--batches", str(d / "batches.safetensors"), *nproc_flag,
+         *extra],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -101,7 +110,7 @@ def test_dead_rank_stops_the_run(tmp_path: Path) -> None:
     start = time.monotonic()
     r = loom_run(
         d, 4, "--steps", "5", "--timeout", "30",
-        env={"LOOMRT_TEST_FAIL_RANK": "1", "LOOMRT_TEST_FAIL_STEP": "2"}, timeout=60,
+        env={"LOOMRT_TEST_FAIL_RANK": "1", "LOOMRT_TEST_FAIL_STEP": "2"}, timeout=60, tool=LOOM_RUN_FAULTS,
     )
     elapsed = time.monotonic() - start
     assert r.returncode == 2, r.stdout + r.stderr
@@ -113,12 +122,75 @@ def test_dead_rank_stops_the_run(tmp_path: Path) -> None:
     assert "step   1" in r.stdout and "step   2" not in r.stdout
 
 
-def test_world_size_must_match(tmp_path: Path) -> None:
+def test_world_size_comes_from_the_artifact(tmp_path: Path) -> None:
+    """No --nproc: loom-run starts the artifact's 2 ranks itself."""
     d = make(tmp_path, "ddp", 2)
-    r = subprocess.run([LOOM_RUN, str(d / "step.loomx"), "--batches", str(d / "batches.safetensors")],
-                       capture_output=True, text=True, timeout=60)
+    r = loom_run(d, None, "--check", str(d / "reference.json"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "2 ranks" in r.stderr and r.stdout.rstrip().endswith("PASS"), r.stdout + r.stderr
+
+
+def test_nproc_must_match_the_artifact(tmp_path: Path) -> None:
+    d = make(tmp_path, "ddp", 2)
+    r = loom_run(d, 4, "--steps", "1")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "loom-run: error: --nproc 4 but " in r.stderr, r.stderr
+    assert "was compiled for world_size 2 (leave --nproc out: loom-run starts the artifact's 2 ranks)" in r.stderr
+    # Under an external launcher, WORLD_SIZE is the one to match.
+    r = subprocess.run([LOOM_RUN, str(d / "step.loomx"), "--batches", str(d / "batches.safetensors"), "--nproc", "2"],
+                       capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "RANK": "0", "WORLD_SIZE": "3", "MASTER_PORT": "1"})
     assert r.returncode == 2
-    assert "world_size is 2 but this process is a single rank (run it with loom-run --nproc 2)" in r.stderr
+    assert "--nproc 2 but the environment says WORLD_SIZE=3" in r.stderr, r.stderr
+
+
+def test_check_fails_on_the_rank_whose_shard_differs(tmp_path: Path) -> None:
+    """Negative control for --check on every rank: the reference's last row
+    of fc.weight is perturbed. FSDP on 2 ranks keeps rows 3-4 on rank 1 (3
+    rows per rank, one of padding), so rank 1's check fails and names it
+    while rank 0's passes; a check on rank 0 alone would pass."""
+    d = make(tmp_path, "fsdp", 2)
+    ref = load_file(str(d / "reference.safetensors"))
+    ref["fc.weight"][4, 0] += 1e-2
+    save_file(ref, str(d / "reference.safetensors"))
+    r = loom_run(d, None, "--check", str(d / "reference.json"))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "check: tensors 2/2" in r.stdout, r.stdout  # rank 0's rows are right
+    assert re.search(r"\[rank 1\] check: rank 1: parameter 'fc\.weight' \(rows 3 to 5 of dim 0\): MISMATCH",
+                     r.stderr), r.stderr
+    assert "[rank 1] FAIL: rank 1: 0 loss mismatches, 1 tensor mismatches" in r.stderr, r.stderr
+    assert "loom-run: rank 1 failed (exit code 1)" in r.stderr, r.stderr
+    assert "loom-run: --check failed on rank(s) 1\n" in r.stderr, r.stderr
+
+
+def test_check_fails_on_a_drifted_replica(tmp_path: Path) -> None:
+    """Negative control: DDP's replicated parameters drift on rank 1 only
+    (loom-run-faults adds 1e-2 to them before the check); rank 1's own check
+    fails and the run names it."""
+    d = make(tmp_path, "ddp", 2)
+    r = loom_run(d, None, "--check", str(d / "reference.json"), env={"LOOMRT_TEST_PERTURB_RANK": "1"},
+                 tool=LOOM_RUN_FAULTS)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "check: tensors 2/2" in r.stdout, r.stdout
+    assert "[rank 1] check: rank 1: parameter 'fc.weight': MISMATCH" in r.stderr, r.stderr
+    assert "loom-run: rank 1 failed (exit code 1)" in r.stderr, r.stderr
+    # The same run without the perturbation passes: the hook, not the step, failed it.
+    r = loom_run(d, None, "--check", str(d / "reference.json"), tool=LOOM_RUN_FAULTS)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_shipped_loom_run_has_no_fault_hooks(tmp_path: Path) -> None:
+    """The hooks are compiled into loom-run-faults only: neither loom-run nor
+    libloomrt names their variables, and setting them changes nothing."""
+    for binary in (LOOM_RUN, LOOMRT_LIB):
+        data = Path(binary).read_bytes()
+        for var in (b"LOOMRT_TEST_FAIL_RANK", b"LOOMRT_TEST_PERTURB_RANK"):
+            assert var not in data, (binary, var)
+    assert b"LOOMRT_TEST_FAIL_RANK" in Path(LOOM_RUN_FAULTS).read_bytes()
+    d = make(tmp_path, "ddp", 2)
+    r = loom_run(d, None, "--check", str(d / "reference.json"),
+                 env={"LOOMRT_TEST_FAIL_RANK": "1", "LOOMRT_TEST_FAIL_STEP": "1", "LOOMRT_TEST_PERTURB_RANK": "1"})
+    assert r.returncode == 0, r.stdout + r.stderr
 
 
 def test_batch_must_split_evenly(tmp_path: Path) -> None:
@@ -143,11 +215,14 @@ def test_hung_rank_times_out(tmp_path: Path) -> None:
     r = loom_run(
         d, 2, "--steps", "5", "--timeout", "3",
         env={"LOOMRT_TEST_FAIL_RANK": "1", "LOOMRT_TEST_FAIL_STEP": "2", "LOOMRT_TEST_FAIL_MODE": "hang"}, timeout=60,
+        tool=LOOM_RUN_FAULTS,
     )
     elapsed = time.monotonic() - start
     assert r.returncode == 3, r.stdout + r.stderr
+    # (Gloo words its timeout "Timed out ..." or "Application timeout caused
+    # pair closure" depending on the operation that waited.)
     assert re.search(r"rank 0: programs\[0\]\.instructions\[\d+\] \(in '\w+'\) wait: all_gather over axes \[shard\] "
-                     r"ranks \[0, 1\] .*Timed out", r.stderr), r.stderr
+                     r"ranks \[0, 1\] .*([Tt]imed out|timeout)", r.stderr), r.stderr
     assert "loom-run: rank 0 failed (exit code 3)" in r.stderr
     assert "loom-run: stopped rank(s) 1, still running 2 s after the first failure" in r.stderr, r.stderr
     assert elapsed < 20, elapsed

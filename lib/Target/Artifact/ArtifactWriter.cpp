@@ -5,6 +5,7 @@
 #include "Weights.h"
 #include "loom/Analysis/StepStats.h"
 #include "loom/Dialect/LoomRT/IR/LoomRTOps.h"
+#include "loomrt/ArtifactSchema.h"
 
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
@@ -13,6 +14,7 @@
 
 using namespace mlir;
 using namespace loom;
+namespace schema = loomrt::schema;
 
 namespace {
 using llvm::json::OStream;
@@ -60,22 +62,39 @@ void writeLines(OStream &j, StringRef key, ArrayRef<std::string> entries) {
   });
 }
 
-void writeAxes(OStream &j, ArrayAttr axes) {
-  j.attributeArray("axes", [&] {
+void writeAxes(OStream &j, StringRef key, ArrayAttr axes) {
+  j.attributeArray(key, [&] {
     for (Attribute a : axes)
       j.value(cast<StringAttr>(a).getValue());
   });
 }
 
 void writeShard(OStream &j, ShardAttr shard) {
-  j.attributeObject("shard", [&] {
-    writeAxes(j, shard.getAxes());
-    j.attribute("dim", shard.getDim());
-    j.attributeArray("global_shape", [&] {
+  j.attributeObject(schema::kInputShard, [&] {
+    writeAxes(j, schema::kShardAxes, shard.getAxes());
+    j.attribute(schema::kShardDim, shard.getDim());
+    j.attributeArray(schema::kShardGlobalShape, [&] {
       for (int64_t d : shard.getGlobal())
         j.value(d);
     });
   });
+}
+
+/// The `op` of a collective's start instruction.
+StringRef getStartOpName(rt::CollectiveKind kind) {
+  switch (kind) {
+  case rt::CollectiveKind::all_gather:
+    return schema::kOpAllGatherStart;
+  case rt::CollectiveKind::reduce_scatter:
+    return schema::kOpReduceScatterStart;
+  case rt::CollectiveKind::all_reduce:
+    return schema::kOpAllReduceStart;
+  case rt::CollectiveKind::broadcast:
+    return schema::kOpBroadcastStart;
+  case rt::CollectiveKind::all_slice:
+    return schema::kOpAllSliceStart;
+  }
+  llvm_unreachable("unknown collective kind");
 }
 
 class ArtifactWriter {
@@ -86,10 +105,6 @@ public:
   LogicalResult collect();
   std::string buildProgram();
   LogicalResult buildWeights(std::string &out);
-  /// The format version the programs need: 2 for a distributed step.
-  uint32_t getVersion() const {
-    return mesh ? kArtifactVersionDistributed : kArtifactVersion;
-  }
 
 private:
   LogicalResult checkProgram(rt::ProgramOp program);
@@ -118,13 +133,13 @@ LogicalResult ArtifactWriter::collect() {
     return a.getRank() < b.getRank();
   });
   // A distributed step is one SPMD program that runs on every rank of its
-  // mesh (version 2); one rank's mesh is a single-rank step (version 1).
+  // mesh; a mesh of one rank is a single-rank step.
   if (FlatSymbolRefAttr meshRef = programs.front().getMeshAttr();
       meshRef && programs.front().getWorldSize() > 1) {
     if (programs.size() != 1)
       return programs[1].emitOpError("is a second program of a distributed "
-                                     "step; artifact format v2 writes one "
-                                     "SPMD program for every rank");
+                                     "step; an artifact holds one SPMD "
+                                     "program for every rank");
     mesh = SymbolTable::lookupNearestSymbolFrom<MeshOp>(programs.front(),
                                                         meshRef.getAttr());
     if (!mesh)
@@ -147,13 +162,19 @@ LogicalResult ArtifactWriter::collect() {
     if (failed(checkProgram(program)))
       return failure();
   }
-  // Artifact format v1 has one binding table for all ranks.
+  // An artifact has one binding table for all ranks.
   auto tables = buildTables(programs.front());
   for (rt::ProgramOp program : llvm::drop_begin(programs))
     if (buildTables(program) != tables)
       return program.emitOpError("binds the step's inputs, state or outputs "
-                                 "differently from rank 0; artifact format "
-                                 "v1 has one binding table for all ranks");
+                                 "differently from rank 0; an artifact has "
+                                 "one binding table for all ranks");
+  // The runtime runs several ranks only as one program over a mesh (it
+  // needs the mesh to form the process groups).
+  if (programs.size() > 1)
+    return programs[1].emitOpError("is a second program of a step without "
+                                   "a mesh; a step of several ranks is one "
+                                   "SPMD program over a loom.mesh");
   return success();
 }
 
@@ -161,13 +182,6 @@ LogicalResult ArtifactWriter::checkProgram(rt::ProgramOp program) {
   if (!program.getNumSlots())
     return program.emitOpError("has no slots assigned; run "
                                "loomrt-assign-slots before writing it");
-  // Version 1 has no cross-stream events, so a second stream could not be
-  // ordered against the first.
-  if (!mesh && program.getStreams().size() != 1)
-    return program.emitOpError("has ")
-           << program.getStreams().size()
-           << " streams; artifact format v1 has one stream per program";
-  // (Events order two streams, so a one-stream program has none.)
   unsigned numLosses = 0;
   for (auto output : program.getBody().front().getOps<rt::OutputOp>())
     numLosses += output.getRole() == Role::loss;
@@ -183,46 +197,48 @@ ArtifactWriter::buildTables(rt::ProgramOp program) {
   for (Operation &op : program.getBody().front()) {
     if (auto input = dyn_cast<rt::InputOp>(op)) {
       tables[0].push_back(compactObject([&](OStream &j) {
-        j.attribute("name", input.getBindingName());
-        j.attribute("role", stringifyRole(input.getRole()));
+        j.attribute(schema::kInputName, input.getBindingName());
+        j.attribute(schema::kInputRole, stringifyRole(input.getRole()));
         if (std::optional<uint64_t> b = input.getBatchIndex())
-          j.attribute("batch_index", int64_t(*b));
-        j.attribute("slot", rt::getSlot(input));
-        j.attribute("dtype", getDtype(input.getType()));
-        j.attributeBegin("shape");
+          j.attribute(schema::kInputBatchIndex, int64_t(*b));
+        j.attribute(schema::kInputSlot, rt::getSlot(input));
+        j.attribute(schema::kInputDtype, getDtype(input.getType()));
+        j.attributeBegin(schema::kInputShape);
         writeShape(j, input.getType());
         j.attributeEnd();
         if (mesh && input.getShard())
           writeShard(j, *input.getShard());
         if (SplitAttr split = input.getSplitAttr(); mesh && split)
-          j.attributeObject("split", [&] {
-            writeAxes(j, split.getAxes());
-            j.attribute("dim", split.getDim());
+          j.attributeObject(schema::kInputSplit, [&] {
+            writeAxes(j, schema::kSplitAxes, split.getAxes());
+            j.attribute(schema::kSplitDim, split.getDim());
           });
       }));
     } else if (auto state = dyn_cast<rt::StateOp>(op)) {
       tables[1].push_back(compactObject([&](OStream &j) {
-        j.attribute("name", state.getBindingName());
-        j.attribute("param", state.getParam());
-        j.attribute("slot", rt::getSlot(state));
-        j.attribute("dtype", getDtype(state.getType()));
-        j.attributeBegin("shape");
+        j.attribute(schema::kStateName, state.getBindingName());
+        j.attribute(schema::kStateParam, state.getParam());
+        j.attribute(schema::kStateSlot, rt::getSlot(state));
+        j.attribute(schema::kStateDtype, getDtype(state.getType()));
+        j.attributeBegin(schema::kStateShape);
         writeShape(j, state.getType());
         j.attributeEnd();
-        j.attribute("init", rt::stringifyStateInit(state.getInit()));
+        j.attribute(schema::kStateInit,
+                    rt::stringifyStateInit(state.getInit()));
         if (mesh && state.getShard())
           writeShard(j, *state.getShard());
       }));
     } else if (auto output = dyn_cast<rt::OutputOp>(op)) {
       tables[2].push_back(compactObject([&](OStream &j) {
-        j.attribute("role", stringifyRole(output.getRole()));
+        j.attribute(schema::kOutputRole, stringifyRole(output.getRole()));
         if (std::optional<StringRef> target = output.getTarget())
-          j.attribute("target", *target);
-        j.attribute("slot", rt::getSlot(output.getValue()));
+          j.attribute(schema::kOutputTarget, *target);
+        j.attribute(schema::kOutputSlot, rt::getSlot(output.getValue()));
         if (PartialAttr partial = output.getPartialAttr(); mesh && partial)
-          j.attributeObject("reduce", [&] {
-            writeAxes(j, partial.getAxes());
-            j.attribute("op", stringifyReduceKind(partial.getReduction()));
+          j.attributeObject(schema::kOutputReduce, [&] {
+            writeAxes(j, schema::kReduceAxes, partial.getAxes());
+            j.attribute(schema::kReduceOp,
+                        stringifyReduceKind(partial.getReduction()));
           });
       }));
     }
@@ -237,35 +253,36 @@ void ArtifactWriter::writeArg(OStream &j, Attribute arg, Operation *op) {
   // The loomrt.aten verifier admits exactly these kinds.
   j.object([&] {
     if (isa<OperandRefAttr>(arg))
-      return j.attribute("tensor", slot(arg));
+      return j.attribute(schema::kArgKindTensor, slot(arg));
     if (isa<UnitAttr>(arg))
-      return j.attribute("none", true);
+      return j.attribute(schema::kArgKindNone, true);
     if (auto b = dyn_cast<BoolAttr>(arg))
-      return j.attribute("bool", b.getValue());
+      return j.attribute(schema::kArgKindBool, b.getValue());
     if (auto i = dyn_cast<IntegerAttr>(arg))
-      return j.attribute("int", i.getInt());
+      return j.attribute(schema::kArgKindInt, i.getInt());
     if (auto f = dyn_cast<FloatAttr>(arg)) {
-      j.attributeBegin("float");
+      j.attributeBegin(schema::kArgKindFloat);
       writeDouble(j, f.getValueAsDouble());
       return j.attributeEnd();
     }
     if (auto s = dyn_cast<StringAttr>(arg))
-      return j.attribute("string", s.getValue());
+      return j.attribute(schema::kArgKindString, s.getValue());
     if (auto t = dyn_cast<TypeAttr>(arg))
-      return j.attribute("dtype", rt::getDtypeName(t.getValue()));
+      return j.attribute(schema::kArgKindDtype, rt::getDtypeName(t.getValue()));
     if (auto d = dyn_cast<rt::DeviceAttr>(arg))
-      return j.attribute("device", d.getName());
+      return j.attribute(schema::kArgKindDevice, d.getName());
     if (auto l = dyn_cast<rt::LayoutAttr>(arg))
-      return j.attribute("layout", rt::stringifyLayout(l.getValue()));
+      return j.attribute(schema::kArgKindLayout,
+                         rt::stringifyLayout(l.getValue()));
     if (auto m = dyn_cast<rt::MemoryFormatAttr>(arg))
-      return j.attribute("memory_format",
+      return j.attribute(schema::kArgKindMemoryFormat,
                          rt::stringifyMemoryFormat(m.getValue()));
     auto list = cast<ArrayAttr>(arg);
     // The imported graph does not tell Tensor[] from Tensor?[] unless an
     // element is None, nor the element type of an empty list; the runtime
     // fills either from these (docs/artifact.md).
     if (list.empty()) {
-      j.attributeBegin("ints");
+      j.attributeBegin(schema::kArgKindInts);
       j.array([] {});
       return j.attributeEnd();
     }
@@ -273,7 +290,9 @@ void ArtifactWriter::writeArg(OStream &j, Attribute arg, Operation *op) {
     bool anyNone =
         llvm::any_of(list, [](Attribute a) { return isa<UnitAttr>(a); });
     if (isa<OperandRefAttr, UnitAttr>(first)) {
-      j.attributeArray(anyNone ? "optional_tensors" : "tensors", [&] {
+      StringRef kind =
+          anyNone ? schema::kArgKindOptionalTensors : schema::kArgKindTensors;
+      j.attributeArray(kind, [&] {
         for (Attribute a : list) {
           if (isa<UnitAttr>(a))
             j.value(nullptr);
@@ -282,22 +301,22 @@ void ArtifactWriter::writeArg(OStream &j, Attribute arg, Operation *op) {
         }
       });
     } else if (isa<BoolAttr>(first)) {
-      j.attributeArray("bools", [&] {
+      j.attributeArray(schema::kArgKindBools, [&] {
         for (Attribute a : list)
           j.value(cast<BoolAttr>(a).getValue());
       });
     } else if (isa<IntegerAttr>(first)) {
-      j.attributeArray("ints", [&] {
+      j.attributeArray(schema::kArgKindInts, [&] {
         for (Attribute a : list)
           j.value(cast<IntegerAttr>(a).getInt());
       });
     } else if (isa<FloatAttr>(first)) {
-      j.attributeArray("floats", [&] {
+      j.attributeArray(schema::kArgKindFloats, [&] {
         for (Attribute a : list)
           writeDouble(j, cast<FloatAttr>(a).getValueAsDouble());
       });
     } else {
-      j.attributeArray("strings", [&] {
+      j.attributeArray(schema::kArgKindStrings, [&] {
         for (Attribute a : list)
           j.value(cast<StringAttr>(a).getValue());
       });
@@ -308,27 +327,27 @@ void ArtifactWriter::writeArg(OStream &j, Attribute arg, Operation *op) {
 /// Trace fields every instruction may carry: the graph node (when the
 /// location still names it), module and phase.
 static void writeTraceFields(OStream &j, Operation *op) {
-  j.attribute("stream", *rt::getStream(op));
+  j.attribute(schema::kInstStream, *rt::getStream(op));
   if (auto name = dyn_cast<NameLoc>(op->getLoc()))
-    j.attribute("name", name.getName().getValue());
+    j.attribute(schema::kInstName, name.getName().getValue());
   if (op->hasAttr(LoomDialect::kModuleAttrName))
-    j.attribute("module", getModulePath(op));
+    j.attribute(schema::kInstModule, getModulePath(op));
   if (std::optional<Phase> phase = getPhase(op))
-    j.attribute("phase", stringifyPhase(*phase));
+    j.attribute(schema::kInstPhase, stringifyPhase(*phase));
 }
 
 std::string ArtifactWriter::buildInstruction(Operation *op) {
   return compactObject([&](OStream &j) {
     if (auto aten = dyn_cast<rt::AtenOp>(op)) {
-      j.attribute("op", "aten");
-      j.attribute("kernel", aten.getOpName());
-      j.attribute("overload", aten.getOverload());
-      j.attributeArray("args", [&] {
+      j.attribute(schema::kInstOp, schema::kOpAten);
+      j.attribute(schema::kInstKernel, aten.getOpName());
+      j.attribute(schema::kInstOverload, aten.getOverload());
+      j.attributeArray(schema::kInstArgs, [&] {
         for (Attribute arg : aten.getArgs())
           writeArg(j, arg, op);
       });
       if (!aten.getKwargs().empty())
-        j.attributeObject("kwargs", [&] {
+        j.attributeObject(schema::kInstKwargs, [&] {
           for (NamedAttribute kwarg : aten.getKwargs()) {
             j.attributeBegin(kwarg.getName().getValue());
             writeArg(j, kwarg.getValue(), op);
@@ -342,7 +361,7 @@ std::string ArtifactWriter::buildInstruction(Operation *op) {
         else
           j.value(slot);
       };
-      j.attributeArray("results", [&] {
+      j.attributeArray(schema::kInstResults, [&] {
         std::optional<ArrayAttr> returns = aten.getReturns();
         if (!returns) {
           for (unsigned i = 0, e = aten.getNumResults(); i < e; ++i)
@@ -362,43 +381,41 @@ std::string ArtifactWriter::buildInstruction(Operation *op) {
         }
       });
     } else if (auto free = dyn_cast<rt::FreeOp>(op)) {
-      j.attribute("op", "free");
-      j.attributeArray("slots", [&] {
+      j.attribute(schema::kInstOp, schema::kOpFree);
+      j.attributeArray(schema::kInstSlots, [&] {
         for (Value v : free.getValues())
           j.value(rt::getSlot(v));
       });
     } else if (auto start = dyn_cast<rt::CollectiveStartOp>(op)) {
-      j.attribute("op", (rt::stringifyCollectiveKind(start.getKind()) +
-                         "_start")
-                            .str());
-      j.attribute("input", rt::getSlot(start.getInput()));
-      j.attribute("future", rt::getSlot(start.getFuture()));
-      writeAxes(j, start.getAxes());
+      j.attribute(schema::kInstOp, getStartOpName(start.getKind()));
+      j.attribute(schema::kInstInput, rt::getSlot(start.getInput()));
+      j.attribute(schema::kInstFuture, rt::getSlot(start.getFuture()));
+      writeAxes(j, schema::kInstAxes, start.getAxes());
       if (IntegerAttr dim = start.getDimAttr())
-        j.attribute("dim", dim.getInt());
+        j.attribute(schema::kInstDim, dim.getInt());
       if (std::optional<ReduceKind> reduce = start.getReduction())
-        j.attribute("reduce", stringifyReduceKind(*reduce));
+        j.attribute(schema::kInstReduce, stringifyReduceKind(*reduce));
       if (IntegerAttr root = start.getRootAttr())
-        j.attribute("root", root.getInt());
+        j.attribute(schema::kInstRoot, root.getInt());
     } else if (auto wait = dyn_cast<rt::WaitOp>(op)) {
-      j.attribute("op", "wait");
-      j.attribute("future", rt::getSlot(wait.getFuture()));
-      j.attribute("result", rt::getSlot(wait.getResult()));
+      j.attribute(schema::kInstOp, schema::kOpWait);
+      j.attribute(schema::kInstFuture, rt::getSlot(wait.getFuture()));
+      j.attribute(schema::kInstResult, rt::getSlot(wait.getResult()));
     } else if (auto record = dyn_cast<rt::RecordEventOp>(op)) {
-      j.attribute("op", "record_event");
-      j.attribute("event", eventIds.lookup(record.getEvent()));
+      j.attribute(schema::kInstOp, schema::kOpRecordEvent);
+      j.attribute(schema::kInstEvent, eventIds.lookup(record.getEvent()));
     } else if (auto waitEvent = dyn_cast<rt::WaitEventOp>(op)) {
-      j.attribute("op", "wait_event");
-      j.attribute("event", eventIds.lookup(waitEvent.getEvent()));
+      j.attribute(schema::kInstOp, schema::kOpWaitEvent);
+      j.attribute(schema::kInstEvent, eventIds.lookup(waitEvent.getEvent()));
     } else {
       auto update = cast<rt::OptimizerOp>(op);
-      j.attribute("op", "optimizer");
+      j.attribute(schema::kInstOp, schema::kOpOptimizer);
       j.attribute(
-          "param",
+          schema::kInstParam,
           update.getParam().getDefiningOp<rt::InputOp>().getBindingName());
-      j.attribute("param_slot", rt::getSlot(update.getParam()));
-      j.attribute("grad", rt::getSlot(update.getGrad()));
-      j.attributeArray("state", [&] {
+      j.attribute(schema::kInstParamSlot, rt::getSlot(update.getParam()));
+      j.attribute(schema::kInstGrad, rt::getSlot(update.getGrad()));
+      j.attributeArray(schema::kInstState, [&] {
         for (Value s : update.getState())
           j.value(rt::getSlot(s));
       });
@@ -417,65 +434,65 @@ std::string ArtifactWriter::buildProgram() {
     numSlots = std::max<int64_t>(numSlots, *program.getNumSlots());
   auto tables = buildTables(first);
   j.object([&] {
-    j.attribute("format", "loomx");
-    j.attribute("version", int64_t(getVersion()));
-    j.attribute("producer", kArtifactProducer);
-    j.attribute("source", options.source);
-    j.attribute("pipeline", options.pipeline);
+    j.attribute(schema::kProgramFormat, schema::kFormatLoomx);
+    j.attribute(schema::kProgramVersion, int64_t(schema::kCurrentVersion));
+    j.attribute(schema::kProgramProducer, kArtifactProducer);
+    j.attribute(schema::kProgramSource, options.source);
+    j.attribute(schema::kProgramPipeline, options.pipeline);
     if (mesh) {
-      j.attribute("world_size", mesh.getNumRanks());
-      j.attributeObject("mesh", [&] {
-        j.attributeArray("shape", [&] {
+      j.attribute(schema::kProgramWorldSize, mesh.getNumRanks());
+      j.attributeObject(schema::kProgramMesh, [&] {
+        j.attributeArray(schema::kMeshShape, [&] {
           for (int64_t d : mesh.getShape())
             j.value(d);
         });
-        writeAxes(j, mesh.getAxes());
+        writeAxes(j, schema::kMeshAxes, mesh.getAxes());
       });
     } else {
-      j.attribute("world_size", int64_t(programs.size()));
+      j.attribute(schema::kProgramWorldSize, int64_t(programs.size()));
     }
-    j.attribute("num_slots", numSlots);
-    j.attributeBegin("optimizer");
+    j.attribute(schema::kProgramNumSlots, numSlots);
+    j.attributeBegin(schema::kProgramOptimizer);
     if (std::optional<OptimizerConfig> config =
             first.getOptimizer() ? getOptimizerConfig(*first.getOptimizer())
                                  : std::nullopt) {
       j.object([&] {
-        j.attribute("name", config->name);
+        j.attribute(schema::kOptimizerName, config->name);
         auto number = [&](StringRef key, double value) {
           j.attributeBegin(key);
           writeDouble(j, value);
           j.attributeEnd();
         };
-        number("lr", config->lr);
-        j.attributeArray("betas", [&] {
+        number(schema::kOptimizerLr, config->lr);
+        j.attributeArray(schema::kOptimizerBetas, [&] {
           writeDouble(j, config->beta1);
           writeDouble(j, config->beta2);
         });
-        number("eps", config->eps);
-        number("weight_decay", config->weightDecay);
-        number("momentum", config->momentum);
-        number("dampening", config->dampening);
-        j.attribute("nesterov", config->nesterov);
-        j.attribute("maximize", config->maximize);
+        number(schema::kOptimizerEps, config->eps);
+        number(schema::kOptimizerWeightDecay, config->weightDecay);
+        number(schema::kOptimizerMomentum, config->momentum);
+        number(schema::kOptimizerDampening, config->dampening);
+        j.attribute(schema::kOptimizerNesterov, config->nesterov);
+        j.attribute(schema::kOptimizerMaximize, config->maximize);
       });
     } else {
       j.value(nullptr);
     }
     j.attributeEnd();
-    writeLines(j, "inputs", tables[0]);
-    writeLines(j, "state", tables[1]);
-    writeLines(j, "outputs", tables[2]);
-    j.attributeArray("programs", [&] {
+    writeLines(j, schema::kProgramInputs, tables[0]);
+    writeLines(j, schema::kProgramState, tables[1]);
+    writeLines(j, schema::kProgramOutputs, tables[2]);
+    j.attributeArray(schema::kProgramPrograms, [&] {
       for (rt::ProgramOp program : programs) {
         j.object([&] {
           if (mesh)
-            j.attributeArray("ranks", [&] {
+            j.attributeArray(schema::kRankProgramRanks, [&] {
               for (int64_t r = 0, e = mesh.getNumRanks(); r < e; ++r)
                 j.value(r);
             });
           else
-            j.attribute("rank", int64_t(program.getRank()));
-          j.attributeArray("streams", [&] {
+            j.attribute(schema::kRankProgramRank, int64_t(program.getRank()));
+          j.attributeArray(schema::kRankProgramStreams, [&] {
             for (Attribute s : program.getStreams())
               j.value(cast<StringAttr>(s).getValue());
           });
@@ -489,7 +506,7 @@ std::string ArtifactWriter::buildProgram() {
                     rt::WaitEventOp>(op))
               instructions.push_back(buildInstruction(&op));
           }
-          writeLines(j, "instructions", instructions);
+          writeLines(j, schema::kRankProgramInstructions, instructions);
         });
       }
     });
@@ -553,8 +570,8 @@ LogicalResult loom::writeArtifact(ModuleOp module,
     for (int i = 0; i < bytes; ++i)
       os << static_cast<char>((value >> (8 * i)) & 0xff);
   };
-  os.write("LOOMX\r\n\x1a", 8);
-  writeLE(writer.getVersion(), 4);
+  os.write(schema::kMagic, schema::kMagicBytes);
+  writeLE(schema::kCurrentVersion, 4);
   writeLE(/*flags=*/0, 4);
   writeLE(program.size(), 8);
   writeLE(weights.size(), 8);

@@ -1,7 +1,8 @@
-//===- Artifact.h - The .loomx step artifact, versions 1 and 2 -*- C++ -*-===//
+//===- Artifact.h - The .loomx step artifact in memory ----------*- C++ -*-===//
 //
 // The in-memory form of a compiled training step, read from the file that
-// `loom-compile` writes (docs/artifact.md is the contract). Artifact::load
+// `loom-compile` writes (ArtifactSchema.def declares its keys and versions,
+// docs/artifact.md is the contract). Artifact::load
 // checks everything that can be checked without LibTorch's operator
 // registry: the container, every field of the program JSON, slot ranges,
 // references between sections, that every slot is written before it is read,
@@ -12,6 +13,8 @@
 
 #ifndef LOOMRT_ARTIFACT_H
 #define LOOMRT_ARTIFACT_H
+
+#include "loomrt/ArtifactSchema.h"
 
 #include <c10/core/Layout.h>
 #include <c10/core/MemoryFormat.h>
@@ -25,15 +28,15 @@
 
 namespace loomrt {
 
-/// The container's magic, "LOOMX\r\n\x1a".
-inline constexpr char kArtifactMagic[8] = {'L', 'O',  'O',  'M',
-                                           'X', '\r', '\n', '\x1a'};
-/// The newest format version this runtime reads; it reads every version
-/// from 1 up to it (docs/distributed.md: version 2 adds meshes, shards and
-/// collectives).
-inline constexpr uint32_t kArtifactVersion = 2;
+/// The container's magic, "LOOMX\r\n\x1a" (ArtifactSchema.def).
+inline constexpr const char (&kArtifactMagic)[schema::kMagicBytes + 1] =
+    schema::kMagic;
+/// The newest format version this runtime reads and the oldest; it reads
+/// every version between them (ArtifactSchema.def).
+inline constexpr uint32_t kArtifactVersion = schema::kCurrentVersion;
+inline constexpr uint32_t kArtifactOldestVersion = schema::kOldestVersion;
 /// Size of the fixed container header before the program JSON.
-inline constexpr uint64_t kArtifactHeaderBytes = 32;
+inline constexpr uint64_t kArtifactHeaderBytes = schema::kHeaderBytes;
 /// Bound on `num_slots` so a corrupt file cannot make us allocate without
 /// limit.
 inline constexpr int64_t kMaxSlots = int64_t(1) << 24;

@@ -64,6 +64,9 @@ struct TensorComparison {
   /// Why the tensors could not be compared (missing, dtype or shape), or
   /// empty.
   std::string problem;
+  /// For a rank's shard: which part of the reference tensor it was compared
+  /// with ("rows 2 to 4 of dim 0"); empty for a whole tensor.
+  std::string slice;
 };
 
 /// Compares every parameter and buffer of `session` with the reference
@@ -81,6 +84,16 @@ std::vector<TensorComparison>
 compareTensors(const NamedTensors &parameters, const NamedTensors &buffers,
                const NamedTensors &constants, const Reference &reference,
                double rtol = 1e-5, double atol = 1e-5);
+
+/// What one rank of a multi-rank session holds, compared with the
+/// reference without any collective: replicated parameters, buffers and
+/// constants whole, and each sharded parameter's shard (padding dropped)
+/// against the matching slice of the reference tensor. Every rank calls it
+/// on its own; on one rank it is compareTensors(session, ...).
+std::vector<TensorComparison> compareRankTensors(const Session &session,
+                                                 const Reference &reference,
+                                                 double rtol = 1e-5,
+                                                 double atol = 1e-5);
 
 } // namespace loomrt
 

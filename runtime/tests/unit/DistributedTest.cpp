@@ -214,7 +214,9 @@ TEST(ArtifactV2, MeshRequiredForSeveralRanks) {
 TEST(ArtifactV2, MeshNeedsVersion2) {
   json p = linearProgram(sgdOptimizer());
   p["mesh"] = {{"shape", {1}}, {"axes", {"shard"}}};
-  EXPECT_CONTAINS(loadError(p), "mesh: a mesh needs format version 2");
+  EXPECT_CONTAINS(
+      loadError(p),
+      "mesh: 'mesh' needs format version 2 (this program is version 1)");
 }
 
 TEST(ArtifactV2, EveryRankRunsAProgram) {

@@ -1,7 +1,10 @@
-"""Checks a .loomx artifact against docs/artifact.md (format version 1) or
-docs/distributed.md (version 2: a mesh, sharded/split inputs, a reduced
-loss, collectives and cross-stream events) and prints a summary for
-FileCheck. Standard library only, so it runs without
+"""Checks a .loomx artifact against docs/artifact.md and docs/distributed.md
+(from version 2: a mesh, sharded/split inputs, a reduced loss, collectives
+and cross-stream events) and prints a summary for FileCheck. The magic, the
+versions, every object's and instruction's keys and the enumerations come
+from the runtime's schema (runtime/include/loomrt/ArtifactSchema.def, parsed
+by runtime/tests/loomx.py): a key the writer writes that the schema does not
+declare fails here. Standard library only, so it runs without
 torch; it checks what a reader of the format can check without LibTorch:
 the container, every field's presence and type, slot ranges, the dataflow
 of slots (nothing read before it is written or after it is freed), the
@@ -18,22 +21,23 @@ import json
 import struct
 import sys
 from collections import Counter
+from pathlib import Path
 
-MAGIC = b"LOOMX\r\n\x1a"
-DTYPES = {"f32": 4, "f64": 8, "f16": 2, "bf16": 2, "i64": 8, "i32": 4,
-          "i16": 2, "i8": 1, "u8": 1, "bool": 1, "c64": 8, "c128": 16}
-INPUT_ROLES = {"parameter", "buffer", "constant", "input"}
-OUTPUT_ROLES = {"loss", "buffer_mutation", "grad"}
-PHASES = {"forward", "backward", "optimizer"}
-LAYOUTS = {"strided", "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr",
-           "sparse_bsc", "mkldnn"}
-MEMORY_FORMATS = {"contiguous_format", "channels_last", "channels_last_3d",
-                  "preserve_format"}
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "runtime" / "tests"))
+from loomx import SCHEMA  # noqa: E402
+
+MAGIC = SCHEMA.magic
+DTYPES = SCHEMA.dtypes
 STATE_SLOTS = {"adam": 2, "adamw": 2}
-REDUCE_OPS = {"sum", "avg", "max", "min", "product"}
-# Collective starts of version 2: the fields each takes beyond input/future/axes.
-COLLECTIVES = {"all_gather_start": ["dim"], "reduce_scatter_start": ["dim", "reduce"],
-               "all_reduce_start": ["reduce"], "broadcast_start": ["root"]}
+# Collective starts: the fields each takes beyond input/future/axes, as the
+# schema gives them.
+COLLECTIVES = {op: sorted(SCHEMA.inst_keys(op, SCHEMA.current)
+                          - SCHEMA.inst_keys("wait", SCHEMA.current) - {"input", "axes"})
+               for op in sorted(SCHEMA.values("Op", SCHEMA.current))
+               if op.endswith("_start")}
+# The order the summary lists them in.
+COLLECTIVE_ORDER = ("all_gather_start", "reduce_scatter_start", "all_reduce_start",
+                    "broadcast_start")
 
 
 class Invalid(Exception):
@@ -62,6 +66,14 @@ def only_keys(obj, allowed, path):
     need(not extra, path, f"unknown fields {sorted(extra)}")
 
 
+def schema_keys(obj, version, path, value):
+    """Refuses keys the schema does not give `obj` in this version."""
+    allowed = SCHEMA.keys(obj, version)
+    extra = set(value) - allowed
+    need(not extra, path or obj, f"keys {sorted(extra)} are not in the schema's {obj} "
+         f"for version {version} (allowed: {sorted(allowed)})")
+
+
 def check_number(v, path):
     need(isinstance(v, (int, float)) and not isinstance(v, bool) or v in ("inf", "-inf", "nan"),
          path, f"expected a number, found {v!r}")
@@ -71,6 +83,7 @@ class Checker:
     def __init__(self, program, version):
         self.p = program
         self.version = version
+        self.enum = lambda name: SCHEMA.values(name, version)
         self.num_slots = 0
         self.mesh_axes = []
 
@@ -86,11 +99,9 @@ class Checker:
 
     def check(self):
         p = self.p
-        v2 = self.version == 2
-        only_keys(p, ["format", "version", "producer", "source", "pipeline", "world_size",
-                      "num_slots", "optimizer", "inputs", "state", "outputs", "programs"]
-                  + (["mesh"] if v2 else []), "")
-        need(field(p, "format", "", str) == "loomx", "format", "expected loomx")
+        v2 = self.version >= SCHEMA.key_since("Program", "mesh")
+        schema_keys("Program", self.version, "", p)
+        need(field(p, "format", "", str) in self.enum("Format"), "format", "expected loomx")
         need(field(p, "version", "", int) == self.version, "version",
              f"expected {self.version}, the container's")
         for key in ("producer", "source", "pipeline"):
@@ -98,7 +109,7 @@ class Checker:
         need(field(p, "world_size", "", int) >= 1, "world_size", "must be at least 1")
         if v2 and (p["world_size"] > 1 or "mesh" in p):
             mesh = field(p, "mesh", "", dict)
-            only_keys(mesh, ["shape", "axes"], "mesh")
+            schema_keys("Mesh", self.version, "mesh", mesh)
             shape = field(mesh, "shape", "mesh", list)
             axes = field(mesh, "axes", "mesh", list)
             need(shape and all(isinstance(d, int) and d >= 1 for d in shape), "mesh.shape",
@@ -117,9 +128,8 @@ class Checker:
         opt = p.get("optimizer", "missing")
         need(opt != "missing", "optimizer", "missing")
         if opt is not None:
-            only_keys(opt, ["name", "lr", "betas", "eps", "weight_decay", "momentum",
-                            "dampening", "nesterov", "maximize"], "optimizer")
-            need(field(opt, "name", "optimizer", str) in ("sgd", "adam", "adamw"),
+            schema_keys("Optimizer", self.version, "optimizer", opt)
+            need(field(opt, "name", "optimizer", str) in self.enum("OptimizerName"),
                  "optimizer.name", "unknown optimizer")
             for key in ("lr", "eps", "weight_decay", "momentum", "dampening"):
                 check_number(field(opt, key, "optimizer", (int, float)), f"optimizer.{key}")
@@ -134,7 +144,8 @@ class Checker:
         for i, e in enumerate(inputs):
             path = f"inputs[{i}]"
             role = field(e, "role", path, str)
-            need(role in INPUT_ROLES, f"{path}.role", f"unknown role {role!r}")
+            need(role in self.enum("InputRole"), f"{path}.role", f"unknown role {role!r}")
+            schema_keys("Input", self.version, path, e)
             only_keys(e, ["name", "role", "slot", "dtype", "shape"] +
                       (["batch_index"] if role == "input" else []) +
                       (["split"] if v2 and role == "input" else []) +
@@ -153,7 +164,7 @@ class Checker:
             self.shape(field(e, "shape", path, list), f"{path}.shape")
             if "split" in e:
                 split = field(e, "split", path, dict)
-                only_keys(split, ["axes", "dim"], f"{path}.split")
+                schema_keys("Split", self.version, f"{path}.split", split)
                 self.axes(split, f"{path}.split")
                 need(0 <= field(split, "dim", f"{path}.split", int) < len(e["shape"]),
                      f"{path}.split.dim", "out of range")
@@ -164,8 +175,7 @@ class Checker:
         state_by_param = Counter()
         for i, e in enumerate(state):
             path = f"state[{i}]"
-            only_keys(e, ["name", "param", "slot", "dtype", "shape", "init"]
-                      + (["shard"] if v2 else []), path)
+            schema_keys("State", self.version, path, e)
             name = field(e, "name", path, str)
             need(name and name not in names, f"{path}.name", f"empty or repeated name {name!r}")
             names[name] = e
@@ -178,7 +188,8 @@ class Checker:
             slots.add(s)
             need(field(e, "dtype", path, str) in DTYPES, f"{path}.dtype", "unknown dtype")
             self.shape(field(e, "shape", path, list), f"{path}.shape")
-            need(field(e, "init", path, str) == "zeros", f"{path}.init", "expected zeros")
+            need(field(e, "init", path, str) in self.enum("StateInit"), f"{path}.init",
+                 "expected zeros")
             if "shard" in e:
                 self.shard(e, path)
 
@@ -187,16 +198,17 @@ class Checker:
         for i, e in enumerate(outputs):
             path = f"outputs[{i}]"
             role = field(e, "role", path, str)
-            need(role in OUTPUT_ROLES, f"{path}.role", f"unknown role {role!r}")
+            need(role in self.enum("OutputRole"), f"{path}.role", f"unknown role {role!r}")
+            schema_keys("Output", self.version, path, e)
             self.slot(field(e, "slot", path, int), f"{path}.slot")
             if role == "loss":
                 only_keys(e, ["role", "slot"] + (["reduce"] if v2 else []), path)
                 losses += 1
                 if "reduce" in e:
                     reduce = field(e, "reduce", path, dict)
-                    only_keys(reduce, ["axes", "op"], f"{path}.reduce")
+                    schema_keys("Reduce", self.version, f"{path}.reduce", reduce)
                     self.axes(reduce, f"{path}.reduce")
-                    need(field(reduce, "op", f"{path}.reduce", str) in REDUCE_OPS,
+                    need(field(reduce, "op", f"{path}.reduce", str) in self.enum("ReduceOp"),
                          f"{path}.reduce.op", "unknown reduction")
             else:
                 only_keys(e, ["role", "target", "slot"], path)
@@ -239,7 +251,7 @@ class Checker:
     def shard(self, e, path):
         shard = field(e, "shard", path, dict)
         where = f"{path}.shard"
-        only_keys(shard, ["axes", "dim", "global_shape"], where)
+        schema_keys("Shard", self.version, where, shard)
         g = self.group_size(self.axes(shard, where))
         dim = field(shard, "dim", where, int)
         full = self.shape(field(shard, "global_shape", where, list), f"{where}.global_shape")
@@ -286,16 +298,17 @@ class Checker:
             need(v == "cpu" or v == "cuda" or (v.startswith("cuda:") and v[5:].isdigit()),
                  where, f"unknown device {v!r}")
         elif kind == "layout":
-            need(v in LAYOUTS, where, f"unknown layout {v!r}")
+            need(v in self.enum("Layout"), where, f"unknown layout {v!r}")
         elif kind == "memory_format":
-            need(v in MEMORY_FORMATS, where, f"unknown memory format {v!r}")
+            need(v in self.enum("MemoryFormat"), where, f"unknown memory format {v!r}")
         else:
             raise Invalid(f"{path}: unknown ARG kind {kind!r}")
         return kind
 
     def check_program(self, prog, rank, inputs, state, outputs, opt, state_by_param):
         path = f"programs[{rank}]"
-        v2 = self.version == 2
+        v2 = self.version >= SCHEMA.key_since("RankProgram", "ranks")
+        schema_keys("RankProgram", self.version, path, prog)
         if v2:
             only_keys(prog, ["ranks" if "ranks" in prog else "rank", "streams", "instructions"],
                       path)
@@ -329,12 +342,16 @@ class Checker:
             ip = f"{path}.instructions[{i}]"
             op = field(inst, "op", ip, str)
             ops[op] += 1
+            need(op in self.enum("Op"), f"{ip}.op", f"unknown instruction {op!r}")
+            allowed = SCHEMA.inst_keys(op, self.version)
+            need(not set(inst) - allowed, ip, f"keys {sorted(set(inst) - allowed)} are not in the "
+                 f"schema for {op!r} in version {self.version} (allowed: {sorted(allowed)})")
             common = ["op", "stream", "name", "module", "phase"]
             if "stream" in inst:
                 need(isinstance(inst["stream"], int) and 0 <= inst["stream"] < len(streams),
                      f"{ip}.stream", "out of range")
             if "phase" in inst:
-                need(inst["phase"] in PHASES, f"{ip}.phase", "unknown phase")
+                need(inst["phase"] in self.enum("Phase"), f"{ip}.phase", "unknown phase")
             if op == "aten":
                 only_keys(inst, common + ["kernel", "overload", "args", "kwargs", "results"], ip)
                 need("::" in field(inst, "kernel", ip, str), f"{ip}.kernel", "not namespace::name")
@@ -394,7 +411,7 @@ class Checker:
                 if "dim" in COLLECTIVES[op]:
                     need(field(inst, "dim", ip, int) >= 0, f"{ip}.dim", "negative")
                 if "reduce" in COLLECTIVES[op]:
-                    need(field(inst, "reduce", ip, str) in REDUCE_OPS, f"{ip}.reduce",
+                    need(field(inst, "reduce", ip, str) in self.enum("ReduceOp"), f"{ip}.reduce",
                          "unknown reduction")
                 if "root" in COLLECTIVES[op]:
                     need(field(inst, "root", ip, int) >= 0, f"{ip}.root", "negative")
@@ -470,7 +487,8 @@ def main():
     try:
         need(blob[:8] == MAGIC, "container", "not a Loom artifact (bad magic)")
         version, flags, n, m = struct.unpack("<IIQQ", blob[8:32])
-        need(version in (1, 2), "container", f"format version {version}")
+        need(SCHEMA.oldest <= version <= SCHEMA.current, "container",
+             f"format version {version}; the schema reads {SCHEMA.oldest} to {SCHEMA.current}")
         need(flags == 0, "container", f"flags {flags}")
         need(32 + n + m == len(blob), "container",
              f"lengths {n} + {m} do not match the file size {len(blob)}")
@@ -501,7 +519,10 @@ def main():
               f"weight_decay={opt['weight_decay']} momentum={opt['momentum']} "
               f"dampening={opt['dampening']} nesterov={opt['nesterov']} maximize={opt['maximize']}")
     print("inputs: " + ", ".join(f"{roles[r]} {r}" for r in ("parameter", "buffer", "constant", "input")))
-    if version == 2:
+    # A distributed step (a mesh) says how it is spread; a single-rank one
+    # has nothing to say.
+    distributed = "mesh" in program
+    if distributed:
         print(f"distributed: {sum('split' in e for e in inputs)} split, "
               f"{sum('shard' in e for e in inputs)} sharded parameters, "
               f"{sum('shard' in e for e in state)} sharded state, "
@@ -512,9 +533,9 @@ def main():
     for rank, (streams, ops, arg_kinds) in enumerate(checker.counts):
         print(f"program {rank}: streams {streams}, {sum(ops.values())} instructions: "
               + ", ".join(f"{ops[o]} {o}" for o in ("aten", "free", "optimizer")))
-        if version == 2:
+        if distributed:
             print(f"program {rank} collectives: "
-                  + ", ".join(f"{ops[o]} {o}" for o in (*COLLECTIVES, "wait", "record_event",
+                  + ", ".join(f"{ops[o]} {o}" for o in (*COLLECTIVE_ORDER, "wait", "record_event",
                                                         "wait_event")))
         print(f"program {rank} args: " + ", ".join(f"{arg_kinds[k]} {k}" for k in sorted(arg_kinds)))
     print(f"weights: {tensors} tensors, {weight_bytes} bytes, match the inputs"

@@ -1,8 +1,9 @@
 //===- ArtifactWriter.h - Write loomrt programs as a .loomx artifact ------===//
 //
-// The format is docs/artifact.md (version 1, single-rank steps) and
-// docs/distributed.md (version 2, distributed steps): a 32-byte header, the
-// program as JSON, and the initial weights as a safetensors file.
+// The format is docs/artifact.md and docs/distributed.md; its keys, magic and
+// version are the runtime's runtime/include/loomrt/ArtifactSchema.def, which
+// the writer includes: a 32-byte header, the program as JSON, and the initial
+// weights as a safetensors file.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,12 +17,6 @@
 
 namespace loom {
 
-/// The artifact format version this writer produces for a single-rank
-/// step (docs/artifact.md), which every runtime reads.
-constexpr uint32_t kArtifactVersion = 1;
-/// The version it produces for a distributed step, whose program has a
-/// mesh of more than one rank (docs/distributed.md).
-constexpr uint32_t kArtifactVersionDistributed = 2;
 /// The `producer` field.
 constexpr const char *kArtifactProducer = "loom-compile 0.1.0";
 

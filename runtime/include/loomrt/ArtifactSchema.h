@@ -1,0 +1,147 @@
+//===- ArtifactSchema.h - Constants of ArtifactSchema.def -------*- C++ -*-===//
+//
+// The artifact's keys, versions and spellings as constants, generated from
+// ArtifactSchema.def, plus tables to ask which keys an object or an
+// instruction may carry in a given version. Dependency-free on purpose (only
+// the C++ standard library): the compiler's writer, built without LibTorch
+// and without exceptions, includes it as well as the runtime's reader.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOMRT_ARTIFACTSCHEMA_H
+#define LOOMRT_ARTIFACTSCHEMA_H
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace loomrt {
+namespace schema {
+
+#define LOOMX_MAGIC(STRING) inline constexpr char kMagic[] = STRING;
+#define LOOMX_VERSION(ID, N) inline constexpr uint32_t k##ID##Version = N;
+#define LOOMX_HEADER_BYTES(N) inline constexpr uint64_t kHeaderBytes = N;
+#define LOOMX_FIELD(OBJ, ID, KEY, SINCE)                                       \
+  inline constexpr const char k##OBJ##ID[] = KEY;
+#define LOOMX_INST_FIELD(ID, KEY, SINCE, OPS)                                  \
+  inline constexpr const char kInst##ID[] = KEY;
+#define LOOMX_ENUM(ENUM, ID, SPELLING, SINCE)                                  \
+  inline constexpr const char k##ENUM##ID[] = SPELLING;
+#define LOOMX_DTYPE(ID, SPELLING, BYTES)                                       \
+  inline constexpr const char kDtype##ID[] = SPELLING;
+#include "loomrt/ArtifactSchema.def"
+
+/// The magic is 8 bytes; kMagic has a terminating NUL after them.
+inline constexpr size_t kMagicBytes = sizeof(kMagic) - 1;
+static_assert(kMagicBytes == 8, "the container's magic is 8 bytes");
+static_assert(kOldestVersion <= kCurrentVersion, "versions out of order");
+
+/// The JSON objects of the program, for fieldsOf().
+enum class Object {
+  Program,
+  Mesh,
+  Optimizer,
+  Input,
+  State,
+  Output,
+  Shard,
+  Split,
+  Reduce,
+  RankProgram,
+};
+
+struct FieldInfo {
+  Object object;
+  const char *key;
+  uint32_t since;
+};
+
+inline constexpr FieldInfo kFields[] = {
+#define LOOMX_FIELD(OBJ, ID, KEY, SINCE) {Object::OBJ, KEY, SINCE},
+#include "loomrt/ArtifactSchema.def"
+};
+
+struct InstFieldInfo {
+  const char *key;
+  uint32_t since;
+  /// The ops that take it, space-separated; "*" for every op.
+  const char *ops;
+};
+
+inline constexpr InstFieldInfo kInstFields[] = {
+#define LOOMX_INST_FIELD(ID, KEY, SINCE, OPS) {KEY, SINCE, OPS},
+#include "loomrt/ArtifactSchema.def"
+};
+
+struct EnumInfo {
+  const char *enumName;
+  const char *spelling;
+  uint32_t since;
+};
+
+inline constexpr EnumInfo kEnumValues[] = {
+#define LOOMX_ENUM(ENUM, ID, SPELLING, SINCE) {#ENUM, SPELLING, SINCE},
+#include "loomrt/ArtifactSchema.def"
+};
+
+struct DtypeInfo {
+  const char *spelling;
+  uint32_t bytes;
+};
+
+inline constexpr DtypeInfo kDtypes[] = {
+#define LOOMX_DTYPE(ID, SPELLING, BYTES) {SPELLING, BYTES},
+#include "loomrt/ArtifactSchema.def"
+};
+
+/// Whether `object` may carry `key` in format `version`.
+inline bool hasField(Object object, const char *key, uint32_t version) {
+  for (const FieldInfo &f : kFields)
+    if (f.object == object && f.since <= version &&
+        std::strcmp(f.key, key) == 0)
+      return true;
+  return false;
+}
+
+/// Whether the space-separated `ops` names `op` ("*" names every op).
+inline bool listsOp(const char *ops, const char *op) {
+  if (std::strcmp(ops, "*") == 0)
+    return true;
+  size_t n = std::strlen(op);
+  for (const char *p = ops; *p;) {
+    const char *end = std::strchr(p, ' ');
+    size_t len = end ? size_t(end - p) : std::strlen(p);
+    if (len == n && std::strncmp(p, op, n) == 0)
+      return true;
+    if (!end)
+      break;
+    p = end + 1;
+  }
+  return false;
+}
+
+/// Whether an instruction with this `op` may carry `key` in `version`.
+inline bool instructionHasField(const char *op, const char *key,
+                                uint32_t version) {
+  for (const InstFieldInfo &f : kInstFields)
+    if (f.since <= version && std::strcmp(f.key, key) == 0 &&
+        listsOp(f.ops, op))
+      return true;
+  return false;
+}
+
+/// Whether `spelling` is a value of enumeration `enumName` ("Op",
+/// "ReduceOp", ...) in `version`.
+inline bool isEnumValue(const char *enumName, const char *spelling,
+                        uint32_t version) {
+  for (const EnumInfo &e : kEnumValues)
+    if (e.since <= version && std::strcmp(e.enumName, enumName) == 0 &&
+        std::strcmp(e.spelling, spelling) == 0)
+      return true;
+  return false;
+}
+
+} // namespace schema
+} // namespace loomrt
+
+#endif // LOOMRT_ARTIFACTSCHEMA_H

@@ -1,0 +1,370 @@
+//===- Launcher.cpp - Start, watch and stop the ranks of a run ------------===//
+//
+// The ranks are forked and re-executed from /proc/self/exe, so a test build
+// of the tool (loom-run-faults) launches copies of itself.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loomrt/Launcher.h"
+
+#include "loomrt/Artifact.h"
+#include "loomrt/Error.h"
+#include "loomrt/Trace.h"
+
+#include <c10/util/Exception.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace loomrt {
+
+namespace {
+
+/// Set for the launched ranks: the launcher merges their traces itself.
+constexpr const char *kTraceMergeEnv = "LOOMRT_TRACE_MERGE";
+/// How long the launcher lets the other ranks finish (report their own
+/// errors) after one failed, before it terminates them.
+constexpr auto kGracePeriod = std::chrono::seconds(2);
+
+int freeLoopbackPort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0)
+    return -1;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  int port = -1;
+  if (::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &len) == 0)
+    port = ntohs(addr.sin_port);
+  ::close(fd);
+  return port;
+}
+
+struct RankProcess {
+  pid_t pid = -1;
+  int out = -1; // read end of the rank's stdout+stderr (ranks > 0)
+  std::string pending;
+  bool exited = false;
+  int status = 0;
+};
+
+/// Forwards complete lines of a rank's output with its prefix.
+void forward(RankProcess &p, int rank, bool flushAll) {
+  size_t start = 0, nl;
+  while ((nl = p.pending.find('\n', start)) != std::string::npos) {
+    std::fprintf(stderr, "[rank %d] %.*s\n", rank, int(nl - start),
+                 p.pending.data() + start);
+    start = nl + 1;
+  }
+  p.pending.erase(0, start);
+  if (flushAll && !p.pending.empty()) {
+    std::fprintf(stderr, "[rank %d] %s\n", rank, p.pending.c_str());
+    p.pending.clear();
+  }
+}
+
+std::string describeStatus(int status) {
+  if (WIFSIGNALED(status))
+    return "signal " + std::to_string(WTERMSIG(status)) + " (" +
+           strsignal(WTERMSIG(status)) + ")";
+  return "exit code " + std::to_string(WEXITSTATUS(status));
+}
+
+bool failed(int status) {
+  return WIFSIGNALED(status) || WEXITSTATUS(status) != 0;
+}
+
+} // namespace
+
+int launchRanks(char **argv, int nproc) {
+  int port = freeLoopbackPort();
+  if (port < 0) {
+    std::fprintf(stderr, "loom-run: error: no free port on 127.0.0.1: %s\n",
+                 std::strerror(errno));
+    return kExitError;
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::vector<RankProcess> ranks(static_cast<size_t>(nproc));
+  for (int k = 0; k < nproc; ++k) {
+    int fds[2] = {-1, -1};
+    if (k > 0 && ::pipe(fds) != 0) {
+      std::fprintf(stderr, "loom-run: error: pipe: %s\n", std::strerror(errno));
+      return kExitError;
+    }
+    pid_t pid = ::fork();
+    if (pid < 0) {
+      std::fprintf(stderr, "loom-run: error: fork: %s\n", std::strerror(errno));
+      return kExitError;
+    }
+    if (pid == 0) {
+      // A rank dies with the launcher: nothing outlives a killed run.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (k > 0) {
+        ::dup2(fds[1], STDOUT_FILENO);
+        ::dup2(fds[1], STDERR_FILENO);
+        ::close(fds[0]);
+        ::close(fds[1]);
+      }
+      for (const RankProcess &other : ranks)
+        if (other.out >= 0)
+          ::close(other.out);
+      ::setenv("RANK", std::to_string(k).c_str(), 1);
+      ::setenv("LOCAL_RANK", std::to_string(k).c_str(), 1);
+      ::setenv("WORLD_SIZE", std::to_string(nproc).c_str(), 1);
+      ::setenv("LOCAL_WORLD_SIZE", std::to_string(nproc).c_str(), 1);
+      ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+      ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      ::execv("/proc/self/exe", argv);
+      std::fprintf(stderr, "loom-run: error: rank %d: exec failed: %s\n", k,
+                   std::strerror(errno));
+      std::_Exit(127);
+    }
+    ranks[size_t(k)].pid = pid;
+    if (k > 0) {
+      ::close(fds[1]);
+      ranks[size_t(k)].out = fds[0];
+    }
+  }
+
+  using Clock = std::chrono::steady_clock;
+  std::optional<Clock::time_point> firstFailure;
+  bool terminated = false, killed = false;
+  std::vector<int> exitOrder;
+  auto running = [&] {
+    for (const RankProcess &p : ranks)
+      if (!p.exited)
+        return true;
+    return false;
+  };
+  while (running()) {
+    std::vector<pollfd> fds;
+    std::vector<int> who;
+    for (int k = 0; k < nproc; ++k)
+      if (ranks[size_t(k)].out >= 0) {
+        fds.push_back({ranks[size_t(k)].out, POLLIN, 0});
+        who.push_back(k);
+      }
+    if (!fds.empty())
+      ::poll(fds.data(), fds.size(), 50);
+    else
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
+        continue;
+      RankProcess &p = ranks[size_t(who[i])];
+      char buf[4096];
+      ssize_t n = ::read(p.out, buf, sizeof buf);
+      if (n > 0) {
+        p.pending.append(buf, size_t(n));
+        forward(p, who[i], false);
+      } else if (n == 0 || errno != EINTR) {
+        forward(p, who[i], true);
+        ::close(p.out);
+        p.out = -1;
+      }
+    }
+    int status = 0;
+    pid_t pid;
+    while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0)
+      for (int k = 0; k < nproc; ++k)
+        if (ranks[size_t(k)].pid == pid) {
+          ranks[size_t(k)].exited = true;
+          ranks[size_t(k)].status = status;
+          exitOrder.push_back(k);
+          if (failed(status) && !firstFailure)
+            firstFailure = Clock::now();
+        }
+    if (firstFailure && running()) {
+      auto since = Clock::now() - *firstFailure;
+      int sig = 0;
+      if (!terminated && since >= kGracePeriod) {
+        sig = SIGTERM;
+        terminated = true;
+      } else if (!killed && since >= kGracePeriod + std::chrono::seconds(1)) {
+        sig = SIGKILL;
+        killed = true;
+      }
+      if (sig)
+        for (const RankProcess &p : ranks)
+          if (!p.exited)
+            ::kill(p.pid, sig);
+    }
+  }
+  for (int k = 0; k < nproc; ++k) {
+    RankProcess &p = ranks[size_t(k)];
+    if (p.out >= 0) {
+      char buf[4096];
+      ssize_t n;
+      while ((n = ::read(p.out, buf, sizeof buf)) > 0)
+        p.pending.append(buf, size_t(n));
+      forward(p, k, true);
+      ::close(p.out);
+    }
+  }
+  // Name the rank that failed first. A rank whose collective failed (status
+  // 3) or that the launcher stopped lost a peer; prefer one that failed on
+  // its own.
+  int culprit = -1;
+  for (int pass = 0; pass < 2 && culprit < 0; ++pass)
+    for (int k : exitOrder) {
+      int st = ranks[size_t(k)].status;
+      if (!failed(st))
+        continue;
+      // SIGPIPE: written to a socket whose peer had died first.
+      bool secondary = WIFSIGNALED(st)
+                           ? terminated || WTERMSIG(st) == SIGPIPE
+                           : WEXITSTATUS(st) == kExitCollectiveFailed;
+      if (pass == 1 || !secondary) {
+        culprit = k;
+        break;
+      }
+    }
+  if (culprit < 0)
+    return 0;
+  int st = ranks[size_t(culprit)].status;
+  std::fprintf(stderr, "loom-run: rank %d failed (%s)\n", culprit,
+               describeStatus(st).c_str());
+  // Ranks still running when the grace period ended (a hung rank shows up
+  // here when its peers' collectives timed out).
+  if (terminated) {
+    std::string stopped;
+    for (int k = 0; k < nproc; ++k) {
+      int sk = ranks[size_t(k)].status;
+      if (k != culprit && WIFSIGNALED(sk) &&
+          (WTERMSIG(sk) == SIGTERM || WTERMSIG(sk) == SIGKILL))
+        stopped += (stopped.empty() ? "" : ", ") + std::to_string(k);
+    }
+    if (!stopped.empty())
+      std::fprintf(stderr,
+                   "loom-run: stopped rank(s) %s, still running %lld s after "
+                   "the first failure\n",
+                   stopped.c_str(),
+                   (long long)std::chrono::duration_cast<std::chrono::seconds>(
+                       kGracePeriod)
+                       .count());
+  }
+  // --check runs on every rank: name each rank whose check failed, not only
+  // the first to exit.
+  std::string mismatched;
+  for (int k = 0; k < nproc; ++k) {
+    int sk = ranks[size_t(k)].status;
+    if (!WIFSIGNALED(sk) && WEXITSTATUS(sk) == kExitMismatch)
+      mismatched += (mismatched.empty() ? "" : ", ") + std::to_string(k);
+  }
+  if (!mismatched.empty())
+    std::fprintf(stderr, "loom-run: --check failed on rank(s) %s\n",
+                 mismatched.c_str());
+  return WIFSIGNALED(st) ? kExitError : WEXITSTATUS(st);
+}
+
+namespace {
+
+/// Launches `worldSize` ranks and merges their traces into options.trace.
+int launchAndMerge(const RunOptions &o, char **argv, int worldSize) {
+  if (o.trace.empty())
+    return launchRanks(argv, worldSize);
+  // The ranks write one trace each; merge them once all have (also when a
+  // check failed afterwards: the trace helps to see why).
+  ::setenv(kTraceMergeEnv, "1", 1);
+  int rc = launchRanks(argv, worldSize);
+  std::vector<std::string> parts;
+  bool all = true;
+  for (int k = 0; k < worldSize; ++k) {
+    parts.push_back(rankTracePath(o.trace, k));
+    all = all && ::access(parts.back().c_str(), R_OK) == 0;
+  }
+  try {
+    if (all || rc == 0) {
+      mergeTraces(parts, o.trace);
+      std::fprintf(stderr, "loom-run: wrote trace %s (%d ranks)\n",
+                   o.trace.c_str(), worldSize);
+    }
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "loom-run: error: merging the traces: %s\n", e.what());
+    rc = kExitError;
+  }
+  for (const std::string &part : parts)
+    std::remove(part.c_str());
+  return rc;
+}
+
+/// The rank this process runs, or the ranks to launch (`launch` > 0).
+struct Plan {
+  DistributedConfig config;
+  int launch = 0;
+};
+
+/// Decides from the environment and the artifact; throws loomrt::Error with
+/// the message for the user.
+Plan plan(const RunOptions &o) {
+  Plan p;
+  if (std::optional<DistributedConfig> env =
+          DistributedConfig::fromEnvironment()) {
+    // An external launcher (torchrun, or this one) chose the rank.
+    if (o.nproc > 0 && env->worldSize != o.nproc)
+      throw Error("--nproc " + std::to_string(o.nproc) +
+                  " but the environment says WORLD_SIZE=" +
+                  std::to_string(env->worldSize));
+    p.config = *env;
+  } else {
+    // The artifact records how many ranks it was compiled for.
+    int64_t world = Artifact::load(o.artifact).worldSize;
+    if (o.nproc > 0 && o.nproc != world)
+      throw Error("--nproc " + std::to_string(o.nproc) + " but " + o.artifact +
+                  " was compiled for world_size " + std::to_string(world) +
+                  " (leave --nproc out: loom-run starts the artifact's " +
+                  std::to_string(world) + " ranks)");
+    if (world > 1)
+      p.launch = int(world);
+  }
+  p.config.timeoutSeconds = o.timeout;
+  return p;
+}
+
+} // namespace
+
+int runOrLaunch(const RunOptions &o, char **argv) {
+  // A peer that dies closes its sockets; writing to one must surface as a
+  // failed collective naming the peer (EPIPE), not kill this rank.
+  std::signal(SIGPIPE, SIG_IGN);
+  try {
+    Plan p = plan(o);
+    if (p.launch > 0)
+      return launchAndMerge(o, argv, p.launch);
+    return runRank(o, p.config);
+  } catch (const CollectiveError &e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "loom-run: error: %s\n", e.what());
+    return kExitCollectiveFailed;
+  } catch (const c10::Error &e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "loom-run: error: %s\n", e.what_without_backtrace());
+  } catch (const std::exception &e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "loom-run: error: %s\n", e.what());
+  }
+  return kExitError;
+}
+
+} // namespace loomrt

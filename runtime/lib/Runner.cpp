@@ -1,0 +1,282 @@
+//===- Runner.cpp - One rank of loom-run: steps, progress, --check --------===//
+
+#include "loomrt/Runner.h"
+
+#include "loomrt/Check.h"
+#include "loomrt/Error.h"
+#include "loomrt/Trace.h"
+
+#include <ATen/Parallel.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace loomrt {
+
+namespace {
+
+/// Set by the launcher for its ranks: it merges their traces itself.
+constexpr const char *kTraceMergeEnv = "LOOMRT_TRACE_MERGE";
+/// Runs at least this long get a progress bar (when stderr is a terminal).
+constexpr int64_t kProgressMinSteps = 50;
+
+/// A one-line progress bar on stderr, cleared before anything else prints.
+class Progress {
+public:
+  Progress(bool enabled, int64_t total) : enabled(enabled), total(total) {}
+  void clear() {
+    if (enabled && drawn)
+      std::fputs("\r\033[K", stderr);
+    drawn = false;
+  }
+  void draw(int64_t done) {
+    if (!enabled)
+      return;
+    constexpr int kWidth = 40;
+    int filled = int(kWidth * done / total);
+    std::string bar(size_t(filled), '#');
+    bar.append(size_t(kWidth - filled), ' ');
+    std::fprintf(stderr, "\r[%s] %lld/%lld steps", bar.c_str(), (long long)done,
+                 (long long)total);
+    std::fflush(stderr);
+    drawn = true;
+  }
+
+private:
+  bool enabled;
+  int64_t total;
+  bool drawn = false;
+};
+
+double mib(int64_t bytes) { return double(bytes) / (1024.0 * 1024.0); }
+
+/// A tolerance as the user would write it: 1e-05, 0.002, 0.
+std::string formatTolerance(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
+
+std::string collectivesText(const StepStats &st) {
+  std::string out;
+  for (const auto &[kind, c] : st.collectives) {
+    char buf[128];
+    if (c.bytes < 1024 * 1024)
+      std::snprintf(buf, sizeof buf, " %s %lld (%.2f KiB)", kind.c_str(),
+                    (long long)c.count, double(c.bytes) / 1024.0);
+    else
+      std::snprintf(buf, sizeof buf, " %s %lld (%.2f MiB)", kind.c_str(),
+                    (long long)c.count, mib(c.bytes));
+    out += buf;
+  }
+  return out.empty() ? out : "  |" + out;
+}
+
+/// Compares this rank's tensors with the reference and prints what failed
+/// (every rank) and the summary (rank 0). Returns the number of mismatches.
+int64_t checkTensors(const Session &session, const Reference &reference,
+                     double rtol, double atol) {
+  std::vector<TensorComparison> tensors =
+      compareRankTensors(session, reference, rtol, atol);
+  const bool leader = session.rank() == 0;
+  // Under a launcher that does not prefix the ranks' output (torchrun), the
+  // lines of the other ranks still say whose they are.
+  const std::string who =
+      leader ? "" : "rank " + std::to_string(session.rank()) + ": ";
+  const std::string tensorTol =
+      "max(" + formatTolerance(atol) + ", " + formatTolerance(rtol) + "*|ref|)";
+  int64_t failures = 0;
+  const TensorComparison *worst = nullptr;
+  for (const TensorComparison &t : tensors) {
+    if (!t.ok) {
+      ++failures;
+      std::string part = t.slice.empty() ? "" : " (" + t.slice + ")";
+      if (!t.problem.empty())
+        std::printf("check: %s%s '%s'%s: %s\n", who.c_str(), t.role.c_str(),
+                    t.name.c_str(), part.c_str(), t.problem.c_str());
+      else
+        std::printf("check: %s%s '%s'%s: MISMATCH max |a-b|/max(1,|b|) = "
+                    "%.3e (max |a-b| = %.3e): %lld of %lld elements beyond "
+                    "%s; worst |a-b| = %.3e where |ref| = %.3e allows "
+                    "%.3e\n",
+                    who.c_str(), t.role.c_str(), t.name.c_str(), part.c_str(),
+                    t.score, t.maxAbsDiff, (long long)t.failing,
+                    (long long)t.numel, tensorTol.c_str(), t.worstDiff,
+                    t.worstRef, std::max(atol, rtol * t.worstRef));
+    }
+    if (!worst || !(t.toleranceUsed <= worst->toleranceUsed))
+      worst = &t;
+  }
+  if (!leader)
+    return failures;
+  std::printf("check: tensors %lld/%lld within %s",
+              (long long)(tensors.size() - failures), (long long)tensors.size(),
+              tensorTol.c_str());
+  if (worst)
+    std::printf(" (worst %s '%s': %.3e, max |a-b| %.3e)", worst->role.c_str(),
+                worst->name.c_str(), worst->score, worst->maxAbsDiff);
+  if (session.worldSize() > 1)
+    std::printf("; every rank checks its own");
+  std::printf("\n");
+  return failures;
+}
+
+} // namespace
+
+int runRank(const RunOptions &o, const DistributedConfig &config) {
+  const bool distributed = config.worldSize > 1;
+  // Ranks on one machine share its cores: one ATen thread each unless asked.
+  if (o.threads > 0)
+    at::set_num_threads(o.threads);
+  else if (distributed)
+    at::set_num_threads(1);
+
+  Session session = Session::load(o.artifact, config);
+  const bool leader = session.rank() == 0;
+  if (!o.weights.empty())
+    session.loadWeights(o.weights);
+  BatchFile batches = BatchFile::open(o.batches);
+  if (size_t(batches.numArgs()) < session.numBatchElements())
+    throw Error(o.batches + ": batches have " +
+                std::to_string(batches.numArgs()) +
+                " elements, the artifact takes " +
+                std::to_string(session.numBatchElements()));
+
+  std::optional<Reference> reference;
+  if (!o.check.empty())
+    reference = Reference::load(o.check);
+  int64_t steps = o.steps     ? *o.steps
+                  : reference ? int64_t(reference->losses.size())
+                              : batches.numSteps();
+  if (steps < 1)
+    throw Error("nothing to run: 0 steps");
+  if (reference && steps > int64_t(reference->losses.size()))
+    throw Error(o.check + " has " + std::to_string(reference->losses.size()) +
+                " losses; cannot check " + std::to_string(steps) + " steps");
+
+  const Artifact &a = session.artifact();
+  int64_t paramBytes = 0;
+  for (const auto &p : session.parameters())
+    paramBytes += p.second.numel() * p.second.element_size();
+  if (leader)
+    std::fprintf(stderr,
+                 "loom-run: %s: %zu parameters (%.2f MiB%s), %zu buffers, "
+                 "%zu instructions, optimizer %s, %d threads%s\n",
+                 o.artifact.c_str(), session.parameters().size(),
+                 mib(paramBytes), a.worldSize > 1 ? " on rank 0" : "",
+                 session.buffers().size(), a.programs[0].instructions.size(),
+                 a.optimizer ? toString(a.optimizer->kind) : "none",
+                 at::get_num_threads(),
+                 a.worldSize > 1
+                     ? (", " + std::to_string(a.worldSize) + " ranks").c_str()
+                     : "");
+
+  std::optional<TraceWriter> trace;
+  if (!o.trace.empty()) {
+    trace.emplace(a, session.rank(), session.worldSize());
+    session.setTracing(true);
+  }
+
+  Progress progress(leader && o.progress && isatty(STDERR_FILENO) &&
+                        steps >= kProgressMinSteps,
+                    steps);
+  const double lossAtol = o.atol.value_or(0.0);
+  const double tensorAtol = o.atol.value_or(o.rtol);
+  int64_t lossFailures = 0;
+  LossComparison worstLoss;
+  int64_t worstLossStep = -1;
+  for (int64_t s = 0; s < steps; ++s) {
+    if (o.beforeStep)
+      o.beforeStep(session.rank(), s);
+    double loss = session.step(batches.batch(s));
+    const StepStats &st = session.lastStats();
+    if (trace)
+      trace->addStep(st);
+    if (!leader)
+      continue;
+    progress.clear();
+    std::printf("step %3lld  loss %.7f  time %.2f ms  peak %.2f MiB",
+                (long long)s, loss, st.timeMs, mib(st.peakBytes));
+    // Every rank reports the loss reduced over the ranks, so rank 0's
+    // comparison is every rank's.
+    if (reference) {
+      LossComparison c =
+          compareLoss(loss, reference->losses[size_t(s)], o.rtol, lossAtol);
+      std::printf("  ref %.7f  rel %.1e  %s", c.want, c.relError,
+                  c.ok ? "ok" : "MISMATCH");
+      if (!c.ok)
+        ++lossFailures;
+      if (worstLossStep < 0 || !(c.relError <= worstLoss.relError)) {
+        worstLoss = c;
+        worstLossStep = s;
+      }
+    }
+    std::printf("%s\n", collectivesText(st).c_str());
+    std::fflush(stdout);
+    progress.draw(s + 1);
+  }
+  progress.clear();
+
+  if (trace && session.worldSize() > 1) {
+    // Every rank writes its own; the launcher merges them into o.trace.
+    std::string part = rankTracePath(o.trace, session.rank());
+    trace->write(part);
+    if (!std::getenv(kTraceMergeEnv))
+      std::fprintf(stderr, "loom-run: rank %lld wrote trace %s\n",
+                   (long long)session.rank(), part.c_str());
+  } else if (trace) {
+    trace->write(o.trace);
+    std::fprintf(stderr, "loom-run: wrote trace %s\n", o.trace.c_str());
+  }
+  if (!o.saveParams.empty())
+    session.saveParameters(o.saveParams); // every rank: shards are gathered
+  if (!reference)
+    return kExitSuccess;
+
+  if (leader) {
+    std::string lossTol = "rtol " + formatTolerance(o.rtol);
+    if (lossAtol > 0)
+      lossTol += " atol " + formatTolerance(lossAtol);
+    std::printf("check: losses  %lld/%lld within %s (worst step %lld: "
+                "%.7f vs %.7f, rel %.1e)\n",
+                (long long)(steps - lossFailures), (long long)steps,
+                lossTol.c_str(), (long long)worstLossStep, worstLoss.got,
+                worstLoss.want, worstLoss.relError);
+  }
+
+  // Every rank compares what it holds: replicated tensors whole, sharded
+  // parameters as its shard against the matching slice of the reference,
+  // so a rank whose replicas drifted apart fails on its own.
+  int64_t tensorFailures = 0;
+  if (steps == int64_t(reference->losses.size())) {
+    if (o.beforeCheck)
+      o.beforeCheck(session);
+    tensorFailures = checkTensors(session, *reference, o.rtol, tensorAtol);
+  } else if (leader) {
+    std::printf("check: tensors not compared: %s holds the state after %zu "
+                "steps, this run stopped after %lld\n",
+                reference->tensorsPath.c_str(), reference->losses.size(),
+                (long long)steps);
+  }
+
+  std::string who =
+      leader ? "" : "rank " + std::to_string(session.rank()) + ": ";
+  if (lossFailures || tensorFailures) {
+    std::printf("FAIL: %s%lld loss mismatches, %lld tensor mismatches\n",
+                who.c_str(), (long long)lossFailures,
+                (long long)tensorFailures);
+    std::fflush(stdout);
+    return kExitMismatch;
+  }
+  if (leader)
+    std::printf("PASS\n");
+  std::fflush(stdout);
+  return kExitSuccess;
+}
+
+} // namespace loomrt
