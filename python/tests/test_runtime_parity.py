@@ -18,16 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from test_pipeline import BUILD, LOOM_IMPORT, REPO
+from build_tools import LOOM_COMPILE, LOOM_IMPORT, LOOM_RUN, REPO, needs_tools
 
-LOOM_COMPILE = BUILD / "bin" / "loom-compile"
-LOOM_RUN = BUILD / "runtime" / "bin" / "loom-run"
 STEPS = 20
 
-pytestmark = pytest.mark.skipif(
-    not (LOOM_IMPORT.exists() and LOOM_COMPILE.exists() and LOOM_RUN.exists()),
-    reason="compiler or runtime not built (run `make build`)",
-)
+pytestmark = needs_tools(LOOM_IMPORT, LOOM_COMPILE, LOOM_RUN)
 
 # capture flags, and the loom-compile flags that attach the same optimizer.
 OPTIMIZERS = {
