@@ -27,8 +27,9 @@ previous one's files in DIR (default ``out/<model file stem>``):
     size the artifact records.
 
 Each stage is cached by content: its key hashes its input files, its options
-and the tool that runs it (the binary; for capture, the model file and the
-Python files next to it, Loom's capture code and the torch version). A stage
+and the tool that runs it (the binary, and libloomrt for ``train``; for
+capture, the model file and the Python files next to it, Loom's Python
+package and the torch version). A stage
 whose key matches its last successful run prints ``[stage] cached`` and is
 skipped (``train`` replays the output it printed then); ``--no-cache`` runs
 every stage. The first stage that fails stops the command: its output is
@@ -308,12 +309,14 @@ def stages(args: argparse.Namespace, compile_args: list[str]) -> list[Stage]:
         outputs=[out / "step.loomx"])
 
     runner = tool("train", "runtime/bin/loom-run")
+    # loom-run is a thin tool over libloomrt, where the runtime's code lives.
+    runtime_libraries = sorted((build_dir() / "runtime" / "lib").glob("libloomrt*.so*"))
     check = ["--check", str(out / "reference.json")] if args.check else []
     train_stage = Stage(
         "train",
         [str(runner), str(out / "step.loomx"), *compat_run, "--batches",
          str(out / "batches.safetensors"), "--steps", str(args.steps), *check, "--no-progress"],
-        inputs=[runner, out / "step.loomx", out / "batches.safetensors",
+        inputs=[runner, *runtime_libraries, out / "step.loomx", out / "batches.safetensors",
                 *([out / "reference.json", out / "reference.safetensors"] if args.check else [])],
         outputs=[],
         replay=True)
