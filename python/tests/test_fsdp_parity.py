@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from fsdp2_mixed_precision import emulate
+from fsdp2_mixed_precision import compare_with_fsdp2, emulate
 from test_distributed_parity import (LOOM_COMPILE, LOOM_RUN, MODELS, OPTIMIZERS, STEPS,
                                      capture_and_import, pytestmark, run, train)  # noqa: F401
 from test_pipeline import LOOM_IMPORT, REPO
@@ -146,8 +146,9 @@ def check_update(step: Path, params: Path) -> None:
 @pytest.mark.parametrize("name", ["gpt", "vit"])
 def test_fsdp_bf16_params_fp32_reduce_matches_fsdp2_mixed_precision(name, tmp_path):
     """--param-dtype=bf16 --reduce-dtype=f32 on 2 ranks, 20 AdamW steps:
-    bitwise equal to an eager emulation of FSDP2's MixedPrecisionPolicy,
-    and within bf16 tolerances of fp32 single-device training."""
+    bitwise equal to an eager emulation of FSDP2's MixedPrecisionPolicy
+    (itself bitwise equal to the real fully_shard), and within bf16
+    tolerances of fp32 single-device training."""
     capture_and_import(name, 2, tmp_path, optimizer=["--optimizer", "adamw"])
     flags = ["--optimizer=adamw", "--lr=0.001", "--dp=fsdp", "--world-size=2",
              "--param-dtype=bf16", "--reduce-dtype=f32"]
@@ -160,6 +161,9 @@ def test_fsdp_bf16_params_fp32_reduce_matches_fsdp2_mixed_precision(name, tmp_pa
     assert gathers and set(gathers) == {"bf16"}, gathers
     assert reduces == ["f32"] * 3, reduces
     emulate(MODELS[name], tmp_path, tmp_path / "fsdp2", 2)
+    # The emulation is itself bitwise equal to the real fully_shard with that
+    # MixedPrecisionPolicy on 2 Gloo ranks (losses and parameters, difference 0).
+    assert compare_with_fsdp2(MODELS[name], tmp_path / "fsdp2", 2)
 
     def check(reference, *tolerance):
         return run([LOOM_RUN, tmp_path / "step.loomx", "--nproc", "2", "--batches",
