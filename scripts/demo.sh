@@ -31,9 +31,9 @@ for model in mlp gpt vit; do
   "$BUILD/bin/loom-opt" "$dir/step.mlir" --loom-stats -o /dev/null 2>&1
   echo "=== $model: compile (AdamW, lr 1e-3, weight decay 0.01) ==="
   "$BUILD/bin/loom-compile" "$dir/step.mlir" -o "$dir/step.loomx" --optimizer=adamw --summary
-  echo "=== $model: train 20 steps with loom-run, next to PyTorch eager's losses ==="
+  echo "=== $model: train 20 steps with loom-run, next to PyTorch eager's losses (bitwise: tolerance 0) ==="
   "$BUILD/runtime/bin/loom-run" "$dir/step.loomx" --batches "$dir/batches.safetensors" \
-    --steps 20 --check "$dir/reference.json" --trace "$dir/trace.json"
+    --steps 20 --check "$dir/reference.json" --rtol 0 --atol 0 --trace "$dir/trace.json"
   echo
 done
 dir="$OUT/gpt-fsdp4"

@@ -6,6 +6,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(
+  # A minimal Debian 12 (the debian:12 image) has none of these: Python
+  # with venv (its ensurepip brings pip into .venv; lit runs on python3),
+  # git to clone and update the repository, certificates for PyPI over
+  # HTTPS, and make, which runs this script.
+  python3 python3-venv git ca-certificates make
   # LLVM/MLIR 22 (mlir-tblgen, lit, FileCheck live in the -tools packages)
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
   # clang and its runtime, for the libFuzzer target of the importer
@@ -40,7 +45,11 @@ stamp=.venv/.requirements.sha256
 want=$(sha256sum requirements.txt | cut -d' ' -f1)
 if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "setup: creating .venv with $(grep -v '^#' requirements.txt | tr '\n' ' ')"
-  [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+  # A .venv made before python3-venv was installed has a python but no pip:
+  # make it again rather than fail in pip below.
+  if [ ! -x .venv/bin/python ] || ! .venv/bin/python -m pip --version >/dev/null 2>&1; then
+    "$PYTHON" -m venv --clear .venv
+  fi
   .venv/bin/python -m pip install -q --upgrade pip
   if ! .venv/bin/python -m pip install -q -r requirements.txt; then
     echo "setup: error: could not install the pinned Python packages (see above)" >&2

@@ -3,8 +3,9 @@
 Usage (from the repository root)::
 
     PYTHONPATH=python python -m loom.capture FILE.py --out DIR \
-        [--steps K] [--optimizer sgd|adam|adamw] [--lr X] \
-        [--weight-decay W] [--seed S] [--split N] [--microbatches M] \
+        [--steps K] [--optimizer sgd|adam|adamw] [--lr X] [--weight-decay W] \
+        [--momentum M] [--dampening D] [--nesterov] [--betas B1 B2] [--eps E] \
+        [--maximize] [--seed S] [--split N] [--microbatches M] \
         [--make-arg KEY=VALUE ...] [--meta]
 
 FILE.py defines ``make()`` returning ``(model, batches)``: ``model(*batch)``
@@ -17,6 +18,20 @@ step (training cycles through them). The capture writes into DIR:
     ``meta["custom"] = {"loom.phase": "forward"|"backward",
     "loom.module": "<dotted module path, '' for the root>"}``, which survives
     ``torch.export.save`` (``partitioner_tag``/``seq_nr`` do not).
+``run.json``
+    The run configuration: what this capture was asked, every value
+    resolved, so that later stages need not be told again::
+
+        {"format": "loom-run-config", "version": 1, "world_size": N,
+         "microbatches": M, "seed": S, "steps": K,
+         "optimizer": {"name": "sgd", "lr": ..., "weight_decay": ...,
+                       "momentum": ..., "dampening": ..., "nesterov": ...,
+                       "maximize": ...}}
+
+    (Adam and AdamW record ``betas`` and ``eps`` instead of the three SGD
+    fields.) ``step.pt2`` carries the identical text as the extra file
+    ``loom_run.json`` (zip entry ``step/extra/loom_run.json``), which is
+    where ``loom-import`` reads it.
 ``batches.safetensors``
     ``step{i}.arg{j}`` for every batch ``i`` of ``batches`` and argument
     ``j``; metadata ``num_steps`` (= ``len(batches)``) and ``num_args``.
@@ -42,10 +57,14 @@ is a Python literal (``n_layers=2``, ``dim=64``) or else a string.
 With ``--meta`` nothing is materialised: ``make()`` runs under a
 ``FakeTensorMode`` (CPU fake tensors: shapes, dtypes and strides, no storage),
 so a model of any size (e.g. Llama-3-8B, bench/models/llama3.py) exports in
-seconds and little memory. Only ``step.pt2`` is written; its weight entries
-are empty, so import it with ``loom-import --no-weights`` (parameters become
+seconds and little memory. Only ``step.pt2`` and ``run.json`` are written;
+the weight entries are empty, so import it with ``loom-import --no-weights`` (parameters become
 typed step arguments). There is no eager reference, no batches file and no
 ``reference.json``: the step can be compiled and simulated, not run.
+
+The optimizer's defaults are PyTorch's: AdamW (lr 1e-3, weight decay 0.01,
+betas (0.9, 0.999), eps 1e-8) unless ``--optimizer`` says otherwise; Adam
+(lr 1e-3, weight decay 0). SGD needs ``--lr``.
 
 User errors (missing file, bad ``make()``, non-scalar loss, ...) are reported
 as ``loom.capture: error: ...`` with exit status 2 and no traceback.
@@ -58,6 +77,7 @@ import ast
 import contextlib
 import copy
 import importlib.util
+import inspect
 import json
 import math
 import sys
@@ -84,14 +104,27 @@ from loom.safetensors_io import save_tensors
 
 PROG = "loom.capture"
 
-# (class, default lr, default weight decay). Adam/AdamW use PyTorch's own
-# defaults; SGD's default lr (1e-3) barely moves the tiny examples in 20
-# steps, so Loom defaults it to 1e-2. Weight decay defaults are PyTorch's.
-OPTIMIZERS: dict[str, tuple[type[torch.optim.Optimizer], float, float]] = {
-    "sgd": (torch.optim.SGD, 1e-2, 0.0),
-    "adam": (torch.optim.Adam, 1e-3, 0.0),
-    "adamw": (torch.optim.AdamW, 1e-3, 0.01),
+OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
+    "sgd": torch.optim.SGD,
+    "adam": torch.optim.Adam,
+    "adamw": torch.optim.AdamW,
 }
+# The hyperparameters the run configuration records for each optimizer, in
+# the order it lists them; everything else (foreach, fused, amsgrad, ...) is
+# left at PyTorch's default, which is what Loom's runtime implements.
+OPTIMIZER_KEYS = {
+    "sgd": ("lr", "weight_decay", "momentum", "dampening", "nesterov", "maximize"),
+    "adam": ("lr", "weight_decay", "betas", "eps", "maximize"),
+    "adamw": ("lr", "weight_decay", "betas", "eps", "maximize"),
+}
+DEFAULT_OPTIMIZER = "adamw"  # what loom-compile attaches when not told otherwise
+
+RUN_CONFIG_FORMAT = "loom-run-config"
+RUN_CONFIG_VERSION = 1
+RUN_CONFIG_FILE = "run.json"
+# The name under which step.pt2 carries the same text; torch.export.save
+# stores it as "<archive>/extra/loom_run.json" (step/extra/loom_run.json).
+RUN_CONFIG_EXTRA = "loom_run.json"
 
 PHASE_KEY = "loom.phase"
 MODULE_KEY = "loom.module"
@@ -243,26 +276,53 @@ def _json_hyperparameters(defaults: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def pytorch_defaults(name: str) -> dict[str, Any]:
+    """The keyword defaults of the optimizer's constructor in this torch."""
+    params = inspect.signature(OPTIMIZERS[name].__init__).parameters
+    return {k: p.default for k, p in params.items() if p.default is not inspect.Parameter.empty}
+
+
+def resolve_optimizer(name: str, given: dict[str, Any]) -> dict[str, Any]:
+    """``{"name": name, <every OPTIMIZER_KEYS[name]>}``: the values given
+    (None: not given), else PyTorch's defaults, as JSON values."""
+    defaults = pytorch_defaults(name)
+    resolved: dict[str, Any] = {"name": name}
+    for key in OPTIMIZER_KEYS[name]:
+        value = given.get(key)
+        value = defaults[key] if value is None else value
+        if key == "betas":
+            value = [float(v) for v in value]
+        elif isinstance(value, bool):
+            pass
+        else:
+            value = float(value)
+        resolved[key] = value
+    return resolved
+
+
+def optimizer_kwargs(config: dict[str, Any]) -> dict[str, Any]:
+    """The constructor keywords of a resolved optimizer configuration."""
+    return {k: tuple(v) if k == "betas" else v for k, v in config.items() if k != "name"}
+
+
 def run_reference(
     model: nn.Module,
     batches: Sequence[tuple[torch.Tensor, ...]],
     steps: int,
-    optimizer: str,
-    lr: float,
-    weight_decay: float,
+    optimizer: dict[str, Any],
     path: Path,
-    extra: dict[str, Any] | None = None,
 ) -> Reference:
-    """Train ``model`` (the caller passes a copy) eagerly for ``steps`` steps.
+    """Train ``model`` (the caller passes a copy) eagerly for ``steps`` steps
+    with ``optimizer`` (a :func:`resolve_optimizer` result).
 
     ``losses[i]`` is the loss computed at step ``i`` with the parameters
     before that step's update, i.e. what the joint graph returns for step i.
     """
-    cls = OPTIMIZERS[optimizer][0]
+    cls = OPTIMIZERS[optimizer["name"]]
     # named_parameters() drops tied duplicates, so a tied weight is one
     # optimizer parameter, as it is one input in the exported graph.
     trainable = [p for _, p in model.named_parameters() if p.requires_grad]
-    opt = cls(trainable, lr=lr, weight_decay=weight_decay, **(extra or {}))
+    opt = cls(trainable, **optimizer_kwargs(optimizer))
 
     losses: list[float] = []
     for step in range(steps):
@@ -283,7 +343,7 @@ def run_reference(
     final = {name: p.detach().clone() for name, p in model.named_parameters()}
     final.update({name: b.detach().clone() for name, b in model.named_buffers()})
     checksums = {name: p.detach().double().sum().item() for name, p in model.named_parameters()}
-    hyper = {"name": optimizer, **_json_hyperparameters(opt.defaults)}
+    hyper = {"name": optimizer["name"], **_json_hyperparameters(opt.defaults)}
     return Reference(losses, hyper, final, checksums)
 
 
@@ -503,24 +563,97 @@ def verify_archive(path: Path) -> None:
 # Driver
 
 
+def add_optimizer_arguments(parser: argparse.ArgumentParser) -> None:
+    """The optimizer options, shared with ``python -m loom run``."""
+    group = parser.add_argument_group(
+        "optimizer (PyTorch's defaults for whatever is not given; recorded in run.json)")
+    group.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default=DEFAULT_OPTIMIZER,
+                       help=f"default {DEFAULT_OPTIMIZER}")
+    group.add_argument("--lr", type=float,
+                       help="learning rate (adam/adamw: default 1e-3; sgd: required)")
+    group.add_argument("--weight-decay", type=float,
+                       help="weight decay (default 0.01 for adamw, 0 for sgd/adam)")
+    group.add_argument("--momentum", type=float, help="SGD momentum (default 0)")
+    group.add_argument("--dampening", type=float, help="SGD dampening (default 0)")
+    group.add_argument("--nesterov", action="store_true", default=None,
+                       help="SGD Nesterov momentum")
+    group.add_argument("--betas", type=float, nargs=2, metavar=("BETA1", "BETA2"),
+                       help="Adam/AdamW betas (default 0.9 0.999)")
+    group.add_argument("--eps", type=float, help="Adam/AdamW eps (default 1e-8)")
+    group.add_argument("--maximize", action="store_true", default=None,
+                       help="maximize the loss instead of minimizing it")
+
+
+def optimizer_config(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, Any]:
+    """Checks the optimizer options against each other and resolves them
+    (:func:`resolve_optimizer`); a bad combination is a usage error."""
+    name = args.optimizer
+    foreign = {
+        "sgd": (("betas", "--betas"), ("eps", "--eps")),
+        "adam": (("momentum", "--momentum"), ("dampening", "--dampening"),
+                 ("nesterov", "--nesterov")),
+    }[("sgd" if name == "sgd" else "adam")]
+    for attr, flag in foreign:
+        if getattr(args, attr) is not None:
+            parser.error(f"{flag} is not an option of --optimizer {name}")
+    # torch.optim.SGD would take 1e-3, a rate that barely moves most models;
+    # a run is only reproducible if the rate it used is the one asked for.
+    if name == "sgd" and args.lr is None:
+        parser.error("--optimizer sgd needs --lr: give SGD's learning rate explicitly")
+    given = {key: getattr(args, key, None) for key in OPTIMIZER_KEYS[name]}
+    config = resolve_optimizer(name, given)
+    if not (config["lr"] > 0 and math.isfinite(config["lr"])):
+        parser.error(f"--lr must be a positive number, got {config['lr']}")
+    if not (config["weight_decay"] >= 0 and math.isfinite(config["weight_decay"])):
+        parser.error(f"--weight-decay must be a non-negative number, got {config['weight_decay']}")
+    if name == "sgd":
+        if config["momentum"] < 0:
+            parser.error(f"--momentum must be non-negative, got {config['momentum']}")
+        if config["nesterov"] and (config["momentum"] <= 0 or config["dampening"] != 0):
+            parser.error("--nesterov needs --momentum > 0 and no dampening (as torch.optim.SGD)")
+    else:
+        if not all(0 <= b < 1 for b in config["betas"]):
+            parser.error(f"--betas must lie in [0, 1), got {config['betas']}")
+        if not config["eps"] >= 0:
+            parser.error(f"--eps must be non-negative, got {config['eps']}")
+    return config
+
+
+def run_config(args: argparse.Namespace) -> dict[str, Any]:
+    """What this capture was asked, fully resolved: the run configuration
+    that loom-compile and loom-run take their world size and optimizer from
+    (docs/artifact.md)."""
+    return {
+        "format": RUN_CONFIG_FORMAT,
+        "version": RUN_CONFIG_VERSION,
+        "world_size": args.split,
+        "microbatches": args.microbatches,
+        "seed": args.seed,
+        "steps": args.steps,
+        "optimizer": args.optimizer_config,
+    }
+
+
+def save_step(ep: torch.export.ExportedProgram, out: Path, config_text: str, hint: str = "") -> Path:
+    """Writes ``out/step.pt2`` with the run configuration inside (the
+    importer's copy) and ``out/run.json`` next to it (the user's)."""
+    pt2 = out / "step.pt2"
+    try:
+        torch.export.save(ep, pt2, extra_files={RUN_CONFIG_EXTRA: config_text})
+    except Exception as exc:
+        raise CaptureError(
+            f"torch.export.save cannot serialize the joint graph ({_first_line(exc)}){hint}"
+        ) from exc
+    (out / RUN_CONFIG_FILE).write_text(config_text)
+    return pt2
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     parser.add_argument("file", type=Path, help="Python file defining make() -> (model, batches)")
     parser.add_argument("--out", type=Path, required=True, help="output directory")
     parser.add_argument("--steps", type=int, default=20, help="eager reference steps (default 20)")
-    parser.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default="sgd")
-    parser.add_argument(
-        "--lr", type=float, help="learning rate (default 1e-2 for sgd, 1e-3 for adam/adamw)"
-    )
-    parser.add_argument(
-        "--weight-decay", type=float, help="weight decay (default 0 for sgd/adam, 0.01 for adamw)"
-    )
-    parser.add_argument("--momentum", type=float, default=0.0, help="SGD momentum (default 0)")
-    parser.add_argument("--nesterov", action="store_true", help="SGD Nesterov momentum")
-    parser.add_argument(
-        "--betas", type=float, nargs=2, metavar=("BETA1", "BETA2"),
-        help="Adam/AdamW betas (default 0.9 0.999)",
-    )
+    add_optimizer_arguments(parser)
     parser.add_argument("--seed", type=int, default=0, help="torch.manual_seed before make() (default 0)")
     parser.add_argument(
         "--split", type=int, default=1, metavar="N",
@@ -546,15 +679,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--split must be at least 1")
     if args.microbatches < 1:
         parser.error("--microbatches must be at least 1")
-    _cls, default_lr, default_wd = OPTIMIZERS[args.optimizer]
-    args.lr = default_lr if args.lr is None else args.lr
-    args.weight_decay = default_wd if args.weight_decay is None else args.weight_decay
-    if args.optimizer != "sgd" and (args.momentum or args.nesterov):
-        parser.error("--momentum and --nesterov are SGD options")
-    if args.optimizer == "sgd" and args.betas:
-        parser.error("--betas is an Adam/AdamW option")
-    if args.nesterov and args.momentum <= 0:
-        parser.error("--nesterov needs --momentum > 0 (as torch.optim.SGD)")
+    args.optimizer_config = optimizer_config(parser, args)
     args.make_kwargs = {}
     for item in args.make_arg:
         key, sep, text = item.partition("=")
@@ -564,15 +689,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
             args.make_kwargs[key] = ast.literal_eval(text)
         except (ValueError, SyntaxError):
             args.make_kwargs[key] = text
-    args.optimizer_extra = (
-        {"momentum": args.momentum, "nesterov": args.nesterov}
-        if args.optimizer == "sgd"
-        else ({"betas": tuple(args.betas)} if args.betas else {})
-    )
-    if not (args.lr > 0 and math.isfinite(args.lr)):
-        parser.error("--lr must be a positive number")
-    if not (args.weight_decay >= 0 and math.isfinite(args.weight_decay)):
-        parser.error("--weight-decay must be a non-negative number")
     return args
 
 
@@ -613,11 +729,7 @@ def capture_meta(args: argparse.Namespace, path: Path) -> None:
     ep, aliases = export_joint(model, per_rank_batch(batches[0], args.split, args.microbatches))
     n_forward, n_backward = annotate(ep)
     args.out.mkdir(parents=True, exist_ok=True)
-    pt2 = args.out / "step.pt2"
-    try:
-        torch.export.save(ep, pt2)
-    except Exception as exc:
-        raise CaptureError(f"torch.export.save cannot serialize the joint graph ({_first_line(exc)})") from exc
+    pt2 = save_step(ep, args.out, json.dumps(run_config(args), indent=2) + "\n")
 
     params = dict(model.named_parameters())
     n_elems = sum(p.numel() for p in params.values())
@@ -631,7 +743,13 @@ def capture_meta(args: argparse.Namespace, path: Path) -> None:
             f"  per-rank batch: dim 0 / {args.split * args.microbatches} "
             f"(--split {args.split}, --microbatches {args.microbatches})"
         )
-    print(f"  wrote {pt2}")
+    print(f"  wrote {pt2} and {args.out / RUN_CONFIG_FILE}")
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, list):
+        return "(" + ", ".join(_show(v) for v in value) + ")"
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def capture(args: argparse.Namespace) -> None:
@@ -656,23 +774,14 @@ def capture(args: argparse.Namespace) -> None:
     # go into the archive. Re-seeding makes random ops in the reference (e.g.
     # dropout) independent of how much randomness make() consumed.
     torch.manual_seed(args.seed)
-    reference = run_reference(
-        copy.deepcopy(model), batches, args.steps, args.optimizer, args.lr, args.weight_decay, path,
-        args.optimizer_extra,
-    )
+    reference = run_reference(copy.deepcopy(model), batches, args.steps, args.optimizer_config, path)
 
     ep, aliases = export_joint(model, per_rank_batch(batches[0], args.split, args.microbatches))
     n_forward, n_backward = annotate(ep)
 
     args.out.mkdir(parents=True, exist_ok=True)
-    pt2 = args.out / "step.pt2"
-    try:
-        torch.export.save(ep, pt2)
-    except Exception as exc:
-        raise CaptureError(
-            f"torch.export.save cannot serialize the joint graph ({_first_line(exc)}); "
-            "control flow such as torch.cond is not supported"
-        ) from exc
+    pt2 = save_step(ep, args.out, json.dumps(run_config(args), indent=2) + "\n",
+                    "; control flow such as torch.cond is not supported")
     verify_archive(pt2)
 
     num_args = len(batches[0])
@@ -711,12 +820,13 @@ def capture(args: argparse.Namespace) -> None:
             f"  per-rank batch: dim 0 / {args.split * args.microbatches} "
             f"(--split {args.split}, --microbatches {args.microbatches})"
         )
+    hyper = ", ".join(f"{k}={_show(v)}" for k, v in args.optimizer_config.items() if k != "name")
     print(
-        f"  reference: {args.steps} steps of {args.optimizer} "
-        f"(lr={args.lr:g}, weight_decay={args.weight_decay:g}), "
+        f"  reference: {args.steps} steps of {args.optimizer} ({hyper}), "
         f"loss {reference.losses[0]:.6f} -> {reference.losses[-1]:.6f}"
     )
-    for name in ("step.pt2", "batches.safetensors", "reference.json", "reference.safetensors"):
+    for name in ("step.pt2", RUN_CONFIG_FILE, "batches.safetensors", "reference.json",
+                 "reference.safetensors"):
         print(f"  wrote {args.out / name}")
 
 

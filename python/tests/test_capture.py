@@ -19,6 +19,7 @@ import subprocess
 import sys
 import textwrap
 import warnings
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -33,8 +34,11 @@ from loom import capture  # noqa: E402
 from loom.safetensors_io import load_tensors  # noqa: E402
 
 STEPS = 3
-# One optimizer per example so that every optimizer path is exercised.
+# One optimizer per example so that every optimizer path is exercised; gpt
+# takes the default (AdamW) without naming it.
 EXAMPLES = {"mlp": "sgd", "gpt": "adamw", "vit": "adam"}
+CAPTURE_FLAGS = {"mlp": ["--optimizer", "sgd", "--lr", "0.01"], "gpt": [],
+                 "vit": ["--optimizer", "adam"], "bn": ["--optimizer", "sgd", "--lr", "0.01"]}
 
 BATCHNORM_MODEL = textwrap.dedent(
     '''
@@ -125,12 +129,13 @@ def captured(tmp_path_factory) -> dict[str, Captured]:
     for name, optimizer in EXAMPLES.items():
         out = root / name
         model_file = REPO / "examples" / f"{name}.py"
-        argv = [str(model_file), "--out", str(out), "--steps", str(STEPS), "--optimizer", optimizer]
+        argv = [str(model_file), "--out", str(out), "--steps", str(STEPS), *CAPTURE_FLAGS[name]]
         assert capture.main(argv) == 0
         results[name] = Captured(model_file, out, "")
     model_file = root / "bn_model.py"
     model_file.write_text(BATCHNORM_MODEL)
-    assert capture.main([str(model_file), "--out", str(root / "bn"), "--steps", str(STEPS)]) == 0
+    assert capture.main([str(model_file), "--out", str(root / "bn"), "--steps", str(STEPS),
+                         *CAPTURE_FLAGS["bn"]]) == 0
     results["bn"] = Captured(model_file, root / "bn", "")
     return results
 
@@ -256,11 +261,87 @@ def test_reference_and_batches_files(captured, name):
 
 
 def test_optimizer_defaults(captured):
+    """Nothing said: AdamW with PyTorch's defaults; Adam's weight decay is 0."""
     adamw = captured["gpt"].reference["optimizer"]
+    assert adamw["name"] == "adamw"
     assert adamw["lr"] == 1e-3 and adamw["weight_decay"] == 0.01 and adamw["betas"] == [0.9, 0.999]
     assert adamw["eps"] == 1e-8
+    adam = captured["vit"].reference["optimizer"]
+    assert adam["lr"] == 1e-3 and adam["weight_decay"] == 0
     sgd = captured["mlp"].reference["optimizer"]
     assert sgd["lr"] == 1e-2 and sgd["weight_decay"] == 0 and sgd["momentum"] == 0
+
+
+# --------------------------------------------------------------------------
+# The run configuration (run.json, and the same text inside step.pt2)
+
+
+def archived_run_config(pt2: Path) -> str:
+    extra = {capture.RUN_CONFIG_EXTRA: ""}
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given buffer is not writable")
+        torch.export.load(pt2, extra_files=extra)
+    return extra[capture.RUN_CONFIG_EXTRA]
+
+
+EXPECTED_OPTIMIZERS = {
+    "gpt": {"name": "adamw", "lr": 1e-3, "weight_decay": 0.01, "betas": [0.9, 0.999],
+            "eps": 1e-8, "maximize": False},
+    "vit": {"name": "adam", "lr": 1e-3, "weight_decay": 0.0, "betas": [0.9, 0.999],
+            "eps": 1e-8, "maximize": False},
+    "mlp": {"name": "sgd", "lr": 0.01, "weight_decay": 0.0, "momentum": 0.0, "dampening": 0.0,
+            "nesterov": False, "maximize": False},
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_OPTIMIZERS))
+def test_run_config_records_every_hyperparameter(captured, name):
+    c = captured[name]
+    text = (c.out / "run.json").read_text()
+    assert json.loads(text) == {
+        "format": "loom-run-config", "version": 1, "world_size": 1, "microbatches": 1,
+        "seed": 0, "steps": STEPS, "optimizer": EXPECTED_OPTIMIZERS[name]}
+    # The importer reads the copy inside the archive: the very same text.
+    assert archived_run_config(c.out / "step.pt2") == text
+    # step/extra/loom_run.json is where torch 2.9 puts it (the C++ reader's path).
+    with zipfile.ZipFile(c.out / "step.pt2") as z:
+        assert z.read("step/extra/loom_run.json").decode() == text
+    # What was recorded is what the eager reference trained with.
+    used = c.reference["optimizer"]
+    for key, value in EXPECTED_OPTIMIZERS[name].items():
+        assert used[key] == value, key
+
+
+def test_run_config_records_what_was_asked(tmp_path, capsys):
+    c = do_capture(REPO / "examples" / "mlp.py", tmp_path / "out", capsys, "--steps", "2",
+                   "--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9", "--dampening", "0.1",
+                   "--weight-decay", "0.001", "--maximize", "--seed", "7", "--split", "2",
+                   "--microbatches", "2")
+    config = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert config["world_size"] == 2 and config["microbatches"] == 2
+    assert config["seed"] == 7 and config["steps"] == 2
+    assert config["optimizer"] == {"name": "sgd", "lr": 0.05, "weight_decay": 0.001,
+                                   "momentum": 0.9, "dampening": 0.1, "nesterov": False,
+                                   "maximize": True}
+    assert c.reference["optimizer"]["maximize"] is True
+    assert c.reference["optimizer"]["dampening"] == 0.1
+
+
+@pytest.mark.parametrize("flags, fragment", [
+    (["--optimizer", "sgd"], "--optimizer sgd needs --lr"),
+    (["--optimizer", "sgd", "--lr", "0.1", "--betas", "0.8", "0.9"],
+     "--betas is not an option of --optimizer sgd"),
+    (["--optimizer", "sgd", "--lr", "0.1", "--eps", "1e-6"], "--eps is not an option"),
+    (["--momentum", "0.9"], "--momentum is not an option of --optimizer adamw"),
+    (["--optimizer", "adam", "--nesterov"], "--nesterov is not an option of --optimizer adam"),
+    (["--optimizer", "sgd", "--lr", "0.1", "--nesterov"], "--nesterov needs --momentum > 0"),
+    (["--lr", "0"], "--lr must be a positive number"),
+    (["--betas", "0.9", "1.5"], "--betas must lie in [0, 1)"),
+])
+def test_bad_optimizer_options_are_usage_errors(tmp_path, flags, fragment):
+    result = run_cli(str(REPO / "examples" / "mlp.py"), "--out", str(tmp_path / "out"), *flags)
+    assert result.returncode == 2 and fragment in result.stderr, result.stderr
+    assert not (tmp_path / "out").exists()
 
 
 # --------------------------------------------------------------------------
@@ -269,7 +350,7 @@ def test_optimizer_defaults(captured):
 
 def make_optimizer(hyper: dict, params) -> torch.optim.Optimizer:
     hyper = dict(hyper)
-    cls = capture.OPTIMIZERS[hyper.pop("name")][0]
+    cls = capture.OPTIMIZERS[hyper.pop("name")]
     # reference.json records opt.defaults, which for AdamW also holds the
     # non-constructor flag decoupled_weight_decay.
     accepted = inspect.signature(cls.__init__).parameters
@@ -489,6 +570,8 @@ def test_split_exports_per_rank_batch(tmp_path, capsys, split, microbatches):
     parts = split * microbatches
     assert user_input_shapes(out) == [(s[0] // parts, *s[1:]) for s in full]
     assert c.reference["split"] == split and c.reference["microbatches"] == microbatches
+    config = json.loads((out / "run.json").read_text())
+    assert config["world_size"] == split and config["microbatches"] == microbatches
     assert f"dim 0 / {parts}" in c.stdout
     # The reference trains on the whole batch, exactly as without --split.
     plain = do_capture(REPO / "examples" / "mlp.py", tmp_path / "plain", capsys)

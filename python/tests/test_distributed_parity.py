@@ -26,10 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from test_pipeline import BUILD, LOOM_IMPORT, REPO
+from build_tools import LOOM_COMPILE, LOOM_IMPORT, LOOM_RUN, REPO, needs_tools
 
-LOOM_COMPILE = BUILD / "bin" / "loom-compile"
-LOOM_RUN = BUILD / "runtime" / "bin" / "loom-run"
 STEPS = 20
 
 
@@ -37,17 +35,7 @@ def run(cmd: list, **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, **kwargs)
 
 
-def _runtime_skip_reason() -> str | None:
-    if not (LOOM_IMPORT.exists() and LOOM_COMPILE.exists() and LOOM_RUN.exists()):
-        return "compiler or runtime not built (run `make build`)"
-    help_text = run([LOOM_RUN, "--help"])
-    if "--nproc" not in help_text.stdout + help_text.stderr:
-        return "loom-run does not run multi-rank artifacts yet (no --nproc in `loom-run --help`)"
-    return None
-
-
-SKIP_REASON = _runtime_skip_reason()
-pytestmark = pytest.mark.skipif(SKIP_REASON is not None, reason=SKIP_REASON or "")
+pytestmark = needs_tools(LOOM_IMPORT, LOOM_COMPILE, LOOM_RUN)
 
 MODELS = {
     "mlp": REPO / "examples" / "mlp.py",

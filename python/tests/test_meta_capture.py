@@ -15,14 +15,12 @@ import os
 import re
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-BUILD = Path(os.environ.get("LOOM_BUILD_DIR", REPO / "build"))
-LOOM_IMPORT = BUILD / "bin" / "loom-import"
-LOOM_OPT = BUILD / "bin" / "loom-opt"
+from build_tools import LOOM_IMPORT, LOOM_OPT, REPO, require_tools
 LLAMA = REPO / "bench" / "models" / "llama3.py"
 SMALL = {"dim": 64, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2, "ffn_hidden": 128,
          "vocab": 256, "seq": 32, "batch": 2}
@@ -50,8 +48,7 @@ def body(mlir: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def steps(tmp_path_factory):
-    if not LOOM_IMPORT.exists():
-        pytest.skip(f"{LOOM_IMPORT} not built")
+    require_tools(LOOM_IMPORT)
     root = tmp_path_factory.mktemp("meta")
     meta = capture(root / "meta", "--meta")
     assert meta.returncode == 0, meta.stderr
@@ -62,7 +59,12 @@ def steps(tmp_path_factory):
 
 def test_meta_writes_only_the_step(steps):
     root, stdout = steps
-    assert sorted(p.name for p in (root / "meta").iterdir()) == ["step.pt2"]
+    assert sorted(p.name for p in (root / "meta").iterdir()) == ["run.json", "step.pt2"]
+    # The run configuration travels inside the archive too, as the importer reads it.
+    config = json.loads((root / "meta" / "run.json").read_text())
+    assert config["format"] == "loom-run-config" and config["world_size"] == 1
+    with zipfile.ZipFile(root / "meta" / "step.pt2") as z:
+        assert z.read("step/extra/loom_run.json") == (root / "meta" / "run.json").read_bytes()
     # 2 layers x 9 tensors + embedding, final norm, output.
     assert "parameters: 21 tensors, 106816 elements" in stdout
     assert "--meta: no weights" in stdout
@@ -127,8 +129,7 @@ def test_make_arg_errors(tmp_path):
 def test_llama3_sim_bench_runs(tmp_path):
     """bench/llama3_sim.py end to end at 8B width but 1 layer and 256 tokens
     (the capture dominates: fake tensors make the width free)."""
-    if not LOOM_OPT.exists():
-        pytest.skip(f"{LOOM_OPT} not built")
+    require_tools(LOOM_OPT)
     out = tmp_path / "r.json"
     cmd = [sys.executable, str(REPO / "bench" / "llama3_sim.py"), "--n-layers", "1", "--seq", "256",
            "--worlds", "8", "16", "--cache", str(tmp_path / "cache"), "--json", str(out),

@@ -20,15 +20,9 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-REPO = Path(__file__).resolve().parents[2]
-BUILD = Path(os.environ.get("LOOM_BUILD_DIR", REPO / "build"))
-LOOM_IMPORT = BUILD / "bin" / "loom-import"
-LOOM_OPT = BUILD / "bin" / "loom-opt"
+from build_tools import BUILD, LOOM_IMPORT, LOOM_OPT, REPO, needs_tools  # noqa: F401
 
-pytestmark = pytest.mark.skipif(
-    not LOOM_IMPORT.exists() or not LOOM_OPT.exists(),
-    reason="C++ tools not built (run `make build`)",
-)
+pytestmark = needs_tools(LOOM_IMPORT, LOOM_OPT)
 
 
 def capture(model_file: Path, out: Path) -> None:

@@ -1,0 +1,348 @@
+"""``python -m loom run``: one command from a model file to a step trained on N ranks.
+
+Usage (from the repository root)::
+
+    PYTHONPATH=python python -m loom run FILE.py --nproc N [--dp none|replicate|fsdp] \\
+        [--steps K] [--check] [--out DIR] [--make-arg KEY=VALUE ...] [--seed S] \\
+        [--microbatches M] [--optimizer sgd|adam|adamw --lr X ...] [--no-cache] \\
+        [loom-compile options, e.g. --reshard-after-forward=false --schedule]
+
+It runs the four stages a user would otherwise type one by one, each on the
+previous one's files in DIR (default ``out/<model file stem>``):
+
+``capture``
+    ``python -m loom.capture FILE.py --split N`` with the seed, steps,
+    microbatches, ``--make-arg`` and optimizer options: ``step.pt2`` (which
+    carries the run configuration, ``run.json``), the batches and PyTorch
+    eager's reference.
+``import``
+    ``loom-import step.pt2``: ``step.mlir`` and its weights.
+``compile``
+    ``loom-compile step.mlir --dp=...`` plus every option this command does
+    not know itself (passed through unchanged; write them as
+    ``--name=value``): ``step.loomx``. World size, microbatches and
+    optimizer come from the run configuration, not from this command.
+``train``
+    ``loom-run step.loomx --steps K [--check reference.json]`` on the world
+    size the artifact records.
+
+Each stage is cached by content: its key hashes its input files, its options
+and the tool that runs it (the binary, and libloomrt for ``train``; for
+capture, the model file and the Python files next to it, Loom's Python
+package and the torch version). A stage
+whose key matches its last successful run prints ``[stage] cached`` and is
+skipped (``train`` replays the output it printed then); ``--no-cache`` runs
+every stage. The first stage that fails stops the command: its output is
+shown and the error names the stage, with exit status 1.
+
+The tools are taken from ``build/bin`` and ``build/runtime/bin`` of this
+repository, or of ``$LOOM_BUILD`` when set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from loom import capture
+
+PROG = "loom run"
+REPO = Path(__file__).resolve().parents[2]
+CACHE_DIR = ".loom-cache"
+
+
+class StageError(Exception):
+    """A stage failed; the message names it and says why."""
+
+
+def build_dir() -> Path:
+    return Path(os.environ.get("LOOM_BUILD") or REPO / "build")
+
+
+def tool(stage: str, relative: str) -> Path:
+    path = build_dir() / relative
+    if not path.is_file():
+        raise StageError(f"[{stage}] {path} not found: run `make build` (or set LOOM_BUILD to "
+                         "the build directory)")
+    return path
+
+
+# --------------------------------------------------------------------------
+# Content keys
+
+
+def _hash_file(h: "hashlib._Hash", path: Path) -> None:
+    h.update(str(path.name).encode() + b"\0")
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    h.update(b"\0")
+
+
+def content_key(stage: str, files: Sequence[Path], options: Sequence[str]) -> str:
+    h = hashlib.sha256(stage.encode() + b"\0")
+    for path in files:
+        _hash_file(h, path)
+    h.update(json.dumps(list(options)).encode())
+    return h.hexdigest()
+
+
+def model_sources(model: Path) -> list[Path]:
+    """The model file and the Python files beside it, which it may import:
+    a change to any of them can change what capture exports."""
+    siblings = sorted(p for p in model.parent.glob("*.py") if p != model)
+    return [model, *siblings]
+
+
+def capture_tool_files() -> list[Path]:
+    package = Path(capture.__file__).resolve().parent
+    return sorted(package.glob("*.py"))
+
+
+# --------------------------------------------------------------------------
+# Stages
+
+
+@dataclass
+class Stage:
+    name: str
+    command: list[str]
+    inputs: list[Path]
+    outputs: list[Path]
+    # Extra key material (tool versions) that is not a file.
+    salt: list[str] = field(default_factory=list)
+    # Replay the stage's output when it is cached (the training log).
+    replay: bool = False
+    env: dict[str, str] | None = None
+
+
+def _record(out: Path, stage: str) -> Path:
+    return out / CACHE_DIR / f"{stage}.json"
+
+
+def _log(out: Path, stage: str) -> Path:
+    return out / CACHE_DIR / f"{stage}.log"
+
+
+def _error_line(output: str) -> str:
+    """The line of a tool's output that says what went wrong."""
+    lines = [l.strip() for l in output.splitlines() if l.strip()]
+    for line in lines:
+        if "error" in line.lower() or "FAIL" in line:
+            return line
+    return lines[-1] if lines else "(no output)"
+
+
+def run_stage(stage: Stage, out: Path, use_cache: bool) -> None:
+    missing = [p for p in stage.inputs if not p.is_file()]
+    if missing:
+        raise StageError(f"[{stage.name}] missing input {missing[0]}")
+    key = content_key(stage.name, stage.inputs, [*stage.command[1:], *stage.salt])
+    record = _record(out, stage.name)
+    if use_cache and record.is_file() and all(p.is_file() for p in stage.outputs):
+        try:
+            cached = json.loads(record.read_text()).get("key")
+        except json.JSONDecodeError:
+            cached = None
+        if cached == key:
+            print(f"[{stage.name}] cached", flush=True)
+            if stage.replay and _log(out, stage.name).is_file():
+                sys.stdout.write(_log(out, stage.name).read_text())
+                sys.stdout.flush()
+            return
+
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.unlink(missing_ok=True)  # a failed run must not leave a valid record
+    print(f"[{stage.name}] {' '.join(stage.command)}", flush=True)
+    try:
+        proc = subprocess.Popen(stage.command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, env=stage.env)
+    except OSError as exc:
+        raise StageError(f"[{stage.name}] cannot start {stage.command[0]}: {exc}") from exc
+    lines = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines.append(line)
+        sys.stdout.write(line)
+        sys.stdout.flush()
+    status = proc.wait()
+    output = "".join(lines)
+    _log(out, stage.name).write_text(output)
+    if status != 0:
+        raise StageError(f"[{stage.name}] {Path(stage.command[0]).name} exited with status "
+                         f"{status}: {_error_line(output)}")
+    absent = [p for p in stage.outputs if not p.is_file()]
+    if absent:
+        raise StageError(f"[{stage.name}] did not write {absent[0]}")
+    record.write_text(json.dumps({"key": key, "command": stage.command}, indent=2) + "\n")
+
+
+# --------------------------------------------------------------------------
+# Until loom-compile takes world size, microbatches and optimizer from the
+# run configuration and loom-run takes its world size from the artifact
+# (issue 9, C++ side), the two tools are told again here.
+# INTEGRATOR: delete _compat_args and its two uses once that side is merged.
+
+
+def _compat_args(config: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """(loom-compile flags, loom-run flags) that repeat the run configuration."""
+    opt = config["optimizer"]
+    compile_args = [f"--world-size={config['world_size']}", f"--optimizer={opt['name']}",
+                    f"--lr={opt['lr']!r}", f"--weight-decay={opt['weight_decay']!r}"]
+    if config["microbatches"] > 1:
+        compile_args.append(f"--microbatches={config['microbatches']}")
+    if opt["name"] == "sgd":
+        compile_args += [f"--momentum={opt['momentum']!r}", f"--dampening={opt['dampening']!r}"]
+        if opt["nesterov"]:
+            compile_args.append("--nesterov")
+    else:
+        compile_args += [f"--beta1={opt['betas'][0]!r}", f"--beta2={opt['betas'][1]!r}",
+                         f"--eps={opt['eps']!r}"]
+    if opt["maximize"]:
+        compile_args.append("--maximize")
+    run_args = ["--nproc", str(config["world_size"])] if config["world_size"] > 1 else []
+    return compile_args, run_args
+
+
+# --------------------------------------------------------------------------
+# Driver
+
+
+def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str]]:
+    parser = argparse.ArgumentParser(
+        prog=PROG, description=__doc__.split("\n\n")[0], allow_abbrev=False,
+        epilog="Any other option is passed to loom-compile (see `loom-compile --help`).")
+    parser.add_argument("file", type=Path, help="Python file defining make() -> (model, batches)")
+    parser.add_argument("--nproc", type=int, default=1, metavar="N",
+                        help="ranks to train on (capture --split N; default 1)")
+    parser.add_argument("--dp", choices=("none", "replicate", "fsdp"),
+                        help="data parallelism (loom-compile --dp; default loom-compile's)")
+    parser.add_argument("--steps", type=int, default=20,
+                        help="steps of the eager reference and of training (default 20)")
+    parser.add_argument("--check", action="store_true",
+                        help="compare every loss and the final parameters with PyTorch eager's")
+    parser.add_argument("--out", type=Path, help="working directory (default out/<FILE stem>)")
+    parser.add_argument("--seed", type=int, default=0, help="torch.manual_seed before make()")
+    parser.add_argument("--microbatches", type=int, default=1, metavar="M",
+                        help="gradient-accumulation microbatches per rank (default 1)")
+    parser.add_argument("--make-arg", action="append", default=[], metavar="KEY=VALUE",
+                        help="pass KEY=VALUE to make(); repeatable")
+    parser.add_argument("--no-cache", action="store_true", help="run every stage again")
+    capture.add_optimizer_arguments(parser)
+    args, compile_args = parser.parse_known_args(argv)
+    for name in ("nproc", "steps", "microbatches"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be at least 1")
+    stray = [a for a in compile_args if not a.startswith("-")]
+    if stray:
+        parser.error(f"unexpected argument '{stray[0]}' (loom-compile options are passed as "
+                     "--name=value)")
+    args.optimizer_config = capture.optimizer_config(parser, args)
+    if args.out is None:
+        args.out = Path("out") / args.file.stem
+    return args, compile_args
+
+
+def capture_options(args: argparse.Namespace) -> list[str]:
+    """The capture flags of everything this command was asked."""
+    flags = ["--steps", str(args.steps), "--split", str(args.nproc), "--microbatches",
+             str(args.microbatches), "--seed", str(args.seed)]
+    for item in args.make_arg:
+        flags += ["--make-arg", item]
+    opt = args.optimizer_config
+    flags += ["--optimizer", opt["name"], "--lr", repr(opt["lr"]),
+              "--weight-decay", repr(opt["weight_decay"])]
+    if opt["name"] == "sgd":
+        flags += ["--momentum", repr(opt["momentum"]), "--dampening", repr(opt["dampening"])]
+        if opt["nesterov"]:
+            flags.append("--nesterov")
+    else:
+        flags += ["--betas", repr(opt["betas"][0]), repr(opt["betas"][1]), "--eps", repr(opt["eps"])]
+    if opt["maximize"]:
+        flags.append("--maximize")
+    return flags
+
+
+def stages(args: argparse.Namespace, compile_args: list[str]) -> list[Stage]:
+    out = args.out
+    model = args.file.resolve()
+    import torch  # capture's key: the torch that exports and trains the reference
+
+    env = dict(os.environ)
+    package_root = str(Path(capture.__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+    capture_stage = Stage(
+        "capture",
+        [sys.executable, "-m", "loom.capture", str(model), "--out", str(out),
+         *capture_options(args)],
+        inputs=[*model_sources(model), *capture_tool_files()],
+        outputs=[out / n for n in ("step.pt2", capture.RUN_CONFIG_FILE, "batches.safetensors",
+                                   "reference.json", "reference.safetensors")],
+        salt=[torch.__version__],
+        env=env)
+
+    compat_compile, compat_run = _compat_args(capture.run_config(argparse.Namespace(
+        split=args.nproc, microbatches=args.microbatches, seed=args.seed, steps=args.steps,
+        optimizer_config=args.optimizer_config)))
+
+    importer = tool("import", "bin/loom-import")
+    import_stage = Stage(
+        "import", [str(importer), str(out / "step.pt2"), "-o", str(out / "step.mlir")],
+        inputs=[importer, out / "step.pt2"],
+        outputs=[out / "step.mlir", out / "step.weights.safetensors"])
+
+    compiler = tool("compile", "bin/loom-compile")
+    dp = [f"--dp={args.dp}"] if args.dp else []
+    compile_stage = Stage(
+        "compile",
+        [str(compiler), str(out / "step.mlir"), "-o", str(out / "step.loomx"), *dp,
+         *compat_compile, *compile_args],
+        inputs=[compiler, out / "step.mlir", out / "step.weights.safetensors",
+                out / capture.RUN_CONFIG_FILE],
+        outputs=[out / "step.loomx"])
+
+    runner = tool("train", "runtime/bin/loom-run")
+    # loom-run is a thin tool over libloomrt, where the runtime's code lives.
+    runtime_libraries = sorted((build_dir() / "runtime" / "lib").glob("libloomrt*.so*"))
+    check = ["--check", str(out / "reference.json")] if args.check else []
+    train_stage = Stage(
+        "train",
+        [str(runner), str(out / "step.loomx"), *compat_run, "--batches",
+         str(out / "batches.safetensors"), "--steps", str(args.steps), *check, "--no-progress"],
+        inputs=[runner, *runtime_libraries, out / "step.loomx", out / "batches.safetensors",
+                *([out / "reference.json", out / "reference.safetensors"] if args.check else [])],
+        outputs=[],
+        replay=True)
+    return [capture_stage, import_stage, compile_stage, train_stage]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args, compile_args = parse_args(argv)
+    if not args.file.is_file():
+        print(f"{PROG}: error: model file not found: {args.file}", file=sys.stderr)
+        return 2
+    if args.out.exists() and not args.out.is_dir():
+        print(f"{PROG}: error: --out {args.out} exists and is not a directory", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    try:
+        for stage in stages(args, compile_args):
+            run_stage(stage, args.out, use_cache=not args.no_cache)
+    except StageError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 1
+    print(f"{PROG}: {args.file} trained {args.steps} steps on {args.nproc} "
+          f"rank{'s' if args.nproc > 1 else ''}" + (" at parity with PyTorch eager" if args.check
+                                                    else "") + f"; files in {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

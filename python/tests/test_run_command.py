@@ -1,0 +1,104 @@
+"""``python -m loom run``: model file -> capture -> import -> compile -> train, in one command.
+
+The MLP example on 2 ranks with FSDP for 3 steps must train at parity with
+PyTorch eager (``--check``: losses and parameters within loom-run's default
+1e-5); a second identical command must take every stage from its cache
+(and still report the check); a changed compile option reruns compile and
+train only; a failing stage stops the command with the stage named.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from build_tools import BUILD, LOOM_COMPILE, LOOM_IMPORT, LOOM_RUN, REPO, needs_tools
+
+pytestmark = needs_tools(LOOM_IMPORT, LOOM_COMPILE, LOOM_RUN)
+
+STAGES = ("capture", "import", "compile", "train")
+BASE = ["examples/mlp.py", "--nproc", "2", "--dp", "fsdp", "--steps", "3", "--check"]
+
+
+def loom_run(*args, out: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(REPO / "python"), LOOM_BUILD=str(BUILD))
+    return subprocess.run([sys.executable, "-m", "loom", "run", *map(str, args), "--out", str(out)],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+
+
+def ran(stdout: str) -> dict[str, str]:
+    """Each stage's status line: 'cached' or the command it ran."""
+    return {s: line.split("] ", 1)[1] for s in STAGES for line in stdout.splitlines()
+            if line.startswith(f"[{s}] ")}
+
+
+@pytest.fixture(scope="module")
+def first(tmp_path_factory):
+    out = tmp_path_factory.mktemp("run") / "mlp"
+    return out, loom_run(*BASE, out=out)
+
+
+def test_one_command_trains_at_parity(first):
+    out, result = first
+    assert result.returncode == 0, result.stdout + result.stderr
+    stages = ran(result.stdout)
+    assert list(stages) == list(STAGES) and "cached" not in stages.values()
+    assert "--split 2" in stages["capture"] and "--dp=fsdp" in stages["compile"]
+    assert "PASS" in result.stdout
+    assert len([l for l in result.stdout.splitlines() if l.startswith("step")]) == 3
+    config = json.loads((out / "run.json").read_text())
+    assert config["world_size"] == 2 and config["steps"] == 3
+    assert config["optimizer"]["name"] == "adamw" and config["optimizer"]["lr"] == 1e-3
+
+
+def test_second_run_hits_every_cache(first):
+    out, _ = first
+    result = loom_run(*BASE, out=out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert ran(result.stdout) == {s: "cached" for s in STAGES}
+    assert "PASS" in result.stdout  # the cached training log is replayed
+
+
+def test_changed_compile_option_reruns_compile_and_train(first):
+    out, _ = first
+    result = loom_run(*BASE, "--reshard-after-forward=false", out=out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    stages = ran(result.stdout)
+    assert stages["capture"] == stages["import"] == "cached"
+    assert "--reshard-after-forward=false" in stages["compile"]
+    assert stages["train"] != "cached" and "PASS" in result.stdout
+
+
+def test_failing_stage_is_named(first, tmp_path):
+    out, _ = first
+    result = loom_run(*BASE, "--reshard-after-forward=bogus", out=out)
+    assert result.returncode == 1
+    assert result.stderr.startswith("loom run: error: [compile] loom-compile exited with status 1")
+    assert "bogus" in result.stderr
+    assert "[train]" not in result.stdout
+    # The failed compile left no cache record: the good options run it again.
+    result = loom_run(*BASE, out=out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert ran(result.stdout)["compile"] != "cached"
+
+    # A capture that cannot split the batch (the MLP has 8 rows) over 3 ranks.
+    result = loom_run("examples/mlp.py", "--nproc", "3", "--steps", "1", out=tmp_path / "three")
+    assert result.returncode == 1
+    assert result.stderr.startswith("loom run: error: [capture] python")
+    assert "--split 3" in result.stderr
+
+
+@pytest.mark.parametrize("flags, fragment", [
+    (["--optimizer", "sgd"], "--optimizer sgd needs --lr"),
+    (["--nproc", "0"], "--nproc must be at least 1"),
+    (["--units", "fc1"], "unexpected argument 'fc1'"),
+])
+def test_usage_errors(tmp_path, flags, fragment):
+    result = loom_run("examples/mlp.py", *flags, out=tmp_path / "out")
+    assert result.returncode == 2 and fragment in result.stderr, result.stderr
+    assert not (tmp_path / "out").exists()
