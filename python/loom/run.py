@@ -185,33 +185,6 @@ def run_stage(stage: Stage, out: Path, use_cache: bool) -> None:
 
 
 # --------------------------------------------------------------------------
-# Until loom-compile takes world size, microbatches and optimizer from the
-# run configuration and loom-run takes its world size from the artifact
-# (issue 9, C++ side), the two tools are told again here.
-# INTEGRATOR: delete _compat_args and its two uses once that side is merged.
-
-
-def _compat_args(config: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """(loom-compile flags, loom-run flags) that repeat the run configuration."""
-    opt = config["optimizer"]
-    compile_args = [f"--world-size={config['world_size']}", f"--optimizer={opt['name']}",
-                    f"--lr={opt['lr']!r}", f"--weight-decay={opt['weight_decay']!r}"]
-    if config["microbatches"] > 1:
-        compile_args.append(f"--microbatches={config['microbatches']}")
-    if opt["name"] == "sgd":
-        compile_args += [f"--momentum={opt['momentum']!r}", f"--dampening={opt['dampening']!r}"]
-        if opt["nesterov"]:
-            compile_args.append("--nesterov")
-    else:
-        compile_args += [f"--beta1={opt['betas'][0]!r}", f"--beta2={opt['betas'][1]!r}",
-                         f"--eps={opt['eps']!r}"]
-    if opt["maximize"]:
-        compile_args.append("--maximize")
-    run_args = ["--nproc", str(config["world_size"])] if config["world_size"] > 1 else []
-    return compile_args, run_args
-
-
-# --------------------------------------------------------------------------
 # Driver
 
 
@@ -288,10 +261,6 @@ def stages(args: argparse.Namespace, compile_args: list[str]) -> list[Stage]:
         salt=[torch.__version__],
         env=env)
 
-    compat_compile, compat_run = _compat_args(capture.run_config(argparse.Namespace(
-        split=args.nproc, microbatches=args.microbatches, seed=args.seed, steps=args.steps,
-        optimizer_config=args.optimizer_config)))
-
     importer = tool("import", "bin/loom-import")
     import_stage = Stage(
         "import", [str(importer), str(out / "step.pt2"), "-o", str(out / "step.mlir")],
@@ -303,7 +272,7 @@ def stages(args: argparse.Namespace, compile_args: list[str]) -> list[Stage]:
     compile_stage = Stage(
         "compile",
         [str(compiler), str(out / "step.mlir"), "-o", str(out / "step.loomx"), *dp,
-         *compat_compile, *compile_args],
+         *compile_args],
         inputs=[compiler, out / "step.mlir", out / "step.weights.safetensors",
                 out / capture.RUN_CONFIG_FILE],
         outputs=[out / "step.loomx"])
@@ -314,7 +283,7 @@ def stages(args: argparse.Namespace, compile_args: list[str]) -> list[Stage]:
     check = ["--check", str(out / "reference.json")] if args.check else []
     train_stage = Stage(
         "train",
-        [str(runner), str(out / "step.loomx"), *compat_run, "--batches",
+        [str(runner), str(out / "step.loomx"), "--batches",
          str(out / "batches.safetensors"), "--steps", str(args.steps), *check, "--no-progress"],
         inputs=[runner, *runtime_libraries, out / "step.loomx", out / "batches.safetensors",
                 *([out / "reference.json", out / "reference.safetensors"] if args.check else [])],
