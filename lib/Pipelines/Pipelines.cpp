@@ -11,6 +11,7 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/ManagedStatic.h"
 
+#include <cstdlib>
 #include <type_traits>
 
 using namespace mlir;
@@ -147,6 +148,12 @@ LogicalResult loom::verifyCompileOptions(
 namespace loom {
 /// How a value appears in the contradiction error: as the flag takes it.
 static std::string formatOptionValue(double v) {
+  // The shortest text that reads back as `v`, as the flag would be typed.
+  for (int digits = 6; digits < 17; ++digits) {
+    std::string text = llvm::formatv("{0}", llvm::format("%.*g", digits, v));
+    if (std::strtod(text.c_str(), nullptr) == v)
+      return text;
+  }
   return llvm::formatv("{0}", llvm::format("%.17g", v)).str();
 }
 static std::string formatOptionValue(int64_t v) { return std::to_string(v); }

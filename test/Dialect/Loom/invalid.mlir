@@ -679,3 +679,20 @@ func.func @f(%x: tensor<2x4xf32> {loom.shard = 3}) {
 func.func @f(%x: tensor<f32> {loom.name = "x", loom.role = #loom.role<input>}) -> (tensor<f32> {loom.role = #loom.role<loss>, loom.partial = #loom.partial<@nomesh, axes = ["shard"], avg>}) attributes {loom.step} {
   return %x : tensor<f32>
 }
+
+// -----
+
+// expected-error@+1 {{world_size must be at least 1, got 0}}
+module attributes {loom.run_config = #loom.run_config<world_size = 0>} {}
+
+// -----
+
+// expected-error@+1 {{optimizer must be #loom.sgd, #loom.adam or #loom.adamw, got "sgd"}}
+module attributes {loom.run_config = #loom.run_config<world_size = 2, optimizer = "sgd">} {}
+
+// -----
+
+// expected-error@+1 {{'loom.run_config' must be a #loom.run_config on a module}}
+func.func @f() attributes {loom.run_config = #loom.run_config<world_size = 2>} {
+  return
+}
