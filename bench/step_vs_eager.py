@@ -14,17 +14,21 @@ same thread count. The PyTorch peers:
 Prints per-step time and peak tensor memory of each, the ratio of Loom to
 each (below 1.0 means Loom is better) and to the strongest peer, plus Loom's
 predicted peak from the compiler's liveness analysis. `--profile` also
-splits one step of each into forward, backward and optimizer time (Loom's
-from a `loom-run --trace` of the same artifact: its instructions by phase,
-plus the interpreter's time between instructions).
+splits steps of each into forward, backward and optimizer time, the median
+of each part over a few steps (Loom's from a `loom-run --trace` of the same
+artifact: its instructions by phase, plus the interpreter's time between
+instructions).
 
     .venv/bin/python bench/step_vs_eager.py [--model examples/gpt.py]
         [--optimizer adamw] [--steps 40] [--repeats 5] [--threads N]
         [--peers eager eager-fused compiled-fused] [--profile] [--json F]
 
-Time: median over `repeats` rounds of the mean step time of a block of
-`steps` steps; every contestant runs one block per round, in an order
-rotated each round, so that machine noise hits all alike. Memory: the
+Time: the median, over `repeats` rounds of `steps` steps, of the time of
+one step (a median of single steps, not of block means: on a shared
+machine a process can be descheduled for whole seconds, and one such gap
+would swamp a block's mean); every contestant runs one block per round, in
+an order rotated each round, so that machine noise hits all alike. The
+fastest step of each is printed too. Memory: the
 largest number of live CPU tensor bytes during one step, counting
 everything alive (parameters, buffers, optimizer state, the batch,
 activations, gradients), measured for all by the same allocator hook
@@ -125,20 +129,23 @@ class Runtime:
         return peak.value
 
 
-def phase_times(trace: Path, steps: int) -> dict:
-    """Mean ms per step of Loom's instructions by phase (forward, backward,
+def phase_times(trace: Path) -> dict:
+    """Per step, ms of Loom's instructions by phase (forward, backward,
     optimizer, free, ...) in a one-rank loom-run trace, and of the rest of
     the step: the interpreter's own time between instructions."""
-    events = json.loads(trace.read_text())["traceEvents"]
-    total = sum(e["dur"] for e in events if e.get("cat") == "step") / 1e3
-    phases = {}
-    for e in events:
-        if e.get("ph") == "X" and e.get("tid") == 1:
+    steps = {}
+    for e in json.loads(trace.read_text())["traceEvents"]:
+        if e.get("ph") != "X":
+            continue
+        if e.get("cat") == "step":
+            steps.setdefault(int(e["name"].split()[1]), {})["step"] = e["dur"] / 1e3
+        elif e.get("tid") == 1:
+            phases = steps.setdefault(e["args"]["step"], {})
             phases[e["cat"]] = phases.get(e["cat"], 0.0) + e["dur"] / 1e3
-    out = {k: v / steps for k, v in sorted(phases.items())}
-    out["between instructions"] = (total - sum(phases.values())) / steps
-    out["step"] = total / steps
-    return out
+    for phases in steps.values():
+        phases["between instructions"] = phases["step"] - sum(
+            v for k, v in phases.items() if k != "step")
+    return {k: [p[k] for p in steps.values()] for k in next(iter(steps.values()))}
 
 
 def held_bytes(tensors) -> int:
@@ -165,7 +172,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--peers", nargs="+", choices=PEERS, default=list(PEERS))
     parser.add_argument("--profile", action="store_true",
-                        help="also split one step of each into forward/backward/optimizer")
+                        help="also split steps of each into forward/backward/optimizer "
+                             "(medians over max(3, steps/4) steps)")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
 
@@ -188,7 +196,7 @@ def main() -> None:
             self.opt = cls(params, **hyper, **({"fused": True} if "fused" in name else {}))
             self.forward = torch.compile(self.model) if name.startswith("compiled") \
                 else self.model
-            self.split = {"forward": 0.0, "backward": 0.0, "optimizer": 0.0}
+            self.split = {"forward": [], "backward": [], "optimizer": [], "step": []}
 
         def step(self, i: int, split: bool = False) -> float:
             t0 = time.perf_counter()
@@ -202,8 +210,8 @@ def main() -> None:
             if split:
                 t3 = time.perf_counter()
                 for k, dt in (("forward", t1 - t0), ("backward", t2 - t1),
-                              ("optimizer", t3 - t2)):
-                    self.split[k] += dt * 1e3
+                              ("optimizer", t3 - t2), ("step", t3 - t0)):
+                    self.split[k].append(dt * 1e3)
             return value
 
     peers = {name: Peer(name) for name in args.peers}
@@ -228,10 +236,10 @@ def main() -> None:
     for r in range(args.repeats):
         for name in order[r % len(order):] + order[:r % len(order)]:
             fn = steppers[name]
-            start = time.perf_counter()
             for k in range(args.steps):
+                start = time.perf_counter()
                 fn(step + k)
-            times[name].append((time.perf_counter() - start) / args.steps * 1e3)
+                times[name].append((time.perf_counter() - start) * 1e3)
         step += args.steps
 
     # Peak memory of one step, everything alive counted, same hook for all
@@ -259,15 +267,18 @@ def main() -> None:
         for name, peer in peers.items():
             for k in range(n):
                 peer.step(index + 1 + k, split=True)
-            split[name] = {k: v / n for k, v in peer.split.items()}
-            split[name]["step"] = sum(split[name].values())
+            split[name] = peer.split
         trace = work / "trace.json"
         run([BUILD / "runtime" / "bin" / "loom-run", artifact, "--batches",
-             work / "batches.safetensors", "--steps", n + 1, "--threads", args.threads,
+             work / "batches.safetensors", "--steps", n, "--threads", args.threads,
              "--no-progress", "--trace", trace])
-        split["loom"] = phase_times(trace, n + 1)
+        split["loom"] = phase_times(trace)
+        # Medians per part (each part's own median: they need not add up).
+        split = {name: {k: statistics.median(v) for k, v in parts.items()}
+                 for name, parts in split.items()}
 
     ms = {name: statistics.median(times[name]) for name in order}
+    fastest = {name: min(times[name]) for name in order}
     strongest = min(args.peers, key=lambda name: ms[name])
     result = {
         "model": str(args.model.relative_to(REPO) if args.model.is_relative_to(REPO) else args.model),
@@ -275,16 +286,16 @@ def main() -> None:
         "repeats": args.repeats, "torch": torch.__version__,
         "ms": ms, "peak_bytes": peaks, "loom_predicted_peak_bytes": predicted,
         "strongest_peer": strongest, "time_ratio_vs_strongest": ms["loom"] / ms[strongest],
-        "ms_blocks": times, "profile_ms": split,
+        "fastest_ms": fastest, "ms_steps": times, "profile_ms": split,
     }
     kib = 1024
     print(f"model {result['model']}, {args.optimizer}, {args.threads} threads, "
           f"{args.repeats} rounds x {args.steps} steps each, torch {torch.__version__}")
-    print(f"{'':16}{'step ms':>10}{'Loom/this':>11}{'peak KiB':>12}{'Loom/this':>11}")
+    print(f"{'':16}{'step ms':>10}{'Loom/this':>11}{'fastest':>10}{'peak KiB':>12}{'Loom/this':>11}")
     for name in order:
         peak = (f"{peaks[name] / kib:12.1f}{peaks['loom'] / peaks[name]:11.3f}"
                 if name in peaks else f"{'-':>12}{'-':>11}")
-        print(f"{name:16}{ms[name]:10.3f}{ms['loom'] / ms[name]:11.3f}{peak}")
+        print(f"{name:16}{ms[name]:10.3f}{ms['loom'] / ms[name]:11.3f}{fastest[name]:10.3f}{peak}")
     print(f"Loom / strongest peer ({strongest}): {ms['loom'] / ms[strongest]:.3f}")
     print(f"Loom predicted peak (compiler liveness): {predicted / kib:.1f} KiB "
           f"({predicted / peaks['loom']:.3f} of measured)")
