@@ -14,10 +14,10 @@ same thread count. The PyTorch peers:
 Prints per-step time and peak tensor memory of each, the ratio of Loom to
 each (below 1.0 means Loom is better) and to the strongest peer, plus Loom's
 predicted peak from the compiler's liveness analysis. `--profile` also
-splits steps of each into forward, backward and optimizer time, the median
-of each part over a few steps (Loom's from a `loom-run --trace` of the same
-artifact: its instructions by phase, plus the interpreter's time between
-instructions).
+splits the timed steps of each into forward, backward and optimizer time,
+the median of each part (Loom's from a `loom-run --trace` of the same
+artifact for as many steps: its instructions by phase, plus the
+interpreter's time between instructions).
 
     .venv/bin/python bench/step_vs_eager.py [--model examples/gpt.py]
         [--optimizer adamw] [--steps 40] [--repeats 5] [--threads N]
@@ -172,8 +172,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--peers", nargs="+", choices=PEERS, default=list(PEERS))
     parser.add_argument("--profile", action="store_true",
-                        help="also split steps of each into forward/backward/optimizer "
-                             "(medians over max(3, steps/4) steps)")
+                        help="also split the timed steps of each into forward/backward/"
+                             "optimizer (medians), Loom's from a traced run as long")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
 
@@ -216,7 +216,10 @@ def main() -> None:
 
     peers = {name: Peer(name) for name in args.peers}
     session = rt.session(artifact, work / "batches.safetensors")
-    steppers = {name: peer.step for name, peer in peers.items()}
+    # With --profile the timed steps also record their parts (three clock
+    # reads a step), so the split comes from the same interleaved rounds.
+    steppers = {name: (lambda i, peer=peer: peer.step(i, split=args.profile))
+                for name, peer in peers.items()}
     steppers["loom"] = lambda i: rt.step(session, i)
 
     # Same computation. Eager with the default optimizer runs the same
@@ -224,6 +227,8 @@ def main() -> None:
     # docs/runtime.md). The fused optimizer and Inductor's kernels round
     # differently, so they only agree closely.
     losses = {name: [fn(i) for i in range(3)] for name, fn in steppers.items()}
+    for peer in peers.values():
+        peer.split = {k: [] for k in peer.split}
     for name, got in losses.items():
         exact = name == "eager"
         diff = max(abs(a - b) / max(1.0, abs(b)) for a, b in zip(got, losses["loom"]))
@@ -263,10 +268,8 @@ def main() -> None:
 
     split = {}
     if args.profile:
-        n = max(3, args.steps // 4)
+        n = args.steps * args.repeats
         for name, peer in peers.items():
-            for k in range(n):
-                peer.step(index + 1 + k, split=True)
             split[name] = peer.split
         trace = work / "trace.json"
         run([BUILD / "runtime" / "bin" / "loom-run", artifact, "--batches",
