@@ -53,9 +53,9 @@ def count(program: dict, op: str) -> int:
 
 
 # GPT and ViT: units layers.0, layers.1 and the root. FSDP2's counts for
-# that structure (pytorch-behaviours.md §6.4-6.5): auto reshards every unit
-# but the root (AG 3 forward + 2 backward), true every unit (3 + 3), false
-# none (3); one reduce-scatter per unit. Each model with each setting on
+# that structure (test_fully_shard_comm.py::TestFullyShardCommunication):
+# auto reshards every unit but the root (AG 3 forward + 2 backward), true
+# every unit (3 + 3), false none (3); one reduce-scatter per unit. Each model with each setting on
 # 2 and on 4 ranks.
 @pytest.mark.parametrize("name, world, reshard, gathers", [
     (name, world, reshard, gathers)

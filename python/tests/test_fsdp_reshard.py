@@ -6,7 +6,8 @@ batch, as test_fsdp_parity.py).
 - Gradient accumulation with the parameters kept unsharded between
   microbatches (FSDP2's set_requires_gradient_sync(is_last) +
   set_reshard_after_backward(is_last)): one all-gather per unit per step
-  and one reduce-scatter per unit (pytorch-behaviours.md §6.4).
+  and one reduce-scatter per unit (test_fully_shard_training.py::
+  TestFullyShardGradientAccumulation).
 - reshard-after-forward=k: after the forward all-gather over the N shard
   ranks each rank keeps 1/k of every unit, the backward all-gather runs
   within k contiguous ranks, the reduce-scatter over all N.

@@ -6,8 +6,8 @@
 // RUN: loom-opt %s --loom-fsdp="mesh-shape=2 reshard-after-forward=true" --loom-prefetch="forward-targets=layers.3:layers.0 backward-prefetch=none" | FileCheck %s --check-prefix=MIS
 
 // PyTorch's test_set_modules_to_forward_prefetch and
-// test_set_modules_to_backward_prefetch (test_fully_shard_comm.py,
-// pytorch-behaviours.md 6.6): ModelArgs(n_layers=4) units (layers.0-3 and
+// test_set_modules_to_backward_prefetch
+// (test_fully_shard_comm.py::TestFullyShardPrefetch): ModelArgs(n_layers=4) units (layers.0-3 and
 // the root), reshard_after_forward=True. Events: "unshard" = all-gather
 // start, "post_backward" = reduce-scatter start, and "reshard" of a unit
 // in forward = its last forward op (its ReLU; the root's is the loss), after

@@ -4,8 +4,8 @@
 // RUN: loom-opt %s --loom-fsdp="mesh-shape=2" --loom-prefetch="backward-prefetch=post" | FileCheck %s --check-prefix=POST
 // RUN: loom-opt %s --loom-fsdp="mesh-shape=2" --loom-prefetch="backward-prefetch=none" | FileCheck %s --check-prefix=NONE
 
-// PyTorch's FSDP1 test_backward_prefetch (test/distributed/fsdp/
-// test_fsdp_backward_prefetch.py, pytorch-behaviours.md 5): nn.Transformer's
+// PyTorch's FSDP1 test_backward_prefetch
+// (test_fsdp_backward_prefetch.py::TestBackwardPrefetch): nn.Transformer's
 // unit structure, 6 encoder and 6 decoder layers wrapped, the root holding
 // encoder.norm and decoder.norm, FULL_SHARD (every unit but the root
 // reshards after forward). Each layer is one Linear + ReLU here.

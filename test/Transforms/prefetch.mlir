@@ -11,8 +11,9 @@
 // RUN: loom-opt %s --loom-fsdp="mesh-shape=2 reshard-after-forward=true" --loom-prefetch="forward-prefetch=2 backward-prefetch=none" | FileCheck %s --check-prefix=FWD2
 // RUN: loom-opt %s --loom-fsdp="mesh-shape=1" --loom-prefetch="forward-prefetch=2" | FileCheck %s --check-prefix=WS1
 
-// PyTorch's test_fully_shard_backward_prefetch (test_fully_shard_comm.py,
-// pytorch-behaviours.md 6.6) on ModelArgs(n_layers=3)'s unit structure:
+// PyTorch's test_fully_shard_backward_prefetch
+// (test_fully_shard_comm.py::TestFullyShardPrefetch) on
+// ModelArgs(n_layers=3)'s unit structure:
 // fully_shard on layers.0-2 and the root (tok_embeddings before the layers,
 // norm and output after them). Each layer is one Linear + ReLU here; the
 // unit structure, not the layer's contents, decides the events. The

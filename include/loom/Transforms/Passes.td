@@ -422,7 +422,9 @@ def LoomFsdp : Pass<"loom-fsdp", "::mlir::ModuleOp"> {
     always reshards. Per step, G units and M microbatches gather
     `(G + G) * M` times with `reshard-after-forward=true`, `G * M` with
     `false` and `G` with `false` and `reshard-after-backward=false`, and
-    reduce-scatter G times (pytorch-behaviours.md §6.4).
+    reduce-scatter G times (the counts PyTorch's
+    `test_fully_shard_training.py::TestFullyShardGradientAccumulation`
+    expects).
 
     Division. By default the reductions average (`reduce <avg>`, factor =
     data-parallel size). With `gradient-divide-factor` f != that size the
