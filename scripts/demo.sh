@@ -29,8 +29,8 @@ for model in mlp gpt vit; do
   echo "round trip stable (custom and generic forms print identically)"
   echo "=== $model: loom-opt --loom-stats ==="
   "$BUILD/bin/loom-opt" "$dir/step.mlir" --loom-stats -o /dev/null 2>&1
-  echo "=== $model: compile (AdamW, lr 1e-3, weight decay 0.01) ==="
-  "$BUILD/bin/loom-compile" "$dir/step.mlir" -o "$dir/step.loomx" --optimizer=adamw --summary
+  echo "=== $model: compile (the optimizer capture recorded: AdamW, lr 1e-3, weight decay 0.01) ==="
+  "$BUILD/bin/loom-compile" "$dir/step.mlir" -o "$dir/step.loomx" --summary
   echo "=== $model: train 20 steps with loom-run, next to PyTorch eager's losses (bitwise: tolerance 0) ==="
   "$BUILD/runtime/bin/loom-run" "$dir/step.loomx" --batches "$dir/batches.safetensors" \
     --steps 20 --check "$dir/reference.json" --rtol 0 --atol 0 --trace "$dir/trace.json"
@@ -40,11 +40,10 @@ dir="$OUT/gpt-fsdp4"
 echo "=== gpt on 4 CPU ranks with FSDP (fully_shard per layer + root): capture the per-rank step ==="
 .venv/bin/python -m loom.capture examples/gpt.py --out "$dir" --steps 20 --optimizer adamw --split 4
 "$BUILD/bin/loom-import" "$dir/step.pt2" -o "$dir/step.mlir"
-echo "=== gpt FSDP: compile for 4 ranks, scheduled to overlap communication (loom-schedule) ==="
-"$BUILD/bin/loom-compile" "$dir/step.mlir" -o "$dir/step.loomx" --optimizer=adamw \
-  --dp=fsdp --world-size=4 --schedule --summary
-echo "=== gpt FSDP: train 20 steps on 4 Gloo ranks, next to PyTorch eager on one device ==="
-"$BUILD/runtime/bin/loom-run" "$dir/step.loomx" --nproc 4 --batches "$dir/batches.safetensors" \
+echo "=== gpt FSDP: compile for the 4 ranks capture recorded, scheduled to overlap communication (loom-schedule) ==="
+"$BUILD/bin/loom-compile" "$dir/step.mlir" -o "$dir/step.loomx" --dp=fsdp --schedule --summary
+echo "=== gpt FSDP: train 20 steps on the artifact's 4 Gloo ranks, next to PyTorch eager on one device ==="
+"$BUILD/runtime/bin/loom-run" "$dir/step.loomx" --batches "$dir/batches.safetensors" \
   --steps 20 --check "$dir/reference.json" --no-progress --trace "$dir/trace.json"
 echo "=== gpt FSDP: the last step's timeline (collectives in flight under compute) ==="
 .venv/bin/python scripts/render_timeline.py "$dir/trace.json" --step 19 -o "$dir/trace.svg"

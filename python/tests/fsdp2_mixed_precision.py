@@ -49,6 +49,7 @@ sys.path.insert(0, str(REPO / "python"))
 
 from loom.capture import call_make, load_make  # noqa: E402
 from loom.safetensors_io import save_tensors  # noqa: E402
+from torch_dp_reference import train_on_ranks  # noqa: E402
 
 
 def rank_slice(batch: tuple[torch.Tensor, ...], rank: int, world: int,
@@ -163,17 +164,7 @@ def _fsdp2_rank(rank: int, world: int, port: int, model_file: str, hyper: dict,
         fully_shard(model, mp_policy=policy)
         opt = torch.optim.AdamW(model.parameters(), lr=hyper["lr"], betas=tuple(hyper["betas"]),
                                 eps=hyper["eps"], weight_decay=hyper["weight_decay"], foreach=False)
-        losses = []
-        for step in range(steps):
-            batch = program.batches[step % len(program.batches)]
-            rows = batch[0].shape[0] // world
-            opt.zero_grad(set_to_none=True)
-            loss = model(*(t[rank * rows:(rank + 1) * rows] for t in batch))
-            loss.backward()
-            opt.step()
-            total = loss.detach().float().clone()
-            dist.all_reduce(total)
-            losses.append((total / world).item())
+        losses = train_on_ranks(model, opt, program.batches, rank, world, steps)
         params = {n: p.full_tensor().detach().clone() for n, p in model.named_parameters()}
         if rank == 0:
             torch.save({"losses": losses, "params": params}, out)

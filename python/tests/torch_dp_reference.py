@@ -63,6 +63,29 @@ def _wrap(model: torch.nn.Module, mode: str, world: int, shard: int) -> torch.nn
     return model
 
 
+def train_on_ranks(model, opt, batches, rank: int, world: int, steps: int,
+                   before_step=None) -> list[float]:
+    """Trains ``steps`` steps on this rank's rows ``[r*B/N, (r+1)*B/N)`` of
+    each batch; returns each step's loss averaged over the ranks (float32, as
+    loom-run reports it). ``before_step(step)`` runs before each step."""
+    import torch.distributed as dist
+
+    losses = []
+    for step in range(steps):
+        if before_step:
+            before_step(step)
+        batch = batches[step % len(batches)]
+        rows = batch[0].shape[0] // world
+        opt.zero_grad(set_to_none=True)
+        loss = model(*(t[rank * rows:(rank + 1) * rows] for t in batch))
+        loss.backward()
+        opt.step()
+        total = loss.detach().float().clone()
+        dist.all_reduce(total)
+        losses.append((total / world).item())
+    return losses
+
+
 def _full(p: torch.Tensor) -> torch.Tensor:
     full = p.full_tensor() if hasattr(p, "full_tensor") else p
     return full.detach().clone()
@@ -89,19 +112,14 @@ def _rank(rank: int, world: int, port: int, mode: str, shard: int, model_file: s
         opt = OPTIMIZERS[hyper["name"]](model.parameters(), **optimizer_kwargs(hyper),
                                         foreach=False)
         inner = model.module if mode == "ddp" else model
-        losses, before_last = [], {}
-        for step in range(config["steps"]):
+        before_last = {}
+
+        def snapshot(step: int) -> None:
             if step == config["steps"] - 1:
-                before_last = {n: _full(p) for n, p in inner.named_parameters()}
-            batch = program.batches[step % len(program.batches)]
-            rows = batch[0].shape[0] // world
-            opt.zero_grad(set_to_none=True)
-            loss = model(*(t[rank * rows:(rank + 1) * rows] for t in batch))
-            loss.backward()
-            opt.step()
-            total = loss.detach().clone()
-            dist.all_reduce(total)
-            losses.append((total / world).item())
+                before_last.update({n: _full(p) for n, p in inner.named_parameters()})
+
+        losses = train_on_ranks(model, opt, program.batches, rank, world, config["steps"],
+                                before_step=snapshot)
         final = {n: _full(p) for n, p in inner.named_parameters()}
         if rank == 0:
             torch.save({"losses": losses, "final": final, "before_last": before_last}, out)
