@@ -271,11 +271,15 @@ LogicalResult loom::applyRunConfig(CompileOptions &options, ModuleOp module) {
     return failure();
   // A step that already carries its optimizer keeps it: the run
   // configuration's optimizer is what capture trained the reference with,
-  // and the step's own attribute is checked by loom-attach-optimizer.
+  // and the step's own attribute is checked by loom-attach-optimizer. An
+  // explicit optimizer=none asks for the gradients instead of an update,
+  // which contradicts no hyperparameter.
   bool attached = llvm::any_of(module.getOps<func::FuncOp>(), [](auto func) {
     return func->hasAttr(LoomDialect::kOptimizerAttrName);
   });
-  if (!attached && config.getOptimizer() &&
+  bool gradients = options.isGiven("optimizer") &&
+                   options.optimizer == OptimizerKind::None;
+  if (!attached && !gradients && config.getOptimizer() &&
       failed(apply.takeOptimizer(config.getOptimizer())))
     return failure();
   return success();

@@ -37,6 +37,7 @@ and examples/vit.py on 2 ranks with torch 2.9.1).
 from __future__ import annotations
 
 import argparse
+import datetime
 import copy
 import json
 import sys
@@ -153,7 +154,10 @@ def _fsdp2_rank(rank: int, world: int, port: int, model_file: str, hyper: dict,
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True, warn_only=True)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    # A bounded rendezvous and collectives: a port taken by another job
+    # between choosing it and binding it fails the test instead of hanging.
+    dist.init_process_group("gloo", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=120))
     try:
         torch.manual_seed(seed)
         program = call_make(load_make(Path(model_file)), Path(model_file))

@@ -30,6 +30,7 @@ shape ``(world / shard, shard)``).
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import socket
@@ -100,7 +101,10 @@ def _rank(rank: int, world: int, port: int, mode: str, shard: int, model_file: s
     # The capture's settings, so make() builds the same weights and batches.
     torch.use_deterministic_algorithms(True, warn_only=True)
     torch.set_default_dtype(torch.float32)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    # A bounded rendezvous and collectives: a port taken by another job
+    # between choosing it and binding it fails the test instead of hanging.
+    dist.init_process_group("gloo", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=120))
     try:
         torch.manual_seed(config["seed"])
         program = call_make(load_make(Path(model_file)), Path(model_file))
