@@ -167,22 +167,27 @@ int main(int argc, char **argv) {
   SourceMgr sourceMgr;
   mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
   mlir::OwningOpRef<mlir::ModuleOp> module;
+  // The finish pipeline takes loomrt programs, already distributed: the
+  // compile options and the run configuration do not apply to it.
+  bool compiling = pipelineKind == PipelineKind::Compile;
   if (!printPipeline || inputPath.getNumOccurrences()) {
     module = readModule(context, sourceMgr);
-    if (!module || failed(loom::applyRunConfig(options, *module)))
+    if (!module ||
+        (compiling && failed(loom::applyRunConfig(options, *module))))
       return 1;
   }
-  if (failed(loom::verifyCompileOptions(options, [](const Twine &message) {
+  if (compiling &&
+      failed(loom::verifyCompileOptions(options, [](const Twine &message) {
         fail(message);
         return failure();
       })))
     return 1;
 
   mlir::PassManager pm(&context, mlir::ModuleOp::getOperationName());
-  if (pipelineKind == PipelineKind::Finish)
-    loom::buildFinishPipeline(pm);
-  else
+  if (compiling)
     loom::buildCompilePipeline(pm, options);
+  else
+    loom::buildFinishPipeline(pm);
   // The expanded pipeline, as the artifact records it.
   std::string pipeline;
   raw_string_ostream pipelineOs(pipeline);
