@@ -1,8 +1,8 @@
 //===- ArtifactWriterTest.cpp - The .loomx container and weights section --===//
 
 #include "loom/Target/Artifact/ArtifactWriter.h"
+#include "SafetensorsFile.h"
 #include "loom/InitAll.h"
-#include "loom/Support/Safetensors.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
@@ -14,6 +14,7 @@
 
 using namespace mlir;
 using namespace loom;
+using loom::test::safetensorsFile;
 
 namespace {
 uint64_t readLE(StringRef bytes, size_t offset, int size) {
@@ -21,20 +22,6 @@ uint64_t readLE(StringRef bytes, size_t offset, int size) {
   for (int i = 0; i < size; ++i)
     value |= uint64_t(static_cast<unsigned char>(bytes[offset + i])) << (8 * i);
   return value;
-}
-
-/// A safetensors file holding `tensors` (name -> (dtype, shape, bytes)).
-std::string safetensorsFile(
-    ArrayRef<
-        std::tuple<StringRef, StringRef, std::vector<int64_t>, std::string>>
-        tensors) {
-  safetensors::Writer writer;
-  for (const auto &[name, dtype, shape, bytes] : tensors)
-    llvm::cantFail(writer.add(name, dtype, shape, bytes));
-  std::string out;
-  llvm::raw_string_ostream os(out);
-  writer.write(os);
-  return out;
 }
 
 class ArtifactWriterTest : public ::testing::Test {

@@ -1,6 +1,6 @@
 //===- SafetensorsTest.cpp - The compiler's safetensors reader and writer -===//
 
-#include "loom/Support/Safetensors.h"
+#include "SafetensorsFile.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
@@ -11,19 +11,6 @@
 using namespace loom::safetensors;
 
 namespace {
-
-/// The file `tensors` make, written by the Writer.
-std::string write(llvm::ArrayRef<std::tuple<llvm::StringRef, llvm::StringRef,
-                                            std::vector<int64_t>, std::string>>
-                      tensors) {
-  Writer writer;
-  for (const auto &[name, dtype, shape, bytes] : tensors)
-    llvm::cantFail(writer.add(name, dtype, shape, bytes));
-  std::string out;
-  llvm::raw_string_ostream os(out);
-  writer.write(os);
-  return out;
-}
 
 /// A file with `header` as its JSON header (unpadded) and `data` after it.
 std::string withHeader(llvm::StringRef header, llvm::StringRef data = "") {
@@ -95,9 +82,10 @@ TEST(SafetensorsTest, WriterRefusesWhatItCannotWrite) {
 }
 
 TEST(SafetensorsTest, ReadsWhatTheWriterWrites) {
-  std::string bytes = write({{"b", "BF16", {3}, std::string(6, '\x03')},
-                             {"a", "BOOL", {2, 0}, ""},
-                             {"c", "F64", {1}, std::string(8, '\x05')}});
+  std::string bytes =
+      loom::test::safetensorsFile({{"b", "BF16", {3}, std::string(6, '\x03')},
+                                   {"a", "BOOL", {2, 0}, ""},
+                                   {"c", "F64", {1}, std::string(8, '\x05')}});
   llvm::Expected<File> file = File::parse(bytes, "w.safetensors");
   ASSERT_TRUE(static_cast<bool>(file)) << llvm::toString(file.takeError());
   // Data order, which is the order they were added in.
@@ -118,7 +106,8 @@ TEST(SafetensorsTest, TruncatedHeader) {
   EXPECT_EQ(parseError(llvm::StringRef("\x10\0\0", 3)),
             "'w.safetensors' is not a valid safetensors file: it has 3 bytes, "
             "fewer than the 8-byte header length");
-  std::string file = write({{"w", "F32", {2}, std::string(8, '\0')}});
+  std::string file =
+      loom::test::safetensorsFile({{"w", "F32", {2}, std::string(8, '\0')}});
   // Cut inside the header: the length still claims the whole header.
   EXPECT_EQ(parseError(llvm::StringRef(file).take_front(20)),
             "'w.safetensors' is not a valid safetensors file: the header "
@@ -136,7 +125,8 @@ TEST(SafetensorsTest, TruncatedHeader) {
 
 TEST(SafetensorsTest, OffsetsOutOfRange) {
   // The data section is cut short: the tensor's end lies past it.
-  std::string file = write({{"w", "F32", {4}, std::string(16, '\0')}});
+  std::string file =
+      loom::test::safetensorsFile({{"w", "F32", {4}, std::string(16, '\0')}});
   EXPECT_EQ(parseError(llvm::StringRef(file).drop_back(4)),
             "'w.safetensors' is not a valid safetensors file: tensor 'w' has "
             "data_offsets [0, 16] past the end of the data section (12 "

@@ -280,6 +280,16 @@ struct StagingScope {
   PendingCollective &p;
 };
 
+/// Starts an all-reduce of `t`, in place, over `g`, as `p`'s work.
+void startAllReduce(PendingCollective &p, const CommGroup &g, at::Tensor t,
+                    ReduceOp reduce) {
+  std::vector<at::Tensor> tensors{std::move(t)};
+  ::c10d::AllreduceOptions o;
+  o.reduceOp = glooOp(reduce);
+  StagingScope staging(p);
+  p.work = g.backend->allreduce(tensors, o);
+}
+
 } // namespace
 
 PendingCollective Comm::start(OpKind kind, const std::vector<std::string> &axes,
@@ -359,11 +369,7 @@ PendingCollective Comm::start(OpKind kind, const std::vector<std::string> &axes,
       bool sole = ownCopy || (donated && soleHolder(p.input));
       if (sole) {
         p.inPlace = true;
-        std::vector<at::Tensor> t{p.input};
-        ::c10d::AllreduceOptions o;
-        o.reduceOp = glooOp(reduce);
-        StagingScope staging(p);
-        p.work = g.backend->allreduce(t, o);
+        startAllReduce(p, g, p.input, reduce);
         break;
       }
       std::vector<int64_t> shape = p.input.sizes().vec();
@@ -380,13 +386,7 @@ PendingCollective Comm::start(OpKind kind, const std::vector<std::string> &axes,
     case OpKind::AllReduceStart: {
       // A copy: the input slot's tensor may still be read by others.
       p.buffer = input.clone(at::MemoryFormat::Contiguous);
-      std::vector<at::Tensor> t{p.buffer};
-      ::c10d::AllreduceOptions o;
-      o.reduceOp = glooOp(reduce);
-      {
-        StagingScope staging(p);
-        p.work = g.backend->allreduce(t, o);
-      }
+      startAllReduce(p, g, p.buffer, reduce);
       break;
     }
     case OpKind::AllSliceStart:
