@@ -30,10 +30,10 @@ public:
     return n;
   }
 
-  std::optional<double> number(StringRef key, double fallback) {
+  std::optional<double> number(StringRef key) {
     const json::Value *v = object.get(key);
     if (!v)
-      return fallback;
+      return missing(key);
     std::optional<double> d = v->getAsNumber();
     if (!d)
       return wrong(key, "a number");
@@ -43,7 +43,7 @@ public:
   std::optional<bool> boolean(StringRef key) {
     const json::Value *v = object.get(key);
     if (!v)
-      return false;
+      return missing(key);
     std::optional<bool> b = v->getAsBoolean();
     if (!b)
       return wrong(key, "true or false");
@@ -69,16 +69,17 @@ public:
 } // namespace
 
 /// `#loom.sgd/adam/adamw` from the "optimizer" object, checked as
-/// loom-attach-optimizer checks its options.
+/// loom-attach-optimizer checks its options. Capture writes every
+/// hyperparameter resolved, so none may be missing: the defaults live in
+/// the optimizer attributes and torch.optim, not here.
 static Attribute parseOptimizer(const json::Object &o, MLIRContext *ctx,
                                 std::string &error) {
   FieldReader r(o, "optimizer.", error);
   std::optional<StringRef> name = o.getString("name");
   if (!name || !llvm::is_contained({"sgd", "adam", "adamw"}, *name))
     return r.wrong("name", "\"sgd\", \"adam\" or \"adamw\""), nullptr;
-  std::optional<double> lr = r.number("lr", 1e-3);
-  std::optional<double> weightDecay =
-      r.number("weight_decay", *name == "adamw" ? 1e-2 : 0.0);
+  std::optional<double> lr = r.number("lr");
+  std::optional<double> weightDecay = r.number("weight_decay");
   std::optional<bool> maximize = r.boolean("maximize");
   if (!lr || !weightDecay || !maximize)
     return nullptr;
@@ -92,8 +93,8 @@ static Attribute parseOptimizer(const json::Object &o, MLIRContext *ctx,
   });
   auto emitError = [&] { return mlir::emitError(UnknownLoc::get(ctx)); };
   if (*name == "sgd") {
-    std::optional<double> momentum = r.number("momentum", 0.0);
-    std::optional<double> dampening = r.number("dampening", 0.0);
+    std::optional<double> momentum = r.number("momentum");
+    std::optional<double> dampening = r.number("dampening");
     std::optional<bool> nesterov = r.boolean("nesterov");
     if (!momentum || !dampening || !nesterov)
       return nullptr;
@@ -101,19 +102,18 @@ static Attribute parseOptimizer(const json::Object &o, MLIRContext *ctx,
                                f(*dampening), f(*weightDecay), *nesterov,
                                *maximize);
   }
-  double betas[2] = {0.9, 0.999};
-  if (const json::Value *v = o.get("betas")) {
-    const json::Array *a = v->getAsArray();
-    std::optional<double> b0 =
-        a && a->size() == 2 ? (*a)[0].getAsNumber() : std::nullopt;
-    std::optional<double> b1 =
-        a && a->size() == 2 ? (*a)[1].getAsNumber() : std::nullopt;
-    if (!b0 || !b1)
-      return r.wrong("betas", "a list of two numbers"), nullptr;
-    betas[0] = *b0;
-    betas[1] = *b1;
-  }
-  std::optional<double> eps = r.number("eps", 1e-8);
+  const json::Value *betasValue = o.get("betas");
+  if (!betasValue)
+    return r.missing("betas"), nullptr;
+  const json::Array *a = betasValue->getAsArray();
+  std::optional<double> b0 =
+      a && a->size() == 2 ? (*a)[0].getAsNumber() : std::nullopt;
+  std::optional<double> b1 =
+      a && a->size() == 2 ? (*a)[1].getAsNumber() : std::nullopt;
+  if (!b0 || !b1)
+    return r.wrong("betas", "a list of two numbers"), nullptr;
+  double betas[2] = {*b0, *b1};
+  std::optional<double> eps = r.number("eps");
   if (!eps)
     return nullptr;
   if (*name == "adam")
