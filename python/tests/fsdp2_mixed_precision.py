@@ -37,7 +37,6 @@ and examples/vit.py on 2 ranks with torch 2.9.1).
 from __future__ import annotations
 
 import argparse
-import datetime
 import copy
 import json
 import sys
@@ -50,7 +49,7 @@ sys.path.insert(0, str(REPO / "python"))
 
 from loom.capture import call_make, load_make  # noqa: E402
 from loom.safetensors_io import save_tensors  # noqa: E402
-from torch_dp_reference import train_on_ranks  # noqa: E402
+from torch_dp_reference import spawn_ranks, start_rank, stop_rank, train_on_ranks  # noqa: E402
 
 
 def rank_slice(batch: tuple[torch.Tensor, ...], rank: int, world: int,
@@ -144,20 +143,11 @@ def emulate(model_file: Path, capture_dir: Path, out: Path, world: int,
     return report
 
 
-def _fsdp2_rank(rank: int, world: int, port: int, model_file: str, hyper: dict,
-                steps: int, seed: int, out: str) -> None:
-    import os
-
-    import torch.distributed as dist
+def _fsdp2_rank(rank: int, world: int, store: str, out: str, model_file: str, hyper: dict,
+                steps: int, seed: int) -> None:
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    # A bounded rendezvous and collectives: a port taken by another job
-    # between choosing it and binding it fails the test instead of hanging.
-    dist.init_process_group("gloo", rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=120))
+    start_rank(rank, world, store)
     try:
         torch.manual_seed(seed)
         program = call_make(load_make(Path(model_file)), Path(model_file))
@@ -173,27 +163,16 @@ def _fsdp2_rank(rank: int, world: int, port: int, model_file: str, hyper: dict,
         if rank == 0:
             torch.save({"losses": losses, "params": params}, out)
     finally:
-        dist.destroy_process_group()
+        stop_rank()
 
 
 def compare_with_fsdp2(model_file: Path, reference: Path, world: int) -> bool:
     """Trains with the real fully_shard and compares with ``reference`` (emulated)."""
-    import socket
-    import tempfile
-
-    import torch.multiprocessing as mp
     from safetensors.torch import load_file
 
     report = json.loads((reference / "reference.json").read_text())
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    with tempfile.TemporaryDirectory() as tmp:
-        out = str(Path(tmp) / "fsdp2.pt")
-        mp.spawn(_fsdp2_rank, nprocs=world,
-                 args=(world, port, str(model_file.resolve()), report["optimizer"],
-                       report["steps"], report["seed"], out))
-        got = torch.load(out)
+    got = spawn_ranks(_fsdp2_rank, world, str(model_file.resolve()), report["optimizer"],
+                      report["steps"], report["seed"])
     want = load_file(str(reference / "reference.safetensors"))
     loss_diff = max(abs(a - b) for a, b in zip(got["losses"], report["losses"]))
     param_diff = max((got["params"][n].double() - want[n].double()).abs().max().item()

@@ -3,8 +3,8 @@
 Trains the model of a capture (same file, seed, batches, optimizer and
 steps, from its ``reference.json`` and ``run.json``) with the real
 ``DistributedDataParallel`` or ``fully_shard`` on ``--world`` processes
-(``torch.multiprocessing`` spawn, ``init_process_group("gloo")`` on a free
-loopback port, one ATen thread per rank as loom-run uses), each rank on its
+(``torch.multiprocessing`` spawn, ``init_process_group("gloo")`` with a
+file store, one ATen thread per rank as loom-run uses), each rank on its
 rows ``[r*B/N, (r+1)*B/N)`` of every batch, and writes the result in the
 capture's layout so that ``loom-run --check`` compares Loom with it:
 
@@ -31,9 +31,8 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import faulthandler
 import json
-import os
-import socket
 import sys
 import tempfile
 from pathlib import Path
@@ -92,19 +91,59 @@ def _full(p: torch.Tensor) -> torch.Tensor:
     return full.detach().clone()
 
 
-def _rank(rank: int, world: int, port: int, mode: str, shard: int, model_file: str,
-          config: dict, out: str) -> None:
+# A rank trains in seconds; one still running after this long is stuck (a
+# CI run once saw the DDP reference hang past the test's 10 minutes with
+# every collective bounded). It prints every thread's Python stack and
+# exits, so the failure says where, and spawn_ranks() tries once more.
+RANK_DEADLINE_S = 240
+
+
+def start_rank(rank: int, world: int, store: str) -> None:
+    """Joins the Gloo group of ``spawn_ranks`` with the settings of a
+    capture (one ATen thread, deterministic kernels, float32)."""
     import torch.distributed as dist
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    faulthandler.dump_traceback_later(RANK_DEADLINE_S, exit=True)
     torch.set_num_threads(1)
-    # The capture's settings, so make() builds the same weights and batches.
     torch.use_deterministic_algorithms(True, warn_only=True)
     torch.set_default_dtype(torch.float32)
-    # A bounded rendezvous and collectives: a port taken by another job
-    # between choosing it and binding it fails the test instead of hanging.
-    dist.init_process_group("gloo", rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=120))
+    # A file store: no port to choose, so no other job on the machine can
+    # take it between choosing and binding; collectives are bounded.
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank,
+                            world_size=world, timeout=datetime.timedelta(seconds=120))
+
+
+def stop_rank() -> None:
+    import torch.distributed as dist
+
+    dist.destroy_process_group()
+    faulthandler.cancel_dump_traceback_later()
+
+
+def spawn_ranks(fn, world: int, *args):
+    """Runs ``fn(rank, world, store, result, *args)`` on ``world`` spawned
+    processes and returns what rank 0 saved to ``result`` (``torch.save``).
+    ``fn`` calls ``start_rank(rank, world, store)`` first and ``stop_rank()``
+    last. A rank that dies or passes its deadline fails the attempt; the
+    second failure is raised."""
+    import torch.multiprocessing as mp
+
+    for attempt in (1, 2):
+        with tempfile.TemporaryDirectory() as tmp:
+            result = str(Path(tmp) / "result.pt")
+            try:
+                mp.spawn(fn, nprocs=world, args=(world, str(Path(tmp) / "store"), result, *args))
+            except mp.ProcessExitedException as exc:
+                if attempt == 2:
+                    raise
+                print(f"spawn_ranks: attempt 1 failed ({exc}); trying once more", file=sys.stderr)
+                continue
+            return torch.load(result)
+
+
+def _rank(rank: int, world: int, store: str, out: str, mode: str, shard: int, model_file: str,
+          config: dict) -> None:
+    start_rank(rank, world, store)
     try:
         torch.manual_seed(config["seed"])
         program = call_make(load_make(Path(model_file)), Path(model_file))
@@ -128,13 +167,7 @@ def _rank(rank: int, world: int, port: int, mode: str, shard: int, model_file: s
         if rank == 0:
             torch.save({"losses": losses, "final": final, "before_last": before_last}, out)
     finally:
-        dist.destroy_process_group()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        stop_rank()
 
 
 def write_reference(capture: Path, out: Path, losses: list[float],
@@ -152,16 +185,10 @@ def write_reference(capture: Path, out: Path, losses: list[float],
 
 
 def train(model_file: Path, capture: Path, out: Path, mode: str, world: int, shard: int = 1) -> dict:
-    import torch.multiprocessing as mp
-
     config = json.loads((capture / "run.json").read_text())
     if config["world_size"] != world:
         raise ValueError(f"the capture is for {config['world_size']} ranks, not {world}")
-    with tempfile.TemporaryDirectory() as tmp:
-        result = str(Path(tmp) / "result.pt")
-        mp.spawn(_rank, nprocs=world,
-                 args=(world, _free_port(), mode, shard, str(model_file.resolve()), config, result))
-        got = torch.load(result)
+    got = spawn_ranks(_rank, world, mode, shard, str(model_file.resolve()), config)
     label = f"PyTorch {mode} on {world} Gloo ranks"
     write_reference(capture, out, got["losses"], got["final"], label)
     write_reference(capture, out / "one-step-short", got["losses"], got["before_last"],
