@@ -432,6 +432,18 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
       return op->emitOpError("'") << name << "' must be a #loom.phase";
     return success();
   }
+  if (name == kAcRegionAttrName) {
+    auto region = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!region || !region.getType().isInteger(64) || region.getInt() < 0)
+      return op->emitOpError("'")
+             << name << "' must be a non-negative i64 checkpoint region id";
+    return success();
+  }
+  if (name == kAcPolicyAttrName) {
+    if (!isa<AcPolicyAttr>(attr.getValue()))
+      return op->emitOpError("'") << name << "' must be a #loom.ac_policy";
+    return success();
+  }
   if (name == kMicrobatchAttrName) {
     auto index = dyn_cast<IntegerAttr>(attr.getValue());
     if (!index || !index.getType().isInteger(64) || index.getInt() < 0)

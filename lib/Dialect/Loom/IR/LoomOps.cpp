@@ -2,6 +2,8 @@
 
 #include "loom/Dialect/Loom/IR/LoomOps.h"
 
+#include "loom/Dialect/Loom/IR/OpClassification.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/StringSet.h"
@@ -541,6 +543,98 @@ LogicalResult OptimizerUpdateOp::verify() {
     if (r.getType() != type)
       return emitOpError("result type ")
              << r.getType() << " differs from parameter type " << type;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// RecomputeOp
+//===----------------------------------------------------------------------===//
+
+void RecomputeOp::build(OpBuilder &builder, OperationState &state,
+                        StringRef module, TypeRange results,
+                        ValueRange inputs) {
+  state.addAttribute(getModuleAttrName(state.name),
+                     builder.getStringAttr(module));
+  state.addOperands(inputs);
+  state.addTypes(results);
+  Region *body = state.addRegion();
+  Block *block = new Block();
+  body->push_back(block);
+  for (Value input : inputs)
+    block->addArgument(input.getType(), input.getLoc());
+}
+
+YieldOp RecomputeOp::getYield() {
+  return dyn_cast<YieldOp>(getBodyBlock().getTerminator());
+}
+
+// loom.recompute "module" (%a, %b) : (A, B) -> (R) { ^bb0(...): ... } attrs
+ParseResult RecomputeOp::parse(OpAsmParser &parser, OperationState &result) {
+  StringAttr module;
+  SmallVector<OpAsmParser::UnresolvedOperand> inputs;
+  FunctionType type;
+  if (parser.parseAttribute(module, getModuleAttrName(result.name),
+                            result.attributes) ||
+      parser.parseOperandList(inputs, OpAsmParser::Delimiter::Paren) ||
+      parser.parseColonType(type))
+    return failure();
+  if (parser.resolveOperands(inputs, type.getInputs(), parser.getNameLoc(),
+                             result.operands))
+    return failure();
+  result.addTypes(type.getResults());
+  Region *body = result.addRegion();
+  if (parser.parseRegion(*body, /*arguments=*/{}) ||
+      parser.parseOptionalAttrDict(result.attributes))
+    return failure();
+  return success();
+}
+
+void RecomputeOp::print(OpAsmPrinter &p) {
+  p << ' ';
+  p.printAttributeWithoutType(getModuleAttr());
+  p << " (" << getInputs() << ") : ";
+  p.printFunctionalType(getInputs().getTypes(), getResultTypes());
+  p << ' ';
+  p.printRegion(getBody(), /*printEntryBlockArgs=*/true,
+                /*printBlockTerminators=*/true);
+  p.printOptionalAttrDict((*this)->getAttrs(), {getModuleAttrName()});
+}
+
+LogicalResult RecomputeOp::verify() {
+  Block &block = getBodyBlock();
+  if (block.getNumArguments() != getInputs().size())
+    return emitOpError("body has ")
+           << block.getNumArguments() << " arguments for "
+           << getInputs().size() << " inputs";
+  for (auto [i, arg, input] : llvm::enumerate(block.getArguments(), getInputs()))
+    if (arg.getType() != input.getType())
+      return emitOpError("body argument #")
+             << i << " has type " << arg.getType() << ", but input #" << i
+             << " is " << input.getType();
+  return success();
+}
+
+LogicalResult RecomputeOp::verifyRegions() {
+  auto yield = getYield();
+  if (!yield)
+    return emitOpError("body must end with 'loom.yield'");
+  if (yield.getValues().getTypes() != getResultTypes())
+    return yield.emitOpError("yields ")
+           << yield.getValues().size() << " values of types "
+           << yield.getValues().getTypes() << ", but the recompute has results "
+           << getResultTypes();
+  for (Operation &op : getBodyBlock().without_terminator()) {
+    auto aten = dyn_cast<AtenOp>(op);
+    if (!aten)
+      return op.emitOpError("cannot be recomputed: a recompute body holds only "
+                            "'loom.aten' ops");
+    if (isRandomAtenOp(aten.getKernel()))
+      return op.emitOpError("is random and cannot be recomputed: its output "
+                            "must be saved so that backward sees the same "
+                            "values as forward");
+    if (isInPlaceAtenOp(aten))
+      return op.emitOpError("mutates its input and cannot be recomputed");
+  }
   return success();
 }
 

@@ -58,6 +58,13 @@ def Loom_Dialect : Dialect {
     /// What capture was asked (`#loom.run_config`), on the module.
     static constexpr ::llvm::StringLiteral kRunConfigAttrName =
         "loom.run_config";
+    /// On a forward op: the `torch.utils.checkpoint` region it ran in at
+    /// capture (PyTorch's `ac_graph_id`), and what that region's policy said
+    /// of it (`loom.ac_policy`).
+    static constexpr ::llvm::StringLiteral kAcRegionAttrName =
+        "loom.ac_region";
+    static constexpr ::llvm::StringLiteral kAcPolicyAttrName =
+        "loom.ac_policy";
   }];
 }
 
@@ -74,6 +81,23 @@ def Loom_Phase : I32EnumAttr<"Phase", "phase of the training step an op belongs 
   let genSpecializedAttr = 0;
 }
 def Loom_PhaseAttr : EnumAttr<Loom_Dialect, Loom_Phase, "phase"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
+// What a checkpoint policy decides of one forward op: PyTorch's
+// `torch.utils.checkpoint.CheckpointPolicy`.
+def Loom_AcMustSave : I32EnumAttrCase<"must_save", 0>;
+def Loom_AcPreferSave : I32EnumAttrCase<"prefer_save", 1>;
+def Loom_AcMustRecompute : I32EnumAttrCase<"must_recompute", 2>;
+def Loom_AcPreferRecompute : I32EnumAttrCase<"prefer_recompute", 3>;
+def Loom_AcPolicy : I32EnumAttr<"AcPolicy",
+    "what activation checkpointing does with a forward op's outputs",
+    [Loom_AcMustSave, Loom_AcPreferSave, Loom_AcMustRecompute,
+     Loom_AcPreferRecompute]> {
+  let cppNamespace = "::loom";
+  let genSpecializedAttr = 0;
+}
+def Loom_AcPolicyAttr : EnumAttr<Loom_Dialect, Loom_AcPolicy, "ac_policy"> {
   let assemblyFormat = "`<` $value `>`";
 }
 

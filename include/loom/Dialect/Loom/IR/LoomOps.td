@@ -7,6 +7,7 @@ include "loom/Dialect/Loom/IR/LoomBase.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/IR/BuiltinAttributes.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
 
 //===----------------------------------------------------------------------===//
 // Mesh
@@ -265,6 +266,66 @@ def Loom_WaitOp : Loom_Op<"wait"> {
     $future attr-dict `:` qualified(type($future)) (`->` type($result)^)?
   }];
   let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Recompute
+//===----------------------------------------------------------------------===//
+
+def Loom_RecomputeOp : Loom_Op<"recompute", [
+    IsolatedFromAbove, SingleBlock, RecursiveMemoryEffects]> {
+  let summary = "Forward ops re-executed in backward instead of saved";
+  let description = [{
+    Activation checkpointing as structure. The body is a copy of forward ops
+    of one module, run again where backward first needs their values; the
+    op's results replace, in backward, the forward values they recompute, so
+    the forward values need not live from forward to backward. The operands
+    are what the body reads from outside (the saved inputs of the region:
+    module inputs, parameters, the outputs of saved ops), bound to the
+    body's arguments in order; `loom.yield` gives the results.
+
+    The body holds only ATen ops that compute the same values each time they
+    run: no collectives, no optimizer updates, no nested recompute, and no
+    random ops (a random op's output is saved, so dropout masks are
+    identical). `module` is the module whose forward the body repeats.
+
+    ```mlir
+    %h = loom.recompute "layers.0" (%x, %w) : (tensor<4x8xf32>, tensor<8x8xf32>)
+        -> tensor<4x8xf32> {
+    ^bb0(%a: tensor<4x8xf32>, %b: tensor<8x8xf32>):
+      %0 = loom.aten "aten::mm.default"(%a, %b) {args = [#loom.arg<0>, #loom.arg<1>]}
+          : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+      %1 = loom.aten "aten::relu.default"(%0) {args = [#loom.arg<0>]}
+          : (tensor<4x8xf32>) -> tensor<4x8xf32>
+      loom.yield %1 : tensor<4x8xf32>
+    } {loom.module = "layers.0", loom.phase = #loom.phase<backward>}
+    ```
+  }];
+  let arguments = (ins StrAttr:$module, Variadic<AnyRankedTensor>:$inputs);
+  let results = (outs Variadic<AnyRankedTensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let hasCustomAssemblyFormat = 1;
+  let hasVerifier = 1;
+  let hasRegionVerifier = 1;
+  let skipDefaultBuilders = 1;
+  let builders = [
+    // An op with an empty body block whose arguments match `inputs`; the
+    // caller fills it and ends it with a loom.yield.
+    OpBuilder<(ins "::llvm::StringRef":$module, "::mlir::TypeRange":$results,
+                   "::mlir::ValueRange":$inputs)>
+  ];
+  let extraClassDeclaration = [{
+    ::mlir::Block &getBodyBlock() { return getBody().front(); }
+    /// The terminator of the body.
+    YieldOp getYield();
+  }];
+}
+
+def Loom_YieldOp : Loom_Op<"yield", [Pure, Terminator, ReturnLike,
+                                     HasParent<"RecomputeOp">]> {
+  let summary = "The values a recompute region gives back";
+  let arguments = (ins Variadic<AnyRankedTensor>:$values);
+  let assemblyFormat = "($values^ `:` type($values))? attr-dict";
 }
 
 //===----------------------------------------------------------------------===//
