@@ -343,6 +343,29 @@ static void buildProgram(func::FuncOp func, StepSignature &sig,
   func.erase();
 }
 
+/// Runs each recompute region where it stands: a loomrt program is straight
+/// line, so the body's ops move before the region (taking its phase, as they
+/// run in backward), its arguments become its inputs and its results the
+/// values it yields.
+static void inlineRecomputeRegions(func::FuncOp func) {
+  SmallVector<RecomputeOp> regions;
+  func.walk([&](RecomputeOp op) { regions.push_back(op); });
+  for (RecomputeOp region : regions) {
+    Block &body = region.getBodyBlock();
+    YieldOp yield = region.getYield();
+    for (auto [arg, input] : llvm::zip(body.getArguments(), region.getInputs()))
+      arg.replaceAllUsesWith(input);
+    region.replaceAllUsesWith(yield.getValues());
+    Attribute phase = region->getAttr(LoomDialect::kPhaseAttrName);
+    for (Operation &op : llvm::make_early_inc_range(body.without_terminator())) {
+      op.moveBefore(region);
+      if (phase)
+        op.setAttr(LoomDialect::kPhaseAttrName, phase);
+    }
+    region.erase();
+  }
+}
+
 namespace {
 struct LoomLowerToRTPass
     : public loom::impl::LoomLowerToRTBase<LoomLowerToRTPass> {
@@ -357,6 +380,7 @@ struct LoomLowerToRTPass
       return signalPassFailure();
     }
     for (func::FuncOp func : steps) {
+      inlineRecomputeRegions(func);
       StepSignature sig = readSignature(func);
       Attribute optimizer;
       if (failed(resolveMesh(func, sig)) ||
