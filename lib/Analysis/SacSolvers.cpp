@@ -173,14 +173,16 @@ bool finalize(SacModuleGraph &graph, Path path) {
     }
   llvm::StringSet<> seen;
   for (auto [i, node] : llvm::enumerate(graph.nodes)) {
-    Path fqnPath = path.field("nodes").index(i).field("fqn");
+    // A Path points at its parent: report in one expression, while the
+    // temporaries of the chain are alive.
     if (!seen.insert(node.fqn).second) {
-      fqnPath.report("module listed twice");
+      path.field("nodes").index(i).field("fqn").report("module listed twice");
       return false;
     }
     auto it = postPos.find(node.fqn);
     if (it == postPos.end()) {
-      fqnPath.report("module missing from fw_post_order");
+      path.field("nodes").index(i).field("fqn").report(
+          "module missing from fw_post_order");
       return false;
     }
     node.posFwPostOrder = it->second;
@@ -244,15 +246,17 @@ bool loom::fromJSON(const Value &value, SacModuleGraph &graph, Path path) {
   const llvm::json::Array *nodes = object->getArray("nodes");
   for (auto [i, nodeValue] : llvm::enumerate(*nodes)) {
     const llvm::json::Object *node = nodeValue.getAsObject();
-    Path nodePath = path.field("nodes").index(i);
     if (std::optional<int64_t> index = node->getInteger("index");
         index && *index != static_cast<int64_t>(i)) {
-      nodePath.field("index").report("must be the node's position in nodes");
+      path.field("nodes").index(i).field("index").report(
+          "must be the node's position in nodes");
       return false;
     }
     if (std::optional<int64_t> pos = node->getInteger("pos_fw_post_order");
         pos && *pos != graph.nodes[i].posFwPostOrder) {
-      nodePath.field("pos_fw_post_order")
+      path.field("nodes")
+          .index(i)
+          .field("pos_fw_post_order")
           .report("disagrees with the module's position in fw_post_order");
       return false;
     }
