@@ -13,7 +13,8 @@ Two formulations (lib/Analysis/SacSolvers.cpp):
   the recomputation time (within 1%).
 
 The statistics are PyTorch's own: the test model of ``test_sac_ilp.py``
-(``Transformer`` with 4 layers, dim 768, 12 heads, vocabulary 8192, sequence
+(PyTorch's test ``Transformer``, imported from ``torch.testing._internal``,
+with 4 layers, dim 768, 12 heads, vocabulary 8192, sequence
 1024, batch 8, Adam) goes through ``MemTracker``, ``RuntimeEstimator`` and
 ``SACEstimator`` under ``FakeTensorMode`` on the CPU, then ``aggregate_stats``
 and ``parse_module_info``, as ``TestSACILP`` does on a GPU. Two things differ
@@ -45,7 +46,6 @@ import json
 import math
 import re
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -64,8 +64,10 @@ pytestmark = [
 import pulp  # noqa: E402,F401
 import pwlf  # noqa: E402,F401
 import torch  # noqa: E402
-from torch import nn  # noqa: E402
-from torch.nn import functional as F  # noqa: E402
+from torch.testing._internal.distributed._tensor.common_dtensor import (  # noqa: E402
+    ModelArgs,
+    Transformer,
+)
 
 GIB = 2**30
 GAP = 1e-4
@@ -139,81 +141,6 @@ def test_malformed_statistics_are_located(tmp_path):
 
 # --- the module-level MILP -------------------------------------------------
 
-@dataclass
-class ModelArgs:
-    """The fields of PyTorch's test ModelArgs that its SAC test sets."""
-    n_layers: int = 4
-    vocab_size: int = 8192
-    max_seq_len: int = 1024
-    dim: int = 768
-    n_heads: int = 12
-    dropout_p: float = 0.1
-
-
-class Attention(nn.Module):
-    def __init__(self, args: ModelArgs):
-        super().__init__()
-        self.n_heads, self.dropout_p = args.n_heads, args.dropout_p
-        self.wq, self.wk, self.wv, self.wo = (nn.Linear(args.dim, args.dim, bias=False)
-                                              for _ in range(4))
-        self.resid_dropout = nn.Dropout(args.dropout_p)
-
-    def forward(self, x):
-        b, s, d = x.shape
-        q, k, v = (w(x).view(b, s, self.n_heads, d // self.n_heads).transpose(1, 2)
-                   for w in (self.wq, self.wk, self.wv))
-        out = F.scaled_dot_product_attention(q, k, v, None,
-                                             self.dropout_p if self.training else 0,
-                                             is_causal=True)
-        return self.resid_dropout(self.wo(out.transpose(1, 2).contiguous().view(b, s, d)))
-
-
-class FeedForward(nn.Module):
-    def __init__(self, args: ModelArgs):
-        super().__init__()
-        self.w1 = nn.Linear(args.dim, 4 * args.dim)
-        self.gelu = nn.GELU()
-        self.w2 = nn.Linear(4 * args.dim, args.dim)
-        self.resid_dropout = nn.Dropout(args.dropout_p)
-
-    def forward(self, x):
-        return self.resid_dropout(self.w2(self.gelu(self.w1(x))))
-
-
-class TransformerBlock(nn.Module):
-    def __init__(self, args: ModelArgs):
-        super().__init__()
-        self.attention_norm = nn.LayerNorm(args.dim)
-        self.attention = Attention(args)
-        self.ffn_norm = nn.LayerNorm(args.dim)
-        self.feed_forward = FeedForward(args)
-
-    def forward(self, x):
-        h = x + self.attention(self.attention_norm(x))
-        return h + self.feed_forward(self.ffn_norm(h))
-
-
-class Transformer(nn.Module):
-    """PyTorch's test Transformer (tied embeddings, causal attention)."""
-
-    def __init__(self, args: ModelArgs):
-        super().__init__()
-        self.tok_embeddings = nn.Embedding(args.vocab_size, args.dim)
-        self.pos_embeddings = nn.Embedding(args.max_seq_len, args.dim)
-        self.dropout = nn.Dropout(args.dropout_p)
-        self.layers = nn.ModuleList(TransformerBlock(args) for _ in range(args.n_layers))
-        self.norm = nn.LayerNorm(args.dim)
-        self.output = nn.Linear(args.dim, args.vocab_size, bias=False)
-        self.output.weight = self.tok_embeddings.weight
-
-    def forward(self, tokens):
-        pos = torch.arange(tokens.size(1), device=tokens.device)
-        h = self.dropout(self.tok_embeddings(tokens) + self.pos_embeddings(pos))
-        for layer in self.layers:
-            h = layer(h)
-        return self.output(self.norm(h)).float()
-
-
 def pytorch_module_graph():
     """TestSACILP's statistics pipeline, on the CPU under FakeTensorMode."""
     import numpy as np
@@ -239,7 +166,8 @@ def pytorch_module_graph():
         np.random.seed(0)
         torch.manual_seed(0)
         with FakeTensorMode():
-            model = Transformer(ModelArgs())
+            model = Transformer(ModelArgs(n_layers=4, n_heads=12, vocab_size=8192,
+                                          max_seq_len=1024, dim=768, dropout_p=0.1))
             optimizer = torch.optim.Adam(model.parameters(), lr=1e-2, foreach=True)
             inp = torch.randint(0, 8192, (8, 1024))
             mem_tracker = MemTracker()
