@@ -63,6 +63,52 @@ TEST(MilpTest, UnboundedIsNotInfeasible) {
   EXPECT_NE(solution.status, MilpStatus::Optimal);
 }
 
+/// A market-split problem (Cornuejols and Dawande): 4 equality rows over 30
+/// binaries, which branch and bound cannot settle in seconds. With slacks
+/// and their sum as the objective a solution is found at once and never
+/// proved optimal; without them none is found.
+MilpProblem marketSplit(bool withSlacks) {
+  MilpProblem problem;
+  std::vector<unsigned> x;
+  for (int j = 0; j < 30; ++j)
+    x.push_back(problem.addBinary("x"));
+  std::vector<MilpProblem::Term> objective;
+  uint32_t state = 12345;
+  for (int i = 0; i < 4; ++i) {
+    std::vector<MilpProblem::Term> row;
+    double sum = 0;
+    for (int j = 0; j < 30; ++j) {
+      state = state * 1103515245u + 12345u;
+      double coeff = (state >> 16) % 100;
+      row.push_back({x[j], coeff});
+      sum += coeff;
+    }
+    if (withSlacks) {
+      unsigned over = problem.addContinuous("over");
+      unsigned under = problem.addContinuous("under");
+      row.push_back({over, -1});
+      row.push_back({under, 1});
+      objective.push_back({over, 1});
+      objective.push_back({under, 1});
+    }
+    problem.addEqual(row, std::floor(sum / 2));
+  }
+  problem.setObjective(MilpProblem::Sense::Minimize, objective);
+  return problem;
+}
+
+TEST(MilpTest, TimeLimitWithAndWithoutASolution) {
+  MilpOptions options;
+  options.timeLimitSeconds = 0.5;
+  MilpSolution feasible = solveMilp(marketSplit(/*withSlacks=*/true), options);
+  EXPECT_EQ(feasible.status, MilpStatus::Feasible);
+  EXPECT_EQ(feasible.values.size(), 38u);
+  EXPECT_LE(feasible.bound, feasible.objective);
+  MilpSolution none = solveMilp(marketSplit(/*withSlacks=*/false), options);
+  EXPECT_EQ(none.status, MilpStatus::TimeLimitNoSolution);
+  EXPECT_TRUE(none.values.empty());
+}
+
 //===----------------------------------------------------------------------===//
 // Per-op knapsack: PyTorch's test_get_optimial_checkpointing_policy_per_module
 //===----------------------------------------------------------------------===//

@@ -11,7 +11,10 @@
 #include <CoinPackedVector.hpp>
 #include <OsiClpSolverInterface.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <exception>
 #include <mutex>
 #include <string>
 
@@ -64,6 +67,14 @@ llvm::StringRef loom::stringifyMilpStatus(MilpStatus status) {
 }
 
 namespace {
+/// A number for CBC's command line, at full precision (std::to_string
+/// prints 1e-7 as 0.000000).
+std::string cbcNumber(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.17g", value);
+  return text;
+}
+
 double toCoin(double bound, double infinity) {
   if (std::isinf(bound))
     return bound > 0 ? infinity : -infinity;
@@ -119,29 +130,28 @@ MilpSolution solveWithCbc(const MilpProblem &problem,
   data.noPrinting_ = true;
   data.useSignalHandler_ = false;
   CbcMain0(model, data);
-  std::string seconds = std::to_string(options.timeLimitSeconds);
-  std::string gap = std::to_string(options.relativeGap);
+  // The time limit is wall-clock (`elapsed`), as PuLP sets it, not CBC's
+  // default CPU time.
   std::string seed = std::to_string(options.seed);
-  const char *argv[] = {"loom",
-                        "-log",
-                        "0",
-                        "-slog",
-                        "0",
-                        "-threads",
-                        "1",
-                        "-randomCbcSeed",
-                        seed.c_str(),
-                        "-randomSeed",
-                        seed.c_str(),
-                        "-seconds",
-                        seconds.c_str(),
-                        "-ratioGap",
-                        gap.c_str(),
-                        "-solve",
-                        "-quit"};
-  int argc = sizeof(argv) / sizeof(argv[0]);
-  CbcMain1(
-      argc, argv, model, [](CbcModel *, int) { return 0; }, data);
+  std::pair<const char *, std::string> settings[] = {
+      {"-log", "0"},
+      {"-slog", "0"},
+      {"-threads", "1"},
+      {"-randomCbcSeed", seed},
+      {"-randomSeed", seed},
+      {"-timeMode", "elapsed"},
+      {"-seconds", cbcNumber(std::min(options.timeLimitSeconds, 1e9))},
+      {"-ratioGap", cbcNumber(options.relativeGap)},
+  };
+  std::vector<const char *> argv = {"loom"};
+  for (const auto &[name, value] : settings) {
+    argv.push_back(name);
+    argv.push_back(value.c_str());
+  }
+  argv.push_back("-solve");
+  argv.push_back("-quit");
+  auto noCallback = [](CbcModel *, int) { return 0; };
+  CbcMain1(argv.size(), argv.data(), model, noCallback, data);
 
   MilpSolution result;
   const double *best = model.bestSolution();
@@ -189,6 +199,11 @@ MilpSolution loom::solveMilp(const MilpProblem &problem,
     MilpSolution result;
     result.status = MilpStatus::Error;
     result.message = e.className() + "::" + e.methodName() + ": " + e.message();
+    return result;
+  } catch (const std::exception &e) {
+    MilpSolution result;
+    result.status = MilpStatus::Error;
+    result.message = e.what();
     return result;
   }
 }
