@@ -183,7 +183,7 @@ TEST(SacKnapsackTest, IndexOutOfRangeFails) {
   llvm::Expected<std::vector<int>> decisions = solveSacKnapsack(stats, 0.5);
   ASSERT_FALSE(bool(decisions));
   EXPECT_EQ(llvm::toString(decisions.takeError()),
-            "inplace_ops names op 8, but there are 8 ops");
+            "inplace_ops[2] names op 8, but there are 8 ops");
 }
 
 //===----------------------------------------------------------------------===//

@@ -80,9 +80,7 @@ double toCoin(double bound, double infinity) {
     return bound > 0 ? infinity : -infinity;
   return bound;
 }
-} // namespace
 
-namespace {
 MilpSolution solveWithCbc(const MilpProblem &problem,
                           const MilpOptions &options) {
   llvm::ArrayRef<MilpProblem::Variable> vars = problem.getVariables();

@@ -4,6 +4,7 @@
 
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
@@ -36,28 +37,29 @@ loom::solveSacKnapsack(const SacStats &stats, double memoryBudget,
   if (!(memoryBudget >= 0 && memoryBudget <= 1))
     return error(llvm::formatv(
         "memory budget must be a fraction between 0 and 1, got {0}",
-        memoryBudget));
+        llvm::format("%g", memoryBudget)));
   unsigned numOps = stats.funcNames.size();
   if (stats.runtimes.size() != numOps || stats.memory.size() != numOps)
     return error(llvm::formatv("{0} ops but {1} runtimes and {2} memory sizes",
                                numOps, stats.runtimes.size(),
                                stats.memory.size()));
-  auto checkIndex = [&](unsigned op, llvm::StringRef list) -> llvm::Error {
+  auto checkIndex = [&](unsigned op, llvm::StringRef list,
+                        size_t position) -> llvm::Error {
     if (op >= numOps)
-      return error(llvm::formatv("{0} names op {1}, but there are {2} ops",
-                                 list, op, numOps));
+      return error(llvm::formatv("{0}[{1}] names op {2}, but there are {3} ops",
+                                 list, position, op, numOps));
     return llvm::Error::success();
   };
-  for (unsigned op : stats.viewLikeOps)
-    if (llvm::Error e = checkIndex(op, "view_like_ops"))
+  for (auto [k, op] : llvm::enumerate(stats.viewLikeOps))
+    if (llvm::Error e = checkIndex(op, "view_like_ops", k))
       return std::move(e);
-  for (unsigned op : stats.randOps)
-    if (llvm::Error e = checkIndex(op, "rand_ops"))
+  for (auto [k, op] : llvm::enumerate(stats.randOps))
+    if (llvm::Error e = checkIndex(op, "rand_ops", k))
       return std::move(e);
-  for (auto [op, parent] : stats.inplaceOps) {
-    if (llvm::Error e = checkIndex(op, "inplace_ops"))
+  for (auto [k, pair] : llvm::enumerate(stats.inplaceOps)) {
+    if (llvm::Error e = checkIndex(pair.first, "inplace_ops", k))
       return std::move(e);
-    if (llvm::Error e = checkIndex(parent, "inplace_ops"))
+    if (llvm::Error e = checkIndex(pair.second, "inplace_ops", k))
       return std::move(e);
   }
 
@@ -155,9 +157,7 @@ bool isSelfOrSubmodule(llvm::StringRef descendant, llvm::StringRef ancestor) {
 bool isSubmodule(llvm::StringRef descendant, llvm::StringRef ancestor) {
   return descendant.contains((ancestor + ".").str());
 }
-} // namespace
 
-namespace {
 /// finalizeSacModuleGraph, reporting at the field that is wrong.
 bool finalize(SacModuleGraph &graph, Path path) {
   size_t n = graph.nodes.size();
@@ -303,6 +303,8 @@ loom::solveSacMilp(const SacModuleGraph &graph, double memoryBudgetGiB,
                  "(finalizeSacModuleGraph)");
   if (worldSize < 1)
     return error("world size must be at least 1");
+  if (std::isnan(memoryBudgetGiB))
+    return error("the memory budget is not a number");
   // A big-M that bounds every module's recomputation time (ms); PyTorch's
   // value, which keeps the problem well scaled.
   constexpr double bigM = 100;
@@ -383,8 +385,8 @@ loom::solveSacMilp(const SacModuleGraph &graph, double memoryBudgetGiB,
       continue;
     problem.addGreaterEqual({{r[i], 1}, {y[i], -(acm[i] - ia[i]) / acm[i]}}, 0);
   }
-  // 7. In backward at module i, what modules finished before i's forward
-  // discarded is not alive.
+  // 7. In backward at module i, what was discarded by the modules whose
+  // forward finished before module i's did is not alive.
   llvm::StringMap<unsigned> indexOf;
   for (auto [i, node] : llvm::enumerate(graph.nodes))
     indexOf[node.fqn] = i;
@@ -406,7 +408,8 @@ loom::solveSacMilp(const SacModuleGraph &graph, double memoryBudgetGiB,
   // 9. The peak.
   for (size_t i = 0; i < n; ++i)
     problem.addGreaterEqual({{maxM, 1}, {m[i], -1}}, 0);
-  // 10. The recomputed fraction is above every segment of the convex fit.
+  // 10. The recomputed fraction is above the line of every segment of the
+  // piecewise-linear fit (their maximum: exact where the fit is convex).
   for (size_t i = 0; i < n; ++i)
     for (unsigned s = 0; s < graph.nodes[i].nSegments; ++s)
       problem.addGreaterEqual({{rcp[i], 1}, {r[i], -graph.nodes[i].slopes[s]}},
