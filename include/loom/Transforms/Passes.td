@@ -133,7 +133,8 @@ def LoomSchedule : Pass<"loom-schedule", "::mlir::ModuleOp"> {
     every other reader of the parameter and state it overwrites (through
     views, and collectives reading them until their wait); ops drawing
     random numbers keep their order; ops the scheduler does not model are
-    barriers.
+    barriers. A `loom.recompute` region is one node, never split: it takes
+    its body's time, and the memory limit counts its body's transient peak.
 
     `memory-limit` bounds the predicted peak per rank (the liveness of
     `loom-stats`, with a collective's input held until its wait as the
