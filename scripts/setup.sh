@@ -23,6 +23,9 @@ APT_PACKAGES=(
   # Gloo's headers, which LibTorch's ProcessGroupGloo.hpp includes (the
   # wheel ships Gloo compiled, without headers)
   libgloo-dev
+  # CBC (with CLP and its Osi interface), the MILP solver behind the
+  # activation-checkpointing solvers (lib/Analysis/Milp.cpp)
+  coinor-libcbc-dev
 )
 
 missing=()
