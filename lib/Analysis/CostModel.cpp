@@ -564,6 +564,23 @@ OpCost CostModel::opCost(Operation *op) const {
     cost.seconds = rooflineTime(cost.flops, cost.bytes, cost.precision);
     return cost;
   }
+  if (auto region = dyn_cast<RecomputeOp>(op)) {
+    // The body's kernels run one after another on the compute stream; the
+    // region reports the precision and bound of its longest op.
+    double longest = -1;
+    for (Operation &inner : region.getBodyBlock().without_terminator()) {
+      OpCost c = opCost(&inner);
+      cost.seconds += c.seconds;
+      cost.flops += c.flops;
+      cost.bytes += c.bytes;
+      if (c.seconds > longest) {
+        longest = c.seconds;
+        cost.precision = c.precision;
+        cost.computeBound = c.computeBound;
+      }
+    }
+    return cost;
+  }
   if (auto update = dyn_cast<OptimizerUpdateOp>(op)) {
     auto [traffic, kernels] = optimizerTraffic(update.getOptimizer());
     cost.bytes = traffic * valueBytes(update.getParam().getType());

@@ -33,6 +33,14 @@ struct Sweep {
   function_ref<bool(Value)> isPersistent;
   /// For a result that allocates nothing, the value whose storage it uses.
   function_ref<Value(OpResult)> getAliasee;
+  /// For the argument of a recompute body, the region input bound to it.
+  static Value getRecomputeInput(Value v) {
+    auto arg = dyn_cast<BlockArgument>(v);
+    if (!arg)
+      return {};
+    auto region = dyn_cast_or_null<RecomputeOp>(arg.getOwner()->getParentOp());
+    return region ? region.getInputs()[arg.getArgNumber()] : Value();
+  }
   /// Users that keep a value to the end of the step (results, outputs).
   function_ref<bool(Operation *)> keepsToEnd;
   /// Users that are not reads (frees).
@@ -47,9 +55,19 @@ struct Sweep {
   void run(Block &block, PeakMemory &out, ArrayRef<Operation *> order = {}) {
     DenseMap<Operation *, int64_t> position;
     SmallVector<Operation *> ops;
+    // A recompute region runs its body where it stands, as the lowering
+    // inlines it: the region itself (where its inputs are read), then its
+    // ops, then its yield, each a step of the sweep, so that a body value
+    // lives only inside the region and the transient peak of the body
+    // counts.
     auto append = [&](Operation *op) {
       position[op] = ops.size();
       ops.push_back(op);
+      if (auto region = dyn_cast<RecomputeOp>(op))
+        for (Operation &inner : region.getBodyBlock()) {
+          position[&inner] = ops.size();
+          ops.push_back(&inner);
+        }
     };
     if (order.empty()) {
       for (Operation &op : block)
@@ -70,7 +88,9 @@ struct Sweep {
       if (it != storageOf.end())
         return it->second;
       Value s;
-      if (isPersistent(v))
+      if (Value input = getRecomputeInput(v))
+        s = storage(input);
+      else if (isPersistent(v))
         s = {};
       else if (auto result = dyn_cast<OpResult>(v)) {
         Value aliasee = getAliasee(result);
@@ -83,29 +103,42 @@ struct Sweep {
     for (BlockArgument arg : block.getArguments())
       if (isPersistent(arg))
         out.persistentBytes += getValueBytes(arg.getType());
-    // Where each storage is allocated and the last op that needs it.
+    // Where each storage is allocated (by the op defining it) and the last
+    // op that needs it.
     llvm::MapVector<Value, std::pair<int64_t, int64_t>> lifetime;
+    auto extend = [&](Value v, Operation *op) {
+      Value s = storage(v);
+      if (!s)
+        return;
+      // Allocated by the op defining the storage, which a region's result
+      // follows (its body op runs after the region's own step).
+      Operation *def = s.getDefiningOp();
+      int64_t first = def && position.count(def) ? position[def] : position[op];
+      auto [it, inserted] =
+          lifetime.try_emplace(s, std::make_pair(first, position[op]));
+      int64_t &last = it->second.second;
+      for (Operation *user : v.getUsers()) {
+        if (isIgnoredUser(user))
+          continue;
+        Operation *holder = getHoldUntil(user);
+        if (!holder || !position.count(holder))
+          holder = user;
+        last = std::max(last, keepsToEnd(user) ? end : position[holder]);
+      }
+    };
     for (Operation *op : ops) {
       for (Value v : op->getResults()) {
         if (isPersistent(v)) {
           out.persistentBytes += getValueBytes(v.getType());
           continue;
         }
-        Value s = storage(v);
-        if (!s)
-          continue;
-        auto [it, inserted] =
-            lifetime.try_emplace(s, std::make_pair(position[op], position[op]));
-        int64_t &last = it->second.second;
-        for (Operation *user : v.getUsers()) {
-          if (isIgnoredUser(user))
-            continue;
-          Operation *holder = getHoldUntil(user);
-          if (!holder || !position.count(holder))
-            holder = user;
-          last = std::max(last, keepsToEnd(user) ? end : position[holder]);
-        }
+        extend(v, op);
       }
+      // A body argument is the region's input: its reads inside the body
+      // keep the input alive.
+      if (auto region = dyn_cast<RecomputeOp>(op))
+        for (BlockArgument arg : region.getBodyBlock().getArguments())
+          extend(arg, op);
     }
 
     SmallVector<int64_t> delta(end + 2, 0);
@@ -132,8 +165,15 @@ PeakMemory::PeakMemory(func::FuncOp step) : PeakMemory(step, {}) {}
 PeakMemory::PeakMemory(func::FuncOp step, ArrayRef<Operation *> order) {
   Sweep sweep;
   // Every argument of a step is a parameter, buffer, constant, optimizer
-  // state or batch input: all live throughout.
-  sweep.isPersistent = [](Value v) { return isa<BlockArgument>(v); };
+  // state or batch input: all live throughout. (The arguments of recompute
+  // bodies are the regions' inputs, resolved before this is asked.)
+  Block *body = &step.getBody().front();
+  // Named: the sweep's function_ref must not outlive what it refers to.
+  auto isStepArgument = [body](Value v) {
+    auto arg = dyn_cast<BlockArgument>(v);
+    return arg && arg.getOwner() == body;
+  };
+  sweep.isPersistent = isStepArgument;
   sweep.getAliasee = [](OpResult r) -> Value {
     Operation *op = r.getOwner();
     if (auto aten = dyn_cast<AtenOp>(op))
@@ -147,6 +187,10 @@ PeakMemory::PeakMemory(func::FuncOp step, ArrayRef<Operation *> order) {
     // A collective's buffer is allocated when it starts.
     if (auto wait = dyn_cast<WaitOp>(op))
       return wait.getFuture();
+    // A recompute region's result is the body value it yields (allocated
+    // inside the region, or a view of an input): counted once.
+    if (auto region = dyn_cast<RecomputeOp>(op))
+      return region.getYield().getValues()[r.getResultNumber()];
     return {};
   };
   sweep.keepsToEnd = [](Operation *op) { return isa<func::ReturnOp>(op); };

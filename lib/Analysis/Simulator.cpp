@@ -55,8 +55,12 @@ FailureOr<StepSimulator> StepSimulator::create(func::FuncOp step,
       sim.streamOf[&op] = commStreamOf(&op, *kind, options.commStreams);
       continue;
     }
-    if (op.getNumRegions())
-      return op.emitOpError("has regions; the simulator replays flat steps");
+    if (auto region = dyn_cast<RecomputeOp>(op))
+      for (Operation &inner : region.getBodyBlock().without_terminator())
+        sim.opCosts[&inner] = model.opCost(&inner);
+    else if (op.getNumRegions())
+      return op.emitOpError("has regions; the simulator replays flat steps "
+                            "and 'loom.recompute' regions");
     sim.opCosts[&op] = model.opCost(&op);
   }
   return sim;
@@ -166,8 +170,24 @@ SimulationResult StepSimulator::replay(ArrayRef<Operation *> order) const {
       continue;
     }
     const OpCost &cost = getOpCost(op);
-    result.numOps++;
-    if (options.recordTimeline)
+    if (auto region = dyn_cast<RecomputeOp>(op)) {
+      result.numRecomputeRegions++;
+      result.recomputeTime += cost.seconds;
+      result.recomputeFlops += cost.flops;
+      double at = clock;
+      for (Operation &inner : region.getBodyBlock().without_terminator()) {
+        const OpCost &c = getOpCost(&inner);
+        result.numOps++;
+        result.numRecomputeOps++;
+        if (options.recordTimeline)
+          result.timeline.push_back(
+              {&inner, 0, at, at + c.seconds, 0, c.flops, c.bytes, op});
+        at += c.seconds;
+      }
+    } else {
+      result.numOps++;
+    }
+    if (options.recordTimeline && !isa<RecomputeOp>(op))
       result.timeline.push_back(
           {op, 0, clock, clock + cost.seconds, 0, cost.flops, cost.bytes});
     clock += cost.seconds;
@@ -208,6 +228,11 @@ void SimulationResult::print(raw_ostream &os) const {
   os << llvm::format("  %-22s %s\n", "step time", us(stepTime).c_str());
   os << llvm::format("  %-22s %s (%lld ops)\n", "compute",
                      us(computeTime).c_str(), (long long)numOps);
+  if (numRecomputeRegions)
+    os << llvm::format("  %-22s %s (%lld ops in %lld regions, %.0f FLOP)\n",
+                       "of which recompute", us(recomputeTime).c_str(),
+                       (long long)numRecomputeOps,
+                       (long long)numRecomputeRegions, recomputeFlops);
   os << llvm::format("  %-22s %s (%lld collectives)\n", "communication",
                      us(commTime).c_str(), (long long)numCollectives);
   os << llvm::format("  %-22s %s (%.1f%% of communication)\n",
@@ -244,6 +269,9 @@ llvm::json::Value SimulationResult::toJSON() const {
                          {"exposed_comm_time", exposedCommTime},
                          {"hidden_comm_time", hiddenCommTime()},
                          {"ops", numOps},
+                         {"recompute_time", recomputeTime},
+                         {"recompute_flops", recomputeFlops},
+                         {"recompute_ops", numRecomputeOps},
                          {"collectives", numCollectives},
                          {"stream_busy", std::move(streamObj)}};
   llvm::json::Object kinds;
@@ -294,8 +322,11 @@ llvm::json::Value SimulationResult::toChromeTrace(int64_t pid,
     llvm::json::Object args;
     if (!getModulePath(e.op).empty())
       args["module"] = getModulePath(e.op).str();
-    if (std::optional<Phase> phase = getPhase(e.op))
+    // A recomputed op runs in its region's phase (backward).
+    if (std::optional<Phase> phase = getPhase(e.region ? e.region : e.op))
       args["phase"] = stringifyPhase(*phase).str();
+    if (e.region)
+      args["recompute"] = getModulePath(e.region).str();
     if (isa<WaitOp>(e.op))
       args["blocked_us"] = e.blocked * 1e6;
     if (e.flops > 0)
@@ -304,6 +335,7 @@ llvm::json::Value SimulationResult::toChromeTrace(int64_t pid,
       args["bytes"] = e.bytes;
     events.push_back(llvm::json::Object{{"name", eventName(e.op)},
                                         {"cat", isa<WaitOp>(e.op) ? "wait"
+                                                : e.region        ? "recompute"
                                                 : e.stream == 0   ? "compute"
                                                                   : "comm"},
                                         {"ph", "X"},

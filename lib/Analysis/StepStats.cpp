@@ -158,12 +158,20 @@ StepStats::StepStats(func::FuncOp step)
     }
   }
   step.walk([&](Operation *op) {
-    if (op == step.getOperation())
+    if (op == step.getOperation() || isa<func::ReturnOp, YieldOp>(op))
       return;
-    std::optional<Phase> phase = getPhase(op);
+    if (isa<RecomputeOp>(op)) {
+      recomputeRegions++;
+      return;
+    }
+    // A recomputed op runs in the region's phase (backward), whatever the
+    // forward op it was cloned from says.
+    auto region = op->getParentOfType<RecomputeOp>();
+    if (region)
+      recomputeOps++;
+    std::optional<Phase> phase = getPhase(region ? region : op);
     StringRef phaseName = phase ? stringifyPhase(*phase) : "untagged";
-    if (!isa<func::ReturnOp>(op))
-      opsByPhase[phaseName]++;
+    opsByPhase[phaseName]++;
     if (getCollectiveKind(op))
       collectives[op->getName().getStringRef()]++;
     auto aten = dyn_cast<AtenOp>(op);
@@ -173,16 +181,17 @@ StepStats::StepStats(func::FuncOp step)
     int64_t flops = countFlops(aten);
     if (!flops)
       return;
-    ModuleFlops &m = flopsByModule[getModulePath(op)];
-    int64_t *slot = !phase                     ? &m.other
-                    : *phase == Phase::forward  ? &m.forward
-                    : *phase == Phase::backward ? &m.backward
-                                                : &m.other;
-    *slot += flops;
-    (!phase ? totalFlops.other
-     : *phase == Phase::forward  ? totalFlops.forward
-     : *phase == Phase::backward ? totalFlops.backward
-                                 : totalFlops.other) += flops;
+    auto slot = [&](ModuleFlops &m) -> int64_t & {
+      if (region)
+        return m.recompute;
+      if (phase == Phase::forward)
+        return m.forward;
+      if (phase == Phase::backward)
+        return m.backward;
+      return m.other;
+    };
+    slot(flopsByModule[getModulePath(op)]) += flops;
+    slot(totalFlops) += flops;
   });
 }
 
@@ -194,6 +203,7 @@ StepStats::ModuleFlops StepStats::inclusiveFlops(StringRef path) const {
     sum.forward += f.forward;
     sum.backward += f.backward;
     sum.other += f.other;
+    sum.recompute += f.recompute;
   }
   return sum;
 }
@@ -239,23 +249,32 @@ void StepStats::print(raw_ostream &os) const {
       os << llvm::format("  %-26s %6lld\n", n.str().c_str(),
                          (long long)collectives.lookup(n));
   }
-  os << "FLOPs by module (exact path; forward / backward / inclusive):\n";
+  if (recomputeRegions)
+    os << "recompute: " << recomputeRegions << " region(s), " << recomputeOps
+       << " op(s), " << totalFlops.recompute << " FLOPs in backward\n";
+  // The recompute column only for steps that recompute, so the usual
+  // report keeps its shape.
+  bool recomputes = recomputeRegions > 0;
+  os << "FLOPs by module (exact path; forward / backward / "
+     << (recomputes ? "recompute / " : "") << "inclusive):\n";
+  auto row = [&](StringRef label, const ModuleFlops &f, int64_t inclusive) {
+    os << llvm::format("  %-32s %14lld %14lld", label.str().c_str(),
+                       (long long)f.forward, (long long)f.backward);
+    if (recomputes)
+      os << llvm::format(" %14lld", (long long)f.recompute);
+    os << llvm::format(" %14lld", (long long)inclusive);
+  };
   SmallVector<StringRef> modules;
   for (const auto &entry : flopsByModule)
     modules.push_back(entry.first);
   llvm::sort(modules);
   for (StringRef m : modules) {
-    const ModuleFlops &f = flopsByModule.lookup(m);
-    os << llvm::format("  %-32s %14lld %14lld %14lld\n",
-                       (m.empty() ? "<root>" : m.str()).c_str(),
-                       (long long)f.forward, (long long)f.backward,
-                       (long long)inclusiveFlops(m).total());
+    row(m.empty() ? "<root>" : m, flopsByModule.lookup(m),
+        inclusiveFlops(m).total());
+    os << "\n";
   }
-  os << llvm::format("  %-32s %14lld %14lld %14lld", "total",
-                     (long long)totalFlops.forward,
-                     (long long)totalFlops.backward,
-                     (long long)totalFlops.total())
-     << "  (" << humanCount(totalFlops.total()) << "FLOP)\n";
+  row("total", totalFlops, totalFlops.total());
+  os << "  (" << humanCount(totalFlops.total()) << "FLOP)\n";
   os << "predicted peak memory: " << memory.peakBytes << " bytes (persistent "
      << memory.persistentBytes << " + activations "
      << memory.peakActivationBytes;
@@ -263,6 +282,8 @@ void StepStats::print(raw_ostream &os) const {
     os << ", at '" << memory.peakOpName() << "'";
     if (memory.peakOp->hasAttr(LoomDialect::kModuleAttrName))
       os << " in '" << getModulePath(memory.peakOp) << "'";
+    if (memory.peakOp->getParentOfType<RecomputeOp>())
+      os << ", recomputed";
   }
   os << ")\n";
 }
@@ -278,6 +299,7 @@ llvm::json::Value StepStats::toJSON() const {
     modules[m] = llvm::json::Object{{"forward", f.forward},
                                     {"backward", f.backward},
                                     {"other", f.other},
+                                    {"recompute", f.recompute},
                                     {"inclusive", inclusiveFlops(m).total()}};
   for (const auto &entry : collectives)
     colls[entry.getKey()] = entry.getValue();
@@ -288,8 +310,12 @@ llvm::json::Value StepStats::toJSON() const {
       {"collectives", std::move(colls)},
       {"flops_by_module", std::move(modules)},
       {"memory", memory.toJSON()},
+      {"recompute", llvm::json::Object{{"regions", recomputeRegions},
+                                       {"ops", recomputeOps},
+                                       {"flops", totalFlops.recompute}}},
       {"flops", llvm::json::Object{{"forward", totalFlops.forward},
                                    {"backward", totalFlops.backward},
                                    {"other", totalFlops.other},
+                                   {"recompute", totalFlops.recompute},
                                    {"total", totalFlops.total()}}}};
 }

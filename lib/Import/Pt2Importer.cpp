@@ -177,6 +177,8 @@ private:
                                StringRef node, NodeResults &results);
   LogicalResult setModuleAndPhase(Operation *op, const json::Object *metadata,
                                   Location loc, StringRef node);
+  LogicalResult setCheckpointRegion(Operation *op, const json::Object &custom,
+                                    Location loc, StringRef node);
   void tagPhasesByDataflow();
 
   // Signature, weights and the step function -------------------------------
@@ -850,6 +852,8 @@ LogicalResult Importer::setModuleAndPhase(Operation *op,
           modulePath = m->str();
           haveModule = true;
         }
+        if (failed(setCheckpointRegion(op, *c, loc, name)))
+          return failure();
       }
     }
     if (!haveModule)
@@ -865,6 +869,51 @@ LogicalResult Importer::setModuleAndPhase(Operation *op,
       }
   }
   op->setAttr(LoomDialect::kModuleAttrName, builder.getStringAttr(modulePath));
+  return success();
+}
+
+/// The `torch.utils.checkpoint` region a forward op ran in and what the
+/// region's policy said of it: capture records both (`loom.ac_region`, a
+/// non-negative integer, and `loom.ac_policy`, a CheckpointPolicy name),
+/// always together, so one without the other is a damaged archive.
+LogicalResult Importer::setCheckpointRegion(Operation *op,
+                                            const json::Object &custom,
+                                            Location loc, StringRef name) {
+  const json::Value *region = custom.get(LoomDialect::kAcRegionAttrName);
+  const json::Value *policy = custom.get(LoomDialect::kAcPolicyAttrName);
+  if (!region && !policy)
+    return success();
+  if (!region || !policy)
+    return nodeError(loc, name, "has '")
+           << (region ? LoomDialect::kAcRegionAttrName
+                      : LoomDialect::kAcPolicyAttrName)
+           << "' without '"
+           << (region ? LoomDialect::kAcPolicyAttrName
+                      : LoomDialect::kAcRegionAttrName)
+           << "': a checkpoint region needs both";
+  std::optional<int64_t> id = region->getAsInteger();
+  if (!id || *id < 0)
+    return nodeError(loc, name, "has '")
+           << LoomDialect::kAcRegionAttrName
+           << "' = " << llvm::formatv("{0}", *region).str()
+           << ", expected a non-negative integer region id";
+  std::optional<StringRef> policyName = policy->getAsString();
+  std::optional<AcPolicy> acPolicy =
+      policyName ? symbolizeAcPolicy(*policyName) : std::nullopt;
+  if (!acPolicy)
+    return nodeError(loc, name, "has '")
+           << LoomDialect::kAcPolicyAttrName
+           << "' = " << llvm::formatv("{0}", *policy).str()
+           << ", expected one of \"must_save\", \"prefer_save\", "
+              "\"must_recompute\", \"prefer_recompute\"";
+  if (auto phase = op->getAttrOfType<PhaseAttr>(LoomDialect::kPhaseAttrName);
+      phase && phase.getValue() != Phase::forward)
+    return nodeError(loc, name, "is in checkpoint region ")
+           << *id << " but its phase is '" << stringifyPhase(phase.getValue())
+           << "': only forward ops are checkpointed";
+  op->setAttr(LoomDialect::kAcRegionAttrName, builder.getI64IntegerAttr(*id));
+  op->setAttr(LoomDialect::kAcPolicyAttrName,
+              AcPolicyAttr::get(ctx, *acPolicy));
   return success();
 }
 

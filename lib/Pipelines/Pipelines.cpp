@@ -142,6 +142,11 @@ LogicalResult loom::verifyCompileOptions(
                      Twine(options.maxInFlight));
   if (options.firstBucketCapMb < 0)
     return emitError("first-bucket-cap-mb must not be negative");
+  if (!options.rematModules.empty() && options.rematMode != RematMode::Full &&
+      options.rematMode != RematMode::Selective)
+    return emitError("remat-modules needs remat=full or remat=selective");
+  if (!options.rematSaveOps.empty() && options.rematMode == RematMode::None)
+    return emitError("remat-save-ops needs remat=full, selective or captured");
   return success();
 }
 
@@ -291,6 +296,11 @@ LogicalResult loom::applyRunConfig(CompileOptions &options, ModuleOp module) {
 
 void loom::buildCompilePipeline(OpPassManager &pm,
                                 const CompileOptions &options) {
+  // Checkpointing first, as checkpoint_wrapper comes before fully_shard: the
+  // distribution passes and the microbatch copies then carry the regions.
+  if (options.rematMode != RematMode::None)
+    pm.addNestedPass<func::FuncOp>(
+        createLoomRemat(forwardToPass<LoomRematOptions>(options)));
   if (options.microbatches > 1)
     pm.addNestedPass<func::FuncOp>(createLoomAccumulateGradients(
         forwardToPass<LoomAccumulateGradientsOptions>(options)));

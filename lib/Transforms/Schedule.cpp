@@ -175,10 +175,15 @@ void ListScheduler::buildGraph() {
     }
     // Ops the scheduler does not model stay where they are relative to
     // everything else. So does an in-place ATen op: the graph's edges do
-    // not show who reads what it overwrites.
-    bool known = (isa<AtenOp>(op) && !isInPlaceAtenOp(op)) ||
-                 isa<OptimizerUpdateOp, WaitOp, AllSliceStartOp>(op) ||
-                 getCollectiveKind(op).has_value();
+    // not show who reads what it overwrites. A recompute region is one
+    // node: its body is isolated (it reads only its inputs) and holds no
+    // random or in-place op, so its operands are all its dependences; the
+    // simulator prices it as its body and the peak counts the body's
+    // transient.
+    bool known =
+        (isa<AtenOp>(op) && !isInPlaceAtenOp(op)) ||
+        isa<OptimizerUpdateOp, WaitOp, AllSliceStartOp, RecomputeOp>(op) ||
+        getCollectiveKind(op).has_value();
     if (!known) {
       for (Operation *before : sinceBarrier)
         addEdge(before, op);

@@ -17,7 +17,16 @@ step (training cycles through them). The capture writes into DIR:
     the initial weights. Every ``call_function`` node carries
     ``meta["custom"] = {"loom.phase": "forward"|"backward",
     "loom.module": "<dotted module path, '' for the root>"}``, which survives
-    ``torch.export.save`` (``partitioner_tag``/``seq_nr`` do not).
+    ``torch.export.save`` (``partitioner_tag``/``seq_nr`` do not). A forward
+    node that ran inside a ``torch.utils.checkpoint`` region also carries
+    ``"loom.ac_region": R`` (regions numbered from 0 in call order, or
+    PyTorch's ``ac_graph_id`` where a node has one) and ``"loom.ac_policy":
+    "must_save" | "prefer_save" | "must_recompute" | "prefer_recompute"``,
+    what the region's policy says of the op: ``prefer_recompute`` for plain
+    ``checkpoint``; with ``create_selective_checkpoint_contexts`` the policy
+    function's answer for the op. The joint graph itself recomputes nothing
+    (``loom-remat`` does). ``use_reentrant=True`` and a checkpoint inside
+    another cannot be captured (torch.export gets both wrong).
 ``run.json``
     The run configuration: what this capture was asked, every value
     resolved, so that later stages need not be told again::
@@ -92,6 +101,7 @@ import torch.fx
 import torch.fx.graph_module as fx_graph_module
 import torch.fx.traceback as fx_traceback
 import torch.nn as nn
+import torch.utils.checkpoint as torch_checkpoint
 from torch.export.experimental import (
     _copy_graph_module_and_signature,
     _export_forward_backward,
@@ -128,6 +138,15 @@ RUN_CONFIG_EXTRA = "loom_run.json"
 
 PHASE_KEY = "loom.phase"
 MODULE_KEY = "loom.module"
+AC_REGION_KEY = "loom.ac_region"
+AC_POLICY_KEY = "loom.ac_policy"
+# PyTorch's CheckpointPolicy as loom-import spells #loom.ac_policy.
+AC_POLICY_NAMES = {
+    torch_checkpoint.CheckpointPolicy.MUST_SAVE: "must_save",
+    torch_checkpoint.CheckpointPolicy.PREFER_SAVE: "prefer_save",
+    torch_checkpoint.CheckpointPolicy.MUST_RECOMPUTE: "must_recompute",
+    torch_checkpoint.CheckpointPolicy.PREFER_RECOMPUTE: "prefer_recompute",
+}
 
 
 class CaptureError(Exception):
@@ -446,6 +465,196 @@ def _keep_joint_node_metadata():
         fx_graph_module._WrappedCall.__call__ = original
 
 
+# --------------------------------------------------------------------------
+# torch.utils.checkpoint regions
+
+
+@dataclass
+class CheckpointRegions:
+    """The ``torch.utils.checkpoint`` regions met while exporting, in call
+    order: ``policies[r]`` is region r's selective-checkpoint policy function
+    (the one given to ``create_selective_checkpoint_contexts``), or None for
+    a region that recomputes everything (plain ``checkpoint``)."""
+
+    policies: list[Callable[..., Any] | None]
+
+
+def _checkpoint_caller() -> str:
+    """'FILE:LINE: ' of the code that called torch.utils.checkpoint."""
+    torch_dir = Path(torch.__file__).resolve().parent
+    # torch.compiler.disable wraps checkpoint(): its frames are no caller.
+    wrappers = (torch_dir / "_dynamo", torch_dir / "_compile.py")
+    checkpoint_file = Path(torch_checkpoint.__file__).resolve()
+    inside = False
+    for frame in reversed(traceback.extract_stack()):
+        path = Path(frame.filename).resolve()
+        if path == checkpoint_file:
+            inside = True
+        elif inside and not any(path.is_relative_to(w) for w in wrappers):
+            return f"{frame.filename}:{frame.lineno}: "
+    return ""
+
+
+class _ReentrantCheckpoint:
+    """Stands in for ``CheckpointFunction`` while exporting."""
+
+    @staticmethod
+    def apply(*args: Any) -> Any:
+        # Reentrant checkpoint runs its region under no_grad and rebuilds the
+        # autograd graph in its own backward, which export never runs: the
+        # exported step would silently lose the region's gradients.
+        raise CaptureError(
+            f"{_checkpoint_caller()}torch.utils.checkpoint with use_reentrant=True (the "
+            "default when use_reentrant is not given) cannot be captured: its region "
+            "runs without autograd; pass use_reentrant=False")
+
+
+@contextlib.contextmanager
+def _record_checkpoint_regions():
+    """Tag every op a ``torch.utils.checkpoint`` region traces with the region.
+
+    Non-strict export runs checkpoint's eager code: the region's forward is
+    traced like any other code and its recompute would only happen in an
+    eager backward, which export never runs. The joint graph therefore saves
+    activations as if there were no checkpoint (no duplicated recompute;
+    ``loom-remat`` recomputes), but the region boundaries are lost. While
+    exporting, the non-reentrant implementation is wrapped so that the nodes
+    traced inside a region carry ``custom["loom.ac_region"]``: export copies
+    ``fx_traceback.current_meta["custom"]`` onto each node it creates while
+    node metadata is preserved, and the joint export copies it on to the ATen
+    ops each node lowers to. A selective-checkpoint region runs without its
+    dispatch modes (they only bookkeep for the eager backward); its policy is
+    asked per joint-graph op afterwards (:func:`tag_checkpoint_policies`).
+    Reentrant and nested checkpoints, which export gets wrong, are refused.
+    Yields the regions recorded.
+    """
+    regions = CheckpointRegions([])
+    original = torch_checkpoint._checkpoint_without_reentrant_generator
+    original_function = torch_checkpoint.CheckpointFunction
+    # torch.distributed's composable checkpoint(module) imported the
+    # generator by name.
+    composable = sys.modules.get("torch.distributed._composable.checkpoint_activation")
+    depth = 0
+    live: list[Any] = []
+
+    def region(fn, preserve_rng_state, context_fn, *rest, **kwargs):
+        nonlocal depth
+        if depth:
+            # Export traces the inner region so that the loss no longer
+            # depends on the parameters (torch 2.9): refuse it by name.
+            raise CaptureError(
+                f"{_checkpoint_caller()}a torch.utils.checkpoint region inside another "
+                "cannot be captured; checkpoint the outer region only")
+        policy_fn = None
+        if context_fn is not torch_checkpoint.noop_context_fn:
+            contexts = context_fn()
+            if isinstance(contexts[0], torch_checkpoint._CachingTorchDispatchMode):
+                # The policy is asked once per op after the joint export; a
+                # stateful one (counting matmuls, say) must not be asked
+                # during tracing as well.
+                policy_fn = contexts[0].policy_fn
+                context_fn = torch_checkpoint.noop_context_fn
+            else:
+                # Context managers of the user's own make no policy: the
+                # region recomputes everything, as eager checkpoint does.
+                context_fn = lambda: contexts  # noqa: E731
+        index = len(regions.policies)
+        regions.policies.append(policy_fn)
+        depth += 1
+        try:
+            with fx_traceback.preserve_node_meta():
+                custom = dict(fx_traceback.current_meta.get("custom") or {})
+                fx_traceback.current_meta["custom"] = {**custom, AC_REGION_KEY: index}
+                yield from original(fn, preserve_rng_state, context_fn, *rest, **kwargs)
+        finally:
+            depth -= 1
+
+    def tracked(*args, **kwargs):
+        gen = region(*args, **kwargs)
+        live.append(gen)
+        return gen
+
+    torch_checkpoint._checkpoint_without_reentrant_generator = tracked
+    torch_checkpoint.CheckpointFunction = _ReentrantCheckpoint
+    if composable is not None:
+        composable._checkpoint_without_reentrant_generator = tracked
+    try:
+        yield regions
+    finally:
+        # A region whose forward raised is never resumed; closing it undoes
+        # its preserve_node_meta now rather than whenever it is collected.
+        for gen in reversed(live):
+            gen.close()
+        torch_checkpoint._checkpoint_without_reentrant_generator = original
+        torch_checkpoint.CheckpointFunction = original_function
+        if composable is not None:
+            composable._checkpoint_without_reentrant_generator = original
+
+
+def _policy_name(policy: Any, node: torch.fx.Node) -> str:
+    if isinstance(policy, bool):  # the legacy form, read as PyTorch does
+        policy = (torch_checkpoint.CheckpointPolicy.MUST_SAVE if policy
+                  else torch_checkpoint.CheckpointPolicy.PREFER_RECOMPUTE)
+    if policy not in AC_POLICY_NAMES:
+        raise CaptureError(
+            f"the selective-checkpoint policy returned {policy!r} for {node.target}; "
+            "expected a torch.utils.checkpoint.CheckpointPolicy or a bool")
+    return AC_POLICY_NAMES[policy]
+
+
+def _region_policy(policy_fn: Callable[..., Any] | None, node: torch.fx.Node) -> str:
+    """What a region's policy (None: plain checkpoint) says of its ``node``."""
+    recompute = AC_POLICY_NAMES[torch_checkpoint.CheckpointPolicy.PREFER_RECOMPUTE]
+    if not isinstance(node.target, torch._ops.OpOverload):
+        # operator.getitem picks one output of a multi-output op: it is no
+        # op of its own and shares its producer's policy.
+        producer = node.args[0] if node.args else None
+        if isinstance(producer, torch.fx.Node):
+            return producer.meta.get("custom", {}).get(AC_POLICY_KEY, recompute)
+        return recompute
+    # PyTorch's dispatch mode does not ask about the ops it ignores.
+    if policy_fn is None or node.target in torch_checkpoint.SAC_IGNORED_OPS:
+        return recompute
+    args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: n.meta.get("val"))
+    context = torch_checkpoint.SelectiveCheckpointContext(is_recompute=False)
+    try:
+        policy = policy_fn(context, node.target, *args, **kwargs)
+    except Exception as exc:
+        raise CaptureError(
+            f"the selective-checkpoint policy raised {_describe(exc)} for {node.target}") from exc
+    return _policy_name(policy, node)
+
+
+def tag_checkpoint_policies(ep: torch.export.ExportedProgram, regions: CheckpointRegions) -> None:
+    """Give every forward op of a checkpoint region its region's policy.
+
+    A plain region recomputes everything (``prefer_recompute``). A selective
+    one asks its policy function about each forward op of the joint graph,
+    in forward order and with the op's example values, as
+    ``_CachingTorchDispatchMode`` asks it about each ATen op eager autograd
+    runs (the joint graph calls those same ops). PyTorch's own
+    ``ac_graph_id``/``recompute`` node metadata, which its compiled
+    checkpoint sets, is taken as it is where present. Backward ops belong to
+    no region: the keys are dropped from them.
+    """
+    for node in ep.graph.nodes:
+        if node.op != "call_function":
+            continue
+        custom = dict(node.meta.get("custom") or {})
+        if node.meta.get("partitioner_tag") == "is_backward":
+            custom.pop(AC_REGION_KEY, None)
+            custom.pop(AC_POLICY_KEY, None)
+        elif node.meta.get("ac_graph_id") is not None:
+            custom[AC_REGION_KEY] = int(node.meta["ac_graph_id"])
+            custom[AC_POLICY_KEY] = _policy_name(
+                node.meta.get("recompute", torch_checkpoint.CheckpointPolicy.PREFER_RECOMPUTE), node)
+        elif AC_REGION_KEY in custom:
+            custom[AC_POLICY_KEY] = _region_policy(regions.policies[custom[AC_REGION_KEY]], node)
+        else:
+            continue
+        node.meta["custom"] = custom
+
+
 def module_path(node: torch.fx.Node) -> str:
     stack = node.meta.get("nn_module_stack")
     if not stack:
@@ -512,7 +721,10 @@ def export_joint(
     """Exports the joint graph, turning torch.export's failures on models it
     cannot capture into errors that say what to change."""
     try:
-        ep = torch.export.export(model, example)
+        with _record_checkpoint_regions() as regions:
+            ep = torch.export.export(model, example)
+    except CaptureError:
+        raise
     except Exception as exc:  # torch.export raises many exception types
         raise CaptureError(f"torch.export could not trace the model: {_first_line(exc)}") from exc
     ep, aliases = canonicalize_tied_parameters(ep, model)
@@ -544,6 +756,7 @@ def export_joint(
                 "nn.Embedding(max_norm=...)); a training step cannot be captured with that"
             ) from exc
         raise CaptureError(f"exporting the backward graph failed: {_first_line(exc)}") from exc
+    tag_checkpoint_policies(ep, regions)
     return ep, aliases
 
 

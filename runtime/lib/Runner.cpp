@@ -6,6 +6,7 @@
 #include "loomrt/Error.h"
 #include "loomrt/Trace.h"
 
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
 
 #include <unistd.h>
@@ -135,6 +136,9 @@ int runRank(const RunOptions &o, const DistributedConfig &config) {
     at::set_num_threads(o.threads);
   else if (distributed)
     at::set_num_threads(1);
+  // A fixed seed: random ops (dropout) draw the same numbers on every run,
+  // so two runs of a step (with and without recompute) compare bitwise.
+  at::manual_seed(0);
 
   Session session = Session::load(o.artifact, config);
   const bool leader = session.rank() == 0;

@@ -193,8 +193,10 @@ public:
   /// The cost of a compute-stream op: `loom.aten` (FLOPs from
   /// countFlops(), bytes = its operands plus results; view ops cost
   /// view_overhead only) and `loom.optimizer_update` (the memory traffic and
-  /// kernel launches of PyTorch's single-tensor SGD/Adam/AdamW). Other ops
-  /// (return, wait, collective starts) cost 0 here.
+  /// kernel launches of PyTorch's single-tensor SGD/Adam/AdamW) and
+  /// `loom.recompute` (the sum of its body's ops: the recompute time; the
+  /// precision and bound of its longest op). Other ops (return, wait,
+  /// collective starts) cost 0 here.
   OpCost opCost(mlir::Operation *op) const;
 
   /// The time of one collective of `bytes` over a group placed as `group`:

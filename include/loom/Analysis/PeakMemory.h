@@ -22,7 +22,13 @@ namespace loom {
 ///   result nothing reads lives only while its op runs;
 /// - a collective's input stays live until the collective's wait (the
 ///   runtime holds it while the collective is in flight); its result
-///   buffer is allocated when it starts.
+///   buffer is allocated when it starts;
+/// - a `loom.recompute` region runs its body where it stands, as the
+///   lowering inlines it: its inputs are read by the body ops that read
+///   them, each body value lives from its op to its last use inside the
+///   body (so the transient peak of the body counts), and a result is the
+///   body value it yields (a yielded view keeps its base alive), allocated
+///   by the body op and freed after the result's last use.
 ///
 /// Kernel workspaces and temporaries inside an op (e.g. the optimizer's)
 /// are not counted. The loom step and the loomrt program it lowers to give
@@ -45,7 +51,8 @@ public:
   /// persistentBytes + peakActivationBytes.
   int64_t peakBytes = 0;
   /// The first op at which the peak is reached (null for a step without
-  /// ops).
+  /// ops); an op inside a recompute body when the peak is reached while
+  /// recomputing.
   mlir::Operation *peakOp = nullptr;
 
   /// A short name for `peakOp`: its graph node name where the location has

@@ -47,6 +47,9 @@ struct TimelineEvent {
   double blocked = 0;
   /// The op's FLOPs and bytes (a collective's: its buffer), for the trace.
   double flops = 0, bytes = 0;
+  /// For an op of a recompute body: the `loom.recompute` it runs in (each
+  /// body op is its own event, in backward).
+  mlir::Operation *region = nullptr;
 };
 
 struct SimulationResult {
@@ -59,8 +62,13 @@ struct SimulationResult {
   /// Time the compute stream is blocked in `loom.wait` for a collective
   /// that has not finished: the communication not hidden behind compute.
   double exposedCommTime = 0;
-  /// Op and collective counts.
+  /// Op and collective counts (the ops of a recompute body count one by
+  /// one; the region itself does not).
   int64_t numOps = 0, numCollectives = 0;
+  /// The part of computeTime spent re-running forward ops in
+  /// `loom.recompute` regions, with their FLOPs, ops and regions.
+  double recomputeTime = 0, recomputeFlops = 0;
+  int64_t numRecomputeOps = 0, numRecomputeRegions = 0;
   /// Per collective kind (indexed by CollectiveKind): how many, their time,
   /// and the part of it the compute stream waited for.
   struct KindStats {
@@ -108,7 +116,10 @@ struct SimulationResult {
 /// the compute stream's current time (its input was produced by an earlier
 /// compute op or wait) and starts when that comm stream is free. A
 /// `loom.wait` blocks the compute stream until its collective has finished;
-/// the blocked time is exposed communication. The step ends when every
+/// the blocked time is exposed communication. A `loom.recompute` region
+/// runs its body's ops one after another on the compute stream, as the
+/// lowering inlines them (one node for a scheduler: the order never splits
+/// it). The step ends when every
 /// stream is idle. Contention between compute and communication kernels
 /// for the same SMs or memory bandwidth is not modelled.
 class StepSimulator {

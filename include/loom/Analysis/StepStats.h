@@ -21,16 +21,22 @@ struct StepStats {
   struct Group {
     int64_t count = 0, elements = 0, bytes = 0;
   };
+  /// FLOPs by where they run. `recompute` is the forward work that
+  /// `loom.recompute` regions run again in backward; `backward` is the
+  /// gradient computation alone, so checkpointing leaves `forward` and
+  /// `backward` as they were and adds `recompute`.
   struct ModuleFlops {
-    int64_t forward = 0, backward = 0, other = 0;
-    int64_t total() const { return forward + backward + other; }
+    int64_t forward = 0, backward = 0, other = 0, recompute = 0;
+    int64_t total() const { return forward + backward + other + recompute; }
   };
 
   explicit StepStats(mlir::func::FuncOp step);
 
   std::string name;
   /// Op counts per phase name ("forward", "backward", "optimizer",
-  /// "untagged"), in first-seen order.
+  /// "untagged"), in first-seen order. An op inside a recompute region
+  /// counts in the region's phase (it runs there), the region and its
+  /// yield not at all.
   llvm::MapVector<llvm::StringRef, int64_t> opsByPhase;
   /// Op counts per ATen kernel, for the report's top list.
   llvm::StringMap<int64_t> opsByKernel;
@@ -41,6 +47,8 @@ struct StepStats {
   /// FLOPs per exact module path ("" is the root).
   llvm::MapVector<llvm::StringRef, ModuleFlops> flopsByModule;
   ModuleFlops totalFlops;
+  /// `loom.recompute` regions and the ops inside them.
+  int64_t recomputeRegions = 0, recomputeOps = 0;
   /// Predicted peak memory in program order.
   PeakMemory memory;
 

@@ -76,7 +76,8 @@ mlir::LogicalResult verifyCompileOptions(
 mlir::LogicalResult applyRunConfig(CompileOptions &options,
                                    mlir::ModuleOp module);
 
-/// accumulate-gradients (with `microbatches` > 1) -> replicate (with
+/// remat (unless `remat=none`) -> accumulate-gradients (with
+/// `microbatches` > 1) -> replicate (with
 /// `dp=replicate`) or fsdp -> prefetch -> bucket (with `dp=fsdp`;
 /// bucket only with `bucket-bytes` > 0) -> attach-optimizer (unless
 /// `optimizer=none`) -> schedule (with `schedule`) -> lower-to-rt ->

@@ -111,6 +111,22 @@ enum class DataParallel { None, Replicate, Fsdp };
                  "FSDP2: shard parameters, all-gather per unit, "              \
                  "reduce-scatter gradients (HSDP with replicate-size)"))
 
+/// What `loom-remat` recomputes in backward instead of saving.
+enum class RematMode { None, Full, Selective, Captured };
+
+#define LOOM_REMAT_MODE_VALUES                                                 \
+  ::llvm::cl::values(                                                          \
+      clEnumValN(::loom::RematMode::None, "none", "no recompute"),             \
+      clEnumValN(::loom::RematMode::Full, "full",                              \
+                 "full activation checkpointing of every block "               \
+                 "(checkpoint_wrapper)"),                                      \
+      clEnumValN(::loom::RematMode::Selective, "selective",                    \
+                 "save matmul, attention and convolution outputs, "            \
+                 "recompute the rest of every block (torchtitan's op SAC)"),   \
+      clEnumValN(::loom::RematMode::Captured, "captured",                      \
+                 "the torch.utils.checkpoint regions and policies capture "    \
+                 "recorded"))
+
 /// The spelling of `kind` in options and diagnostics ("adamw").
 llvm::StringRef stringifyOptimizerKind(OptimizerKind kind);
 
@@ -136,6 +152,11 @@ public:
 template <>
 class parser<loom::DataParallel>
     : public loom::EnumOptionParser<loom::DataParallel> {
+public:
+  using EnumOptionParser::EnumOptionParser;
+};
+template <>
+class parser<loom::RematMode> : public loom::EnumOptionParser<loom::RematMode> {
 public:
   using EnumOptionParser::EnumOptionParser;
 };

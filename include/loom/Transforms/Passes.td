@@ -133,7 +133,8 @@ def LoomSchedule : Pass<"loom-schedule", "::mlir::ModuleOp"> {
     every other reader of the parameter and state it overwrites (through
     views, and collectives reading them until their wait); ops drawing
     random numbers keep their order; ops the scheduler does not model are
-    barriers.
+    barriers. A `loom.recompute` region is one node, never split: it takes
+    its body's time, and the memory limit counts its body's transient peak.
 
     `memory-limit` bounds the predicted peak per rank (the liveness of
     `loom-stats`, with a collective's input held until its wait as the
@@ -625,6 +626,114 @@ def LoomBucket : Pass<"loom-bucket", "::mlir::ModuleOp"> {
     Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"0",
            "Largest unsharded size in bytes of a merged collective (0: no "
            "bucketing)">,
+  ];
+  let dependentDialects = ["::loom::LoomDialect"];
+}
+
+def LoomRemat : Pass<"loom-remat", "::mlir::func::FuncOp"> {
+  let summary = "Recompute forward ops in backward instead of saving them";
+  let description = [{
+    Activation checkpointing as structure. For every step function
+    (`func.func` with `loom.step`) the pass splits the forward ops of the
+    chosen groups into *saved* ops, whose outputs live from forward to
+    backward as before, and *recomputed* ops, which run a second time in
+    backward: one `loom.recompute` region per group, placed right before the
+    first backward op that needs one of its values, re-executes the
+    recomputed ops that backward needs (and the recomputed ops those need),
+    and backward reads the region's results instead of the forward values.
+    Those forward values then die after their last forward use. Forward uses
+    are untouched, so the forward computes exactly what it computed before.
+
+    Groups and what they save, by `mode`:
+
+    - `full`: `checkpoint_wrapper` on every module of `modules` (default:
+      the `layers.N` blocks, as `loom-fsdp` picks its units). An op belongs
+      to the longest listed prefix of its `loom.module`. Everything the
+      block computes is recomputed from what it reads from outside (its
+      input, the parameters, buffers).
+    - `selective`: the same blocks, saving the outputs of the ops whose cost
+      is FLOPs, as torchtitan's op-level SAC policy: `mm`, `addmm`, `bmm`,
+      `baddbmm`, `matmul`, `linear`, every scaled-dot-product attention
+      kernel and every convolution; the rest (pointwise, normalisation,
+      views, softmax) is recomputed.
+    - `captured`: one group per `loom.ac_region` id that capture put on the
+      forward ops of a `torch.utils.checkpoint` region, saving the ops whose
+      `loom.ac_policy` is `must_save` or `prefer_save` and recomputing the
+      rest (an untagged op of a region is recomputed, as checkpoint without
+      a policy does).
+    - `none` (default): nothing.
+
+    In every mode the ops named in `save-ops` (ATen names, with or without
+    the overload) are saved, and so are:
+
+    - random ops (`native_dropout`, `rand_like`, ...): a second draw would
+      give another mask, so their outputs are saved and backward sees the
+      forward's numbers;
+    - in-place ops and the values they write to (through views), which a
+      second run would not reproduce;
+    - a block's outputs that backward ops of other modules read: PyTorch
+      keeps those for the consumer anyway (the next block saved its input),
+      and recomputing them would move the whole block's recompute ahead of
+      the consumer's backward.
+
+    Views are recomputed like any other op: a view of a saved value costs no
+    memory and no time, so the region reads the saved base and views it
+    again. A saved op whose operands are recomputed is simply a region input.
+
+    Before (a block of two ops, `--loom-remat="mode=full modules=layers.0"`):
+
+    ```mlir
+    %h = loom.aten "aten::mm.default"(%x, %w) {loom.module = "layers.0", loom.phase = #loom.phase<forward>} ...
+    %y = loom.aten "aten::relu.default"(%h) {loom.module = "layers.0", loom.phase = #loom.phase<forward>} ...
+    ...
+    %d = loom.aten "aten::threshold_backward.default"(%g, %y) {loom.module = "layers.0", loom.phase = #loom.phase<backward>} ...
+    ```
+
+    After:
+
+    ```mlir
+    %h = loom.aten "aten::mm.default"(%x, %w) ...
+    %y = loom.aten "aten::relu.default"(%h) ...
+    ...
+    %r = loom.recompute "layers.0" (%x, %w) : (...) -> tensor<4x8xf32> {
+    ^bb0(%a: tensor<4x8xf32>, %b: tensor<8x8xf32>):
+      %0 = loom.aten "aten::mm.default"(%a, %b) ...
+      %1 = loom.aten "aten::relu.default"(%0) ...
+      loom.yield %1 : tensor<4x8xf32>
+    } {loom.module = "layers.0", loom.phase = #loom.phase<backward>}
+    %d = loom.aten "aten::threshold_backward.default"(%g, %r) ...
+    ```
+
+    The body's ops are copies of the forward ops with their attributes
+    (`loom.module`, `loom.phase<forward>`); the region runs in backward.
+    Forward ops left without uses (a `detach` only backward read) are
+    erased. A group with nothing to recompute gets no region. The result
+    depends only on the IR and the options.
+
+    Run it first: before `loom-accumulate-gradients` (which copies the
+    regions into every microbatch), `loom-replicate` and `loom-fsdp` (whose
+    backward all-gather feeds the regions' parameter inputs), as PyTorch
+    applies `checkpoint_wrapper` before `fully_shard`. On a step already
+    split into microbatches each microbatch's ops form their own group.
+
+    Errors (located at the step): `modules` with a mode other than `full`
+    or `selective`, `save-ops` with mode `none`, a module prefix that is
+    empty or has no forward op, a `save-ops` name that is not `aten::...`,
+    `full`/`selective` on a step with no `layers.N` blocks and no
+    `modules`, `captured` on a step without `loom.ac_region` tags.
+  }];
+  let options = [
+    Option<"rematMode", "mode", "::loom::RematMode",
+           /*default=*/"::loom::RematMode::None",
+           "none, full (checkpoint every block), selective (save matmul, "
+           "attention and convolution outputs) or captured (the checkpoint "
+           "regions capture recorded)", "LOOM_REMAT_MODE_VALUES">,
+    ListOption<"rematModules", "modules", "std::string",
+               "Module-path prefixes of the checkpointed blocks (full and "
+               "selective; default: every 'layers.N')">,
+    ListOption<"rematSaveOps", "save-ops", "std::string",
+               "ATen ops whose outputs are always saved (e.g. "
+               "aten::gelu)">,
   ];
   let dependentDialects = ["::loom::LoomDialect"];
 }

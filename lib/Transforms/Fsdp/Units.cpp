@@ -72,22 +72,10 @@ LogicalResult fsdp::collectParams(ShardingState &s) {
 /// The default units: the `...layers.N` prefix of every parameter name.
 static SmallVector<std::string>
 collectDefaultUnits(ArrayRef<ParamInfo> params) {
-  SmallVector<std::string> prefixes;
-  llvm::StringSet<> seen;
-  for (const ParamInfo &param : params) {
-    SmallVector<StringRef> parts;
-    param.name.split(parts, '.');
-    for (size_t i = 0; i + 2 < parts.size(); ++i) {
-      int64_t index;
-      if (parts[i] == "layers" && !parts[i + 1].getAsInteger(10, index)) {
-        std::string prefix = llvm::join(ArrayRef(parts).take_front(i + 2), ".");
-        if (seen.insert(prefix).second)
-          prefixes.push_back(prefix);
-        break;
-      }
-    }
-  }
-  return prefixes;
+  SmallVector<StringRef> names;
+  for (const ParamInfo &param : params)
+    names.push_back(param.name);
+  return getLayerBlocks(names);
 }
 
 /// One unit per prefix, each checked to name some parameter, then the root.

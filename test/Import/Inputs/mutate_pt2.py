@@ -35,6 +35,27 @@ def first(model, target):
     return next(n for n in nodes(model) if n["target"] == target)
 
 
+def set_custom(node, keys):
+    """Adds ``keys`` to a node's custom metadata (a JSON text in the archive)."""
+    custom = json.loads(node["metadata"]["custom"])
+    custom.update(keys)
+    node["metadata"]["custom"] = json.dumps(custom)
+
+
+# Checkpoint-region tags that capture never writes: {mutation: (target, keys)}.
+AC_MUTATIONS = {
+    "ac-region-negative": ("torch.ops.aten.addmm.default",
+                           {"loom.ac_region": -1, "loom.ac_policy": "prefer_recompute"}),
+    "ac-region-string": ("torch.ops.aten.addmm.default",
+                         {"loom.ac_region": "0", "loom.ac_policy": "prefer_recompute"}),
+    "ac-policy-unknown": ("torch.ops.aten.addmm.default",
+                          {"loom.ac_region": 0, "loom.ac_policy": "save"}),
+    "ac-policy-alone": ("torch.ops.aten.addmm.default", {"loom.ac_policy": "must_save"}),
+    "ac-backward": ("torch.ops.aten.ones_like.default",
+                    {"loom.ac_region": 0, "loom.ac_policy": "prefer_recompute"}),
+}
+
+
 def main():
     src, dst, mutation = sys.argv[1:4]
     raw = open(src, "rb").read()
@@ -121,6 +142,9 @@ def main():
     elif mutation == "signature":
         rewrite(src, dst, edit_json=lambda m: m["graph_module"]["signature"][
             "input_specs"].pop())
+    elif mutation in AC_MUTATIONS:
+        target, keys = AC_MUTATIONS[mutation]
+        rewrite(src, dst, edit_json=lambda m: set_custom(first(m, target), keys))
     else:
         sys.exit(f"unknown mutation {mutation}")
 

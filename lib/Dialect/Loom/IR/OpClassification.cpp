@@ -4,6 +4,8 @@
 
 #include "loom/Dialect/Loom/IR/LoomOps.h"
 
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringSwitch.h"
 
 using namespace mlir;
@@ -138,4 +140,25 @@ StringRef loom::getCommonModule(ArrayRef<StringRef> paths) {
 StringRef loom::getOwnerModule(StringRef qualifiedName) {
   size_t dot = qualifiedName.rfind('.');
   return dot == StringRef::npos ? StringRef() : qualifiedName.take_front(dot);
+}
+
+SmallVector<std::string>
+loom::getLayerBlocks(ArrayRef<StringRef> qualifiedNames) {
+  SmallVector<std::string> prefixes;
+  llvm::StringSet<> seen;
+  for (StringRef name : qualifiedNames) {
+    SmallVector<StringRef> parts;
+    name.split(parts, '.');
+    // `layers.N` must own something: the last component is the tensor.
+    for (size_t i = 0; i + 2 < parts.size(); ++i) {
+      int64_t index;
+      if (parts[i] == "layers" && !parts[i + 1].getAsInteger(10, index)) {
+        std::string prefix = llvm::join(ArrayRef(parts).take_front(i + 2), ".");
+        if (seen.insert(prefix).second)
+          prefixes.push_back(prefix);
+        break;
+      }
+    }
+  }
+  return prefixes;
 }

@@ -13,9 +13,11 @@
 
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 
 #include <optional>
+#include <string>
 
 namespace loom {
 
@@ -83,6 +85,12 @@ llvm::StringRef getCommonModule(llvm::ArrayRef<llvm::StringRef> paths);
 /// The module that owns a parameter or buffer: its fully-qualified name
 /// without the last component (empty for one of the root module).
 llvm::StringRef getOwnerModule(llvm::StringRef qualifiedName);
+
+/// The repeated blocks of a model, as `fully_shard` and `checkpoint_wrapper`
+/// are applied to `model.layers[i]`: the `...layers.N` prefix of every
+/// fully-qualified name that has one, each once, in the order of `names`.
+llvm::SmallVector<std::string>
+getLayerBlocks(llvm::ArrayRef<llvm::StringRef> qualifiedNames);
 
 } // namespace loom
 
