@@ -46,7 +46,8 @@ def make_artifact(name: str, text: str, tmp_path):
     (out / "src.mlir").write_text(text)
     flat = subprocess.run([str(LOOM_OPT), str(out / "src.mlir")], capture_output=True,
                           text=True, check=True).stdout
-    flat = flat.replace("module {", 'module attributes {loom.weights = "step.weights.safetensors"} {', 1)
+    flat = flat.replace(
+        "module {", 'module attributes {loom.weights = "step.weights.safetensors"} {', 1)
     (out / "step.mlir").write_text(flat)
     args = re.findall(r'%\w+: tensor<((?:\d+x)*)f32> \{loom\.name = "([^"]+)", '
                       r'loom\.role = #loom\.role<(parameter|input)>', flat)

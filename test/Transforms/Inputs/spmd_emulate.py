@@ -212,7 +212,8 @@ def run(step, inputs_per_rank, nranks):
         if rest.startswith("loom.recompute"):
             # The body runs where the region stands, in its own name scope
             # (the region is isolated), on the region's inputs.
-            inputs = names_before_colon(re.match(r'loom\.recompute "[^"]*" \(([^)]*)\)', rest).group(1))
+            inputs = names_before_colon(
+                re.match(r'loom\.recompute "[^"]*" \(([^)]*)\)', rest).group(1))
             header = next(lines)
             params = [p.split(":")[0].strip()
                       for p in split_top(header[header.index("(") + 1:header.rindex(")")])]
