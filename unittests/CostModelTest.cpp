@@ -205,6 +205,14 @@ protected:
     return parseSourceString<ModuleOp>(text, &context);
   }
 
+  /// The ops of the step's body but its terminator, in block order.
+  static SmallVector<Operation *> bodyOps(func::FuncOp step) {
+    SmallVector<Operation *> ops;
+    for (Operation &op : step.getBody().front().without_terminator())
+      ops.push_back(&op);
+    return ops;
+  }
+
   MLIRContext context;
   std::optional<CostModel> model;
 };
@@ -234,9 +242,7 @@ TEST_F(SimulatorTest, ReplaysBlockOrderAndExplicitOrders) {
   FailureOr<StepSimulator> sim = StepSimulator::create(step, *model, options);
   ASSERT_TRUE(succeeded(sim));
 
-  SmallVector<Operation *> ops;
-  for (Operation &op : step.getBody().front().without_terminator())
-    ops.push_back(&op);
+  SmallVector<Operation *> ops = bodyOps(step);
   Operation *start = ops[0], *mm = ops[1], *view = ops[2], *wait = ops[3];
   EXPECT_NEAR(sim->getOpCost(mm).seconds, 5.194304e-6, kTol);
   EXPECT_TRUE(sim->getOpCost(mm).computeBound);
@@ -269,9 +275,7 @@ TEST_F(SimulatorTest, RejectsOrdersThatAreNotTopological) {
   auto step = *module->getOps<func::FuncOp>().begin();
   FailureOr<StepSimulator> sim = StepSimulator::create(step, *model);
   ASSERT_TRUE(succeeded(sim));
-  SmallVector<Operation *> ops;
-  for (Operation &op : step.getBody().front().without_terminator())
-    ops.push_back(&op);
+  SmallVector<Operation *> ops = bodyOps(step);
   std::string messages;
   ScopedDiagnosticHandler handler(&context, [&](Diagnostic &d) {
     messages += d.str() + "\n";
@@ -319,9 +323,7 @@ TEST_F(SimulatorTest, RecomputeRegionIsOneNode) {
   options.recordTimeline = true;
   FailureOr<StepSimulator> sim = StepSimulator::create(step, *model, options);
   ASSERT_TRUE(succeeded(sim));
-  SmallVector<Operation *> ops;
-  for (Operation &op : step.getBody().front().without_terminator())
-    ops.push_back(&op);
+  SmallVector<Operation *> ops = bodyOps(step);
   Operation *start = ops[0], *region = ops[1], *wait = ops[2];
   const OpCost &cost = sim->getOpCost(region);
   EXPECT_NEAR(cost.seconds, 7.505024e-6, kTol);
