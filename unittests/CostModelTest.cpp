@@ -205,6 +205,14 @@ protected:
     return parseSourceString<ModuleOp>(text, &context);
   }
 
+  /// The ops of the step's body but its terminator, in block order.
+  static SmallVector<Operation *> bodyOps(func::FuncOp step) {
+    SmallVector<Operation *> ops;
+    for (Operation &op : step.getBody().front().without_terminator())
+      ops.push_back(&op);
+    return ops;
+  }
+
   MLIRContext context;
   std::optional<CostModel> model;
 };
@@ -234,9 +242,7 @@ TEST_F(SimulatorTest, ReplaysBlockOrderAndExplicitOrders) {
   FailureOr<StepSimulator> sim = StepSimulator::create(step, *model, options);
   ASSERT_TRUE(succeeded(sim));
 
-  SmallVector<Operation *> ops;
-  for (Operation &op : step.getBody().front().without_terminator())
-    ops.push_back(&op);
+  SmallVector<Operation *> ops = bodyOps(step);
   Operation *start = ops[0], *mm = ops[1], *view = ops[2], *wait = ops[3];
   EXPECT_NEAR(sim->getOpCost(mm).seconds, 5.194304e-6, kTol);
   EXPECT_TRUE(sim->getOpCost(mm).computeBound);
@@ -269,9 +275,7 @@ TEST_F(SimulatorTest, RejectsOrdersThatAreNotTopological) {
   auto step = *module->getOps<func::FuncOp>().begin();
   FailureOr<StepSimulator> sim = StepSimulator::create(step, *model);
   ASSERT_TRUE(succeeded(sim));
-  SmallVector<Operation *> ops;
-  for (Operation &op : step.getBody().front().without_terminator())
-    ops.push_back(&op);
+  SmallVector<Operation *> ops = bodyOps(step);
   std::string messages;
   ScopedDiagnosticHandler handler(&context, [&](Diagnostic &d) {
     messages += d.str() + "\n";
@@ -288,6 +292,73 @@ TEST_F(SimulatorTest, RejectsOrdersThatAreNotTopological) {
             "that defines its operand #0\n"
             "simulation order has 3 ops, the body has 4\n"
             "'loom.aten' op appears twice in the simulation order\n");
+}
+
+// A recompute region is one node of the order: it costs its body (mm
+// 5.194304 us + relu 131072 B / 1e11 + 1 us = 2.31072 us), its body's ops
+// are timeline events of their own, and its body's transient (the mm and
+// relu results, 2 * 65536 B, with the gathered 16384 B) is in the peak.
+constexpr const char *kRecompute = R"mlir(
+  loom.mesh @dp shape [4] axes ["shard"]
+  func.func @step(%w: tensor<1024xf32> {loom.name = "w", loom.role = #loom.role<parameter>},
+                  %a: tensor<128x128xf32> {loom.name = "a", loom.role = #loom.role<input>})
+      -> (tensor<128x128xf32> {loom.role = #loom.role<loss>}, tensor<4096xf32> {loom.role = #loom.role<output>})
+      attributes {loom.step} {
+    %f = loom.all_gather_start %w on @dp axes ["shard"] dim 0 : tensor<1024xf32> -> !loom.future<tensor<4096xf32>>
+    %r = loom.recompute "blk" (%a) : (tensor<128x128xf32>) -> tensor<128x128xf32> {
+    ^bb0(%x: tensor<128x128xf32>):
+      %m = loom.aten "aten::mm.default"(%x, %x) {args = [#loom.arg<0>, #loom.arg<1>]} : (tensor<128x128xf32>, tensor<128x128xf32>) -> tensor<128x128xf32>
+      %h = loom.aten "aten::relu.default"(%m) {args = [#loom.arg<0>]} : (tensor<128x128xf32>) -> tensor<128x128xf32>
+      loom.yield %h : tensor<128x128xf32>
+    } {loom.module = "blk", loom.phase = #loom.phase<backward>}
+    %g = loom.wait %f : !loom.future<tensor<4096xf32>> -> tensor<4096xf32>
+    return %r, %g : tensor<128x128xf32>, tensor<4096xf32>
+  })mlir";
+
+TEST_F(SimulatorTest, RecomputeRegionIsOneNode) {
+  auto module = parse(kRecompute);
+  ASSERT_TRUE(module);
+  auto step = *module->getOps<func::FuncOp>().begin();
+  SimOptions options;
+  options.recordTimeline = true;
+  FailureOr<StepSimulator> sim = StepSimulator::create(step, *model, options);
+  ASSERT_TRUE(succeeded(sim));
+  SmallVector<Operation *> ops = bodyOps(step);
+  Operation *start = ops[0], *region = ops[1], *wait = ops[2];
+  const OpCost &cost = sim->getOpCost(region);
+  EXPECT_NEAR(cost.seconds, 7.505024e-6, kTol);
+  EXPECT_EQ(cost.flops, 4194304);
+  EXPECT_TRUE(cost.computeBound); // its longest op, the mm
+
+  SimulationResult hidden = sim->run();
+  EXPECT_NEAR(hidden.stepTime, 7.505024e-6, kTol);
+  EXPECT_NEAR(hidden.recomputeTime, 7.505024e-6, kTol);
+  EXPECT_EQ(hidden.recomputeFlops, 4194304);
+  EXPECT_EQ(hidden.numOps, 2);
+  EXPECT_EQ(hidden.numRecomputeOps, 2);
+  EXPECT_EQ(hidden.numRecomputeRegions, 1);
+  ASSERT_EQ(hidden.timeline.size(), 3u); // start, mm, relu
+  EXPECT_EQ(hidden.timeline[1].region, region);
+  EXPECT_NEAR(hidden.timeline[2].start, 5.194304e-6, kTol);
+  ASSERT_TRUE(hidden.memory);
+  EXPECT_EQ(hidden.memory->peakActivationBytes, 2 * 65536 + 16384);
+  EXPECT_EQ(hidden.memory->peakOp->getParentOp(), region);
+
+  // The gather after the region: exposed.
+  FailureOr<SimulationResult> late = sim->run({region, start, wait});
+  ASSERT_TRUE(succeeded(late));
+  EXPECT_NEAR(late->exposedCommTime, 4.2288e-6, kTol);
+
+  // The body's ops are not ops of the order.
+  std::string messages;
+  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &d) {
+    messages += d.str() + "\n";
+    return success();
+  });
+  Operation *mm = &cast<RecomputeOp>(region).getBodyBlock().front();
+  EXPECT_TRUE(failed(sim->run({start, mm, region, wait})));
+  EXPECT_EQ(messages,
+            "simulation order entry 1 is not an op of the step's body\n");
 }
 
 // With tf32 allowed an fp32 mm runs at the tf32 peak (2e12): the 128^3 mm

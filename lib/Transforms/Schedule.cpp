@@ -69,6 +69,27 @@ static int64_t parseBytes(StringRef text) {
   return static_cast<int64_t>(value * scale);
 }
 
+/// The results of `region` that are views of its input `input`: the body
+/// yields the argument bound to it, or a chain of views of it.
+static SmallVector<Value> getRecomputeViewsOf(RecomputeOp region,
+                                              OpOperand &input) {
+  Value arg = region.getBodyBlock().getArgument(input.getOperandNumber());
+  SmallVector<Value> views;
+  for (auto [result, yielded] :
+       llvm::zip(region.getResults(), region.getYield().getValues())) {
+    Value v = yielded;
+    while (v != arg) {
+      Operation *def = v.getDefiningOp();
+      if (!def || !isViewAtenOp(def) || def->getNumOperands() == 0)
+        break;
+      v = def->getOperand(0);
+    }
+    if (v == arg)
+      views.push_back(result);
+  }
+  return views;
+}
+
 namespace {
 /// The dependence graph of one step body and the list scheduler over it.
 class ListScheduler {
@@ -151,6 +172,13 @@ void ListScheduler::buildGraph() {
       if (isViewAtenOp(user))
         for (Value r : user->getResults())
           readersBefore(r, update);
+      // A region result that is a view of the input read here aliases it
+      // too.
+      if (auto region = dyn_cast<RecomputeOp>(user))
+        for (OpOperand &input : region->getOpOperands())
+          if (input.get() == v)
+            for (Value r : getRecomputeViewsOf(region, input))
+              readersBefore(r, update);
     }
   };
   Operation *lastRandom = nullptr, *lastUpdate = nullptr,

@@ -1,6 +1,7 @@
 // RUN: loom-opt %s --loom-accumulate-gradients="microbatches=3" | FileCheck %s
 // RUN: loom-opt %s --loom-accumulate-gradients="microbatches=1" | FileCheck %s --check-prefix=ONE
 // RUN: loom-opt %s --loom-accumulate-gradients="microbatches=2" --loom-replicate="mesh-shape=2" | FileCheck %s --check-prefix=DDP
+// RUN: loom-opt %S/Inputs/remat-step.mlir --loom-accumulate-gradients="microbatches=2" | FileCheck %s --check-prefix=REMAT
 
 // Three microbatches of 2 rows: the batch input takes 6 rows, the body runs
 // on each slice in turn, the loss and gradient are running sums divided by 3.
@@ -47,3 +48,19 @@ func.func @step(%w: tensor<4x4xf32> {loom.name = "fc.weight", loom.role = #loom.
 // DDP-COUNT-1: loom.all_reduce_start
 // DDP-NOT: loom.all_reduce_start
 
+
+// A step with recompute regions (Inputs/remat-step.mlir): every microbatch
+// clones its regions with it, tagged with the microbatch, each reading that
+// microbatch's slice of the batch.
+// REMAT-LABEL: func.func @step
+// REMAT: %[[X0:.*]] = loom.aten "aten::slice.Tensor"(%arg4) {args = [#loom.arg<0>, 0, 0, 4, 1]
+// REMAT: loom.recompute "layers.1"
+// REMAT: } {loom.microbatch = 0 : i64, loom.module = "layers.1", loom.phase = #loom.phase<backward>}
+// REMAT: loom.recompute "layers.0" (%arg0, %arg1, %[[X0]])
+// REMAT: } {loom.microbatch = 0 : i64, loom.module = "layers.0", loom.phase = #loom.phase<backward>}
+// REMAT: %[[X1:.*]] = loom.aten "aten::slice.Tensor"(%arg4) {args = [#loom.arg<0>, 0, 4, 8, 1]
+// REMAT: loom.recompute "layers.1"
+// REMAT: } {loom.microbatch = 1 : i64, loom.module = "layers.1", loom.phase = #loom.phase<backward>}
+// REMAT: loom.recompute "layers.0" (%arg0, %arg1, %[[X1]])
+// REMAT: } {loom.microbatch = 1 : i64, loom.module = "layers.0", loom.phase = #loom.phase<backward>}
+// REMAT-NOT: loom.recompute

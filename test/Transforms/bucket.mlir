@@ -5,6 +5,7 @@
 // RUN: loom-opt %s --loom-fsdp="mesh-shape=2" --loom-bucket="bucket-bytes=128" | FileCheck %s --check-prefix=SPLIT
 // RUN: loom-opt %s --loom-fsdp="mesh-shape=2" --loom-prefetch="forward-prefetch=1" --loom-bucket="bucket-bytes=128" | FileCheck %s --check-prefix=PREFETCH
 // RUN: not loom-opt %s --loom-fsdp="mesh-shape=2" --loom-bucket="bucket-bytes=-1" 2>&1 | FileCheck %s --check-prefix=NEG
+// RUN: loom-opt %S/Inputs/remat-step.mlir --loom-fsdp="mesh-shape=2" --loom-prefetch --loom-bucket="bucket-bytes=100000" | FileCheck %s --check-prefix=REMAT
 
 // The units of ModelArgs(n_layers=3) on 2 ranks (fsdp reshard auto): the
 // root (tok_embeddings, norm, output: 3 x 16 floats, 192 bytes unsharded),
@@ -151,3 +152,24 @@ func.func @step(%w0: tensor<4x4xf32> {loom.name = "tok_embeddings.weight", loom.
   %gw0 = loom.aten "aten::mm.default"(%gt0, %x) {args = [#loom.arg<0>, #loom.arg<1>], loom.module = "tok_embeddings", loom.phase = #loom.phase<backward>} : (tensor<4x2xf32>, tensor<2x4xf32>) -> tensor<4x4xf32>
   return %l, %gw0, %gw1, %gw2, %gw3, %gw4, %gw5 : tensor<f32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>
 }
+
+// A step with recompute regions (Inputs/remat-step.mlir): with layers.0's
+// backward all-gather prefetched next to layers.1's, the two merge into one
+// (of module "layers") and both regions read their parameters from its
+// split.
+// REMAT-LABEL: func.func @step
+// REMAT: %[[F:.*]] = loom.all_gather_start %{{.*}} {loom.module = "layers", loom.phase = #loom.phase<backward>}
+// REMAT: %[[W:.*]] = loom.wait %[[F]]
+// REMAT-NEXT: %[[M:.*]] = loom.aten "aten::reshape.default"(%[[W]])
+// REMAT-NEXT: %[[S:.*]]:2 = loom.aten "aten::split_with_sizes.default"(%[[M]])
+// REMAT-NEXT: %[[P1:.*]] = loom.aten "aten::reshape.default"(%[[S]]#0)
+// REMAT-NEXT: %[[P0:.*]] = loom.aten "aten::reshape.default"(%[[S]]#1)
+// REMAT-NEXT: %[[W1:.*]] = loom.aten "aten::view.default"(%[[P1]])
+// REMAT-NEXT: loom.recompute "layers.1" (%{{.*}}, %[[W1]])
+// REMAT-NOT: loom.all_gather_start
+// REMAT: %[[V0:.*]] = loom.aten "aten::view.default"(%[[P0]])
+// REMAT-NEXT: %[[S0:.*]]:2 = loom.aten "aten::split_with_sizes.default"(%[[V0]])
+// REMAT-NEXT: %[[W0:.*]] = loom.aten "aten::reshape.default"(%[[S0]]#0)
+// REMAT-NEXT: %[[B0:.*]] = loom.aten "aten::reshape.default"(%[[S0]]#1)
+// REMAT-NEXT: loom.recompute "layers.0" (%[[W0]], %[[B0]], %arg4)
+// REMAT-NOT: loom.all_gather_start

@@ -10,6 +10,7 @@
 // RUN: loom-opt %s --loom-fsdp="mesh-shape=2 reshard-after-forward=true" --loom-prefetch="forward-prefetch=1" | FileCheck %s --check-prefix=FWD1
 // RUN: loom-opt %s --loom-fsdp="mesh-shape=2 reshard-after-forward=true" --loom-prefetch="forward-prefetch=2 backward-prefetch=none" | FileCheck %s --check-prefix=FWD2
 // RUN: loom-opt %s --loom-fsdp="mesh-shape=1" --loom-prefetch="forward-prefetch=2" | FileCheck %s --check-prefix=WS1
+// RUN: loom-opt %S/Inputs/remat-step.mlir --loom-fsdp="mesh-shape=2" --loom-prefetch | FileCheck %s --check-prefix=REMAT
 
 // PyTorch's test_fully_shard_backward_prefetch
 // (test_fully_shard_comm.py::TestFullyShardPrefetch) on
@@ -250,3 +251,17 @@ func.func @step(%w0: tensor<4x4xf32> {loom.name = "tok_embeddings.weight", loom.
   %gw0 = loom.aten "aten::mm.default"(%gt0, %x) {args = [#loom.arg<0>, #loom.arg<1>], loom.module = "tok_embeddings", loom.phase = #loom.phase<backward>} : (tensor<4x2xf32>, tensor<2x4xf32>) -> tensor<4x4xf32>
   return %l, %gw0, %gw1, %gw2, %gw3, %gw4, %gw5 : tensor<f32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>
 }
+
+// A step with recompute regions (Inputs/remat-step.mlir): a region is its
+// unit's first backward op, so BACKWARD_PRE issues layers.0's all-gather at
+// layers.1's pre-backward point, right after layers.1's wait and before
+// layers.1's region, which reads layers.1's gathered weight.
+// REMAT-LABEL: func.func @step
+// REMAT: %[[W1:.*]] = loom.wait %{{.*}} {loom.module = "layers.1", loom.phase = #loom.phase<backward>}
+// REMAT-NEXT: loom.aten "aten::view.default"(%arg0)
+// REMAT-NEXT: loom.aten "aten::cat.default"
+// REMAT-NEXT: %[[F0:.*]] = loom.all_gather_start %{{.*}} {loom.module = "layers.0", loom.phase = #loom.phase<backward>}
+// REMAT-NEXT: %[[V1:.*]] = loom.aten "aten::view.default"(%[[W1]])
+// REMAT-NEXT: loom.recompute "layers.1" (%{{.*}}, %[[V1]])
+// REMAT: loom.wait %[[F0]]
+// REMAT: loom.recompute "layers.0"

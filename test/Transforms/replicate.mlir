@@ -7,6 +7,7 @@
 // RUN: loom-opt %s --loom-replicate="mesh=rep mesh-shape=2,2 axes=r,s" | FileCheck %s --check-prefix=TWOD
 // RUN: loom-opt %s --loom-replicate="mesh-shape=4" --loom-attach-optimizer="optimizer=sgd" | FileCheck %s --check-prefix=OPT
 // RUN: loom-opt %s --loom-replicate="mesh-shape=4" | loom-opt | FileCheck %s
+// RUN: loom-opt %S/Inputs/remat-step.mlir --loom-replicate="mesh-shape=2" | FileCheck %s --check-prefix=REMAT
 
 // Two linear layers; backward produces the gradients of fc2 before fc1's.
 // 256x256 f32 is exactly 0.25 MiB, a bias 1 KiB.
@@ -138,3 +139,15 @@ func.func @step(%w1: tensor<256x256xf32> {loom.name = "fc1.weight", loom.role = 
 // OPT: loom.optimizer_update #loom.sgd<> param %{{.*}} grad %[[RW2]]
 // OPT: loom.optimizer_update #loom.sgd<> param %{{.*}} grad %[[RB2]]
 
+
+// A step with recompute regions (Inputs/remat-step.mlir): the regions stay
+// as they are, reading the step's own parameters, and the gradients they
+// help compute are all-reduced once, after the last of them.
+// REMAT-LABEL: func.func @step
+// REMAT-NOT: loom.all_reduce_start
+// REMAT: loom.recompute "layers.1" (%{{.*}}, %arg2)
+// REMAT-NOT: loom.all_reduce_start
+// REMAT: loom.recompute "layers.0" (%arg0, %arg1, %arg4)
+// REMAT: loom.aten "aten::sum.dim_IntList"
+// REMAT-COUNT-1: loom.all_reduce_start
+// REMAT-NOT: loom.all_reduce_start

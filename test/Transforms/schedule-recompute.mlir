@@ -1,7 +1,8 @@
-// RUN: loom-opt %s --loom-schedule="device=%S/../Analysis/Inputs/round-device.json" | FileCheck %s
-// RUN: loom-opt %s --loom-schedule="device=%S/../Analysis/Inputs/round-device.json report=true" -o /dev/null 2>&1 | FileCheck %s --check-prefix=REPORT
-// RUN: loom-opt %s --loom-schedule="device=%S/../Analysis/Inputs/round-device.json memory-limit=344064" | FileCheck %s --check-prefix=LIMIT
-// RUN: loom-opt %s --loom-schedule="device=%S/../Analysis/Inputs/round-device.json memory-limit=344064 report=true" -o /dev/null 2>&1 | FileCheck %s --check-prefix=LIMIT-REPORT
+// RUN: loom-opt %s --split-input-file --loom-schedule="device=%S/../Analysis/Inputs/round-device.json" | FileCheck %s
+// RUN: loom-opt %s --split-input-file --loom-schedule="device=%S/../Analysis/Inputs/round-device.json" | FileCheck %s --check-prefix=ORDER
+// RUN: loom-opt %s --split-input-file --loom-schedule="device=%S/../Analysis/Inputs/round-device.json report=true" -o /dev/null 2>&1 | FileCheck %s --check-prefix=REPORT
+// RUN: loom-opt %s --split-input-file --loom-schedule="device=%S/../Analysis/Inputs/round-device.json memory-limit=344064" | FileCheck %s --check-prefix=LIMIT
+// RUN: loom-opt %s --split-input-file --loom-schedule="device=%S/../Analysis/Inputs/round-device.json memory-limit=344064 report=true" -o /dev/null 2>&1 | FileCheck %s --check-prefix=LIMIT-REPORT
 
 // loom-schedule treats a recompute region as one node: its body is never
 // split or reordered, its time is its body's, and the memory limit counts
@@ -74,4 +75,38 @@ func.func @step(%w: tensor<32x128xf32> {loom.name = "blk.out.weight", loom.role 
   %g = loom.wait %f {loom.module = "blk", loom.phase = #loom.phase<backward>} : !loom.future<!t> -> !t
   %y = loom.aten "aten::mm.default"(%s, %g) {args = [#loom.arg<0>, #loom.arg<1>], loom.module = "blk", loom.phase = #loom.phase<backward>} : (!t, !t) -> !t
   return %y : !t
+}
+
+// -----
+
+// A region may yield a view of its input (here the transposed weight). An
+// optimizer update writes that weight in place, so every reader of the view
+// runs before the update, as for a view made outside a region. Here the
+// reader %y waits on a slow all-reduce while the update's gradient is
+// ready early: without the edge through the region the scheduler would run
+// the update first and %y would read the updated weight.
+
+// ORDER-LABEL: func.func @update
+// ORDER: %[[T:.*]] = loom.recompute "blk" (%arg0)
+// ORDER: %[[Y:.*]] = loom.aten "aten::mm.default"(%{{.*}}, %[[T]])
+// ORDER: loom.optimizer_update #loom.sgd<> param %arg0
+// ORDER-NOT: %[[T]]
+
+!t = tensor<128x128xf32>
+loom.mesh @dp shape [4] axes ["dp"]
+func.func @update(%w: !t {loom.name = "blk.weight", loom.role = #loom.role<parameter>},
+                  %x: !t {loom.name = "x", loom.role = #loom.role<input>})
+    -> (!t {loom.role = #loom.role<loss>}, !t {loom.role = #loom.role<param_update>, loom.target = "blk.weight"})
+    attributes {loom.step, loom.optimizer = #loom.sgd<>} {
+  %t = loom.recompute "blk" (%w) : (!t) -> !t {
+  ^bb0(%bw: !t):
+    %bt = loom.aten "aten::t.default"(%bw) {args = [#loom.arg<0>], loom.module = "blk", loom.phase = #loom.phase<forward>} : (!t) -> !t
+    loom.yield %bt : !t
+  } {loom.module = "blk", loom.phase = #loom.phase<backward>}
+  %f = loom.all_reduce_start %x on @dp axes ["dp"] reduce <avg> {loom.module = "blk", loom.phase = #loom.phase<backward>} : !t -> !loom.future<!t>
+  %r = loom.wait %f {loom.module = "blk", loom.phase = #loom.phase<backward>} : !loom.future<!t> -> !t
+  %y = loom.aten "aten::mm.default"(%r, %t) {args = [#loom.arg<0>, #loom.arg<1>], loom.module = "blk", loom.phase = #loom.phase<backward>} : (!t, !t) -> !t
+  %g = loom.aten "aten::mul.Tensor"(%x, %x) {args = [#loom.arg<0>, #loom.arg<1>], loom.module = "blk", loom.phase = #loom.phase<backward>} : (!t, !t) -> !t
+  %w1 = loom.optimizer_update #loom.sgd<> param %w grad %g {loom.module = "blk", loom.phase = #loom.phase<optimizer>} : !t
+  return %y, %w1 : !t, !t
 }

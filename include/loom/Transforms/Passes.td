@@ -26,6 +26,9 @@ def LoomStats : Pass<"loom-stats", "::mlir::ModuleOp"> {
       same formulas as the GPU ones.
 
     FLOPs of a module include its submodules only in the `inclusive` column.
+    The ops of `loom.recompute` regions count in the region's phase
+    (backward), and their FLOPs in a `recompute` column of their own, next
+    to forward and backward, so checkpointing leaves those two unchanged.
 
     Example:
 

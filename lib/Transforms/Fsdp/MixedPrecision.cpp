@@ -54,6 +54,13 @@ public:
   void lowerGradientProducers();
 
 private:
+  /// lowerOps on the ops of one block: the step's body or a recompute
+  /// region's.
+  void lowerBlock(Block &block);
+  /// A recompute region re-runs forward ops on inputs that may now be in
+  /// the compute dtype: its body takes its inputs' types and computes as
+  /// the forward ops it copies do, and its results the types it yields.
+  void lowerRecompute(RecomputeOp region);
   /// Runs `atenOp` in the compute dtype: its original-dtype operands are
   /// cast (once per value), its results and dtype arguments retyped.
   void lowerToCompute(AtenOp atenOp);
@@ -138,8 +145,24 @@ bool ComputeLowering::staysOriginal(Operation &op) const {
   });
 }
 
-void ComputeLowering::lowerOps() {
-  for (Operation &op : llvm::make_early_inc_range(s.body())) {
+void ComputeLowering::lowerOps() { lowerBlock(s.body()); }
+
+void ComputeLowering::lowerRecompute(RecomputeOp region) {
+  Block &body = region.getBodyBlock();
+  for (auto [arg, input] : llvm::zip(body.getArguments(), region.getInputs()))
+    arg.setType(input.getType());
+  lowerBlock(body);
+  for (auto [result, yielded] :
+       llvm::zip(region.getResults(), region.getYield().getValues()))
+    result.setType(yielded.getType());
+}
+
+void ComputeLowering::lowerBlock(Block &block) {
+  for (Operation &op : llvm::make_early_inc_range(block)) {
+    if (auto region = dyn_cast<RecomputeOp>(&op)) {
+      lowerRecompute(region);
+      continue;
+    }
     auto atenOp = dyn_cast<AtenOp>(&op);
     if (!atenOp || atenOp->getNumResults() == 0 ||
         s.gatheredValues.contains(atenOp->getResult(0)))

@@ -6,7 +6,8 @@ output of loom-fsdp) on all ranks of its mesh in lockstep, emulating the
 collectives in one process with ATen ops. Each rank's loss must equal the
 original step's loss on its batch, and each rank's gradient results must be
 its shard (as `loom.shard` says) of the gradient averaged over the
-data-parallel ranks, which is what FSDP2 and DDP produce.
+data-parallel ranks, which is what FSDP2 and DDP produce. Recompute regions
+run their body where they stand, as the lowering inlines them.
 
 usage: spmd_emulate.py ORIGINAL.mlir DISTRIBUTED.mlir [--weights W.safetensors]
        [--int-high N] [--atol A] [--divide-factor F]
@@ -164,7 +165,9 @@ class Step:
             t, _, attrs = r.strip().partition(" ")
             self.results.append((tensor_type(t), Parser(attrs).value()))
         body = text[text.index("{", m.end()) + 1:]
-        self.ops = [l.strip() for l in body.splitlines() if l.strip().startswith(("%", "return"))]
+        # Recompute regions keep their block header and yield.
+        self.ops = [l.strip() for l in body.splitlines()
+                    if l.strip().startswith(("%", "return", "^bb", "loom.yield"))]
 
 
 def to_arg(v, operands):
@@ -192,13 +195,51 @@ def groups(shape, axes, names):
     return out
 
 
+def names_before_colon(text):
+    return [n.strip() for n in text.split(":")[0].split(",") if n.strip()]
+
+
 def run(step, inputs_per_rank, nranks):
     envs = [dict(zip([a[0] for a in step.args], inputs)) for inputs in inputs_per_rank]
     op_re = re.compile(r"(%[\w#]+)(?::(\d+))? = (.*)")
-    for line in step.ops:
+    lines = iter(step.ops)
+    for line in lines:
         if line.startswith("return"):
-            names = [n.strip() for n in line[len("return"):].split(":")[0].split(",")]
+            names = names_before_colon(line[len("return"):])
             return [[env[n] for n in names] for env in envs]
+        m = op_re.match(line)
+        res, count, rest = m.group(1), m.group(2), m.group(3)
+        if rest.startswith("loom.recompute"):
+            # The body runs where the region stands, in its own name scope
+            # (the region is isolated), on the region's inputs.
+            inputs = names_before_colon(
+                re.match(r'loom\.recompute "[^"]*" \(([^)]*)\)', rest).group(1))
+            header = next(lines)
+            params = [p.split(":")[0].strip()
+                      for p in split_top(header[header.index("(") + 1:header.rindex(")")])]
+            body = []
+            for inner in lines:
+                if inner.startswith("loom.yield"):
+                    break
+                body.append(inner)
+            yielded = names_before_colon(inner[len("loom.yield"):])
+            scopes = [{p: env[i] for p, i in zip(params, inputs)} for env in envs]
+            run_ops(step, body, scopes, nranks)
+            for env, scope in zip(envs, scopes):
+                values = [scope[n] for n in yielded]
+                if count is None:
+                    env[res], = values
+                else:
+                    for i, v in enumerate(values):
+                        env[f"{res}#{i}"] = v
+            continue
+        run_ops(step, [line], envs, nranks)
+    raise ValueError("no return")
+
+
+def run_ops(step, lines, envs, nranks):
+    op_re = re.compile(r"(%[\w#]+)(?::(\d+))? = (.*)")
+    for line in lines:
         m = op_re.match(line)
         res, count, rest = m.group(1), m.group(2), m.group(3)
         if rest.startswith("loom.aten"):
@@ -265,7 +306,6 @@ def run(step, inputs_per_rank, nranks):
             outs.append(total)
         for env, o in zip(envs, outs):
             env[res] = o
-    raise ValueError("no return")
 
 
 def main():

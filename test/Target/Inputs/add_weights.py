@@ -1,0 +1,45 @@
+"""Gives a hand-written step the weights loom-compile needs for an artifact.
+
+Wraps STEP.mlir's ops in a module that names OUT/step.weights.safetensors
+(`loom.weights`) and writes that file, with deterministic values for every
+argument of role parameter, buffer or constant (f32 only; enough for the
+hand-written test steps). Standard library only.
+
+usage: add_weights.py STEP.mlir OUT_DIR
+"""
+
+import json
+import re
+import struct
+import sys
+from pathlib import Path
+
+
+def main():
+    step, out = Path(sys.argv[1]), Path(sys.argv[2])
+    text = step.read_text()
+    args = re.findall(r"%\w+: tensor<((?:\d+x)*)f32> \{loom\.name = \"([^\"]+)\", "
+                      r"loom\.role = #loom\.role<(parameter|buffer|constant)>", text)
+    header, blobs, offset = {}, [], 0
+    for dims, name, _ in args:
+        shape = [int(d) for d in dims.split("x") if d]
+        count = 1
+        for d in shape:
+            count *= d
+        values = [((i * 7 + len(name)) % 13 - 6) / 16 for i in range(count)]
+        blob = struct.pack(f"<{count}f", *values)
+        header[name] = {"dtype": "F32", "shape": shape,
+                        "data_offsets": [offset, offset + len(blob)]}
+        blobs.append(blob)
+        offset += len(blob)
+    meta = json.dumps(header, separators=(",", ":")).encode()
+    meta += b" " * (-len(meta) % 8)
+    (out / "step.weights.safetensors").write_bytes(
+        struct.pack("<Q", len(meta)) + meta + b"".join(blobs))
+    (out / "step.mlir").write_text(
+        'module attributes {loom.weights = "step.weights.safetensors"} {\n'
+        + text + "}\n")
+
+
+if __name__ == "__main__":
+    main()
