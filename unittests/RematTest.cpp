@@ -66,14 +66,24 @@ protected:
   MLIRContext context;
 };
 
-/// The forward ops of `block` (layers.0 or layers.1), in program order.
-SmallVector<Operation *> forwardOps(func::FuncOp step, StringRef block) {
+/// A group of the forward ops of `block` (layers.0 or layers.1), in program
+/// order, named `name`.
+RecomputeGroup blockGroup(func::FuncOp step, StringRef block, StringRef name) {
   SmallVector<Operation *> ops;
   for (Operation &op : step.getBody().front())
     if (getPhase(&op) == Phase::forward &&
         isInModule(getModulePath(&op), block))
       ops.push_back(&op);
-  return ops;
+  RecomputeGroup group;
+  group.module = name.str();
+  group.ops = ops;
+  return group;
+}
+
+/// The step of kStep, parsed into `module`.
+func::FuncOp parseStep(MLIRContext &context, OwningOpRef<ModuleOp> &module) {
+  module = parseSourceString<ModuleOp>(kStep, ParserConfig(&context));
+  return module ? *module->getOps<func::FuncOp>().begin() : func::FuncOp();
 }
 
 // A memory solver may save any subset of a block's ops. For every one of
@@ -84,15 +94,12 @@ SmallVector<Operation *> forwardOps(func::FuncOp step, StringRef block) {
 // never copied.
 TEST_F(RematTest, EverySaveSetGivesAValidStep) {
   for (unsigned mask = 0; mask < (1u << 10); ++mask) {
-    OwningOpRef<ModuleOp> module =
-        parseSourceString<ModuleOp>(kStep, ParserConfig(&context));
-    ASSERT_TRUE(module);
-    auto step = *module->getOps<func::FuncOp>().begin();
-    SmallVector<RecomputeGroup> groups(2);
-    groups[0].module = "layers.0";
-    groups[0].ops = forwardOps(step, "layers.0");
-    groups[1].module = "layers.1";
-    groups[1].ops = forwardOps(step, "layers.1");
+    OwningOpRef<ModuleOp> module;
+    func::FuncOp step = parseStep(context, module);
+    ASSERT_TRUE(step);
+    SmallVector<RecomputeGroup> groups = {
+        blockGroup(step, "layers.0", "layers.0"),
+        blockGroup(step, "layers.1", "layers.1")};
     ASSERT_EQ(groups[0].ops.size() + groups[1].ops.size(), 10u);
     unsigned bit = 0;
     llvm::SmallPtrSet<Operation *, 16> recomputed;
@@ -137,14 +144,11 @@ TEST_F(RematTest, EverySaveSetGivesAValidStep) {
 
 // An op cannot be in two regions, and only forward ops are recomputed.
 TEST_F(RematTest, RejectsOverlappingAndBackwardGroups) {
-  OwningOpRef<ModuleOp> module =
-      parseSourceString<ModuleOp>(kStep, ParserConfig(&context));
-  auto step = *module->getOps<func::FuncOp>().begin();
-  SmallVector<RecomputeGroup> groups(2);
-  groups[0].module = "a";
-  groups[0].ops = forwardOps(step, "layers.1");
-  groups[1].module = "b";
-  groups[1].ops = forwardOps(step, "layers.1");
+  OwningOpRef<ModuleOp> module;
+  func::FuncOp step = parseStep(context, module);
+  ASSERT_TRUE(step);
+  SmallVector<RecomputeGroup> groups = {blockGroup(step, "layers.1", "a"),
+                                        blockGroup(step, "layers.1", "b")};
   context.getDiagEngine().registerHandler([](Diagnostic &) {});
   EXPECT_TRUE(failed(applyRecompute(step, groups)));
 
