@@ -1,8 +1,8 @@
 """Recompute changes no number: loom-remat on and off train bitwise the same.
 
 GPT and ViT (examples/) and a two-block model with dropout
-(remat_dropout_model.py) are captured for 1, 2 and 4 ranks and compiled
-three times: without recompute, with ``--remat=full`` (checkpoint_wrapper
+(remat_dropout_model.py) are captured for 1, 2 and 4 ranks (GPT also with
+2 microbatches) and compiled three times: without recompute, with ``--remat=full`` (checkpoint_wrapper
 on every ``layers.N``) and with ``--remat=selective`` (torchtitan's
 op-level SAC: matmul outputs saved, the rest recomputed). One rank runs the
 single-device step, more ranks FSDP (``--dp=fsdp``). loom-run trains each
@@ -41,8 +41,10 @@ MODELS = {
     "vit": REPO / "examples" / "vit.py",
     "dropout": REPO / "python" / "tests" / "remat_dropout_model.py",
 }
-CASES = [("gpt", 1), ("gpt", 2), ("gpt", 4), ("vit", 1), ("vit", 2), ("dropout", 1),
-         ("dropout", 2)]
+# (model, ranks, microbatches): loom-accumulate-gradients copies the regions
+# into every microbatch.
+CASES = [("gpt", 1, 1), ("gpt", 2, 1), ("gpt", 4, 1), ("gpt", 2, 2), ("vit", 1, 1),
+         ("vit", 2, 1), ("dropout", 1, 1), ("dropout", 2, 1)]
 MODES = ("full", "selective")
 
 
@@ -51,10 +53,10 @@ def run(cmd: list, **kwargs) -> subprocess.CompletedProcess:
                           **kwargs)
 
 
-def capture(name: str, world: int, out: Path) -> None:
+def capture(name: str, world: int, out: Path, microbatches: int = 1) -> None:
     env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
     result = run([sys.executable, "-m", "loom.capture", MODELS[name], "--out", out, "--steps",
-                  str(STEPS), "--split", str(world)], env=env)
+                  str(STEPS), "--split", str(world), "--microbatches", str(microbatches)], env=env)
     assert result.returncode == 0, result.stderr
     result = run([LOOM_IMPORT, out / "step.pt2", "-o", out / "step.mlir"])
     assert result.returncode == 0, result.stderr
@@ -100,9 +102,10 @@ def differences(got: Run, want: Run) -> list[str]:
     return diffs
 
 
-@pytest.mark.parametrize("name, world", CASES, ids=[f"{n}-{w}rank" for n, w in CASES])
-def test_remat_trains_bitwise_like_no_remat(name, world, tmp_path):
-    capture(name, world, tmp_path)
+@pytest.mark.parametrize("name, world, microbatches", CASES,
+                         ids=[f"{n}-{w}rank-{m}mb" for n, w, m in CASES])
+def test_remat_trains_bitwise_like_no_remat(name, world, microbatches, tmp_path):
+    capture(name, world, tmp_path, microbatches)
     plain = train(tmp_path, world, "none")
     assert len(plain.losses) == STEPS * world
     for mode in MODES:
