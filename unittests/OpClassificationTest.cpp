@@ -108,6 +108,17 @@ TEST(OpClassificationTest, ModulePaths) {
   EXPECT_EQ(getOwnerModule("bias"), "");
 }
 
+// The blocks fully_shard and checkpoint_wrapper default to: one `layers.N`
+// per index, at any depth, only where it owns a tensor, in first order.
+TEST(OpClassificationTest, LayerBlocks) {
+  EXPECT_EQ(
+      getLayerBlocks({"tok.weight", "layers.1.attn.wq.weight",
+                      "layers.0.ln.bias", "layers.1.ln.bias",
+                      "model.layers.10.w", "layers.x.w", "layers.2"}),
+      (SmallVector<std::string>{"layers.1", "layers.0", "model.layers.10"}));
+  EXPECT_TRUE(getLayerBlocks({"fc1.weight", "head.bias"}).empty());
+}
+
 class OpClassificationIRTest : public ::testing::Test {
 protected:
   OpClassificationIRTest() {

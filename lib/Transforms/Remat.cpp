@@ -333,25 +333,52 @@ struct LoomRematPass : public loom::impl::LoomRematBase<LoomRematPass> {
     });
   }
 
-  /// Saves the ops of `group` that the mode and save-ops keep, and its
-  /// outputs that backward ops outside `module` read.
-  void chooseSaved(RecomputeGroup &group, StringRef module) {
-    for (Operation *op : group.ops) {
-      bool keep = isListedSaved(op);
-      if (auto aten = dyn_cast<AtenOp>(op);
-          aten && rematMode == RematMode::Selective)
-        keep |= isSavedBySelectivePolicy(aten.getKernel());
-      if (rematMode == RematMode::Captured) {
-        auto policy =
-            op->getAttrOfType<AcPolicyAttr>(LoomDialect::kAcPolicyAttrName);
-        keep |= policy && (policy.getValue() == AcPolicy::must_save ||
-                           policy.getValue() == AcPolicy::prefer_save);
+  /// Whether the mode or save-ops keeps the outputs of `op`.
+  bool isSavedByPolicy(Operation *op) {
+    if (isListedSaved(op))
+      return true;
+    auto aten = dyn_cast<AtenOp>(op);
+    if (aten && rematMode == RematMode::Selective &&
+        isSavedBySelectivePolicy(aten.getKernel()))
+      return true;
+    auto policy =
+        op->getAttrOfType<AcPolicyAttr>(LoomDialect::kAcPolicyAttrName);
+    return rematMode == RematMode::Captured && policy &&
+           (policy.getValue() == AcPolicy::must_save ||
+            policy.getValue() == AcPolicy::prefer_save);
+  }
+
+  /// Saves what the policy keeps, then each group's outputs that stay alive
+  /// for backward anyway: those backward ops outside the group's module
+  /// read, and those another group's region recomputes from. Decided on the
+  /// policy's choice alone, so the order of the groups does not matter.
+  void chooseSaved(MutableArrayRef<RecomputeGroup> groups) {
+    DenseMap<Operation *, unsigned> groupOf;
+    for (auto [i, group] : llvm::enumerate(groups))
+      for (Operation *op : group.ops) {
+        groupOf[op] = i;
+        if (isSavedByPolicy(op))
+          group.saved.insert(op);
       }
-      for (Operation *user : op->getUsers())
-        keep |= isBackward(user) && !isInModule(getModulePath(user), module);
-      if (keep)
-        group.saved.insert(op);
+    auto recomputedElsewhere = [&](Operation *user, unsigned i) {
+      auto it = groupOf.find(user);
+      return it != groupOf.end() && it->second != i &&
+             !groups[it->second].saved.contains(user) && isRecomputable(user);
+    };
+    SmallVector<std::pair<unsigned, Operation *>> outputs;
+    for (auto [i, group] : llvm::enumerate(groups)) {
+      for (Operation *op : group.ops) {
+        bool alive = false;
+        for (Operation *user : op->getUsers())
+          alive |= (isBackward(user) &&
+                    !isInModule(getModulePath(user), group.module)) ||
+                   recomputedElsewhere(user, i);
+        if (alive)
+          outputs.push_back({i, op});
+      }
     }
+    for (auto [i, op] : outputs)
+      groups[i].saved.insert(op);
   }
 
   /// The forward ops of `body`, keyed by the group they fall in and their
@@ -417,10 +444,9 @@ struct LoomRematPass : public loom::impl::LoomRematBase<LoomRematPass> {
         return emitRematError(func)
                << "module '" << prefix << "' has no forward ops";
     SmallVector<RecomputeGroup> result;
-    for (auto &[key, group] : groups) {
-      chooseSaved(group, prefixes[key.first]);
+    for (auto &[key, group] : groups)
       result.push_back(std::move(group));
-    }
+    chooseSaved(result);
     return result;
   }
 
@@ -445,9 +471,9 @@ struct LoomRematPass : public loom::impl::LoomRematBase<LoomRematPass> {
       for (Operation *op : group.ops)
         paths.push_back(getModulePath(op));
       group.module = getCommonModule(paths).str();
-      chooseSaved(group, group.module);
       result.push_back(std::move(group));
     }
+    chooseSaved(result);
     return result;
   }
 };

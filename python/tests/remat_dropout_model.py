@@ -11,9 +11,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 DIM = 16
-HIDDEN = 32
+HIDDEN = 64
 CLASSES = 4
-BATCH = 8
+BATCH = 64
 NUM_BATCHES = 4
 
 

@@ -129,3 +129,27 @@ func.func @in_place(%w: tensor<4xf32> {loom.name = "layers.0.w", loom.role = #lo
   %gn = loom.aten "aten::mul.Tensor"(%ga, %n) {args = [#loom.arg<0>, #loom.arg<1>], loom.module = "layers.0", loom.phase = #loom.phase<backward>} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return %l, %gn : tensor<f32>, tensor<4xf32>
 }
+
+// -----
+
+// A block output another block recomputes from is saved: layers.1's region
+// takes %e as its input, so %e lives until layers.1's backward anyway and
+// layers.0 reads it from there instead of computing it a third time.
+// CHECK-LABEL: func.func @input_of_another_region(
+// CHECK: %[[E:.*]] = loom.aten "aten::exp.default"
+// CHECK: loom.recompute "layers.1" (%[[E]])
+// CHECK-NOT: loom.recompute
+// CHECK: loom.aten "aten::mul.Tensor"(%{{.*}}, %[[E]])
+func.func @input_of_another_region(%w: tensor<4xf32> {loom.name = "layers.0.w", loom.role = #loom.role<parameter>},
+                                   %v: tensor<4xf32> {loom.name = "layers.1.w", loom.role = #loom.role<parameter>})
+    -> (tensor<f32> {loom.role = #loom.role<loss>},
+        tensor<4xf32> {loom.role = #loom.role<grad>, loom.target = "layers.0.w"})
+    attributes {loom.step} {
+  %e = loom.aten "aten::exp.default"(%w) {args = [#loom.arg<0>], loom.module = "layers.0", loom.phase = #loom.phase<forward>} : (tensor<4xf32>) -> tensor<4xf32>
+  %r = loom.aten "aten::relu.default"(%e) {args = [#loom.arg<0>], loom.module = "layers.1", loom.phase = #loom.phase<forward>} : (tensor<4xf32>) -> tensor<4xf32>
+  %l = loom.aten "aten::sum.default"(%r) {args = [#loom.arg<0>], loom.module = "", loom.phase = #loom.phase<forward>} : (tensor<4xf32>) -> tensor<f32>
+  %g = loom.aten "aten::ones_like.default"(%w) {args = [#loom.arg<0>], loom.module = "", loom.phase = #loom.phase<backward>} : (tensor<4xf32>) -> tensor<4xf32>
+  %gr = loom.aten "aten::threshold_backward.default"(%g, %r) {args = [#loom.arg<0>, #loom.arg<1>, 0], loom.module = "layers.1", loom.phase = #loom.phase<backward>} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %ge = loom.aten "aten::mul.Tensor"(%gr, %e) {args = [#loom.arg<0>, #loom.arg<1>], loom.module = "layers.0", loom.phase = #loom.phase<backward>} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %l, %ge : tensor<f32>, tensor<4xf32>
+}

@@ -674,10 +674,11 @@ def LoomRemat : Pass<"loom-remat", "::mlir::func::FuncOp"> {
       forward's numbers;
     - in-place ops and the values they write to (through views), which a
       second run would not reproduce;
-    - a block's outputs that backward ops of other modules read: PyTorch
-      keeps those for the consumer anyway (the next block saved its input),
-      and recomputing them would move the whole block's recompute ahead of
-      the consumer's backward.
+    - a block's outputs that backward ops of other modules read, or that
+      another block's region recomputes from: they stay alive for backward
+      anyway (PyTorch's next block saved its input), and recomputing them
+      would move the whole block's recompute ahead of the consumer's
+      backward.
 
     Views are recomputed like any other op: a view of a saved value costs no
     memory and no time, so the region reads the saved base and views it

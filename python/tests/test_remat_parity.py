@@ -1,0 +1,133 @@
+"""Recompute changes no number: loom-remat on and off train bitwise the same.
+
+GPT and ViT (examples/) and a two-block model with dropout
+(remat_dropout_model.py) are captured for 1, 2 and 4 ranks (GPT also with
+2 microbatches) and compiled three times: without recompute, with ``--remat=full`` (checkpoint_wrapper
+on every ``layers.N``) and with ``--remat=selective`` (torchtitan's
+op-level SAC: matmul outputs saved, the rest recomputed). One rank runs the
+single-device step, more ranks FSDP (``--dp=fsdp``). loom-run trains each
+for STEPS steps from the same weights and batches; every rank's loss at
+every step and the final parameters must EQUAL those of the run without
+recompute (tolerance 0): a recompute region runs the same kernels on the
+same inputs, and dropout masks are saved, not drawn again (loom-run seeds
+its generator, so two runs draw the same masks). The peak the runtime
+measures (the CPU allocator's, ``loom-run --trace``) must be lower with
+recompute.
+
+Negative control: the run without recompute stopped one step early must
+differ from the full run, so the comparison sees a single step of training.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from build_tools import LOOM_COMPILE, LOOM_IMPORT, LOOM_OPT, LOOM_RUN, REPO, needs_tools
+
+pytestmark = needs_tools(LOOM_IMPORT, LOOM_COMPILE, LOOM_OPT, LOOM_RUN)
+
+torch = pytest.importorskip("torch")
+safetensors_torch = pytest.importorskip("safetensors.torch")
+
+STEPS = 6
+MODELS = {
+    "gpt": REPO / "examples" / "gpt.py",
+    "vit": REPO / "examples" / "vit.py",
+    "dropout": REPO / "python" / "tests" / "remat_dropout_model.py",
+}
+# (model, ranks, microbatches): loom-accumulate-gradients copies the regions
+# into every microbatch.
+CASES = [("gpt", 1, 1), ("gpt", 2, 1), ("gpt", 4, 1), ("gpt", 2, 2), ("vit", 1, 1),
+         ("vit", 2, 1), ("dropout", 1, 1), ("dropout", 2, 1)]
+MODES = ("full", "selective")
+
+
+def run(cmd: list, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=600,
+                          **kwargs)
+
+
+def capture(name: str, world: int, out: Path, microbatches: int = 1) -> None:
+    env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
+    result = run([sys.executable, "-m", "loom.capture", MODELS[name], "--out", out, "--steps",
+                  str(STEPS), "--split", str(world), "--microbatches", str(microbatches)], env=env)
+    assert result.returncode == 0, result.stderr
+    result = run([LOOM_IMPORT, out / "step.pt2", "-o", out / "step.mlir"])
+    assert result.returncode == 0, result.stderr
+
+
+class Run:
+    """One training run: every rank's loss per step, the final parameters
+    and the highest measured peak."""
+
+    def __init__(self, out: Path, tag: str):
+        trace = json.loads((out / f"{tag}.trace.json").read_text())["traceEvents"]
+        steps = [e for e in trace if e.get("ph") == "X" and "loss" in e.get("args", {})]
+        self.losses = {(e["pid"], e["name"]): e["args"]["loss"] for e in steps}
+        self.peak = max(e["args"]["peak_bytes"] for e in steps)
+        self.params = safetensors_torch.load_file(str(out / f"{tag}.safetensors"))
+
+
+def train(out: Path, world: int, mode: str, steps: int = STEPS, tag: str | None = None) -> Run:
+    tag = tag or mode
+    artifact = out / f"{mode}.loomx"
+    if not artifact.exists():
+        dp = ["--dp=fsdp"] if world > 1 else []
+        result = run([LOOM_COMPILE, out / "step.mlir", "-o", artifact, f"--remat={mode}", *dp])
+        assert result.returncode == 0, result.stderr
+    result = run([LOOM_RUN, artifact, "--nproc", str(world), "--batches",
+                  out / "batches.safetensors", "--steps", str(steps), "--no-progress",
+                  "--trace", out / f"{tag}.trace.json", "--save-params",
+                  out / f"{tag}.safetensors"])
+    assert result.returncode == 0, result.stdout + result.stderr
+    return Run(out, tag)
+
+
+def differences(got: Run, want: Run) -> list[str]:
+    """What differs, bit for bit, between two runs (losses compared on the
+    steps both ran)."""
+    diffs = [f"loss of rank {pid} at {step}: {loss!r} != {want.losses[pid, step]!r}"
+             for (pid, step), loss in got.losses.items()
+             if (pid, step) in want.losses and loss != want.losses[pid, step]]
+    if sorted(got.params) != sorted(want.params):
+        diffs.append(f"tensors {sorted(got.params)} != {sorted(want.params)}")
+    diffs += [f"parameter {name}" for name in sorted(want.params)
+              if name in got.params and not torch.equal(got.params[name], want.params[name])]
+    return diffs
+
+
+@pytest.mark.parametrize("name, world, microbatches", CASES,
+                         ids=[f"{n}-{w}rank-{m}mb" for n, w, m in CASES])
+def test_remat_trains_bitwise_like_no_remat(name, world, microbatches, tmp_path):
+    capture(name, world, tmp_path, microbatches)
+    plain = train(tmp_path, world, "none")
+    assert len(plain.losses) == STEPS * world
+    for mode in MODES:
+        remat = train(tmp_path, world, mode)
+        assert differences(remat, plain) == [], f"--remat={mode}"
+        assert remat.peak < plain.peak, f"--remat={mode}: peak {remat.peak} >= {plain.peak}"
+
+    # Negative control: one step of training is seen by the comparison.
+    short = train(tmp_path, world, "none", steps=STEPS - 1, tag="short")
+    diffs = differences(short, plain)
+    assert diffs and all(d.startswith("parameter ") for d in diffs), diffs
+
+
+def test_dropout_masks_are_saved_not_recomputed(tmp_path):
+    """The dropout model's blocks get their regions, and both dropouts stay
+    in forward (the verifier rejects random ops in a region): backward
+    reads the masks forward drew."""
+    capture("dropout", 1, tmp_path)
+    step = (tmp_path / "step.mlir").read_text()
+    result = run([LOOM_OPT, tmp_path / "step.mlir", "--pass-pipeline",
+                  "builtin.module(func.func(loom-remat{mode=full}))"])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count('loom.recompute "layers.') == 2
+    assert step.count('"aten::native_dropout.default"') == 2
+    assert result.stdout.count('"aten::native_dropout.default"') == 2
