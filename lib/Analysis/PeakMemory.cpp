@@ -148,8 +148,11 @@ struct Sweep {
       delta[span.second + 1] -= bytes;
     }
     int64_t live = 0;
+    out.order.assign(ops.begin(), ops.end());
+    out.activationBytesAt.clear();
     for (int64_t i = 0; i < end; ++i) {
       live += delta[i];
+      out.activationBytesAt.push_back(live);
       if (live > out.peakActivationBytes || !out.peakOp) {
         out.peakActivationBytes = std::max(out.peakActivationBytes, live);
         out.peakOp = ops[i];

@@ -2,6 +2,8 @@
 
 #include "loom/Pipelines/Pipelines.h"
 
+#include "loom/Support/ByteSize.h"
+
 #include "loom/Conversion/Passes.h"
 #include "loom/Dialect/Loom/IR/LoomDialect.h"
 #include "loom/Dialect/LoomRT/Transforms/Passes.h"
@@ -142,9 +144,23 @@ LogicalResult loom::verifyCompileOptions(
                      Twine(options.maxInFlight));
   if (options.firstBucketCapMb < 0)
     return emitError("first-bucket-cap-mb must not be negative");
-  if (!options.rematModules.empty() && options.rematMode != RematMode::Full &&
+  bool budget = !options.sacBudget.empty();
+  if (budget && options.rematMode != RematMode::None)
+    return emitError("recompute-budget chooses what to recompute itself; "
+                     "leave remat at none");
+  if (budget && parseByteSize(options.sacBudget) <= 0)
+    return emitError("recompute-budget '" + options.sacBudget +
+                     "' is not a byte count such as 1073741824, 512MiB or "
+                     "1.6GiB");
+  if (!budget && (options.isGiven("recompute-time-limit") ||
+                  options.isGiven("recompute-gap") || options.sacReport))
+    return emitError("recompute-time-limit, recompute-gap and "
+                     "recompute-report need recompute-budget");
+  if (!options.rematModules.empty() && !budget &&
+      options.rematMode != RematMode::Full &&
       options.rematMode != RematMode::Selective)
-    return emitError("remat-modules needs remat=full or remat=selective");
+    return emitError("remat-modules needs remat=full, remat=selective or "
+                     "recompute-budget");
   if (!options.rematSaveOps.empty() && options.rematMode == RematMode::None)
     return emitError("remat-save-ops needs remat=full, selective or captured");
   return success();
@@ -294,13 +310,10 @@ LogicalResult loom::applyRunConfig(CompileOptions &options, ModuleOp module) {
 // Building the pipeline
 //===----------------------------------------------------------------------===//
 
-void loom::buildCompilePipeline(OpPassManager &pm,
-                                const CompileOptions &options) {
-  // Checkpointing first, as checkpoint_wrapper comes before fully_shard: the
-  // distribution passes and the microbatch copies then carry the regions.
-  if (options.rematMode != RematMode::None)
-    pm.addNestedPass<func::FuncOp>(
-        createLoomRemat(forwardToPass<LoomRematOptions>(options)));
+/// Everything after recompute: accumulation, data parallelism, the
+/// optimizer, scheduling and lowering.
+static void buildDistributePipeline(OpPassManager &pm,
+                                    const CompileOptions &options) {
   if (options.microbatches > 1)
     pm.addNestedPass<func::FuncOp>(createLoomAccumulateGradients(
         forwardToPass<LoomAccumulateGradientsOptions>(options)));
@@ -344,6 +357,29 @@ void loom::buildCompilePipeline(OpPassManager &pm,
   }
   pm.addPass(createLoomLowerToRT());
   buildFinishPipeline(pm);
+}
+
+void loom::buildCompilePipeline(OpPassManager &pm,
+                                const CompileOptions &options) {
+  // Checkpointing first, as checkpoint_wrapper comes before fully_shard: the
+  // distribution passes and the microbatch copies then carry the regions.
+  if (options.rematMode != RematMode::None)
+    pm.addNestedPass<func::FuncOp>(
+        createLoomRemat(forwardToPass<LoomRematOptions>(options)));
+  if (!options.sacBudget.empty()) {
+    auto sac = forwardToPass<LoomSacIlpOptions>(options);
+    sac.sacModules.assign(options.rematModules.begin(),
+                          options.rematModules.end());
+    // Recompute time on the device the artifact runs on, as the scheduler
+    // prices it.
+    sac.device =
+        options.scheduleDevice.empty() ? "cpu" : options.scheduleDevice;
+    // The budget bounds the program the rest of this pipeline makes.
+    pm.addPass(createLoomSacIlp(sac, [options](OpPassManager &downstream) {
+      buildDistributePipeline(downstream, options);
+    }));
+  }
+  buildDistributePipeline(pm, options);
 }
 
 void loom::buildFinishPipeline(OpPassManager &pm) {

@@ -16,7 +16,7 @@
 // NONE: error: 'func.func' op --loom-remat: save-ops needs a mode other than none
 // NAME: error: 'func.func' op --loom-remat: save-ops entry 'relu' is not an ATen op name (aten::NAME or aten::NAME.OVERLOAD)
 // ENUM: 'sometimes' is not one of none, full, selective, captured
-// COMPILE: remat-modules needs remat=full or remat=selective
+// COMPILE: remat-modules needs remat=full, remat=selective or recompute-budget
 // COMPILE-SAVE: remat-save-ops needs remat=full, selective or captured
 
 func.func @block(%w: tensor<4xf32> {loom.name = "layers.0.w", loom.role = #loom.role<parameter>})

@@ -55,6 +55,12 @@ public:
   /// recomputing.
   mlir::Operation *peakOp = nullptr;
 
+  /// The ops in the order the sweep ran them (the terminator last) and the
+  /// activation bytes live while each runs (parallel to `order`): the
+  /// profile a memory solver bounds position by position.
+  llvm::SmallVector<mlir::Operation *> order;
+  llvm::SmallVector<int64_t> activationBytesAt;
+
   /// A short name for `peakOp`: its graph node name where the location has
   /// one, else the op name.
   std::string peakOpName() const;

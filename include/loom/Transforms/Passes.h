@@ -7,6 +7,9 @@
 #include "loom/Transforms/OptionEnums.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassManager.h"
+
+#include <functional>
 
 namespace loom {
 
@@ -24,6 +27,12 @@ mlir::FailureOr<mlir::Attribute>
 buildOptimizerAttr(mlir::MLIRContext *ctx,
                    const LoomAttachOptimizerOptions &options,
                    llvm::function_ref<mlir::InFlightDiagnostic()> emitError);
+
+/// loom-sac-ilp with the rest of the pipeline given as a builder (what
+/// loom-compile passes), instead of as text in its `pipeline` option.
+std::unique_ptr<mlir::Pass>
+createLoomSacIlp(const LoomSacIlpOptions &options,
+                 std::function<void(mlir::OpPassManager &)> downstream);
 
 } // namespace loom
 

@@ -783,4 +783,58 @@ def LoomAccumulateGradients
   let dependentDialects = ["::loom::LoomDialect"];
 }
 
+def LoomSacIlp : Pass<"loom-sac-ilp", "::mlir::ModuleOp"> {
+  let summary = "Choose what to save and what to recompute under a memory budget";
+  let description = [{
+    Selective activation checkpointing for the whole step, as a mixed
+    integer program solved with CBC. For every forward op of the recompute
+    blocks (`modules`; default: the `layers.N` blocks) it decides whether
+    its outputs are saved for backward or recomputed there, so that the
+    per-rank peak memory stays within `budget` at the least recompute time
+    on the cost model's device, and then builds the `loom.recompute`
+    regions as `loom-remat` does.
+
+    The peak it bounds is that of the program the runtime will run: the
+    pass runs the rest of the pipeline (`pipeline`, e.g. the FSDP sharding,
+    optimizer and lowering that follow it; loom-compile passes its own) on a
+    copy of the module and reads the liveness of every value there, FSDP's
+    gathered parameters, gradients, optimizer state and collective buffers
+    included. Random and in-place ops are always saved. Blocks that compute
+    the same ops on the same shapes share one decision, so each distinct
+    block is solved once. After applying the decision the pass measures the
+    result again on a copy; if the profile's peak exceeds the budget (the
+    model's estimate of a region's working room was short) it tightens the
+    bound by the excess and solves again.
+
+    A budget no decision meets is an error that names the smallest peak the
+    step reaches with every block recomputed, and the op where that peak
+    occurs. The decision depends only on the IR and the options (CBC runs
+    deterministically on one thread), so every rank makes the same one.
+
+    ```
+    loom-opt step.mlir --loom-sac-ilp="budget=1.6GiB device=h100 \
+        pipeline=loom-fsdp{mesh-shape=4},loom-lower-to-rt"
+    ```
+  }];
+  let options = !listconcat(Loom_CostModelOptions, [
+    Option<"sacBudget", "budget", "std::string", /*default=*/"\"\"",
+           "Per-rank peak memory budget: bytes, or a number with KiB, MiB, "
+           "GiB, KB, MB or GB (required)">,
+    ListOption<"sacModules", "modules", "std::string",
+               "Module-path prefixes of the recompute blocks (default: the "
+               "layers.N blocks)">,
+    Option<"sacPipeline", "pipeline", "std::string", /*default=*/"\"\"",
+           "The passes that run after this one, run on a copy to measure "
+           "liveness (textual pipeline on builtin.module; empty: measure the "
+           "step as it is)">,
+    Option<"sacTimeLimit", "time-limit", "double", /*default=*/"10",
+           "CBC's time limit in seconds">,
+    Option<"sacGap", "gap", "double", /*default=*/"0",
+           "CBC's relative optimality gap (0: optimal)">,
+    Option<"sacReport", "report", "bool", /*default=*/"false",
+           "Print the decision, predicted peak and recompute time to stderr">,
+  ]);
+  let dependentDialects = ["::loom::LoomDialect"];
+}
+
 #endif // LOOM_TRANSFORMS_PASSES_TD

@@ -1,0 +1,135 @@
+//===- Problem.cpp - loom-sac-ilp's choices: the nodes of each block ------===//
+
+#include "SacIlp.h"
+
+#include "loom/Dialect/Loom/IR/OpClassification.h"
+
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace loom;
+using namespace loom::sacilp;
+
+static bool isForward(Operation *op) {
+  auto phase = op->getAttrOfType<PhaseAttr>(LoomDialect::kPhaseAttrName);
+  return phase && phase.getValue() == Phase::forward;
+}
+
+/// The value whose storage `v` is: the base through any chain of views.
+static Value getStorage(Value v) {
+  while (auto aten = v.getDefiningOp<AtenOp>()) {
+    if (!isViewAtenOp(aten.getKernel()) || aten.getArgs().empty())
+      break;
+    auto ref = dyn_cast<OperandRefAttr>(aten.getArgs()[0]);
+    if (!ref)
+      break;
+    v = aten.getOperand(ref.getIndex());
+  }
+  return v;
+}
+
+/// Who outside forward reads `v` or a view of it: backward ops of `module`
+/// (`inBlock`) or of any other module (`outside`).
+static void findBackwardReaders(Value v, StringRef module, bool &inBlock,
+                                bool &outside) {
+  for (Operation *user : v.getUsers()) {
+    if (!isForward(user)) {
+      bool own = isInModule(getModulePath(user), module);
+      inBlock |= own;
+      outside |= !own;
+    }
+    if (isViewAtenOp(user))
+      for (Value r : user->getResults())
+        findBackwardReaders(r, module, inBlock, outside);
+  }
+}
+
+/// What makes two blocks the same computation: each node's kernel,
+/// arguments, types and inputs by position in the block.
+static std::string describeBlock(const Problem &problem, const BlockChoice &block) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  llvm::DenseMap<unsigned, unsigned> local;
+  for (auto [i, n] : llvm::enumerate(block.nodes))
+    local[n] = i;
+  for (unsigned n : block.nodes) {
+    const Node &node = problem.nodes[n];
+    auto aten = cast<AtenOp>(node.op);
+    os << aten.getKernel() << aten.getArgs() << aten.getKwargs();
+    for (Type t : aten->getOperandTypes())
+      os << t;
+    os << "->";
+    for (Type t : aten->getResultTypes())
+      os << t;
+    os << "[";
+    for (unsigned in : node.inputs)
+      os << local[in] << ",";
+    os << "]" << node.backwardUsed << node.mustSave << ";";
+  }
+  return text;
+}
+
+FailureOr<Problem> sacilp::buildProblem(func::FuncOp step,
+                                        ArrayRef<std::string> modules,
+                                        const CostModel &costs) {
+  Problem problem;
+  llvm::DenseMap<Operation *, unsigned> nodeOf;
+  for (const std::string &module : modules) {
+    BlockChoice block;
+    block.module = module;
+    unsigned index = problem.blocks.size();
+    for (auto [position, op] : llvm::enumerate(step.getBody().front())) {
+      auto aten = dyn_cast<AtenOp>(op);
+      if (!aten || !isForward(aten) ||
+          !isInModule(getModulePath(aten), module) || nodeOf.count(aten))
+        continue;
+      if (isViewAtenOp(aten.getKernel())) {
+        block.views.push_back(position);
+        continue;
+      }
+      Node node;
+      node.op = aten;
+      node.block = index;
+      node.mustSave = isRandomAtenOp(aten.getKernel()) ||
+                      isInPlaceAtenOp(aten.getKernel());
+      node.seconds = costs.opCost(aten).seconds;
+      bool inBlock = false, outside = false;
+      for (Value r : aten.getResults())
+        findBackwardReaders(r, module, inBlock, outside);
+      node.backwardUsed = inBlock || outside;
+      // What another module's backward reads (the block's output, read by
+      // the next block's weight gradient) is saved, as checkpoint_wrapper
+      // keeps a module's output: recomputing it would run the region in the
+      // other module's backward and move that module's FSDP events.
+      node.mustSave |= outside;
+      for (Value operand : aten.getOperands()) {
+        auto it = nodeOf.find(getStorage(operand).getDefiningOp());
+        if (it != nodeOf.end() && problem.nodes[it->second].block == index &&
+            !llvm::is_contained(node.inputs, it->second))
+          node.inputs.push_back(it->second);
+      }
+      nodeOf[aten] = problem.nodes.size();
+      block.nodes.push_back(problem.nodes.size());
+      problem.nodes.push_back(std::move(node));
+    }
+    if (block.nodes.empty())
+      return mlir::emitError(step.getLoc(), "--loom-sac-ilp: module '")
+             << module << "' has no forward ops to save or recompute";
+    problem.blocks.push_back(std::move(block));
+  }
+
+  // Identical blocks take the decisions of the first of them.
+  llvm::StringMap<unsigned> firstWithText;
+  for (auto [b, block] : llvm::enumerate(problem.blocks)) {
+    auto [it, inserted] =
+        firstWithText.try_emplace(describeBlock(problem, block), b);
+    const BlockChoice &same = problem.blocks[it->second];
+    for (auto [i, n] : llvm::enumerate(block.nodes))
+      problem.nodes[n].decision =
+          inserted ? problem.numDecisions++
+                   : problem.nodes[same.nodes[i]].decision;
+  }
+  problem.numDistinctBlocks = firstWithText.size();
+  return problem;
+}

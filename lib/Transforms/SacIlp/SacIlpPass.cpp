@@ -1,0 +1,268 @@
+//===- SacIlpPass.cpp - The loom-sac-ilp pass -----------------------------===//
+
+#include "SacIlp.h"
+
+#include "loom/Analysis/PeakMemory.h"
+#include "loom/Dialect/LoomRT/IR/LoomRTOps.h"
+#include "loom/Support/ByteSize.h"
+#include "loom/Transforms/Passes.h"
+#include "loom/Transforms/Remat.h"
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace loom {
+#define GEN_PASS_DEF_LOOMSACILP
+#include "loom/Transforms/Passes.h.inc"
+} // namespace loom
+
+using namespace mlir;
+using namespace loom;
+using namespace loom::sacilp;
+
+/// How often the pass solves again with a tighter bound when the applied
+/// decision's measured peak is over the budget.
+static constexpr int kMaxRounds = 4;
+
+namespace {
+/// The peak of a module once the rest of the pipeline has run on a copy.
+struct Measured {
+  int64_t peakBytes = 0;
+  std::string peakOp, peakModule;
+};
+
+struct LoomSacIlpPass : public loom::impl::LoomSacIlpBase<LoomSacIlpPass> {
+  using LoomSacIlpBase::LoomSacIlpBase;
+  LoomSacIlpPass(const LoomSacIlpOptions &options,
+                 std::function<void(OpPassManager &)> downstream)
+      : LoomSacIlpBase(options), downstreamBuilder(std::move(downstream)) {}
+
+  void runOnOperation() override;
+
+private:
+  /// An error at `op`'s location (without printing the op: it is the whole
+  /// module or step).
+  InFlightDiagnostic emitPassError(Operation *op) {
+    return mlir::emitError(op->getLoc(), "--loom-sac-ilp: ");
+  }
+  /// Runs the rest of the pipeline on `copy`.
+  LogicalResult runDownstream(ModuleOp copy);
+  FailureOr<Measured> measure(ModuleOp module, func::FuncOp step);
+  /// Builds the regions of `decision` in `step`; `nodeOps` are the node ops
+  /// of `step` in problem order.
+  LogicalResult apply(func::FuncOp step, const Problem &problem,
+                      ArrayRef<Operation *> nodeOps, ArrayRef<bool> save);
+
+  std::function<void(OpPassManager &)> downstreamBuilder;
+};
+} // namespace
+
+LogicalResult LoomSacIlpPass::runDownstream(ModuleOp copy) {
+  PassManager pm(copy.getContext(), ModuleOp::getOperationName());
+  if (downstreamBuilder)
+    downstreamBuilder(pm);
+  else if (!sacPipeline.empty() &&
+           failed(parsePassPipeline(sacPipeline, pm, llvm::errs())))
+    return emitPassError(copy)
+           << "cannot parse pipeline '" << sacPipeline << "'";
+  if (pm.empty())
+    return success();
+  return pm.run(copy);
+}
+
+/// The fully-qualified names of the step's parameters, in argument order.
+static SmallVector<StringRef> getParameterNames(func::FuncOp step) {
+  SmallVector<StringRef> names;
+  for (unsigned i = 0, e = step.getNumArguments(); i < e; ++i) {
+    auto role = step.getArgAttrOfType<RoleAttr>(i, LoomDialect::kRoleAttrName);
+    auto name = step.getArgAttrOfType<StringAttr>(i, LoomDialect::kNameAttrName);
+    if (role && role.getValue() == Role::parameter && name)
+      names.push_back(name.getValue());
+  }
+  return names;
+}
+
+/// The ops of `step`'s body in order, so that a copy's ops are found by
+/// position.
+static SmallVector<Operation *> bodyOps(func::FuncOp step) {
+  SmallVector<Operation *> ops;
+  for (Operation &op : step.getBody().front())
+    ops.push_back(&op);
+  return ops;
+}
+
+static func::FuncOp findStep(ModuleOp module, StringRef name) {
+  for (auto func : module.getOps<func::FuncOp>())
+    if (func.getSymName() == name)
+      return func;
+  return {};
+}
+
+FailureOr<Measured> LoomSacIlpPass::measure(ModuleOp module,
+                                            func::FuncOp step) {
+  OwningOpRef<ModuleOp> copy(cast<ModuleOp>(module->clone()));
+  if (failed(runDownstream(*copy)))
+    return failure();
+  auto report = [](const PeakMemory &peak) {
+    return Measured{peak.peakBytes, peak.peakOpName(),
+                    peak.peakOp ? getModulePath(peak.peakOp).str() : ""};
+  };
+  for (auto program : copy->getOps<rt::ProgramOp>())
+    return report(PeakMemory(program));
+  if (func::FuncOp copied = findStep(*copy, step.getSymName()))
+    return report(PeakMemory(copied));
+  return emitPassError(step) << "the pipeline after it left no step";
+}
+
+LogicalResult LoomSacIlpPass::apply(func::FuncOp step, const Problem &problem,
+                                    ArrayRef<Operation *> nodeOps,
+                                    ArrayRef<bool> save) {
+  SmallVector<Operation *> ops = bodyOps(step);
+  SmallVector<RecomputeGroup> groups;
+  for (const BlockChoice &block : problem.blocks) {
+    RecomputeGroup &group = groups.emplace_back();
+    group.module = block.module;
+    for (unsigned n : block.nodes) {
+      group.ops.push_back(nodeOps[n]);
+      if (save[n])
+        group.saved.insert(nodeOps[n]);
+    }
+    for (size_t position : block.views)
+      group.ops.push_back(ops[position]);
+  }
+  return applyRecompute(step, groups);
+}
+
+void LoomSacIlpPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  SmallVector<func::FuncOp> steps = getStepFunctions(module);
+  if (steps.size() != 1) {
+    emitPassError(module) << "expected one step function, found "
+        << steps.size();
+    return signalPassFailure();
+  }
+  func::FuncOp step = steps.front();
+  int64_t budgetBytes = parseByteSize(sacBudget);
+  if (sacBudget.empty() || budgetBytes <= 0) {
+    emitPassError(step) << "budget '" << sacBudget
+                        << "' is not a byte count such as 1073741824, 512MiB "
+                           "or 1.6GiB";
+    return signalPassFailure();
+  }
+  CostModelConfig config{device, deviceDir, algorithm, nodes, devicesPerNode,
+                         tf32};
+  FailureOr<CostModel> costs =
+      buildCostModel(config, step.getLoc(), "loom-sac-ilp");
+  if (failed(costs))
+    return signalPassFailure();
+  SmallVector<std::string> blocks(sacModules.begin(), sacModules.end());
+  if (blocks.empty())
+    blocks = getLayerBlocks(getParameterNames(step));
+  if (blocks.empty()) {
+    emitPassError(step) << "the step has no layers.N blocks; name the "
+                           "blocks to recompute with modules=...";
+    return signalPassFailure();
+  }
+  FailureOr<Problem> problem = buildProblem(step, blocks, *costs);
+  if (failed(problem))
+    return signalPassFailure();
+  auto downstream = [&](ModuleOp copy) { return runDownstream(copy); };
+  FailureOr<Liveness> liveness =
+      measureLiveness(module, step, *problem, downstream);
+  if (failed(liveness))
+    return signalPassFailure();
+
+  // The node ops by body position, to find them in copies.
+  SmallVector<Operation *> ops = bodyOps(step);
+  DenseMap<Operation *, size_t> position;
+  for (auto [i, op] : llvm::enumerate(ops))
+    position[op] = i;
+  auto nodeOpsIn = [&](func::FuncOp target) {
+    SmallVector<Operation *> targetOps = bodyOps(target);
+    SmallVector<Operation *> nodeOps;
+    for (const Node &node : problem->nodes)
+      nodeOps.push_back(targetOps[position[node.op]]);
+    return nodeOps;
+  };
+  // The peak of `save` applied to a copy of the module.
+  auto tryDecision = [&](ArrayRef<bool> save) -> FailureOr<Measured> {
+    OwningOpRef<ModuleOp> trial(cast<ModuleOp>(module->clone()));
+    func::FuncOp trialStep = findStep(*trial, step.getSymName());
+    if (failed(apply(trialStep, *problem, nodeOpsIn(trialStep), save)))
+      return failure();
+    return measure(*trial, trialStep);
+  };
+
+  SolveOptions solveOptions{sacTimeLimit, sacGap};
+  auto accept = [&](ArrayRef<bool> save, ArrayRef<bool> recompute,
+                    double seconds, const Measured &measured) {
+    if (failed(apply(step, *problem, nodeOpsIn(step), save)))
+      return signalPassFailure();
+    if (!sacReport)
+      return;
+    llvm::errs() << llvm::formatv(
+        "loom-sac-ilp: budget {0}: predicted peak {1}; recompute {2} of {3} "
+        "forward ops ({4:f4} ms on {5}; {6} must be saved); {7} distinct of "
+        "{8} blocks\n",
+        formatByteSize(budgetBytes), formatByteSize(measured.peakBytes),
+        llvm::count(recompute, true), problem->nodes.size(), seconds * 1e3,
+        costs->getSpec().name,
+        llvm::count_if(problem->nodes, [](const Node &n) { return n.mustSave; }),
+        problem->numDistinctBlocks, problem->blocks.size());
+  };
+
+  int64_t bound = budgetBytes;
+  for (int round = 0; round < kMaxRounds; ++round) {
+    std::string error;
+    FailureOr<Decision> decision =
+        solve(*problem, *liveness, bound, solveOptions, error);
+    if (failed(decision))
+      break;
+    FailureOr<Measured> measured = tryDecision(decision->save);
+    if (failed(measured))
+      return signalPassFailure();
+    if (measured->peakBytes <= budgetBytes)
+      return accept(decision->save, decision->recompute,
+                    decision->recomputeSeconds, *measured);
+    bound -= measured->peakBytes - budgetBytes;
+  }
+
+  // No decision of the model meets the budget. Recomputing all it can is
+  // the least memory the blocks can take; the model's room for a region's
+  // working set is an estimate, so that may still fit.
+  SmallVector<bool> leastMemory, recomputeAll;
+  double allSeconds = 0;
+  for (const Node &node : problem->nodes) {
+    leastMemory.push_back(node.mustSave);
+    recomputeAll.push_back(!node.mustSave && node.backwardUsed);
+    allSeconds += recomputeAll.back() ? node.seconds : 0;
+  }
+  FailureOr<Measured> least = tryDecision(leastMemory);
+  if (failed(least))
+    return signalPassFailure();
+  if (least->peakBytes <= budgetBytes)
+    return accept(leastMemory, recomputeAll, allSeconds, *least);
+  // The smallest budget is that of recomputing everything or nothing
+  // (recompute regions need room of their own), with where its peak is.
+  int64_t baseline = liveness->persistentBytes;
+  for (int64_t bytes : liveness->activationBytesAt)
+    baseline = std::max(baseline, liveness->persistentBytes + bytes);
+  InFlightDiagnostic diag = emitPassError(step)
+                            << "budget " << formatByteSize(budgetBytes)
+                            << " is infeasible: the smallest feasible budget is ";
+  if (baseline <= least->peakBytes)
+    diag << formatByteSize(baseline) << " (nothing recomputed)";
+  else
+    diag << formatByteSize(least->peakBytes)
+         << " (every block recomputed), with the peak at '" << least->peakOp
+         << "' in module '" << least->peakModule << "'";
+  signalPassFailure();
+}
+
+std::unique_ptr<Pass>
+loom::createLoomSacIlp(const LoomSacIlpOptions &options,
+                       std::function<void(OpPassManager &)> downstream) {
+  return std::make_unique<LoomSacIlpPass>(options, std::move(downstream));
+}
