@@ -30,6 +30,7 @@
 #include "loom/Analysis/Simulator.h"
 #include "loom/Dialect/Loom/IR/OpClassification.h"
 #include "loom/Transforms/Passes.h"
+#include "loom/Support/ByteSize.h"
 
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
@@ -45,50 +46,6 @@ namespace loom {
 
 using namespace mlir;
 using namespace loom;
-
-/// Parses a byte count: a plain integer or a number with a unit (B, KiB,
-/// MiB, GiB, KB, MB, GB). Returns -1 on bad input.
-static int64_t parseBytes(StringRef text) {
-  text = text.trim();
-  static const std::pair<StringRef, double> units[] = {
-      {"KiB", 1024.0},        {"MiB", 1024.0 * 1024},
-      {"GiB", 1024.0 * 1024 * 1024}, {"KB", 1e3},
-      {"MB", 1e6},            {"GB", 1e9},
-      {"B", 1.0}};
-  double scale = 1;
-  for (auto [suffix, factor] : units) {
-    if (text.ends_with(suffix)) {
-      text = text.drop_back(suffix.size()).trim();
-      scale = factor;
-      break;
-    }
-  }
-  double value;
-  if (text.empty() || text.getAsDouble(value) || value < 0)
-    return -1;
-  return static_cast<int64_t>(value * scale);
-}
-
-/// The results of `region` that are views of its input `input`: the body
-/// yields the argument bound to it, or a chain of views of it.
-static SmallVector<Value> getRecomputeViewsOf(RecomputeOp region,
-                                              OpOperand &input) {
-  Value arg = region.getBodyBlock().getArgument(input.getOperandNumber());
-  SmallVector<Value> views;
-  for (auto [result, yielded] :
-       llvm::zip(region.getResults(), region.getYield().getValues())) {
-    Value v = yielded;
-    while (v != arg) {
-      Operation *def = v.getDefiningOp();
-      if (!def || !isViewAtenOp(def) || def->getNumOperands() == 0)
-        break;
-      v = def->getOperand(0);
-    }
-    if (v == arg)
-      views.push_back(result);
-  }
-  return views;
-}
 
 namespace {
 /// The dependence graph of one step body and the list scheduler over it.
@@ -427,7 +384,7 @@ struct LoomSchedulePass
     }
     int64_t limit = 0;
     if (!memoryLimit.empty() && memoryLimit != "none") {
-      limit = parseBytes(memoryLimit);
+      limit = parseByteSize(memoryLimit);
       if (limit <= 0) {
         mlir::emitError(module.getLoc(), "loom-schedule: memory-limit must be a positive "
                          "byte count such as 1073741824, 512MiB or 2GiB, or "
