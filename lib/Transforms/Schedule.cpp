@@ -29,8 +29,8 @@
 
 #include "loom/Analysis/Simulator.h"
 #include "loom/Dialect/Loom/IR/OpClassification.h"
-#include "loom/Transforms/Passes.h"
 #include "loom/Support/ByteSize.h"
+#include "loom/Transforms/Passes.h"
 
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
@@ -46,6 +46,27 @@ namespace loom {
 
 using namespace mlir;
 using namespace loom;
+
+/// The results of `region` that are views of its input `input`: the body
+/// yields the argument bound to it, or a chain of views of it.
+static SmallVector<Value> getRecomputeViewsOf(RecomputeOp region,
+                                              OpOperand &input) {
+  Value arg = region.getBodyBlock().getArgument(input.getOperandNumber());
+  SmallVector<Value> views;
+  for (auto [result, yielded] :
+       llvm::zip(region.getResults(), region.getYield().getValues())) {
+    Value v = yielded;
+    while (v != arg) {
+      Operation *def = v.getDefiningOp();
+      if (!def || !isViewAtenOp(def) || def->getNumOperands() == 0)
+        break;
+      v = def->getOperand(0);
+    }
+    if (v == arg)
+      views.push_back(result);
+  }
+  return views;
+}
 
 namespace {
 /// The dependence graph of one step body and the list scheduler over it.
