@@ -1,4 +1,4 @@
-"""Peak memory of PyTorch's test_sac_ilp Transformer as PyTorch's own MemTracker accounts it, on CPU.
+"""Peak memory of PyTorch's test_sac_ilp Transformer as PyTorch's MemTracker accounts it, on CPU.
 
 Two questions, one command each (docs/recompute.md, "PyTorch's test model",
 records the answers and compares them with Loom's predictions):

@@ -1,4 +1,4 @@
-"""The peak memory of PyTorch's test_sac_ilp model: Loom's prediction, PyTorch's number, and why they differ.
+"""Peak memory of PyTorch's test_sac_ilp model: Loom's prediction, PyTorch's number, the gap.
 
 PyTorch's ``test_sac_ilp.py`` (``TestSACILP.test_sac_ilp_case1``) builds its
 test ``Transformer`` (4 layers, 12 heads, dim 768, vocabulary 8192, sequence
@@ -20,7 +20,10 @@ Loom's prediction from the shapes; this file pins the derivation:
   records (small shape), and on fake tensors with the CUDA kernels (test
   shape); eager PyTorch's CPU kernels (dropout through a float32 noise
   tensor, not a bool mask) are more than 5% off, so the comparison tells
-  kernels apart.
+  kernels apart;
+- at world size 4 with FSDP, Loom's per-rank peaks bracket the test's
+  budgets as PyTorch's do: no recompute fits 2.4 GiB but not 1.6 GiB, every
+  block recomputed fits 1.6 GiB but not 0.8 GiB.
 """
 
 from __future__ import annotations
@@ -305,3 +308,40 @@ def test_memtracker_with_cuda_kernels_is_within_5_percent(predictions):
     measured = pt_test_memory.peak(TEST_SHAPE.make_kwargs(), "cuda", fake=True)
     assert abs(measured["Total"] / predicted[0] - 1) <= 0.05, (measured, predicted)
     assert abs(dynamic(measured) / predicted[2] - 1) <= 0.05, (measured, predicted)
+
+
+GIB = 2**30
+
+
+def test_world_size_4_baselines_bracket_the_test_budgets(tmp_path):
+    """test_sac_ilp's budgets at world size 4 (2.4 GiB: no recompute,
+    1.6 GiB: recompute, 0.8 GiB: infeasible) against Loom's per-rank FSDP
+    peaks for the same per-rank work (batch 8 per rank, CUDA's attention):
+    without recompute between 1.6 and 2.4 GiB, with every block recomputed
+    between 0.8 and 1.6 GiB."""
+    require_tools(LOOM_IMPORT, LOOM_COMPILE)
+    args = [sys.executable, "-m", "loom.capture", str(CUDA_CAPTURE), "--meta", "--optimizer",
+            "adam", "--lr", "1e-2", "--make-arg", "batch=32", "--split", "4", "--out",
+            str(tmp_path)]
+    run(args, env=dict(os.environ, PYTHONPATH=str(REPO / "python")))
+    step = tmp_path / "step.mlir"
+    run([str(LOOM_IMPORT), str(tmp_path / "step.pt2"), "--no-weights", "-o", str(step)])
+
+    def per_rank_peak(*extra: str) -> int:
+        summary = run([str(LOOM_COMPILE), str(step), "--dp=fsdp", "--world-size=4",
+                       "--emit=mlir", "-o", os.devnull, "--summary", *extra])
+        match = SUMMARY.search(summary)
+        assert match, summary
+        return int(match.group(1))
+
+    baseline = per_rank_peak()
+    # The single-device activations, the root unit's gathered tied embedding
+    # and final norm, a quarter of the parameters and Adam's moments, and
+    # this rank's tokens.
+    s = TEST_SHAPE
+    assert baseline == (loom_activation_bytes(s, efficient_attention_terms(s, I64))
+                        + F32 * (s.vocab + 2) * s.dim
+                        + 3 * parameter_bytes(s) // 4 + s.tokens * I64)
+    assert 1.6 * GIB < baseline < 2.4 * GIB, baseline / GIB
+    recomputed = per_rank_peak("--remat=full")
+    assert 0.8 * GIB < recomputed < 1.6 * GIB, recomputed / GIB
