@@ -21,9 +21,9 @@ Loom's prediction from the shapes; this file pins the derivation:
   shape); eager PyTorch's CPU kernels (dropout through a float32 noise
   tensor, not a bool mask) are more than 5% off, so the comparison tells
   kernels apart;
-- at world size 4 with FSDP, Loom's per-rank peaks bracket the test's
-  budgets as PyTorch's do: no recompute fits 2.4 GiB but not 1.6 GiB, every
-  block recomputed fits 1.6 GiB but not 0.8 GiB.
+- at world size 4 with FSDP, loom-sac-ilp reaches the test's three
+  verdicts (2.4 GiB: no recompute, 1.6 GiB: recompute in every layer,
+  0.8 GiB: infeasible) on the capture with CUDA's attention.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from pathlib import Path
 
 import pytest
 
-from build_tools import LOOM_COMPILE, LOOM_IMPORT, REPO, require_tools
+from build_tools import LOOM_COMPILE, LOOM_IMPORT, LOOM_OPT, REPO, require_tools
 
 sys.path.insert(0, str(REPO / "bench"))
 import pt_test_memory  # noqa: E402
@@ -313,13 +313,12 @@ def test_memtracker_with_cuda_kernels_is_within_5_percent(predictions):
 GIB = 2**30
 
 
-def test_world_size_4_baselines_bracket_the_test_budgets(tmp_path):
-    """test_sac_ilp's budgets at world size 4 (2.4 GiB: no recompute,
-    1.6 GiB: recompute, 0.8 GiB: infeasible) against Loom's per-rank FSDP
-    peaks for the same per-rank work (batch 8 per rank, CUDA's attention):
-    without recompute between 1.6 and 2.4 GiB, with every block recomputed
-    between 0.8 and 1.6 GiB."""
-    require_tools(LOOM_IMPORT, LOOM_COMPILE)
+def test_world_size_4_verdicts(tmp_path):
+    """test_sac_ilp's budgets at world size 4 (case2, 2.4 GiB: no recompute;
+    case1, 1.6 GiB: recompute in every layer; case3, 0.8 GiB: infeasible)
+    given to loom-sac-ilp for the same per-rank work (batch 8 per rank,
+    CUDA's attention, FSDP on 4 ranks)."""
+    require_tools(LOOM_IMPORT, LOOM_COMPILE, LOOM_OPT)
     args = [sys.executable, "-m", "loom.capture", str(CUDA_CAPTURE), "--meta", "--optimizer",
             "adam", "--lr", "1e-2", "--make-arg", "batch=32", "--split", "4", "--out",
             str(tmp_path)]
@@ -327,21 +326,37 @@ def test_world_size_4_baselines_bracket_the_test_budgets(tmp_path):
     step = tmp_path / "step.mlir"
     run([str(LOOM_IMPORT), str(tmp_path / "step.pt2"), "--no-weights", "-o", str(step)])
 
-    def per_rank_peak(*extra: str) -> int:
-        summary = run([str(LOOM_COMPILE), str(step), "--dp=fsdp", "--world-size=4",
-                       "--emit=mlir", "-o", os.devnull, "--summary", *extra])
-        match = SUMMARY.search(summary)
-        assert match, summary
+    def compile(*extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(LOOM_COMPILE), str(step), "--dp=fsdp", "--world-size=4",
+                               "--emit=mlir", "-o", os.devnull, "--summary", *extra],
+                              capture_output=True, text=True)
+
+    def peak(proc: subprocess.CompletedProcess) -> int:
+        assert proc.returncode == 0, proc.stderr
+        match = SUMMARY.search(proc.stderr)
+        assert match, proc.stderr
         return int(match.group(1))
 
-    baseline = per_rank_peak()
-    # The single-device activations, the root unit's gathered tied embedding
-    # and final norm, a quarter of the parameters and Adam's moments, and
-    # this rank's tokens.
+    # Without recompute: the single-device activations, the root unit's
+    # gathered tied embedding and final norm, a quarter of the parameters
+    # and Adam's moments, and this rank's tokens.
     s = TEST_SHAPE
+    baseline = peak(compile())
     assert baseline == (loom_activation_bytes(s, efficient_attention_terms(s, I64))
                         + F32 * (s.vocab + 2) * s.dim
                         + 3 * parameter_bytes(s) // 4 + s.tokens * I64)
-    assert 1.6 * GIB < baseline < 2.4 * GIB, baseline / GIB
-    recomputed = per_rank_peak("--remat=full")
-    assert 0.8 * GIB < recomputed < 1.6 * GIB, recomputed / GIB
+
+    case2 = compile("--recompute-budget=2.4GiB", "--recompute-report")
+    assert peak(case2) == baseline and "recompute 0 of" in case2.stderr, case2.stderr
+
+    case1 = compile("--recompute-budget=1.6GiB", "--recompute-report")
+    assert baseline > 1.6 * GIB >= peak(case1), case1.stderr
+    regions = run([str(LOOM_OPT), str(step), "--loom-sac-ilp=budget=1.6GiB device=cpu "
+                   "pipeline=loom-compile-pipeline{dp=fsdp world-size=4}"])
+    assert sorted(re.findall(r'loom.recompute "(layers\.\d+)"', regions)) == [
+        f"layers.{i}" for i in range(s.layers)]
+
+    case3 = compile("--recompute-budget=0.8GiB")
+    assert case3.returncode != 0
+    smallest = re.search(r"the smallest feasible budget is .* \((\d+) B\)", case3.stderr)
+    assert smallest and 0.8 * GIB < int(smallest.group(1)) < 1.6 * GIB, case3.stderr
