@@ -4,7 +4,7 @@ Two questions, one command each (docs/recompute.md, "PyTorch's test model",
 records the answers and compares them with Loom's predictions):
 
 ``baseline``: where does test_sac_ilp's 2,583,888,896 bytes come from? It is
-``get_peak_memory_runtime_baseline`` (torch/distributed/_tools/ilp_utils.py):
+``torch.distributed._tools.ilp_utils.get_peak_memory_runtime_baseline``:
 max over modules of P + TG_i + AG_i + TA_i from MemTracker's per-module
 snapshots of the test's two-iteration loop on CUDA. This machine has no GPU,
 so the loop runs on fake CPU tensors with what CUDA would do: the
