@@ -31,7 +31,9 @@ namespace loom {
 ///   by the body op and freed after the result's last use.
 ///
 /// Kernel workspaces and temporaries inside an op (e.g. the optimizer's)
-/// are not counted. The loom step and the loomrt program it lowers to give
+/// are not counted, except where a kernel's temporary is as large as its
+/// input (CPU native_dropout's mask converted to the input's dtype), which
+/// is counted while the op runs. The loom step and the loomrt program it lowers to give
 /// the same numbers, since frees come right after last uses.
 class PeakMemory {
 public:

@@ -1,0 +1,94 @@
+"""loom-sac-ilp under a budget: the runtime's measured peak stays within it,
+matches the prediction, never rises when the budget falls, and training is
+bitwise the same as without recompute.
+
+For GPT on one rank and with FSDP on two, and for the two-block dropout
+model on one rank, the step is compiled without recompute and then with
+``--recompute-budget`` at three budgets: the peak without recompute, the
+smallest feasible budget (which loom-compile names when asked for less) and
+the midpoint. loom-run trains each for STEPS steps and reports, per step,
+the peak the CPU allocator saw (``--trace``). For each budget:
+
+- the measured peak is at most the budget, and equals the prediction of
+  ``loom-compile --summary`` (the runtime frees what the program frees);
+- the measured peak does not rise when the budget falls;
+- every rank's loss at every step and the final parameters equal the run
+  without recompute (tolerance 0);
+- a budget one byte under the smallest feasible one fails, naming it.
+
+Negative controls: the run without recompute stopped one step early
+differs (test_remat_parity's), and a budget at the smallest feasible peak
+does recompute (its peak is below the no-recompute one).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from build_tools import LOOM_COMPILE, LOOM_IMPORT, LOOM_RUN, needs_tools
+from test_remat_parity import STEPS, Run, capture, differences, run
+
+pytestmark = needs_tools(LOOM_IMPORT, LOOM_COMPILE, LOOM_RUN)
+
+CASES = [("gpt", 1), ("gpt", 2), ("dropout", 1)]
+PREDICTED = re.compile(r"predicted peak memory (\d+) bytes")
+SMALLEST = re.compile(r"the smallest feasible budget is .*?\((\d+) B\)")
+
+
+def compile_step(out: Path, world: int, tag: str, *flags: str) -> int:
+    """Compiles out/step.mlir to out/TAG.loomx; returns the predicted peak."""
+    dp = ["--dp=fsdp"] if world > 1 else []
+    result = run([LOOM_COMPILE, out / "step.mlir", "-o", out / f"{tag}.loomx", "--summary",
+                  *dp, *flags])
+    assert result.returncode == 0, result.stderr
+    return int(PREDICTED.search(result.stderr).group(1))
+
+
+def train(out: Path, world: int, tag: str) -> Run:
+    result = run([LOOM_RUN, out / f"{tag}.loomx", "--nproc", str(world), "--batches",
+                  out / "batches.safetensors", "--steps", str(STEPS), "--no-progress",
+                  "--trace", out / f"{tag}.trace.json", "--save-params",
+                  out / f"{tag}.safetensors"])
+    assert result.returncode == 0, result.stdout + result.stderr
+    return Run(out, tag)
+
+
+def smallest_budget(out: Path, world: int) -> int:
+    dp = ["--dp=fsdp"] if world > 1 else []
+    result = run([LOOM_COMPILE, out / "step.mlir", "-o", out / "none.loomx", *dp,
+                  "--recompute-budget=1B"])
+    assert result.returncode != 0
+    return int(SMALLEST.search(result.stderr).group(1))
+
+
+@pytest.mark.parametrize("name, world", CASES, ids=[f"{n}-{w}rank" for n, w in CASES])
+def test_measured_peak_within_budget_and_bitwise(name, world, tmp_path):
+    capture(name, world, tmp_path)
+    no_recompute = compile_step(tmp_path, world, "plain")
+    plain = train(tmp_path, world, "plain")
+    assert plain.peak == no_recompute
+
+    least = smallest_budget(tmp_path, world)
+    assert least < no_recompute, "recompute must be able to lower this step's peak"
+    budgets = [no_recompute, (no_recompute + least) // 2, least]
+    peaks = []
+    for budget in budgets:
+        tag = f"budget{budget}"
+        predicted = compile_step(tmp_path, world, tag, f"--recompute-budget={budget}B")
+        got = train(tmp_path, world, tag)
+        assert got.peak <= budget, f"budget {budget}: measured peak {got.peak}"
+        assert got.peak == predicted, f"budget {budget}: measured {got.peak}, predicted {predicted}"
+        assert differences(got, plain) == [], f"budget {budget}"
+        peaks.append(got.peak)
+    assert peaks == sorted(peaks, reverse=True), f"peaks {peaks} for budgets {budgets}"
+    assert peaks[-1] < plain.peak
+
+    dp = ["--dp=fsdp"] if world > 1 else []
+    result = run([LOOM_COMPILE, tmp_path / "step.mlir", "-o", tmp_path / "x.loomx", *dp,
+                  f"--recompute-budget={least - 1}B"])
+    assert result.returncode != 0
+    assert f"the smallest feasible budget is" in result.stderr
+    assert f"({least} B)" in result.stderr, result.stderr
