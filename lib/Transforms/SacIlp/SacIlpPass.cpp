@@ -13,6 +13,8 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <optional>
+
 namespace loom {
 #define GEN_PASS_DEF_LOOMSACILP
 #include "loom/Transforms/Passes.h.inc"
@@ -22,9 +24,8 @@ using namespace mlir;
 using namespace loom;
 using namespace loom::sacilp;
 
-/// How often the pass solves again with a tighter bound when the applied
-/// decision's measured peak is over the budget.
-static constexpr int kMaxRounds = 4;
+/// How many bounds the pass solves under (each solve is measured on a copy).
+static constexpr int kMaxRounds = 6;
 
 namespace {
 /// The peak of a module once the rest of the pipeline has run on a copy.
@@ -213,21 +214,53 @@ void LoomSacIlpPass::runOnOperation() {
         problem->numDistinctBlocks, problem->blocks.size());
   };
 
+  // The model is an estimate of the measured peak (a region's working room,
+  // where it runs), so the bound it is solved under is searched: the largest
+  // bound whose decision measures within the budget recomputes least. The
+  // first bound is the budget; after each solve the model's error on that
+  // decision (measured - modelled peak) corrects the next bound, and where
+  // that repeats a bound already tried, the search bisects between the
+  // bounds known too tight (infeasible, or within the budget) and too loose.
+  int64_t baseline = liveness->persistentBytes;
+  for (int64_t bytes : liveness->activationBytesAt)
+    baseline = std::max(baseline, liveness->persistentBytes + bytes);
+  int64_t tight = 0, loose = std::max(baseline, budgetBytes) + 1;
   int64_t bound = budgetBytes;
+  std::optional<Decision> best;
+  std::optional<Measured> bestMeasured;
   for (int round = 0; round < kMaxRounds; ++round) {
     std::string error;
     FailureOr<Decision> decision =
         solve(*problem, *liveness, bound, solveOptions, error);
     if (failed(decision))
-      break;
+      break; // A lower bound is infeasible too.
     FailureOr<Measured> measured = tryDecision(decision->save);
     if (failed(measured))
       return signalPassFailure();
-    if (measured->peakBytes <= budgetBytes)
-      return accept(decision->save, decision->recompute,
-                    decision->recomputeSeconds, *measured);
-    bound -= measured->peakBytes - budgetBytes;
+    int64_t corrected =
+        budgetBytes - (measured->peakBytes - decision->modelPeakBytes);
+    if (measured->peakBytes <= budgetBytes) {
+      if (!best || decision->recomputeSeconds < best->recomputeSeconds) {
+        best = *decision;
+        bestMeasured = *measured;
+      }
+      // Close enough to the budget: nothing worth another solve.
+      if (budgetBytes - measured->peakBytes <= budgetBytes / 100)
+        break;
+      tight = std::max(tight, bound);
+    } else {
+      loose = std::min(loose, bound);
+    }
+    int64_t next = corrected;
+    if (next <= tight || next >= loose || next == bound)
+      next = tight + (loose - tight) / 2;
+    if (next <= tight || next >= loose || next == bound)
+      break;
+    bound = next;
   }
+  if (best)
+    return accept(best->save, best->recompute, best->recomputeSeconds,
+                  *bestMeasured);
 
   // No decision of the model meets the budget. Recomputing all it can is
   // the least memory the blocks can take; the model's room for a region's
@@ -246,9 +279,6 @@ void LoomSacIlpPass::runOnOperation() {
     return accept(leastMemory, recomputeAll, allSeconds, *least);
   // The smallest budget is that of recomputing everything or nothing
   // (recompute regions need room of their own), with where its peak is.
-  int64_t baseline = liveness->persistentBytes;
-  for (int64_t bytes : liveness->activationBytesAt)
-    baseline = std::max(baseline, liveness->persistentBytes + bytes);
   InFlightDiagnostic diag = emitPassError(step)
                             << "budget " << formatByteSize(budgetBytes)
                             << " is infeasible: the smallest feasible budget is ";
