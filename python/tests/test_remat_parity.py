@@ -131,3 +131,35 @@ def test_dropout_masks_are_saved_not_recomputed(tmp_path):
     assert result.stdout.count('loom.recompute "layers.') == 2
     assert step.count('"aten::native_dropout.default"') == 2
     assert result.stdout.count('"aten::native_dropout.default"') == 2
+
+
+# PyTorch's own test Transformer with checkpoint_activations=True: every
+# block runs under torch.utils.checkpoint, which capture keeps as
+# loom.ac_region tags (small shapes, no dropout).
+CHECKPOINTED_TRANSFORMER = ["--make-arg", "n_layers=2", "--make-arg", "dim=16", "--make-arg",
+                            "n_heads=4", "--make-arg", "vocab_size=32", "--make-arg",
+                            "max_seq_len=8", "--make-arg", "batch=4", "--make-arg", "dropout_p=0.0",
+                            "--make-arg", "checkpoint_activations=True"]
+
+
+def test_captured_checkpoint_regions_train_like_pytorch(tmp_path):
+    """--remat=captured rebuilds the model's own checkpoint regions: it trains
+    bitwise like the step without them, with a lower measured peak, and
+    matches PyTorch eager (which ran the checkpoints) within --check's
+    tolerance."""
+    env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
+    result = run([sys.executable, "-m", "loom.capture",
+                  REPO / "bench" / "models" / "pt_test_transformer.py", "--out", tmp_path,
+                  "--steps", str(STEPS), *CHECKPOINTED_TRANSFORMER], env=env)
+    assert result.returncode == 0, result.stderr
+    result = run([LOOM_IMPORT, tmp_path / "step.pt2", "-o", tmp_path / "step.mlir"])
+    assert result.returncode == 0, result.stderr
+    assert "loom.ac_region" in (tmp_path / "step.mlir").read_text()
+    plain = train(tmp_path, 1, "none")
+    captured = train(tmp_path, 1, "captured")
+    assert differences(captured, plain) == []
+    assert captured.peak < plain.peak, (captured.peak, plain.peak)
+    result = run([LOOM_RUN, tmp_path / "captured.loomx", "--batches",
+                  tmp_path / "batches.safetensors", "--steps", str(STEPS), "--no-progress",
+                  "--check", tmp_path / "reference.json"])
+    assert result.returncode == 0 and "PASS" in result.stdout, result.stdout + result.stderr
