@@ -18,11 +18,6 @@ using namespace mlir;
 using namespace loom;
 using namespace loom::sacilp;
 
-static bool isForwardOp(Operation *op) {
-  auto phase = op->getAttrOfType<PhaseAttr>(LoomDialect::kPhaseAttrName);
-  return phase && phase.getValue() == Phase::forward;
-}
-
 static bool isViewOp(Operation *op) {
   if (auto aten = dyn_cast<AtenOp>(op))
     return isViewAtenOp(aten.getKernel());

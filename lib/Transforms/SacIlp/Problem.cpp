@@ -11,11 +11,6 @@ using namespace mlir;
 using namespace loom;
 using namespace loom::sacilp;
 
-static bool isForward(Operation *op) {
-  auto phase = op->getAttrOfType<PhaseAttr>(LoomDialect::kPhaseAttrName);
-  return phase && phase.getValue() == Phase::forward;
-}
-
 /// The value whose storage `v` is: the base through any chain of views.
 static Value getStorage(Value v) {
   while (auto aten = v.getDefiningOp<AtenOp>()) {
@@ -34,7 +29,7 @@ static Value getStorage(Value v) {
 static void findBackwardReaders(Value v, StringRef module, bool &inBlock,
                                 bool &outside) {
   for (Operation *user : v.getUsers()) {
-    if (!isForward(user)) {
+    if (!isForwardOp(user)) {
       bool own = isInModule(getModulePath(user), module);
       inBlock |= own;
       outside |= !own;
@@ -81,7 +76,7 @@ FailureOr<Problem> sacilp::buildProblem(func::FuncOp step,
     unsigned index = problem.blocks.size();
     for (auto [position, op] : llvm::enumerate(step.getBody().front())) {
       auto aten = dyn_cast<AtenOp>(op);
-      if (!aten || !isForward(aten) ||
+      if (!aten || !isForwardOp(aten) ||
           !isInModule(getModulePath(aten), module) || nodeOf.count(aten))
         continue;
       if (isViewAtenOp(aten.getKernel())) {

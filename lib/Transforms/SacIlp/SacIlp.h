@@ -34,6 +34,11 @@ namespace loom::sacilp {
 
 using namespace mlir;
 
+/// Whether `op` runs in forward (`loom.phase<forward>`).
+inline bool isForwardOp(Operation *op) {
+  return getPhase(op) == Phase::forward;
+}
+
 /// The attribute that names a node on the op of a copy of the step, so that
 /// the node can be found again after the rest of the pipeline has run.
 constexpr llvm::StringLiteral kNodeAttrName = "sac_ilp.node";
