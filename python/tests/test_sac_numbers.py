@@ -120,7 +120,7 @@ class Terms:
     residual_mask_bytes: int = BOOL  # nn.Dropout's mask: bool with native_dropout
     loss_scalar: int = F32
     # CPU's native_dropout_backward, while it runs: its mask converted to the
-    # gradient's dtype (bytes per element) and three 4-byte scalar tensors.
+    # gradient's dtype (bytes per element) and 12 bytes of scalar tensors.
     dropout_backward_mask_bytes: int = F32
     dropout_backward_scalars: int = 12
     # Gradients a step returns stay live from their op to the end of the step.
