@@ -20,6 +20,8 @@ static Value getFirstTensorArg(Operation *op, ArrayAttr args) {
 static int64_t getValueBytes(Type type) {
   if (auto future = dyn_cast<FutureType>(type))
     type = future.getValueType();
+  else if (auto future = dyn_cast<rt::FutureType>(type))
+    type = future.getValueType();
   if (auto tensor = dyn_cast<RankedTensorType>(type))
     return getTensorBytes(tensor);
   return 0;
@@ -215,6 +217,12 @@ PeakMemory::PeakMemory(rt::ProgramOp program) {
     return isa_and_nonnull<rt::InputOp, rt::StateOp>(v.getDefiningOp());
   };
   sweep.getAliasee = [](OpResult r) -> Value {
+    // The runtime allocates a collective's result when it issues it (the
+    // buffer an all-gather receives into, the chunk a reduce-scatter
+    // returns) and hands that buffer out at the wait: with the wait deferred
+    // (a prefetched all-gather) it is live across everything in between.
+    if (auto wait = dyn_cast<rt::WaitOp>(r.getOwner()))
+      return wait.getFuture();
     auto aten = dyn_cast<rt::AtenOp>(r.getOwner());
     if (aten && isViewAtenOp(aten.getKernel()))
       return getFirstTensorArg(aten, aten.getArgs());
