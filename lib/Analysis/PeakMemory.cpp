@@ -4,6 +4,8 @@
 
 #include "loom/Dialect/Loom/IR/OpClassification.h"
 
+#include "llvm/ADT/StringSwitch.h"
+
 using namespace mlir;
 using namespace loom;
 
@@ -15,6 +17,20 @@ static Value getFirstTensorArg(Operation *op, ArrayAttr args) {
   if (auto ref = dyn_cast<OperandRefAttr>(args[0]))
     return op->getOperand(ref.getIndex());
   return {};
+}
+
+/// Whether every result of the ATen call `kernel` is a view of its first
+/// argument. Beyond the view ops the passes reason about, the splits: FSDP
+/// unpacks a gathered buffer with one, and ATen's pieces keep the whole
+/// buffer alive until the last of them is freed.
+static bool aliasesFirstArg(StringRef kernel) {
+  if (isViewAtenOp(kernel))
+    return true;
+  return llvm::StringSwitch<bool>(stripAtenOverload(kernel))
+      .Cases({"aten::split", "aten::split_with_sizes", "aten::chunk",
+              "aten::unbind", "aten::narrow"},
+             true)
+      .Default(false);
 }
 
 static int64_t getValueBytes(Type type) {
@@ -182,7 +198,7 @@ PeakMemory::PeakMemory(func::FuncOp step, ArrayRef<Operation *> order) {
   sweep.getAliasee = [](OpResult r) -> Value {
     Operation *op = r.getOwner();
     if (auto aten = dyn_cast<AtenOp>(op))
-      return isViewAtenOp(aten.getKernel())
+      return aliasesFirstArg(aten.getKernel())
                  ? getFirstTensorArg(op, aten.getArgs())
                  : Value();
     if (auto update = dyn_cast<OptimizerUpdateOp>(op))
@@ -224,7 +240,7 @@ PeakMemory::PeakMemory(rt::ProgramOp program) {
     if (auto wait = dyn_cast<rt::WaitOp>(r.getOwner()))
       return wait.getFuture();
     auto aten = dyn_cast<rt::AtenOp>(r.getOwner());
-    if (aten && isViewAtenOp(aten.getKernel()))
+    if (aten && aliasesFirstArg(aten.getKernel()))
       return getFirstTensorArg(aten, aten.getArgs());
     return {};
   };
