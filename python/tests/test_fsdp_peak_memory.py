@@ -11,8 +11,9 @@ holds the buffer it gathers into from the start, so the prediction must
 count it from there (it once counted it from the wait only and measured one
 unit's gathered parameters, 50304 bytes, above the prediction). FSDP unpacks
 a gathered buffer with a split whose pieces are views (the buffer lives until
-the last piece is freed) and reshapes that copy; a rank holds its slice of
-the batch. Each of these, mispredicted, shows on 4 ranks or without
+the last piece is freed) and reshapes that copy (on one rank, where the
+pieces are contiguous, the reshapes are views); a rank holds its slice of
+the batch. Each of these, mispredicted, shows on 1 or 4 ranks or without
 resharding after forward.
 """
 
@@ -39,6 +40,7 @@ def measured_peaks(trace) -> dict[int, list[int]]:
 
 
 @pytest.mark.parametrize("world, flags", [
+    (1, []),
     (2, []),
     (2, ["--backward-prefetch=none"]),
     (2, ["--reshard-after-forward=false"]),
