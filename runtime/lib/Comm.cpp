@@ -367,14 +367,17 @@ PendingCollective Comm::start(OpKind kind, const std::vector<std::string> &axes,
       // other tensor (a view, another slot, a parameter) shares its storage.
       bool ownCopy = !p.input.is_alias_of(input);
       bool sole = ownCopy || (donated && soleHolder(p.input));
+      // The result exists from the start on both paths, as the compiler's
+      // liveness counts every collective's result (PeakMemory): the
+      // in-place path copies its chunk into it at the wait.
+      std::vector<int64_t> shape = p.input.sizes().vec();
+      shape[0] /= size;
+      p.buffer = at::empty(shape, p.input.options());
       if (sole) {
         p.inPlace = true;
         startAllReduce(p, g, p.input, reduce);
         break;
       }
-      std::vector<int64_t> shape = p.input.sizes().vec();
-      shape[0] /= size;
-      p.buffer = at::empty(shape, p.input.options());
       ::c10d::ReduceScatterOptions o;
       o.reduceOp = glooOp(reduce);
       {
@@ -437,11 +440,10 @@ at::Tensor Comm::finish(PendingCollective &p) {
     return p.outputs.empty() ? p.buffer : at::cat(p.outputs, p.dim);
   case OpKind::ReduceScatterStart:
     if (p.inPlace) {
-      // This rank's chunk of the reduced input, then the input goes: the
-      // two are alive together only here, as for the compiler (input held
-      // to the wait, result from the wait).
+      // This rank's chunk of the reduced input, then the input goes, as
+      // for the compiler (input held to the wait, result from the start).
       int64_t rows = p.input.size(0) / size;
-      p.buffer = p.input.narrow(0, p.group->index * rows, rows).clone();
+      p.buffer.copy_(p.input.narrow(0, p.group->index * rows, rows));
       p.input = at::Tensor();
     }
     if (p.reduce == ReduceOp::Avg)

@@ -344,8 +344,22 @@ int64_t SessionImpl::heldBytes(const std::vector<at::Tensor> &batch) const {
     add(t);
   for (const auto &g : grads)
     add(g.second);
-  for (const at::Tensor &t : batch)
-    add(t);
+  // A split input holds this rank's slice: what the compiler counts, and
+  // all a rank would load were it not handed the global batch (loom-run
+  // gives every rank the whole of it).
+  for (const InputSpec &in : artifact.inputs) {
+    if (in.role != InputRole::Input || size_t(in.batchIndex) >= batch.size())
+      continue;
+    const at::Tensor &t = batch[size_t(in.batchIndex)];
+    if (!in.split) {
+      add(t);
+      continue;
+    }
+    int64_t numel = 1;
+    for (int64_t d : in.shape)
+      numel *= d;
+    bytes += numel * int64_t(t.element_size());
+  }
   return bytes;
 }
 
