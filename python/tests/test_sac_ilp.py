@@ -2,7 +2,7 @@
 matches the prediction, never rises when the budget falls, and training is
 bitwise the same as without recompute.
 
-For GPT on one rank and with FSDP on two, and for the two-block dropout
+For GPT on one rank and with FSDP on two and four, and for the two-block dropout
 model on one rank, the step is compiled without recompute and then with
 ``--recompute-budget`` at three budgets: the peak without recompute, the
 smallest feasible budget (which loom-compile names when asked for less) and
@@ -33,7 +33,7 @@ from test_remat_parity import STEPS, Run, capture, differences, run
 
 pytestmark = needs_tools(LOOM_IMPORT, LOOM_COMPILE, LOOM_RUN)
 
-CASES = [("gpt", 1), ("gpt", 2), ("dropout", 1)]
+CASES = [("gpt", 1), ("gpt", 2), ("gpt", 4), ("dropout", 1)]
 PREDICTED = re.compile(r"predicted peak memory (\d+) bytes")
 SMALLEST = re.compile(r"the smallest feasible budget is .*?\((\d+) B\)")
 
