@@ -314,7 +314,10 @@ def train(args, work: Path, tag: str, artifact: Path) -> dict:
                if e.get("ph") == "X" and e.get("cat") == "forward"}
     recompute = {}
     for e in events:
+        # FSDP's backward all-gather repeats the forward one's unpacking
+        # instructions under the same names; that is not recompute.
         if e.get("ph") == "X" and e.get("cat") == "backward" and \
+                not e["name"].startswith("fsdp.") and \
                 (e["pid"], e["args"]["step"], e["name"]) in forward:
             k = (e["pid"], e["args"]["step"])
             recompute[k] = recompute.get(k, 0.0) + e["dur"]
