@@ -3,6 +3,8 @@
 
 #include "loom/Transforms/Pipeline/Schedule.h"
 
+#include "llvm/ADT/SmallVector.h"
+
 #include <gtest/gtest.h>
 
 using namespace loom::pipeline;
@@ -188,6 +190,59 @@ TEST(PipelineLowering, ReduceGradAfterLastBOrW) {
   EXPECT_EQ(texts, (std::vector<std::string>{"0F0", "0F1", "0I0", "0I1", "0W0",
                                              "1B0", "1B1", "1REDUCE_GRAD",
                                              "0W1", "0REDUCE_GRAD"}));
+}
+
+// The cases of PyTorch's test_schedule.py (TestScheduleLowering):
+// test_unshard_reshard and test_reduce_grad, on one rank's list.
+std::vector<std::optional<Action>> parseOrder(llvm::StringRef text) {
+  llvm::SmallVector<llvm::StringRef> words;
+  text.split(words, ' ', -1, /*KeepEmpty=*/false);
+  std::vector<std::optional<Action>> order;
+  for (llvm::StringRef word : words) {
+    if (word == "_") {
+      order.push_back(std::nullopt);
+      continue;
+    }
+    llvm::Expected<Action> action = Action::parse(word);
+    EXPECT_TRUE(static_cast<bool>(action)) << word.str();
+    if (!action) {
+      llvm::consumeError(action.takeError());
+      continue;
+    }
+    order.push_back(*action);
+  }
+  return order;
+}
+
+std::string join(llvm::ArrayRef<Action> actions) {
+  std::string text;
+  for (const Action &a : actions)
+    text += (text.empty() ? "" : " ") + a.str();
+  return text;
+}
+
+TEST(PipelineLowering, PyTorchUnshardReshardCases) {
+  EXPECT_EQ(join(addUnshardReshard(parseOrder("0F0 0F1 _ 0B0 0B1"))),
+            "0UNSHARD 0F0 0F1 0B0 0B1 0RESHARD");
+  EXPECT_EQ(
+      join(addUnshardReshard(parseOrder("0F0 0F1 1F0 1F1 1B0 1B1 0B0 0B1"))),
+      "0UNSHARD 1UNSHARD 0F0 0F1 1F0 1F1 1B0 1B1 1RESHARD 0B0 0B1 "
+      "0RESHARD");
+}
+
+TEST(PipelineLowering, PyTorchReduceGradCases) {
+  auto withoutBubbles = [](llvm::StringRef text) {
+    std::vector<Action> actions;
+    for (const std::optional<Action> &a : parseOrder(text))
+      if (a)
+        actions.push_back(*a);
+    return actions;
+  };
+  EXPECT_EQ(join(addReduceGrad(withoutBubbles("0F0 0F1 _ 0B0 0B1"), 2)),
+            "0F0 0F1 0B0 0B1 0REDUCE_GRAD");
+  EXPECT_EQ(
+      join(addReduceGrad(withoutBubbles("0F0 0F1 1F0 1F1 1B0 1B1 0B0 0B1"), 2)),
+      "0F0 0F1 1F0 1F1 1B0 1B1 1REDUCE_GRAD 0B0 0B1 0REDUCE_GRAD");
 }
 
 TEST(PipelineLowering, SendRecvRefusesDeadlock) {

@@ -8,7 +8,9 @@ For every schedule, pp in {2, 4} and 4 or 8 microbatches, `loom-pp-schedule
 --json` must print exactly PyTorch's compute order (bubbles as null), and
 `--lowered --json` exactly what PyTorch's lowering passes make of it
 (`_add_unshard_reshard`, `_add_reduce_grad`, `_add_send_recv`, the steps of
-`_PipelineScheduleRuntime._prepare_schedule_with_comms`).
+`_PipelineScheduleRuntime._prepare_schedule_with_comms`). The cases of
+PyTorch's `TestSchedulePlan` (up to 4 stages per rank, pp up to 8) are
+compared the same way.
 
 The tool must be built: a missing tool fails these tests, it never skips them.
 """
@@ -293,3 +295,32 @@ def test_multi_stage_schedules_need_two_stages_per_rank(name):
                       "--stages-per-rank=1")
     assert result.returncode == 1
     assert f"{name} needs at least 2 stages per rank, got 1" in result.stderr
+
+
+# (stages per rank, microbatches, pp) of PyTorch's test_schedule.py
+# `TestSchedulePlan` (its cases with pp <= 8): odd stage counts, microbatches
+# that do not divide by pp, more stages than microbatches.
+SCHEDULE_PLAN_CASES = [
+    (2, 2, 2), (2, 4, 4), (2, 8, 2), (2, 8, 4), (2, 8, 8), (4, 4, 4),
+    (4, 8, 4), (4, 8, 8), (4, 16, 4), (4, 32, 4), (4, 64, 4), (3, 2, 2),
+    (3, 8, 2), (3, 12, 4), (4, 6, 3), (4, 10, 5), (2, 3, 4), (2, 10, 4),
+    (2, 15, 4),
+]
+
+
+@pytest.mark.parametrize("name", ["Interleaved1F1B", "LoopedBFS",
+                                  "InterleavedZeroBubble", "ZBVZeroBubble"])
+@pytest.mark.parametrize("per_rank,microbatches,pp", SCHEDULE_PLAN_CASES)
+def test_pytorch_schedule_plan_cases(name, per_rank, microbatches, pp):
+    try:
+        sched = torch_schedule(name, pp, microbatches, per_rank)
+    except ValueError:
+        result = run_tool(f"--schedule={name}", f"--pp={pp}",
+                          f"--microbatches={microbatches}",
+                          f"--stages-per-rank={per_rank}")
+        assert result.returncode == 1 and "error:" in result.stderr
+        return
+    order, mapping = torch_compute_order(name, sched, pp, microbatches)
+    assert loom(name, pp, microbatches, per_rank) == as_strings(order)
+    expected = torch_lowered(order, mapping, microbatches, sched._num_stages)
+    assert loom(name, pp, microbatches, per_rank, lowered=True) == expected
