@@ -54,9 +54,9 @@ static void printRanks(const std::vector<List> &ranks, Print entryText) {
   if (asJson) {
     json::OStream out(outs());
     out.object([&] {
-      for (auto [rank, list] : llvm::enumerate(ranks))
+      for (size_t rank = 0; rank < ranks.size(); ++rank)
         out.attributeArray(std::to_string(rank), [&] {
-          for (const auto &entry : list) {
+          for (const auto &entry : ranks[rank]) {
             std::optional<std::string> text = entryText(entry);
             if (text)
               out.value(*text);

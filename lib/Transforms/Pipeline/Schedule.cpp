@@ -554,10 +554,12 @@ Error validateComputeSchedule(const ScheduleSpec &spec,
   enum { kF, kB, kI, kW };
 
   for (int64_t rank = 0; rank < spec.pp; ++rank) {
-    for (auto [step, entry] : llvm::enumerate(order[rank])) {
-      if (!entry)
+    // An index loop: the diagnostics lambda below captures the step, and
+    // C++17 lambdas cannot capture structured bindings.
+    for (size_t step = 0, e = order[rank].size(); step < e; ++step) {
+      if (!order[rank][step])
         continue;
-      const Action &a = *entry;
+      const Action &a = *order[rank][step];
       auto fail = [&](const Twine &why) {
         return makeError(formatv("{0}: rank {1}, step {2} ({3}): ", name, rank,
                                  step, a.str()) +
