@@ -263,4 +263,30 @@ TEST(PipelineLowering, SendRecvRefusesDeadlock) {
       << message;
 }
 
+TEST(PipelineLowering, SendRecvRefusesBadGeometry) {
+  using K = ActionKind;
+  ScheduleSpec spec{ScheduleKind::GPipe, 2, 1, 1};
+  RankActions oneRank = {{Action{0, K::Forward, 0}}};
+  llvm::Expected<RankActions> lowered = addSendRecv(spec, oneRank);
+  ASSERT_FALSE(static_cast<bool>(lowered));
+  EXPECT_NE(llvm::toString(lowered.takeError())
+                .find("1 ranks' actions, expected pp=2"),
+            std::string::npos);
+
+  RankActions farStage = {{Action{0, K::Forward, 0}},
+                          {Action{5, K::Forward, 0}}};
+  lowered = addSendRecv(spec, farStage);
+  ASSERT_FALSE(static_cast<bool>(lowered));
+  EXPECT_NE(llvm::toString(lowered.takeError())
+                .find("rank 1 runs 5F0, but stage 5 is not one of the 2 "
+                      "stages"),
+            std::string::npos);
+
+  spec.pp = 0;
+  lowered = addSendRecv(spec, {});
+  ASSERT_FALSE(static_cast<bool>(lowered));
+  EXPECT_NE(llvm::toString(lowered.takeError()).find("pp=0"),
+            std::string::npos);
+}
+
 } // namespace

@@ -108,7 +108,29 @@ RankActions addReduceGrad(const RankActions &actions, int64_t microbatches) {
 
 Expected<RankActions> addSendRecv(const ScheduleSpec &spec,
                                   const RankActions &actions) {
+  // Only the geometry matters here (the microbatch rules of verifySpec do
+  // not): the stage-to-rank arithmetic below divides by pp.
+  if (spec.pp < 1 || spec.stagesPerRank < 1)
+    return createStringError(
+        inconvertibleErrorCode(),
+        formatv("{0}: sends and receives need pp >= 1 and stages per rank "
+                ">= 1, got pp={1} and {2}",
+                stringifyScheduleKind(spec.kind), spec.pp, spec.stagesPerRank));
+  if (static_cast<int64_t>(actions.size()) != spec.pp)
+    return createStringError(inconvertibleErrorCode(),
+                             formatv("{0}: {1} ranks' actions, expected pp={2}",
+                                     stringifyScheduleKind(spec.kind),
+                                     actions.size(), spec.pp));
   int64_t lastStage = numStages(spec) - 1;
+  for (auto [rank, rankActions] : llvm::enumerate(actions))
+    for (const Action &a : rankActions)
+      if (a.stage < 0 || a.stage > lastStage)
+        return createStringError(
+            inconvertibleErrorCode(),
+            formatv("{0}: rank {1} runs {2}, but stage {3} is not one of the "
+                    "{4} stages",
+                    stringifyScheduleKind(spec.kind), rank, a.str(), a.stage,
+                    lastStage + 1));
   auto rankOf = [&](int64_t stage) { return stageToRank(spec, stage); };
 
   // The transfer an action's result needs, if its consumer stage lives on
@@ -175,14 +197,7 @@ Expected<RankActions> addSendRecv(const ScheduleSpec &spec,
       append(rank, head);
       if (auto comms = transfer(head)) {
         append(rank, comms->first);
-        int64_t receiver = rankOf(comms->second.stage);
-        if (receiver < 0 || receiver >= static_cast<int64_t>(result.size()))
-          return createStringError(
-              inconvertibleErrorCode(),
-              formatv("{0} sends to stage {1}, which is on no rank of the "
-                      "schedule",
-                      head.str(), comms->second.stage));
-        append(receiver, comms->second);
+        append(rankOf(comms->second.stage), comms->second);
       }
       pending[rank].pop_front();
       progress = true;
