@@ -45,6 +45,30 @@ TEST(PipelineAction, ParseRoundTrips) {
   EXPECT_EQ(*weight, (Action{1, ActionKind::BackwardWeight, 2}));
 }
 
+TEST(PipelineAction, OverlapRoundTrips) {
+  llvm::Expected<Action> overlap = Action::parse("(0F3;3B1)OVERLAP_F_B");
+  ASSERT_TRUE(static_cast<bool>(overlap))
+      << llvm::toString(overlap.takeError());
+  EXPECT_EQ(overlap->kind, ActionKind::OverlapFB);
+  EXPECT_EQ(overlap->stage, -1);
+  EXPECT_TRUE(overlap->isCompute());
+  ASSERT_EQ(overlap->leaves().size(), 2u);
+  EXPECT_EQ(overlap->leaves()[0], (Action{0, ActionKind::Forward, 3}));
+  EXPECT_EQ(overlap->leaves()[1], (Action{3, ActionKind::FullBackward, 1}));
+  EXPECT_EQ(overlap->str(), "(0F3;3B1)OVERLAP_F_B");
+  Action plain{2, ActionKind::Forward, 0};
+  EXPECT_EQ(plain.leaves().size(), 1u);
+  EXPECT_EQ(plain.leaves()[0], plain);
+  for (const char *text :
+       {"(0F3;3B1)", "(0F3;3UNSHARD)OVERLAP_F_B", "(0F3;3B1)OVERLAP_F_Bx",
+        "(0F3;3B1", "0OVERLAP_F_B", "((0F3)OVERLAP_F_B)OVERLAP_F_B"}) {
+    llvm::Expected<Action> bad = Action::parse(text);
+    EXPECT_FALSE(static_cast<bool>(bad)) << text;
+    if (!bad)
+      llvm::consumeError(bad.takeError());
+  }
+}
+
 TEST(PipelineAction, ParseRefusesMalformed) {
   for (const char *text : {"", "F0", "0X1", "0F", "0SEND_F", "0UNSHARD1",
                            "0REDUCE_GRAD0", "0F1x", "-1F0"}) {
@@ -58,8 +82,9 @@ TEST(PipelineAction, ParseRefusesMalformed) {
 }
 
 TEST(PipelineScheduleKind, NamesRoundTrip) {
-  for (const char *name : {"GPipe", "1F1B", "Interleaved1F1B", "LoopedBFS",
-                           "InterleavedZeroBubble", "ZBVZeroBubble"}) {
+  for (const char *name :
+       {"GPipe", "1F1B", "Interleaved1F1B", "LoopedBFS",
+        "InterleavedZeroBubble", "ZBVZeroBubble", "DualPipeV"}) {
     llvm::Expected<ScheduleKind> kind = parseScheduleKind(name);
     ASSERT_TRUE(static_cast<bool>(kind)) << name;
     EXPECT_EQ(stringifyScheduleKind(*kind), name);
@@ -88,6 +113,7 @@ TEST(PipelineStages, LoopAndV) {
   EXPECT_EQ(vRanks, (std::vector<int64_t>{0, 1, 2, 3, 3, 2, 1, 0}));
   EXPECT_EQ(rankStages(v, 0), (std::vector<int64_t>{0, 7}));
   EXPECT_EQ(rankStages(v, 3), (std::vector<int64_t>{3, 4}));
+  EXPECT_EQ(layoutOf(ScheduleKind::DualPipeV), StageLayout::V);
 }
 
 TEST(PipelineSpec, Refusals) {
@@ -112,6 +138,10 @@ TEST(PipelineSpec, Refusals) {
         "LoopedBFS needs at least 2 stages per rank, got 1");
   check({ScheduleKind::ZBVZeroBubble, 2, 3, 8},
         "ZBVZeroBubble needs exactly 2 stages per rank, got 3");
+  check({ScheduleKind::DualPipeV, 2, 1, 8},
+        "DualPipeV needs exactly 2 stages per rank, got 1");
+  check({ScheduleKind::DualPipeV, 4, 2, 7},
+        "DualPipeV needs at least as many microbatches as stages (8), got 7");
   check({ScheduleKind::Interleaved1F1B, 2, 2, 5},
         "Interleaved1F1B needs the microbatches (5) to be a multiple of the "
         "number of rounds, max(1, microbatches / pp) = 2");

@@ -53,17 +53,28 @@ StringRef stringifyActionKind(ActionKind kind) {
     return "RECV_B";
   case ActionKind::ReduceGrad:
     return "REDUCE_GRAD";
+  case ActionKind::OverlapFB:
+    return "OVERLAP_F_B";
   }
   llvm_unreachable("unknown action kind");
 }
 
-// Whole-stage kinds carry no microbatch; every other kind needs one.
+// Whole-stage kinds (and an overlap, whose sub-actions have their own)
+// carry no microbatch; every other kind needs one.
 static bool hasMicrobatch(ActionKind kind) {
   return kind != ActionKind::Unshard && kind != ActionKind::Reshard &&
-         kind != ActionKind::ReduceGrad;
+         kind != ActionKind::ReduceGrad && kind != ActionKind::OverlapFB;
 }
 
+static constexpr StringLiteral kOverlapSuffix = ")OVERLAP_F_B";
+
 std::string Action::str() const {
+  if (kind == ActionKind::OverlapFB) {
+    std::string text = "(";
+    for (const Action &sub : subActions)
+      text += (text.size() > 1 ? ";" : "") + sub.str();
+    return text + kOverlapSuffix.str();
+  }
   std::string text = std::to_string(stage) + stringifyActionKind(kind).str();
   if (microbatch)
     text += std::to_string(*microbatch);
@@ -77,6 +88,24 @@ Expected<Action> Action::parse(StringRef text) {
                      " (expected <stage><kind>[<microbatch>], e.g. 2F0, "
                      "1UNSHARD, 3SEND_F1)");
   };
+  if (rest.consume_front("(")) {
+    // "(a;b)OVERLAP_F_B": a forward and a backward to overlap.
+    size_t close = rest.find(')');
+    if (close == StringRef::npos || rest.drop_front(close) != kOverlapSuffix)
+      return fail("a '(' starts an overlap, written (a;b)OVERLAP_F_B");
+    Action overlap{-1, ActionKind::OverlapFB, std::nullopt};
+    SmallVector<StringRef> parts;
+    rest.take_front(close).split(parts, ';');
+    for (StringRef part : parts) {
+      Expected<Action> sub = parse(part);
+      if (!sub)
+        return sub.takeError();
+      if (!sub->isCompute() || sub->kind == ActionKind::OverlapFB)
+        return fail("an overlap holds only F, B, I and W actions");
+      overlap.subActions.push_back(std::move(*sub));
+    }
+    return overlap;
+  }
   size_t digits = rest.find_first_not_of("0123456789");
   if (digits == 0 || rest.empty())
     return fail("it does not start with a stage index");
@@ -116,12 +145,18 @@ Expected<Action> Action::parse(StringRef text) {
 bool Action::isCompute() const {
   return kind == ActionKind::Forward || kind == ActionKind::FullBackward ||
          kind == ActionKind::BackwardInput ||
-         kind == ActionKind::BackwardWeight;
+         kind == ActionKind::BackwardWeight || kind == ActionKind::OverlapFB;
+}
+
+ArrayRef<Action> Action::leaves() const {
+  if (kind == ActionKind::OverlapFB)
+    return subActions;
+  return ArrayRef<Action>(*this);
 }
 
 bool Action::operator==(const Action &other) const {
   return stage == other.stage && kind == other.kind &&
-         microbatch == other.microbatch;
+         microbatch == other.microbatch && subActions == other.subActions;
 }
 
 //===----------------------------------------------------------------------===//
@@ -134,7 +169,8 @@ static constexpr ScheduleKind kAllSchedules[] = {
     ScheduleKind::Interleaved1F1B,
     ScheduleKind::LoopedBFS,
     ScheduleKind::InterleavedZeroBubble,
-    ScheduleKind::ZBVZeroBubble};
+    ScheduleKind::ZBVZeroBubble,
+    ScheduleKind::DualPipeV};
 
 StringRef stringifyScheduleKind(ScheduleKind kind) {
   switch (kind) {
@@ -150,6 +186,8 @@ StringRef stringifyScheduleKind(ScheduleKind kind) {
     return "InterleavedZeroBubble";
   case ScheduleKind::ZBVZeroBubble:
     return "ZBVZeroBubble";
+  case ScheduleKind::DualPipeV:
+    return "DualPipeV";
   }
   llvm_unreachable("unknown schedule kind");
 }
@@ -160,12 +198,13 @@ Expected<ScheduleKind> parseScheduleKind(StringRef name) {
       return kind;
   return makeError("unknown pipeline schedule '" + name +
                    "' (expected GPipe, 1F1B, Interleaved1F1B, LoopedBFS, "
-                   "InterleavedZeroBubble or ZBVZeroBubble)");
+                   "InterleavedZeroBubble, ZBVZeroBubble or DualPipeV)");
 }
 
 StageLayout layoutOf(ScheduleKind kind) {
-  return kind == ScheduleKind::ZBVZeroBubble ? StageLayout::V
-                                             : StageLayout::Loop;
+  return kind == ScheduleKind::ZBVZeroBubble || kind == ScheduleKind::DualPipeV
+             ? StageLayout::V
+             : StageLayout::Loop;
 }
 
 bool isSingleStage(ScheduleKind kind) {

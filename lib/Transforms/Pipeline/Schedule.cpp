@@ -1,4 +1,4 @@
-//===- Schedule.cpp - The compute orders of the six schedules -------------===//
+//===- Schedule.cpp - The compute orders of the pipeline schedules -------===//
 //
 // Each schedule reproduces the per-rank order (bubbles included) that
 // PyTorch's schedule class stores in `pipeline_order`, so a rank's list can
@@ -14,6 +14,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
+#include <deque>
 #include <set>
 #include <tuple>
 
@@ -55,10 +56,16 @@ Error verifySpec(const ScheduleSpec &spec) {
                   name, numStages(spec), spec.microbatches));
     return Error::success();
   }
-  if (spec.kind == ScheduleKind::ZBVZeroBubble) {
+  if (layoutOf(spec.kind) == StageLayout::V) {
     if (spec.stagesPerRank != 2)
       return makeError(formatv("{0} needs exactly 2 stages per rank, got {1}",
                                name, spec.stagesPerRank));
+    if (spec.kind == ScheduleKind::DualPipeV &&
+        spec.microbatches < numStages(spec))
+      return makeError(
+          formatv("{0} needs at least as many microbatches as stages ({1}), "
+                  "got {2}",
+                  name, numStages(spec), spec.microbatches));
     return Error::success();
   }
   // With one stage per rank a multi-stage schedule is 1F1B or GPipe under
@@ -327,6 +334,93 @@ static RankOrder zbv(const ScheduleSpec &spec, int64_t rank) {
   return order;
 }
 
+// DualPipeV (DeepSeek's DualPipe folded into a V, as PyTorch builds it):
+// rank r holds stage r (chunk 0) and 2*pp-1-r (chunk 1) and runs eight
+// phases. In the middle, a forward of one chunk and a backward of the other
+// are issued together as an OVERLAP_F_B; zero-bubble I/W splits fill the
+// edges, each W taking the oldest I still without one. A full backward
+// counts as both the I and the W of its microbatch. No bubbles.
+static RankOrder dualPipeV(const ScheduleSpec &spec, int64_t rank) {
+  int64_t pp = spec.pp;
+  int64_t chunk0 = rank, chunk1 = numStages(spec) - 1 - rank;
+  // Next microbatch per (stage, F) and per (stage, I): a B takes the I
+  // count.
+  DenseMap<int64_t, int64_t> nextForward, nextBackward;
+  std::deque<std::pair<int64_t, int64_t>> pendingWeights;
+  RankOrder order;
+
+  auto single = [&](int64_t stage, ActionKind kind) {
+    int64_t mb = kind == ActionKind::Forward ? nextForward[stage]++
+                                             : nextBackward[stage]++;
+    if (kind == ActionKind::BackwardInput)
+      pendingWeights.emplace_back(stage, mb);
+    return make(stage, kind, mb);
+  };
+  auto add = [&](int64_t stage, ActionKind kind) {
+    order.push_back(single(stage, kind));
+  };
+  auto overlap = [&](int64_t forwardStage, int64_t backwardStage) {
+    Action both{-1, ActionKind::OverlapFB, std::nullopt};
+    both.subActions.push_back(single(forwardStage, ActionKind::Forward));
+    both.subActions.push_back(single(backwardStage, ActionKind::FullBackward));
+    order.push_back(std::move(both));
+  };
+  auto weightIfPending = [&] {
+    if (pendingWeights.empty())
+      return;
+    auto [stage, mb] = pendingWeights.front();
+    pendingWeights.pop_front();
+    order.push_back(make(stage, ActionKind::BackwardWeight, mb));
+  };
+
+  for (int64_t i = 0; i < 2 * (pp - rank - 1); ++i)
+    add(chunk0, ActionKind::Forward);
+  for (int64_t i = 0; i < rank + 1; ++i) {
+    add(chunk0, ActionKind::Forward);
+    add(chunk1, ActionKind::Forward);
+  }
+  for (int64_t i = 0; i < pp - rank - 1; ++i) {
+    add(chunk1, ActionKind::BackwardInput);
+    weightIfPending();
+    add(chunk1, ActionKind::Forward);
+  }
+  for (int64_t i = 0; i < spec.microbatches - 2 * pp + rank + 1; ++i) {
+    // The last rank runs its first pair apart, which shortens the bubble.
+    if (i == 0 && rank == pp - 1) {
+      add(chunk0, ActionKind::Forward);
+      add(chunk1, ActionKind::FullBackward);
+    } else {
+      overlap(chunk0, chunk1);
+    }
+    overlap(chunk1, chunk0);
+  }
+  for (int64_t i = 0; i < pp - rank - 1; ++i) {
+    add(chunk1, ActionKind::FullBackward);
+    overlap(chunk1, chunk0);
+  }
+  // The second half of these backwards is split into I and W; odd ranks
+  // switch one backward earlier than even ones.
+  bool split = false;
+  auto backwardKind = [&] {
+    return split ? ActionKind::BackwardInput : ActionKind::FullBackward;
+  };
+  for (int64_t i = 0; i < rank + 1; ++i) {
+    if (i == (rank + 1) / 2 && rank % 2 == 1)
+      split = true;
+    add(chunk1, backwardKind());
+    if (i == (rank + 1) / 2 && rank % 2 == 0)
+      split = true;
+    add(chunk0, backwardKind());
+  }
+  for (int64_t i = 0; i < pp - rank - 1; ++i) {
+    weightIfPending();
+    add(chunk0, backwardKind());
+  }
+  for (int64_t i = 0; i < rank + 1; ++i)
+    weightIfPending();
+  return order;
+}
+
 Expected<RankComputeOrder> buildComputeSchedule(const ScheduleSpec &spec) {
   if (Error error = verifySpec(spec))
     return std::move(error);
@@ -350,6 +444,9 @@ Expected<RankComputeOrder> buildComputeSchedule(const ScheduleSpec &spec) {
       break;
     case ScheduleKind::ZBVZeroBubble:
       order.push_back(zbv(spec, rank));
+      break;
+    case ScheduleKind::DualPipeV:
+      order.push_back(dualPipeV(spec, rank));
       break;
     }
   }

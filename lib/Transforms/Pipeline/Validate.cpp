@@ -42,52 +42,59 @@ Error validateComputeSchedule(const ScheduleSpec &spec,
     for (size_t step = 0, e = order[rank].size(); step < e; ++step) {
       if (!order[rank][step])
         continue;
-      const Action &a = *order[rank][step];
-      auto fail = [&](const Twine &why) {
-        return makeError(formatv("{0}: rank {1}, step {2} ({3}): ", name, rank,
-                                 step, a.str()) +
-                         why);
-      };
-      if (!a.isCompute())
-        return fail("a compute schedule holds only F, B, I and W actions");
-      if (a.stage < 0 || a.stage >= stages)
-        return fail(
-            formatv("stage {0} is not one of the {1} stages", a.stage, stages));
-      if (stageToRank(spec, a.stage) != rank)
-        return fail(formatv("stage {0} belongs to rank {1}", a.stage,
-                            stageToRank(spec, a.stage)));
-      int64_t mb = a.microbatch.value_or(-1);
-      if (mb < 0 || mb >= spec.microbatches)
-        return fail(formatv("microbatch {0} is not one of the {1}", mb,
-                            spec.microbatches));
-      auto &stageDone = done[a.stage];
-      auto record = [&](int kindIndex) -> Error {
-        if (!stageDone[kindIndex].insert(mb).second)
-          return fail("runs a second time");
-        return Error::success();
-      };
-      switch (a.kind) {
-      case ActionKind::Forward:
-        if (Error e = record(kF))
-          return e;
-        break;
-      case ActionKind::FullBackward:
-      case ActionKind::BackwardInput:
-        if (!stageDone[kF].count(mb))
-          return fail("a backward runs before the forward of its microbatch");
-        if (stageDone[kB].count(mb) || stageDone[kI].count(mb))
-          return fail("the microbatch already had its backward");
-        if (Error e = record(a.kind == ActionKind::FullBackward ? kB : kI))
-          return e;
-        break;
-      case ActionKind::BackwardWeight:
-        if (!stageDone[kI].count(mb))
-          return fail("W runs before the I of its microbatch");
-        if (Error e = record(kW))
-          return e;
-        break;
-      default:
-        llvm_unreachable("compute kinds only");
+      const Action &entry = *order[rank][step];
+      if (entry.kind == ActionKind::OverlapFB && entry.subActions.empty())
+        return makeError(formatv("{0}: rank {1}, step {2}: an OVERLAP_F_B "
+                                 "without sub-actions",
+                                 name, rank, step));
+      for (const Action &a : entry.leaves()) {
+        auto fail = [&](const Twine &why) {
+          return makeError(formatv("{0}: rank {1}, step {2} ({3}): ", name,
+                                   rank, step, a.str()) +
+                           why);
+        };
+        if (!a.isCompute() || a.kind == ActionKind::OverlapFB)
+          return fail("a compute schedule holds only F, B, I and W actions "
+                      "(or an OVERLAP_F_B of two)");
+        if (a.stage < 0 || a.stage >= stages)
+          return fail(formatv("stage {0} is not one of the {1} stages", a.stage,
+                              stages));
+        if (stageToRank(spec, a.stage) != rank)
+          return fail(formatv("stage {0} belongs to rank {1}", a.stage,
+                              stageToRank(spec, a.stage)));
+        int64_t mb = a.microbatch.value_or(-1);
+        if (mb < 0 || mb >= spec.microbatches)
+          return fail(formatv("microbatch {0} is not one of the {1}", mb,
+                              spec.microbatches));
+        auto &stageDone = done[a.stage];
+        auto record = [&](int kindIndex) -> Error {
+          if (!stageDone[kindIndex].insert(mb).second)
+            return fail("runs a second time");
+          return Error::success();
+        };
+        switch (a.kind) {
+        case ActionKind::Forward:
+          if (Error e = record(kF))
+            return e;
+          break;
+        case ActionKind::FullBackward:
+        case ActionKind::BackwardInput:
+          if (!stageDone[kF].count(mb))
+            return fail("a backward runs before the forward of its microbatch");
+          if (stageDone[kB].count(mb) || stageDone[kI].count(mb))
+            return fail("the microbatch already had its backward");
+          if (Error e = record(a.kind == ActionKind::FullBackward ? kB : kI))
+            return e;
+          break;
+        case ActionKind::BackwardWeight:
+          if (!stageDone[kI].count(mb))
+            return fail("W runs before the I of its microbatch");
+          if (Error e = record(kW))
+            return e;
+          break;
+        default:
+          llvm_unreachable("compute kinds only");
+        }
       }
     }
   }
