@@ -57,7 +57,8 @@ def loom_run(d: Path, *extra: str, env: dict | None = None, timeout: float = 120
 def test_matches_eager(tmp_path: Path, dp: int, microbatches: int) -> None:
     d = make(tmp_path, dp, microbatches)
     saved = tmp_path / "params.safetensors"
-    r = loom_run(d, "--check", str(d / "reference.json"), "--save-params", str(saved))
+    trace = tmp_path / "trace.json"
+    r = loom_run(d, "--check", str(d / "reference.json"), "--save-params", str(saved), "--trace", str(trace))
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"{2 * dp} ranks" in r.stderr, r.stderr
     steps = [line for line in r.stdout.splitlines() if line.startswith("step")]
@@ -75,6 +76,13 @@ def test_matches_eager(tmp_path: Path, dp: int, microbatches: int) -> None:
     # Rank 0 holds stage 0's two parameters, and checks only those.
     assert "check: tensors 2/2" in r.stdout and r.stdout.rstrip().endswith("PASS"), r.stdout
     assert "[rank" not in r.stdout + r.stderr, r.stderr
+    # The transfers are traced on every rank's comm track like collectives,
+    # from issue to completion: per step M sends and M recvs on each stage.
+    events = json.loads(trace.read_text())["traceEvents"]
+    for rank in range(2 * dp):
+        kinds = [e["name"].split()[0] for e in events if e["ph"] == "X" and e["cat"] == "comm" and e["pid"] == rank]
+        assert sorted(set(kinds) - {"all_reduce"}) == ["recv", "send"], (rank, kinds)
+        assert kinds.count("send") == kinds.count("recv") == 5 * microbatches, (rank, kinds)
     # Saved: both stages' parameters, gathered on rank 0.
     ref = load_file(str(d / "reference.safetensors"))
     got = load_file(str(saved))
