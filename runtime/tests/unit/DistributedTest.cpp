@@ -749,4 +749,78 @@ TEST(ArtifactV3, NegativeTag) {
                                  "out of range");
 }
 
+/// Runs `path` on two ranks in two threads of this process for one step;
+/// returns each rank's error ("done" when the step finished) and fills the
+/// losses and gradients.
+void runTwoRanks(const std::string &path, const std::vector<at::Tensor> &batch,
+                 double timeoutSeconds, std::string errors[2], double losses[2],
+                 std::map<std::string, at::Tensor> grads[2]) {
+  int port = freePort();
+  auto rank = [&](int r) {
+    errors[r] = errorOf([&] {
+      DistributedConfig c;
+      c.rank = r;
+      c.worldSize = 2;
+      c.masterPort = port;
+      c.timeoutSeconds = timeoutSeconds;
+      Session s = Session::load(path, c);
+      losses[r] = s.step(batch);
+      grads[r] = s.gradients();
+      throw Error("done");
+    });
+  };
+  std::thread t0(rank, 0), t1(rank, 1);
+  t0.join();
+  t1.join();
+}
+
+// Rank 0 (program 0) sends its batch element x to rank 1 (program 1), which
+// outputs what it received as a gradient; both report program 1's loss.
+TEST(SessionV3, SendAndRecvBetweenPrograms) {
+  json p = v3Program();
+  insts(p, 0).push_back(send(3, 20, 1, 5));
+  insts(p, 0).push_back(waitSend(20));
+  insts(p, 1).push_back(recv(20, 0, 5));
+  insts(p, 1).push_back({{"op", "wait"}, {"future", 20}, {"result", 21}});
+  p["programs"][1]["outputs"][2]["slot"] = 21; // "fc.weight" grad
+  std::string path = writeArtifact("v3p2p.loomx", p, linearWeights());
+  std::vector<at::Tensor> batch = linearBatch(0);
+  std::string errors[2];
+  double losses[2] = {0, 0};
+  std::map<std::string, at::Tensor> grads[2];
+  runTwoRanks(path, batch, 20, errors, losses, grads);
+  ASSERT_EQ(errors[0], "done");
+  ASSERT_EQ(errors[1], "done");
+  EXPECT_TRUE(at::equal(grads[1].at("fc.weight"), batch[0]));
+  EXPECT_EQ(losses[0], losses[1]);
+  EXPECT_NE(losses[1], 0.0);
+}
+
+// The recv waits for tag 6, the send sends tag 5: the recv times out and
+// names the rank, the peer's global rank, the tag and the instruction.
+TEST(SessionV3, UnmatchedTagTimesOut) {
+  json p = v3Program();
+  insts(p, 0).push_back(send(3, 20, 1, 5));
+  insts(p, 0).push_back(waitSend(20));
+  json r = recv(20, 0, 6);
+  r["name"] = "recv_x";
+  r["module"] = "stage1";
+  insts(p, 1).push_back(r);
+  insts(p, 1).push_back({{"op", "wait"}, {"future", 20}, {"result", 21}});
+  std::string path = writeArtifact("v3tag.loomx", p, linearWeights());
+  std::string errors[2];
+  double losses[2] = {0, 0};
+  std::map<std::string, at::Tensor> grads[2];
+  runTwoRanks(path, linearBatch(0), 2, errors, losses, grads);
+  EXPECT_CONTAINS(errors[1],
+                  "rank 1: programs[1].instructions[11] wait: recv from rank "
+                  "0 (index 0 of axes [pp] ranks [0, 1]), tag 6 (f32 [5, 6], "
+                  "120 B), started by programs[1].instructions[10] (in "
+                  "'recv_x') [module stage1] failed");
+  // The sender does not finish either: its send never matched.
+  EXPECT_CONTAINS(errors[0], "rank 0: programs[0].instructions[11] wait: send "
+                             "to rank 1 (index 1 of axes [pp] ranks [0, 1]), "
+                             "tag 5");
+}
+
 } // namespace
