@@ -188,6 +188,10 @@ class StepFacts:
             # location) add their time to it.
             same = by_loc.get(op.loc, []) if op.loc else []
             twins = [t for t in same if t.kernel == op.kernel]
+            if len(twins) > 1:
+                # FSDP's backward all-gather repeats the forward's views of a
+                # parameter (its `t`) under the same names, in backward.
+                twins = [t for t in twins if t.phase == op.phase]
             twin = twins[0] if len(twins) == 1 else None
             self.func.append(aten_overload(op.kernel) if op.kernel.startswith("aten::") else None)
             if twin:
@@ -218,11 +222,11 @@ class StepFacts:
                     if op.operands[0] in storage_of:
                         storage_of[r] = storage_of[op.operands[0]]
             else:
-                for r, b in zip(op.results, self.bytes[pos]):
+                for r, b, declared in zip(op.results, self.bytes[pos], op.result_bytes):
                     storage_of[r] = len(self.storages)
                     kind = "ACT" if op.phase == "forward" else "TEMP"
                     self.storages.append({"bytes": b, "def": pos, "last": pos, "last_fw": pos,
-                                          "kind": kind})
+                                          "kind": kind, "declared": declared})
             for v in op.operands:
                 if v in storage_of:
                     s = self.storages[storage_of[v]]
@@ -238,7 +242,11 @@ class StepFacts:
                 s = self.storages[storage_of[v]]
                 s["last"] = end
                 if role == "grad":
+                    # In the parameters' dtype, as FSDP2 keeps them (f32
+                    # with reduce-dtype f32), not the compute dtype that the
+                    # compiled step's backward ops produce them in.
                     s["kind"] = "GRAD"
+                    s["bytes"] = s["declared"]
         # Bytes the allocator gives each storage, as MemTracker counts them.
         for s in self.storages:
             s["bytes"] = math.ceil(s["bytes"] / 512) * 512
