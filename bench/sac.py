@@ -1,8 +1,8 @@
-"""Recompute under a memory budget: Loom's whole-step ILP, full AC, the op-level policy, none.
+"""Recompute under a memory budget: Loom's whole-step ILP, full AC, the op-level policy, none, sac_milp.
 
 For a Llama-style step (bench/models/llama3.py) the bench sweeps per-rank
 memory budgets from the peak without recompute down to the smallest
-feasible one, and compiles the step four ways:
+feasible one, and compiles the step five ways:
 
 - ``ilp``: ``loom-sac-ilp{budget=B}`` (``loom-compile --recompute-budget``),
   one run per budget of the sweep;
@@ -11,7 +11,12 @@ feasible one, and compiles the step four ways:
 - ``selective``: ``loom-remat{mode=selective}`` (``--remat=selective``: save
   matmul and attention outputs, recompute the rest; torchtitan's op-level
   SAC policy);
-- ``none``: no recompute.
+- ``none``: no recompute;
+- ``sac_milp`` (``sim`` only): PyTorch's own ``sac_milp`` and per-module
+  knapsack on statistics of this step from Loom's analysis
+  (bench/sac_milp.py), the decision compiled with
+  ``loom-remat{mode=captured}``, at each budget of the sweep, with the ILP
+  also run at the peak that decision reaches (equal peak).
 
 ``full``, ``selective`` and ``none`` do not depend on the budget and are
 shown once, with their peaks. The smallest feasible budget is the one
