@@ -195,18 +195,25 @@ def simulate(args, mlir: Path, prefix: str) -> dict:
     return report
 
 
-def smallest_sim(args, mlir: Path) -> int:
-    p = sim_pipeline(args)
+def smallest_budget(probe, what: str) -> int:
+    """The smallest feasible budget, which the ILP names when `probe` asks
+    it for 1 byte ("the smallest feasible budget is ... (N B)")."""
     try:
-        run([BUILD / "bin" / "loom-opt", mlir, "-o", os.devnull,
-             f"--pass-pipeline=builtin.module(loom-sac-ilp{{budget=1B device={args.device} "
-             f"pipeline={p}}})"])
+        probe()
     except Failed as e:
         m = SMALLEST.search(str(e))
         if m:
             return int(m.group(1))
-        sys.exit(f"sac: loom-sac-ilp at 1 B failed without naming the smallest budget: {e}")
-    sys.exit("sac: loom-sac-ilp accepted a budget of 1 byte")
+        sys.exit(f"sac: {what} at 1 B failed without naming the smallest budget: {e}")
+    sys.exit(f"sac: {what} accepted a budget of 1 byte")
+
+
+def smallest_sim(args, mlir: Path) -> int:
+    p = sim_pipeline(args)
+    return smallest_budget(lambda: run(
+        [BUILD / "bin" / "loom-opt", mlir, "-o", os.devnull,
+         f"--pass-pipeline=builtin.module(loom-sac-ilp{{budget=1B device={args.device} "
+         f"pipeline={p}}})"]), "loom-sac-ilp")
 
 
 def main_sim(args) -> None:
@@ -380,14 +387,8 @@ def compile_cpu(args, work: Path, tag: str, flags: list) -> dict:
 
 
 def smallest_cpu(args, work: Path) -> int:
-    try:
-        compile_cpu(args, work, "probe", ["--recompute-budget=1B"])
-    except Failed as e:
-        m = SMALLEST.search(str(e))
-        if m:
-            return int(m.group(1))
-        sys.exit(f"sac: loom-compile at 1 B failed without naming the smallest budget: {e}")
-    sys.exit("sac: loom-compile accepted a budget of 1 byte")
+    return smallest_budget(lambda: compile_cpu(args, work, "probe", ["--recompute-budget=1B"]),
+                           "loom-compile")
 
 
 def train(args, work: Path, tag: str, artifact: Path) -> dict:
