@@ -1,8 +1,8 @@
-"""Recompute under a memory budget: Loom's whole-step ILP, full AC, the op-level policy, none.
+"""Recompute under a memory budget: Loom's whole-step ILP, full AC, the op-level policy, none, sac_milp.
 
 For a Llama-style step (bench/models/llama3.py) the bench sweeps per-rank
 memory budgets from the peak without recompute down to the smallest
-feasible one, and compiles the step four ways:
+feasible one, and compiles the step five ways:
 
 - ``ilp``: ``loom-sac-ilp{budget=B}`` (``loom-compile --recompute-budget``),
   one run per budget of the sweep;
@@ -11,7 +11,12 @@ feasible one, and compiles the step four ways:
 - ``selective``: ``loom-remat{mode=selective}`` (``--remat=selective``: save
   matmul and attention outputs, recompute the rest; torchtitan's op-level
   SAC policy);
-- ``none``: no recompute.
+- ``none``: no recompute;
+- ``sac_milp`` (``sim`` only): PyTorch's own ``sac_milp`` and per-module
+  knapsack on statistics of this step from Loom's analysis
+  (bench/sac_milp.py), the decision compiled with
+  ``loom-remat{mode=captured}``, at each budget of the sweep, with the ILP
+  also run at the peak that decision reaches (equal peak).
 
 ``full``, ``selective`` and ``none`` do not depend on the budget and are
 shown once, with their peaks. The smallest feasible budget is the one
@@ -190,18 +195,25 @@ def simulate(args, mlir: Path, prefix: str) -> dict:
     return report
 
 
-def smallest_sim(args, mlir: Path) -> int:
-    p = sim_pipeline(args)
+def smallest_budget(probe, what: str) -> int:
+    """The smallest feasible budget, which the ILP names when `probe` asks
+    it for 1 byte ("the smallest feasible budget is ... (N B)")."""
     try:
-        run([BUILD / "bin" / "loom-opt", mlir, "-o", os.devnull,
-             f"--pass-pipeline=builtin.module(loom-sac-ilp{{budget=1B device={args.device} "
-             f"pipeline={p}}})"])
+        probe()
     except Failed as e:
         m = SMALLEST.search(str(e))
         if m:
             return int(m.group(1))
-        sys.exit(f"sac: loom-sac-ilp at 1 B failed without naming the smallest budget: {e}")
-    sys.exit("sac: loom-sac-ilp accepted a budget of 1 byte")
+        sys.exit(f"sac: {what} at 1 B failed without naming the smallest budget: {e}")
+    sys.exit(f"sac: {what} accepted a budget of 1 byte")
+
+
+def smallest_sim(args, mlir: Path) -> int:
+    p = sim_pipeline(args)
+    return smallest_budget(lambda: run(
+        [BUILD / "bin" / "loom-opt", mlir, "-o", os.devnull,
+         f"--pass-pipeline=builtin.module(loom-sac-ilp{{budget=1B device={args.device} "
+         f"pipeline={p}}})"]), "loom-sac-ilp")
 
 
 def main_sim(args) -> None:
@@ -233,6 +245,7 @@ def main_sim(args) -> None:
     for b in budgets:
         prefix = f"loom-sac-ilp{{budget={b}B device={args.device} report=true pipeline={p}}},"
         row("ilp", b, simulate(args, mlir, prefix))
+    milp = sac_milp_rows(args, work, budgets, row)
 
     print(f"Llama-3-8B-shaped step, {args.n_layers} layers, local batch {args.batch // args.split} x "
           f"seq {args.seq} = {tokens} tokens per GPU; FSDP on {args.split} ranks (bf16 params, f32 "
@@ -254,9 +267,93 @@ def main_sim(args) -> None:
             print(f"ILP at {gb(r['budget'])} GB: predicted peak {gb(r['peak'])} GB "
                   "EXCEEDS the budget")
     targets(rows, fixed, "simulated")
+    print_sac_milp(rows, milp)
     if args.json:
         args.json.write_text(json.dumps({"part": "sim", "shape": shape, "split": args.split,
-                                         "least": least, "rows": rows}, indent=2) + "\n")
+                                         "least": least, "rows": rows, "sac_milp": milp},
+                                        indent=2, default=str) + "\n")
+
+
+def sac_milp_rows(args, work: Path, budgets: list[int], row) -> dict:
+    """PyTorch's sac_milp at each budget, on statistics of the step compiled
+    without recompute (bench/sac_milp.py), its decision compiled with
+    loom-remat{mode=captured} and simulated like the other rows."""
+    import sac_milp
+
+    compiled, timeline = work / "compiled.mlir", work / "none.trace.json"
+    pipeline = (f"builtin.module({sim_pipeline(args)},"
+                f"loom-simulate{{device={args.device} timeline={timeline}}})")
+    must([BUILD / "bin" / "loom-opt", work / "step.mlir", "-o", compiled, "--mlir-print-debuginfo",
+          f"--pass-pipeline={pipeline}"])
+    facts = sac_milp.StepFacts(work / "step.mlir", compiled, json.loads(timeline.read_text()))
+    graph = sac_milp.ModuleGraph(facts)
+    info = {"stats_s": graph.seconds, "distinct_fits": graph.distinct_fits,
+            "unmatched_ops": facts.unmatched, "nodes": len(graph.graph.nodes), "solves": {}}
+    for b in budgets:
+        d = sac_milp.solve(graph, b, args.split)
+        solve = {k: v for k, v in d.items() if k != "policies"}
+        info["solves"][b] = solve
+        if not d["feasible"]:
+            continue
+        if not d["ac"]:
+            # Nothing checkpointed: the step as it is (loom-remat's captured
+            # mode rejects a step without regions).
+            r = row("sac_milp", b, simulate(args, work / "step.mlir", ""))
+        else:
+            tagged = work / f"sac_milp{b}.mlir"
+            sac_milp.tag(work / "step.mlir", tagged, graph, d)
+            r = row("sac_milp", b, simulate(args, tagged, "func.func(loom-remat{mode=captured}),"))
+            tagged.unlink()
+        r["sac_milp"] = solve
+        # The ILP at the peak sac_milp's decision reaches: equal memory.
+        if d["ac"] and r["peak"] != b:
+            prefix = (f"loom-sac-ilp{{budget={r['peak']}B device={args.device} report=true "
+                      f"pipeline={sim_pipeline(args)}}},")
+            try:
+                same = simulate(args, work / "step.mlir", prefix)
+            except SystemExit as e:
+                print(f"sac: the ILP at sac_milp's peak {r['peak']} B failed: {e}")
+                continue
+            r["ilp_at_peak"] = {"budget": r["peak"], "peak": same["memory"]["peak_bytes"],
+                                "recompute_s": same["recompute_time"],
+                                "step_s": same["step_time"]}
+    return info
+
+
+def print_sac_milp(rows: list, milp: dict) -> None:
+    """sac_milp's own predictions against the simulation of its decisions,
+    and the issue's target against the ILP at each budget."""
+    print(f"sac_milp: statistics of {milp['nodes']} modules in {milp['stats_s']:.1f} s "
+          f"({milp['distinct_fits']} distinct trade-off fits)")
+    print(f"{'budget GB':>9} {'AC blocks':>9} {'discard':>11} {'pred GB':>8} {'sim GB':>8} "
+          f"{'sim/pred':>8} {'<=budget':>8} {'pred ms':>8} {'knap ms':>8} {'sim ms':>8} "
+          f"{'ILP ms':>8} {'ILP/milp':>8} {'<=0.8':>5} {'ILP@peak':>8} {'ratio':>6} "
+          f"{'MILP s':>6}")
+    ilp = {r["budget"]: r for r in rows if r["policy"] == "ilp"}
+    milp_rows = {r["budget"]: r for r in rows if r["policy"] == "sac_milp"}
+    for b, solve in milp["solves"].items():
+        if not solve["feasible"]:
+            print(f"{gb(b):>9} sac_milp: infeasible ({{}}, 0, -1)")
+            continue
+        r = milp_rows[b]
+        ratios = sorted(solve["ac"].values())
+        spread = f"{ratios[0]:.2f}-{ratios[-1]:.2f}" if ratios else "-"
+        i = ilp.get(b)
+        ratio = i["recompute_s"] / r["recompute_s"] if i and r["recompute_s"] else None
+        r["ilp_over_sac_milp"] = ratio
+        same = r.get("ilp_at_peak")
+        same_ratio = same["recompute_s"] / r["recompute_s"] if same and r["recompute_s"] else None
+        r["ilp_at_peak_over_sac_milp"] = same_ratio
+        print(f"{gb(b):>9} {len(ratios):>9} {spread:>11} {gb(solve['model_max_m']):>8} "
+              f"{gb(r['peak']):>8} {r['peak'] / solve['model_max_m']:8.3f} "
+              f"{'yes' if r['peak'] <= b else 'NO':>8} {solve['model_recompute_ms']:8.1f} "
+              f"{solve['knapsack_recompute_ms']:8.1f} {1e3 * r['recompute_s']:8.1f} "
+              f"{1e3 * i['recompute_s'] if i else float('nan'):8.1f} "
+              f"{ratio if ratio is not None else float('nan'):8.3f} "
+              f"{'-' if ratio is None else 'yes' if ratio <= 0.8 else 'no':>5} "
+              f"{1e3 * same['recompute_s'] if same else float('nan'):8.1f} "
+              f"{same_ratio if same_ratio is not None else float('nan'):6.3f} "
+              f"{solve['milp_s']:6.2f}")
 
 
 def targets(rows: list, fixed: dict, how: str, size=gb, unit="GB") -> None:
@@ -290,14 +387,8 @@ def compile_cpu(args, work: Path, tag: str, flags: list) -> dict:
 
 
 def smallest_cpu(args, work: Path) -> int:
-    try:
-        compile_cpu(args, work, "probe", ["--recompute-budget=1B"])
-    except Failed as e:
-        m = SMALLEST.search(str(e))
-        if m:
-            return int(m.group(1))
-        sys.exit(f"sac: loom-compile at 1 B failed without naming the smallest budget: {e}")
-    sys.exit("sac: loom-compile accepted a budget of 1 byte")
+    return smallest_budget(lambda: compile_cpu(args, work, "probe", ["--recompute-budget=1B"]),
+                           "loom-compile")
 
 
 def train(args, work: Path, tag: str, artifact: Path) -> dict:

@@ -4,113 +4,8 @@
 
 #include "loom/Dialect/Loom/IR/OpClassification.h"
 
-#include "llvm/ADT/StringSwitch.h"
-
 using namespace mlir;
 using namespace loom;
-
-/// The tensor operand an ATen call refers to with its first argument: the
-/// base of a view.
-static Value getFirstTensorArg(Operation *op, ArrayAttr args) {
-  if (args.empty())
-    return {};
-  if (auto ref = dyn_cast<OperandRefAttr>(args[0]))
-    return op->getOperand(ref.getIndex());
-  return {};
-}
-
-/// Whether every result of the ATen call `kernel` is a view of its first
-/// argument. Beyond the view ops the passes reason about, the splits: FSDP
-/// unpacks a gathered buffer with one, and ATen's pieces keep the whole
-/// buffer alive until the last of them is freed.
-static bool aliasesFirstArg(StringRef kernel) {
-  if (isViewAtenOp(kernel))
-    return true;
-  return llvm::StringSwitch<bool>(stripAtenOverload(kernel))
-      .Cases({"aten::split", "aten::split_with_sizes", "aten::chunk",
-              "aten::unbind", "aten::narrow"},
-             true)
-      .Default(false);
-}
-
-/// The kernel and arguments of an ATen call at either level.
-static std::pair<StringRef, ArrayAttr> getAtenCall(Operation *op) {
-  if (auto aten = dyn_cast_or_null<AtenOp>(op))
-    return {aten.getKernel(), aten.getArgs()};
-  if (auto aten = dyn_cast_or_null<rt::AtenOp>(op))
-    return {aten.getKernel(), aten.getArgs()};
-  return {};
-}
-
-/// Whether the runtime holds `v` as a contiguous tensor. ATen's results are;
-/// a view is when its base is and it keeps the layout (a piece along `dim`
-/// of a base whose dims before `dim` are all 1, e.g. FSDP's [1, shard] on one
-/// rank); transposes, expands and strided pieces are not.
-static bool isContiguous(Value v) {
-  Operation *def = v.getDefiningOp();
-  auto [kernel, args] = getAtenCall(def);
-  if (!def || kernel.empty())
-    return true;
-  StringRef name = stripAtenOverload(kernel);
-  if (name == "aten::reshape" || !aliasesFirstArg(kernel))
-    return true;
-  Value base = getFirstTensorArg(def, args);
-  auto baseType = base ? dyn_cast<RankedTensorType>(base.getType()) : nullptr;
-  if (!baseType)
-    return false;
-  if (llvm::is_contained({"aten::view", "aten::_unsafe_view", "aten::alias",
-                          "aten::detach", "aten::unsqueeze", "aten::squeeze"},
-                         name))
-    return isContiguous(base);
-  // Which argument gives the dim the piece is cut along (0 if omitted).
-  std::optional<size_t> dimArg =
-      llvm::StringSwitch<std::optional<size_t>>(name)
-          .Cases({"aten::split", "aten::split_with_sizes", "aten::chunk"}, 2)
-          .Cases(
-              {"aten::narrow", "aten::select", "aten::slice", "aten::unbind"},
-              1)
-          .Default(std::nullopt);
-  if (!dimArg)
-    return false;
-  if (name == "aten::slice" && args.size() > 4) {
-    auto step = dyn_cast<IntegerAttr>(args[4]);
-    if (!step || step.getInt() != 1)
-      return false;
-  }
-  int64_t dim = 0;
-  if (args.size() > *dimArg) {
-    auto attr = dyn_cast<IntegerAttr>(args[*dimArg]);
-    if (!attr)
-      return false;
-    dim = attr.getInt();
-  } else if (name == "aten::narrow" || name == "aten::select") {
-    return false;
-  }
-  int64_t rank = baseType.getRank();
-  if (dim < 0)
-    dim += rank;
-  if (dim < 0 || dim >= rank)
-    return false;
-  for (int64_t d = 0; d < dim; ++d)
-    if (baseType.getDimSize(d) != 1)
-      return false;
-  return isContiguous(base);
-}
-
-/// Whether the results of ATen call `op` are views of its first argument:
-/// the view ops, and a reshape that the runtime can do as a view (of a
-/// contiguous tensor; otherwise it copies).
-static bool isViewCall(Operation *op) {
-  auto [kernel, args] = getAtenCall(op);
-  if (kernel.empty())
-    return false;
-  if (aliasesFirstArg(kernel))
-    return true;
-  if (stripAtenOverload(kernel) != "aten::reshape")
-    return false;
-  Value base = getFirstTensorArg(op, args);
-  return base && isContiguous(base);
-}
 
 static int64_t getValueBytes(Type type) {
   if (auto future = dyn_cast<FutureType>(type))
@@ -308,8 +203,8 @@ PeakMemory::PeakMemory(func::FuncOp step, ArrayRef<Operation *> order) {
   sweep.isPersistent = isStepArgument;
   sweep.getAliasee = [](OpResult r) -> Value {
     Operation *op = r.getOwner();
-    if (auto aten = dyn_cast<AtenOp>(op))
-      return isViewCall(aten) ? getFirstTensorArg(op, aten.getArgs()) : Value();
+    if (isa<AtenOp>(op))
+      return getAliasedOperand(op);
     if (auto update = dyn_cast<OptimizerUpdateOp>(op))
       return r.getResultNumber() == 0
                  ? update.getParam()
@@ -348,9 +243,8 @@ PeakMemory::PeakMemory(rt::ProgramOp program) {
     // (a prefetched all-gather) it is live across everything in between.
     if (auto wait = dyn_cast<rt::WaitOp>(r.getOwner()))
       return wait.getFuture();
-    auto aten = dyn_cast<rt::AtenOp>(r.getOwner());
-    if (aten && isViewCall(aten))
-      return getFirstTensorArg(aten, aten.getArgs());
+    if (isa<rt::AtenOp>(r.getOwner()))
+      return getAliasedOperand(r.getOwner());
     return {};
   };
   sweep.keepsToEnd = [](Operation *op) { return isa<rt::OutputOp>(op); };

@@ -1,4 +1,5 @@
 // RUN: loom-opt %s --loom-stats -o /dev/null 2>&1 | FileCheck %s
+// RUN: loom-compile %s --optimizer=none --emit=mlir --summary -o /dev/null 2>&1 | FileCheck %s --check-prefix=RT
 
 // Hand-computed predicted peak memory of how FSDP unpacks a gathered buffer:
 // a split's pieces are views that keep the whole buffer alive, a reshape of
@@ -16,7 +17,11 @@
 // at op 3, 192 + 160 = 352 in all. (Counting the pieces as new tensors gives
 // 192 at the split; counting %e as a copy, op 7 would hold 96.)
 
+// The lowered program (loomrt.aten, with frees) aliases by the same rule
+// (OpClassification's getAliasedOperand), so its prediction is the same.
+
 // CHECK: predicted peak memory: 352 bytes (persistent 192 + activations 160, at 'aten::reshape.default' in 'unpack')
+// RT: predicted peak memory 352 bytes (persistent 192 + activations 160)
 func.func @step(%w: tensor<2x12xf32> {loom.name = "w", loom.role = #loom.role<parameter>},
                 %x: tensor<2x12xf32> {loom.name = "x", loom.role = #loom.role<input>})
     -> (tensor<f32> {loom.role = #loom.role<loss>})

@@ -18,14 +18,6 @@ using namespace mlir;
 using namespace loom;
 using namespace loom::sacilp;
 
-static bool isViewOp(Operation *op) {
-  if (auto aten = dyn_cast<AtenOp>(op))
-    return isViewAtenOp(aten.getKernel());
-  if (auto aten = dyn_cast<rt::AtenOp>(op))
-    return isViewAtenOp(aten.getKernel());
-  return false;
-}
-
 /// Where a reader keeps reading: a collective start until its wait.
 static Operation *getHoldUntil(Operation *user) {
   if (auto start = dyn_cast<rt::CollectiveStartOp>(user))
@@ -59,7 +51,10 @@ static void addReaders(Value v, const DenseMap<Operation *, int64_t> &position,
       inst.lastForward = std::max(inst.lastForward, at);
     else if (inst.firstBackward < 0 || at < inst.firstBackward)
       inst.firstBackward = at;
-    if (isViewOp(user))
+    // What reads a result that shares v's storage (a view, a split piece, a
+    // reshape of a contiguous tensor) keeps v alive: the peak-memory sweep
+    // this profile comes from says so with the same rule.
+    if (getAliasedOperand(user) == v)
       for (Value r : user->getResults())
         addReaders(r, position, end, inst);
   }

@@ -58,6 +58,121 @@ bool loom::isViewAtenOp(StringRef schemaName) {
       .Default(false);
 }
 
+/// Every result is a view of the first argument, whatever its layout.
+static bool aliasesFirstArg(StringRef kernel) {
+  if (isViewAtenOp(kernel))
+    return true;
+  return StringSwitch<bool>(stripAtenOverload(kernel))
+      .Cases({"aten::split", "aten::split_with_sizes", "aten::chunk",
+              "aten::unbind", "aten::narrow"},
+             true)
+      .Default(false);
+}
+
+namespace {
+/// An ATen call at either level. `loomrt.aten` is found by name: this
+/// library lies below the LoomRT dialect, whose op keeps the same `kernel`
+/// and `args` attributes.
+struct AtenCall {
+  StringRef kernel;
+  ArrayAttr args;
+};
+} // namespace
+
+static AtenCall getAtenCall(Operation *op) {
+  if (!op)
+    return {};
+  if (auto aten = dyn_cast<AtenOp>(op))
+    return {aten.getKernel(), aten.getArgs()};
+  if (op->getName().getStringRef() != "loomrt.aten")
+    return {};
+  std::optional<Attribute> kernel = op->getInherentAttr("kernel");
+  std::optional<Attribute> args = op->getInherentAttr("args");
+  auto kernelAttr = kernel ? dyn_cast_or_null<StringAttr>(*kernel) : nullptr;
+  if (!kernelAttr)
+    return {};
+  auto argsAttr = args ? dyn_cast_or_null<ArrayAttr>(*args) : nullptr;
+  return {kernelAttr.getValue(),
+          argsAttr ? argsAttr : ArrayAttr::get(op->getContext(), {})};
+}
+
+/// The tensor operand the call's first argument refers to.
+static Value getFirstTensorArg(Operation *op, ArrayAttr args) {
+  if (!args || args.empty())
+    return {};
+  if (auto ref = dyn_cast<OperandRefAttr>(args[0]))
+    return op->getOperand(ref.getIndex());
+  return {};
+}
+
+/// Whether the runtime holds `v` as a contiguous tensor. ATen's results are;
+/// a view is when its base is and it keeps the layout (a piece along `dim`
+/// of a base whose dims before `dim` are all 1, e.g. FSDP's [1, shard] on one
+/// rank); transposes, expands and strided pieces are not.
+static bool isContiguous(Value v) {
+  Operation *def = v.getDefiningOp();
+  auto [kernel, args] = getAtenCall(def);
+  if (!def || kernel.empty())
+    return true;
+  StringRef name = stripAtenOverload(kernel);
+  if (name == "aten::reshape" || !aliasesFirstArg(kernel))
+    return true;
+  Value base = getFirstTensorArg(def, args);
+  auto baseType = base ? dyn_cast<RankedTensorType>(base.getType()) : nullptr;
+  if (!baseType)
+    return false;
+  if (llvm::is_contained({"aten::view", "aten::_unsafe_view", "aten::alias",
+                          "aten::detach", "aten::unsqueeze", "aten::squeeze"},
+                         name))
+    return isContiguous(base);
+  // Which argument gives the dim the piece is cut along (0 if omitted).
+  std::optional<size_t> dimArg =
+      StringSwitch<std::optional<size_t>>(name)
+          .Cases({"aten::split", "aten::split_with_sizes", "aten::chunk"}, 2)
+          .Cases(
+              {"aten::narrow", "aten::select", "aten::slice", "aten::unbind"},
+              1)
+          .Default(std::nullopt);
+  if (!dimArg)
+    return false;
+  if (name == "aten::slice" && args.size() > 4) {
+    auto step = dyn_cast<IntegerAttr>(args[4]);
+    if (!step || step.getInt() != 1)
+      return false;
+  }
+  int64_t dim = 0;
+  if (args.size() > *dimArg) {
+    auto attr = dyn_cast<IntegerAttr>(args[*dimArg]);
+    if (!attr)
+      return false;
+    dim = attr.getInt();
+  } else if (name == "aten::narrow" || name == "aten::select") {
+    return false;
+  }
+  int64_t rank = baseType.getRank();
+  if (dim < 0)
+    dim += rank;
+  if (dim < 0 || dim >= rank)
+    return false;
+  for (int64_t d = 0; d < dim; ++d)
+    if (baseType.getDimSize(d) != 1)
+      return false;
+  return isContiguous(base);
+}
+
+Value loom::getAliasedOperand(Operation *op) {
+  auto [kernel, args] = getAtenCall(op);
+  if (kernel.empty())
+    return {};
+  Value base = getFirstTensorArg(op, args);
+  if (aliasesFirstArg(kernel))
+    return base;
+  if (stripAtenOverload(kernel) == "aten::reshape" && base &&
+      isContiguous(base))
+    return base;
+  return {};
+}
+
 bool loom::isInPlaceAtenOp(StringRef schemaName) {
   StringRef name = stripAtenOverload(schemaName);
   size_t colons = name.find("::");

@@ -51,6 +51,17 @@ bool isRandomAtenOp(mlir::Operation *op);
 bool isViewAtenOp(mlir::Operation *op);
 bool isInPlaceAtenOp(mlir::Operation *op);
 
+/// The operand whose storage the results of ATen call `op` (`loom.aten` or
+/// `loomrt.aten`) share at runtime, or null when they are allocated: its
+/// first argument for the view ops (isViewAtenOp); for the splits (`split`,
+/// `split_with_sizes`, `chunk`, `unbind`, `narrow`), whose pieces keep the
+/// whole buffer alive until the last of them is freed (FSDP unpacks a
+/// gathered buffer with one); and for a `reshape` of a tensor the runtime
+/// holds contiguous (of any other, reshape copies). Liveness sweeps (the
+/// peak-memory analysis, loom-sac-ilp's profile) ask here, so that they agree
+/// on which values keep which storage alive.
+mlir::Value getAliasedOperand(mlir::Operation *op);
+
 /// What a `loom.*_start` collective does, as the cost model prices it.
 enum class CollectiveKind {
   allGather,
