@@ -765,3 +765,17 @@ module attributes {loom.run_config = #loom.run_config<world_size = 2, optimizer 
 func.func @f() attributes {loom.run_config = #loom.run_config<world_size = 2>} {
   return
 }
+
+// -----
+
+// expected-error@+1 {{step argument #0 (parameter) has a 'loom.batch_index'; only inputs are elements of the batch}}
+func.func @f(%w: tensor<4xf32> {loom.name = "w", loom.role = #loom.role<parameter>, loom.batch_index = 1 : i64}) attributes {loom.step} {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{'loom.batch_index' of argument #0 must be a non-negative i64 batch element index}}
+func.func @f(%x: tensor<4xf32> {loom.name = "x", loom.role = #loom.role<input>, loom.batch_index = -1 : i64}) attributes {loom.step} {
+  return
+}

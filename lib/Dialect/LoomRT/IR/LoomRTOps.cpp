@@ -820,13 +820,14 @@ LogicalResult CollectiveStartOp::verify() {
     return emitOpError(name) << (wantsRoot ? " needs" : " takes no")
                              << " 'root'";
   if (pointToPoint != getPeer().has_value())
-    return emitOpError(name) << (pointToPoint ? " needs" : " takes no")
-                             << " 'peer'";
+    return emitOpError(name)
+           << (pointToPoint ? " needs" : " takes no") << " 'peer'";
   if (pointToPoint != getTag().has_value())
-    return emitOpError(name) << (pointToPoint ? " needs" : " takes no")
-                             << " 'tag'";
+    return emitOpError(name)
+           << (pointToPoint ? " needs" : " takes no") << " 'tag'";
   if (isRecv == bool(getInput()))
-    return emitOpError(name) << (isRecv ? " takes no input" : " needs an input");
+    return emitOpError(name)
+           << (isRecv ? " takes no input" : " needs an input");
   if (IntegerAttr root = getRootAttr(); root && root.getInt() < 0)
     return emitOpError("root must not be negative, got ") << root.getInt();
   if (IntegerAttr peer = getPeerAttr(); peer && peer.getInt() < 0)
