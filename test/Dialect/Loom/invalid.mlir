@@ -337,9 +337,19 @@ func.func @f() {
 
 loom.mesh @pp shape [2] axes ["pp"]
 func.func @f() {
-  // expected-error@+1 {{tag must be non-negative, got -3}}
+  // expected-error@+1 {{tag must be in [0, 2^31), got -3}}
   %f = loom.recv_start on @pp axes ["pp"] peer 0 tag -3 : !loom.future<tensor<8x8xf32>>
   %x = loom.wait %f : !loom.future<tensor<8x8xf32>> -> tensor<8x8xf32>
+  return
+}
+
+// -----
+
+loom.mesh @pp shape [2] axes ["pp"]
+func.func @f(%g: tensor<8x8xf32>) {
+  // expected-error@+1 {{tag must be in [0, 2^31), got 2147483648}}
+  %f = loom.send_start %g on @pp axes ["pp"] peer 1 tag 2147483648 : tensor<8x8xf32> -> !loom.future<none>
+  loom.wait %f : !loom.future<none>
   return
 }
 

@@ -832,8 +832,10 @@ LogicalResult CollectiveStartOp::verify() {
     return emitOpError("root must not be negative, got ") << root.getInt();
   if (IntegerAttr peer = getPeerAttr(); peer && peer.getInt() < 0)
     return emitOpError("peer must not be negative, got ") << peer.getInt();
-  if (IntegerAttr tag = getTagAttr(); tag && tag.getInt() < 0)
-    return emitOpError("tag must not be negative, got ") << tag.getInt();
+  // The runtime's transports take 31-bit tags (docs/artifact.md).
+  if (IntegerAttr tag = getTagAttr();
+      tag && (tag.getInt() < 0 || tag.getInt() > 0x7fffffff))
+    return emitOpError("tag must be in [0, 2^31), got ") << tag.getInt();
   if (IntegerAttr slot = getSlotAttr(); slot && slot.getInt() < 0)
     return emitOpError("slot must not be negative, got ") << slot.getInt();
   RankedTensorType result = getFuture().getType().getTensorType();
