@@ -121,6 +121,27 @@ func.func @stage1(%x: tensor<4xf32> {loom.name = "x", loom.role = #loom.role<inp
 
 // -----
 
+// The programs of a step share one mesh.
+loom.mesh @a shape [2] axes ["pp"]
+loom.mesh @b shape [2] axes ["pp"]
+func.func @stage0(%x: tensor<4xf32> {loom.name = "x", loom.role = #loom.role<input>})
+    attributes {loom.step, loom.program_ranks = array<i64: 0>} {
+  %f = loom.send_start %x on @a axes ["pp"] peer 1 tag 0 : tensor<4xf32> -> !loom.future<none>
+  loom.wait %f : !loom.future<none>
+  return
+}
+// expected-error@+1 {{runs on mesh @b but @stage0 on @a; the programs of a step share one mesh}}
+func.func @stage1(%x: tensor<4xf32> {loom.name = "x", loom.role = #loom.role<input>})
+    -> (tensor<f32> {loom.role = #loom.role<loss>})
+    attributes {loom.step, loom.program_ranks = array<i64: 1>} {
+  %f = loom.recv_start on @b axes ["pp"] peer 0 tag 0 : !loom.future<tensor<4xf32>>
+  %y = loom.wait %f : !loom.future<tensor<4xf32>> -> tensor<4xf32>
+  %l = loom.aten "aten::sum.default"(%y) {args = [#loom.arg<0>]} : (tensor<4xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // A module is one SPMD step or MPMD steps only.
 loom.mesh @pp shape [2] axes ["pp"]
 func.func @stage0(%x: tensor<4xf32> {loom.name = "x", loom.role = #loom.role<input>})

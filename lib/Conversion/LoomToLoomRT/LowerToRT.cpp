@@ -419,14 +419,12 @@ static LogicalResult checkPrograms(ArrayRef<func::FuncOp> steps,
              << LoomDialect::kProgramRanksAttrName
              << "' but the module's other steps are MPMD programs; say "
                 "which ranks run it";
-    if (stepMesh != mesh) {
-      InFlightDiagnostic diag = func.emitOpError("runs on mesh ")
-                                << (stepMesh ? stepMesh.getSymName() : "none")
-                                << " but @" << firstMpmd.getSymName() << " on "
-                                << (mesh ? mesh.getSymName() : "none")
-                                << "; the programs of a step share one mesh";
-      return diag;
-    }
+    // Every MPMD step has a mesh: its program ranks name one.
+    if (stepMesh != mesh)
+      return func.emitOpError("runs on mesh @")
+             << stepMesh.getSymName() << " but @" << firstMpmd.getSymName()
+             << " on @" << mesh.getSymName()
+             << "; the programs of a step share one mesh";
     for (int64_t rank : ranks.asArrayRef()) {
       auto [it, inserted] = owner.try_emplace(rank, func);
       if (!inserted) {
