@@ -43,3 +43,30 @@ loomrt.program "step" rank 0 world_size 1 streams ["compute"] {
   loomrt.output %nb role <buffer_mutation> target "b" : tensor<3xf32>
   loomrt.return
 }
+
+// An MPMD program of a pipeline stage is numbered on its own. A future takes
+// a slot from its start to its wait; the wait of a send yields nothing and
+// takes none, and releases the send's future (1), the free its input (0):
+// the recv's result takes 0, and the sum 1, the recv's future's slot having
+// gone back at its wait too.
+// CHECK-LABEL: loomrt.program "stage0" rank 0 world_size 2 mesh @pp ranks [0] streams ["compute", "comm"] slots 3 {
+// CHECK-NEXT: %x = loomrt.input "x" role <input> batch_index 0 slot 0 : tensor<4xf32>
+// CHECK-NEXT: %[[S:.*]] = loomrt.collective_start <send> %x axes ["pp"] peer 1 tag 0 stream 1 slot 1
+// CHECK-NEXT: %[[R:.*]] = loomrt.collective_start <recv> axes ["pp"] peer 1 tag 1 stream 1 slot 2
+// CHECK-NEXT: loomrt.wait %[[S]] stream 1 : !loomrt.future<none>
+// CHECK-NEXT: loomrt.free %x stream 1
+// CHECK-NEXT: %s0 = loomrt.wait %[[R]] stream 1 slot 0
+// CHECK-NEXT: %s1 = loomrt.aten "aten::sum.default"(%s0) stream 0 slots [1]
+loom.mesh @pp shape [2] axes ["pp"]
+loomrt.program "stage0" rank 0 world_size 2 mesh @pp ranks [0] streams ["compute", "comm"] {
+  %x = loomrt.input "x" role <input> batch_index 0 : tensor<4xf32>
+  %s = loomrt.collective_start <send> %x axes ["pp"] peer 1 tag 0 stream 1 : tensor<4xf32> -> !loomrt.future<none>
+  %r = loomrt.collective_start <recv> axes ["pp"] peer 1 tag 1 stream 1 : !loomrt.future<tensor<4xf32>>
+  loomrt.wait %s stream 1 : !loomrt.future<none>
+  loomrt.free %x stream 1 : tensor<4xf32>
+  %g = loomrt.wait %r stream 1 : !loomrt.future<tensor<4xf32>> -> tensor<4xf32>
+  %l = loomrt.aten "aten::sum.default"(%g) stream 0 {args = [#loom.arg<0>]} : (tensor<4xf32>) -> tensor<f32>
+  loomrt.free %g stream 0 : tensor<4xf32>
+  loomrt.output %l role <loss> : tensor<f32>
+  loomrt.return
+}

@@ -60,3 +60,31 @@ loomrt.program "streams" rank 0 world_size 1 streams ["compute", "comm"] {
   loomrt.output %l role <loss> : tensor<f32>
   loomrt.return
 }
+
+// -----
+
+// A send reads its input until its wait, so the input is freed after the
+// wait (on comm), not after the send; a recv's result is freed after its
+// last reader.
+// CHECK-LABEL: loomrt.program "stage0"
+// CHECK: %[[H:.*]] = loomrt.aten "aten::neg.default"
+// CHECK-NEXT: loomrt.free %x stream 0
+// CHECK-NEXT: %[[S:.*]] = loomrt.collective_start <send> %[[H]]
+// CHECK-NEXT: %[[R:.*]] = loomrt.collective_start <recv>
+// CHECK-NEXT: loomrt.wait %[[S]] stream 1 : !loomrt.future<none>
+// CHECK-NEXT: loomrt.free %[[H]] stream 1
+// CHECK-NEXT: %[[G:.*]] = loomrt.wait %[[R]] stream 1
+// CHECK-NEXT: %[[L:.*]] = loomrt.aten "aten::sum.default"(%[[G]])
+// CHECK-NEXT: loomrt.free %[[G]] stream 0
+loom.mesh @pp shape [2] axes ["pp"]
+loomrt.program "stage0" rank 0 world_size 2 mesh @pp ranks [0] streams ["compute", "comm"] {
+  %x = loomrt.input "x" role <input> batch_index 0 : tensor<4xf32>
+  %h = loomrt.aten "aten::neg.default"(%x) stream 0 {args = [#loom.arg<0>]} : (tensor<4xf32>) -> tensor<4xf32>
+  %s = loomrt.collective_start <send> %h axes ["pp"] peer 1 tag 0 stream 1 : tensor<4xf32> -> !loomrt.future<none>
+  %r = loomrt.collective_start <recv> axes ["pp"] peer 1 tag 1 stream 1 : !loomrt.future<tensor<4xf32>>
+  loomrt.wait %s stream 1 : !loomrt.future<none>
+  %g = loomrt.wait %r stream 1 : !loomrt.future<tensor<4xf32>> -> tensor<4xf32>
+  %l = loomrt.aten "aten::sum.default"(%g) stream 0 {args = [#loom.arg<0>]} : (tensor<4xf32>) -> tensor<f32>
+  loomrt.output %l role <loss> : tensor<f32>
+  loomrt.return
+}

@@ -22,6 +22,10 @@ def main():
                       r"loom\.role = #loom\.role<(parameter|buffer|constant)>", text)
     header, blobs, offset = {}, [], 0
     for dims, name, _ in args:
+        # A tensor several step functions bind (MPMD programs sharing a
+        # weight) is stored once.
+        if name in header:
+            continue
         shape = [int(d) for d in dims.split("x") if d]
         count = 1
         for d in shape:

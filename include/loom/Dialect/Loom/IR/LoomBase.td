@@ -24,6 +24,13 @@ def Loom_Dialect : Dialect {
     after `loom-accumulate-gradients` also its microbatch
     (`loom.microbatch`).
 
+    A pipelined step is several step functions, each with
+    `loom.program_ranks = array<i64: ...>`: the ranks of the module's mesh
+    that run it (one MPMD program per pipeline rank). Their rank lists are
+    disjoint and together cover the mesh; only the one holding the last
+    stage returns the loss. Stages exchange activations and gradients with
+    `loom.send_start`/`loom.recv_start`.
+
     Device meshes are `loom.mesh` symbols with named axes. Collectives are
     asynchronous: a `*_start` op returns a `!loom.future` at the point where
     communication may begin, and `loom.wait` marks where its value is needed.
@@ -65,6 +72,17 @@ def Loom_Dialect : Dialect {
         "loom.ac_region";
     static constexpr ::llvm::StringLiteral kAcPolicyAttrName =
         "loom.ac_policy";
+    /// On a step function: the global ranks (of the module's mesh) that run
+    /// it, which makes it one MPMD program of a pipelined step
+    /// (docs/pipeline.md).
+    static constexpr ::llvm::StringLiteral kProgramRanksAttrName =
+        "loom.program_ranks";
+    /// On an input argument of an MPMD step: its index in the step's batch
+    /// (the captured step's inputs in order), since each program binds only
+    /// the inputs its stages read. Without it, inputs number from 0 in
+    /// argument order.
+    static constexpr ::llvm::StringLiteral kBatchIndexAttrName =
+        "loom.batch_index";
   }];
 }
 
