@@ -19,7 +19,7 @@ config.substitutions.append(("%loom_src", config.loom_src_root))
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
-tools = ["loom-opt", "loom-import", "loom-compile", "loom-sac"]
+tools = ["loom-opt", "loom-import", "loom-compile", "loom-sac", "loom-pp-schedule"]
 llvm_config.add_tool_substitutions(tools, [config.loom_tools_dir])
 
 # Python for helper scripts (mutating archives) needs only the standard
