@@ -782,9 +782,9 @@ def LoomPipelineSplit : Pass<"loom-pipeline-split", "::mlir::ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"stages", "stages", "int64_t", /*default=*/"2",
+    Option<"ppStages", "stages", "int64_t", /*default=*/"2",
            "Number of pipeline stages">,
-    ListOption<"boundaries", "boundaries", "std::string",
+    ListOption<"ppBoundaries", "boundaries", "std::string",
                "Module paths where stages 1..S-1 start (default: balanced by FLOPs)">,
   ];
 }
@@ -824,9 +824,9 @@ def LoomPipelineSchedule
     and are refused.
   }];
   let options = [
-    Option<"schedule", "schedule", "std::string", /*default=*/"\"1F1B\"",
+    Option<"ppSchedule", "schedule", "std::string", /*default=*/"\"1F1B\"",
            "GPipe, 1F1B, Interleaved1F1B or LoopedBFS">,
-    Option<"ranks", "pp", "int64_t", /*default=*/"0",
+    Option<"ppRanks", "pp", "int64_t", /*default=*/"0",
            "Pipeline ranks (default: stages / stages per rank)">,
     Option<"microbatches", "microbatches", "int64_t", /*default=*/"0",
            "Microbatches per step (default: the run configuration's)">,

@@ -1,4 +1,4 @@
-//===- SchedulePass.cpp - One step per pipeline rank from a schedule ------===//
+//===- PipelineSchedule.cpp - One step per pipeline rank from a schedule -===//
 //
 // loom-pipeline-schedule: instantiates a pipeline schedule over the stage
 // functions of loom-pipeline-split. Each rank gets one step whose body is
@@ -296,11 +296,10 @@ Value RankBuilder::valueHere(StringRef key, int64_t mb) {
   postReceive(key, mb);
   Value future = pending[id];
   pending.erase(id);
-  auto start = future.getDefiningOp();
   auto wait = WaitOp::create(
       b, loc, TypeRange{cast<FutureType>(future.getType()).getValueType()},
       future);
-  wait->setAttrs(start->getDiscardableAttrDictionary());
+  tag(wait, program.madeInForward.lookup(key.starts_with("grad:") ? StringRef() : key) ? Phase::forward : Phase::backward, mb);
   return env[id] = wait.getResult();
 }
 
@@ -556,7 +555,7 @@ struct LoomPipelineSchedulePass
   }
 
   FailureOr<pp::ScheduleSpec> makeSpec(ModuleOp module, int64_t numStages) {
-    llvm::Expected<pp::ScheduleKind> kind = pp::parseScheduleKind(schedule);
+    llvm::Expected<pp::ScheduleKind> kind = pp::parseScheduleKind(ppSchedule);
     if (!kind) {
       module.emitError("--loom-pipeline-schedule: ")
           << llvm::toString(kind.takeError());
@@ -565,7 +564,7 @@ struct LoomPipelineSchedulePass
     pp::ScheduleSpec spec;
     spec.kind = *kind;
     int64_t perRank = pp::isSingleStage(*kind) ? 1 : 2;
-    spec.pp = ranks > 0 ? int64_t(ranks) : numStages / perRank;
+    spec.pp = ppRanks > 0 ? int64_t(ppRanks) : numStages / perRank;
     if (spec.pp < 1 || numStages % spec.pp != 0) {
       module.emitError("--loom-pipeline-schedule: ")
           << numStages << " stages do not divide over " << spec.pp

@@ -1,4 +1,4 @@
-//===- Split.cpp - Cut a step into pipeline stage functions ----------------===//
+//===- PipelineSplit.cpp - Cut a step into pipeline stage functions ------===//
 //
 // loom-pipeline-split: one forward and one backward function per stage,
 // connected by named values (docs/pipeline.md).
@@ -182,10 +182,10 @@ private:
 };
 
 LogicalResult LoomPipelineSplitPass::checkStep(func::FuncOp step) {
-  if (stages < 1)
+  if (ppStages < 1)
     return step.emitOpError("--loom-pipeline-split: stages must be at least "
                             "1, got ")
-           << static_cast<int64_t>(stages);
+           << static_cast<int64_t>(ppStages);
   if (step->hasAttr(LoomDialect::kOptimizerAttrName))
     return step.emitOpError("already has an optimizer attached; run "
                             "loom-pipeline-split before "
@@ -212,13 +212,13 @@ FailureOr<SmallVector<int64_t>>
 LoomPipelineSplitPass::boundaryStarts(func::FuncOp step,
                                       const ForwardOrder &order) {
   SmallVector<int64_t> starts;
-  if (!boundaries.empty()) {
-    if (static_cast<int64_t>(boundaries.size()) != stages - 1)
+  if (!ppBoundaries.empty()) {
+    if (static_cast<int64_t>(ppBoundaries.size()) != ppStages - 1)
       return step.emitOpError("--loom-pipeline-split: ")
-             << boundaries.size() << " boundaries for "
-             << static_cast<int64_t>(stages) << " stages; give one module "
+             << ppBoundaries.size() << " boundaries for "
+             << static_cast<int64_t>(ppStages) << " stages; give one module "
              << "path per stage after the first";
-    for (const std::string &module : boundaries) {
+    for (const std::string &module : ppBoundaries) {
       std::optional<int64_t> start = order.start(module);
       if (!start)
         return step.emitOpError("--loom-pipeline-split: boundary '")
@@ -237,9 +237,9 @@ LoomPipelineSplitPass::boundaryStarts(func::FuncOp step,
   }
 
   SmallVector<std::string> units = findUnits(step, order);
-  if (static_cast<int64_t>(units.size()) < stages)
+  if (static_cast<int64_t>(units.size()) < ppStages)
     return step.emitOpError("--loom-pipeline-split: ")
-           << static_cast<int64_t>(stages) << " stages need at least as many "
+           << static_cast<int64_t>(ppStages) << " stages need at least as many "
            << "splittable modules, found " << units.size()
            << (units.empty() ? "" : " (")
            << llvm::join(units, ", ") << (units.empty() ? "" : ")");
@@ -265,7 +265,7 @@ LoomPipelineSplitPass::boundaryStarts(func::FuncOp step,
     else
       tail += flops;
   }
-  for (int64_t unit : balance(costs, head, tail, stages))
+  for (int64_t unit : balance(costs, head, tail, ppStages))
     starts.push_back(*order.start(units[unit]));
   return starts;
 }
@@ -334,7 +334,7 @@ LogicalResult LoomPipelineSplitPass::assignStages(func::FuncOp step,
                      : (isForward(op) ? std::min(*stage, it->second)
                                       : std::max(*stage, it->second));
     }
-    stageOf[op] = stage.value_or(isForward(op) ? 0 : stages - 1);
+    stageOf[op] = stage.value_or(isForward(op) ? 0 : ppStages - 1);
   }
   return checkDataflow(step);
 }
@@ -407,7 +407,7 @@ void LoomPipelineSplitPass::buildFunctions(func::FuncOp step) {
 
   OpBuilder b(ctx);
   b.setInsertionPointAfter(step);
-  for (int64_t group = 0; group < 2 * stages; ++group) {
+  for (int64_t group = 0; group < 2 * ppStages; ++group) {
     int64_t stage = group / 2;
     bool forward = group % 2 == 0;
     SmallVector<Operation *> ops;
