@@ -539,7 +539,7 @@ struct LoomPipelineSchedulePass
       if (failed(step))
         return signalPassFailure();
       (*step)->setAttr(LoomDialect::kStepAttrName, UnitAttr::get(&getContext()));
-      (*step)->setAttr("loom.program_ranks",
+      (*step)->setAttr(LoomDialect::kProgramRanksAttrName,
                        DenseI64ArrayAttr::get(&getContext(), {r}));
       SmallVector<Attribute> names;
       for (const pp::Action &a : (*actions)[r])

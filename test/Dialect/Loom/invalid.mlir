@@ -308,7 +308,7 @@ func.func @f(%g: tensor<8x8xf32>) {
 loom.mesh @pp shape [2] axes ["pp"]
 func.func @f(%g: tensor<8x8xf32>) {
   // expected-error@+1 {{peer 2 is out of range for a group of 2 ranks}}
-  %f = loom.send_start %g on @pp axes ["pp"] peer 2 : tensor<8x8xf32> -> !loom.future<none>
+  %f = loom.send_start %g on @pp axes ["pp"] peer 2 tag 0 : tensor<8x8xf32> -> !loom.future<none>
   loom.wait %f : !loom.future<none>
   return
 }
@@ -318,7 +318,7 @@ func.func @f(%g: tensor<8x8xf32>) {
 loom.mesh @pp shape [2] axes ["pp"]
 func.func @f(%g: tensor<8x8xf32>) {
   // expected-error@+1 {{a send completes as !loom.future<none>}}
-  %f = loom.send_start %g on @pp axes ["pp"] peer 1 : tensor<8x8xf32> -> !loom.future<tensor<8x8xf32>>
+  %f = loom.send_start %g on @pp axes ["pp"] peer 1 tag 0 : tensor<8x8xf32> -> !loom.future<tensor<8x8xf32>>
   %x = loom.wait %f : !loom.future<tensor<8x8xf32>> -> tensor<8x8xf32>
   return
 }
@@ -328,8 +328,77 @@ func.func @f(%g: tensor<8x8xf32>) {
 loom.mesh @pp shape [2] axes ["pp"]
 func.func @f() {
   // expected-error@+1 {{peer must be non-negative, got -1}}
-  %f = loom.recv_start on @pp axes ["pp"] peer -1 : !loom.future<tensor<8x8xf32>>
+  %f = loom.recv_start on @pp axes ["pp"] peer -1 tag 0 : !loom.future<tensor<8x8xf32>>
   %x = loom.wait %f : !loom.future<tensor<8x8xf32>> -> tensor<8x8xf32>
+  return
+}
+
+// -----
+
+loom.mesh @pp shape [2] axes ["pp"]
+func.func @f() {
+  // expected-error@+1 {{tag must be non-negative, got -3}}
+  %f = loom.recv_start on @pp axes ["pp"] peer 0 tag -3 : !loom.future<tensor<8x8xf32>>
+  %x = loom.wait %f : !loom.future<tensor<8x8xf32>> -> tensor<8x8xf32>
+  return
+}
+
+// -----
+
+// The group of a send is the ranks that share this rank's place on the
+// axes it does not name: 2 on a 2x4 mesh over "pp".
+loom.mesh @ppdp shape [2, 4] axes ["pp", "dp"]
+func.func @f(%g: tensor<8x8xf32>) {
+  // expected-error@+1 {{peer 2 is out of range for a group of 2 ranks}}
+  %f = loom.send_start %g on @ppdp axes ["pp"] peer 2 tag 0 : tensor<8x8xf32> -> !loom.future<none>
+  loom.wait %f : !loom.future<none>
+  return
+}
+
+// -----
+
+loom.mesh @pp shape [2] axes ["pp"]
+// expected-error@+1 {{'loom.program_ranks' lists rank 2, outside the mesh's 2 ranks}}
+func.func @f() attributes {loom.step, loom.program_ranks = array<i64: 1, 2>} {
+  return
+}
+
+// -----
+
+loom.mesh @pp shape [4] axes ["pp"]
+// expected-error@+1 {{'loom.program_ranks' must be strictly increasing, got 2 before 1}}
+func.func @f() attributes {loom.step, loom.program_ranks = array<i64: 2, 1>} {
+  return
+}
+
+// -----
+
+loom.mesh @pp shape [2] axes ["pp"]
+// expected-error@+1 {{'loom.program_ranks' lists no rank}}
+func.func @f() attributes {loom.step, loom.program_ranks = array<i64>} {
+  return
+}
+
+// -----
+
+loom.mesh @pp shape [2] axes ["pp"]
+// expected-error@+1 {{'loom.program_ranks' marks an MPMD step; the function has no 'loom.step'}}
+func.func @f() attributes {loom.program_ranks = array<i64: 0>} {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{'loom.program_ranks' names ranks of a mesh, but the module declares no loom.mesh}}
+func.func @f() attributes {loom.step, loom.program_ranks = array<i64: 0>} {
+  return
+}
+
+// -----
+
+loom.mesh @pp shape [2] axes ["pp"]
+// expected-error@+1 {{'loom.program_ranks' must be an array<i64: ...> of ranks on a func.func}}
+func.func @f() attributes {loom.step, loom.program_ranks = [0, 1]} {
   return
 }
 
@@ -356,7 +425,7 @@ func.func @f(%s: tensor<2x8xf32>) {
 
 loom.mesh @pp shape [2] axes ["pp"]
 func.func @f(%g: tensor<8x8xf32>) {
-  %f = loom.send_start %g on @pp axes ["pp"] peer 1 : tensor<8x8xf32> -> !loom.future<none>
+  %f = loom.send_start %g on @pp axes ["pp"] peer 1 tag 0 : tensor<8x8xf32> -> !loom.future<none>
   // expected-error@+1 {{waiting on !loom.future<none> yields no value}}
   %x = loom.wait %f : !loom.future<none> -> tensor<8x8xf32>
   return

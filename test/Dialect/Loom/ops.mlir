@@ -56,12 +56,12 @@ func.func @collectives(%s: tensor<2x8xf32>, %g: tensor<8x8xf32>, %h: tensor<4x8x
   // CHECK: loom.broadcast_start %{{.*}} on @dp axes ["shard"] root 3
   %f5 = loom.broadcast_start %h on @dp axes ["shard"] root 3 : tensor<4x8xbf16> -> !loom.future<tensor<4x8xbf16>>
   %b = loom.wait %f5 : !loom.future<tensor<4x8xbf16>> -> tensor<4x8xbf16>
-  // CHECK: loom.send_start %{{.*}} on @pp axes ["pp"] peer 1 : tensor<2x8xf32> -> !loom.future<none>
+  // CHECK: loom.send_start %{{.*}} on @pp axes ["pp"] peer 1 tag 0 : tensor<2x8xf32> -> !loom.future<none>
   // CHECK: loom.wait %{{.*}} : !loom.future<none>
-  %f6 = loom.send_start %s on @pp axes ["pp"] peer 1 : tensor<2x8xf32> -> !loom.future<none>
+  %f6 = loom.send_start %s on @pp axes ["pp"] peer 1 tag 0 : tensor<2x8xf32> -> !loom.future<none>
   loom.wait %f6 : !loom.future<none>
-  // CHECK: loom.recv_start on @pp axes ["pp"] peer 0 : !loom.future<tensor<2x8xf32>>
-  %f7 = loom.recv_start on @pp axes ["pp"] peer 0 : !loom.future<tensor<2x8xf32>>
+  // CHECK: loom.recv_start on @pp axes ["pp"] peer 0 tag 3 : !loom.future<tensor<2x8xf32>>
+  %f7 = loom.recv_start on @pp axes ["pp"] peer 0 tag 3 : !loom.future<tensor<2x8xf32>>
   %act = loom.wait %f7 : !loom.future<tensor<2x8xf32>> -> tensor<2x8xf32>
   return
 }
@@ -104,4 +104,16 @@ func.func @dp_step(%w: tensor<3x4xf32> {loom.name = "w", loom.role = #loom.role<
     attributes {loom.step} {
   %l = loom.aten "aten::sum.default"(%x) {args = [#loom.arg<0>]} : (tensor<2x4xf32>) -> tensor<f32>
   return %l : tensor<f32>
+}
+
+// An MPMD step: the pipeline rank that does not hold the last stage has no
+// loss result.
+loom.mesh @pp2 shape [2] axes ["pp"]
+// CHECK-LABEL: func.func @stage0
+// CHECK-SAME: loom.program_ranks = array<i64: 0>
+func.func @stage0(%x: tensor<2x8xf32> {loom.role = #loom.role<input>})
+    attributes {loom.step, loom.program_ranks = array<i64: 0>} {
+  %f = loom.send_start %x on @pp2 axes ["pp"] peer 1 tag 0 : tensor<2x8xf32> -> !loom.future<none>
+  loom.wait %f : !loom.future<none>
+  return
 }

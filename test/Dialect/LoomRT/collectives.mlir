@@ -69,3 +69,31 @@ loomrt.program "fsdp" rank 0 world_size 4 mesh @hsdp streams ["compute", "comm"]
   loomrt.output %l role <loss> : tensor<f32>
   loomrt.return
 }
+
+// -----
+
+// One MPMD program of a pipelined step: it runs on rank 0 of @pp only. It
+// sends an activation (its future, of nothing, holds slot 1 until the wait,
+// and the input stays in slot 0 until then) and receives the gradient,
+// which has no input and says what it receives in its future's type.
+// CHECK-LABEL: loomrt.program "stage0" rank 0 world_size 2 mesh @pp ranks [0] streams ["compute", "comm"] slots 3 {
+// CHECK: loomrt.collective_start <send> %x axes ["pp"] peer 1 tag 0 stream 1 slot 1 : tensor<2x4xf32> -> !loomrt.future<none>
+// CHECK-NEXT: loomrt.collective_start <recv> axes ["pp"] peer 1 tag 1 stream 1 slot 2 : !loomrt.future<tensor<2x4xf32>>
+// CHECK-NEXT: loomrt.wait %{{.*}} stream 1 : !loomrt.future<none>
+// CHECK-NEXT: loomrt.free %x stream 1 : tensor<2x4xf32>
+// CHECK-NEXT: %s0 = loomrt.wait %{{.*}} stream 1 slot 0 : !loomrt.future<tensor<2x4xf32>> -> tensor<2x4xf32>
+loom.mesh @pp shape [2] axes ["pp"]
+loomrt.program "stage0" rank 0 world_size 2 mesh @pp ranks [0] streams ["compute", "comm"] slots 3 {
+  %x = loomrt.input "x" role <input> batch_index 0 slot 0 : tensor<2x4xf32>
+  %e0 = loomrt.record_event stream 0
+  loomrt.wait_event %e0 stream 1
+  %s = loomrt.collective_start <send> %x axes ["pp"] peer 1 tag 0 stream 1 slot 1 : tensor<2x4xf32> -> !loomrt.future<none>
+  %r = loomrt.collective_start <recv> axes ["pp"] peer 1 tag 1 stream 1 slot 2 : !loomrt.future<tensor<2x4xf32>>
+  loomrt.wait %s stream 1 : !loomrt.future<none>
+  loomrt.free %x stream 1 : tensor<2x4xf32>
+  %g = loomrt.wait %r stream 1 slot 0 : !loomrt.future<tensor<2x4xf32>> -> tensor<2x4xf32>
+  %e1 = loomrt.record_event stream 1
+  loomrt.wait_event %e1 stream 0
+  loomrt.free %g stream 0 : tensor<2x4xf32>
+  loomrt.return
+}

@@ -795,3 +795,120 @@ loomrt.program "step" rank 0 world_size 2 mesh @dp streams ["compute"] {
   loomrt.output %w role <buffer_mutation> target "b" partial <@dp, axes = ["dp"], avg> : tensor<4xf32>
   loomrt.return
 }
+
+// -----
+
+loom.mesh @pp shape [2] axes ["pp"]
+loomrt.program "stage1" rank 0 world_size 2 mesh @pp ranks [1] streams ["compute", "comm"] {
+  %x = loomrt.input "x" role <input> batch_index 0 : tensor<4xf32>
+  // expected-error@+1 {{recv takes no input}}
+  %f = loomrt.collective_start <recv> %x axes ["pp"] peer 0 tag 0 stream 1 : tensor<4xf32> -> !loomrt.future<tensor<4xf32>>
+  %a = loomrt.wait %f stream 1 : !loomrt.future<tensor<4xf32>> -> tensor<4xf32>
+  loomrt.return
+}
+
+// -----
+
+loom.mesh @pp shape [2] axes ["pp"]
+loomrt.program "stage1" rank 0 world_size 2 mesh @pp ranks [1] streams ["compute", "comm"] {
+  // expected-error@+1 {{all_reduce needs an input}}
+  %f = loomrt.collective_start <all_reduce> axes ["pp"] reduce <sum> stream 1 : !loomrt.future<tensor<4xf32>>
+  %a = loomrt.wait %f stream 1 : !loomrt.future<tensor<4xf32>> -> tensor<4xf32>
+  loomrt.return
+}
+
+// -----
+
+loom.mesh @pp shape [2] axes ["pp"]
+loomrt.program "stage0" rank 0 world_size 2 mesh @pp ranks [0] streams ["compute", "comm"] {
+  %x = loomrt.input "x" role <input> batch_index 0 : tensor<4xf32>
+  // expected-error@+1 {{send needs 'tag'}}
+  %f = loomrt.collective_start <send> %x axes ["pp"] peer 1 stream 1 : tensor<4xf32> -> !loomrt.future<none>
+  loomrt.wait %f stream 1 : !loomrt.future<none>
+  loomrt.return
+}
+
+// -----
+
+loom.mesh @pp shape [2] axes ["pp"]
+loomrt.program "stage0" rank 0 world_size 2 mesh @pp ranks [0] streams ["compute", "comm"] {
+  %x = loomrt.input "x" role <input> batch_index 0 : tensor<4xf32>
+  // expected-error@+1 {{all_reduce takes no 'peer'}}
+  %f = loomrt.collective_start <all_reduce> %x axes ["pp"] reduce <sum> peer 1 stream 1 : tensor<4xf32> -> !loomrt.future<tensor<4xf32>>
+  %a = loomrt.wait %f stream 1 : !loomrt.future<tensor<4xf32>> -> tensor<4xf32>
+  loomrt.return
+}
+
+// -----
+
+loom.mesh @pp shape [2] axes ["pp"]
+loomrt.program "stage0" rank 0 world_size 2 mesh @pp ranks [0] streams ["compute", "comm"] {
+  %x = loomrt.input "x" role <input> batch_index 0 : tensor<4xf32>
+  // expected-error@+1 {{tag must not be negative, got -1}}
+  %f = loomrt.collective_start <send> %x axes ["pp"] peer 1 tag -1 stream 1 : tensor<4xf32> -> !loomrt.future<none>
+  loomrt.wait %f stream 1 : !loomrt.future<none>
+  loomrt.return
+}
+
+// -----
+
+loom.mesh @pp shape [2] axes ["pp"]
+loomrt.program "stage0" rank 0 world_size 2 mesh @pp ranks [0] streams ["compute", "comm"] {
+  %x = loomrt.input "x" role <input> batch_index 0 : tensor<4xf32>
+  // expected-error@+1 {{send completes as !loomrt.future<none>, got '!loomrt.future<tensor<4xf32>>'}}
+  %f = loomrt.collective_start <send> %x axes ["pp"] peer 1 tag 0 stream 1 : tensor<4xf32> -> !loomrt.future<tensor<4xf32>>
+  %a = loomrt.wait %f stream 1 : !loomrt.future<tensor<4xf32>> -> tensor<4xf32>
+  loomrt.return
+}
+
+// -----
+
+loom.mesh @pp shape [2] axes ["pp"]
+loomrt.program "stage0" rank 0 world_size 2 mesh @pp ranks [0] streams ["compute", "comm"] {
+  %x = loomrt.input "x" role <input> batch_index 0 : tensor<4xf32>
+  %f = loomrt.collective_start <send> %x axes ["pp"] peer 1 tag 0 stream 1 : tensor<4xf32> -> !loomrt.future<none>
+  // expected-error@+1 {{waiting on !loomrt.future<none> (a send) yields no value}}
+  %a = loomrt.wait %f stream 1 : !loomrt.future<none> -> tensor<4xf32>
+  loomrt.return
+}
+
+// -----
+
+loom.mesh @pp shape [2] axes ["pp"]
+loomrt.program "stage0" rank 0 world_size 2 mesh @pp ranks [0] streams ["compute", "comm"] slots 2 {
+  %x = loomrt.input "x" role <input> batch_index 0 slot 0 : tensor<4xf32>
+  %f = loomrt.collective_start <send> %x axes ["pp"] peer 1 tag 0 stream 1 slot 1 : tensor<4xf32> -> !loomrt.future<none>
+  // expected-error@+1 {{frees 'x' (input) before the wait of the collective that reads it}}
+  loomrt.free %x stream 0 : tensor<4xf32>
+  // expected-note@+1 {{the wait}}
+  loomrt.wait %f stream 1 : !loomrt.future<none>
+  loomrt.return
+}
+
+// -----
+
+// expected-error@+1 {{lists 'ranks' but has no mesh}}
+loomrt.program "stage0" rank 0 world_size 2 ranks [0] streams ["compute"] {
+  loomrt.return
+}
+
+// -----
+
+loom.mesh @pp shape [2] axes ["pp"]
+// expected-error@+1 {{rank 2 in 'ranks' is out of range for world_size 2}}
+loomrt.program "stage0" rank 0 world_size 2 mesh @pp ranks [0, 2] streams ["compute"] {
+  loomrt.return
+}
+
+// -----
+
+loom.mesh @pp shape [4] axes ["pp"]
+// expected-error@+1 {{'ranks' must be strictly increasing, got 1 before 1}}
+loomrt.program "stage0" rank 0 world_size 4 mesh @pp ranks [1, 1] streams ["compute"] {
+  loomrt.return
+}
+
+// -----
+
+// expected-error@+1 {{a future holds a ranked tensor or none (a send's completion), got 'i32'}}
+func.func private @f() -> !loomrt.future<i32>

@@ -419,6 +419,46 @@ static LogicalResult verifyStepSignature(func::FuncOp func) {
   return verifyDistribution(func);
 }
 
+/// `loom.program_ranks` on a step: the ranks of the module's mesh that run
+/// it, non-empty and strictly increasing. That the steps of a module cover
+/// the mesh with disjoint lists is checked by loom-lower-to-rt, which sees
+/// them all.
+static LogicalResult verifyProgramRanks(Operation *op, NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  auto ranks = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
+  if (!isa<func::FuncOp>(op) || !ranks)
+    return op->emitOpError("'")
+           << name << "' must be an array<i64: ...> of ranks on a func.func";
+  if (!op->hasAttr(LoomDialect::kStepAttrName))
+    return op->emitOpError("'") << name << "' marks an MPMD step; the "
+                                << "function has no '"
+                                << LoomDialect::kStepAttrName << "'";
+  if (ranks.empty())
+    return op->emitOpError("'") << name << "' lists no rank";
+  // A step's ranks are global ranks of the module's mesh; with several
+  // meshes, of the largest.
+  int64_t worldSize = 0;
+  if (auto module = op->getParentOfType<ModuleOp>())
+    for (auto mesh : module.getOps<MeshOp>())
+      worldSize = std::max(worldSize, mesh.getNumRanks());
+  if (worldSize == 0)
+    return op->emitOpError("'")
+           << name << "' names ranks of a mesh, but the module declares no "
+           << "loom.mesh";
+  ArrayRef<int64_t> values = ranks.asArrayRef();
+  for (auto [i, r] : llvm::enumerate(values)) {
+    if (r < 0 || r >= worldSize)
+      return op->emitOpError("'")
+             << name << "' lists rank " << r << ", outside the mesh's "
+             << worldSize << " ranks";
+    if (i > 0 && r <= values[i - 1])
+      return op->emitOpError("'")
+             << name << "' must be strictly increasing, got " << values[i - 1]
+             << " before " << r;
+  }
+  return success();
+}
+
 LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
@@ -485,6 +525,8 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
              << "#loom.adam or #loom.adamw) on a func.func";
     return success();
   }
+  if (name == kProgramRanksAttrName)
+    return verifyProgramRanks(op, attr);
   if (name == kStepAttrName) {
     auto func = dyn_cast<func::FuncOp>(op);
     if (!func || !isa<UnitAttr>(attr.getValue()))

@@ -398,15 +398,25 @@ BroadcastStartOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return verifyPeer(*this, "root", static_cast<int64_t>(getRoot()), *group);
 }
 
+/// I64Attr getters are unsigned; peer and tag are meant as signed values.
+static LogicalResult verifyPeerAndTag(Operation *op, uint64_t peer,
+                                      uint64_t tag) {
+  if (static_cast<int64_t>(peer) < 0)
+    return op->emitOpError("peer must be non-negative, got ")
+           << static_cast<int64_t>(peer);
+  if (static_cast<int64_t>(tag) < 0)
+    return op->emitOpError("tag must be non-negative, got ")
+           << static_cast<int64_t>(tag);
+  return success();
+}
+
 LogicalResult SendStartOp::verify() {
   if (failed(verifyFutureUse(*this, getFuture())))
     return failure();
   if (!isa<NoneType>(getFuture().getType().getValueType()))
     return emitOpError("a send completes as !loom.future<none>, got ")
            << getFuture().getType();
-  if (static_cast<int64_t>(getPeer()) < 0)
-    return emitOpError("peer must be non-negative, got ") << static_cast<int64_t>(getPeer());
-  return success();
+  return verifyPeerAndTag(*this, getPeer(), getTag());
 }
 
 LogicalResult
@@ -422,9 +432,7 @@ LogicalResult RecvStartOp::verify() {
   if (failed(getFutureTensor(*this, getFuture())) ||
       failed(verifyFutureUse(*this, getFuture())))
     return failure();
-  if (static_cast<int64_t>(getPeer()) < 0)
-    return emitOpError("peer must be non-negative, got ") << static_cast<int64_t>(getPeer());
-  return success();
+  return verifyPeerAndTag(*this, getPeer(), getTag());
 }
 
 LogicalResult

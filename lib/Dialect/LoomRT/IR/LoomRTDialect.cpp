@@ -47,6 +47,15 @@ LogicalResult DeviceAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                      << "' (expected cpu, cuda or cuda:N)";
 }
 
+LogicalResult FutureType::verify(function_ref<InFlightDiagnostic()> emitError,
+                                 Type valueType) {
+  if (!isa<RankedTensorType, NoneType>(valueType))
+    return emitError() << "a future holds a ranked tensor or none (a send's "
+                          "completion), got "
+                       << valueType;
+  return success();
+}
+
 StringRef loom::rt::getDtypeName(Type type) {
   if (auto complex = dyn_cast<ComplexType>(type)) {
     Type e = complex.getElementType();

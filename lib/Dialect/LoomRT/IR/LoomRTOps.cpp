@@ -133,6 +133,23 @@ LogicalResult ProgramOp::verify() {
                          "its rank must be 0, got ")
              << rank;
   }
+  if (std::optional<ArrayRef<int64_t>> ranks = getRanks()) {
+    // An MPMD program runs on some ranks of its mesh (docs/pipeline.md).
+    if (!getMeshAttr())
+      return emitOpError("lists 'ranks' but has no mesh; an MPMD program "
+                         "runs on ranks of a loom.mesh");
+    if (ranks->empty())
+      return emitOpError("'ranks' must list at least one rank");
+    for (auto [i, r] : llvm::enumerate(*ranks)) {
+      if (r < 0 || r >= worldSize)
+        return emitOpError("rank ")
+               << r << " in 'ranks' is out of range for world_size "
+               << worldSize;
+      if (i > 0 && r <= (*ranks)[i - 1])
+        return emitOpError("'ranks' must be strictly increasing, got ")
+               << (*ranks)[i - 1] << " before " << r;
+    }
+  }
   if (IntegerAttr n = getNumSlotsAttr(); n && n.getInt() < 0)
     return emitOpError("slots must not be negative, got ") << n.getInt();
   if (!getBody().front().getArguments().empty())
@@ -312,24 +329,28 @@ private:
             return failure();
         }
       } else if (isa<CollectiveStartOp, rt::WaitOp>(op)) {
-        Value result = op.getResult(0);
-        int64_t slot = getSlot(result);
-        if (slot < 0)
+        // The wait of a send yields nothing and so takes no slot.
+        Value result = op.getNumResults() ? op.getResult(0) : Value();
+        int64_t slot = result ? getSlot(result) : -1;
+        if (result && slot < 0)
           return op.emitOpError("has no slot, but the program's slots are "
                                 "assigned");
+        if (!result && cast<rt::WaitOp>(op).getSlot())
+          return op.emitOpError("waits for a send, which yields no value; it "
+                                "takes no slot");
         if (auto wait = dyn_cast<rt::WaitOp>(op)) {
-          // The collective reads its input until here.
+          // The collective (or send) reads its input until here.
           Value input = wait.getFuture()
                             .getDefiningOp<CollectiveStartOp>()
                             .getInput();
-          int64_t inputSlot = getSlot(input);
+          int64_t inputSlot = input ? getSlot(input) : -1;
           if (inputSlot >= 0 && holds[inputSlot] != input)
             return wait.emitOpError("waits for a collective whose input "
                                     "(slot ")
                    << inputSlot
                    << ") was freed or overwritten before the wait";
         }
-        if (failed(write(&op, result, slot)))
+        if (result && failed(write(&op, result, slot)))
           return failure();
         // The wait consumes the future: its slot is free again.
         if (auto wait = dyn_cast<rt::WaitOp>(op)) {
@@ -747,6 +768,28 @@ rt::WaitOp CollectiveStartOp::getWait() {
   return nullptr;
 }
 
+/// `: tensor<..> -> !loomrt.future<..>`, or only the future for a recv,
+/// which has no input.
+static ParseResult parseCommTypes(OpAsmParser &parser, Type &inputType,
+                                  Type &futureType) {
+  Type first;
+  if (parser.parseType(first))
+    return failure();
+  if (failed(parser.parseOptionalArrow())) {
+    futureType = first;
+    return success();
+  }
+  inputType = first;
+  return parser.parseType(futureType);
+}
+
+static void printCommTypes(OpAsmPrinter &p, Operation *, Type inputType,
+                           Type futureType) {
+  if (inputType)
+    p << inputType << " -> ";
+  p << futureType;
+}
+
 LogicalResult CollectiveStartOp::verify() {
   if (failed(verifyStream(*this, getStream())))
     return failure();
@@ -758,12 +801,15 @@ LogicalResult CollectiveStartOp::verify() {
   for (Attribute a : getAxes())
     if (!seen.insert(cast<StringAttr>(a).getValue()).second)
       return emitOpError("axis ") << a << " is named twice";
+  bool isSend = kind == CollectiveKind::send;
+  bool isRecv = kind == CollectiveKind::recv;
   bool wantsDim = kind == CollectiveKind::all_gather ||
                   kind == CollectiveKind::reduce_scatter ||
                   kind == CollectiveKind::all_slice;
   bool wantsReduce = kind == CollectiveKind::reduce_scatter ||
                      kind == CollectiveKind::all_reduce;
   bool wantsRoot = kind == CollectiveKind::broadcast;
+  bool pointToPoint = isSend || isRecv;
   if (wantsDim != getDim().has_value())
     return emitOpError(name) << (wantsDim ? " needs" : " takes no")
                              << " 'dim'";
@@ -773,29 +819,49 @@ LogicalResult CollectiveStartOp::verify() {
   if (wantsRoot != getRoot().has_value())
     return emitOpError(name) << (wantsRoot ? " needs" : " takes no")
                              << " 'root'";
+  if (pointToPoint != getPeer().has_value())
+    return emitOpError(name) << (pointToPoint ? " needs" : " takes no")
+                             << " 'peer'";
+  if (pointToPoint != getTag().has_value())
+    return emitOpError(name) << (pointToPoint ? " needs" : " takes no")
+                             << " 'tag'";
+  if (isRecv == bool(getInput()))
+    return emitOpError(name) << (isRecv ? " takes no input" : " needs an input");
   if (IntegerAttr root = getRootAttr(); root && root.getInt() < 0)
     return emitOpError("root must not be negative, got ") << root.getInt();
+  if (IntegerAttr peer = getPeerAttr(); peer && peer.getInt() < 0)
+    return emitOpError("peer must not be negative, got ") << peer.getInt();
+  if (IntegerAttr tag = getTagAttr(); tag && tag.getInt() < 0)
+    return emitOpError("tag must not be negative, got ") << tag.getInt();
   if (IntegerAttr slot = getSlotAttr(); slot && slot.getInt() < 0)
     return emitOpError("slot must not be negative, got ") << slot.getInt();
-  RankedTensorType input = getInput().getType();
-  RankedTensorType result = getFuture().getType().getValueType();
-  if (input.getElementType() != result.getElementType() ||
-      input.getRank() != result.getRank())
-    return emitOpError("result ")
-           << result << " must have the input's element type and rank ("
-           << input << ")";
-  int64_t dim = getDimAttr() ? getDimAttr().getInt() : -1;
-  if (wantsDim && (dim < 0 || dim >= input.getRank()))
-    return emitOpError("dim ") << dim << " is out of range for " << input;
-  for (int64_t d = 0; d < input.getRank(); ++d)
-    if (d != dim && input.getDimSize(d) != result.getDimSize(d))
-      return emitOpError("result ")
-             << result << " differs from the input " << input
-             << " in dimension " << d << ", which " << name
-             << " does not change";
-  if (getDtypeName(input.getElementType()).empty())
+  RankedTensorType result = getFuture().getType().getTensorType();
+  if (isSend != !result)
+    return emitOpError(name)
+           << (isSend ? " completes as !loomrt.future<none>, got "
+                      : " yields a tensor, but its future is ")
+           << getFuture().getType();
+  RankedTensorType data = isSend ? getInput().getType() : result;
+  if (getDtypeName(data.getElementType()).empty())
     return emitOpError("element type ")
-           << input.getElementType() << " has no dtype in the artifact";
+           << data.getElementType() << " has no dtype in the artifact";
+  if (!pointToPoint) {
+    RankedTensorType input = getInput().getType();
+    if (input.getElementType() != result.getElementType() ||
+        input.getRank() != result.getRank())
+      return emitOpError("result ")
+             << result << " must have the input's element type and rank ("
+             << input << ")";
+    int64_t dim = getDimAttr() ? getDimAttr().getInt() : -1;
+    if (wantsDim && (dim < 0 || dim >= input.getRank()))
+      return emitOpError("dim ") << dim << " is out of range for " << input;
+    for (int64_t d = 0; d < input.getRank(); ++d)
+      if (d != dim && input.getDimSize(d) != result.getDimSize(d))
+        return emitOpError("result ")
+               << result << " differs from the input " << input
+               << " in dimension " << d << ", which " << name
+               << " does not change";
+  }
   unsigned numWaits = 0;
   for (Operation *user : getFuture().getUsers()) {
     if (!isa<rt::WaitOp>(user))
@@ -810,17 +876,29 @@ LogicalResult CollectiveStartOp::verify() {
 }
 
 void rt::WaitOp::getAsmResultNames(OpAsmSetValueNameFn setNameFn) {
-  if (std::optional<int64_t> slot = getSlot())
+  if (std::optional<int64_t> slot = getSlot(); slot && getResult())
     setNameFn(getResult(), ("s" + Twine(*slot)).str());
 }
 
 LogicalResult rt::WaitOp::verify() {
   if (failed(verifyStream(*this, getStream())))
     return failure();
-  if (getResult().getType() != getFuture().getType().getValueType())
+  RankedTensorType value = getFuture().getType().getTensorType();
+  if (!value) {
+    if (getResult())
+      return emitOpError("waiting on !loomrt.future<none> (a send) yields no "
+                         "value");
+    if (getSlot())
+      return emitOpError("the wait of a send yields nothing and takes no "
+                         "slot");
+  } else if (!getResult()) {
+    return emitOpError("waiting on ")
+           << getFuture().getType() << " must yield its value";
+  } else if (getResult().getType() != value) {
     return emitOpError("result type ")
            << getResult().getType() << " is not the future's value type "
-           << getFuture().getType().getValueType();
+           << value;
+  }
   if (!getFuture().getDefiningOp<CollectiveStartOp>())
     return emitOpError("waits for a future that no loomrt.collective_start "
                        "made");

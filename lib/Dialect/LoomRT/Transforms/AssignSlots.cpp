@@ -59,9 +59,12 @@ struct LoomRTAssignSlotsPass
         start.setSlotAttr(b.getI64IntegerAttr(slot));
         slotOf[start.getFuture()] = slot;
       } else if (auto wait = dyn_cast<rt::WaitOp>(op)) {
-        int64_t slot = take();
-        wait.setSlotAttr(b.getI64IntegerAttr(slot));
-        slotOf[wait.getResult()] = slot;
+        // The wait of a send yields nothing to hold.
+        if (Value result = wait.getResult()) {
+          int64_t slot = take();
+          wait.setSlotAttr(b.getI64IntegerAttr(slot));
+          slotOf[result] = slot;
+        }
         released.insert(slotOf.lookup(wait.getFuture()));
       } else if (auto free = dyn_cast<FreeOp>(op)) {
         for (Value v : free.getValues())

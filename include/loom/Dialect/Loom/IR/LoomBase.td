@@ -24,6 +24,13 @@ def Loom_Dialect : Dialect {
     after `loom-accumulate-gradients` also its microbatch
     (`loom.microbatch`).
 
+    A pipelined step is several step functions, each with
+    `loom.program_ranks = array<i64: ...>`: the ranks of the module's mesh
+    that run it (one MPMD program per pipeline rank). Their rank lists are
+    disjoint and together cover the mesh; only the one holding the last
+    stage returns the loss. Stages exchange activations and gradients with
+    `loom.send_start`/`loom.recv_start`.
+
     Device meshes are `loom.mesh` symbols with named axes. Collectives are
     asynchronous: a `*_start` op returns a `!loom.future` at the point where
     communication may begin, and `loom.wait` marks where its value is needed.
@@ -76,6 +83,11 @@ def Loom_Dialect : Dialect {
     /// PyTorch's notation ("0F0", "1RECV_B3", "0REDUCE_GRAD").
     static constexpr ::llvm::StringLiteral kPipelineActionsAttrName =
         "loom.pipeline_actions";
+    /// On a step function: the global ranks (of the module's mesh) that run
+    /// it, which makes it one MPMD program of a pipelined step
+    /// (docs/pipeline.md).
+    static constexpr ::llvm::StringLiteral kProgramRanksAttrName =
+        "loom.program_ranks";
   }];
 }
 

@@ -215,19 +215,23 @@ def Loom_BroadcastStartOp : Loom_CollectiveOp<"broadcast_start"> {
 def Loom_SendStartOp : Loom_CollectiveOp<"send_start"> {
   let summary = "Start sending a tensor to a peer along mesh axes";
   let description = [{
-    Sends `input` to the rank at index `peer` within the group of the named
-    axes (e.g. the next pipeline stage). Completes as `!loom.future<none>`.
+    Sends `input` to the rank at index `peer` within this rank's group of
+    the named axes (e.g. the next pipeline stage). The `loom.recv_start` on
+    the peer that receives it carries the same `tag`; tags are unique per
+    (sender, receiver) pair within one step, so transfers between the same
+    two ranks match in any order. Completes as `!loom.future<none>`; the
+    input must stay alive until the wait.
 
     ```mlir
-    %f = loom.send_start %act on @pp axes ["pp"] peer 1
+    %f = loom.send_start %act on @pp axes ["pp"] peer 1 tag 0
         : tensor<4x8xf32> -> !loom.future<none>
     ```
   }];
   let arguments = !con((ins AnyRankedTensor:$input), commonArgs,
-                       (ins I64Attr:$peer));
+                       (ins I64Attr:$peer, I64Attr:$tag));
   let results = (outs Loom_AnyFuture:$future);
   let assemblyFormat = [{
-    $input `on` $mesh `axes` $axes `peer` $peer attr-dict `:` type($input) `->` qualified(type($future))
+    $input `on` $mesh `axes` $axes `peer` $peer `tag` $tag attr-dict `:` type($input) `->` qualified(type($future))
   }];
   let hasVerifier = 1;
 }
@@ -236,16 +240,18 @@ def Loom_RecvStartOp : Loom_CollectiveOp<"recv_start"> {
   let summary = "Start receiving a tensor from a peer along mesh axes";
   let description = [{
     Receives a tensor of the future's value type from the rank at index
-    `peer` within the group of the named axes.
+    `peer` within this rank's group of the named axes: the
+    `loom.send_start` there with the same `tag`.
 
     ```mlir
-    %f = loom.recv_start on @pp axes ["pp"] peer 0 : !loom.future<tensor<4x8xf32>>
+    %f = loom.recv_start on @pp axes ["pp"] peer 0 tag 0
+        : !loom.future<tensor<4x8xf32>>
     ```
   }];
-  let arguments = !con(commonArgs, (ins I64Attr:$peer));
+  let arguments = !con(commonArgs, (ins I64Attr:$peer, I64Attr:$tag));
   let results = (outs Loom_AnyFuture:$future);
   let assemblyFormat = [{
-    `on` $mesh `axes` $axes `peer` $peer attr-dict `:` qualified(type($future))
+    `on` $mesh `axes` $axes `peer` $peer `tag` $tag attr-dict `:` qualified(type($future))
   }];
   let hasVerifier = 1;
 }

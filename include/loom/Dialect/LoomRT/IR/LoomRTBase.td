@@ -96,11 +96,15 @@ def LoomRT_CollectiveReduceScatter : I32EnumAttrCase<"reduce_scatter", 1>;
 def LoomRT_CollectiveAllReduce : I32EnumAttrCase<"all_reduce", 2>;
 def LoomRT_CollectiveBroadcast : I32EnumAttrCase<"broadcast", 3>;
 def LoomRT_CollectiveAllSlice : I32EnumAttrCase<"all_slice", 4>;
+// Point-to-point transfers between pipeline stages (format version 3).
+def LoomRT_CollectiveSend : I32EnumAttrCase<"send", 5>;
+def LoomRT_CollectiveRecv : I32EnumAttrCase<"recv", 6>;
 def LoomRT_CollectiveKind : I32EnumAttr<"CollectiveKind",
     "the collective a loomrt.collective_start starts",
     [LoomRT_CollectiveAllGather, LoomRT_CollectiveReduceScatter,
      LoomRT_CollectiveAllReduce, LoomRT_CollectiveBroadcast,
-     LoomRT_CollectiveAllSlice]> {
+     LoomRT_CollectiveAllSlice, LoomRT_CollectiveSend,
+     LoomRT_CollectiveRecv]> {
   let cppNamespace = "::loom::rt";
   let genSpecializedAttr = 0;
 }
@@ -162,15 +166,23 @@ def LoomRT_FutureType : LoomRT_Type<"Future", "future"> {
   let description = [{
     Made by `loomrt.collective_start` and consumed by exactly one
     `loomrt.wait`, which yields the tensor. A future occupies a slot from
-    its start to its wait, like a value.
+    its start to its wait, like a value. The completion of a send carries
+    no tensor: `!loomrt.future<none>`, whose wait has no result.
 
     ```mlir
     %f = loomrt.collective_start <all_reduce> %g axes ["dp"] reduce <avg>
         stream 1 : tensor<40xf32> -> !loomrt.future<tensor<40xf32>>
     ```
   }];
-  let parameters = (ins "::mlir::RankedTensorType":$valueType);
+  let parameters = (ins "::mlir::Type":$valueType);
   let assemblyFormat = "`<` $valueType `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The tensor the wait yields, or null for the completion of a send.
+    ::mlir::RankedTensorType getTensorType() {
+      return ::llvm::dyn_cast<::mlir::RankedTensorType>(getValueType());
+    }
+  }];
 }
 
 //===----------------------------------------------------------------------===//

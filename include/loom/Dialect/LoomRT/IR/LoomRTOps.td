@@ -28,7 +28,10 @@ def LoomRT_ProgramOp : LoomRT_Op<"program", [
     `loomrt.optimizer` applies (absent when the step returns gradients).
     A program with a `mesh` (a `loom.mesh` of `world_size` ranks) is the
     SPMD program of a distributed step: every rank of the mesh runs it,
-    `rank` is 0, and its collectives name the mesh's axes.
+    `rank` is 0, and its collectives name the mesh's axes. With `ranks` as
+    well it is one MPMD program of a pipelined step (docs/pipeline.md): only
+    the listed ranks of the mesh run it, with their own bindings, and the
+    programs of one module list disjoint ranks that cover the mesh.
 
     `num_slots` is set by `loomrt-assign-slots`: from then on every binding
     and every result that is read carries a slot below it, and the verifier
@@ -53,11 +56,12 @@ def LoomRT_ProgramOp : LoomRT_Op<"program", [
                        StrArrayAttr:$streams,
                        OptionalAttr<I64Attr>:$num_slots,
                        OptionalAttr<Loom_OptimizerAttr>:$optimizer,
-                       OptionalAttr<FlatSymbolRefAttr>:$mesh);
+                       OptionalAttr<FlatSymbolRefAttr>:$mesh,
+                       OptionalAttr<DenseI64ArrayAttr>:$ranks);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
     $step_name `rank` $rank `world_size` $world_size (`mesh` $mesh^)?
-    `streams` $streams (`slots` $num_slots^)? (`optimizer` $optimizer^)?
+    (`ranks` $ranks^)? `streams` $streams (`slots` $num_slots^)? (`optimizer` $optimizer^)?
     attr-dict-with-keyword $body
   }];
   let hasVerifier = 1;
@@ -321,24 +325,37 @@ def LoomRT_CollectiveStartOp : LoomRT_InstructionOp<"collective_start"> {
     freed or overwritten before the wait. `slot` (after slot assignment)
     holds the future until its wait.
 
+    `send` and `recv` are point-to-point: `peer` is the index of the other
+    rank within this rank's group over `axes`, and a send and the recv that
+    matches it carry the same `tag`. A send's future is
+    `!loomrt.future<none>` (its wait yields nothing); a recv has no input
+    and its future's tensor type is what it receives.
+
     ```mlir
     %f = loomrt.collective_start <all_reduce> %g axes ["dp"] reduce <avg>
         stream 1 slot 7 : tensor<40xf32> -> !loomrt.future<tensor<40xf32>>
+    %s = loomrt.collective_start <send> %a axes ["pp"] peer 1 tag 0
+        stream 1 : tensor<4x8xf32> -> !loomrt.future<none>
+    %r = loomrt.collective_start <recv> axes ["pp"] peer 0 tag 0
+        stream 1 : !loomrt.future<tensor<4x8xf32>>
     ```
   }];
   let arguments = (ins LoomRT_CollectiveKindAttr:$kind,
-                       AnyRankedTensor:$input,
+                       Optional<AnyRankedTensor>:$input,
                        StrArrayAttr:$axes,
                        OptionalAttr<I64Attr>:$dim,
                        OptionalAttr<Loom_ReduceKindAttr>:$reduction,
                        OptionalAttr<I64Attr>:$root,
+                       OptionalAttr<I64Attr>:$peer,
+                       OptionalAttr<I64Attr>:$tag,
                        I64Attr:$stream,
                        OptionalAttr<I64Attr>:$slot);
   let results = (outs LoomRT_FutureType:$future);
   let assemblyFormat = [{
-    $kind $input `axes` $axes (`dim` $dim^)? (`reduce` $reduction^)?
-    (`root` $root^)? `stream` $stream (`slot` $slot^)? attr-dict `:`
-    type($input) `->` qualified(type($future))
+    $kind ($input^)? `axes` $axes (`dim` $dim^)? (`reduce` $reduction^)?
+    (`root` $root^)? (`peer` $peer^)? (`tag` $tag^)? `stream` $stream
+    (`slot` $slot^)? attr-dict `:`
+    custom<CommTypes>(type($input), type($future))
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -353,20 +370,22 @@ def LoomRT_WaitOp : LoomRT_InstructionOp<"wait", [
   let description = [{
     Blocks `stream` until the collective that made `future` has completed
     and puts its result in `slot`; the future's slot is free afterwards, and
-    so is the collective's input (a later `loomrt.free` releases it).
+    so is the collective's input (a later `loomrt.free` releases it). The
+    wait of a send (`!loomrt.future<none>`) has no result and no slot.
 
     ```mlir
     %s8 = loomrt.wait %f stream 1 slot 8
         : !loomrt.future<tensor<40xf32>> -> tensor<40xf32>
+    loomrt.wait %s stream 1 : !loomrt.future<none>
     ```
   }];
   let arguments = (ins LoomRT_FutureType:$future,
                        I64Attr:$stream,
                        OptionalAttr<I64Attr>:$slot);
-  let results = (outs AnyRankedTensor:$result);
+  let results = (outs Optional<AnyRankedTensor>:$result);
   let assemblyFormat = [{
     $future `stream` $stream (`slot` $slot^)? attr-dict `:`
-    qualified(type($future)) `->` type($result)
+    qualified(type($future)) (`->` type($result)^)?
   }];
   let hasVerifier = 1;
 }
