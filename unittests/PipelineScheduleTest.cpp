@@ -3,6 +3,8 @@
 
 #include "loom/Transforms/Pipeline/Schedule.h"
 
+#include "llvm/ADT/SmallVector.h"
+
 #include <gtest/gtest.h>
 
 using namespace loom::pipeline;
@@ -43,6 +45,30 @@ TEST(PipelineAction, ParseRoundTrips) {
   EXPECT_EQ(*weight, (Action{1, ActionKind::BackwardWeight, 2}));
 }
 
+TEST(PipelineAction, OverlapRoundTrips) {
+  llvm::Expected<Action> overlap = Action::parse("(0F3;3B1)OVERLAP_F_B");
+  ASSERT_TRUE(static_cast<bool>(overlap))
+      << llvm::toString(overlap.takeError());
+  EXPECT_EQ(overlap->kind, ActionKind::OverlapFB);
+  EXPECT_EQ(overlap->stage, -1);
+  EXPECT_TRUE(overlap->isCompute());
+  ASSERT_EQ(overlap->leaves().size(), 2u);
+  EXPECT_EQ(overlap->leaves()[0], (Action{0, ActionKind::Forward, 3}));
+  EXPECT_EQ(overlap->leaves()[1], (Action{3, ActionKind::FullBackward, 1}));
+  EXPECT_EQ(overlap->str(), "(0F3;3B1)OVERLAP_F_B");
+  Action plain{2, ActionKind::Forward, 0};
+  EXPECT_EQ(plain.leaves().size(), 1u);
+  EXPECT_EQ(plain.leaves()[0], plain);
+  for (const char *text :
+       {"(0F3;3B1)", "(0F3;3UNSHARD)OVERLAP_F_B", "(0F3;3B1)OVERLAP_F_Bx",
+        "(0F3;3B1", "0OVERLAP_F_B", "((0F3)OVERLAP_F_B)OVERLAP_F_B"}) {
+    llvm::Expected<Action> bad = Action::parse(text);
+    EXPECT_FALSE(static_cast<bool>(bad)) << text;
+    if (!bad)
+      llvm::consumeError(bad.takeError());
+  }
+}
+
 TEST(PipelineAction, ParseRefusesMalformed) {
   for (const char *text : {"", "F0", "0X1", "0F", "0SEND_F", "0UNSHARD1",
                            "0REDUCE_GRAD0", "0F1x", "-1F0"}) {
@@ -56,8 +82,9 @@ TEST(PipelineAction, ParseRefusesMalformed) {
 }
 
 TEST(PipelineScheduleKind, NamesRoundTrip) {
-  for (const char *name : {"GPipe", "1F1B", "Interleaved1F1B", "LoopedBFS",
-                           "InterleavedZeroBubble", "ZBVZeroBubble"}) {
+  for (const char *name :
+       {"GPipe", "1F1B", "Interleaved1F1B", "LoopedBFS",
+        "InterleavedZeroBubble", "ZBVZeroBubble", "DualPipeV"}) {
     llvm::Expected<ScheduleKind> kind = parseScheduleKind(name);
     ASSERT_TRUE(static_cast<bool>(kind)) << name;
     EXPECT_EQ(stringifyScheduleKind(*kind), name);
@@ -86,6 +113,7 @@ TEST(PipelineStages, LoopAndV) {
   EXPECT_EQ(vRanks, (std::vector<int64_t>{0, 1, 2, 3, 3, 2, 1, 0}));
   EXPECT_EQ(rankStages(v, 0), (std::vector<int64_t>{0, 7}));
   EXPECT_EQ(rankStages(v, 3), (std::vector<int64_t>{3, 4}));
+  EXPECT_EQ(layoutOf(ScheduleKind::DualPipeV), StageLayout::V);
 }
 
 TEST(PipelineSpec, Refusals) {
@@ -110,6 +138,10 @@ TEST(PipelineSpec, Refusals) {
         "LoopedBFS needs at least 2 stages per rank, got 1");
   check({ScheduleKind::ZBVZeroBubble, 2, 3, 8},
         "ZBVZeroBubble needs exactly 2 stages per rank, got 3");
+  check({ScheduleKind::DualPipeV, 2, 1, 8},
+        "DualPipeV needs exactly 2 stages per rank, got 1");
+  check({ScheduleKind::DualPipeV, 4, 2, 7},
+        "DualPipeV needs at least as many microbatches as stages (8), got 7");
   check({ScheduleKind::Interleaved1F1B, 2, 2, 5},
         "Interleaved1F1B needs the microbatches (5) to be a multiple of the "
         "number of rounds, max(1, microbatches / pp) = 2");
@@ -190,6 +222,59 @@ TEST(PipelineLowering, ReduceGradAfterLastBOrW) {
                                              "0W1", "0REDUCE_GRAD"}));
 }
 
+// The cases of PyTorch's test_schedule.py (TestScheduleLowering):
+// test_unshard_reshard and test_reduce_grad, on one rank's list.
+std::vector<std::optional<Action>> parseOrder(llvm::StringRef text) {
+  llvm::SmallVector<llvm::StringRef> words;
+  text.split(words, ' ', -1, /*KeepEmpty=*/false);
+  std::vector<std::optional<Action>> order;
+  for (llvm::StringRef word : words) {
+    if (word == "_") {
+      order.push_back(std::nullopt);
+      continue;
+    }
+    llvm::Expected<Action> action = Action::parse(word);
+    EXPECT_TRUE(static_cast<bool>(action)) << word.str();
+    if (!action) {
+      llvm::consumeError(action.takeError());
+      continue;
+    }
+    order.push_back(*action);
+  }
+  return order;
+}
+
+std::string join(llvm::ArrayRef<Action> actions) {
+  std::string text;
+  for (const Action &a : actions)
+    text += (text.empty() ? "" : " ") + a.str();
+  return text;
+}
+
+TEST(PipelineLowering, PyTorchUnshardReshardCases) {
+  EXPECT_EQ(join(addUnshardReshard(parseOrder("0F0 0F1 _ 0B0 0B1"))),
+            "0UNSHARD 0F0 0F1 0B0 0B1 0RESHARD");
+  EXPECT_EQ(
+      join(addUnshardReshard(parseOrder("0F0 0F1 1F0 1F1 1B0 1B1 0B0 0B1"))),
+      "0UNSHARD 1UNSHARD 0F0 0F1 1F0 1F1 1B0 1B1 1RESHARD 0B0 0B1 "
+      "0RESHARD");
+}
+
+TEST(PipelineLowering, PyTorchReduceGradCases) {
+  auto withoutBubbles = [](llvm::StringRef text) {
+    std::vector<Action> actions;
+    for (const std::optional<Action> &a : parseOrder(text))
+      if (a)
+        actions.push_back(*a);
+    return actions;
+  };
+  EXPECT_EQ(join(addReduceGrad(withoutBubbles("0F0 0F1 _ 0B0 0B1"), 2)),
+            "0F0 0F1 0B0 0B1 0REDUCE_GRAD");
+  EXPECT_EQ(
+      join(addReduceGrad(withoutBubbles("0F0 0F1 1F0 1F1 1B0 1B1 0B0 0B1"), 2)),
+      "0F0 0F1 1F0 1F1 1B0 1B1 1REDUCE_GRAD 0B0 0B1 0REDUCE_GRAD");
+}
+
 TEST(PipelineLowering, SendRecvRefusesDeadlock) {
   using K = ActionKind;
   ScheduleSpec spec{ScheduleKind::GPipe, 2, 1, 1};
@@ -206,6 +291,32 @@ TEST(PipelineLowering, SendRecvRefusesDeadlock) {
             std::string::npos);
   EXPECT_NE(message.find("rank 0 at 0B0, rank 1 at 1F0"), std::string::npos)
       << message;
+}
+
+TEST(PipelineLowering, SendRecvRefusesBadGeometry) {
+  using K = ActionKind;
+  ScheduleSpec spec{ScheduleKind::GPipe, 2, 1, 1};
+  RankActions oneRank = {{Action{0, K::Forward, 0}}};
+  llvm::Expected<RankActions> lowered = addSendRecv(spec, oneRank);
+  ASSERT_FALSE(static_cast<bool>(lowered));
+  EXPECT_NE(llvm::toString(lowered.takeError())
+                .find("1 ranks' actions, expected pp=2"),
+            std::string::npos);
+
+  RankActions farStage = {{Action{0, K::Forward, 0}},
+                          {Action{5, K::Forward, 0}}};
+  lowered = addSendRecv(spec, farStage);
+  ASSERT_FALSE(static_cast<bool>(lowered));
+  EXPECT_NE(llvm::toString(lowered.takeError())
+                .find("rank 1 runs 5F0, but stage 5 is not one of the 2 "
+                      "stages"),
+            std::string::npos);
+
+  spec.pp = 0;
+  lowered = addSendRecv(spec, {});
+  ASSERT_FALSE(static_cast<bool>(lowered));
+  EXPECT_NE(llvm::toString(lowered.takeError()).find("pp=0"),
+            std::string::npos);
 }
 
 } // namespace

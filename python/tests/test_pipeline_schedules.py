@@ -8,7 +8,9 @@ For every schedule, pp in {2, 4} and 4 or 8 microbatches, `loom-pp-schedule
 --json` must print exactly PyTorch's compute order (bubbles as null), and
 `--lowered --json` exactly what PyTorch's lowering passes make of it
 (`_add_unshard_reshard`, `_add_reduce_grad`, `_add_send_recv`, the steps of
-`_PipelineScheduleRuntime._prepare_schedule_with_comms`).
+`_PipelineScheduleRuntime._prepare_schedule_with_comms`). The cases of
+PyTorch's `TestSchedulePlan` (up to 4 stages per rank, pp up to 8) are
+compared the same way.
 
 The tool must be built: a missing tool fails these tests, it never skips them.
 """
@@ -35,7 +37,9 @@ SCHEDULES = {
     "LoopedBFS": (schedules.ScheduleLoopedBFS, 2),
     "InterleavedZeroBubble": (schedules.ScheduleInterleavedZeroBubble, 2),
     "ZBVZeroBubble": (schedules.ScheduleZBVZeroBubble, 2),
+    "DualPipeV": (schedules.ScheduleDualPipeV, 2),
 }
+V_SCHEDULES = ("ZBVZeroBubble", "DualPipeV")
 GRID = [
     (name, pp, mb)
     for name in SCHEDULES
@@ -82,7 +86,7 @@ def torch_schedule(name: str, pp: int, microbatches: int, per_rank: int):
             raise ValueError("single-stage schedules hold one stage per rank")
         return cls(StandInStage(0, pp, pp, 0), microbatches, loss_fn=_loss)
     # Rank 0's stages; only their number matters to the order.
-    if name == "ZBVZeroBubble" and per_rank == 2:
+    if name in V_SCHEDULES and per_rank == 2:
         stage_indices = [0, num_stages - 1]
     else:
         stage_indices = [pp * i for i in range(per_rank)]
@@ -169,6 +173,7 @@ def add_reduce_grad(actions, microbatches: int):
         return schedules._add_reduce_grad(actions, microbatches)
     # The rule of newer PyTorch's `_add_reduce_grad` (its test_schedule.py
     # `test_reduce_grad`): REDUCE_GRAD(s) right after the n-th B or W of s.
+    # An OVERLAP_F_B counts through its sub-actions.
     kind = _ReduceGradType()
     counts: dict[int, int] = {}
     result = []
@@ -176,10 +181,12 @@ def add_reduce_grad(actions, microbatches: int):
         if action is None:
             continue
         result.append(action)
-        if action.computation_type in (schedules.B, schedules.W):
-            counts[action.stage_index] = counts.get(action.stage_index, 0) + 1
-            if counts[action.stage_index] == microbatches:
-                result.append(schedules._Action(action.stage_index, kind,
+        for leaf in action.sub_actions or (action,):
+            if leaf.computation_type not in (schedules.B, schedules.W):
+                continue
+            counts[leaf.stage_index] = counts.get(leaf.stage_index, 0) + 1
+            if counts[leaf.stage_index] == microbatches:
+                result.append(schedules._Action(leaf.stage_index, kind,
                                                 None))
     return result
 
@@ -207,9 +214,18 @@ def add_unshard_reshard(actions):
                      for stage in sorted(active)]
 
 
+def split_overlaps(actions):
+    """DualPipeV's OVERLAP_F_B as its forward then its backward. Loom runs the
+    two one after the other, as PyTorch 2.9's `_add_send_recv` does when it
+    meets one (newer releases keep the pair as one entry and add the
+    transfers of both halves after it)."""
+    return [leaf for action in actions
+            for leaf in (action.sub_actions or (action,))]
+
+
 def torch_lowered(order, mapping, microbatches: int, num_stages: int):
-    per_rank = {rank: add_reduce_grad(add_unshard_reshard(actions),
-                                      microbatches)
+    per_rank = {rank: split_overlaps(add_reduce_grad(
+                    add_unshard_reshard(actions), microbatches))
                 for rank, actions in order.items()}
     lowered = schedules._add_send_recv(per_rank,
                                        stage_to_rank=lambda s: mapping[s],
@@ -217,10 +233,26 @@ def torch_lowered(order, mapping, microbatches: int, num_stages: int):
     return as_strings(lowered)
 
 
+def schedule_or_both_refuse(name, pp, microbatches, per_rank):
+    """PyTorch's schedule, or None once both PyTorch and Loom have refused
+    the combination (DualPipeV on pp=4 with 4 microbatches, say)."""
+    try:
+        return torch_schedule(name, pp, microbatches, per_rank)
+    except ValueError:
+        for extra in ([], ["--lowered"]):
+            result = run_tool(f"--schedule={name}", f"--pp={pp}",
+                              f"--microbatches={microbatches}",
+                              f"--stages-per-rank={per_rank}", *extra)
+            assert result.returncode == 1 and "error:" in result.stderr
+        return None
+
+
 @pytest.mark.parametrize("name,pp,microbatches", GRID)
 def test_compute_order_matches_pytorch(name, pp, microbatches):
     per_rank = SCHEDULES[name][1]
-    sched = torch_schedule(name, pp, microbatches, per_rank)
+    sched = schedule_or_both_refuse(name, pp, microbatches, per_rank)
+    if sched is None:
+        return
     order, _ = torch_compute_order(name, sched, pp, microbatches)
     assert loom(name, pp, microbatches, per_rank) == as_strings(order)
 
@@ -228,7 +260,9 @@ def test_compute_order_matches_pytorch(name, pp, microbatches):
 @pytest.mark.parametrize("name,pp,microbatches", GRID)
 def test_lowered_schedule_matches_pytorch(name, pp, microbatches):
     per_rank = SCHEDULES[name][1]
-    sched = torch_schedule(name, pp, microbatches, per_rank)
+    sched = schedule_or_both_refuse(name, pp, microbatches, per_rank)
+    if sched is None:
+        return
     order, mapping = torch_compute_order(name, sched, pp, microbatches)
     expected = torch_lowered(order, mapping, microbatches, sched._num_stages)
     assert loom(name, pp, microbatches, per_rank, lowered=True) == expected
@@ -266,6 +300,10 @@ PYTORCH_REFUSES = [
      "rank, got 1"),
     ("ZBVZeroBubble", 4, 8, 3, "ZBVZeroBubble needs exactly 2 stages per "
      "rank, got 3"),
+    ("DualPipeV", 2, 3, 2, "DualPipeV needs at least as many microbatches as "
+     "stages (4), got 3"),
+    ("DualPipeV", 2, 8, 1, "DualPipeV needs exactly 2 stages per rank, got "
+     "1"),
 ]
 
 
@@ -293,3 +331,28 @@ def test_multi_stage_schedules_need_two_stages_per_rank(name):
                       "--stages-per-rank=1")
     assert result.returncode == 1
     assert f"{name} needs at least 2 stages per rank, got 1" in result.stderr
+
+
+# (stages per rank, microbatches, pp) of PyTorch's test_schedule.py
+# `TestSchedulePlan` (its cases with pp <= 8): odd stage counts, microbatches
+# that do not divide by pp, more stages than microbatches.
+SCHEDULE_PLAN_CASES = [
+    (2, 2, 2), (2, 4, 4), (2, 8, 2), (2, 8, 4), (2, 8, 8), (4, 4, 4),
+    (4, 8, 4), (4, 8, 8), (4, 16, 4), (4, 32, 4), (4, 64, 4), (3, 2, 2),
+    (3, 8, 2), (3, 12, 4), (4, 6, 3), (4, 10, 5), (2, 3, 4), (2, 10, 4),
+    (2, 15, 4),
+]
+
+
+@pytest.mark.parametrize("name", ["Interleaved1F1B", "LoopedBFS",
+                                  "InterleavedZeroBubble", "ZBVZeroBubble",
+                                  "DualPipeV"])
+@pytest.mark.parametrize("per_rank,microbatches,pp", SCHEDULE_PLAN_CASES)
+def test_pytorch_schedule_plan_cases(name, per_rank, microbatches, pp):
+    sched = schedule_or_both_refuse(name, pp, microbatches, per_rank)
+    if sched is None:
+        return
+    order, mapping = torch_compute_order(name, sched, pp, microbatches)
+    assert loom(name, pp, microbatches, per_rank) == as_strings(order)
+    expected = torch_lowered(order, mapping, microbatches, sched._num_stages)
+    assert loom(name, pp, microbatches, per_rank, lowered=True) == expected

@@ -13,20 +13,23 @@ using namespace loom::pipeline;
 
 static cl::opt<ScheduleKind> scheduleKind(
     "schedule", cl::Required, cl::desc("The schedule, by PyTorch's name"),
-    cl::values(
-        clEnumValN(ScheduleKind::GPipe, "GPipe",
-                   "all forwards, then all "
-                   "backwards"),
-        clEnumValN(ScheduleKind::OneFOneB, "1F1B",
-                   "one forward, one backward in the steady state"),
-        clEnumValN(ScheduleKind::Interleaved1F1B, "Interleaved1F1B",
-                   "1F1B over several stages per rank, depth first"),
-        clEnumValN(ScheduleKind::LoopedBFS, "LoopedBFS",
-                   "several stages per rank, breadth first"),
-        clEnumValN(ScheduleKind::InterleavedZeroBubble, "InterleavedZeroBubble",
-                   "interleaved, backward split into I and W (ZB1P)"),
-        clEnumValN(ScheduleKind::ZBVZeroBubble, "ZBVZeroBubble",
-                   "zero bubble over two stages per rank placed in a V")));
+    cl::values(clEnumValN(ScheduleKind::GPipe, "GPipe",
+                          "all forwards, then all "
+                          "backwards"),
+               clEnumValN(ScheduleKind::OneFOneB, "1F1B",
+                          "one forward, one backward in the steady state"),
+               clEnumValN(ScheduleKind::Interleaved1F1B, "Interleaved1F1B",
+                          "1F1B over several stages per rank, depth first"),
+               clEnumValN(ScheduleKind::LoopedBFS, "LoopedBFS",
+                          "several stages per rank, breadth first"),
+               clEnumValN(ScheduleKind::InterleavedZeroBubble,
+                          "InterleavedZeroBubble",
+                          "interleaved, backward split into I and W (ZB1P)"),
+               clEnumValN(ScheduleKind::ZBVZeroBubble, "ZBVZeroBubble",
+                          "zero bubble over two stages per rank placed in a V"),
+               clEnumValN(ScheduleKind::DualPipeV, "DualPipeV",
+                          "DeepSeek's DualPipe in a V: overlapped forward and "
+                          "backward")));
 static cl::opt<int64_t> pp("pp", cl::Required,
                            cl::desc("Ranks in the pipeline group"));
 static cl::opt<int64_t> microbatches("microbatches", cl::Required,
@@ -54,9 +57,9 @@ static void printRanks(const std::vector<List> &ranks, Print entryText) {
   if (asJson) {
     json::OStream out(outs());
     out.object([&] {
-      for (auto [rank, list] : llvm::enumerate(ranks))
+      for (size_t rank = 0; rank < ranks.size(); ++rank)
         out.attributeArray(std::to_string(rank), [&] {
-          for (const auto &entry : list) {
+          for (const auto &entry : ranks[rank]) {
             std::optional<std::string> text = entryText(entry);
             if (text)
               out.value(*text);

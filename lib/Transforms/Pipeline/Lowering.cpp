@@ -36,11 +36,15 @@ std::vector<Action> addUnshardReshard(ArrayRef<std::optional<Action>> rankOrder,
   auto upcomingStages = [&](size_t from) {
     std::vector<int64_t> stages;
     for (const std::optional<Action> &a : rankOrder.drop_front(from)) {
-      if (!a || llvm::is_contained(stages, a->stage))
+      if (!a)
         continue;
-      stages.push_back(a->stage);
-      if (static_cast<int64_t>(stages.size()) == maxActiveStages)
-        break;
+      for (const Action &leaf : a->leaves()) {
+        if (llvm::is_contained(stages, leaf.stage))
+          continue;
+        stages.push_back(leaf.stage);
+        if (static_cast<int64_t>(stages.size()) == maxActiveStages)
+          return stages;
+      }
     }
     return stages;
   };
@@ -85,12 +89,15 @@ std::vector<Action> addReduceGrad(ArrayRef<Action> rankActions,
   std::vector<Action> result;
   for (const Action &a : rankActions) {
     result.push_back(a);
-    // B and W produce weight gradients; I only the input gradient.
-    if (a.kind != ActionKind::FullBackward &&
-        a.kind != ActionKind::BackwardWeight)
-      continue;
-    if (++gradients[a.stage] == microbatches)
-      result.push_back(Action{a.stage, ActionKind::ReduceGrad, std::nullopt});
+    for (const Action &leaf : a.leaves()) {
+      // B and W produce weight gradients; I only the input gradient.
+      if (leaf.kind != ActionKind::FullBackward &&
+          leaf.kind != ActionKind::BackwardWeight)
+        continue;
+      if (++gradients[leaf.stage] == microbatches)
+        result.push_back(
+            Action{leaf.stage, ActionKind::ReduceGrad, std::nullopt});
+    }
   }
   return result;
 }
@@ -108,7 +115,30 @@ RankActions addReduceGrad(const RankActions &actions, int64_t microbatches) {
 
 Expected<RankActions> addSendRecv(const ScheduleSpec &spec,
                                   const RankActions &actions) {
+  // Only the geometry matters here (the microbatch rules of verifySpec do
+  // not): the stage-to-rank arithmetic below divides by pp.
+  if (spec.pp < 1 || spec.stagesPerRank < 1)
+    return createStringError(
+        inconvertibleErrorCode(),
+        formatv("{0}: sends and receives need pp >= 1 and stages per rank "
+                ">= 1, got pp={1} and {2}",
+                stringifyScheduleKind(spec.kind), spec.pp, spec.stagesPerRank));
+  if (static_cast<int64_t>(actions.size()) != spec.pp)
+    return createStringError(inconvertibleErrorCode(),
+                             formatv("{0}: {1} ranks' actions, expected pp={2}",
+                                     stringifyScheduleKind(spec.kind),
+                                     actions.size(), spec.pp));
   int64_t lastStage = numStages(spec) - 1;
+  for (auto [rank, rankActions] : llvm::enumerate(actions))
+    for (const Action &entry : rankActions)
+      for (const Action &a : entry.leaves())
+        if (a.stage < 0 || a.stage > lastStage)
+          return createStringError(
+              inconvertibleErrorCode(),
+              formatv("{0}: rank {1} runs {2}, but stage {3} is not one of the "
+                      "{4} stages",
+                      stringifyScheduleKind(spec.kind), rank, a.str(), a.stage,
+                      lastStage + 1));
   auto rankOf = [&](int64_t stage) { return stageToRank(spec, stage); };
 
   // The transfer an action's result needs, if its consumer stage lives on
@@ -155,9 +185,14 @@ Expected<RankActions> addSendRecv(const ScheduleSpec &spec,
     return true;
   };
 
-  std::vector<std::deque<Action>> pending;
-  for (const auto &rankActions : actions)
-    pending.emplace_back(rankActions.begin(), rankActions.end());
+  // An overlapped forward and backward run one after the other here: a rank
+  // executes one action at a time, and the split lets each half wait for
+  // its own input.
+  std::vector<std::deque<Action>> pending(actions.size());
+  for (auto [rank, rankActions] : llvm::enumerate(actions))
+    for (const Action &a : rankActions)
+      for (const Action &leaf : a.leaves())
+        pending[rank].push_back(leaf);
   RankActions result(actions.size());
   auto append = [&](size_t rank, const Action &a) {
     result[rank].push_back(a);
@@ -175,14 +210,7 @@ Expected<RankActions> addSendRecv(const ScheduleSpec &spec,
       append(rank, head);
       if (auto comms = transfer(head)) {
         append(rank, comms->first);
-        int64_t receiver = rankOf(comms->second.stage);
-        if (receiver < 0 || receiver >= static_cast<int64_t>(result.size()))
-          return createStringError(
-              inconvertibleErrorCode(),
-              formatv("{0} sends to stage {1}, which is on no rank of the "
-                      "schedule",
-                      head.str(), comms->second.stage));
-        append(receiver, comms->second);
+        append(rankOf(comms->second.stage), comms->second);
       }
       pending[rank].pop_front();
       progress = true;

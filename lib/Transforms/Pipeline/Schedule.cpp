@@ -1,4 +1,4 @@
-//===- Schedule.cpp - Actions and the compute orders of the six schedules -===//
+//===- Schedule.cpp - The compute orders of the pipeline schedules -------===//
 //
 // Each schedule reproduces the per-rank order (bubbles included) that
 // PyTorch's schedule class stores in `pipeline_order`, so a rank's list can
@@ -10,12 +10,11 @@
 #include "loom/Transforms/Pipeline/Schedule.h"
 
 #include "llvm/ADT/DenseMap.h"
-#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
-#include <array>
+#include <deque>
 #include <set>
 #include <tuple>
 
@@ -29,180 +28,8 @@ static Error makeError(const Twine &message) {
 }
 
 //===----------------------------------------------------------------------===//
-// Actions
+// What each schedule accepts
 //===----------------------------------------------------------------------===//
-
-static constexpr ActionKind kAllKinds[] = {
-    ActionKind::Forward,       ActionKind::FullBackward,
-    ActionKind::BackwardInput, ActionKind::BackwardWeight,
-    ActionKind::Unshard,       ActionKind::Reshard,
-    ActionKind::SendF,         ActionKind::RecvF,
-    ActionKind::SendB,         ActionKind::RecvB,
-    ActionKind::ReduceGrad};
-
-StringRef stringifyActionKind(ActionKind kind) {
-  switch (kind) {
-  case ActionKind::Forward:
-    return "F";
-  case ActionKind::FullBackward:
-    return "B";
-  case ActionKind::BackwardInput:
-    return "I";
-  case ActionKind::BackwardWeight:
-    return "W";
-  case ActionKind::Unshard:
-    return "UNSHARD";
-  case ActionKind::Reshard:
-    return "RESHARD";
-  case ActionKind::SendF:
-    return "SEND_F";
-  case ActionKind::RecvF:
-    return "RECV_F";
-  case ActionKind::SendB:
-    return "SEND_B";
-  case ActionKind::RecvB:
-    return "RECV_B";
-  case ActionKind::ReduceGrad:
-    return "REDUCE_GRAD";
-  }
-  llvm_unreachable("unknown action kind");
-}
-
-// Whole-stage kinds carry no microbatch; every other kind needs one.
-static bool hasMicrobatch(ActionKind kind) {
-  return kind != ActionKind::Unshard && kind != ActionKind::Reshard &&
-         kind != ActionKind::ReduceGrad;
-}
-
-std::string Action::str() const {
-  std::string text = std::to_string(stage) + stringifyActionKind(kind).str();
-  if (microbatch)
-    text += std::to_string(*microbatch);
-  return text;
-}
-
-Expected<Action> Action::parse(StringRef text) {
-  StringRef rest = text.trim();
-  auto fail = [&](const Twine &why) {
-    return makeError("invalid action '" + text + "': " + why +
-                     " (expected <stage><kind>[<microbatch>], e.g. 2F0, "
-                     "1UNSHARD, 3SEND_F1)");
-  };
-  size_t digits = rest.find_first_not_of("0123456789");
-  if (digits == 0 || rest.empty())
-    return fail("it does not start with a stage index");
-  Action action;
-  if (rest.take_front(digits).getAsInteger(10, action.stage))
-    return fail("the stage index is out of range");
-  rest = rest.drop_front(digits);
-  // The longest kind name that prefixes the rest: "RESHARD" and
-  // "REDUCE_GRAD" share "RE", "SEND_F" is not "SEND_B".
-  std::optional<ActionKind> kind;
-  size_t kindLength = 0;
-  for (ActionKind candidate : kAllKinds) {
-    StringRef name = stringifyActionKind(candidate);
-    if (rest.starts_with(name) && name.size() > kindLength) {
-      kind = candidate;
-      kindLength = name.size();
-    }
-  }
-  if (!kind)
-    return fail("unknown kind '" + rest + "'");
-  action.kind = *kind;
-  rest = rest.drop_front(kindLength);
-  if (!rest.empty()) {
-    int64_t microbatch;
-    if (rest.getAsInteger(10, microbatch) || microbatch < 0)
-      return fail("'" + rest + "' is not a microbatch index");
-    action.microbatch = microbatch;
-  }
-  if (hasMicrobatch(action.kind) && !action.microbatch)
-    return fail(stringifyActionKind(action.kind) + " needs a microbatch");
-  if (!hasMicrobatch(action.kind) && action.microbatch)
-    return fail(stringifyActionKind(action.kind) +
-                " acts on the whole stage and takes no microbatch");
-  return action;
-}
-
-bool Action::isCompute() const {
-  return kind == ActionKind::Forward || kind == ActionKind::FullBackward ||
-         kind == ActionKind::BackwardInput ||
-         kind == ActionKind::BackwardWeight;
-}
-
-bool Action::operator==(const Action &other) const {
-  return stage == other.stage && kind == other.kind &&
-         microbatch == other.microbatch;
-}
-
-//===----------------------------------------------------------------------===//
-// Schedule kinds and stage placement
-//===----------------------------------------------------------------------===//
-
-static constexpr ScheduleKind kAllSchedules[] = {
-    ScheduleKind::GPipe,
-    ScheduleKind::OneFOneB,
-    ScheduleKind::Interleaved1F1B,
-    ScheduleKind::LoopedBFS,
-    ScheduleKind::InterleavedZeroBubble,
-    ScheduleKind::ZBVZeroBubble};
-
-StringRef stringifyScheduleKind(ScheduleKind kind) {
-  switch (kind) {
-  case ScheduleKind::GPipe:
-    return "GPipe";
-  case ScheduleKind::OneFOneB:
-    return "1F1B";
-  case ScheduleKind::Interleaved1F1B:
-    return "Interleaved1F1B";
-  case ScheduleKind::LoopedBFS:
-    return "LoopedBFS";
-  case ScheduleKind::InterleavedZeroBubble:
-    return "InterleavedZeroBubble";
-  case ScheduleKind::ZBVZeroBubble:
-    return "ZBVZeroBubble";
-  }
-  llvm_unreachable("unknown schedule kind");
-}
-
-Expected<ScheduleKind> parseScheduleKind(StringRef name) {
-  for (ScheduleKind kind : kAllSchedules)
-    if (stringifyScheduleKind(kind) == name)
-      return kind;
-  return makeError("unknown pipeline schedule '" + name +
-                   "' (expected GPipe, 1F1B, Interleaved1F1B, LoopedBFS, "
-                   "InterleavedZeroBubble or ZBVZeroBubble)");
-}
-
-StageLayout layoutOf(ScheduleKind kind) {
-  return kind == ScheduleKind::ZBVZeroBubble ? StageLayout::V
-                                             : StageLayout::Loop;
-}
-
-bool isSingleStage(ScheduleKind kind) {
-  return kind == ScheduleKind::GPipe || kind == ScheduleKind::OneFOneB;
-}
-
-int64_t numStages(const ScheduleSpec &spec) {
-  return spec.pp * spec.stagesPerRank;
-}
-
-int64_t stageToRank(const ScheduleSpec &spec, int64_t stage) {
-  int64_t position = stage % spec.pp;
-  if (layoutOf(spec.kind) == StageLayout::Loop)
-    return position;
-  // V: even rounds of pp stages go down the ranks, odd rounds come back up.
-  bool goingUp = (stage / spec.pp) % 2 == 1;
-  return goingUp ? spec.pp - 1 - position : position;
-}
-
-std::vector<int64_t> rankStages(const ScheduleSpec &spec, int64_t rank) {
-  std::vector<int64_t> stages;
-  for (int64_t stage = 0, e = numStages(spec); stage < e; ++stage)
-    if (stageToRank(spec, stage) == rank)
-      stages.push_back(stage);
-  return stages;
-}
 
 // PyTorch's interleaved schedules split the microbatches into rounds of
 // about pp each; every round must hold the same number.
@@ -229,10 +56,16 @@ Error verifySpec(const ScheduleSpec &spec) {
                   name, numStages(spec), spec.microbatches));
     return Error::success();
   }
-  if (spec.kind == ScheduleKind::ZBVZeroBubble) {
+  if (layoutOf(spec.kind) == StageLayout::V) {
     if (spec.stagesPerRank != 2)
       return makeError(formatv("{0} needs exactly 2 stages per rank, got {1}",
                                name, spec.stagesPerRank));
+    if (spec.kind == ScheduleKind::DualPipeV &&
+        spec.microbatches < numStages(spec))
+      return makeError(
+          formatv("{0} needs at least as many microbatches as stages ({1}), "
+                  "got {2}",
+                  name, numStages(spec), spec.microbatches));
     return Error::success();
   }
   // With one stage per rank a multi-stage schedule is 1F1B or GPipe under
@@ -501,6 +334,93 @@ static RankOrder zbv(const ScheduleSpec &spec, int64_t rank) {
   return order;
 }
 
+// DualPipeV (DeepSeek's DualPipe folded into a V, as PyTorch builds it):
+// rank r holds stage r (chunk 0) and 2*pp-1-r (chunk 1) and runs eight
+// phases. In the middle, a forward of one chunk and a backward of the other
+// are issued together as an OVERLAP_F_B; zero-bubble I/W splits fill the
+// edges, each W taking the oldest I still without one. A full backward
+// counts as both the I and the W of its microbatch. No bubbles.
+static RankOrder dualPipeV(const ScheduleSpec &spec, int64_t rank) {
+  int64_t pp = spec.pp;
+  int64_t chunk0 = rank, chunk1 = numStages(spec) - 1 - rank;
+  // Next microbatch per (stage, F) and per (stage, I): a B takes the I
+  // count.
+  DenseMap<int64_t, int64_t> nextForward, nextBackward;
+  std::deque<std::pair<int64_t, int64_t>> pendingWeights;
+  RankOrder order;
+
+  auto single = [&](int64_t stage, ActionKind kind) {
+    int64_t mb = kind == ActionKind::Forward ? nextForward[stage]++
+                                             : nextBackward[stage]++;
+    if (kind == ActionKind::BackwardInput)
+      pendingWeights.emplace_back(stage, mb);
+    return make(stage, kind, mb);
+  };
+  auto add = [&](int64_t stage, ActionKind kind) {
+    order.push_back(single(stage, kind));
+  };
+  auto overlap = [&](int64_t forwardStage, int64_t backwardStage) {
+    Action both{-1, ActionKind::OverlapFB, std::nullopt};
+    both.subActions.push_back(single(forwardStage, ActionKind::Forward));
+    both.subActions.push_back(single(backwardStage, ActionKind::FullBackward));
+    order.push_back(std::move(both));
+  };
+  auto weightIfPending = [&] {
+    if (pendingWeights.empty())
+      return;
+    auto [stage, mb] = pendingWeights.front();
+    pendingWeights.pop_front();
+    order.push_back(make(stage, ActionKind::BackwardWeight, mb));
+  };
+
+  for (int64_t i = 0; i < 2 * (pp - rank - 1); ++i)
+    add(chunk0, ActionKind::Forward);
+  for (int64_t i = 0; i < rank + 1; ++i) {
+    add(chunk0, ActionKind::Forward);
+    add(chunk1, ActionKind::Forward);
+  }
+  for (int64_t i = 0; i < pp - rank - 1; ++i) {
+    add(chunk1, ActionKind::BackwardInput);
+    weightIfPending();
+    add(chunk1, ActionKind::Forward);
+  }
+  for (int64_t i = 0; i < spec.microbatches - 2 * pp + rank + 1; ++i) {
+    // The last rank runs its first pair apart, which shortens the bubble.
+    if (i == 0 && rank == pp - 1) {
+      add(chunk0, ActionKind::Forward);
+      add(chunk1, ActionKind::FullBackward);
+    } else {
+      overlap(chunk0, chunk1);
+    }
+    overlap(chunk1, chunk0);
+  }
+  for (int64_t i = 0; i < pp - rank - 1; ++i) {
+    add(chunk1, ActionKind::FullBackward);
+    overlap(chunk1, chunk0);
+  }
+  // The second half of these backwards is split into I and W; odd ranks
+  // switch one backward earlier than even ones.
+  bool split = false;
+  auto backwardKind = [&] {
+    return split ? ActionKind::BackwardInput : ActionKind::FullBackward;
+  };
+  for (int64_t i = 0; i < rank + 1; ++i) {
+    if (i == (rank + 1) / 2 && rank % 2 == 1)
+      split = true;
+    add(chunk1, backwardKind());
+    if (i == (rank + 1) / 2 && rank % 2 == 0)
+      split = true;
+    add(chunk0, backwardKind());
+  }
+  for (int64_t i = 0; i < pp - rank - 1; ++i) {
+    weightIfPending();
+    add(chunk0, backwardKind());
+  }
+  for (int64_t i = 0; i < rank + 1; ++i)
+    weightIfPending();
+  return order;
+}
+
 Expected<RankComputeOrder> buildComputeSchedule(const ScheduleSpec &spec) {
   if (Error error = verifySpec(spec))
     return std::move(error);
@@ -525,6 +445,9 @@ Expected<RankComputeOrder> buildComputeSchedule(const ScheduleSpec &spec) {
     case ScheduleKind::ZBVZeroBubble:
       order.push_back(zbv(spec, rank));
       break;
+    case ScheduleKind::DualPipeV:
+      order.push_back(dualPipeV(spec, rank));
+      break;
     }
   }
   if (spec.kind == ScheduleKind::InterleavedZeroBubble) {
@@ -536,94 +459,6 @@ Expected<RankComputeOrder> buildComputeSchedule(const ScheduleSpec &spec) {
   if (Error error = validateComputeSchedule(spec, order))
     return std::move(error);
   return order;
-}
-
-//===----------------------------------------------------------------------===//
-// Validation
-//===----------------------------------------------------------------------===//
-
-Error validateComputeSchedule(const ScheduleSpec &spec,
-                              const RankComputeOrder &order) {
-  StringRef name = stringifyScheduleKind(spec.kind);
-  if (static_cast<int64_t>(order.size()) != spec.pp)
-    return makeError(formatv("{0}: the schedule has {1} ranks, expected pp={2}",
-                             name, order.size(), spec.pp));
-  int64_t stages = numStages(spec);
-  // Per stage, the microbatches that have run F, B, I and W.
-  std::vector<std::array<DenseSet<int64_t>, 4>> done(stages);
-  enum { kF, kB, kI, kW };
-
-  for (int64_t rank = 0; rank < spec.pp; ++rank) {
-    for (auto [step, entry] : llvm::enumerate(order[rank])) {
-      if (!entry)
-        continue;
-      const Action &a = *entry;
-      auto fail = [&](const Twine &why) {
-        return makeError(formatv("{0}: rank {1}, step {2} ({3}): ", name, rank,
-                                 step, a.str()) +
-                         why);
-      };
-      if (!a.isCompute())
-        return fail("a compute schedule holds only F, B, I and W actions");
-      if (a.stage < 0 || a.stage >= stages)
-        return fail(
-            formatv("stage {0} is not one of the {1} stages", a.stage, stages));
-      if (stageToRank(spec, a.stage) != rank)
-        return fail(formatv("stage {0} belongs to rank {1}", a.stage,
-                            stageToRank(spec, a.stage)));
-      int64_t mb = a.microbatch.value_or(-1);
-      if (mb < 0 || mb >= spec.microbatches)
-        return fail(formatv("microbatch {0} is not one of the {1}", mb,
-                            spec.microbatches));
-      auto &stageDone = done[a.stage];
-      auto record = [&](int kindIndex) -> Error {
-        if (!stageDone[kindIndex].insert(mb).second)
-          return fail("runs a second time");
-        return Error::success();
-      };
-      switch (a.kind) {
-      case ActionKind::Forward:
-        if (Error e = record(kF))
-          return e;
-        break;
-      case ActionKind::FullBackward:
-      case ActionKind::BackwardInput:
-        if (!stageDone[kF].count(mb))
-          return fail("a backward runs before the forward of its microbatch");
-        if (stageDone[kB].count(mb) || stageDone[kI].count(mb))
-          return fail("the microbatch already had its backward");
-        if (Error e = record(a.kind == ActionKind::FullBackward ? kB : kI))
-          return e;
-        break;
-      case ActionKind::BackwardWeight:
-        if (!stageDone[kI].count(mb))
-          return fail("W runs before the I of its microbatch");
-        if (Error e = record(kW))
-          return e;
-        break;
-      default:
-        llvm_unreachable("compute kinds only");
-      }
-    }
-  }
-  for (int64_t stage = 0; stage < stages; ++stage) {
-    auto &stageDone = done[stage];
-    int64_t f = stageDone[kF].size(), b = stageDone[kB].size(),
-            i = stageDone[kI].size(), w = stageDone[kW].size();
-    if (f != spec.microbatches)
-      return makeError(formatv("{0}: stage {1} runs F for {2} microbatches, "
-                               "expected {3}",
-                               name, stage, f, spec.microbatches));
-    if (i != w)
-      return makeError(formatv("{0}: stage {1} runs I for {2} microbatches "
-                               "but W for {3}",
-                               name, stage, i, w));
-    if (b + i != spec.microbatches)
-      return makeError(formatv("{0}: stage {1} runs the backward for {2} "
-                               "microbatches, expected {3}",
-                               name, stage, b + i, spec.microbatches));
-  }
-  return Error::success();
 }
 
 } // namespace pipeline

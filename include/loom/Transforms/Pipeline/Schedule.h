@@ -2,7 +2,7 @@
 //
 // The schedule IR of PyTorch's `torch.distributed.pipelining`, rebuilt as
 // plain data: the actions (`2F0`, `1UNSHARD`, `3SEND_F1`, ...), the
-// compute-only orders of its six schedules with their bubbles, the stage to
+// compute-only orders of its seven schedules with their bubbles, the stage to
 // rank mappings, and the three lowering steps that turn a compute order into
 // what each rank executes (UNSHARD/RESHARD, REDUCE_GRAD, sends and
 // receives). Everything here is pure arithmetic over integers so that the
@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace loom {
@@ -28,7 +29,9 @@ namespace pipeline {
 
 /// What one action does. The compute kinds are a stage's forward (F), its
 /// full backward (B), or the backward split in two for zero-bubble schedules:
-/// the input gradient (I) and the weight gradient (W).
+/// the input gradient (I) and the weight gradient (W). OverlapFB (DualPipeV
+/// only) is a forward and a backward meant to overlap, held as two
+/// sub-actions.
 enum class ActionKind {
   Forward,
   FullBackward,
@@ -40,29 +43,44 @@ enum class ActionKind {
   RecvF,
   SendB,
   RecvB,
-  ReduceGrad
+  ReduceGrad,
+  OverlapFB
 };
 
 /// The name PyTorch prints for a kind: "F", "B", "I", "W", "UNSHARD",
-/// "RESHARD", "SEND_F", "RECV_F", "SEND_B", "RECV_B", "REDUCE_GRAD".
+/// "RESHARD", "SEND_F", "RECV_F", "SEND_B", "RECV_B", "REDUCE_GRAD",
+/// "OVERLAP_F_B".
 llvm::StringRef stringifyActionKind(ActionKind kind);
 
 /// One entry of a rank's list: `kind` on `stage`, for `microbatch` when the
 /// kind is per microbatch (compute and transfers; UNSHARD, RESHARD and
-/// REDUCE_GRAD act on the whole stage and have none).
+/// REDUCE_GRAD act on the whole stage and have none). An OverlapFB holds its
+/// forward and backward in `subActions`, with stage -1 and no microbatch, as
+/// PyTorch does.
 struct Action {
   int64_t stage = 0;
   ActionKind kind = ActionKind::Forward;
   std::optional<int64_t> microbatch;
+  std::vector<Action> subActions;
+
+  Action() = default;
+  Action(int64_t stage, ActionKind kind,
+         std::optional<int64_t> microbatch = std::nullopt,
+         std::vector<Action> subActions = {})
+      : stage(stage), kind(kind), microbatch(microbatch),
+        subActions(std::move(subActions)) {}
 
   /// PyTorch's `_Action.__repr__`: stage, kind, microbatch, e.g. "2F0",
-  /// "1UNSHARD", "3SEND_F1", "0REDUCE_GRAD".
+  /// "1UNSHARD", "3SEND_F1", "0REDUCE_GRAD"; "(0F3;3B1)OVERLAP_F_B".
   std::string str() const;
   /// The inverse of str(). The whole string must be one action; a compute or
   /// transfer kind needs a microbatch and the others must not have one.
   static llvm::Expected<Action> parse(llvm::StringRef text);
-  /// F, B, I or W.
+  /// F, B, I, W or OVERLAP_F_B.
   bool isCompute() const;
+  /// The actions this one runs: its sub-actions for an OverlapFB, else
+  /// itself.
+  llvm::ArrayRef<Action> leaves() const;
   bool operator==(const Action &other) const;
   bool operator!=(const Action &other) const { return !(*this == other); }
 };
@@ -73,11 +91,13 @@ enum class ScheduleKind {
   Interleaved1F1B,
   LoopedBFS,
   InterleavedZeroBubble,
-  ZBVZeroBubble
+  ZBVZeroBubble,
+  DualPipeV
 };
 
 /// PyTorch's names, as `get_schedule_class` accepts them: "GPipe", "1F1B",
-/// "Interleaved1F1B", "LoopedBFS", "InterleavedZeroBubble", "ZBVZeroBubble".
+/// "Interleaved1F1B", "LoopedBFS", "InterleavedZeroBubble", "ZBVZeroBubble",
+/// "DualPipeV".
 llvm::Expected<ScheduleKind> parseScheduleKind(llvm::StringRef name);
 llvm::StringRef stringifyScheduleKind(ScheduleKind kind);
 
@@ -91,12 +111,12 @@ struct ScheduleSpec {
   /// Ranks in the pipeline group.
   int64_t pp = 1;
   /// Stages each rank holds: 1 for GPipe and 1F1B, at least 2 for the
-  /// interleaved schedules, exactly 2 for ZBVZeroBubble.
+  /// interleaved schedules, exactly 2 for ZBVZeroBubble and DualPipeV.
   int64_t stagesPerRank = 1;
   int64_t microbatches = 1;
 };
 
-/// V for ZBVZeroBubble, Loop otherwise.
+/// V for ZBVZeroBubble and DualPipeV, Loop otherwise.
 StageLayout layoutOf(ScheduleKind kind);
 /// True for GPipe and 1F1B, which PyTorch runs with one stage per rank.
 bool isSingleStage(ScheduleKind kind);
@@ -149,10 +169,11 @@ std::vector<Action> addReduceGrad(llvm::ArrayRef<Action> rankActions,
                                   int64_t microbatches);
 RankActions addReduceGrad(const RankActions &actions, int64_t microbatches);
 
-/// Sends and receives between stages on different ranks. The ranks' lists
-/// are merged round-robin in rank order; an action whose input comes from
-/// another rank waits until that rank has scheduled the producing action,
-/// which also places the matching receive in the consumer's list. Fails
+/// Sends and receives between stages on different ranks. An OverlapFB is
+/// first replaced by its forward and backward, run one after the other. The
+/// ranks' lists are merged round-robin in rank order; an action whose input
+/// comes from another rank waits until that rank has scheduled the producing
+/// action, which also places the matching receive in the consumer's list. Fails
 /// ("Malformed compute schedule ...") when no rank can make progress.
 llvm::Expected<RankActions> addSendRecv(const ScheduleSpec &spec,
                                         const RankActions &actions);
