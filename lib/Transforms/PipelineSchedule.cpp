@@ -435,6 +435,7 @@ FailureOr<func::FuncOp> RankBuilder::build(ArrayRef<pp::Action> actions,
       break;
     case pp::ActionKind::BackwardInput:
     case pp::ActionKind::BackwardWeight:
+    case pp::ActionKind::OverlapFB:
       return step.emitOpError("schedule action ")
              << action.str() << " needs the backward split into input and "
              << "weight gradients, which loom-pipeline-split does not make "
