@@ -149,6 +149,10 @@ const char *toString(OpKind op) {
     return schema::kOpRecordEvent;
   case OpKind::WaitEvent:
     return schema::kOpWaitEvent;
+  case OpKind::SendStart:
+    return schema::kOpSendStart;
+  case OpKind::RecvStart:
+    return schema::kOpRecvStart;
   }
   return "?";
 }
@@ -165,9 +169,17 @@ const char *collectiveName(OpKind op) {
     return "broadcast";
   case OpKind::AllSliceStart:
     return "all_slice";
+  case OpKind::SendStart:
+    return "send";
+  case OpKind::RecvStart:
+    return "recv";
   default:
     return nullptr;
   }
+}
+
+bool isPointToPoint(OpKind op) {
+  return op == OpKind::SendStart || op == OpKind::RecvStart;
 }
 
 int64_t Mesh::axisIndex(const std::string &axis) const {
@@ -252,34 +264,56 @@ std::vector<std::vector<std::string>> Artifact::groupAxes() const {
     if (!axes.empty() && std::find(out.begin(), out.end(), axes) == out.end())
       out.push_back(axes);
   };
-  for (const InputSpec &in : inputs) {
-    if (in.shard)
-      add(in.shard->axes);
-    if (in.split)
-      add(in.split->axes);
-  }
-  for (const StateSpec &st : state)
-    if (st.shard)
-      add(st.shard->axes);
-  for (const OutputSpec &out : outputs)
-    if (out.reduce)
-      add(out.reduce->axes);
-  for (const Program &p : programs)
+  for (const Program &p : programs) {
+    for (const InputSpec &in : p.inputs) {
+      if (in.shard)
+        add(in.shard->axes);
+      if (in.split)
+        add(in.split->axes);
+    }
+    for (const StateSpec &st : p.state)
+      if (st.shard)
+        add(st.shard->axes);
+    for (const OutputSpec &out : p.outputs)
+      if (out.reduce)
+        add(out.reduce->axes);
     for (const Instruction &inst : p.instructions)
       if (collectiveName(inst.op))
         add(inst.axes);
+  }
+  if (mpmd && mesh && mesh->numRanks() > 1)
+    add(mesh->axes);
   return out;
 }
 
-std::string Instruction::qualifiedKernel() const {
-  return kernel + "." + overload;
-}
-
-int64_t Artifact::findInput(const std::string &name) const {
+int64_t Program::findInput(const std::string &name) const {
   for (size_t i = 0; i < inputs.size(); ++i)
     if (inputs[i].name == name)
       return int64_t(i);
   return -1;
+}
+
+bool Program::hasLoss() const {
+  for (const OutputSpec &out : outputs)
+    if (out.role == OutputRole::Loss)
+      return true;
+  return false;
+}
+
+std::string Artifact::tablePath(size_t program,
+                                const std::string &table) const {
+  return mpmd ? "programs[" + std::to_string(program) + "]." + table : table;
+}
+
+size_t Artifact::lossProgram() const {
+  for (size_t i = 0; i < programs.size(); ++i)
+    if (programs[i].hasLoss())
+      return i;
+  return 0;
+}
+
+std::string Instruction::qualifiedKernel() const {
+  return kernel + "." + overload;
 }
 
 std::string Artifact::instructionPath(size_t program, size_t index) const {
@@ -306,7 +340,9 @@ constexpr OpKind kAllOpKinds[] = {OpKind::Aten,
                                   OpKind::AllSliceStart,
                                   OpKind::Wait,
                                   OpKind::RecordEvent,
-                                  OpKind::WaitEvent};
+                                  OpKind::WaitEvent,
+                                  OpKind::SendStart,
+                                  OpKind::RecvStart};
 
 /// "this runtime reads versions 1 to 2", for version errors.
 std::string readableVersions() {
@@ -443,9 +479,9 @@ private:
   }
   int64_t slot(const json &v, const std::string &path) {
     int64_t s = integer(v, path);
-    if (s < 0 || s >= a.numSlots)
+    if (s < 0 || s >= t->numSlots)
       fail(path, "slot " + std::to_string(s) + " out of range (" +
-                     std::to_string(a.numSlots) + " slots)");
+                     std::to_string(t->numSlots) + " slots)");
     return s;
   }
   c10::ScalarType dtype(const json &v, const std::string &path) {
@@ -534,10 +570,16 @@ private:
 
   void readMesh(const json &v);
   void readOptimizer(const json &v, const std::string &path);
-  void readInputs(const json &v);
-  void readState(const json &v);
-  void readOutputs(const json &v);
-  void readProgram(const json &v, size_t programIndex);
+  /// Reads `num_slots`, `inputs`, `state` and `outputs` of `obj` (the top
+  /// level, or an MPMD program at `path`) into `tables`.
+  void readTables(const json &obj, const std::string &path, Program &tables);
+  void readInputs(const json &v, const std::string &path);
+  void readState(const json &v, const std::string &path);
+  void readOutputs(const json &v, const std::string &path);
+  void readProgram(const json &v, size_t programIndex, const Program *shared);
+  /// MPMD: one loss among the programs, and a runtime-owned input bound by
+  /// several programs bound alike.
+  void checkAcrossPrograms();
   Instruction readInstruction(const json &v, const std::string &path,
                               const Program &program);
   ArgValue readArg(const json &v, const std::string &path);
@@ -546,6 +588,8 @@ private:
 
   Artifact &a;
   std::string what;
+  /// The tables being read or checked: the top level's, or a program's.
+  Program *t = nullptr;
   /// " (in 'addmm')" while reading or checking a named instruction, so every
   /// message about it names the graph node as well as the JSON path.
   std::string node;
@@ -591,17 +635,9 @@ void ProgramReader::read(const json &root) {
   } else if (a.worldSize > 1 && a.version >= 2) {
     fail("mesh", "missing (required when world_size > 1)");
   }
-  a.numSlots = integer(field(root, "", schema::kProgramNumSlots), "num_slots");
-  if (a.numSlots < 0 || a.numSlots > kMaxSlots)
-    fail("num_slots", std::to_string(a.numSlots) + " is out of range (0 to " +
-                          std::to_string(kMaxSlots) + ")");
-
   const json &opt = field(root, "", schema::kProgramOptimizer);
   if (!opt.is_null())
     readOptimizer(opt, "optimizer");
-  readInputs(field(root, "", schema::kProgramInputs));
-  readState(field(root, "", schema::kProgramState));
-  readOutputs(field(root, "", schema::kProgramOutputs));
 
   const json &programs =
       array(field(root, "", schema::kProgramPrograms), "programs");
@@ -610,8 +646,47 @@ void ProgramReader::read(const json &root) {
                          " programs for world_size " +
                          std::to_string(a.worldSize) +
                          " (one per rank expected)");
+  // SPMD (the top level holds the tables, every program shares them) or,
+  // from version 3, MPMD (every program holds its own and the top level
+  // none). One path reads both: SPMD hands the top level's tables to each
+  // program. Version 1 and 2 programs cannot hold tables (onlyKeys refuses
+  // the keys), so they are SPMD.
+  const char *tableKeys[] = {schema::kProgramNumSlots, schema::kProgramInputs,
+                             schema::kProgramState, schema::kProgramOutputs};
+  const char *topKey = nullptr;
+  for (const char *key : tableKeys)
+    if (!topKey && root.contains(key))
+      topKey = key;
+  a.mpmd = !topKey && a.version >= 3;
+  for (size_t i = 0; a.mpmd && i < programs.size(); ++i)
+    if (!programs[i].is_object() ||
+        !programs[i].contains(schema::kRankProgramNumSlots))
+      a.mpmd = false;
+  Program shared;
+  if (!a.mpmd) {
+    // Before version 3 a program holds no tables: say so rather than that
+    // the top level misses them.
+    for (size_t i = 0; a.version < 3 && i < programs.size(); ++i)
+      if (programs[i].is_object())
+        onlyKeys(programs[i], index("programs", i),
+                 schema::Object::RankProgram);
+    if (a.version >= 3)
+      for (size_t i = 0; i < programs.size(); ++i)
+        for (const char *key : tableKeys)
+          if (programs[i].is_object() && programs[i].contains(key))
+            fail(join(index("programs", i), key),
+                 topKey ? std::string("the top level has `") + topKey +
+                              "` (one SPMD program); give the tables either "
+                              "at the top level or in every program, not "
+                              "both"
+                        : std::string("programs[") + std::to_string(i) +
+                              "] has its own tables but another program has "
+                              "none; in an MPMD artifact every program has "
+                              "`num_slots`, `inputs`, `state` and `outputs`");
+    readTables(root, "", shared);
+  }
   for (size_t i = 0; i < programs.size(); ++i)
-    readProgram(programs[i], i);
+    readProgram(programs[i], i, a.mpmd ? nullptr : &shared);
   // Version 2: every rank runs exactly one program.
   std::vector<int64_t> runBy(size_t(a.worldSize), -1);
   for (size_t i = 0; i < a.programs.size(); ++i)
@@ -630,8 +705,71 @@ void ProgramReader::read(const json &root) {
     if (runBy[size_t(r)] < 0)
       fail("programs", "no program runs rank " + std::to_string(r) +
                            " (world_size " + std::to_string(a.worldSize) + ")");
+  if (a.mpmd)
+    checkAcrossPrograms();
   for (size_t i = 0; i < a.programs.size(); ++i)
     checkDataflow(i);
+}
+
+void ProgramReader::readTables(const json &obj, const std::string &path,
+                               Program &tables) {
+  t = &tables;
+  std::string slotsPath = join(path, schema::kProgramNumSlots);
+  tables.numSlots =
+      integer(field(obj, path, schema::kProgramNumSlots), slotsPath);
+  if (tables.numSlots < 0 || tables.numSlots > kMaxSlots)
+    fail(slotsPath, std::to_string(tables.numSlots) +
+                        " is out of range (0 to " + std::to_string(kMaxSlots) +
+                        ")");
+  readInputs(field(obj, path, schema::kProgramInputs),
+             join(path, schema::kProgramInputs));
+  readState(field(obj, path, schema::kProgramState),
+            join(path, schema::kProgramState));
+  readOutputs(field(obj, path, schema::kProgramOutputs),
+              join(path, schema::kProgramOutputs));
+}
+
+void ProgramReader::checkAcrossPrograms() {
+  std::vector<size_t> withLoss;
+  for (size_t i = 0; i < a.programs.size(); ++i)
+    if (a.programs[i].hasLoss())
+      withLoss.push_back(i);
+  if (withLoss.empty())
+    fail("programs", "no program has an output with role 'loss' (the "
+                     "program of the last pipeline stage has exactly one)");
+  if (withLoss.size() > 1)
+    fail(index("programs", withLoss[1]) + ".outputs",
+         "a second program with a 'loss' output (programs[" +
+             std::to_string(withLoss[0]) +
+             "] has one already; the step reports one loss)");
+  // A runtime-owned tensor has one entry in the weights section, so every
+  // program that binds it (a tied weight held by two stages) binds it alike.
+  std::map<std::string, std::pair<size_t, size_t>> first;
+  for (size_t i = 0; i < a.programs.size(); ++i)
+    for (size_t k = 0; k < a.programs[i].inputs.size(); ++k) {
+      const InputSpec &in = a.programs[i].inputs[k];
+      if (in.role == InputRole::Input)
+        continue;
+      auto [it, fresh] = first.emplace(in.name, std::pair{i, k});
+      if (fresh)
+        continue;
+      const InputSpec &other =
+          a.programs[it->second.first].inputs[it->second.second];
+      auto full = [](const InputSpec &s) {
+        return s.shard ? s.shard->globalShape : s.shape;
+      };
+      if (other.role != in.role || other.dtype != in.dtype ||
+          full(other) != full(in))
+        fail(index(index("programs", i) + ".inputs", k),
+             "'" + in.name + "' is a " + toString(in.role) + " " +
+                 artifactDtypeName(in.dtype) + " " + formatShape(full(in)) +
+                 " here, but programs[" + std::to_string(it->second.first) +
+                 "].inputs[" + std::to_string(it->second.second) +
+                 "] binds it as a " + toString(other.role) + " " +
+                 artifactDtypeName(other.dtype) + " " +
+                 formatShape(full(other)) +
+                 " (programs that share a tensor bind it alike)");
+    }
 }
 
 void ProgramReader::readMesh(const json &v) {
@@ -710,12 +848,12 @@ void ProgramReader::readOptimizer(const json &v, const std::string &path) {
   a.optimizer = o;
 }
 
-void ProgramReader::readInputs(const json &v) {
+void ProgramReader::readInputs(const json &v, const std::string &table) {
   std::set<std::string> names;
   std::set<int64_t> batchIndices;
   size_t i = 0;
-  for (const json &e : array(v, "inputs")) {
-    std::string path = index("inputs", i++);
+  for (const json &e : array(v, table)) {
+    std::string path = index(table, i++);
     object(e, path);
     onlyKeys(e, path, schema::Object::Input);
     InputSpec in;
@@ -784,15 +922,15 @@ void ProgramReader::readInputs(const json &v) {
                                               formatShape(in.shape));
       in.split = split;
     }
-    a.inputs.push_back(std::move(in));
+    t->inputs.push_back(std::move(in));
   }
 }
 
-void ProgramReader::readState(const json &v) {
+void ProgramReader::readState(const json &v, const std::string &table) {
   std::set<std::string> names;
   size_t i = 0;
-  for (const json &e : array(v, "state")) {
-    std::string path = index("state", i++);
+  for (const json &e : array(v, table)) {
+    std::string path = index(table, i++);
     object(e, path);
     onlyKeys(e, path, schema::Object::State);
     StateSpec s;
@@ -802,8 +940,8 @@ void ProgramReader::readState(const json &v) {
       fail(join(path, schema::kStateName), "'" + s.name + "' is listed twice");
     s.param = string(field(e, path, schema::kStateParam),
                      join(path, schema::kStateParam));
-    int64_t p = a.findInput(s.param);
-    if (p < 0 || a.inputs[p].role != InputRole::Parameter)
+    int64_t p = t->findInput(s.param);
+    if (p < 0 || t->inputs[size_t(p)].role != InputRole::Parameter)
       fail(join(path, schema::kStateParam),
            "'" + s.param + "' is not a parameter input");
     s.slot = slot(field(e, path, schema::kStateSlot),
@@ -820,34 +958,35 @@ void ProgramReader::readState(const json &v) {
     if (e.contains(schema::kStateShard))
       s.shard = shardSpec(e[schema::kStateShard],
                           join(path, schema::kStateShard), s.shape);
-    a.state.push_back(std::move(s));
+    t->state.push_back(std::move(s));
   }
 
   // Inputs and state are bound to their slots together before the first
   // instruction, so no two may share one.
+  std::string prefix = table.substr(0, table.size() - std::strlen("state"));
   std::map<int64_t, std::string> owner;
-  for (size_t j = 0; j < a.inputs.size(); ++j) {
-    auto [it, fresh] = owner.emplace(a.inputs[j].slot, index("inputs", j));
+  for (size_t j = 0; j < t->inputs.size(); ++j) {
+    std::string ip = index(prefix + "inputs", j);
+    auto [it, fresh] = owner.emplace(t->inputs[j].slot, ip);
     if (!fresh)
-      fail(join(index("inputs", j), "slot"),
-           "slot " + std::to_string(a.inputs[j].slot) + " is also bound by " +
-               it->second);
+      fail(join(ip, "slot"), "slot " + std::to_string(t->inputs[j].slot) +
+                                 " is also bound by " + it->second);
   }
-  for (size_t j = 0; j < a.state.size(); ++j) {
-    auto [it, fresh] = owner.emplace(a.state[j].slot, index("state", j));
+  for (size_t j = 0; j < t->state.size(); ++j) {
+    std::string sp = index(table, j);
+    auto [it, fresh] = owner.emplace(t->state[j].slot, sp);
     if (!fresh)
-      fail(join(index("state", j), "slot"),
-           "slot " + std::to_string(a.state[j].slot) + " is also bound by " +
-               it->second);
+      fail(join(sp, "slot"), "slot " + std::to_string(t->state[j].slot) +
+                                 " is also bound by " + it->second);
   }
 }
 
-void ProgramReader::readOutputs(const json &v) {
+void ProgramReader::readOutputs(const json &v, const std::string &table) {
   size_t numLoss = 0;
   std::set<std::pair<int, std::string>> targets;
   size_t i = 0;
-  for (const json &e : array(v, "outputs")) {
-    std::string path = index("outputs", i++);
+  for (const json &e : array(v, table)) {
+    std::string path = index(table, i++);
     object(e, path);
     onlyKeys(e, path, schema::Object::Output);
     OutputSpec out;
@@ -875,8 +1014,8 @@ void ProgramReader::readOutputs(const json &v) {
     } else {
       out.target = string(field(e, path, schema::kOutputTarget),
                           join(path, schema::kOutputTarget));
-      int64_t t = a.findInput(out.target);
-      if (t < 0 || a.inputs[t].role != targetRole)
+      int64_t ti = t->findInput(out.target);
+      if (ti < 0 || t->inputs[size_t(ti)].role != targetRole)
         fail(join(path, schema::kOutputTarget),
              "'" + out.target + "' is not a " + toString(targetRole) +
                  " input");
@@ -900,14 +1039,18 @@ void ProgramReader::readOutputs(const json &v) {
                       join(rp, schema::kReduceOp));
       out.reduce = r;
     }
-    a.outputs.push_back(std::move(out));
+    t->outputs.push_back(std::move(out));
   }
-  if (numLoss != 1)
-    fail("outputs", "expected exactly one output with role 'loss', found " +
-                        std::to_string(numLoss));
+  // SPMD: the one program has the loss. MPMD: only the last stage's program
+  // has it (checkAcrossPrograms counts them).
+  if (a.mpmd ? numLoss > 1 : numLoss != 1)
+    fail(table, std::string("expected ") +
+                    (a.mpmd ? "at most one output" : "exactly one output") +
+                    " with role 'loss', found " + std::to_string(numLoss));
 }
 
-void ProgramReader::readProgram(const json &v, size_t programIndex) {
+void ProgramReader::readProgram(const json &v, size_t programIndex,
+                                const Program *shared) {
   std::string path = index("programs", programIndex);
   object(v, path);
   Program p;
@@ -956,6 +1099,15 @@ void ProgramReader::readProgram(const json &v, size_t programIndex) {
       array(field(v, path, schema::kRankProgramInstructions), instPath);
   a.programs.push_back(std::move(p));
   Program &stored = a.programs.back();
+  if (shared) {
+    stored.numSlots = shared->numSlots;
+    stored.inputs = shared->inputs;
+    stored.state = shared->state;
+    stored.outputs = shared->outputs;
+    t = &stored;
+  } else {
+    readTables(v, path, stored);
+  }
   for (size_t j = 0; j < insts.size(); ++j) {
     std::string ip = index(instPath, j);
     stored.instructions.push_back(readInstruction(insts[j], ip, stored));
@@ -1087,11 +1239,56 @@ Instruction ProgramReader::readInstruction(const json &v, const std::string &p,
     }
     break;
   }
+  case OpKind::SendStart:
+  case OpKind::RecvStart: {
+    if (inst.op == OpKind::SendStart)
+      inst.input =
+          slot(field(v, p, schema::kInstInput), join(p, schema::kInstInput));
+    inst.future =
+        slot(field(v, p, schema::kInstFuture), join(p, schema::kInstFuture));
+    inst.axes =
+        axesList(field(v, p, schema::kInstAxes), join(p, schema::kInstAxes));
+    inst.peer =
+        integer(field(v, p, schema::kInstPeer), join(p, schema::kInstPeer));
+    inst.tag =
+        integer(field(v, p, schema::kInstTag), join(p, schema::kInstTag));
+    // c10d tags are C ints.
+    if (inst.tag < 0 || inst.tag > std::numeric_limits<int32_t>::max())
+      fail(join(p, schema::kInstTag),
+           "tag " + std::to_string(inst.tag) + " out of range (0 to 2^31-1)");
+    if (inst.op == OpKind::RecvStart) {
+      inst.recvDtype =
+          dtype(field(v, p, schema::kInstDtype), join(p, schema::kInstDtype));
+      inst.recvShape =
+          shape(field(v, p, schema::kInstShape), join(p, schema::kInstShape));
+    }
+    // Every rank running the program has a group over `axes` of the same
+    // size; `peer` must be another member of it.
+    for (int64_t rank : program.ranks) {
+      if (rank < 0 || rank >= a.mesh->numRanks())
+        continue; // read() reports the rank itself
+      std::vector<int64_t> g = a.mesh->group(inst.axes, rank);
+      int64_t own = std::find(g.begin(), g.end(), rank) - g.begin();
+      std::string members = formatShape(g);
+      if (inst.peer < 0 || inst.peer >= int64_t(g.size()))
+        fail(join(p, schema::kInstPeer),
+             "peer " + std::to_string(inst.peer) + " is not an index in rank " +
+                 std::to_string(rank) + "'s group over the axes (" +
+                 std::to_string(g.size()) + " ranks: " + members + ")");
+      if (inst.peer == own)
+        fail(join(p, schema::kInstPeer),
+             "peer " + std::to_string(inst.peer) + " is rank " +
+                 std::to_string(rank) + "'s own index in its group " + members +
+                 "; a rank does not send to itself");
+    }
+    break;
+  }
   case OpKind::Wait:
     inst.future =
         slot(field(v, p, schema::kInstFuture), join(p, schema::kInstFuture));
-    inst.result =
-        slot(field(v, p, schema::kInstResult), join(p, schema::kInstResult));
+    // The wait of a send has no result; checkDataflow knows which it is.
+    if (v.contains(schema::kInstResult))
+      inst.result = slot(v[schema::kInstResult], join(p, schema::kInstResult));
     break;
   case OpKind::RecordEvent:
   case OpKind::WaitEvent:
@@ -1253,10 +1450,11 @@ ResultSpec ProgramReader::readResult(const json &v, const std::string &path) {
 /// instructions match the declared parameters and state.
 void ProgramReader::checkDataflow(size_t programIndex) {
   const Program &program = a.programs[programIndex];
-  std::vector<char> live(size_t(a.numSlots), 0);
-  for (const InputSpec &in : a.inputs)
+  t = &a.programs[programIndex];
+  std::vector<char> live(size_t(program.numSlots), 0);
+  for (const InputSpec &in : program.inputs)
     live[in.slot] = 1;
-  for (const StateSpec &s : a.state)
+  for (const StateSpec &s : program.state)
     live[s.slot] = 1;
 
   // live: 0 nothing, 1 a value, 2 a future (a collective in flight).
@@ -1272,6 +1470,12 @@ void ProgramReader::checkDataflow(size_t programIndex) {
   };
   // future slot -> (input slot, start instruction index)
   std::map<int64_t, std::pair<int64_t, size_t>> inFlight;
+  // future slot -> the op that started it (the last one, once waited).
+  std::map<int64_t, OpKind> startedBy;
+  auto waitedStart = [&](int64_t future) {
+    auto it = inFlight.find(future);
+    return it == inFlight.end() ? size_t(0) : it->second.second;
+  };
   std::set<int64_t> recordedEvents;
   auto checkWritable = [&](int64_t s, const std::string &path) {
     if (live[s] == kFuture)
@@ -1348,10 +1552,10 @@ void ProgramReader::checkDataflow(size_t programIndex) {
       if (!a.optimizer)
         fail(p, "an optimizer instruction, but the artifact's optimizer is "
                 "null");
-      int64_t pi = a.findInput(inst.param);
-      if (pi < 0 || a.inputs[pi].role != InputRole::Parameter)
+      int64_t pi = program.findInput(inst.param);
+      if (pi < 0 || program.inputs[size_t(pi)].role != InputRole::Parameter)
         fail(p + ".param", "'" + inst.param + "' is not a parameter input");
-      const InputSpec &param = a.inputs[pi];
+      const InputSpec &param = program.inputs[size_t(pi)];
       if (!optimized.insert(inst.param).second)
         fail(p + ".param", "'" + inst.param +
                                "' is updated by a second optimizer "
@@ -1374,7 +1578,7 @@ void ProgramReader::checkDataflow(size_t programIndex) {
       for (size_t k = 0; k < inst.state.size(); ++k) {
         std::string sp = index(p + ".state", k);
         const StateSpec *s = nullptr;
-        for (const StateSpec &candidate : a.state)
+        for (const StateSpec &candidate : program.state)
           if (candidate.slot == inst.state[k])
             s = &candidate;
         if (!s)
@@ -1407,16 +1611,46 @@ void ProgramReader::checkDataflow(size_t programIndex) {
                                 std::to_string(inst.input));
       live[inst.future] = kFuture;
       inFlight[inst.future] = {inst.input, i};
+      startedBy[inst.future] = inst.op;
+      break;
+    case OpKind::SendStart:
+    case OpKind::RecvStart:
+      // A send reads its input until its wait (the transfer is
+      // asynchronous); a recv has no input and delivers at its wait.
+      if (inst.op == OpKind::SendStart) {
+        read(inst.input, p + ".input");
+        if (inst.future == inst.input)
+          fail(p + ".future", "the future cannot take the input's slot " +
+                                  std::to_string(inst.input));
+      }
+      checkWritable(inst.future, p + ".future");
+      live[inst.future] = kFuture;
+      inFlight[inst.future] = {inst.input, i};
+      startedBy[inst.future] = inst.op;
       break;
     case OpKind::Wait: {
       if (live[inst.future] != kFuture)
         fail(p + ".future", "slot " + std::to_string(inst.future) +
                                 " holds no future: no collective was "
                                 "started into it (or it was waited already)");
+      bool send = startedBy[inst.future] == OpKind::SendStart;
+      size_t startIndex = waitedStart(inst.future);
       live[inst.future] = 0;
       inFlight.erase(inst.future);
-      checkWritable(inst.result, p + ".result");
-      live[inst.result] = 1;
+      if (send && inst.result >= 0)
+        fail(p + ".result", "the wait of a send has no result (slot " +
+                                std::to_string(inst.future) +
+                                " holds the future of the send "
+                                "started at instructions[" +
+                                std::to_string(startIndex) + "])");
+      if (!send && inst.result < 0)
+        fail(p + ".result",
+             "missing (the wait of a collective or recv delivers its result "
+             "into a slot)");
+      if (!send) {
+        checkWritable(inst.result, p + ".result");
+        live[inst.result] = 1;
+      }
       break;
     }
     case OpKind::RecordEvent:
@@ -1436,11 +1670,11 @@ void ProgramReader::checkDataflow(size_t programIndex) {
              std::to_string(started.second) + "].future",
          "the collective started into slot " + std::to_string(fut) +
              " is never waited");
-  for (size_t k = 0; k < a.outputs.size(); ++k)
-    if (!live[a.outputs[k].slot])
-      fail(join(index("outputs", k), "slot"),
-           "slot " + std::to_string(a.outputs[k].slot) + " holds no value " +
-               "after the last instruction of programs[" +
+  for (size_t k = 0; k < program.outputs.size(); ++k)
+    if (!live[program.outputs[k].slot])
+      fail(join(index(a.tablePath(programIndex, "outputs"), k), "slot"),
+           "slot " + std::to_string(program.outputs[k].slot) +
+               " holds no value " + "after the last instruction of programs[" +
                std::to_string(programIndex) + "]");
 }
 
@@ -1515,28 +1749,31 @@ Artifact Artifact::load(const std::string &path) {
   // with its declared dtype and shape.
   SafetensorsFile weights = SafetensorsFile::open(
       path, a.weightsOffset, a.weightsLength, path + ": weights section");
+  // A tensor several MPMD programs bind is stored once (the reader checked
+  // they bind it alike).
   std::set<std::string> owned;
-  for (size_t i = 0; i < a.inputs.size(); ++i) {
-    const InputSpec &in = a.inputs[i];
-    if (in.role == InputRole::Input)
-      continue;
-    owned.insert(in.name);
-    const SafetensorsEntry *e = weights.find(in.name);
-    std::string ip = "inputs[" + std::to_string(i) + "]";
-    if (!e)
-      throw Error(path + ": weights section has no tensor '" + in.name + "' (" +
-                  ip + ", a " + toString(in.role) + ")");
-    // A sharded parameter's weights are the full tensor; each rank keeps
-    // its chunk.
-    const std::vector<int64_t> &want =
-        in.shard ? in.shard->globalShape : in.shape;
-    if (e->dtype != in.dtype || e->shape != want)
-      throw Error(path + ": weights section has '" + in.name + "' as " +
-                  artifactDtypeName(e->dtype) + " " + formatShape(e->shape) +
-                  " but " + ip + " declares " + artifactDtypeName(in.dtype) +
-                  " " + formatShape(want) +
-                  (in.shard ? " (its shard's global_shape)" : ""));
-  }
+  for (size_t pi = 0; pi < a.programs.size(); ++pi)
+    for (size_t i = 0; i < a.programs[pi].inputs.size(); ++i) {
+      const InputSpec &in = a.programs[pi].inputs[i];
+      if (in.role == InputRole::Input || !owned.insert(in.name).second)
+        continue;
+      const SafetensorsEntry *e = weights.find(in.name);
+      std::string ip =
+          a.tablePath(pi, "inputs") + "[" + std::to_string(i) + "]";
+      if (!e)
+        throw Error(path + ": weights section has no tensor '" + in.name +
+                    "' (" + ip + ", a " + toString(in.role) + ")");
+      // A sharded parameter's weights are the full tensor; each rank keeps
+      // its chunk.
+      const std::vector<int64_t> &want =
+          in.shard ? in.shard->globalShape : in.shape;
+      if (e->dtype != in.dtype || e->shape != want)
+        throw Error(path + ": weights section has '" + in.name + "' as " +
+                    artifactDtypeName(e->dtype) + " " + formatShape(e->shape) +
+                    " but " + ip + " declares " + artifactDtypeName(in.dtype) +
+                    " " + formatShape(want) +
+                    (in.shard ? " (its shard's global_shape)" : ""));
+    }
   for (const SafetensorsEntry &e : weights.entries())
     if (!owned.count(e.name))
       throw Error(path + ": weights section has tensor '" + e.name +

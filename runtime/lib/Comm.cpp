@@ -421,6 +421,47 @@ PendingCollective Comm::start(OpKind kind, const std::vector<std::string> &axes,
   return p;
 }
 
+PendingCollective Comm::startPointToPoint(OpKind kind,
+                                          const std::vector<std::string> &axes,
+                                          const at::Tensor &input, int64_t peer,
+                                          int64_t tag, c10::ScalarType dtype,
+                                          const std::vector<int64_t> &shape) {
+  const CommGroup &g = group(axes);
+  if (peer < 0 || peer >= int64_t(g.ranks.size()) || peer == g.index)
+    throw Error("peer " + std::to_string(peer) +
+                " is not another member of the group over " + g.label);
+  bool send = kind == OpKind::SendStart;
+  PendingCollective p;
+  p.kind = kind;
+  p.group = &g;
+  if (send && !input.defined())
+    throw Error("the input slot holds no tensor");
+  at::Tensor t = send ? input.contiguous()
+                      : at::empty(shape, at::TensorOptions().dtype(dtype));
+  p.bytes = int64_t(t.numel()) * int64_t(t.element_size());
+  // The peer's global rank and the tag: what a user needs to find the
+  // other half of a transfer that never matched.
+  p.describe = std::string(send ? "send to" : "recv from") + " rank " +
+               std::to_string(g.ranks[size_t(peer)]) + " (index " +
+               std::to_string(peer) + " of " + g.label + "), tag " +
+               std::to_string(tag) + " (" + artifactDtypeName(t.scalar_type()) +
+               " " + formatShape(t.sizes()) + ", " + bytesText(p.bytes) + ")";
+  try {
+    std::vector<at::Tensor> tensors{t};
+    StagingScope staging(p);
+    if (send) {
+      p.input = t;
+      p.work = g.backend->send(tensors, int(peer), int(tag));
+    } else {
+      p.buffer = t;
+      p.work = g.backend->recv(tensors, int(peer), int(tag));
+    }
+  } catch (const std::exception &e) {
+    throw Error(p.describe + " failed to start: " + e.what());
+  }
+  return p;
+}
+
 at::Tensor Comm::finish(PendingCollective &p) {
   try {
     for (auto &w : p.earlierWorks)
@@ -453,6 +494,10 @@ at::Tensor Comm::finish(PendingCollective &p) {
     if (p.reduce == ReduceOp::Avg)
       divideForAvg(p.buffer, size);
     return p.buffer;
+  case OpKind::SendStart:
+    // The input may go now that the peer has it.
+    p.input = at::Tensor();
+    return at::Tensor();
   default:
     return p.buffer;
   }
@@ -483,6 +528,13 @@ at::Tensor Comm::allGather(const std::vector<std::string> &axes,
                            const at::Tensor &input, int64_t dim) {
   PendingCollective p =
       start(OpKind::AllGatherStart, axes, input, dim, ReduceOp::Sum, 0);
+  return finish(p);
+}
+
+at::Tensor Comm::broadcast(const std::vector<std::string> &axes,
+                           const at::Tensor &input, int64_t root) {
+  PendingCollective p =
+      start(OpKind::BroadcastStart, axes, input, 0, ReduceOp::Sum, root);
   return finish(p);
 }
 

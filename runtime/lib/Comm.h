@@ -87,6 +87,17 @@ public:
   PendingCollective start(OpKind kind, const std::vector<std::string> &axes,
                           const at::Tensor &input, int64_t dim, ReduceOp reduce,
                           int64_t root, bool donated = false);
+  /// Issues a send of `input` (send_start) or a recv of a `dtype` `shape`
+  /// tensor (recv_start) to or from the rank at index `peer` of this rank's
+  /// group over `axes`, with `tag` (asynchronously). The send keeps its
+  /// (contiguous) input alive until finish(); finish() of a recv returns
+  /// the received tensor, of a send an undefined tensor. A transfer whose
+  /// peer never comes fails at finish() after the group's timeout.
+  PendingCollective startPointToPoint(OpKind kind,
+                                      const std::vector<std::string> &axes,
+                                      const at::Tensor &input, int64_t peer,
+                                      int64_t tag, c10::ScalarType dtype,
+                                      const std::vector<int64_t> &shape);
   /// Waits for it and returns its result. Throws on failure or timeout.
   /// Releases the work on the calling thread (releaseOnThisThread).
   static at::Tensor finish(PendingCollective &pending);
@@ -99,6 +110,10 @@ public:
   /// checks and saving; not a step collective).
   at::Tensor allGather(const std::vector<std::string> &axes,
                        const at::Tensor &input, int64_t dim);
+  /// Blocking broadcast from the group member at index `root` (the
+  /// runtime's own: an MPMD step's loss and saved parameters).
+  at::Tensor broadcast(const std::vector<std::string> &axes,
+                       const at::Tensor &input, int64_t root);
   /// Blocking all-reduce (the runtime's own: the reported loss).
   at::Tensor allReduce(const std::vector<std::string> &axes,
                        const at::Tensor &input, ReduceOp op);

@@ -120,7 +120,8 @@ std::vector<TensorComparison>
 compareWithSlices(const NamedTensors &parameters, const NamedTensors &buffers,
                   const NamedTensors &constants, const Reference &reference,
                   double rtol, double atol,
-                  const std::map<std::string, ReferenceSlice> &slices) {
+                  const std::map<std::string, ReferenceSlice> &slices,
+                  const std::set<std::string> &elsewhere = {}) {
   c10::AutoGradMode noGrad(false);
   SafetensorsFile ref = SafetensorsFile::open(reference.tensorsPath);
   std::vector<TensorComparison> out;
@@ -186,7 +187,9 @@ compareWithSlices(const NamedTensors &parameters, const NamedTensors &buffers,
   // Reference tensors nothing matched: a parameter or buffer the artifact
   // lost. Aliases of a covered canonical name are the same tensor.
   for (const SafetensorsEntry &e : ref.entries()) {
-    if (covered.count(e.name))
+    // `elsewhere`: held by the ranks of another program (MPMD), which
+    // compare it themselves.
+    if (covered.count(e.name) || elsewhere.count(e.name))
       continue;
     auto alias = reference.tiedParameters.find(e.name);
     if (alias != reference.tiedParameters.end() && covered.count(alias->second))
@@ -225,10 +228,12 @@ std::vector<TensorComparison> compareRankTensors(const Session &session,
                                                  const Reference &reference,
                                                  double rtol, double atol) {
   const Artifact &a = session.artifact();
+  // This rank's program binds the parameters it holds (MPMD: its stage's).
+  const Program &program = a.programs[size_t(a.programOf(session.rank()))];
   NamedTensors parameters;
   std::map<std::string, ReferenceSlice> slices;
   for (const auto &[name, t] : session.parameters()) {
-    const InputSpec &in = a.inputs[size_t(a.findInput(name))];
+    const InputSpec &in = program.inputs[size_t(program.findInput(name))];
     if (!in.shard || !a.mesh) {
       parameters.emplace_back(name, t);
       continue;
@@ -246,8 +251,14 @@ std::vector<TensorComparison> compareRankTensors(const Session &session,
     parameters.emplace_back(name, t.narrow(dim, 0, length));
     slices[name] = {dim, start, length};
   }
+  std::set<std::string> elsewhere;
+  for (const Program &other : a.programs)
+    if (&other != &program)
+      for (const InputSpec &in : other.inputs)
+        if (in.role != InputRole::Input && program.findInput(in.name) < 0)
+          elsewhere.insert(in.name);
   return compareWithSlices(parameters, session.buffers(), session.constants(),
-                           reference, rtol, atol, slices);
+                           reference, rtol, atol, slices, elsewhere);
 }
 
 } // namespace loomrt

@@ -168,17 +168,18 @@ int runRank(const RunOptions &o, const DistributedConfig &config) {
   for (const auto &p : session.parameters())
     paramBytes += p.second.numel() * p.second.element_size();
   if (leader)
-    std::fprintf(stderr,
-                 "loom-run: %s: %zu parameters (%.2f MiB%s), %zu buffers, "
-                 "%zu instructions, optimizer %s, %d threads%s\n",
-                 o.artifact.c_str(), session.parameters().size(),
-                 mib(paramBytes), a.worldSize > 1 ? " on rank 0" : "",
-                 session.buffers().size(), a.programs[0].instructions.size(),
-                 a.optimizer ? toString(a.optimizer->kind) : "none",
-                 at::get_num_threads(),
-                 a.worldSize > 1
-                     ? (", " + std::to_string(a.worldSize) + " ranks").c_str()
-                     : "");
+    std::fprintf(
+        stderr,
+        "loom-run: %s: %zu parameters (%.2f MiB%s), %zu buffers, "
+        "%zu instructions, optimizer %s, %d threads%s\n",
+        o.artifact.c_str(), session.parameters().size(), mib(paramBytes),
+        a.worldSize > 1 ? " on rank 0" : "", session.buffers().size(),
+        a.programs[size_t(a.programOf(session.rank()))].instructions.size(),
+        a.optimizer ? toString(a.optimizer->kind) : "none",
+        at::get_num_threads(),
+        a.worldSize > 1
+            ? (", " + std::to_string(a.worldSize) + " ranks").c_str()
+            : "");
 
   std::optional<TraceWriter> trace;
   if (!o.trace.empty()) {

@@ -12,6 +12,8 @@
 #include "loomrt/Safetensors.h"
 
 #include <ATen/core/ivalue.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
 #include <ATen/ops/zeros.h>
 #include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
@@ -157,7 +159,7 @@ SessionImpl::groupPosition(const std::vector<std::string> &axes) const {
 }
 
 at::Tensor SessionImpl::ownedFromFull(size_t i, const at::Tensor &full) const {
-  const InputSpec &in = artifact.inputs[i];
+  const InputSpec &in = program().inputs[i];
   if (!in.shard)
     return full;
   auto [index, size] = groupPosition(in.shard->axes);
@@ -212,23 +214,23 @@ void SessionImpl::bind() {
     } else if (inst.op == OpKind::Optimizer) {
       // Artifact::load checked the names and slots; resolve them to indices.
       OptimizerPlan plan;
-      plan.paramInput = size_t(artifact.findInput(inst.param));
+      plan.paramInput = size_t(program.findInput(inst.param));
       for (int64_t slot : inst.state)
-        for (size_t s = 0; s < artifact.state.size(); ++s)
-          if (artifact.state[s].slot == slot)
+        for (size_t s = 0; s < program.state.size(); ++s)
+          if (program.state[s].slot == slot)
             plan.stateIndices.push_back(s);
       optimizerPlans[i] = std::move(plan);
     }
   }
-  for (const OutputSpec &out : artifact.outputs)
+  for (const OutputSpec &out : program.outputs)
     outputTargets.push_back(
-        out.role == OutputRole::Loss ? -1 : artifact.findInput(out.target));
-  for (const InputSpec &in : artifact.inputs)
+        out.role == OutputRole::Loss ? -1 : program.findInput(out.target));
+  for (const InputSpec &in : program.inputs)
     if (in.role == InputRole::Input)
       numBatchElements = std::max(numBatchElements, size_t(in.batchIndex + 1));
-  slots.resize(size_t(artifact.numSlots));
-  owned.resize(artifact.inputs.size());
-  stepCounts.assign(artifact.inputs.size(), 0.0f);
+  slots.resize(size_t(program.numSlots));
+  owned.resize(program.inputs.size());
+  stepCounts.assign(program.inputs.size(), 0.0f);
   findDonatedInputs();
 }
 
@@ -255,6 +257,7 @@ static std::vector<int64_t> slotsRead(const Instruction &inst) {
   case OpKind::AllReduceStart:
   case OpKind::BroadcastStart:
   case OpKind::AllSliceStart:
+  case OpKind::SendStart:
     out.push_back(inst.input);
     break;
   default:
@@ -274,7 +277,7 @@ static std::vector<int64_t> slotsWritten(const Instruction &inst) {
         if (s >= 0)
           out.push_back(s);
     }
-  } else if (inst.op == OpKind::Wait) {
+  } else if (inst.op == OpKind::Wait && inst.result >= 0) {
     out.push_back(inst.result);
   }
   return out;
@@ -289,9 +292,9 @@ void SessionImpl::findDonatedInputs() {
   const std::vector<Instruction> &insts = program().instructions;
   donatesInput.assign(insts.size(), 0);
   std::set<int64_t> outputs;
-  for (const OutputSpec &out : artifact.outputs)
+  for (const OutputSpec &out : program().outputs)
     outputs.insert(out.slot);
-  std::vector<char> written(size_t(artifact.numSlots), 0);
+  std::vector<char> written(size_t(program().numSlots), 0);
   for (size_t i = 0; i < insts.size(); ++i) {
     int64_t slot = insts[i].input;
     if (insts[i].op == OpKind::ReduceScatterStart && written[size_t(slot)]) {
@@ -320,7 +323,7 @@ void SessionImpl::findDonatedInputs() {
 
 void SessionImpl::resetOptimizerState() {
   state.clear();
-  for (const StateSpec &s : artifact.state)
+  for (const StateSpec &s : program().state)
     state.push_back(
         at::zeros(s.shape, at::TensorOptions().dtype(s.dtype).device(device)));
   std::fill(stepCounts.begin(), stepCounts.end(), 0.0f);
@@ -347,7 +350,7 @@ int64_t SessionImpl::heldBytes(const std::vector<at::Tensor> &batch) const {
   // A split input holds this rank's slice: what the compiler counts, and
   // all a rank would load were it not handed the global batch (loom-run
   // gives every rank the whole of it).
-  for (const InputSpec &in : artifact.inputs) {
+  for (const InputSpec &in : program().inputs) {
     if (in.role != InputRole::Input || size_t(in.batchIndex) >= batch.size())
       continue;
     const at::Tensor &t = batch[size_t(in.batchIndex)];
@@ -364,8 +367,8 @@ int64_t SessionImpl::heldBytes(const std::vector<at::Tensor> &batch) const {
 }
 
 void SessionImpl::checkBatch(const std::vector<at::Tensor> &batch) const {
-  for (size_t i = 0; i < artifact.inputs.size(); ++i) {
-    const InputSpec &in = artifact.inputs[i];
+  for (size_t i = 0; i < program().inputs.size(); ++i) {
+    const InputSpec &in = program().inputs[i];
     if (in.role != InputRole::Input)
       continue;
     std::string ip = "inputs[" + std::to_string(i) + "] ('" + in.name + "')";
@@ -487,6 +490,27 @@ void SessionImpl::runInstruction(size_t index) {
     pending[inst.future] = std::move(p);
     return;
   }
+  case OpKind::SendStart:
+  case OpKind::RecvStart: {
+    double issueUs = tracing ? microsSince(epoch, Clock::now()) : 0;
+    PendingCollective p = comm->startPointToPoint(
+        inst.op, inst.axes,
+        inst.op == OpKind::SendStart ? slots.get(inst.input) : at::Tensor(),
+        inst.peer, inst.tag, inst.recvDtype, inst.recvShape);
+    // A failed transfer is reported at its wait: name the start there too.
+    p.describe +=
+        ", started by " + artifact.instructionPath(programIndex, index);
+    if (!inst.module.empty())
+      p.describe += " [module " + inst.module + "]";
+    CollectiveCount &c = counts[collectiveName(inst.op)];
+    ++c.count;
+    c.bytes += p.bytes;
+    if (tracing)
+      traceStart(index, inst.future, p, issueUs);
+    slots.set(inst.future, at::Tensor());
+    pending[inst.future] = std::move(p);
+    return;
+  }
   case OpKind::Wait: {
     auto it = pending.find(inst.future);
     if (it == pending.end())
@@ -500,7 +524,9 @@ void SessionImpl::runInstruction(size_t index) {
       traceWait(index, inst.future, waitBeginUs);
     pending.erase(it);
     slots.free(inst.future);
-    slots.set(inst.result, std::move(result));
+    // The wait of a send has no result.
+    if (inst.result >= 0)
+      slots.set(inst.result, std::move(result));
     return;
   }
   case OpKind::RecordEvent:
@@ -528,8 +554,8 @@ void SessionImpl::runInstruction(size_t index) {
 }
 
 size_t SessionImpl::inputIndex(const std::string &name, InputRole role) const {
-  int64_t i = artifact.findInput(name);
-  if (i < 0 || artifact.inputs[size_t(i)].role != role)
+  int64_t i = program().findInput(name);
+  if (i < 0 || program().inputs[size_t(i)].role != role)
     throw Error(artifact.what() + ": there is no " + toString(role) + " '" +
                 name + "'");
   return size_t(i);
@@ -563,10 +589,10 @@ Session Session::load(const std::string &artifactPath,
   SafetensorsFile weights = SafetensorsFile::open(
       impl->artifact.weightsPath, impl->artifact.weightsOffset,
       impl->artifact.weightsLength, artifactPath + ": weights section");
-  for (size_t i = 0; i < impl->artifact.inputs.size(); ++i)
-    if (impl->artifact.inputs[i].role != InputRole::Input)
+  for (size_t i = 0; i < impl->program().inputs.size(); ++i)
+    if (impl->program().inputs[i].role != InputRole::Input)
       impl->owned[i] =
-          impl->ownedFromFull(i, weights.read(impl->artifact.inputs[i].name));
+          impl->ownedFromFull(i, weights.read(impl->program().inputs[i].name));
   impl->resetOptimizerState();
   return Session(std::move(impl));
 }
@@ -580,8 +606,8 @@ void Session::loadWeights(const std::string &path) {
   SafetensorsFile file = SafetensorsFile::open(path);
   // Check everything before changing anything, so a bad file leaves the
   // session as it was.
-  for (size_t i = 0; i < s.artifact.inputs.size(); ++i) {
-    const InputSpec &in = s.artifact.inputs[i];
+  for (size_t i = 0; i < s.program().inputs.size(); ++i) {
+    const InputSpec &in = s.program().inputs[i];
     if (in.role == InputRole::Input)
       continue;
     const SafetensorsEntry *e = file.find(in.name);
@@ -596,10 +622,10 @@ void Session::loadWeights(const std::string &path) {
                   ", the artifact declares " + artifactDtypeName(in.dtype) +
                   " " + formatShape(want));
   }
-  for (size_t i = 0; i < s.artifact.inputs.size(); ++i)
-    if (s.artifact.inputs[i].role != InputRole::Input)
+  for (size_t i = 0; i < s.program().inputs.size(); ++i)
+    if (s.program().inputs[i].role != InputRole::Input)
       s.owned[i].copy_(
-          s.ownedFromFull(i, file.read(s.artifact.inputs[i].name)));
+          s.ownedFromFull(i, file.read(s.program().inputs[i].name)));
   s.resetOptimizerState();
 }
 
@@ -630,8 +656,8 @@ double Session::step(const std::vector<at::Tensor> &batch) {
   s.traced.clear();
   s.collectiveTimings.clear();
 
-  for (size_t i = 0; i < s.artifact.inputs.size(); ++i) {
-    const InputSpec &in = s.artifact.inputs[i];
+  for (size_t i = 0; i < s.program().inputs.size(); ++i) {
+    const InputSpec &in = s.program().inputs[i];
     if (in.role != InputRole::Input) {
       s.slots.set(in.slot, s.owned[i]);
     } else if (in.split) {
@@ -643,8 +669,8 @@ double Session::step(const std::vector<at::Tensor> &batch) {
       s.slots.set(in.slot, batch[size_t(in.batchIndex)]);
     }
   }
-  for (size_t i = 0; i < s.artifact.state.size(); ++i)
-    s.slots.set(s.artifact.state[i].slot, s.state[i]);
+  for (size_t i = 0; i < s.program().state.size(); ++i)
+    s.slots.set(s.program().state[i].slot, s.state[i]);
 
   const std::vector<Instruction> &insts = s.program().instructions;
   if (s.tracing)
@@ -671,8 +697,8 @@ double Session::step(const std::vector<at::Tensor> &batch) {
 
   // Outputs: check all of them before changing any owned state.
   double loss = 0;
-  for (size_t k = 0; k < s.artifact.outputs.size(); ++k) {
-    const OutputSpec &out = s.artifact.outputs[k];
+  for (size_t k = 0; k < s.program().outputs.size(); ++k) {
+    const OutputSpec &out = s.program().outputs[k];
     const at::Tensor &t = s.slots.get(out.slot);
     std::string op = s.artifact.what() + ": outputs[" + std::to_string(k) + "]";
     if (out.role == OutputRole::Loss) {
@@ -692,7 +718,7 @@ double Session::step(const std::vector<at::Tensor> &batch) {
         loss = t.item<double>();
       }
     } else if (out.role == OutputRole::BufferMutation) {
-      const InputSpec &in = s.artifact.inputs[size_t(s.outputTargets[k])];
+      const InputSpec &in = s.program().inputs[size_t(s.outputTargets[k])];
       if (!t.defined() || t.scalar_type() != in.dtype ||
           t.sizes() != c10::IntArrayRef(in.shape))
         throw Error(op + ": the new value of buffer '" + out.target + "' is " +
@@ -700,8 +726,8 @@ double Session::step(const std::vector<at::Tensor> &batch) {
                     artifactDtypeName(in.dtype) + " " + formatShape(in.shape));
     }
   }
-  for (size_t k = 0; k < s.artifact.outputs.size(); ++k) {
-    const OutputSpec &out = s.artifact.outputs[k];
+  for (size_t k = 0; k < s.program().outputs.size(); ++k) {
+    const OutputSpec &out = s.program().outputs[k];
     const at::Tensor &t = s.slots.get(out.slot);
     if (out.role == OutputRole::BufferMutation) {
       // PyTorch updates buffers in place; copying keeps the stored tensor's
@@ -715,6 +741,26 @@ double Session::step(const std::vector<at::Tensor> &batch) {
     }
   }
   s.slots.clear();
+  // MPMD: only the last stage's program computed the loss; its first rank
+  // hands it to every rank (the runtime's own broadcast, not a step
+  // collective), so every rank reports the same loss, as SPMD ranks do.
+  if (s.artifact.mpmd && s.comm && s.artifact.worldSize > 1) {
+    const Program &lossProgram = s.artifact.programs[s.artifact.lossProgram()];
+    int64_t root = lossProgram.ranks[0];
+    try {
+      loss = s.comm
+                 ->broadcast(
+                     s.artifact.mesh->axes,
+                     at::full({}, loss, at::TensorOptions().dtype(at::kDouble)),
+                     root)
+                 .item<double>();
+    } catch (const CollectiveError &e) {
+      throw CollectiveError(s.artifact.what() + ": rank " +
+                            std::to_string(s.config.rank) +
+                            ": receiving the loss from rank " +
+                            std::to_string(root) + ": " + e.what());
+    }
+  }
 
   Clock::time_point end = Clock::now();
   stats.loss = loss;
@@ -735,8 +781,8 @@ double Session::step(const std::vector<at::Tensor> &batch) {
 NamedTensors Session::fullParameters() const {
   const SessionImpl &s = *impl_;
   NamedTensors out;
-  for (size_t i = 0; i < s.artifact.inputs.size(); ++i) {
-    const InputSpec &in = s.artifact.inputs[i];
+  for (size_t i = 0; i < s.program().inputs.size(); ++i) {
+    const InputSpec &in = s.program().inputs[i];
     if (in.role != InputRole::Parameter)
       continue;
     at::Tensor t = s.owned[i];
@@ -755,10 +801,41 @@ int64_t Session::worldSize() const { return impl_->config.worldSize; }
 
 void Session::saveParameters(const std::string &path) const {
   NamedTensors tensors = fullParameters();
-  if (impl_->config.rank != 0)
-    return;
-  for (auto &b : buffers())
-    tensors.push_back(std::move(b));
+  const Artifact &a = impl_->artifact;
+  if (a.mpmd && impl_->comm && a.worldSize > 1) {
+    // The parameters and buffers live on the ranks of the programs that
+    // bind them: each comes to rank 0 from the first rank of the first
+    // program binding it (a tied weight held by two stages is written once,
+    // from the first; --check compares every copy). Every rank walks the
+    // same list, so the broadcasts match.
+    for (auto &b : buffers())
+      tensors.push_back(std::move(b));
+    std::map<std::string, at::Tensor> mine(tensors.begin(), tensors.end());
+    NamedTensors all;
+    std::set<std::string> done;
+    for (const Program &p : a.programs)
+      for (const InputSpec &in : p.inputs) {
+        if ((in.role != InputRole::Parameter && in.role != InputRole::Buffer) ||
+            !done.insert(in.name).second)
+          continue;
+        int64_t root = p.ranks[0];
+        at::Tensor t =
+            impl_->config.rank == root
+                ? mine.at(in.name)
+                : at::empty(in.shard ? in.shard->globalShape : in.shape,
+                            at::TensorOptions().dtype(in.dtype));
+        all.emplace_back(in.name,
+                         impl_->comm->broadcast(a.mesh->axes, t, root));
+      }
+    tensors = std::move(all);
+    if (impl_->config.rank != 0)
+      return;
+  } else {
+    if (impl_->config.rank != 0)
+      return;
+    for (auto &b : buffers())
+      tensors.push_back(std::move(b));
+  }
   writeSafetensors(path, tensors,
                    {{"producer", "loomrt"},
                     {"artifact", impl_->artifact.what()},
@@ -771,8 +848,8 @@ void Session::loadParameters(const std::string &path) {
   c10::AutoGradMode noGrad(false);
   SafetensorsFile file = SafetensorsFile::open(path);
   std::vector<std::pair<size_t, const SafetensorsEntry *>> toLoad;
-  for (size_t i = 0; i < s.artifact.inputs.size(); ++i) {
-    const InputSpec &in = s.artifact.inputs[i];
+  for (size_t i = 0; i < s.program().inputs.size(); ++i) {
+    const InputSpec &in = s.program().inputs[i];
     if (in.role != InputRole::Parameter && in.role != InputRole::Buffer)
       continue;
     const SafetensorsEntry *e = file.find(in.name);
@@ -796,9 +873,9 @@ void Session::loadParameters(const std::string &path) {
 
 static NamedTensors ownedWithRole(const SessionImpl &s, InputRole role) {
   NamedTensors out;
-  for (size_t i = 0; i < s.artifact.inputs.size(); ++i)
-    if (s.artifact.inputs[i].role == role)
-      out.emplace_back(s.artifact.inputs[i].name, s.owned[i]);
+  for (size_t i = 0; i < s.program().inputs.size(); ++i)
+    if (s.program().inputs[i].role == role)
+      out.emplace_back(s.program().inputs[i].name, s.owned[i]);
   return out;
 }
 
@@ -814,8 +891,8 @@ NamedTensors Session::constants() const {
 
 NamedTensors Session::optimizerState() const {
   NamedTensors out;
-  for (size_t i = 0; i < impl_->artifact.state.size(); ++i)
-    out.emplace_back(impl_->artifact.state[i].name, impl_->state[i]);
+  for (size_t i = 0; i < impl_->program().state.size(); ++i)
+    out.emplace_back(impl_->program().state[i].name, impl_->state[i]);
   return out;
 }
 

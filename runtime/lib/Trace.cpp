@@ -95,7 +95,9 @@ void TraceWriter::addStep(const StepStats &stats) {
                {"args",
                 {{"start MiB", double(stats.startBytes) / (1 << 20)},
                  {"peak MiB", double(stats.peakBytes) / (1 << 20)}}}});
-  const Program &program = artifact_.programs[0];
+  // This rank's program (MPMD artifacts run one per pipeline stage).
+  int64_t own = artifact_.programOf(rank_);
+  const Program &program = artifact_.programs[size_t(own < 0 ? 0 : own)];
   const std::vector<Instruction> &insts = program.instructions;
   auto streamOf = [&](const Instruction &inst) -> std::string {
     return inst.stream >= 0 && size_t(inst.stream) < program.streams.size()

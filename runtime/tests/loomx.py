@@ -180,6 +180,139 @@ def write_artifact(path, program, weights, **kwargs) -> None:
         f.write(artifact_bytes(program, weights, **kwargs))
 
 
+TABLE_KEYS = ("num_slots", "inputs", "state", "outputs")
+
+
+class InvalidArtifact(ValueError):
+    """An artifact the runtime would refuse; the message starts with the
+    JSON path, as the runtime's do."""
+
+
+def read_artifact(path) -> tuple[dict, bytes]:
+    """The program JSON and the weights section's bytes of a .loomx file,
+    after the container checks (magic, version range, lengths)."""
+    data = Path(path).read_bytes()
+    if data[:8] != MAGIC:
+        raise InvalidArtifact(f"{path}: not a Loom artifact (no magic)")
+    if len(data) < 32:
+        raise InvalidArtifact(f"{path}: truncated header")
+    version, flags, plen, wlen = struct.unpack("<IIQQ", data[8:32])
+    if not OLDEST_VERSION <= version <= VERSION or flags:
+        raise InvalidArtifact(f"{path}: version {version} flags {flags}; this reads {OLDEST_VERSION} to {VERSION}")
+    if 32 + plen + wlen != len(data):
+        raise InvalidArtifact(f"{path}: the header declares {plen} + {wlen} bytes, the file has {len(data) - 32}")
+    program = json.loads(data[32:32 + plen])
+    if program.get("version") != version:
+        raise InvalidArtifact(f"{path}: version: the program says {program.get('version')}, the header {version}")
+    return program, data[32 + plen:]
+
+
+def is_mpmd(program: Mapping[str, Any]) -> bool:
+    """Whether the programs hold their own tables (version 3 MPMD)."""
+    return not any(k in program for k in TABLE_KEYS)
+
+
+def program_tables(program: Mapping[str, Any], index: int) -> dict:
+    """num_slots, inputs, state, outputs of programs[index]: its own (MPMD)
+    or the top level's (SPMD), as the runtime binds them."""
+    src = program["programs"][index] if is_mpmd(program) else program
+    return {k: src[k] for k in TABLE_KEYS}
+
+
+def mesh_group(mesh: Mapping[str, Any], axes: list, rank: int) -> list[int]:
+    """The ranks sharing `rank`'s coordinates on the mesh axes not in `axes`,
+    row-major (docs/distributed.md): a collective's or transfer's group."""
+    shape, names = mesh["shape"], mesh["axes"]
+    coord, r = [0] * len(shape), rank
+    for i in reversed(range(len(shape))):
+        coord[i], r = r % shape[i], r // shape[i]
+    free = sorted(names.index(a) for a in axes)
+    count = math.prod(shape[i] for i in free)
+    out = []
+    for k in range(count):
+        c, rest = list(coord), k
+        for i in reversed(free):
+            c[i], rest = rest % shape[i], rest // shape[i]
+        rid = 0
+        for i in range(len(shape)):
+            rid = rid * shape[i] + c[i]
+        out.append(rid)
+    return out
+
+
+def validate_programs(program: Mapping[str, Any]) -> None:
+    """The version 3 rules of docs/artifact.md the runtime checks across
+    programs: keys by version, tables either at the top level or in every
+    program, every mesh rank in exactly one program, one loss among the
+    programs, shared tensors bound alike, send/recv peers inside their group
+    and the wait of a send without a result. Raises InvalidArtifact."""
+    version = program["version"]
+
+    def need(cond, path, message):
+        if not cond:
+            raise InvalidArtifact(f"{path}: {message}")
+
+    for key in program:
+        need(key in SCHEMA.keys("Program", version), key, f"unknown field for version {version}")
+    programs = program["programs"]
+    for i, p in enumerate(programs):
+        for key in p:
+            need(key in SCHEMA.keys("RankProgram", version), f"programs[{i}].{key}",
+                 f"'{key}' needs format version {SCHEMA.key_since('RankProgram', key)}"
+                 if SCHEMA.key_since("RankProgram", key) else "unknown field")
+    top = [k for k in TABLE_KEYS if k in program]
+    if top:
+        for i, p in enumerate(programs):
+            for k in TABLE_KEYS:
+                need(k not in p, f"programs[{i}].{k}", f"the top level has `{top[0]}` (SPMD or MPMD, not both)")
+        need(len(top) == len(TABLE_KEYS), "programs", f"the top level has {top} but not all of {list(TABLE_KEYS)}")
+    else:
+        for i, p in enumerate(programs):
+            for k in TABLE_KEYS:
+                need(k in p, f"programs[{i}].{k}", "missing (MPMD: every program has its own tables)")
+    world, mesh = program["world_size"], program.get("mesh")
+    runs = {}
+    for i, p in enumerate(programs):
+        for r in p.get("ranks", [p.get("rank")]):
+            need(r not in runs, f"programs[{i}].ranks", f"rank {r} also runs programs[{runs.get(r)}]")
+            runs[r] = i
+    need(sorted(runs) == list(range(world)), "programs", f"ranks {sorted(runs)} for world_size {world}")
+    losses = [i for i in range(len(programs))
+              for o in program_tables(program, i)["outputs"] if o["role"] == "loss"]
+    need(len(losses) == (len(programs) if top else 1) and len(set(losses)) == len(losses), "programs",
+         f"loss outputs in programs {losses} (exactly one program has it)")
+    bound = {}
+    for i in range(len(programs)):
+        for k, e in enumerate(program_tables(program, i)["inputs"]):
+            if e["role"] == "input":
+                continue
+            sig = (e["role"], e["dtype"], e.get("shard", {}).get("global_shape", e["shape"]))
+            where = bound.setdefault(e["name"], (i, k, sig))
+            need(where[2] == sig, f"programs[{i}].inputs[{k}]",
+                 f"'{e['name']}' bound as {sig}, programs[{where[0]}] binds it as {where[2]}")
+    for i, p in enumerate(programs):
+        sends = set()
+        for j, inst in enumerate(p["instructions"]):
+            path = f"programs[{i}].instructions[{j}]"
+            op = inst["op"]
+            need(op in SCHEMA.values("Op", version), f"{path}.op", f"unknown instruction '{op}' in version {version}")
+            for key in inst:
+                need(key in SCHEMA.inst_keys(op, version), f"{path}.{key}", "unknown field")
+            if op in ("send_start", "recv_start"):
+                for r in p.get("ranks", [p.get("rank")]):
+                    g = mesh_group(mesh, inst["axes"], r)
+                    need(0 <= inst["peer"] < len(g) and g[inst["peer"]] != r, f"{path}.peer",
+                         f"peer {inst['peer']} is not another member of rank {r}'s group {g}")
+                need(0 <= inst["tag"] < 2**31, f"{path}.tag", f"tag {inst['tag']} out of range")
+                if op == "send_start":
+                    sends.add(inst["future"])
+            elif op == "wait":
+                send = inst["future"] in sends
+                sends.discard(inst["future"])
+                need(send != ("result" in inst), f"{path}.result",
+                     "the wait of a send has no result" if send else "missing")
+
+
 def tensor_input(name: str, role: str, slot: int, t, batch_index: int | None = None) -> dict:
     entry = {"name": name, "role": role, "slot": slot, "dtype": dtype_name(t.dtype), "shape": list(t.shape)}
     if batch_index is not None:

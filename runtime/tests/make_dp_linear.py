@@ -67,10 +67,11 @@ class Builder:
         self.next += 1
         return s
 
-    def aten(self, kernel: str, overload: str, args: list, name: str, phase: str, kwargs: dict | None = None) -> int:
+    def aten(self, kernel: str, overload: str, args: list, name: str, phase: str, kwargs: dict | None = None,
+             module: str = "fc") -> int:
         out = self.slot()
         inst = {"op": "aten", "kernel": kernel, "overload": overload, "args": args, "results": [out],
-                "stream": 0, "name": name, "module": "fc", "phase": phase}
+                "stream": 0, "name": name, "module": module, "phase": phase}
         if kwargs:
             inst["kwargs"] = kwargs
         self.insts.append(inst)

@@ -209,12 +209,18 @@ enum class OpKind {
   Wait,
   RecordEvent,
   WaitEvent,
+  // Version 3: point-to-point transfers (start + wait), for pipeline stages.
+  SendStart,
+  RecvStart,
 };
 /// The instruction's `op` name ("all_gather_start", ...).
 const char *toString(OpKind op);
-/// The collective's kind for counts and messages ("all_gather", ...), or
-/// nullptr when `op` is not a collective start.
+/// The collective's kind for counts and messages ("all_gather", ...,
+/// "send", "recv"), or nullptr when `op` is not a collective or
+/// point-to-point start.
 const char *collectiveName(OpKind op);
+/// Whether `op` is send_start or recv_start.
+bool isPointToPoint(OpKind op);
 
 struct Instruction {
   OpKind op = OpKind::Aten;
@@ -242,7 +248,10 @@ struct Instruction {
 
   // Collective starts: `input` slot, `future` slot, group `axes`, `dim`
   // (all_gather, reduce_scatter), `reduce` (reduce_scatter, all_reduce),
-  // `root` (broadcast, an index in the group). Wait: `future`, `result`.
+  // `root` (broadcast, an index in the group). Wait: `future`, `result`
+  // (-1 for the wait of a send, which has none).
+  // send_start: `input`, `future`, `axes`, `peer`, `tag`; recv_start:
+  // `future`, `axes`, `peer`, `tag`, `recvDtype`, `recvShape`.
   int64_t input = -1;
   int64_t future = -1;
   int64_t result = -1;
@@ -250,6 +259,12 @@ struct Instruction {
   int64_t dim = 0;
   ReduceOp reduce = ReduceOp::Sum;
   int64_t root = 0;
+  /// Point-to-point: the other rank's index in this rank's group over
+  /// `axes`, and the tag the matching send and recv share.
+  int64_t peer = -1;
+  int64_t tag = 0;
+  c10::ScalarType recvDtype = c10::ScalarType::Undefined;
+  std::vector<int64_t> recvShape;
   // record_event / wait_event
   int64_t event = -1;
 
@@ -257,11 +272,25 @@ struct Instruction {
   std::string qualifiedKernel() const;
 };
 
+/// One entry of `programs`: the instructions some ranks run, with the
+/// binding tables they run them with. An SPMD artifact (the top level holds
+/// the tables) gives every program a copy of the top level's tables; an
+/// MPMD one (version 3, pipeline stages) reads each program's own. Either
+/// way a rank runs one Program and reads only its tables.
 struct Program {
   /// The ranks that run this program (v1: {rank}).
   std::vector<int64_t> ranks;
   std::vector<std::string> streams;
   std::vector<Instruction> instructions;
+  int64_t numSlots = 0;
+  std::vector<InputSpec> inputs;
+  std::vector<StateSpec> state;
+  std::vector<OutputSpec> outputs;
+
+  /// Index into `inputs` by name, or -1.
+  int64_t findInput(const std::string &name) const;
+  /// Whether one of `outputs` is the loss.
+  bool hasLoss() const;
 };
 
 class Artifact {
@@ -288,25 +317,32 @@ public:
   int64_t worldSize = 1;
   /// Required when worldSize > 1.
   std::optional<Mesh> mesh;
-  int64_t numSlots = 0;
   std::optional<OptimizerSpec> optimizer;
-  std::vector<InputSpec> inputs;
-  std::vector<StateSpec> state;
-  std::vector<OutputSpec> outputs;
+  /// Each with its binding tables (see Program).
   std::vector<Program> programs;
+  /// Whether the tables were per program (MPMD, version 3) rather than at
+  /// the top level; errors name them "programs[i].inputs[k]" then.
+  bool mpmd = false;
 
   /// Where the weights safetensors lies inside the file (load() only).
   std::string weightsPath;
   uint64_t weightsOffset = 0;
   uint64_t weightsLength = 0;
 
-  /// Index into `inputs` by name, or -1.
-  int64_t findInput(const std::string &name) const;
+  /// The JSON path of program `i`'s `table` ("inputs", "outputs", ...):
+  /// "programs[1].inputs" for MPMD, "inputs" for SPMD.
+  std::string tablePath(size_t program, const std::string &table) const;
+  /// Index of the program that has the loss output (the one whose loss the
+  /// step reports); every artifact has exactly one.
+  size_t lossProgram() const;
   /// Index of the program `rank` runs, or -1.
   int64_t programOf(int64_t rank) const;
-  /// Every distinct axes list the program uses (collectives, shards,
-  /// splits, the loss reduction), in first-use order: the process groups
-  /// a rank creates, in the order every rank creates them.
+  /// Every distinct axes list the programs use (collectives, point-to-point
+  /// transfers, shards, splits, the loss reduction), over every program in
+  /// order, in first-use order: the process groups a rank creates, in the
+  /// order every rank creates them. An MPMD artifact on several ranks adds
+  /// every mesh axis at the end: the group the runtime hands the loss and
+  /// saved parameters around in.
   std::vector<std::vector<std::string>> groupAxes() const;
 
 private:

@@ -56,7 +56,7 @@ struct DistributedConfig {
 
 /// Wall time of one instruction, when tracing is on.
 struct InstructionTiming {
-  size_t index = 0;   // into programs[0].instructions
+  size_t index = 0;   // into this rank's program's instructions
   double startUs = 0; // since the session was created
   double durationUs = 0;
 };
@@ -64,7 +64,7 @@ struct InstructionTiming {
 /// A collective of a traced step, from its start instruction to its wait.
 /// Times are microseconds since the session was created.
 struct CollectiveTiming {
-  size_t start = 0; // instruction indices into programs[0].instructions
+  size_t start = 0; // indices into this rank's program's instructions
   size_t wait = 0;
   double issueUs = 0; // the start instruction began issuing it
   /// The backend finished it (its c10d Work's future completed, on the
@@ -137,17 +137,19 @@ public:
   /// Runs one training step on `batch` (element i is the batch tuple's
   /// element i; each must have the dtype and shape its input declares) and
   /// returns the loss (reduced over the ranks as the loss output's `reduce`
-  /// says). Split inputs take the global batch; each rank slices its rows.
+  /// says; for an MPMD artifact the loss program's, handed to every rank).
+  /// Split inputs take the global batch; each rank slices its rows.
   /// The batch tensors are read, not copied: an
   /// instruction that mutates an input mutates the caller's tensor.
   double step(const std::vector<at::Tensor> &batch);
 
   /// Writes the parameters and buffers (fully-qualified names) to a
   /// safetensors file. On several ranks every rank must call it (sharded
-  /// parameters are gathered); rank 0 writes the file.
+  /// parameters are gathered; for an MPMD artifact, every program's tensors
+  /// come to rank 0); rank 0 writes the file.
   void saveParameters(const std::string &safetensorsPath) const;
-  /// The full parameters, in parameters() order: sharded ones all-gathered
-  /// over their groups with the padding dropped. On several ranks a
+  /// The full parameters of this rank's program, in parameters() order:
+  /// sharded ones all-gathered over their groups with the padding dropped. On several ranks a
   /// collective: every rank must call it.
   NamedTensors fullParameters() const;
   /// This process's rank and the world size (0 and 1 for one rank).

@@ -38,14 +38,14 @@ TEST(Artifact, ValidLinearArtifactLoads) {
   std::string path =
       writeArtifact("ok.loomx", linearProgram(sgdOptimizer()), linearWeights());
   Artifact a = Artifact::load(path);
-  EXPECT_EQ(a.numSlots, 16);
+  EXPECT_EQ(a.programs[0].numSlots, 16);
   EXPECT_EQ(a.worldSize, 1);
-  ASSERT_EQ(a.inputs.size(), 5u);
-  EXPECT_EQ(a.inputs[0].name, "fc.weight");
-  EXPECT_EQ(a.inputs[0].role, InputRole::Parameter);
-  EXPECT_EQ(a.inputs[0].shape, (std::vector<int64_t>{3, 6}));
-  EXPECT_EQ(a.inputs[2].dtype, c10::ScalarType::Long);
-  EXPECT_EQ(a.inputs[4].batchIndex, 1);
+  ASSERT_EQ(a.programs[0].inputs.size(), 5u);
+  EXPECT_EQ(a.programs[0].inputs[0].name, "fc.weight");
+  EXPECT_EQ(a.programs[0].inputs[0].role, InputRole::Parameter);
+  EXPECT_EQ(a.programs[0].inputs[0].shape, (std::vector<int64_t>{3, 6}));
+  EXPECT_EQ(a.programs[0].inputs[2].dtype, c10::ScalarType::Long);
+  EXPECT_EQ(a.programs[0].inputs[4].batchIndex, 1);
   ASSERT_TRUE(a.optimizer);
   EXPECT_EQ(a.optimizer->kind, OptimizerKind::SGD);
   EXPECT_DOUBLE_EQ(a.optimizer->momentum, 0.9);
@@ -57,7 +57,7 @@ TEST(Artifact, ValidLinearArtifactLoads) {
   EXPECT_EQ(sum.args[2].kind, ArgValue::Kind::Bool);
   EXPECT_EQ(a.programs[0].instructions[9].op, OpKind::Free);
   EXPECT_EQ(a.programs[0].instructions[10].op, OpKind::Optimizer);
-  EXPECT_EQ(a.outputs[1].role, OutputRole::BufferMutation);
+  EXPECT_EQ(a.programs[0].outputs[1].role, OutputRole::BufferMutation);
 }
 
 // --- Container -------------------------------------------------------------
@@ -79,12 +79,12 @@ TEST(Artifact, ShorterThanMagic) {
 
 TEST(Artifact, WrongVersion) {
   ArtifactBytes b;
-  b.version = 3;
+  b.version = 4;
   std::string path =
       writeFile("a.loomx", b.build(validProgram(), validWeights()));
   EXPECT_CONTAINS(errorOf([&] { Artifact::load(path); }),
-                  "artifact format version 3; this runtime reads "
-                  "versions 1 to 2 — recompile with the matching "
+                  "artifact format version 4; this runtime reads "
+                  "versions 1 to 3 — recompile with the matching "
                   "loom-compile");
 }
 
@@ -142,8 +142,8 @@ TEST(Artifact, ProgramIsNotJson) {
 
 TEST(Artifact, ProgramVersion) {
   json p = linearProgram(sgdOptimizer());
-  p["version"] = 3;
-  EXPECT_CONTAINS(loadError(p), "version: program version 3");
+  p["version"] = 4;
+  EXPECT_CONTAINS(loadError(p), "version: program version 4");
 }
 
 TEST(Artifact, MissingField) {
@@ -385,7 +385,7 @@ TEST(Artifact, NoOptimizerLoads) {
       writeArtifact("a.loomx", linearProgram(nullptr), linearWeights());
   Artifact a = Artifact::load(path);
   EXPECT_FALSE(a.optimizer);
-  EXPECT_TRUE(a.state.empty());
+  EXPECT_TRUE(a.programs[0].state.empty());
 }
 
 // --- Weights ---------------------------------------------------------------

@@ -531,4 +531,296 @@ TEST(ArtifactV2, AllSliceNeedsADim) {
   EXPECT_CONTAINS(loadError(p), "instructions[10].dim: missing");
 }
 
+//===----------------------------------------------------------------------===//
+// Format version 3: MPMD programs and point-to-point transfers
+//===----------------------------------------------------------------------===//
+
+/// The linear program as two MPMD programs on mesh [2] ["pp"]: program 0
+/// (rank 0) without the loss output, program 1 (rank 1) with it; each holds
+/// its own copy of the tables. Room for more slots.
+json v3Program() {
+  json p = v2Program(2);
+  p["version"] = 3;
+  p["mesh"] = {{"shape", {2}}, {"axes", {"pp"}}};
+  json programs = json::array();
+  for (int r = 0; r < 2; ++r) {
+    json prog = p["programs"][0];
+    prog["ranks"] = {r};
+    prog["streams"] = {"compute"};
+    for (const char *key : {"num_slots", "inputs", "state", "outputs"})
+      prog[key] = p[key];
+    if (r == 0)
+      prog["outputs"].erase(0); // the loss
+    programs.push_back(prog);
+  }
+  for (const char *key : {"num_slots", "inputs", "state", "outputs"})
+    p.erase(key);
+  p["programs"] = programs;
+  return p;
+}
+
+json &insts(json &p, int program) {
+  return p["programs"][program]["instructions"];
+}
+
+std::string parseError(const json &program) {
+  return errorOf([&] { Artifact::parseProgram(program.dump(), "t.loomx"); });
+}
+
+json send(int input, int future, int peer, int tag) {
+  return {{"op", "send_start"}, {"input", input}, {"future", future},
+          {"axes", {"pp"}},     {"peer", peer},   {"tag", tag}};
+}
+json recv(int future, int peer, int tag) {
+  return {{"op", "recv_start"}, {"future", future}, {"axes", {"pp"}},
+          {"peer", peer},       {"tag", tag},       {"dtype", "f32"},
+          {"shape", {5, 6}}};
+}
+json waitSend(int future) { return {{"op", "wait"}, {"future", future}}; }
+
+TEST(ArtifactV3, MpmdProgramsLoad) {
+  json p = v3Program();
+  insts(p, 0).push_back(send(3, 20, 1, 7));
+  insts(p, 0).push_back(waitSend(20));
+  insts(p, 1).push_back(recv(20, 0, 7));
+  insts(p, 1).push_back({{"op", "wait"}, {"future", 20}, {"result", 21}});
+  std::string path = writeArtifact("v3.loomx", p, linearWeights());
+  Artifact a = Artifact::load(path);
+  EXPECT_TRUE(a.mpmd);
+  ASSERT_EQ(a.programs.size(), 2u);
+  EXPECT_FALSE(a.programs[0].hasLoss());
+  EXPECT_TRUE(a.programs[1].hasLoss());
+  EXPECT_EQ(a.lossProgram(), 1u);
+  EXPECT_EQ(a.programs[0].outputs.size(), 3u);
+  const Instruction &s = a.programs[0].instructions[10];
+  EXPECT_EQ(s.op, OpKind::SendStart);
+  EXPECT_EQ(s.peer, 1);
+  EXPECT_EQ(s.tag, 7);
+  EXPECT_EQ(a.programs[0].instructions[11].result, -1);
+  EXPECT_EQ(a.programs[1].instructions[10].recvShape,
+            (std::vector<int64_t>{5, 6}));
+  EXPECT_EQ(a.groupAxes(), (std::vector<std::vector<std::string>>{{"pp"}}));
+}
+
+TEST(ArtifactV3, SpmdIsOneProgramWithTheTopLevelTables) {
+  json p = v2Program(2);
+  p["version"] = 3;
+  Artifact a = Artifact::parseProgram(p.dump(), "t.loomx");
+  EXPECT_FALSE(a.mpmd);
+  EXPECT_EQ(a.programs[0].numSlots, 40);
+  EXPECT_EQ(a.programs[0].inputs.size(), 5u);
+  EXPECT_TRUE(a.programs[0].hasLoss());
+}
+
+TEST(ArtifactV3, TablesAtTheTopAndInAProgram) {
+  json p = v3Program();
+  p["num_slots"] = 40;
+  EXPECT_CONTAINS(parseError(p), "t.loomx: programs[0].num_slots: the top "
+                                 "level has `num_slots` (one SPMD program)");
+}
+
+TEST(ArtifactV3, TablesInSomeProgramsOnly) {
+  json p = v3Program();
+  for (const char *key : {"num_slots", "inputs", "state", "outputs"})
+    p["programs"][0].erase(key);
+  EXPECT_CONTAINS(parseError(p), "programs[1].num_slots: programs[1] has its "
+                                 "own tables but another program has none");
+}
+
+TEST(ArtifactV3, ProgramTablesNeedVersion3) {
+  json p = v3Program();
+  p["version"] = 2;
+  EXPECT_CONTAINS(parseError(p), "programs[0].inputs: 'inputs' needs format "
+                                 "version 3 (this program is version 2)");
+}
+
+TEST(ArtifactV3, PointToPointNeedsVersion3) {
+  json p = v2Program(2);
+  p["mesh"] = {{"shape", {2}}, {"axes", {"pp"}}};
+  insts(p).push_back(send(3, 20, 1, 0));
+  EXPECT_CONTAINS(parseError(p), "programs[0].instructions[10].op: unknown "
+                                 "instruction 'send_start' (version 2 has");
+}
+
+TEST(ArtifactV3, RankInTwoPrograms) {
+  json p = v3Program();
+  p["programs"][0]["ranks"] = {0, 1};
+  EXPECT_CONTAINS(parseError(p),
+                  "programs[1].ranks[0]: rank 1 also runs programs[0]");
+}
+
+TEST(ArtifactV3, RankInNoProgram) {
+  json p = v3Program();
+  p["programs"][0]["ranks"] = {1};
+  EXPECT_CONTAINS(parseError(p), "programs[1].ranks[0]: rank 1 also runs");
+  p["programs"].erase(0);
+  p["programs"][0]["ranks"] = {1};
+  EXPECT_CONTAINS(parseError(p),
+                  "programs: no program runs rank 0 (world_size 2)");
+}
+
+TEST(ArtifactV3, LossInTwoPrograms) {
+  json p = v3Program();
+  p["programs"][0]["outputs"] = p["programs"][1]["outputs"];
+  EXPECT_CONTAINS(parseError(p), "programs[1].outputs: a second program with "
+                                 "a 'loss' output (programs[0] has one");
+}
+
+TEST(ArtifactV3, LossInNoProgram) {
+  json p = v3Program();
+  p["programs"][1]["outputs"].erase(0);
+  EXPECT_CONTAINS(parseError(p),
+                  "programs: no program has an output with role 'loss'");
+}
+
+TEST(ArtifactV3, TwoLossesInOneProgram) {
+  json p = v3Program();
+  p["programs"][1]["outputs"].push_back({{"role", "loss"}, {"slot", 7}});
+  EXPECT_CONTAINS(parseError(p), "programs[1].outputs: expected at most one "
+                                 "output with role 'loss', found 2");
+}
+
+TEST(ArtifactV3, SharedParameterBoundAlike) {
+  json p = v3Program();
+  p["programs"][1]["inputs"][0]["shape"] = {4, 6};
+  EXPECT_CONTAINS(parseError(p),
+                  "programs[1].inputs[0]: 'fc.weight' is a parameter f32 "
+                  "[4, 6] here, but programs[0].inputs[0] binds it as a "
+                  "parameter f32 [3, 6]");
+  p = v3Program();
+  p["programs"][1]["inputs"][1]["dtype"] = "f64";
+  EXPECT_CONTAINS(parseError(p), "programs[1].inputs[1]: 'fc.bias' is a "
+                                 "parameter f64 [3] here");
+}
+
+TEST(ArtifactV3, ErrorsNameTheProgramsTables) {
+  json p = v3Program();
+  p["programs"][1]["inputs"][2]["slot"] = 99;
+  EXPECT_CONTAINS(parseError(p), "programs[1].inputs[2].slot: slot 99 out of "
+                                 "range (40 slots)");
+}
+
+TEST(ArtifactV3, PeerIsAnotherMemberOfTheGroup) {
+  json p = v3Program();
+  insts(p, 0).push_back(send(3, 20, 0, 0));
+  insts(p, 0).push_back(waitSend(20));
+  EXPECT_CONTAINS(parseError(p), "programs[0].instructions[10].peer: peer 0 "
+                                 "is rank 0's own index in its group [0, 1]");
+  p = v3Program();
+  insts(p, 1).push_back(recv(20, 2, 0));
+  insts(p, 1).push_back({{"op", "wait"}, {"future", 20}, {"result", 21}});
+  EXPECT_CONTAINS(parseError(p),
+                  "programs[1].instructions[10].peer: peer 2 is not an index "
+                  "in rank 1's group over the axes (2 ranks: [0, 1])");
+}
+
+TEST(ArtifactV3, WaitOfASendHasNoResult) {
+  json p = v3Program();
+  insts(p, 0).push_back(send(3, 20, 1, 0));
+  insts(p, 0).push_back({{"op", "wait"}, {"future", 20}, {"result", 21}});
+  EXPECT_CONTAINS(parseError(p),
+                  "programs[0].instructions[11].result: the wait of a send "
+                  "has no result (slot 20 holds the future of the send "
+                  "started at instructions[10])");
+}
+
+TEST(ArtifactV3, WaitOfARecvHasAResult) {
+  json p = v3Program();
+  insts(p, 1).push_back(recv(20, 0, 0));
+  insts(p, 1).push_back(waitSend(20));
+  EXPECT_CONTAINS(parseError(p), "programs[1].instructions[11].result: "
+                                 "missing (the wait of a collective or recv");
+}
+
+TEST(ArtifactV3, SendInputStaysUntilItsWait) {
+  json p = v3Program();
+  insts(p, 0).push_back(send(3, 20, 1, 0));
+  insts(p, 0).push_back({{"op", "free"}, {"slots", {3}}});
+  insts(p, 0).push_back(waitSend(20));
+  EXPECT_CONTAINS(parseError(p), "programs[0].instructions[11].slots[0]: slot "
+                                 "3 is the input of the collective started at "
+                                 "instructions[10] and must not be freed");
+}
+
+TEST(ArtifactV3, NegativeTag) {
+  json p = v3Program();
+  insts(p, 0).push_back(send(3, 20, 1, -1));
+  EXPECT_CONTAINS(parseError(p), "programs[0].instructions[10].tag: tag -1 "
+                                 "out of range");
+}
+
+/// Runs `path` on two ranks in two threads of this process for one step;
+/// returns each rank's error ("done" when the step finished) and fills the
+/// losses and gradients.
+void runTwoRanks(const std::string &path, const std::vector<at::Tensor> &batch,
+                 double timeoutSeconds, std::string errors[2], double losses[2],
+                 std::map<std::string, at::Tensor> grads[2]) {
+  int port = freePort();
+  auto rank = [&](int r) {
+    errors[r] = errorOf([&] {
+      DistributedConfig c;
+      c.rank = r;
+      c.worldSize = 2;
+      c.masterPort = port;
+      c.timeoutSeconds = timeoutSeconds;
+      Session s = Session::load(path, c);
+      losses[r] = s.step(batch);
+      grads[r] = s.gradients();
+      throw Error("done");
+    });
+  };
+  std::thread t0(rank, 0), t1(rank, 1);
+  t0.join();
+  t1.join();
+}
+
+// Rank 0 (program 0) sends its batch element x to rank 1 (program 1), which
+// outputs what it received as a gradient; both report program 1's loss.
+TEST(SessionV3, SendAndRecvBetweenPrograms) {
+  json p = v3Program();
+  insts(p, 0).push_back(send(3, 20, 1, 5));
+  insts(p, 0).push_back(waitSend(20));
+  insts(p, 1).push_back(recv(20, 0, 5));
+  insts(p, 1).push_back({{"op", "wait"}, {"future", 20}, {"result", 21}});
+  p["programs"][1]["outputs"][2]["slot"] = 21; // "fc.weight" grad
+  std::string path = writeArtifact("v3p2p.loomx", p, linearWeights());
+  std::vector<at::Tensor> batch = linearBatch(0);
+  std::string errors[2];
+  double losses[2] = {0, 0};
+  std::map<std::string, at::Tensor> grads[2];
+  runTwoRanks(path, batch, 20, errors, losses, grads);
+  ASSERT_EQ(errors[0], "done");
+  ASSERT_EQ(errors[1], "done");
+  EXPECT_TRUE(at::equal(grads[1].at("fc.weight"), batch[0]));
+  EXPECT_EQ(losses[0], losses[1]);
+  EXPECT_NE(losses[1], 0.0);
+}
+
+// The recv waits for tag 6, the send sends tag 5: the recv times out and
+// names the rank, the peer's global rank, the tag and the instruction.
+TEST(SessionV3, UnmatchedTagTimesOut) {
+  json p = v3Program();
+  insts(p, 0).push_back(send(3, 20, 1, 5));
+  insts(p, 0).push_back(waitSend(20));
+  json r = recv(20, 0, 6);
+  r["name"] = "recv_x";
+  r["module"] = "stage1";
+  insts(p, 1).push_back(r);
+  insts(p, 1).push_back({{"op", "wait"}, {"future", 20}, {"result", 21}});
+  std::string path = writeArtifact("v3tag.loomx", p, linearWeights());
+  std::string errors[2];
+  double losses[2] = {0, 0};
+  std::map<std::string, at::Tensor> grads[2];
+  runTwoRanks(path, linearBatch(0), 2, errors, losses, grads);
+  EXPECT_CONTAINS(errors[1],
+                  "rank 1: programs[1].instructions[11] wait: recv from rank "
+                  "0 (index 0 of axes [pp] ranks [0, 1]), tag 6 (f32 [5, 6], "
+                  "120 B), started by programs[1].instructions[10] (in "
+                  "'recv_x') [module stage1] failed");
+  // The sender does not finish either: its send never matched.
+  EXPECT_CONTAINS(errors[0], "rank 0: programs[0].instructions[11] wait: send "
+                             "to rank 1 (index 1 of axes [pp] ranks [0, 1]), "
+                             "tag 5");
+}
+
 } // namespace

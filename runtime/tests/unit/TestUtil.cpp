@@ -59,12 +59,14 @@ std::string ArtifactBytes::build(const std::string &program,
 
 std::string writeArtifact(const std::string &name, const json &program,
                           const NamedTensors &weights) {
-  // The container's version follows the program's (1 or 2).
+  // The container's version follows the program's (one the runtime reads).
   ArtifactBytes b;
   if (program.is_object() && program.contains("version") &&
-      program["version"].is_number_integer() &&
-      program["version"].get<int64_t>() == 2)
-    b.version = 2;
+      program["version"].is_number_integer()) {
+    int64_t v = program["version"].get<int64_t>();
+    if (v >= kArtifactOldestVersion && v <= kArtifactVersion)
+      b.version = uint32_t(v);
+  }
   return writeFile(name, b.build(program.dump(), safetensorsBytes(weights)));
 }
 
