@@ -134,6 +134,13 @@ TEST(DeviceSpec, ParsesAndAppliesEfficiency) {
                                               GroupPlacement{4, 2});
   EXPECT_TRUE(inter.interNode);
   EXPECT_NEAR(inter.seconds, 54.576e-6, kTol);
+  // A pipeline transfer is one message between two ranks, whatever the
+  // size of its group over "pp": 10 us + 16384 / 5e8 across nodes.
+  CollectiveCost transfer = model.collectiveCost(CollectiveKind::sendRecv,
+                                                 16384, GroupPlacement{8, 3});
+  EXPECT_EQ(transfer.placement.size, 2);
+  EXPECT_EQ(transfer.placement.nodesSpanned, 2);
+  EXPECT_NEAR(transfer.seconds, 10e-6 + 32.768e-6, kTol);
 }
 
 std::string parseError(StringRef text) {

@@ -600,7 +600,12 @@ CollectiveCost CostModel::collectiveCost(CollectiveKind kind, double bytes,
   cost.kind = kind;
   cost.bytes = bytes;
   cost.placement = group;
-  cost.interNode = group.nodesSpanned > 1;
+  // A transfer crosses one link, between two ranks of the group: a node
+  // boundary at worst, however many nodes the group spans.
+  if (kind == CollectiveKind::sendRecv)
+    cost.placement = {std::min<int64_t>(group.size, 2),
+                      std::min<int64_t>(group.nodesSpanned, 2)};
+  cost.interNode = cost.placement.nodesSpanned > 1;
   const LinkSpec &link = cost.interNode ? spec.interNode : spec.intraNode;
   double beta = link.bandwidth * spec.linkEfficiency;
   CollectiveAlgorithm algorithm = options.algorithm;
@@ -609,16 +614,16 @@ CollectiveCost CostModel::collectiveCost(CollectiveKind kind, double bytes,
   if (!hasTree)
     algorithm = CollectiveAlgorithm::ring;
   if (algorithm == CollectiveAlgorithm::autoSelect) {
-    double ring = alphaBetaTime(kind, CollectiveAlgorithm::ring, group.size,
-                                bytes, link.latency, beta);
-    double tree = alphaBetaTime(kind, CollectiveAlgorithm::tree, group.size,
-                                bytes, link.latency, beta);
+    double ring = alphaBetaTime(kind, CollectiveAlgorithm::ring,
+                                cost.placement.size, bytes, link.latency, beta);
+    double tree = alphaBetaTime(kind, CollectiveAlgorithm::tree,
+                                cost.placement.size, bytes, link.latency, beta);
     algorithm =
         tree < ring ? CollectiveAlgorithm::tree : CollectiveAlgorithm::ring;
   }
   cost.algorithm = algorithm;
-  cost.seconds =
-      alphaBetaTime(kind, algorithm, group.size, bytes, link.latency, beta);
+  cost.seconds = alphaBetaTime(kind, algorithm, cost.placement.size, bytes,
+                               link.latency, beta);
   return cost;
 }
 

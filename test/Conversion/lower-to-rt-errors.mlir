@@ -80,12 +80,56 @@ func.func @step(%x: tensor<4xf32> {loom.name = "x", loom.role = #loom.role<input
 
 // -----
 
-loom.mesh @pp shape [2] axes ["pp"]
-func.func @step(%x: tensor<4xf32> {loom.name = "x", loom.role = #loom.role<input>})
-    -> (tensor<f32> {loom.role = #loom.role<loss>}) attributes {loom.step} {
-  // expected-error@+1 {{cannot be lowered to loomrt: loom-lower-to-rt handles loom.aten, loom.optimizer_update and the all-gather, reduce-scatter, all-reduce and broadcast collectives with their waits}}
-  %f = loom.send_start %x on @pp axes ["pp"] peer 1 : tensor<4xf32> -> !loom.future<none>
+// A pipeline's steps are MPMD programs: two may not run the same rank.
+loom.mesh @pp shape [4] axes ["pp"]
+// expected-note@+1 {{the other program}}
+func.func @stage0(%x: tensor<4xf32> {loom.name = "x", loom.role = #loom.role<input>})
+    attributes {loom.step, loom.program_ranks = array<i64: 0, 1>} {
+  %f = loom.send_start %x on @pp axes ["pp"] peer 2 tag 0 : tensor<4xf32> -> !loom.future<none>
   loom.wait %f : !loom.future<none>
+  return
+}
+// expected-error@+1 {{runs on rank 1, which @stage0 runs too; each rank runs one program}}
+func.func @stage1(%x: tensor<4xf32> {loom.name = "x", loom.role = #loom.role<input>})
+    -> (tensor<f32> {loom.role = #loom.role<loss>})
+    attributes {loom.step, loom.program_ranks = array<i64: 1, 2, 3>} {
+  %f = loom.recv_start on @pp axes ["pp"] peer 0 tag 0 : !loom.future<tensor<4xf32>>
+  %y = loom.wait %f : !loom.future<tensor<4xf32>> -> tensor<4xf32>
+  %l = loom.aten "aten::sum.default"(%y) {args = [#loom.arg<0>]} : (tensor<4xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Every rank of the mesh runs one of the programs.
+loom.mesh @pp shape [3] axes ["pp"]
+// expected-error@+1 {{rank 2 of mesh @pp runs no program; the steps' 'loom.program_ranks' must cover every rank}}
+func.func @stage0(%x: tensor<4xf32> {loom.name = "x", loom.role = #loom.role<input>})
+    attributes {loom.step, loom.program_ranks = array<i64: 0>} {
+  %f = loom.send_start %x on @pp axes ["pp"] peer 1 tag 0 : tensor<4xf32> -> !loom.future<none>
+  loom.wait %f : !loom.future<none>
+  return
+}
+func.func @stage1(%x: tensor<4xf32> {loom.name = "x", loom.role = #loom.role<input>})
+    -> (tensor<f32> {loom.role = #loom.role<loss>})
+    attributes {loom.step, loom.program_ranks = array<i64: 1>} {
+  %f = loom.recv_start on @pp axes ["pp"] peer 0 tag 0 : !loom.future<tensor<4xf32>>
+  %y = loom.wait %f : !loom.future<tensor<4xf32>> -> tensor<4xf32>
+  %l = loom.aten "aten::sum.default"(%y) {args = [#loom.arg<0>]} : (tensor<4xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// A module is one SPMD step or MPMD steps only.
+loom.mesh @pp shape [2] axes ["pp"]
+func.func @stage0(%x: tensor<4xf32> {loom.name = "x", loom.role = #loom.role<input>})
+    attributes {loom.step, loom.program_ranks = array<i64: 0, 1>} {
+  return
+}
+// expected-error@+1 {{has no 'loom.program_ranks' but the module's other steps are MPMD programs; say which ranks run it}}
+func.func @stage1(%x: tensor<4xf32> {loom.name = "x", loom.role = #loom.role<input>})
+    -> (tensor<f32> {loom.role = #loom.role<loss>}) attributes {loom.step} {
   %l = loom.aten "aten::sum.default"(%x) {args = [#loom.arg<0>]} : (tensor<4xf32>) -> tensor<f32>
   return %l : tensor<f32>
 }

@@ -75,8 +75,16 @@ static void printSummary(mlir::ModuleOp module) {
       if (isa<loom::rt::AtenOp, loom::rt::FreeOp, loom::rt::OptimizerOp>(op))
         counts[op.getName().stripDialect()]++;
     loom::PeakMemory memory(program);
-    errs() << "loom-compile: rank " << program.getRank() << ": "
-           << program.getNumSlots().value_or(0) << " slots, "
+    // An MPMD program (a pipeline stage) is named by its step and ranks.
+    if (std::optional<ArrayRef<int64_t>> ranks = program.getRanks()) {
+      errs() << "loom-compile: program '" << program.getStepName()
+             << "' ranks [";
+      llvm::interleaveComma(*ranks, errs());
+      errs() << "]: ";
+    } else {
+      errs() << "loom-compile: rank " << program.getRank() << ": ";
+    }
+    errs() << program.getNumSlots().value_or(0) << " slots, "
            << counts.lookup("aten") << " aten, " << counts.lookup("free")
            << " free, " << counts.lookup("optimizer")
            << " optimizer instructions; predicted peak memory "

@@ -9,8 +9,9 @@ def LoomLowerToRT : Pass<"loom-lower-to-rt", "::mlir::ModuleOp"> {
   let summary = "Lower each loom step function to a loomrt program";
   let description = [{
     Turns every step function (`func.func` with `loom.step`) into a
-    `loomrt.program` for rank 0 of a world of 1 with one stream,
-    `"compute"`, on which every instruction runs (stream 0):
+    `loomrt.program`. A single-rank step is a program for rank 0 of a world
+    of 1 with one stream, `"compute"`, on which every instruction runs
+    (stream 0):
 
     - arguments become bindings, in order: `loomrt.input` for parameters,
       buffers, constants and batch inputs (`batch_index` counts the
@@ -26,7 +27,22 @@ def LoomLowerToRT : Pass<"loom-lower-to-rt", "::mlir::ModuleOp"> {
       optimizer;
     - results become `loomrt.output` (loss, grad, buffer_mutation);
       `param_update` and `state_update` results need none, the update being
-      in place.
+      in place;
+    - in a distributed step (one that names a `loom.mesh`) the program runs
+      on every rank of the mesh and has a second stream, `"comm"`: each
+      collective start becomes a `loomrt.collective_start` there, after an
+      event compute records once it has made the input, and each wait a
+      `loomrt.wait` on comm that compute then waits for
+      (docs/distributed.md);
+    - `loom.send_start`/`loom.recv_start` become `<send>`/`<recv>` starts
+      with their `peer` and `tag`: a send waits on compute for its input as
+      a collective does, a recv issues at once, and compute does not wait
+      for a send's wait, which yields nothing;
+    - a pipelined module's steps, each with `loom.program_ranks`, become one
+      MPMD program each, with `ranks`; their rank lists must be disjoint and
+      cover the mesh, and only one of them (the last stage's) needs a loss.
+      An input may name its element of the step's batch with
+      `loom.batch_index` (docs/pipeline.md).
 
     Before:
 
@@ -57,11 +73,12 @@ def LoomLowerToRT : Pass<"loom-lower-to-rt", "::mlir::ModuleOp"> {
     }
     ```
 
-    The step must have a loss (the runtime's `step()` returns it), no other
-    user outputs or input mutations, only `loom.aten` and
-    `loom.optimizer_update` ops (collectives are not lowered yet), element
-    types the artifact has, one optimizer configuration, and updates that
-    nothing reads the parameter or its state after (they run in place).
+    The step must have a loss (the runtime's `step()` returns it; an MPMD
+    step may have none), no other user outputs or input mutations, only
+    `loom.aten`, `loom.optimizer_update`, collective, send/recv and wait
+    ops, element types the artifact has, one mesh, one optimizer
+    configuration, and updates that nothing reads the parameter or its
+    state after (they run in place).
     Each violation is reported where it is. Frees and slots are added by
     `loomrt-insert-frees` and `loomrt-assign-slots`.
   }];

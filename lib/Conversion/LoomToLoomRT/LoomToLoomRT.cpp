@@ -159,7 +159,60 @@ struct CollectiveStartLowering : public OpConversionPattern<StartOp> {
     auto start = rt::CollectiveStartOp::create(
         rewriter, op.getLoc(), rt::FutureType::get(ctx, valueType),
         rt::CollectiveKindAttr::get(ctx, kind), adaptor.getInput(),
-        op.getAxes(), dim, reduction, root,
+        op.getAxes(), dim, reduction, root, /*peer=*/IntegerAttr(),
+        /*tag=*/IntegerAttr(), rewriter.getI64IntegerAttr(kCommStream),
+        /*slot=*/IntegerAttr());
+    start->setDiscardableAttrs(op->getDiscardableAttrDictionary());
+    rewriter.replaceOp(op, start.getFuture());
+    return success();
+  }
+};
+
+/// A send issues on the comm stream once compute has produced what it
+/// sends (as a collective); a recv reads nothing of this rank's, so it is
+/// issued on comm at once.
+struct SendStartLowering : public OpConversionPattern<SendStartOp> {
+  using OpConversionPattern::OpConversionPattern;
+
+  LogicalResult
+  matchAndRewrite(SendStartOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    MLIRContext *ctx = op.getContext();
+    auto event = rt::RecordEventOp::create(
+        rewriter, op.getLoc(), rt::EventType::get(ctx),
+        rewriter.getI64IntegerAttr(kComputeStream));
+    rt::WaitEventOp::create(rewriter, op.getLoc(), event.getEvent(),
+                            rewriter.getI64IntegerAttr(kCommStream));
+    auto start = rt::CollectiveStartOp::create(
+        rewriter, op.getLoc(), rt::FutureType::get(ctx, NoneType::get(ctx)),
+        rt::CollectiveKindAttr::get(ctx, rt::CollectiveKind::send),
+        adaptor.getInput(), op.getAxes(), /*dim=*/IntegerAttr(),
+        /*reduction=*/ReduceKindAttr(), /*root=*/IntegerAttr(),
+        op.getPeerAttr(), op.getTagAttr(),
+        rewriter.getI64IntegerAttr(kCommStream), /*slot=*/IntegerAttr());
+    start->setDiscardableAttrs(op->getDiscardableAttrDictionary());
+    rewriter.replaceOp(op, start.getFuture());
+    return success();
+  }
+};
+
+struct RecvStartLowering : public OpConversionPattern<RecvStartOp> {
+  using OpConversionPattern::OpConversionPattern;
+
+  LogicalResult
+  matchAndRewrite(RecvStartOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    MLIRContext *ctx = op.getContext();
+    auto valueType = dyn_cast<RankedTensorType>(
+        cast<FutureType>(op.getFuture().getType()).getValueType());
+    if (!valueType)
+      return rewriter.notifyMatchFailure(op, "a recv without a tensor");
+    auto start = rt::CollectiveStartOp::create(
+        rewriter, op.getLoc(), rt::FutureType::get(ctx, valueType),
+        rt::CollectiveKindAttr::get(ctx, rt::CollectiveKind::recv),
+        /*input=*/Value(), op.getAxes(), /*dim=*/IntegerAttr(),
+        /*reduction=*/ReduceKindAttr(), /*root=*/IntegerAttr(),
+        op.getPeerAttr(), op.getTagAttr(),
         rewriter.getI64IntegerAttr(kCommStream), /*slot=*/IntegerAttr());
     start->setDiscardableAttrs(op->getDiscardableAttrDictionary());
     rewriter.replaceOp(op, start.getFuture());
@@ -168,7 +221,8 @@ struct CollectiveStartLowering : public OpConversionPattern<StartOp> {
 };
 
 /// Waits on the comm stream, then lets compute go on after it: an event
-/// recorded on comm, waited for on compute.
+/// recorded on comm, waited for on compute. The wait of a send yields
+/// nothing compute reads, so compute does not wait for it.
 struct WaitLowering : public OpConversionPattern<loom::WaitOp> {
   using OpConversionPattern::OpConversionPattern;
 
@@ -176,12 +230,18 @@ struct WaitLowering : public OpConversionPattern<loom::WaitOp> {
   matchAndRewrite(loom::WaitOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     MLIRContext *ctx = op.getContext();
-    if (!op.getResult() || !isa<rt::FutureType>(adaptor.getFuture().getType()))
+    if (!isa<rt::FutureType>(adaptor.getFuture().getType()))
       return rewriter.notifyMatchFailure(op, "not a lowered collective");
     auto wait = rt::WaitOp::create(
-        rewriter, op.getLoc(), op.getResult().getType(), adaptor.getFuture(),
-        rewriter.getI64IntegerAttr(kCommStream), /*slot=*/IntegerAttr());
+        rewriter, op.getLoc(),
+        op.getResult() ? op.getResult().getType() : Type(), adaptor.getFuture(),
+        rewriter.getI64IntegerAttr(kCommStream),
+        /*slot=*/IntegerAttr());
     wait->setDiscardableAttrs(op->getDiscardableAttrDictionary());
+    if (!op.getResult()) {
+      rewriter.eraseOp(op);
+      return success();
+    }
     auto event = rt::RecordEventOp::create(
         rewriter, op.getLoc(), rt::EventType::get(ctx), rewriter.getI64IntegerAttr(kCommStream));
     rt::WaitEventOp::create(rewriter, op.getLoc(), event.getEvent(),
@@ -198,6 +258,6 @@ void loom::populateLoomToLoomRTPatterns(RewritePatternSet &patterns) {
                CollectiveStartLowering<ReduceScatterStartOp>,
                CollectiveStartLowering<AllSliceStartOp>,
                CollectiveStartLowering<AllReduceStartOp>,
-               CollectiveStartLowering<BroadcastStartOp>, WaitLowering>(
-      patterns.getContext());
+               CollectiveStartLowering<BroadcastStartOp>, SendStartLowering,
+               RecvStartLowering, WaitLowering>(patterns.getContext());
 }

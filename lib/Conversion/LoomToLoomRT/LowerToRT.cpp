@@ -24,6 +24,8 @@ struct StepSignature {
     StringAttr target;
     SplitAttr split;
     ShardAttr shard;
+    /// The batch element an input binds (`loom.batch_index`), if given.
+    IntegerAttr batchIndex;
   };
   SmallVector<Arg> args;
   SmallVector<Role> resultRoles;
@@ -33,11 +35,15 @@ struct StepSignature {
   MeshOp mesh;
   /// Whether the step has collectives (and so a `comm` stream).
   bool hasCollectives = false;
+  /// The global ranks of an MPMD step (`loom.program_ranks`), else null.
+  DenseI64ArrayAttr programRanks;
 };
 } // namespace
 
 static StepSignature readSignature(func::FuncOp func) {
   StepSignature sig;
+  sig.programRanks = func->getAttrOfType<DenseI64ArrayAttr>(
+      LoomDialect::kProgramRanksAttrName);
   unsigned numInputs = 0;
   for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
     // The step verifier guarantees a role, and a name except on inputs.
@@ -52,7 +58,9 @@ static StepSignature readSignature(func::FuncOp func) {
         {role, text,
          func.getArgAttrOfType<StringAttr>(i, LoomDialect::kTargetAttrName),
          func.getArgAttrOfType<SplitAttr>(i, LoomDialect::kSplitAttrName),
-         func.getArgAttrOfType<ShardAttr>(i, LoomDialect::kShardAttrName)});
+         func.getArgAttrOfType<ShardAttr>(i, LoomDialect::kShardAttrName),
+         func.getArgAttrOfType<IntegerAttr>(i,
+                                            LoomDialect::kBatchIndexAttrName)});
   }
   for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
     sig.resultRoles.push_back(
@@ -107,8 +115,9 @@ static LogicalResult resolveMesh(func::FuncOp func, StepSignature &sig) {
       return failure();
   WalkResult walk = func.walk([&](Operation *op) {
     auto meshAttr = op->getAttrOfType<FlatSymbolRefAttr>("mesh");
-    if (!isa<AllGatherStartOp, ReduceScatterStartOp, AllSliceStartOp, AllReduceStartOp,
-             BroadcastStartOp>(op) ||
+    if (!isa<AllGatherStartOp, ReduceScatterStartOp, AllSliceStartOp,
+             AllReduceStartOp, BroadcastStartOp, SendStartOp, RecvStartOp>(
+            op) ||
         !meshAttr)
       return WalkResult::advance();
     sig.hasCollectives = true;
@@ -117,6 +126,15 @@ static LogicalResult resolveMesh(func::FuncOp func, StepSignature &sig) {
   });
   if (walk.wasInterrupted())
     return failure();
+  if (!meshRef && sig.programRanks) {
+    // The ranks of an MPMD step are ranks of the module's mesh, even where
+    // the step itself communicates with no one.
+    auto module = func->getParentOfType<ModuleOp>();
+    for (auto mesh : module.getOps<MeshOp>())
+      if (!sig.mesh || mesh.getNumRanks() > sig.mesh.getNumRanks())
+        sig.mesh = mesh;
+    return success();
+  }
   if (!meshRef)
     return success();
   sig.mesh = SymbolTable::lookupNearestSymbolFrom<MeshOp>(func,
@@ -181,7 +199,9 @@ static LogicalResult checkStep(func::FuncOp func, const StepSignature &sig,
                 "loss, gradients and buffer mutations)";
     }
   }
-  if (numLosses != 1)
+  // Of a pipelined step's programs, only the one holding the last stage
+  // has the loss (the writer checks that one does).
+  if (numLosses != 1 && !sig.programRanks)
     return func.emitOpError("has no loss result; the runtime's step() "
                             "returns the loss, so a compiled step needs one");
 
@@ -208,25 +228,28 @@ static LogicalResult checkStep(func::FuncOp func, const StepSignature &sig,
           return failure();
       continue;
     }
-    if (isa<AllGatherStartOp, ReduceScatterStartOp, AllSliceStartOp, AllReduceStartOp,
-            BroadcastStartOp>(op)) {
+    if (isa<AllGatherStartOp, ReduceScatterStartOp, AllSliceStartOp,
+            AllReduceStartOp, BroadcastStartOp, SendStartOp>(op)) {
       if (failed(checkElementType(&op, op.getOperand(0).getType(), "input")))
         return failure();
       continue;
     }
-    if (auto wait = dyn_cast<loom::WaitOp>(op)) {
-      if (!wait.getResult())
-        return wait.emitOpError("waits for a send; loom-lower-to-rt lowers "
-                                "all-gather, reduce-scatter, all-reduce and "
-                                "broadcast (send/recv are not lowered yet)");
+    if (auto recv = dyn_cast<RecvStartOp>(op)) {
+      if (failed(checkElementType(
+              recv, cast<FutureType>(recv.getFuture().getType()).getValueType(),
+              "the received tensor")))
+        return failure();
       continue;
     }
+    if (isa<loom::WaitOp>(op))
+      continue;
     auto update = dyn_cast<OptimizerUpdateOp>(op);
     if (!update)
       return op.emitOpError("cannot be lowered to loomrt: loom-lower-to-rt "
-                            "handles loom.aten, loom.optimizer_update and "
-                            "the all-gather, reduce-scatter, all-reduce and "
-                            "broadcast collectives with their waits");
+                            "handles loom.aten, loom.optimizer_update, the "
+                            "all-gather, reduce-scatter, all-slice, "
+                            "all-reduce and broadcast collectives, send and "
+                            "recv, with their waits");
 
     if (!optimizer)
       optimizer = update.getOptimizer();
@@ -288,8 +311,9 @@ static void buildProgram(func::FuncOp func, StepSignature &sig,
                          Attribute optimizer) {
   MLIRContext *ctx = func.getContext();
   OpBuilder builder(func);
-  // A distributed step is one SPMD program for every rank of its mesh;
-  // collectives run on their own stream (docs/distributed.md).
+  // A distributed step is one SPMD program for every rank of its mesh, or
+  // (pipelined) one MPMD program per `loom.program_ranks`; collectives run
+  // on their own stream (docs/distributed.md).
   int64_t worldSize = sig.mesh ? sig.mesh.getNumRanks() : 1;
   SmallVector<StringRef> streams = {"compute"};
   if (sig.hasCollectives)
@@ -297,10 +321,10 @@ static void buildProgram(func::FuncOp func, StepSignature &sig,
   auto program = rt::ProgramOp::create(
       builder, func.getLoc(), builder.getStringAttr(func.getSymName()),
       builder.getI64IntegerAttr(0), builder.getI64IntegerAttr(worldSize),
-      builder.getStrArrayAttr(streams), /*num_slots=*/IntegerAttr(),
-      optimizer,
+      builder.getStrArrayAttr(streams), /*num_slots=*/IntegerAttr(), optimizer,
       sig.mesh ? FlatSymbolRefAttr::get(sig.mesh.getSymNameAttr())
-               : FlatSymbolRefAttr());
+               : FlatSymbolRefAttr(),
+      sig.programRanks);
   program.getBody().takeBody(func.getBody());
   Block &block = program.getBody().front();
 
@@ -315,9 +339,13 @@ static void buildProgram(func::FuncOp func, StepSignature &sig,
                               rt::StateInitAttr::get(ctx, rt::StateInit::zeros),
                               /*slot=*/IntegerAttr(), info.shard);
     } else {
-      IntegerAttr batch = info.role == Role::input
-                              ? builder.getI64IntegerAttr(batchIndex++)
-                              : IntegerAttr();
+      // An MPMD program binds some elements of the step's batch, which
+      // `loom.batch_index` names.
+      IntegerAttr batch;
+      if (info.role == Role::input)
+        batch = info.batchIndex ? info.batchIndex
+                                : builder.getI64IntegerAttr(batchIndex);
+      batchIndex += info.role == Role::input;
       binding = rt::InputOp::create(builder, arg.getLoc(), arg.getType(),
                                     builder.getStringAttr(info.name),
                                     RoleAttr::get(ctx, info.role), batch,
@@ -366,6 +394,60 @@ static void inlineRecomputeRegions(func::FuncOp func) {
   }
 }
 
+/// The steps of a pipelined module are MPMD programs: each lists its ranks
+/// (`loom.program_ranks`), the lists are disjoint, cover the mesh, and name
+/// one mesh. A module is either one SPMD step or only MPMD steps.
+static LogicalResult checkPrograms(ArrayRef<func::FuncOp> steps,
+                                   ArrayRef<StepSignature> sigs) {
+  func::FuncOp firstMpmd;
+  for (size_t i = 0; i < steps.size() && !firstMpmd; ++i)
+    if (sigs[i].programRanks)
+      firstMpmd = steps[i];
+  if (!firstMpmd)
+    return success();
+  MeshOp mesh;
+  for (size_t i = 0; i < steps.size(); ++i)
+    if (steps[i] == firstMpmd)
+      mesh = sigs[i].mesh;
+  llvm::DenseMap<int64_t, func::FuncOp> owner;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    func::FuncOp func = steps[i];
+    MeshOp stepMesh = sigs[i].mesh;
+    DenseI64ArrayAttr ranks = sigs[i].programRanks;
+    if (!ranks)
+      return func.emitOpError("has no '")
+             << LoomDialect::kProgramRanksAttrName
+             << "' but the module's other steps are MPMD programs; say "
+                "which ranks run it";
+    if (stepMesh != mesh) {
+      InFlightDiagnostic diag = func.emitOpError("runs on mesh ")
+                                << (stepMesh ? stepMesh.getSymName() : "none")
+                                << " but @" << firstMpmd.getSymName() << " on "
+                                << (mesh ? mesh.getSymName() : "none")
+                                << "; the programs of a step share one mesh";
+      return diag;
+    }
+    for (int64_t rank : ranks.asArrayRef()) {
+      auto [it, inserted] = owner.try_emplace(rank, func);
+      if (!inserted) {
+        InFlightDiagnostic diag = func.emitOpError("runs on rank ")
+                                  << rank << ", which @"
+                                  << it->second.getSymName()
+                                  << " runs too; each rank runs one program";
+        diag.attachNote(it->second.getLoc()) << "the other program";
+        return diag;
+      }
+    }
+  }
+  for (int64_t rank = 0, e = mesh.getNumRanks(); rank < e; ++rank)
+    if (!owner.count(rank))
+      return firstMpmd.emitOpError("rank ")
+             << rank << " of mesh @" << mesh.getSymName()
+             << " runs no program; the steps' '"
+             << LoomDialect::kProgramRanksAttrName << "' must cover every rank";
+  return success();
+}
+
 namespace {
 struct LoomLowerToRTPass
     : public loom::impl::LoomLowerToRTBase<LoomLowerToRTPass> {
@@ -379,21 +461,27 @@ struct LoomLowerToRTPass
           << LoomDialect::kStepAttrName << "') to lower";
       return signalPassFailure();
     }
+    SmallVector<StepSignature, 2> sigs;
+    SmallVector<Attribute> optimizers;
     for (func::FuncOp func : steps) {
       inlineRecomputeRegions(func);
-      StepSignature sig = readSignature(func);
-      Attribute optimizer;
+      StepSignature &sig = sigs.emplace_back(readSignature(func));
+      Attribute &optimizer = optimizers.emplace_back();
       if (failed(resolveMesh(func, sig)) ||
           failed(checkStep(func, sig, optimizer)))
         return signalPassFailure();
-      buildProgram(func, sig, optimizer);
     }
+    if (failed(checkPrograms(steps, sigs)))
+      return signalPassFailure();
+    for (size_t i = 0; i < steps.size(); ++i)
+      buildProgram(steps[i], sigs[i], optimizers[i]);
 
     ConversionTarget target(getContext());
     target.addLegalDialect<rt::LoomRTDialect>();
-    target.addIllegalOp<loom::AtenOp, OptimizerUpdateOp, AllGatherStartOp, AllSliceStartOp,
-                        ReduceScatterStartOp, AllReduceStartOp,
-                        BroadcastStartOp, loom::WaitOp>();
+    target.addIllegalOp<loom::AtenOp, OptimizerUpdateOp, AllGatherStartOp,
+                        AllSliceStartOp, ReduceScatterStartOp, AllReduceStartOp,
+                        BroadcastStartOp, SendStartOp, RecvStartOp,
+                        loom::WaitOp>();
     RewritePatternSet patterns(&getContext());
     populateLoomToLoomRTPatterns(patterns);
     if (failed(applyPartialConversion(module, target, std::move(patterns))))

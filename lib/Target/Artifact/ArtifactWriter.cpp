@@ -93,6 +93,10 @@ StringRef getStartOpName(rt::CollectiveKind kind) {
     return schema::kOpBroadcastStart;
   case rt::CollectiveKind::all_slice:
     return schema::kOpAllSliceStart;
+  case rt::CollectiveKind::send:
+    return schema::kOpSendStart;
+  case rt::CollectiveKind::recv:
+    return schema::kOpRecvStart;
   }
   llvm_unreachable("unknown collective kind");
 }
@@ -115,9 +119,17 @@ private:
 
   ModuleOp module;
   const ArtifactOptions &options;
+  LogicalResult collectMpmd();
+  /// Writes `programs` entry of one program.
+  void writeRankProgram(OStream &j, rt::ProgramOp program);
+
   SmallVector<rt::ProgramOp> programs;
-  /// The mesh of a distributed step's SPMD program (version 2), or null.
+  /// The mesh of a distributed step's SPMD program (version 2) or of its
+  /// MPMD programs (version 3), or null.
   MeshOp mesh;
+  /// Whether the programs are the MPMD programs of a pipelined step, each
+  /// with its own binding tables (format version 3).
+  bool mpmd = false;
   /// Event ids of the program being written, per record_event.
   llvm::DenseMap<Value, int64_t> eventIds;
 };
@@ -129,6 +141,8 @@ LogicalResult ArtifactWriter::collect() {
   if (programs.empty())
     return module.emitError("no loomrt.program to write; lower the step "
                             "first (loom-compile-pipeline)");
+  if (llvm::any_of(programs, [](rt::ProgramOp p) { return p.getRanks(); }))
+    return collectMpmd();
   llvm::stable_sort(programs, [](rt::ProgramOp a, rt::ProgramOp b) {
     return a.getRank() < b.getRank();
   });
@@ -175,6 +189,73 @@ LogicalResult ArtifactWriter::collect() {
     return programs[1].emitOpError("is a second program of a step without "
                                    "a mesh; a step of several ranks is one "
                                    "SPMD program over a loom.mesh");
+  return success();
+}
+
+/// The MPMD programs of a pipelined step (docs/pipeline.md): each runs on
+/// its `ranks` of one mesh; together they cover it once; exactly one returns
+/// the loss; they share the optimizer, which the artifact states once.
+LogicalResult ArtifactWriter::collectMpmd() {
+  rt::ProgramOp first = programs.front();
+  for (rt::ProgramOp program : programs) {
+    if (!program.getRanks() || !program.getMeshAttr())
+      return program.emitOpError("has no 'ranks' but the module's other "
+                                 "programs are MPMD programs; an artifact "
+                                 "is one SPMD program or MPMD programs only");
+    if (program.getMeshAttr() != first.getMeshAttr())
+      return program.emitOpError("runs on mesh ")
+             << program.getMeshAttr() << " but '" << first.getStepName()
+             << "' on " << first.getMeshAttr()
+             << "; the programs of an artifact share one mesh";
+    if (program.getOptimizerAttr() && first.getOptimizerAttr() &&
+        program.getOptimizerAttr() != first.getOptimizerAttr())
+      return program.emitOpError("uses optimizer ")
+             << program.getOptimizerAttr() << " but '" << first.getStepName()
+             << "' uses " << first.getOptimizerAttr()
+             << "; the artifact has one optimizer configuration";
+    if (!program.getNumSlots())
+      return program.emitOpError("has no slots assigned; run "
+                                 "loomrt-assign-slots before writing it");
+  }
+  mesh = SymbolTable::lookupNearestSymbolFrom<MeshOp>(
+      first, first.getMeshAttr().getAttr());
+  if (!mesh)
+    return first.emitOpError("mesh ")
+           << first.getMeshAttr() << " does not name a loom.mesh";
+  mpmd = true;
+  llvm::DenseMap<int64_t, rt::ProgramOp> owner;
+  for (rt::ProgramOp program : programs)
+    for (int64_t rank : program.getRanksAttr().asArrayRef()) {
+      auto [it, inserted] = owner.try_emplace(rank, program);
+      if (!inserted)
+        return program.emitOpError("runs on rank ")
+               << rank << ", which '" << it->second.getStepName()
+               << "' runs too; each rank runs one program";
+    }
+  for (int64_t rank = 0, e = mesh.getNumRanks(); rank < e; ++rank)
+    if (!owner.count(rank))
+      return first.emitOpError("rank ")
+             << rank << " of mesh " << first.getMeshAttr()
+             << " runs no program";
+  // The runtime reports the loss of the program that holds the last stage.
+  rt::ProgramOp lossProgram;
+  for (rt::ProgramOp program : programs)
+    for (auto output : program.getBody().front().getOps<rt::OutputOp>())
+      if (output.getRole() == Role::loss) {
+        if (lossProgram)
+          return program.emitOpError("returns a loss, as '")
+                 << lossProgram.getStepName()
+                 << "' does; only the program of the last pipeline stage "
+                    "returns it";
+        lossProgram = program;
+      }
+  if (!lossProgram)
+    return first.emitOpError("no program of the step returns a loss; the "
+                             "program of the last pipeline stage must");
+  // Programs are written in the order of their first rank.
+  llvm::stable_sort(programs, [](rt::ProgramOp a, rt::ProgramOp b) {
+    return a.getRanks()->front() < b.getRanks()->front();
+  });
   return success();
 }
 
@@ -388,7 +469,8 @@ std::string ArtifactWriter::buildInstruction(Operation *op) {
       });
     } else if (auto start = dyn_cast<rt::CollectiveStartOp>(op)) {
       j.attribute(schema::kInstOp, getStartOpName(start.getKind()));
-      j.attribute(schema::kInstInput, rt::getSlot(start.getInput()));
+      if (Value input = start.getInput())
+        j.attribute(schema::kInstInput, rt::getSlot(input));
       j.attribute(schema::kInstFuture, rt::getSlot(start.getFuture()));
       writeAxes(j, schema::kInstAxes, start.getAxes());
       if (IntegerAttr dim = start.getDimAttr())
@@ -397,10 +479,24 @@ std::string ArtifactWriter::buildInstruction(Operation *op) {
         j.attribute(schema::kInstReduce, stringifyReduceKind(*reduce));
       if (IntegerAttr root = start.getRootAttr())
         j.attribute(schema::kInstRoot, root.getInt());
+      if (IntegerAttr peer = start.getPeerAttr())
+        j.attribute(schema::kInstPeer, peer.getInt());
+      if (IntegerAttr tag = start.getTagAttr())
+        j.attribute(schema::kInstTag, tag.getInt());
+      // The receiver allocates what arrives.
+      if (start.getKind() == rt::CollectiveKind::recv) {
+        RankedTensorType type = start.getFuture().getType().getTensorType();
+        j.attribute(schema::kInstDtype, getDtype(type));
+        j.attributeBegin(schema::kInstShape);
+        writeShape(j, type);
+        j.attributeEnd();
+      }
     } else if (auto wait = dyn_cast<rt::WaitOp>(op)) {
       j.attribute(schema::kInstOp, schema::kOpWait);
       j.attribute(schema::kInstFuture, rt::getSlot(wait.getFuture()));
-      j.attribute(schema::kInstResult, rt::getSlot(wait.getResult()));
+      // A send's wait yields nothing.
+      if (Value result = wait.getResult())
+        j.attribute(schema::kInstResult, rt::getSlot(result));
     } else if (auto record = dyn_cast<rt::RecordEventOp>(op)) {
       j.attribute(schema::kInstOp, schema::kOpRecordEvent);
       j.attribute(schema::kInstEvent, eventIds.lookup(record.getEvent()));
@@ -433,6 +529,13 @@ std::string ArtifactWriter::buildProgram() {
   for (rt::ProgramOp program : programs)
     numSlots = std::max<int64_t>(numSlots, *program.getNumSlots());
   auto tables = buildTables(first);
+  // The optimizer is stated once; an MPMD program without parameters to
+  // update has none.
+  for (rt::ProgramOp program : programs)
+    if (program.getOptimizer()) {
+      first = program;
+      break;
+    }
   j.object([&] {
     j.attribute(schema::kProgramFormat, schema::kFormatLoomx);
     j.attribute(schema::kProgramVersion, int64_t(schema::kCurrentVersion));
@@ -451,7 +554,8 @@ std::string ArtifactWriter::buildProgram() {
     } else {
       j.attribute(schema::kProgramWorldSize, int64_t(programs.size()));
     }
-    j.attribute(schema::kProgramNumSlots, numSlots);
+    if (!mpmd)
+      j.attribute(schema::kProgramNumSlots, numSlots);
     j.attributeBegin(schema::kProgramOptimizer);
     if (std::optional<OptimizerConfig> config =
             first.getOptimizer() ? getOptimizerConfig(*first.getOptimizer())
@@ -479,57 +583,88 @@ std::string ArtifactWriter::buildProgram() {
       j.value(nullptr);
     }
     j.attributeEnd();
-    writeLines(j, schema::kProgramInputs, tables[0]);
-    writeLines(j, schema::kProgramState, tables[1]);
-    writeLines(j, schema::kProgramOutputs, tables[2]);
+    if (!mpmd) {
+      writeLines(j, schema::kProgramInputs, tables[0]);
+      writeLines(j, schema::kProgramState, tables[1]);
+      writeLines(j, schema::kProgramOutputs, tables[2]);
+    }
     j.attributeArray(schema::kProgramPrograms, [&] {
-      for (rt::ProgramOp program : programs) {
-        j.object([&] {
-          if (mesh)
-            j.attributeArray(schema::kRankProgramRanks, [&] {
-              for (int64_t r = 0, e = mesh.getNumRanks(); r < e; ++r)
-                j.value(r);
-            });
-          else
-            j.attribute(schema::kRankProgramRank, int64_t(program.getRank()));
-          j.attributeArray(schema::kRankProgramStreams, [&] {
-            for (Attribute s : program.getStreams())
-              j.value(cast<StringAttr>(s).getValue());
-          });
-          SmallVector<std::string> instructions;
-          eventIds.clear();
-          for (Operation &op : program.getBody().front()) {
-            if (auto record = dyn_cast<rt::RecordEventOp>(op))
-              eventIds.try_emplace(record.getEvent(), eventIds.size());
-            if (isa<rt::AtenOp, rt::FreeOp, rt::OptimizerOp,
-                    rt::CollectiveStartOp, rt::WaitOp, rt::RecordEventOp,
-                    rt::WaitEventOp>(op))
-              instructions.push_back(buildInstruction(&op));
-          }
-          writeLines(j, schema::kRankProgramInstructions, instructions);
-        });
-      }
+      for (rt::ProgramOp program : programs)
+        j.object([&] { writeRankProgram(j, program); });
     });
   });
   text.push_back('\n');
   return text;
 }
 
+void ArtifactWriter::writeRankProgram(OStream &j, rt::ProgramOp program) {
+  if (mpmd)
+    j.attributeArray(schema::kRankProgramRanks, [&] {
+      for (int64_t r : program.getRanksAttr().asArrayRef())
+        j.value(r);
+    });
+  else if (mesh)
+    j.attributeArray(schema::kRankProgramRanks, [&] {
+      for (int64_t r = 0, e = mesh.getNumRanks(); r < e; ++r)
+        j.value(r);
+    });
+  else
+    j.attribute(schema::kRankProgramRank, int64_t(program.getRank()));
+  j.attributeArray(schema::kRankProgramStreams, [&] {
+    for (Attribute s : program.getStreams())
+      j.value(cast<StringAttr>(s).getValue());
+  });
+  if (mpmd) {
+    auto tables = buildTables(program);
+    j.attribute(schema::kRankProgramNumSlots, *program.getNumSlots());
+    writeLines(j, schema::kRankProgramInputs, tables[0]);
+    writeLines(j, schema::kRankProgramState, tables[1]);
+    writeLines(j, schema::kRankProgramOutputs, tables[2]);
+  }
+  SmallVector<std::string> instructions;
+  eventIds.clear();
+  for (Operation &op : program.getBody().front()) {
+    if (auto record = dyn_cast<rt::RecordEventOp>(op))
+      eventIds.try_emplace(record.getEvent(), eventIds.size());
+    if (isa<rt::AtenOp, rt::FreeOp, rt::OptimizerOp, rt::CollectiveStartOp,
+            rt::WaitOp, rt::RecordEventOp, rt::WaitEventOp>(op))
+      instructions.push_back(buildInstruction(&op));
+  }
+  writeLines(j, schema::kRankProgramInstructions, instructions);
+}
+
 LogicalResult ArtifactWriter::buildWeights(std::string &out) {
   SmallVector<loom::detail::WeightRequest> requests;
-  for (auto input : programs.front().getBody().front().getOps<rt::InputOp>()) {
-    if (!input.isRuntimeOwned())
-      continue;
-    RankedTensorType type = input.getType();
-    // A sharded parameter's weights are the full tensor; every rank takes
-    // its chunk at load time (docs/distributed.md).
-    if (ShardAttr shard = input.getShardAttr(); mesh && shard)
-      type = RankedTensorType::get(shard.getGlobal(), type.getElementType());
-    requests.push_back({input, input.getBindingName().str(),
-                        getDtype(type).upper(),
-                        SmallVector<int64_t>(type.getShape()),
-                        uint64_t(getTensorBytes(type))});
-  }
+  // Every parameter, buffer and constant any program binds, once: MPMD
+  // programs that share one (tied weights) load the same tensor.
+  llvm::StringMap<std::pair<RankedTensorType, rt::InputOp>> requested;
+  for (rt::ProgramOp program : programs)
+    for (auto input : program.getBody().front().getOps<rt::InputOp>()) {
+      if (!input.isRuntimeOwned())
+        continue;
+      RankedTensorType type = input.getType();
+      // A sharded parameter's weights are the full tensor; every rank takes
+      // its chunk at load time (docs/distributed.md).
+      if (ShardAttr shard = input.getShardAttr(); mesh && shard)
+        type = RankedTensorType::get(shard.getGlobal(), type.getElementType());
+      auto [it, inserted] =
+          requested.try_emplace(input.getBindingName(), type, input);
+      if (!inserted) {
+        if (it->second.first == type)
+          continue;
+        InFlightDiagnostic diag = input.emitOpError("binds '")
+                                  << input.getBindingName() << "' as " << type
+                                  << " but another program binds it as "
+                                  << it->second.first
+                                  << "; the weights hold one tensor per name";
+        diag.attachNote(it->second.second.getLoc()) << "the other binding";
+        return diag;
+      }
+      requests.push_back({input, input.getBindingName().str(),
+                          getDtype(type).upper(),
+                          SmallVector<int64_t>(type.getShape()),
+                          uint64_t(getTensorBytes(type))});
+    }
   std::string path;
   if (!requests.empty()) {
     auto weights =

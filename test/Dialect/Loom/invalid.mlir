@@ -337,9 +337,19 @@ func.func @f() {
 
 loom.mesh @pp shape [2] axes ["pp"]
 func.func @f() {
-  // expected-error@+1 {{tag must be non-negative, got -3}}
+  // expected-error@+1 {{tag must be in [0, 2^31), got -3}}
   %f = loom.recv_start on @pp axes ["pp"] peer 0 tag -3 : !loom.future<tensor<8x8xf32>>
   %x = loom.wait %f : !loom.future<tensor<8x8xf32>> -> tensor<8x8xf32>
+  return
+}
+
+// -----
+
+loom.mesh @pp shape [2] axes ["pp"]
+func.func @f(%g: tensor<8x8xf32>) {
+  // expected-error@+1 {{tag must be in [0, 2^31), got 2147483648}}
+  %f = loom.send_start %g on @pp axes ["pp"] peer 1 tag 2147483648 : tensor<8x8xf32> -> !loom.future<none>
+  loom.wait %f : !loom.future<none>
   return
 }
 
@@ -763,5 +773,19 @@ module attributes {loom.run_config = #loom.run_config<world_size = 2, optimizer 
 
 // expected-error@+1 {{'loom.run_config' must be a #loom.run_config on a module}}
 func.func @f() attributes {loom.run_config = #loom.run_config<world_size = 2>} {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{step argument #0 (parameter) has a 'loom.batch_index'; only inputs are elements of the batch}}
+func.func @f(%w: tensor<4xf32> {loom.name = "w", loom.role = #loom.role<parameter>, loom.batch_index = 1 : i64}) attributes {loom.step} {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{'loom.batch_index' of argument #0 must be a non-negative i64 batch element index}}
+func.func @f(%x: tensor<4xf32> {loom.name = "x", loom.role = #loom.role<input>, loom.batch_index = -1 : i64}) attributes {loom.step} {
   return
 }

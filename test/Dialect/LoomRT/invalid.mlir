@@ -844,7 +844,7 @@ loomrt.program "stage0" rank 0 world_size 2 mesh @pp ranks [0] streams ["compute
 loom.mesh @pp shape [2] axes ["pp"]
 loomrt.program "stage0" rank 0 world_size 2 mesh @pp ranks [0] streams ["compute", "comm"] {
   %x = loomrt.input "x" role <input> batch_index 0 : tensor<4xf32>
-  // expected-error@+1 {{tag must not be negative, got -1}}
+  // expected-error@+1 {{tag must be in [0, 2^31), got -1}}
   %f = loomrt.collective_start <send> %x axes ["pp"] peer 1 tag -1 stream 1 : tensor<4xf32> -> !loomrt.future<none>
   loomrt.wait %f stream 1 : !loomrt.future<none>
   loomrt.return

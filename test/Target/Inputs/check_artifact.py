@@ -1,6 +1,7 @@
 """Checks a .loomx artifact against docs/artifact.md and docs/distributed.md
 (from version 2: a mesh, sharded/split inputs, a reduced loss, collectives
-and cross-stream events) and prints a summary for FileCheck. The magic, the
+and cross-stream events; from version 3: MPMD programs with their own
+binding tables, and point-to-point send/recv, docs/pipeline.md) and prints a summary for FileCheck. The magic, the
 versions, every object's and instruction's keys and the enumerations come
 from the runtime's schema (runtime/include/loomrt/ArtifactSchema.def, parsed
 by runtime/tests/loomx.py): a key the writer writes that the schema does not
@@ -38,6 +39,7 @@ COLLECTIVES = {op: sorted(SCHEMA.inst_keys(op, SCHEMA.current)
 # The order the summary lists them in.
 COLLECTIVE_ORDER = ("all_gather_start", "reduce_scatter_start", "all_reduce_start",
                     "broadcast_start")
+POINT_TO_POINT = ("send_start", "recv_start")
 
 
 class Invalid(Exception):
@@ -122,9 +124,6 @@ class Checker:
                 size *= d
             need(size == p["world_size"], "world_size", f"is not the mesh's {size} ranks")
             self.mesh_axes = axes
-        self.num_slots = field(p, "num_slots", "", int)
-        need(self.num_slots >= 0, "num_slots", "must not be negative")
-
         opt = p.get("optimizer", "missing")
         need(opt != "missing", "optimizer", "missing")
         if opt is not None:
@@ -139,10 +138,49 @@ class Checker:
             field(opt, "nesterov", "optimizer", bool)
             field(opt, "maximize", "optimizer", bool)
 
-        inputs = field(p, "inputs", "", list)
+        programs = field(p, "programs", "", list)
+        table_keys = ("num_slots", "inputs", "state", "outputs")
+        # Version 3: the binding tables are the top level's (SPMD) or each
+        # program's own (MPMD), never both.
+        self.mpmd = self.version >= SCHEMA.key_since("RankProgram", "inputs") and \
+            not any(k in p for k in table_keys)
+        if not self.mpmd:
+            self.tables = [self.check_tables(p, "")] * max(len(programs), 1)
+        else:
+            self.tables = []
+            for r, prog in enumerate(programs):
+                need(isinstance(prog, dict), f"programs[{r}]", "expected an object")
+                self.tables.append(self.check_tables(prog, f"programs[{r}]."))
+        losses = sum(e["role"] == "loss" for t in self.tables[:1 if not self.mpmd else None]
+                     for e in t[2])
+        need(losses == 1, "outputs" if not self.mpmd else "programs",
+             f"expected one loss, found {losses}")
+        self.bound = self.check_shared()
+        self.counts = []
+        if v2:
+            covered = []
+            for r, prog in enumerate(programs):
+                ranks = field(prog, "ranks", f"programs[{r}]", list) if "ranks" in prog \
+                    else [field(prog, "rank", f"programs[{r}]", int)]
+                covered += ranks
+                self.check_program(prog, r, opt)
+            need(sorted(covered) == list(range(p["world_size"])), "programs",
+                 f"ranks {sorted(covered)} are not every rank once")
+        else:
+            need(len(programs) == p["world_size"], "programs", "one program per rank")
+            for r, prog in enumerate(programs):
+                self.check_program(prog, r, opt)
+        return programs
+
+    def check_tables(self, p, where):
+        """One set of binding tables: num_slots, inputs, state, outputs."""
+        v2 = self.version >= SCHEMA.key_since("Program", "mesh")
+        self.num_slots = field(p, "num_slots", where.rstrip("."), int)
+        need(self.num_slots >= 0, f"{where}num_slots", "must not be negative")
+        inputs = field(p, "inputs", where.rstrip("."), list)
         names, batch, slots = {}, set(), set()
         for i, e in enumerate(inputs):
-            path = f"inputs[{i}]"
+            path = f"{where}inputs[{i}]"
             role = field(e, "role", path, str)
             need(role in self.enum("InputRole"), f"{path}.role", f"unknown role {role!r}")
             schema_keys("Input", self.version, path, e)
@@ -171,10 +209,10 @@ class Checker:
             if "shard" in e:
                 self.shard(e, path)
 
-        state = field(p, "state", "", list)
+        state = field(p, "state", where.rstrip("."), list)
         state_by_param = Counter()
         for i, e in enumerate(state):
-            path = f"state[{i}]"
+            path = f"{where}state[{i}]"
             schema_keys("State", self.version, path, e)
             name = field(e, "name", path, str)
             need(name and name not in names, f"{path}.name", f"empty or repeated name {name!r}")
@@ -193,10 +231,10 @@ class Checker:
             if "shard" in e:
                 self.shard(e, path)
 
-        outputs = field(p, "outputs", "", list)
+        outputs = field(p, "outputs", where.rstrip("."), list)
         losses = 0
         for i, e in enumerate(outputs):
-            path = f"outputs[{i}]"
+            path = f"{where}outputs[{i}]"
             role = field(e, "role", path, str)
             need(role in self.enum("OutputRole"), f"{path}.role", f"unknown role {role!r}")
             schema_keys("Output", self.version, path, e)
@@ -216,24 +254,28 @@ class Checker:
                 want = "parameter" if role == "grad" else "buffer"
                 need(names.get(target, {}).get("role") == want, f"{path}.target",
                      f"{target!r} is not a {want} input")
-        need(losses == 1, "outputs", f"expected one loss, found {losses}")
+        return inputs, state, outputs, state_by_param, self.num_slots
 
-        programs = field(p, "programs", "", list)
-        self.counts = []
-        if v2:
-            covered = []
-            for r, prog in enumerate(programs):
-                ranks = field(prog, "ranks", f"programs[{r}]", list) if "ranks" in prog \
-                    else [field(prog, "rank", f"programs[{r}]", int)]
-                covered += ranks
-                self.check_program(prog, r, inputs, state, outputs, opt, state_by_param)
-            need(sorted(covered) == list(range(p["world_size"])), "programs",
-                 f"ranks {sorted(covered)} are not every rank once")
-        else:
-            need(len(programs) == p["world_size"], "programs", "one program per rank")
-            for r, prog in enumerate(programs):
-                self.check_program(prog, r, inputs, state, outputs, opt, state_by_param)
-        return inputs, state, outputs, programs
+
+    def check_shared(self):
+        """A tensor the runtime keeps that several programs bind is bound
+        alike; returns every such binding once, by name."""
+        bound = {}
+        for r, (inputs, _, _, _, _) in enumerate(self.tables):
+            for i, e in enumerate(inputs):
+                if e["role"] == "input":
+                    continue
+                key = (e["role"], e["dtype"], e["shard"]["global_shape"] if "shard" in e
+                       else e["shape"])
+                if e["name"] in bound:
+                    other = bound[e["name"]]
+                    need((other["role"], other["dtype"], other["shard"]["global_shape"]
+                          if "shard" in other else other["shape"]) == key,
+                         f"programs[{r}].inputs[{i}]",
+                         f"binds {e['name']!r} unlike an earlier program")
+                else:
+                    bound[e["name"]] = e
+        return list(bound.values())
 
     def axes(self, obj, path):
         axes = field(obj, "axes", path, list)
@@ -305,12 +347,14 @@ class Checker:
             raise Invalid(f"{path}: unknown ARG kind {kind!r}")
         return kind
 
-    def check_program(self, prog, rank, inputs, state, outputs, opt, state_by_param):
+    def check_program(self, prog, rank, opt):
         path = f"programs[{rank}]"
+        inputs, state, outputs, state_by_param, self.num_slots = self.tables[rank]
         v2 = self.version >= SCHEMA.key_since("RankProgram", "ranks")
         schema_keys("RankProgram", self.version, path, prog)
         if v2:
-            only_keys(prog, ["ranks" if "ranks" in prog else "rank", "streams", "instructions"],
+            only_keys(prog, ["ranks" if "ranks" in prog else "rank", "streams", "instructions"]
+                      + (["num_slots", "inputs", "state", "outputs"] if self.mpmd else []),
                       path)
         else:
             only_keys(prog, ["rank", "streams", "instructions"], path)
@@ -321,7 +365,8 @@ class Checker:
              "expected stream names")
         need(v2 or len(streams) == 1, f"{path}.streams",
              "version 1 has one stream per program")
-        futures = {}     # future slot -> the start's input slot
+        futures = {}     # future slot -> the start's input slot (None: a recv)
+        sends = set()    # future slots of sends not waited for yet
         pinned = set()   # input slots of collectives not waited for yet
         events = set()
         live = [False] * self.num_slots
@@ -403,6 +448,27 @@ class Checker:
                 for j, s in enumerate(st):
                     mine = [e for e in state if e["slot"] == s and e["param"] == param]
                     need(mine, f"{ip}.state[{j}]", f"slot {s} is not state of {param!r}")
+            elif v2 and op in ("send_start", "recv_start"):
+                send = op == "send_start"
+                only_keys(inst, common + ["future", "axes", "peer", "tag"]
+                          + (["input"] if send else ["dtype", "shape"]), ip)
+                src = None
+                if send:
+                    src = self.slot(field(inst, "input", ip, int), f"{ip}.input")
+                    read(src, f"{ip}.input")
+                else:
+                    need(field(inst, "dtype", ip, str) in DTYPES, f"{ip}.dtype", "unknown dtype")
+                    self.shape(field(inst, "shape", ip, list), f"{ip}.shape")
+                g = self.group_size(self.axes(inst, ip))
+                peer = field(inst, "peer", ip, int)
+                need(0 <= peer < g, f"{ip}.peer", f"not an index of a group of {g}")
+                need(0 <= field(inst, "tag", ip, int) < 2**31, f"{ip}.tag", "out of range")
+                f = self.slot(field(inst, "future", ip, int), f"{ip}.future")
+                need(not live[f] and f not in futures, f"{ip}.future", f"slot {f} is in use")
+                futures[f] = src
+                if send:
+                    pinned.add(src)
+                    sends.add(f)
             elif v2 and op in COLLECTIVES:
                 only_keys(inst, common + ["input", "future", "axes"] + COLLECTIVES[op], ip)
                 src = self.slot(field(inst, "input", ip, int), f"{ip}.input")
@@ -424,6 +490,11 @@ class Checker:
                 f = self.slot(field(inst, "future", ip, int), f"{ip}.future")
                 need(f in futures, f"{ip}.future", f"slot {f} holds no started collective")
                 pinned.discard(futures.pop(f))
+                # The wait of a send yields nothing.
+                if f in sends:
+                    sends.discard(f)
+                    need("result" not in inst, f"{ip}.result", "the wait of a send has none")
+                    continue
                 r = self.slot(field(inst, "result", ip, int), f"{ip}.result")
                 need(not live[r] and r not in futures, f"{ip}.result", f"slot {r} is in use")
                 live[r] = True
@@ -441,7 +512,7 @@ class Checker:
         need(not futures, path, f"collectives in slots {sorted(futures)} are never waited for")
         for j, e in enumerate(outputs):
             read(e["slot"], f"outputs[{j}].slot")
-        self.counts.append((streams, ops, arg_kinds))
+        self.counts.append((prog.get("ranks", [prog.get("rank")]), streams, ops, arg_kinds))
 
 
 def read_safetensors(blob):
@@ -494,8 +565,8 @@ def main():
              f"lengths {n} + {m} do not match the file size {len(blob)}")
         program = json.loads(blob[32:32 + n].decode("utf-8"))
         checker = Checker(program, version)
-        inputs, state, outputs, programs = checker.check()
-        tensors, weight_bytes = check_weights(blob[32 + n:], inputs)
+        programs = checker.check()
+        tensors, weight_bytes = check_weights(blob[32 + n:], checker.bound)
         if source is not None:
             for name, data in read_safetensors(blob[32 + n:]).items():
                 need(source.get(name) == data, f"weights.{name}",
@@ -503,12 +574,13 @@ def main():
     except Invalid as e:
         sys.exit(f"check_artifact.py: {e}")
 
-    roles = Counter(e["role"] for e in inputs)
-    out_roles = Counter(e["role"] for e in outputs)
     print(f"container: version {version}, program {n} bytes, weights {m} bytes")
     print(f"producer: {program['producer']}")
     print(f"pipeline: {program['pipeline']}")
-    print(f"world_size {program['world_size']}, num_slots {program['num_slots']}")
+    if checker.mpmd:
+        print(f"world_size {program['world_size']}, mpmd: {len(programs)} programs")
+    else:
+        print(f"world_size {program['world_size']}, num_slots {program['num_slots']}")
     if "mesh" in program:
         print(f"mesh: shape {program['mesh']['shape']} axes {program['mesh']['axes']}")
     opt = program["optimizer"]
@@ -518,25 +590,44 @@ def main():
         print(f"optimizer: {opt['name']} lr={opt['lr']} betas={opt['betas']} eps={opt['eps']} "
               f"weight_decay={opt['weight_decay']} momentum={opt['momentum']} "
               f"dampening={opt['dampening']} nesterov={opt['nesterov']} maximize={opt['maximize']}")
-    print("inputs: " + ", ".join(f"{roles[r]} {r}" for r in ("parameter", "buffer", "constant", "input")))
     # A distributed step (a mesh) says how it is spread; a single-rank one
     # has nothing to say.
     distributed = "mesh" in program
-    if distributed:
-        print(f"distributed: {sum('split' in e for e in inputs)} split, "
-              f"{sum('shard' in e for e in inputs)} sharded parameters, "
-              f"{sum('shard' in e for e in state)} sharded state, "
-              f"loss reduce {[e.get('reduce') for e in outputs if e['role'] == 'loss'][0]}")
-    kinds = Counter(e["name"].rsplit(".", 1)[-1] for e in state)
-    print(f"state: {len(state)}" + "".join(f", {kinds[k]} {k}" for k in sorted(kinds)))
-    print("outputs: " + ", ".join(f"{out_roles[r]} {r}" for r in ("loss", "buffer_mutation", "grad")))
-    for rank, (streams, ops, arg_kinds) in enumerate(checker.counts):
+
+    def print_tables(prefix, inputs, state, outputs, num_slots):
+        roles = Counter(e["role"] for e in inputs)
+        out_roles = Counter(e["role"] for e in outputs)
+        if checker.mpmd:
+            print(f"{prefix}num_slots {num_slots}")
+        print(f"{prefix}inputs: " + ", ".join(f"{roles[r]} {r}" for r in
+                                              ("parameter", "buffer", "constant", "input")))
+        if distributed:
+            losses = [e.get("reduce") for e in outputs if e["role"] == "loss"]
+            print(f"{prefix}distributed: {sum('split' in e for e in inputs)} split, "
+                  f"{sum('shard' in e for e in inputs)} sharded parameters, "
+                  f"{sum('shard' in e for e in state)} sharded state, "
+                  f"loss reduce {losses[0] if losses else 'no loss'}")
+        kinds = Counter(e["name"].rsplit(".", 1)[-1] for e in state)
+        print(f"{prefix}state: {len(state)}" + "".join(f", {kinds[k]} {k}" for k in sorted(kinds)))
+        print(f"{prefix}outputs: " + ", ".join(f"{out_roles[r]} {r}" for r in
+                                               ("loss", "buffer_mutation", "grad")))
+
+    if not checker.mpmd:
+        print_tables("", *checker.tables[0][:3], checker.tables[0][4])
+    for rank, (ranks, streams, ops, arg_kinds) in enumerate(checker.counts):
+        if checker.mpmd:
+            print(f"program {rank}: ranks {ranks}")
+            inputs, state, outputs, _, num_slots = checker.tables[rank]
+            print_tables(f"program {rank} ", inputs, state, outputs, num_slots)
         print(f"program {rank}: streams {streams}, {sum(ops.values())} instructions: "
               + ", ".join(f"{ops[o]} {o}" for o in ("aten", "free", "optimizer")))
         if distributed:
             print(f"program {rank} collectives: "
                   + ", ".join(f"{ops[o]} {o}" for o in (*COLLECTIVE_ORDER, "wait", "record_event",
                                                         "wait_event")))
+        if checker.mpmd:
+            print(f"program {rank} transfers: "
+                  + ", ".join(f"{ops[o]} {o}" for o in POINT_TO_POINT))
         print(f"program {rank} args: " + ", ".join(f"{arg_kinds[k]} {k}" for k in sorted(arg_kinds)))
     print(f"weights: {tensors} tensors, {weight_bytes} bytes, match the inputs"
           + (", bytes equal the source" if source is not None else ""))

@@ -330,6 +330,12 @@ static LogicalResult verifyStepSignature(func::FuncOp func) {
     if (!role)
       return func.emitOpError("step argument #")
              << i << " has no '" << LoomDialect::kRoleAttrName << "'";
+    if (role.getValue() != Role::input &&
+        func.getArgAttr(i, LoomDialect::kBatchIndexAttrName))
+      return func.emitOpError("step argument #")
+             << i << " (" << stringifyRole(role.getValue()) << ") has a '"
+             << LoomDialect::kBatchIndexAttrName
+             << "'; only inputs are elements of the batch";
     if (role.getValue() != Role::input && !name)
       return func.emitOpError("step argument #")
              << i << " (" << stringifyRole(role.getValue()) << ") has no '"
@@ -430,9 +436,9 @@ static LogicalResult verifyProgramRanks(Operation *op, NamedAttribute attr) {
     return op->emitOpError("'")
            << name << "' must be an array<i64: ...> of ranks on a func.func";
   if (!op->hasAttr(LoomDialect::kStepAttrName))
-    return op->emitOpError("'") << name << "' marks an MPMD step; the "
-                                << "function has no '"
-                                << LoomDialect::kStepAttrName << "'";
+    return op->emitOpError("'")
+           << name << "' marks an MPMD step; the "
+           << "function has no '" << LoomDialect::kStepAttrName << "'";
   if (ranks.empty())
     return op->emitOpError("'") << name << "' lists no rank";
   // A step's ranks are global ranks of the module's mesh; with several
@@ -546,6 +552,14 @@ LogicalResult LoomDialect::verifyRegionArgAttribute(Operation *op,
     if (!isa<StringAttr>(attr.getValue()))
       return op->emitOpError("'") << name << "' of argument #" << argIndex
                                   << " must be a string";
+    return success();
+  }
+  if (name == kBatchIndexAttrName) {
+    auto index = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!index || !index.getType().isInteger(64) || index.getInt() < 0)
+      return op->emitOpError("'")
+             << name << "' of argument #" << argIndex
+             << " must be a non-negative i64 batch element index";
     return success();
   }
   if (name == kShardAttrName || name == kSplitAttrName) {

@@ -404,8 +404,9 @@ static LogicalResult verifyPeerAndTag(Operation *op, uint64_t peer,
   if (static_cast<int64_t>(peer) < 0)
     return op->emitOpError("peer must be non-negative, got ")
            << static_cast<int64_t>(peer);
-  if (static_cast<int64_t>(tag) < 0)
-    return op->emitOpError("tag must be non-negative, got ")
+  // The runtime's transports take 31-bit tags (docs/artifact.md).
+  if (static_cast<int64_t>(tag) < 0 || tag > 0x7fffffff)
+    return op->emitOpError("tag must be in [0, 2^31), got ")
            << static_cast<int64_t>(tag);
   return success();
 }

@@ -820,19 +820,22 @@ LogicalResult CollectiveStartOp::verify() {
     return emitOpError(name) << (wantsRoot ? " needs" : " takes no")
                              << " 'root'";
   if (pointToPoint != getPeer().has_value())
-    return emitOpError(name) << (pointToPoint ? " needs" : " takes no")
-                             << " 'peer'";
+    return emitOpError(name)
+           << (pointToPoint ? " needs" : " takes no") << " 'peer'";
   if (pointToPoint != getTag().has_value())
-    return emitOpError(name) << (pointToPoint ? " needs" : " takes no")
-                             << " 'tag'";
+    return emitOpError(name)
+           << (pointToPoint ? " needs" : " takes no") << " 'tag'";
   if (isRecv == bool(getInput()))
-    return emitOpError(name) << (isRecv ? " takes no input" : " needs an input");
+    return emitOpError(name)
+           << (isRecv ? " takes no input" : " needs an input");
   if (IntegerAttr root = getRootAttr(); root && root.getInt() < 0)
     return emitOpError("root must not be negative, got ") << root.getInt();
   if (IntegerAttr peer = getPeerAttr(); peer && peer.getInt() < 0)
     return emitOpError("peer must not be negative, got ") << peer.getInt();
-  if (IntegerAttr tag = getTagAttr(); tag && tag.getInt() < 0)
-    return emitOpError("tag must not be negative, got ") << tag.getInt();
+  // The runtime's transports take 31-bit tags (docs/artifact.md).
+  if (IntegerAttr tag = getTagAttr();
+      tag && (tag.getInt() < 0 || tag.getInt() > 0x7fffffff))
+    return emitOpError("tag must be in [0, 2^31), got ") << tag.getInt();
   if (IntegerAttr slot = getSlotAttr(); slot && slot.getInt() < 0)
     return emitOpError("slot must not be negative, got ") << slot.getInt();
   RankedTensorType result = getFuture().getType().getTensorType();

@@ -88,6 +88,12 @@ def Loom_Dialect : Dialect {
     /// (docs/pipeline.md).
     static constexpr ::llvm::StringLiteral kProgramRanksAttrName =
         "loom.program_ranks";
+    /// On an input argument of an MPMD step: its index in the step's batch
+    /// (the captured step's inputs in order), since each program binds only
+    /// the inputs its stages read. Without it, inputs number from 0 in
+    /// argument order.
+    static constexpr ::llvm::StringLiteral kBatchIndexAttrName =
+        "loom.batch_index";
   }];
 }
 
