@@ -291,8 +291,8 @@ void RankBuilder::postReceive(StringRef key, int64_t mb) {
 
 Value RankBuilder::valueHere(StringRef key, int64_t mb) {
   std::pair<std::string, int64_t> id(key.str(), mb);
-  if (Value v = env[id])
-    return v;
+  if (auto it = env.find(id); it != env.end())
+    return it->second;
   postReceive(key, mb);
   Value future = pending[id];
   pending.erase(id);

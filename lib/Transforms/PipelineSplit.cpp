@@ -390,6 +390,17 @@ std::string valueKey(Value v, llvm::StringSet<> &used) {
 
 void LoomPipelineSplitPass::buildFunctions(func::FuncOp step) {
   MLIRContext *ctx = &getContext();
+  // A stage reads only some batch inputs: each keeps its index in the
+  // batch, which the runtime feeds by.
+  int64_t batchIndex = 0;
+  for (unsigned i = 0, e = step.getNumArguments(); i < e; ++i) {
+    auto role = step.getArgAttrOfType<RoleAttr>(i, LoomDialect::kRoleAttrName);
+    if (role && role.getValue() == Role::input &&
+        !step.getArgAttr(i, LoomDialect::kBatchIndexAttrName))
+      step.setArgAttr(i, LoomDialect::kBatchIndexAttrName,
+                      IntegerAttr::get(IntegerType::get(ctx, 64),
+                                       batchIndex++));
+  }
   Block &body = step.getBody().front();
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   auto groupOf = [&](Operation *op) {

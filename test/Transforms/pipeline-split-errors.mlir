@@ -11,7 +11,7 @@
 // FLOW: error: 'loom.aten' op (stage 0, module 'a') reads a forward value of a later stage (1, module 'b'); pipeline stages must follow the forward order of the model
 // FLOW: note: the value is computed here
 
-// MUTATION: result #2 has role buffer_mutation; a pipelined step returns the loss and gradients
+// MUTATION: result #0 has role buffer_mutation; a pipelined step returns the loss and gradients
 
 // expected-error@+1 {{1 boundaries for 3 stages; give one module path per stage after the first}}
 func.func @step(%w: tensor<4xf32> {loom.name = "a.w", loom.role = #loom.role<parameter>},

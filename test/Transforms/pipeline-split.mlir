@@ -14,7 +14,7 @@
 // (detach) its own backward reads.
 // CHECK-LABEL: func.func @step_s0_forward(
 // CHECK-SAME: {loom.name = "fc1.weight", loom.role = #loom.role<parameter>}
-// CHECK-SAME: {loom.name = "x", loom.role = #loom.role<input>})
+// CHECK-SAME: {loom.batch_index = 0 : i64, loom.name = "x", loom.role = #loom.role<input>})
 // CHECK-SAME: -> (tensor<8x64xf32> {loom.pipeline_value = "relu"}, tensor<8x64xf32> {loom.pipeline_value = "detach"})
 // CHECK-SAME: attributes {loom.phase = #loom.phase<forward>, loom.pipeline_stage = 0 : i64}
 // CHECK: "aten::addmm.default"
