@@ -3,6 +3,7 @@
 #include "loom/Pipelines/Pipelines.h"
 
 #include "loom/Support/ByteSize.h"
+#include "loom/Transforms/Pipeline/Schedule.h"
 
 #include "loom/Conversion/Passes.h"
 #include "loom/Dialect/Loom/IR/LoomDialect.h"
@@ -124,6 +125,22 @@ LogicalResult loom::verifyCompileOptions(
   if (options.microbatches < 1)
     return emitError("microbatches must be at least 1, got " +
                      Twine(options.microbatches));
+  if (options.ppRanks < 0)
+    return emitError("pp must not be negative, got " + Twine(options.ppRanks));
+  if (options.ppRanks > 1) {
+    llvm::Expected<pipeline::ScheduleKind> kind =
+        pipeline::parseScheduleKind(options.ppSchedule);
+    if (!kind)
+      return emitError("pp-schedule: " + llvm::toString(kind.takeError()));
+    if (options.dp != DataParallel::None)
+      return emitError("pp with dp=replicate or dp=fsdp is not supported yet: "
+                       "pipelining runs one rank per stage");
+    if (!options.sacBudget.empty())
+      return emitError("recompute-budget with pp is not supported yet");
+  } else if (options.isGiven("pp-schedule") || options.isGiven("pp-stages") ||
+             !options.ppBoundaries.empty()) {
+    return emitError("pp-schedule, pp-stages and pp-boundaries need pp > 1");
+  }
   if (!options.reshardAfterBackward && !fsdp)
     return emitError("reshard-after-backward=false needs dp=fsdp");
   if (options.bucketCapMb < 0)
@@ -310,11 +327,33 @@ LogicalResult loom::applyRunConfig(CompileOptions &options, ModuleOp module) {
 // Building the pipeline
 //===----------------------------------------------------------------------===//
 
+/// Whether a schedule runs one stage per rank (GPipe, 1F1B); the options
+/// were verified, so the name parses.
+static bool isSingleStageSchedule(StringRef name) {
+  llvm::Expected<pipeline::ScheduleKind> kind =
+      pipeline::parseScheduleKind(name);
+  if (!kind) {
+    llvm::consumeError(kind.takeError());
+    return true;
+  }
+  return pipeline::isSingleStage(*kind);
+}
+
 /// Everything after recompute: accumulation, data parallelism, the
 /// optimizer, scheduling and lowering.
 static void buildDistributePipeline(OpPassManager &pm,
                                     const CompileOptions &options) {
-  if (options.microbatches > 1)
+  if (options.ppRanks > 1) {
+    // The schedule runs the microbatches; no accumulation pass.
+    auto split = forwardToPass<LoomPipelineSplitOptions>(options);
+    auto schedule = forwardToPass<LoomPipelineScheduleOptions>(options);
+    schedule.microbatches = options.microbatches;
+    if (!options.isGiven("pp-stages"))
+      split.ppStages =
+          options.ppRanks * (isSingleStageSchedule(options.ppSchedule) ? 1 : 2);
+    pm.addPass(createLoomPipelineSplit(split));
+    pm.addPass(createLoomPipelineSchedule(schedule));
+  } else if (options.microbatches > 1)
     pm.addNestedPass<func::FuncOp>(createLoomAccumulateGradients(
         forwardToPass<LoomAccumulateGradientsOptions>(options)));
   if (options.dp == DataParallel::Replicate) {

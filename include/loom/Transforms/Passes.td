@@ -742,6 +742,97 @@ def LoomRemat : Pass<"loom-remat", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::loom::LoomDialect"];
 }
 
+def LoomPipelineSplit : Pass<"loom-pipeline-split", "::mlir::ModuleOp"> {
+  let summary = "Cut a step into pipeline stages: one forward and one backward function per stage";
+  let description = [{
+    Cuts the captured step (one microbatch's forward, loss and backward) into
+    `stages` stage programs at module boundaries, as
+    `torch.distributed.pipelining` runs one submodule per stage. Stage `s`
+    becomes two functions, `@<step>_s<s>_forward` and `@<step>_s<s>_backward`
+    (attributes `loom.pipeline_stage = s` and `loom.phase`), whose arguments
+    are the parameters, buffers, constants and batch inputs they read and
+    the values other parts of the step make, and whose results are the
+    values other parts read, the loss and the parameter gradients. A value
+    that crosses functions is named by `loom.pipeline_value = "KEY"` on the
+    result that makes it and on every argument that reads it, so the
+    functions connect by name (`loom-pipeline-schedule` turns a crossing
+    between stages on different ranks into a send and a receive).
+
+    Stages follow forward order. `boundaries` names the module where each
+    stage after the first starts (`boundaries=layers.2` cuts a 4-layer model
+    into layers 0-1 and layers 2-3 plus what follows); by default the
+    repeated blocks (`layers.N`) are cut into contiguous groups whose
+    forward and backward FLOPs are as even as possible, what precedes the
+    first block joins stage 0 and what follows the last joins the last
+    stage. An op of a module takes the module's stage; an op of the root
+    module (the loss, activations between blocks) takes, in forward, the
+    latest stage of its operands, and in backward the stage of the forward
+    values it reads, so each stage's backward differentiates its own
+    forward and only gradients of stage inputs cross back. Forward values
+    only flow to the same or later stages and gradients to the same or
+    earlier ones; a step that needs otherwise is refused, naming both ops.
+
+    ```mlir
+    // loom-opt --loom-pipeline-split="stages=2"
+    func.func @step_s0_forward(%w0: ... {loom.name = "fc1.weight", ...}, %x: ...)
+        -> (tensor<8x64xf32> {loom.pipeline_value = "relu"})
+        attributes {loom.pipeline_stage = 0 : i64, loom.phase = #loom.phase<forward>}
+    func.func @step_s1_forward(%h: tensor<8x64xf32> {loom.pipeline_value = "relu"}, ...)
+        -> (tensor<f32> {loom.role = #loom.role<loss>}, ...)
+    ```
+  }];
+  let options = [
+    Option<"ppStages", "stages", "int64_t", /*default=*/"2",
+           "Number of pipeline stages">,
+    ListOption<"ppBoundaries", "boundaries", "std::string",
+               "Module paths where stages 1..S-1 start (default: balanced by FLOPs)">,
+  ];
+}
+
+def LoomPipelineSchedule
+    : Pass<"loom-pipeline-schedule", "::mlir::ModuleOp"> {
+  let summary = "One step per pipeline rank: run a pipeline schedule over the stage functions";
+  let description = [{
+    Instantiates a schedule of `torch.distributed.pipelining` (`GPipe`,
+    `1F1B`, `Interleaved1F1B`, `LoopedBFS`) over the stage functions of
+    `loom-pipeline-split`: the per-rank action lists (PyTorch's schedule IR,
+    lowered with its sends, receives and `REDUCE_GRAD`; the list is kept on
+    the step as `loom.pipeline_actions`) become, for each rank `r` of the
+    mesh `@pp` (axis `"pp"`, created here), one `loom.step` function
+    `@<step>_pp<r>` with `loom.program_ranks = array<i64: r>`:
+
+    - `F`/`B` of stage `s` on microbatch `k`: a copy of the stage's forward
+      or backward function, every op tagged `loom.microbatch = k`; batch
+      inputs take M times the rows and each microbatch reads its slice;
+    - a value a stage on another rank reads: a `loom.send_start` right after
+      it is made; its `loom.recv_start` is posted where the schedule has the
+      `RECV_F`/`RECV_B` of that microbatch (or, for a value that skips
+      stages, right before it is read) and waited for right before its first
+      use. Each transfer has a `tag` unique in the step; sends are waited
+      for at the end of the step, as PyTorch's runtime does;
+    - gradients of each microbatch's backward are summed; at `REDUCE_GRAD`
+      of a stage they are divided by M (PyTorch's `scale_grads`), and a
+      parameter two stages share (tied weights) has its gradient sent to the
+      other ranks that hold it, so every copy takes the same update;
+    - the loss (on the rank of the last stage) is the mean of the
+      microbatch losses.
+
+    `pp` defaults to the number of stages over the stages per rank the
+    schedule runs (1 for GPipe and 1F1B, 2 otherwise), `microbatches` to the
+    module's `#loom.run_config`. Zero-bubble schedules (`I`/`W`) need the
+    backward split into input and weight gradients, which is not made yet,
+    and are refused.
+  }];
+  let options = [
+    Option<"ppSchedule", "schedule", "std::string", /*default=*/"\"1F1B\"",
+           "GPipe, 1F1B, Interleaved1F1B or LoopedBFS">,
+    Option<"ppRanks", "pp", "int64_t", /*default=*/"0",
+           "Pipeline ranks (default: stages / stages per rank)">,
+    Option<"microbatches", "microbatches", "int64_t", /*default=*/"0",
+           "Microbatches per step (default: the run configuration's)">,
+  ];
+}
+
 def LoomAccumulateGradients
     : Pass<"loom-accumulate-gradients", "::mlir::func::FuncOp"> {
   let summary = "Gradient accumulation: run the step on M microbatches, average";

@@ -497,6 +497,22 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
              << name << "' must be a non-negative i64 microbatch index";
     return success();
   }
+  if (name == kPipelineStageAttrName) {
+    auto stage = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!isa<func::FuncOp>(op) || !stage || !stage.getType().isInteger(64) ||
+        stage.getInt() < 0)
+      return op->emitOpError("'")
+             << name << "' must be a non-negative i64 on a func.func";
+    return success();
+  }
+  if (name == kPipelineActionsAttrName) {
+    auto actions = dyn_cast<ArrayAttr>(attr.getValue());
+    if (!isa<func::FuncOp>(op) || !actions ||
+        !llvm::all_of(actions, [](Attribute a) { return isa<StringAttr>(a); }))
+      return op->emitOpError("'")
+             << name << "' must be an array of strings on a func.func";
+    return success();
+  }
   if (name == kWeightsAttrName || name == kSourceAttrName) {
     if (!isa<ModuleOp>(op) || !isa<StringAttr>(attr.getValue()))
       return op->emitOpError("'") << name << "' must be a string on a module";
@@ -568,6 +584,13 @@ LogicalResult LoomDialect::verifyRegionArgAttribute(Operation *op,
              << name << "' of argument #" << argIndex << " must be a string";
     return success();
   }
+  if (name == kPipelineValueAttrName) {
+    auto key = dyn_cast<StringAttr>(attr.getValue());
+    if (!key || key.getValue().empty())
+      return op->emitOpError("'") << name << "' of argument #" << argIndex
+                                  << " must be a non-empty string";
+    return success();
+  }
   return op->emitOpError("unknown loom argument attribute '") << name << "'";
 }
 
@@ -595,6 +618,13 @@ LogicalResult LoomDialect::verifyRegionResultAttribute(Operation *op,
     if (!isa<PartialAttr>(attr.getValue()))
       return op->emitOpError("'") << name << "' of result #" << resultIndex
                                   << " must be a #loom.partial";
+    return success();
+  }
+  if (name == kPipelineValueAttrName) {
+    auto key = dyn_cast<StringAttr>(attr.getValue());
+    if (!key || key.getValue().empty())
+      return op->emitOpError("'") << name << "' of result #" << resultIndex
+                                  << " must be a non-empty string";
     return success();
   }
   return op->emitOpError("unknown loom result attribute '") << name << "'";

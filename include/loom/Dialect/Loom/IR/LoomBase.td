@@ -72,6 +72,17 @@ def Loom_Dialect : Dialect {
         "loom.ac_region";
     static constexpr ::llvm::StringLiteral kAcPolicyAttrName =
         "loom.ac_policy";
+    /// On a stage function of `loom-pipeline-split`: its stage (0-based).
+    static constexpr ::llvm::StringLiteral kPipelineStageAttrName =
+        "loom.pipeline_stage";
+    /// On an argument or result of a stage function: the name of the value
+    /// it reads or makes, which connects the stage functions.
+    static constexpr ::llvm::StringLiteral kPipelineValueAttrName =
+        "loom.pipeline_value";
+    /// On a pipeline rank's step: the schedule's actions it runs, in
+    /// PyTorch's notation ("0F0", "1RECV_B3", "0REDUCE_GRAD").
+    static constexpr ::llvm::StringLiteral kPipelineActionsAttrName =
+        "loom.pipeline_actions";
     /// On a step function: the global ranks (of the module's mesh) that run
     /// it, which makes it one MPMD program of a pipelined step
     /// (docs/pipeline.md).

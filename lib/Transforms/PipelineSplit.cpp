@@ -1,0 +1,521 @@
+//===- PipelineSplit.cpp - Cut a step into pipeline stage functions ------===//
+//
+// loom-pipeline-split: one forward and one backward function per stage,
+// connected by named values (docs/pipeline.md).
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Analysis/StepStats.h"
+#include "loom/Dialect/Loom/IR/OpClassification.h"
+#include "loom/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+
+namespace loom {
+#define GEN_PASS_DEF_LOOMPIPELINESPLIT
+#include "loom/Transforms/Passes.h.inc"
+} // namespace loom
+
+using namespace mlir;
+using namespace loom;
+
+namespace {
+
+/// The module path of an op ("" for the root module).
+StringRef moduleOf(Operation *op) {
+  auto path = op->getAttrOfType<StringAttr>(LoomDialect::kModuleAttrName);
+  return path ? path.getValue() : StringRef();
+}
+
+bool isForward(Operation *op) {
+  auto phase = op->getAttrOfType<PhaseAttr>(LoomDialect::kPhaseAttrName);
+  return !phase || phase.getValue() == Phase::forward;
+}
+
+/// Where modules start: the index of the first forward op of each module
+/// path (and of every prefix of it), in program order.
+struct ForwardOrder {
+  SmallVector<Operation *> ops;
+  llvm::StringMap<int64_t> firstOp;
+
+  explicit ForwardOrder(Block &body) {
+    for (Operation &op : body.without_terminator()) {
+      if (!isForward(&op))
+        continue;
+      int64_t index = ops.size();
+      ops.push_back(&op);
+      StringRef path = moduleOf(&op);
+      // Record every enclosing module too: `layers.2` starts where its first
+      // submodule's op is.
+      while (!path.empty()) {
+        firstOp.try_emplace(path, index);
+        size_t dot = path.rfind('.');
+        path = dot == StringRef::npos ? StringRef() : path.take_front(dot);
+      }
+    }
+  }
+
+  std::optional<int64_t> start(StringRef module) const {
+    auto it = firstOp.find(module);
+    if (it == firstOp.end())
+      return std::nullopt;
+    return it->second;
+  }
+};
+
+/// The units a default split cuts between: the blocks of the container with
+/// the most numbered children (`layers.N`, a Sequential's `N`, `stack.N`),
+/// or else the root's children, in forward order.
+SmallVector<std::string> findUnits(func::FuncOp step,
+                                   const ForwardOrder &order) {
+  // (container, its blocks), in order of first appearance.
+  std::vector<std::pair<std::string, SmallVector<std::string>>> containers;
+  llvm::StringSet<> seen;
+  for (unsigned i = 0, e = step.getNumArguments(); i < e; ++i) {
+    auto name = step.getArgAttrOfType<StringAttr>(i, LoomDialect::kNameAttrName);
+    if (!name)
+      continue;
+    SmallVector<StringRef> parts;
+    name.getValue().split(parts, '.');
+    for (size_t j = 0; j + 1 < parts.size(); ++j) {
+      int64_t index;
+      if (parts[j].getAsInteger(10, index))
+        continue;
+      std::string container = llvm::join(ArrayRef(parts).take_front(j), ".");
+      std::string block = llvm::join(ArrayRef(parts).take_front(j + 1), ".");
+      if (seen.insert(block).second) {
+        auto known = llvm::find_if(
+            containers, [&](const auto &c) { return c.first == container; });
+        if (known == containers.end())
+          known = containers.insert(containers.end(), {container, {}});
+        known->second.push_back(block);
+      }
+      break;
+    }
+  }
+  SmallVector<std::string> units;
+  for (auto &[container, blocks] : containers)
+    if (blocks.size() >= 2 && blocks.size() > units.size())
+      units = blocks;
+  if (units.empty()) {
+    llvm::StringSet<> top;
+    for (Operation *op : order.ops) {
+      StringRef path = moduleOf(op);
+      StringRef head = path.split('.').first;
+      if (!head.empty() && top.insert(head).second)
+        units.push_back(head.str());
+    }
+  }
+  // Only units that run in forward, in forward order.
+  llvm::erase_if(units, [&](const std::string &u) { return !order.start(u); });
+  llvm::stable_sort(units, [&](const std::string &a, const std::string &b) {
+    return *order.start(a) < *order.start(b);
+  });
+  return units;
+}
+
+/// Contiguous groups of `costs` (plus `head` on the first group and `tail`
+/// on the last) that minimise the largest group: the index where each group
+/// after the first starts.
+SmallVector<int64_t> balance(ArrayRef<double> costs, double head, double tail,
+                             int64_t groups) {
+  int64_t n = costs.size();
+  SmallVector<double> prefix(n + 1, 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    prefix[i + 1] = prefix[i] + costs[i];
+  auto cost = [&](int64_t g, int64_t from, int64_t to) {
+    double c = prefix[to] - prefix[from];
+    if (g == 0)
+      c += head;
+    if (g == groups - 1)
+      c += tail;
+    return c;
+  };
+  const double inf = std::numeric_limits<double>::infinity();
+  // best[g][i]: the smallest largest cost of groups 0..g covering units 0..i-1.
+  std::vector<std::vector<double>> best(groups,
+                                        std::vector<double>(n + 1, inf));
+  std::vector<std::vector<int64_t>> cut(groups,
+                                        std::vector<int64_t>(n + 1, 0));
+  for (int64_t i = 1; i <= n; ++i)
+    best[0][i] = cost(0, 0, i);
+  for (int64_t g = 1; g < groups; ++g)
+    for (int64_t i = g + 1; i <= n; ++i)
+      for (int64_t j = g; j < i; ++j) {
+        double c = std::max(best[g - 1][j], cost(g, j, i));
+        // Ties go to the earlier cut, so equal blocks split evenly and the
+        // result does not depend on iteration details.
+        if (c < best[g][i]) {
+          best[g][i] = c;
+          cut[g][i] = j;
+        }
+      }
+  SmallVector<int64_t> starts(groups - 1);
+  for (int64_t g = groups - 1, i = n; g > 0; --g) {
+    starts[g - 1] = cut[g][i];
+    i = cut[g][i];
+  }
+  return starts;
+}
+
+struct LoomPipelineSplitPass
+    : public loom::impl::LoomPipelineSplitBase<LoomPipelineSplitPass> {
+  using LoomPipelineSplitBase::LoomPipelineSplitBase;
+
+  void runOnOperation() override;
+
+private:
+  LogicalResult checkStep(func::FuncOp step);
+  FailureOr<SmallVector<int64_t>> boundaryStarts(func::FuncOp step,
+                                                 const ForwardOrder &order);
+  LogicalResult assignStages(func::FuncOp step, const ForwardOrder &order,
+                             ArrayRef<int64_t> starts);
+  LogicalResult checkDataflow(func::FuncOp step);
+  void buildFunctions(func::FuncOp step);
+
+  /// The stage of every op of the step body.
+  DenseMap<Operation *, int64_t> stageOf;
+};
+
+LogicalResult LoomPipelineSplitPass::checkStep(func::FuncOp step) {
+  if (ppStages < 1)
+    return step.emitOpError("--loom-pipeline-split: stages must be at least "
+                            "1, got ")
+           << static_cast<int64_t>(ppStages);
+  if (step->hasAttr(LoomDialect::kOptimizerAttrName))
+    return step.emitOpError("already has an optimizer attached; run "
+                            "loom-pipeline-split before "
+                            "loom-attach-optimizer");
+  for (unsigned i = 0, e = step.getNumResults(); i < e; ++i) {
+    Role role =
+        step.getResultAttrOfType<RoleAttr>(i, LoomDialect::kRoleAttrName)
+            .getValue();
+    if (role != Role::loss && role != Role::grad)
+      return step.emitOpError("result #")
+             << i << " has role " << stringifyRole(role)
+             << "; a pipelined step returns the loss and gradients (buffer "
+                "mutations would chain from one microbatch to the next)";
+  }
+  for (Operation &op : step.getBody().front())
+    if (isa<WaitOp>(op) || op.hasAttr(LoomDialect::kMicrobatchAttrName))
+      return op.emitOpError("is a collective or a microbatch copy; run "
+                            "loom-pipeline-split on the captured step, "
+                            "before the distribution passes");
+  return success();
+}
+
+FailureOr<SmallVector<int64_t>>
+LoomPipelineSplitPass::boundaryStarts(func::FuncOp step,
+                                      const ForwardOrder &order) {
+  SmallVector<int64_t> starts;
+  if (!ppBoundaries.empty()) {
+    if (static_cast<int64_t>(ppBoundaries.size()) != ppStages - 1)
+      return step.emitOpError("--loom-pipeline-split: ")
+             << ppBoundaries.size() << " boundaries for "
+             << static_cast<int64_t>(ppStages) << " stages; give one module "
+             << "path per stage after the first";
+    for (const std::string &module : ppBoundaries) {
+      std::optional<int64_t> start = order.start(module);
+      if (!start)
+        return step.emitOpError("--loom-pipeline-split: boundary '")
+               << module << "' names no module of the step's forward";
+      if (!starts.empty() && *start <= starts.back())
+        return step.emitOpError("--loom-pipeline-split: boundaries must "
+                                "follow forward order; '")
+               << module << "' does not start after the previous boundary";
+      if (*start == 0)
+        return step.emitOpError("--loom-pipeline-split: boundary '")
+               << module << "' starts with the first forward op, which "
+               << "would leave stage 0 empty";
+      starts.push_back(*start);
+    }
+    return starts;
+  }
+
+  SmallVector<std::string> units = findUnits(step, order);
+  if (static_cast<int64_t>(units.size()) < ppStages)
+    return step.emitOpError("--loom-pipeline-split: ")
+           << static_cast<int64_t>(ppStages) << " stages need at least as many "
+           << "splittable modules, found " << units.size()
+           << (units.empty() ? "" : " (")
+           << llvm::join(units, ", ") << (units.empty() ? "" : ")");
+  // Forward and backward FLOPs per unit; ops before the first unit go to
+  // stage 0, the rest outside units to the last stage.
+  SmallVector<double> costs(units.size(), 0.0);
+  double head = 0, tail = 0;
+  for (Operation &op : step.getBody().front().without_terminator()) {
+    auto aten = dyn_cast<AtenOp>(op);
+    if (!aten)
+      continue;
+    double flops = static_cast<double>(countFlops(aten));
+    StringRef path = moduleOf(&op);
+    auto *unit = llvm::find_if(
+        units, [&](const std::string &u) { return isInModule(path, u); });
+    if (unit != units.end()) {
+      costs[unit - units.begin()] += flops;
+      continue;
+    }
+    std::optional<int64_t> start = order.start(path);
+    if (start && *start < *order.start(units.front()))
+      head += flops;
+    else
+      tail += flops;
+  }
+  for (int64_t unit : balance(costs, head, tail, ppStages))
+    starts.push_back(*order.start(units[unit]));
+  return starts;
+}
+
+LogicalResult LoomPipelineSplitPass::assignStages(func::FuncOp step,
+                                                  const ForwardOrder &order,
+                                                  ArrayRef<int64_t> starts) {
+  auto stageAt = [&](int64_t index) {
+    return static_cast<int64_t>(llvm::upper_bound(starts, index) -
+                                starts.begin());
+  };
+  auto producerStage = [&](Value v) -> std::optional<int64_t> {
+    Operation *def = v.getDefiningOp();
+    if (!def)
+      return std::nullopt;
+    return stageOf.lookup(def);
+  };
+  Block &body = step.getBody().front();
+  SmallVector<Operation *> deferred;
+  for (Operation &op : body.without_terminator()) {
+    StringRef path = moduleOf(&op);
+    if (!path.empty()) {
+      std::optional<int64_t> start = order.start(path);
+      if (start) {
+        stageOf[&op] = stageAt(*start);
+        continue;
+      }
+    }
+    // A root-module op (or one of a module with no forward op).
+    std::optional<int64_t> fwd, bwd;
+    for (Value operand : op.getOperands()) {
+      std::optional<int64_t> s = producerStage(operand);
+      if (!s)
+        continue;
+      if (isForward(operand.getDefiningOp()))
+        fwd = fwd ? std::max(*fwd, *s) : *s;
+      else
+        bwd = bwd ? std::min(*bwd, *s) : *s;
+    }
+    if (isForward(&op)) {
+      if (fwd)
+        stageOf[&op] = *fwd;
+      else
+        deferred.push_back(&op);
+      continue;
+    }
+    // Backward: with the forward values it differentiates, but no later than
+    // the gradients it reads allow.
+    if (fwd && bwd)
+      stageOf[&op] = std::min(*fwd, *bwd);
+    else if (fwd || bwd)
+      stageOf[&op] = fwd ? *fwd : *bwd;
+    else
+      deferred.push_back(&op);
+  }
+  // Ops that read nothing computed (constants, `arange`): where their users
+  // are (forward: the first of them; backward: the last, which gradients
+  // reach first).
+  for (Operation *op : llvm::reverse(deferred)) {
+    std::optional<int64_t> stage;
+    for (Operation *user : op->getUsers()) {
+      auto it = stageOf.find(user);
+      if (it == stageOf.end())
+        continue;
+      stage = !stage ? it->second
+                     : (isForward(op) ? std::min(*stage, it->second)
+                                      : std::max(*stage, it->second));
+    }
+    stageOf[op] = stage.value_or(isForward(op) ? 0 : ppStages - 1);
+  }
+  return checkDataflow(step);
+}
+
+LogicalResult LoomPipelineSplitPass::checkDataflow(func::FuncOp step) {
+  for (Operation &op : step.getBody().front().without_terminator()) {
+    int64_t stage = stageOf.lookup(&op);
+    for (Value operand : op.getOperands()) {
+      Operation *def = operand.getDefiningOp();
+      if (!def)
+        continue;
+      int64_t from = stageOf.lookup(def);
+      // Forward values flow to later stages; gradients to earlier ones. A
+      // backward op may read any forward value (every forward runs before
+      // any backward of the same microbatch reaches it).
+      bool ok = isForward(def) ? (!isForward(&op) || from <= stage)
+                               : from >= stage;
+      if (ok)
+        continue;
+      InFlightDiagnostic diag =
+          op.emitOpError("(stage ")
+          << stage << ", module '" << moduleOf(&op) << "') reads a "
+          << (isForward(def) ? "forward value of a later" : "gradient of an "
+                                                            "earlier")
+          << " stage (" << from << ", module '" << moduleOf(def)
+          << "'); pipeline stages must follow the forward order of the "
+             "model";
+      diag.attachNote(def->getLoc()) << "the value is computed here";
+      return diag;
+    }
+  }
+  return success();
+}
+
+/// A name for `v` unique in `used`: the op's location name (the graph node).
+std::string valueKey(Value v, llvm::StringSet<> &used) {
+  std::string base = "v";
+  if (Operation *def = v.getDefiningOp()) {
+    // The graph node's name, or else the operator's (`aten::relu.default`
+    // gives `relu`).
+    if (auto name = dyn_cast<NameLoc>(def->getLoc()))
+      base = name.getName().str();
+    else if (auto aten = dyn_cast<AtenOp>(def))
+      base = aten.getOpName().split("::").second.str();
+    if (def->getNumResults() > 1)
+      base += "#" + std::to_string(cast<OpResult>(v).getResultNumber());
+  }
+  std::string key = base;
+  for (int i = 1; !used.insert(key).second; ++i)
+    key = base + "." + std::to_string(i);
+  return key;
+}
+
+void LoomPipelineSplitPass::buildFunctions(func::FuncOp step) {
+  MLIRContext *ctx = &getContext();
+  // A stage reads only some batch inputs: each keeps its index in the
+  // batch, which the runtime feeds by.
+  int64_t batchIndex = 0;
+  for (unsigned i = 0, e = step.getNumArguments(); i < e; ++i) {
+    auto role = step.getArgAttrOfType<RoleAttr>(i, LoomDialect::kRoleAttrName);
+    if (role && role.getValue() == Role::input &&
+        !step.getArgAttr(i, LoomDialect::kBatchIndexAttrName))
+      step.setArgAttr(i, LoomDialect::kBatchIndexAttrName,
+                      IntegerAttr::get(IntegerType::get(ctx, 64),
+                                       batchIndex++));
+  }
+  Block &body = step.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  auto groupOf = [&](Operation *op) {
+    return stageOf.lookup(op) * 2 + (isForward(op) ? 0 : 1);
+  };
+  // Values read outside the group that makes them get a key.
+  DenseMap<Value, std::string> keys;
+  llvm::StringSet<> used;
+  for (Operation &op : body.without_terminator())
+    for (Value result : op.getResults())
+      if (llvm::any_of(result.getUsers(), [&](Operation *user) {
+            return user != ret && groupOf(user) != groupOf(&op);
+          }))
+        keys[result] = valueKey(result, used);
+
+  OpBuilder b(ctx);
+  b.setInsertionPointAfter(step);
+  for (int64_t group = 0; group < 2 * ppStages; ++group) {
+    int64_t stage = group / 2;
+    bool forward = group % 2 == 0;
+    SmallVector<Operation *> ops;
+    for (Operation &op : body.without_terminator())
+      if (groupOf(&op) == group)
+        ops.push_back(&op);
+
+    // Arguments: step arguments and keyed values, each once, in first-use
+    // order.
+    SmallVector<Value> inputs;
+    llvm::SetVector<Value> seenInputs;
+    DenseSet<Operation *> inGroup(ops.begin(), ops.end());
+    for (Operation *op : ops)
+      for (Value operand : op->getOperands())
+        if (!inGroup.contains(operand.getDefiningOp()))
+          seenInputs.insert(operand);
+    inputs.assign(seenInputs.begin(), seenInputs.end());
+
+    // Results: keyed values read by another group, then the step results
+    // this group makes.
+    SmallVector<Value> outputs;
+    SmallVector<NamedAttrList> outputAttrs;
+    for (Operation *op : ops)
+      for (Value result : op->getResults())
+        if (keys.count(result) &&
+            llvm::any_of(result.getUsers(), [&](Operation *user) {
+              return user != ret && groupOf(user) != group;
+            })) {
+          outputs.push_back(result);
+          NamedAttrList attrs;
+          attrs.set(LoomDialect::kPipelineValueAttrName,
+                    StringAttr::get(ctx, keys[result]));
+          outputAttrs.push_back(attrs);
+        }
+    for (auto [i, v] : llvm::enumerate(ret.getOperands()))
+      if (inGroup.contains(v.getDefiningOp())) {
+        outputs.push_back(v);
+        outputAttrs.emplace_back(step.getResultAttrDict(i));
+      }
+
+    SmallVector<Type> argTypes, resultTypes;
+    for (Value v : inputs)
+      argTypes.push_back(v.getType());
+    for (Value v : outputs)
+      resultTypes.push_back(v.getType());
+    std::string name = (step.getSymName() + "_s" + Twine(stage) +
+                        (forward ? "_forward" : "_backward"))
+                           .str();
+    auto func = func::FuncOp::create(b, step.getLoc(), name,
+                                     FunctionType::get(ctx, argTypes,
+                                                       resultTypes));
+    b.setInsertionPointAfter(func);
+    func->setAttr(LoomDialect::kPipelineStageAttrName,
+                  b.getI64IntegerAttr(stage));
+    func->setAttr(LoomDialect::kPhaseAttrName,
+                  PhaseAttr::get(ctx, forward ? Phase::forward
+                                              : Phase::backward));
+    Block *entry = func.addEntryBlock();
+    IRMapping map;
+    for (auto [i, v] : llvm::enumerate(inputs)) {
+      map.map(v, entry->getArgument(i));
+      if (auto arg = dyn_cast<BlockArgument>(v))
+        func.setArgAttrs(i, step.getArgAttrDict(arg.getArgNumber()));
+      else
+        func.setArgAttr(i, LoomDialect::kPipelineValueAttrName,
+                        StringAttr::get(ctx, keys.lookup(v)));
+    }
+    for (auto [i, attrs] : llvm::enumerate(outputAttrs))
+      func.setResultAttrs(i, attrs.getDictionary(ctx));
+    OpBuilder fb = OpBuilder::atBlockEnd(entry);
+    for (Operation *op : ops)
+      fb.clone(*op, map);
+    SmallVector<Value> results;
+    for (Value v : outputs)
+      results.push_back(map.lookup(v));
+    func::ReturnOp::create(fb, ret.getLoc(), results);
+  }
+  step.erase();
+}
+
+void LoomPipelineSplitPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  SmallVector<func::FuncOp> steps = getStepFunctions(module);
+  if (steps.size() != 1) {
+    module.emitError("--loom-pipeline-split: expected one step function "
+                     "(func.func with '")
+        << LoomDialect::kStepAttrName << "'), found " << steps.size();
+    return signalPassFailure();
+  }
+  func::FuncOp step = steps.front();
+  if (failed(checkStep(step)))
+    return signalPassFailure();
+  ForwardOrder order(step.getBody().front());
+  FailureOr<SmallVector<int64_t>> starts = boundaryStarts(step, order);
+  if (failed(starts) || failed(assignStages(step, order, *starts)))
+    return signalPassFailure();
+  buildFunctions(step);
+}
+
+} // namespace

@@ -1,0 +1,143 @@
+"""Pipeline parallelism trains like gradient accumulation, bit for bit.
+
+A step captured for one microbatch (``loom.capture --microbatches M``) is
+compiled two ways: the single-rank step that accumulates M microbatches
+(``loom-accumulate-gradients``) and the pipelined step (``loom-compile
+--pp=P --pp-schedule=S``: ``loom-pipeline-split`` +
+``loom-pipeline-schedule``, one MPMD program per rank, activations and
+gradients sent point to point over Gloo). Both run every microbatch's
+forward and backward with the same kernels on the same rows, and sum the
+microbatch gradients in microbatch order before dividing by M, so every
+loss and every final parameter must be EQUAL (tolerance 0) for the
+schedules that run each stage's backwards in microbatch order (GPipe,
+1F1B, Interleaved1F1B), given one ATen thread per rank in both runs. LoopedBFS runs them from the last microbatch down,
+so its sums round differently (by an ulp of the gradient, which AdamW
+turns into parameter differences of a few 1e-8 after three steps): it is
+checked at |a - b| <= 1e-7 + 1e-6 |b|, and the exact comparison must fail
+(the tolerance is needed, so the check can fail). Every pipelined run also passes ``loom-run --check`` against
+PyTorch eager on the whole batch (reference.json).
+
+Models: examples/mlp.py (three Linear layers: the split falls back to the
+root's children), examples/gpt.py (tied embedding and head on the first and
+last stage: the head's gradient contribution crosses back to the first
+stage, and the reduced gradient goes to the last, so both copies take the
+same AdamW update) and PyTorch's pipeline-test stack of MLPModule blocks
+(pp_mlp_stack.py, ``stack.0..7``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from build_tools import LOOM_COMPILE, LOOM_IMPORT, LOOM_RUN, REPO, needs_tools
+
+pytestmark = needs_tools(LOOM_IMPORT, LOOM_COMPILE, LOOM_RUN)
+
+torch = pytest.importorskip("torch")
+safetensors_torch = pytest.importorskip("safetensors.torch")
+
+STEPS = 3
+MODELS = {
+    "mlp": (REPO / "examples" / "mlp.py", []),
+    "gpt": (REPO / "examples" / "gpt.py", []),
+    "stack": (REPO / "python" / "tests" / "pp_mlp_stack.py", []),
+}
+# (model, schedule, pipeline ranks, microbatches, exact)
+CASES = [
+    ("mlp", "GPipe", 2, 4, True),
+    ("mlp", "1F1B", 2, 4, True),
+    ("gpt", "GPipe", 2, 2, True),
+    ("gpt", "1F1B", 2, 4, True),
+    ("stack", "1F1B", 4, 8, True),
+    ("stack", "Interleaved1F1B", 2, 8, True),
+    ("stack", "LoopedBFS", 2, 4, False),
+]
+
+
+def run(cmd: list, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=600,
+                          **kwargs)
+
+
+def capture(name: str, microbatches: int, out: Path) -> None:
+    model, make_args = MODELS[name]
+    env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
+    result = run([sys.executable, "-m", "loom.capture", model, "--out", out, "--steps",
+                  str(STEPS), "--microbatches", str(microbatches), *make_args], env=env)
+    assert result.returncode == 0, result.stderr
+    result = run([LOOM_IMPORT, out / "step.pt2", "-o", out / "step.mlir"])
+    assert result.returncode == 0, result.stderr
+
+
+class Run:
+    """One training run: the loss at every step (every rank reports the
+    loss of the rank that holds the last stage) and the final parameters."""
+
+    def __init__(self, out: Path, tag: str):
+        trace = json.loads((out / f"{tag}.trace.json").read_text())["traceEvents"]
+        steps = [e for e in trace if e.get("ph") == "X" and "loss" in e.get("args", {})]
+        by_step = {}
+        for e in steps:
+            by_step.setdefault(e["name"], set()).add(e["args"]["loss"])
+        assert all(len(v) == 1 for v in by_step.values()), by_step
+        self.losses = sorted((name, v.pop()) for name, v in by_step.items())
+        self.params = safetensors_torch.load_file(str(out / f"{tag}.safetensors"))
+
+
+def train(out: Path, tag: str, flags: list, nproc: int, steps: int = STEPS,
+          check: bool = False) -> Run:
+    artifact = out / f"{tag}.loomx"
+    result = run([LOOM_COMPILE, out / "step.mlir", "-o", artifact, *flags])
+    assert result.returncode == 0, result.stderr
+    extra = ["--check", out / "reference.json"] if check else []
+    result = run([LOOM_RUN, artifact, "--nproc", str(nproc), "--batches",
+                  out / "batches.safetensors", "--steps", str(steps), "--no-progress",
+                  # One ATen thread on every rank of both runs: intra-op
+                  # parallel reductions (bias gradients) round by thread count.
+                  "--threads", "1",
+                  "--trace", out / f"{tag}.trace.json", "--save-params",
+                  out / f"{tag}.safetensors", *extra])
+    assert result.returncode == 0, result.stdout + result.stderr
+    return Run(out, tag)
+
+
+def differences(got: Run, want: Run, rtol: float = 0.0, atol: float = 0.0) -> list[str]:
+    def close(a, b):
+        return torch.allclose(a, b, rtol=rtol, atol=atol) if rtol else torch.equal(a, b)
+
+    diffs = []
+    if len(got.losses) != len(want.losses):
+        diffs.append(f"{len(got.losses)} losses != {len(want.losses)}")
+    diffs += [f"loss at {s}: {a!r} != {b!r}" for (s, a), (_, b) in zip(got.losses, want.losses)
+              if not close(torch.tensor(a), torch.tensor(b))]
+    if sorted(got.params) != sorted(want.params):
+        diffs.append(f"tensors {sorted(got.params)} != {sorted(want.params)}")
+    diffs += [f"parameter {name}" for name in sorted(want.params)
+              if name in got.params and not close(got.params[name], want.params[name])]
+    return diffs
+
+
+@pytest.mark.parametrize("name, schedule, pp, microbatches, exact", CASES,
+                         ids=[f"{n}-{s}-pp{p}-{m}mb" for n, s, p, m, _ in CASES])
+def test_pipeline_trains_like_accumulation(name, schedule, pp, microbatches, exact, tmp_path):
+    capture(name, microbatches, tmp_path)
+    accumulated = train(tmp_path, "accumulate", [], 1)
+    assert len(accumulated.losses) == STEPS
+    piped = train(tmp_path, "pipeline", [f"--pp={pp}", f"--pp-schedule={schedule}"], pp,
+                  check=True)
+    if exact:
+        assert differences(piped, accumulated) == []
+    else:
+        assert differences(piped, accumulated, rtol=1e-6, atol=1e-7) == []
+        assert differences(piped, accumulated) != [], "the tolerance is not needed"
+
+    # Negative control: the comparison sees one step of training.
+    short = train(tmp_path, "short", [f"--pp={pp}", f"--pp-schedule={schedule}"], pp,
+                  steps=STEPS - 1)
+    assert any(d.startswith("parameter ") for d in differences(short, accumulated))
