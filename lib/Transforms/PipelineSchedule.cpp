@@ -166,7 +166,8 @@ private:
   void postReceive(StringRef key, int64_t mb);
   Value valueHere(StringRef key, int64_t mb);
   void send(StringRef key, int64_t mb, Value value, ArrayRef<int64_t> dsts,
-            Phase phase);
+            Phase phase, std::optional<int64_t> forwardStage = std::nullopt);
+  void waitForwardSends(int64_t stage, int64_t mb, ArrayRef<int64_t> peers);
   void reduceGrads(int64_t stage);
   Value batchSlice(StringRef name, int64_t mb);
   AtenOp aten(StringRef kernel, Type type, ValueRange inputs,
@@ -191,6 +192,10 @@ private:
   /// yet waited for; batch slices.
   std::map<std::pair<std::string, int64_t>, Value> env, pending, slices;
   SmallVector<Value> sendFutures;
+  /// Sends of stage s's forward on microbatch k: (receiving rank, future).
+  std::map<std::pair<int64_t, int64_t>,
+           SmallVector<std::pair<int64_t, Value>>>
+      forwardSends;
   SmallVector<Value> losses;
   llvm::MapVector<StringRef, Value> gradSums, finalGrads;
 };
@@ -255,14 +260,39 @@ Value RankBuilder::batchSlice(StringRef name, int64_t mb) {
 }
 
 void RankBuilder::send(StringRef key, int64_t mb, Value value,
-                       ArrayRef<int64_t> dsts, Phase phase) {
+                       ArrayRef<int64_t> dsts, Phase phase,
+                       std::optional<int64_t> forwardStage) {
   for (int64_t dst : dsts) {
     auto start = SendStartOp::create(
         b, loc, TypeRange{FutureType::get(ctx, NoneType::get(ctx))},
         ValueRange{value}, p2pAttrs(dst, tagOf(key, mb, dst)));
     tag(start, phase, mb);
-    sendFutures.push_back(start.getFuture());
+    if (forwardStage)
+      forwardSends[{*forwardStage, mb}].push_back({dst, start.getFuture()});
+    else
+      sendFutures.push_back(start.getFuture());
   }
+}
+
+/// A forward send of (stage, mb) to a rank that has since sent this rank a
+/// gradient for the same microbatch is complete: that rank computed from
+/// it. Waiting for it here, before the stage's backward, frees the sent
+/// activation long before the end of the step, and cannot block.
+void RankBuilder::waitForwardSends(int64_t stage, int64_t mb,
+                                   ArrayRef<int64_t> peers) {
+  auto it = forwardSends.find({stage, mb});
+  if (it == forwardSends.end())
+    return;
+  SmallVector<std::pair<int64_t, Value>> later;
+  for (auto [dst, future] : it->second) {
+    if (!llvm::is_contained(peers, dst)) {
+      later.push_back({dst, future});
+      continue;
+    }
+    auto wait = WaitOp::create(b, loc, TypeRange{}, future);
+    tag(wait, Phase::backward, mb);
+  }
+  it->second = std::move(later);
 }
 
 void RankBuilder::postReceive(StringRef key, int64_t mb) {
@@ -323,11 +353,15 @@ LogicalResult RankBuilder::runCompute(const pp::Action &action) {
                            : program.stages[action.stage].second;
   Phase phase = forward ? Phase::forward : Phase::backward;
   IRMapping map;
+  SmallVector<int64_t> gradientSources;
   for (unsigned i = 0, e = f.getNumArguments(); i < e; ++i) {
     Value v;
     StringRef key = valueName(f, i, /*result=*/false);
     if (!key.empty()) {
       v = valueHere(key, mb);
+      int64_t src = pp::stageToRank(spec, program.producer.lookup(key));
+      if (!forward && !program.madeInForward.lookup(key) && src != rank)
+        gradientSources.push_back(src);
     } else {
       StringRef name =
           f.getArgAttrOfType<StringAttr>(i, LoomDialect::kNameAttrName)
@@ -338,6 +372,8 @@ LogicalResult RankBuilder::runCompute(const pp::Action &action) {
     }
     map.map(f.getArgument(i), v);
   }
+  if (!forward)
+    waitForwardSends(action.stage, mb, gradientSources);
   Block &body = f.getBody().front();
   for (Operation &op : body.without_terminator())
     b.clone(op, map)->setAttr(LoomDialect::kMicrobatchAttrName,
@@ -348,7 +384,8 @@ LogicalResult RankBuilder::runCompute(const pp::Action &action) {
     StringRef key = valueName(f, i, /*result=*/true);
     if (!key.empty()) {
       env[{key.str(), mb}] = v;
-      send(key, mb, v, remoteReaders(key), phase);
+      send(key, mb, v, remoteReaders(key), phase,
+           forward ? std::optional<int64_t>(action.stage) : std::nullopt);
       continue;
     }
     auto role = f.getResultAttrOfType<RoleAttr>(i, LoomDialect::kRoleAttrName);
@@ -481,6 +518,9 @@ FailureOr<func::FuncOp> RankBuilder::build(ArrayRef<pp::Action> actions,
     attrs.set(LoomDialect::kTargetAttrName, b.getStringAttr(pname));
     resultAttrs.push_back(attrs);
   }
+  for (auto &[id, sends] : forwardSends)
+    for (auto &[dst, future] : sends)
+      sendFutures.push_back(future);
   for (Value future : sendFutures) {
     auto wait = WaitOp::create(b, loc, TypeRange{}, future);
     tag(wait, Phase::backward, std::nullopt);

@@ -6,7 +6,9 @@
 // the same transfer has the same tag on both sides. Receives are posted
 // where the schedule has RECV_F/RECV_B: on rank 1 the receive of
 // microbatch 1 is posted before the backward of microbatch 0 and waited for
-// after it. Sends are waited for at the end of the step. Gradients and the
+// after it. An activation's send is waited for once its gradient came back
+// (it is then complete), right before that microbatch's backward; gradient
+// sends at the end of the step. Gradients and the
 // loss are divided by 4 (scale_grads; the mean of the microbatch losses).
 
 // RUN: loom-opt --loom-pipeline-split="stages=2" --loom-pipeline-schedule="schedule=1F1B microbatches=4" %S/Inputs/pipeline-mlp.mlir | FileCheck %s
@@ -27,11 +29,11 @@
 // CHECK: loom.send_start %{{.*}} on @pp axes ["pp"] peer 1 tag 1 {loom.microbatch = 1 : i64
 // CHECK: %[[R0:.*]] = loom.recv_start on @pp axes ["pp"] peer 1 tag 2 {loom.microbatch = 0 : i64
 // CHECK-NEXT: loom.wait %[[R0]]
+// CHECK-NEXT: loom.wait %[[S0]] {loom.microbatch = 0 : i64, {{.*}}} : !loom.future<none>
 // CHECK-NEXT: "aten::threshold_backward.default"
 // CHECK: loom.send_start %{{.*}} peer 1 tag 3 {loom.microbatch = 2 : i64
 // CHECK: "aten::add.Tensor"
 // CHECK: "aten::div.Tensor"(%{{.*}}) {args = [#loom.arg<0>, 4.000000e+00]
-// CHECK: loom.wait %[[S0]] {{.*}} : !loom.future<none>
 // CHECK: return
 
 // CHECK-LABEL: func.func @step_pp1(

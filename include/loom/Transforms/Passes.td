@@ -808,8 +808,12 @@ def LoomPipelineSchedule
       it is made; its `loom.recv_start` is posted where the schedule has the
       `RECV_F`/`RECV_B` of that microbatch (or, for a value that skips
       stages, right before it is read) and waited for right before its first
-      use. Each transfer has a `tag` unique in the step; sends are waited
-      for at the end of the step, as PyTorch's runtime does;
+      use. Each transfer has a `tag` unique in the step. A forward send is
+      waited for right before the backward of its stage and microbatch,
+      once a gradient from its receiver arrived (the receiver computed with
+      it, so the wait cannot block), which frees the activation; gradient
+      sends are waited for at the end of the step, as PyTorch's runtime
+      waits for all its sends;
     - gradients of each microbatch's backward are summed; at `REDUCE_GRAD`
       of a stage they are divided by M (PyTorch's `scale_grads`), and a
       parameter two stages share (tied weights) has its gradient sent to the
