@@ -3,7 +3,7 @@
 # import it into Loom IR, round-trip it through loom-opt, report its
 # statistics, compile it ahead of time (AdamW attached) and train it for 20
 # steps with loom-run, checking every loss and the final parameters against
-# PyTorch eager's. Grows as Loom does (distribute next).
+# PyTorch eager's; then GPT with FSDP on 4 ranks and as a 2-stage pipeline.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -47,6 +47,19 @@ echo "=== gpt FSDP: train 20 steps on the artifact's 4 Gloo ranks, next to PyTor
   --steps 20 --check "$dir/reference.json" --no-progress --trace "$dir/trace.json"
 echo "=== gpt FSDP: the last step's timeline (collectives in flight under compute) ==="
 .venv/bin/python scripts/render_timeline.py "$dir/trace.json" --step 19 -o "$dir/trace.svg"
+echo
+
+dir="$OUT/gpt-pp2"
+echo "=== gpt on 2 CPU ranks as a 2-stage pipeline (1F1B, 4 microbatches): capture one microbatch's step ==="
+.venv/bin/python -m loom.capture examples/gpt.py --out "$dir" --steps 20 --optimizer adamw --microbatches 4
+"$BUILD/bin/loom-import" "$dir/step.pt2" -o "$dir/step.mlir"
+echo "=== gpt pipeline: PyTorch's 1F1B action lists for 2 ranks, 4 microbatches ==="
+"$BUILD/bin/loom-pp-schedule" --schedule=1F1B --pp=2 --microbatches=4 --lowered
+echo "=== gpt pipeline: compile one program per stage (loom-pipeline-split + loom-pipeline-schedule) ==="
+"$BUILD/bin/loom-compile" "$dir/step.mlir" -o "$dir/step.loomx" --pp=2 --pp-schedule=1F1B --summary
+echo "=== gpt pipeline: train 20 steps on 2 Gloo ranks (activations and gradients sent point to point), next to PyTorch eager ==="
+"$BUILD/runtime/bin/loom-run" "$dir/step.loomx" --batches "$dir/batches.safetensors" \
+  --steps 20 --check "$dir/reference.json" --no-progress --trace "$dir/trace.json"
 echo
 
 echo "demo: the examples were captured, imported, compiled and trained at parity"
