@@ -6,6 +6,9 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <map>
+#include <tuple>
+
 using namespace mlir;
 using namespace loom;
 
@@ -212,6 +215,372 @@ FailureOr<SimulationResult> loom::simulate(func::FuncOp step,
 }
 
 //===----------------------------------------------------------------------===//
+// Pipelined (MPMD) steps
+//===----------------------------------------------------------------------===//
+
+/// The global ranks of `rank`'s group over `axes`, indexed as `peer`
+/// indexes them: the named axes' coordinates row-major in the mesh's axis
+/// order (the runtime's Mesh::group), the other coordinates `rank`'s own.
+static SmallVector<int64_t> groupOf(MeshOp mesh, ArrayAttr axes, int64_t rank) {
+  ArrayRef<int64_t> shape = mesh.getShape();
+  SmallVector<int64_t> coord(shape.size());
+  for (size_t i = shape.size(); i-- > 0;) {
+    coord[i] = rank % shape[i];
+    rank /= shape[i];
+  }
+  SmallVector<unsigned> free;
+  for (Attribute a : axes)
+    if (std::optional<unsigned> i =
+            mesh.getAxisIndex(cast<StringAttr>(a).getValue()))
+      free.push_back(*i);
+  llvm::sort(free);
+  int64_t count = 1;
+  for (unsigned i : free)
+    count *= shape[i];
+  SmallVector<int64_t> group;
+  for (int64_t k = 0; k < count; ++k) {
+    SmallVector<int64_t> c = coord;
+    int64_t rest = k;
+    for (size_t j = free.size(); j-- > 0;) {
+      c[free[j]] = rest % shape[free[j]];
+      rest /= shape[free[j]];
+    }
+    int64_t id = 0;
+    for (size_t i = 0; i < shape.size(); ++i)
+      id = id * shape[i] + c[i];
+    group.push_back(id);
+  }
+  return group;
+}
+
+namespace {
+/// One end of a transfer: the program that posts it and the other end.
+struct Endpoint {
+  unsigned program = 0;
+  Operation *match = nullptr;
+  unsigned matchProgram = 0;
+  int64_t peerRank = 0;
+};
+
+/// One program's replay state in the joint simulation.
+struct Cursor {
+  const StepSimulator *sim;
+  SmallVector<Operation *> order;
+  size_t next = 0;
+  double clock = 0;
+  SmallVector<double> streamFree;
+  DenseMap<Operation *, double> collectiveEnd;
+  SimulationResult result;
+  bool done() const { return next == order.size(); }
+};
+} // namespace
+
+static std::string programName(func::FuncOp f) {
+  return ("@" + f.getSymName()).str();
+}
+
+FailureOr<PipelineSimulationResult>
+loom::simulatePipeline(ArrayRef<func::FuncOp> programs, const CostModel &model,
+                       const SimOptions &options) {
+  SmallVector<StepSimulator> sims;
+  for (func::FuncOp f : programs) {
+    FailureOr<StepSimulator> sim = StepSimulator::create(f, model, options);
+    if (failed(sim))
+      return failure();
+    sims.push_back(std::move(*sim));
+  }
+
+  // Which program runs each global rank; a program stands for all its ranks
+  // (they run the same ops at the same times), so its first rank is enough
+  // to resolve its peers.
+  PipelineSimulationResult out;
+  DenseMap<int64_t, unsigned> programOfRank;
+  for (unsigned i = 0, e = programs.size(); i < e; ++i) {
+    func::FuncOp f = programs[i];
+    ProgramTimeline &p = out.programs.emplace_back();
+    p.step = f;
+    if (auto ranks = f->getAttrOfType<DenseI64ArrayAttr>(
+            LoomDialect::kProgramRanksAttrName))
+      p.ranks.assign(ranks.asArrayRef().begin(), ranks.asArrayRef().end());
+    if (p.ranks.empty())
+      return f.emitError("a pipelined step's programs each need '")
+             << LoomDialect::kProgramRanksAttrName << "'";
+    for (int64_t r : p.ranks)
+      if (!programOfRank.try_emplace(r, i).second)
+        return f.emitError("rank ")
+               << r << " also runs " << programName(programs[programOfRank[r]])
+               << "; each rank runs one program";
+  }
+
+  // Match every send with its recv by (sender rank, receiver rank, tag).
+  SymbolTableCollection symbols;
+  using Key = std::tuple<int64_t, int64_t, int64_t>;
+  std::map<Key, std::pair<Operation *, unsigned>> sends, recvs;
+  DenseMap<Operation *, Endpoint> endpoints;
+  for (unsigned i = 0, e = programs.size(); i < e; ++i) {
+    func::FuncOp f = programs[i];
+    int64_t own = out.programs[i].ranks.front();
+    for (Operation &op : f.getBody().front()) {
+      auto send = dyn_cast<SendStartOp>(op);
+      auto recv = dyn_cast<RecvStartOp>(op);
+      if (!send && !recv)
+        continue;
+      auto meshRef = op.getAttrOfType<FlatSymbolRefAttr>("mesh");
+      auto axes = op.getAttrOfType<ArrayAttr>("axes");
+      MeshOp mesh = symbols.lookupNearestSymbolFrom<MeshOp>(&op, meshRef);
+      if (!mesh || !axes)
+        return op.emitOpError("names no mesh that resolves");
+      int64_t peer =
+          static_cast<int64_t>(send ? send.getPeer() : recv.getPeer());
+      int64_t tag = static_cast<int64_t>(send ? send.getTag() : recv.getTag());
+      SmallVector<int64_t> group = groupOf(mesh, axes, own);
+      if (peer < 0 || peer >= static_cast<int64_t>(group.size()))
+        return op.emitOpError("peer ")
+               << peer << " is not an index in rank " << own << "'s group of "
+               << group.size() << " ranks";
+      int64_t peerRank = group[peer];
+      if (!programOfRank.count(peerRank))
+        return op.emitOpError("peer ") << peer << " is rank " << peerRank
+                                       << ", which no program of the step runs";
+      endpoints[&op] = {static_cast<unsigned>(i), nullptr,
+                        programOfRank[peerRank], peerRank};
+      Key key = send ? Key{own, peerRank, tag} : Key{peerRank, own, tag};
+      auto &table = send ? sends : recvs;
+      auto [it, inserted] = table.try_emplace(key, &op, i);
+      if (!inserted) {
+        InFlightDiagnostic diag =
+            op.emitOpError("repeats tag ")
+            << tag << " between ranks " << std::get<0>(key) << " and "
+            << std::get<1>(key) << "; a tag names one transfer per pair";
+        diag.attachNote(it->second.first->getLoc()) << "first used here";
+        return diag;
+      }
+    }
+  }
+  auto unmatched = [&](Operation *op, unsigned program, StringRef missing) {
+    const Endpoint &e = endpoints[op];
+    return op->emitOpError("in ")
+           << programName(programs[program]) << " has no matching '" << missing
+           << "' in " << programName(programs[e.matchProgram]) << " (rank "
+           << e.peerRank << ", same tag, peer back to rank "
+           << out.programs[program].ranks.front() << ")";
+  };
+  for (auto &[key, send] : sends) {
+    auto it = recvs.find(key);
+    if (it == recvs.end())
+      return unmatched(send.first, send.second, "loom.recv_start");
+    endpoints[send.first].match = it->second.first;
+    endpoints[it->second.first].match = send.first;
+  }
+  for (auto &[key, recv] : recvs)
+    if (!sends.count(key))
+      return unmatched(recv.first, recv.second, "loom.send_start");
+
+  // The joint replay. Each program advances in its order until a wait needs
+  // a transfer whose other end has not been posted; posting resolves a
+  // transfer once both ends are in, so the times do not depend on the
+  // order in which programs are advanced.
+  SmallVector<std::string> streams{"compute"};
+  for (std::string &name : commStreamNames(options.commStreams))
+    streams.push_back(std::move(name));
+  unsigned sendStream = streams.size(), recvStream = sendStream + 1;
+  streams.push_back("p2p.send");
+  streams.push_back("p2p.recv");
+  std::vector<Cursor> cursors;
+  cursors.reserve(sims.size());
+  for (StepSimulator &sim : sims) {
+    Cursor &c = cursors.emplace_back();
+    c.sim = &sim;
+    func::FuncOp f = sim.getStep();
+    for (Operation &op : f.getBody().front())
+      if (!op.hasTrait<OpTrait::IsTerminator>())
+        c.order.push_back(&op);
+    c.streamFree.assign(streams.size(), 0);
+    c.result.streams = streams;
+    c.result.streamBusy.assign(streams.size(), 0);
+  }
+  DenseMap<Operation *, double> posted;
+  DenseMap<Operation *, size_t> eventOf;
+
+  // Records one end of a resolved transfer in its program's result.
+  auto finish = [&](Operation *op, double begin, double end) {
+    Cursor &c = cursors[endpoints[op].program];
+    const CollectiveCost &cost = c.sim->getCollectiveCost(op);
+    unsigned s = isa<SendStartOp>(op) ? sendStream : recvStream;
+    c.collectiveEnd[op] = end;
+    c.streamFree[s] = std::max(c.streamFree[s], end);
+    c.result.streamBusy[s] += end - begin;
+    c.result.commTime += end - begin;
+    SimulationResult::KindStats &kind =
+        c.result.byKind[static_cast<size_t>(cost.kind)];
+    kind.time += end - begin;
+    if (options.recordTimeline) {
+      TimelineEvent &e = c.result.timeline[eventOf[op]];
+      e.start = begin;
+      e.end = end;
+    }
+  };
+
+  // Issues the next op of `c`; false when it must wait for another program.
+  auto advance = [&](Cursor &c) -> bool {
+    Operation *op = c.order[c.next];
+    SimulationResult &result = c.result;
+    if (endpoints.count(op)) {
+      const CollectiveCost &cost = c.sim->getCollectiveCost(op);
+      posted[op] = c.clock;
+      result.numCollectives++;
+      result.byKind[static_cast<size_t>(cost.kind)].count++;
+      if (options.recordTimeline) {
+        eventOf[op] = result.timeline.size();
+        result.timeline.push_back(
+            {op, isa<SendStartOp>(op) ? sendStream : recvStream, c.clock,
+             c.clock, 0, 0, cost.bytes});
+      }
+      Operation *match = endpoints[op].match;
+      auto other = posted.find(match);
+      if (other != posted.end()) {
+        double begin = std::max(c.clock, other->second);
+        // The sender's price: both ends see the same buffer.
+        Operation *send = isa<SendStartOp>(op) ? op : match;
+        double end = begin + cursors[endpoints[send].program]
+                                 .sim->getCollectiveCost(send)
+                                 .seconds;
+        finish(op, begin, end);
+        finish(match, begin, end);
+      }
+      c.next++;
+      return true;
+    }
+    if (unsigned s = c.sim->getStream(op)) {
+      const CollectiveCost &cost = c.sim->getCollectiveCost(op);
+      double begin = std::max(c.clock, c.streamFree[s]);
+      double end = begin + cost.seconds;
+      c.streamFree[s] = end;
+      c.collectiveEnd[op] = end;
+      result.streamBusy[s] += cost.seconds;
+      result.commTime += cost.seconds;
+      result.numCollectives++;
+      SimulationResult::KindStats &kind =
+          result.byKind[static_cast<size_t>(cost.kind)];
+      kind.count++;
+      kind.time += cost.seconds;
+      if (options.recordTimeline)
+        result.timeline.push_back({op, s, begin, end, 0, 0, cost.bytes});
+      c.next++;
+      return true;
+    }
+    if (auto wait = dyn_cast<WaitOp>(op)) {
+      Operation *start = wait.getFuture().getDefiningOp();
+      double ready = 0;
+      if (start) {
+        auto it = c.collectiveEnd.find(start);
+        if (it == c.collectiveEnd.end() && endpoints.count(start))
+          return false; // the other end is not posted yet
+        if (it != c.collectiveEnd.end())
+          ready = it->second;
+      }
+      double blocked = std::max(0.0, ready - c.clock);
+      result.exposedCommTime += blocked;
+      if (start && getCollectiveKind(start))
+        result.byKind[static_cast<size_t>(*getCollectiveKind(start))].exposed +=
+            blocked;
+      if (options.recordTimeline && blocked > 0)
+        result.timeline.push_back({op, 0, c.clock, c.clock + blocked, blocked});
+      c.clock += blocked;
+      c.next++;
+      return true;
+    }
+    const OpCost &cost = c.sim->getOpCost(op);
+    if (auto region = dyn_cast<RecomputeOp>(op)) {
+      result.numRecomputeRegions++;
+      result.recomputeTime += cost.seconds;
+      result.recomputeFlops += cost.flops;
+      double at = c.clock;
+      for (Operation &inner : region.getBodyBlock().without_terminator()) {
+        const OpCost &ic = c.sim->getOpCost(&inner);
+        result.numOps++;
+        result.numRecomputeOps++;
+        if (options.recordTimeline)
+          result.timeline.push_back(
+              {&inner, 0, at, at + ic.seconds, 0, ic.flops, ic.bytes, op});
+        at += ic.seconds;
+      }
+    } else {
+      result.numOps++;
+      if (options.recordTimeline)
+        result.timeline.push_back({op, 0, c.clock, c.clock + cost.seconds, 0,
+                                   cost.flops, cost.bytes});
+    }
+    c.clock += cost.seconds;
+    result.computeTime += cost.seconds;
+    result.streamBusy[0] += cost.seconds;
+    c.next++;
+    return true;
+  };
+
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (Cursor &c : cursors)
+      while (!c.done() && advance(c))
+        progress = true;
+  }
+
+  // Programs still blocked wait on each other (a cycle) or on an end that
+  // comes only after their own wait: a deadlock, reported at each wait.
+  SmallVector<unsigned> blocked;
+  for (auto [i, c] : llvm::enumerate(cursors))
+    if (!c.done())
+      blocked.push_back(i);
+  if (!blocked.empty()) {
+    auto describe = [&](unsigned i) {
+      Operation *wait = cursors[i].order[cursors[i].next];
+      Operation *start = cast<WaitOp>(wait).getFuture().getDefiningOp();
+      const Endpoint &e = endpoints[start];
+      return std::make_tuple(wait, start, e);
+    };
+    auto [wait, start, e] = describe(blocked.front());
+    std::string names;
+    for (unsigned i : blocked)
+      names += (names.empty() ? "" : ", ") + programName(programs[i]);
+    InFlightDiagnostic diag =
+        wait->emitError("deadlock in the pipelined step: ")
+        << programName(programs[blocked.front()]) << " waits here for its '"
+        << start->getName() << "' (tag "
+        << start->getAttrOfType<IntegerAttr>("tag").getInt() << ") whose '"
+        << e.match->getName() << "' in "
+        << programName(programs[e.matchProgram])
+        << " is never reached; blocked programs: " << names;
+    diag.attachNote(e.match->getLoc())
+        << "the matching '" << e.match->getName() << "' in "
+        << programName(programs[e.matchProgram]);
+    for (unsigned i : ArrayRef(blocked).drop_front()) {
+      auto [w, st, ep] = describe(i);
+      diag.attachNote(w->getLoc())
+          << programName(programs[i]) << " is blocked here, waiting for '"
+          << ep.match->getName() << "' in "
+          << programName(programs[ep.matchProgram]);
+    }
+    return diag;
+  }
+
+  for (auto [p, c] : llvm::zip(out.programs, cursors)) {
+    c.result.stepTime = c.clock;
+    for (double t : c.streamFree)
+      c.result.stepTime = std::max(c.result.stepTime, t);
+    if (options.computeMemory)
+      c.result.memory.emplace(func::FuncOp(p.step), c.order);
+    p.result = std::move(c.result);
+    out.stepTime = std::max(out.stepTime, p.result.stepTime);
+    out.computeTime += p.result.computeTime;
+  }
+  for (ProgramTimeline &p : out.programs)
+    p.idleTime = out.stepTime - p.result.computeTime;
+  double capacity = static_cast<double>(out.programs.size()) * out.stepTime;
+  out.bubbleFraction = capacity > 0 ? 1 - out.computeTime / capacity : 0;
+  return out;
+}
+
+//===----------------------------------------------------------------------===//
 // Reports
 //===----------------------------------------------------------------------===//
 
@@ -344,6 +713,75 @@ llvm::json::Value SimulationResult::toChromeTrace(int64_t pid,
                                         {"ts", e.start * 1e6},
                                         {"dur", (e.end - e.start) * 1e6},
                                         {"args", std::move(args)}});
+  }
+  return llvm::json::Object{{"traceEvents", std::move(events)},
+                            {"displayTimeUnit", "ns"}};
+}
+
+static std::string rankList(ArrayRef<int64_t> ranks) {
+  std::string s;
+  for (int64_t r : ranks)
+    s += (s.empty() ? "" : ", ") + std::to_string(r);
+  return s;
+}
+
+void PipelineSimulationResult::print(raw_ostream &os) const {
+  os << llvm::format("  %-22s %s\n", "step time", us(stepTime).c_str());
+  os << llvm::format("  %-22s %.1f%% (%zu pipeline ranks)\n", "bubble fraction",
+                     100 * bubbleFraction, programs.size());
+  os << "  per program (rank): step time, compute busy, idle\n";
+  for (const ProgramTimeline &p : programs) {
+    func::FuncOp f = p.step;
+    std::string name =
+        ("@" + f.getSymName() + " (rank " + rankList(p.ranks) + ")").str();
+    os << llvm::format(
+        "    %-24s %s  %s  %s\n", name.c_str(), us(p.result.stepTime).c_str(),
+        us(p.result.computeTime).c_str(), us(p.idleTime).c_str());
+  }
+  for (const ProgramTimeline &p : programs) {
+    func::FuncOp f = p.step;
+    os << "  --- @" << f.getSymName() << " ---\n";
+    p.result.print(os);
+  }
+}
+
+llvm::json::Value PipelineSimulationResult::toJSON() const {
+  llvm::json::Array list;
+  for (const ProgramTimeline &p : programs) {
+    func::FuncOp f = p.step;
+    llvm::json::Object obj{{"function", f.getSymName().str()},
+                           {"ranks", llvm::json::Array(p.ranks)},
+                           {"idle_time", p.idleTime}};
+    llvm::json::Value report = p.result.toJSON();
+    for (auto &kv : *report.getAsObject())
+      obj[kv.first] = std::move(kv.second);
+    list.push_back(std::move(obj));
+  }
+  return llvm::json::Object{
+      {"step_time", stepTime},
+      {"compute_time", computeTime},
+      {"pipeline_ranks", static_cast<int64_t>(programs.size())},
+      {"bubble_fraction", bubbleFraction},
+      {"programs", std::move(list)}};
+}
+
+llvm::json::Value PipelineSimulationResult::toChromeTrace() const {
+  llvm::json::Array events;
+  for (auto [i, p] : llvm::enumerate(programs)) {
+    func::FuncOp f = p.step;
+    int64_t pid = static_cast<int64_t>(i);
+    std::string name =
+        ("@" + f.getSymName() + " (rank " + rankList(p.ranks) + ")").str();
+    llvm::json::Value trace = p.result.toChromeTrace(pid, name);
+    for (llvm::json::Value &e : *trace.getAsObject()->getArray("traceEvents"))
+      events.push_back(std::move(e));
+    // Perfetto orders processes by this index: rank order, so the pipeline's
+    // staircase reads top to bottom.
+    events.push_back(
+        llvm::json::Object{{"name", "process_sort_index"},
+                           {"ph", "M"},
+                           {"pid", pid},
+                           {"args", llvm::json::Object{{"sort_index", pid}}}});
   }
   return llvm::json::Object{{"traceEvents", std::move(events)},
                             {"displayTimeUnit", "ns"}};

@@ -165,6 +165,56 @@ private:
   llvm::DenseMap<mlir::Operation *, unsigned> streamOf;
 };
 
+/// One program (pipeline rank) of a pipelined step in a joint simulation.
+struct ProgramTimeline {
+  /// The program's step function and the global ranks that run it.
+  mlir::func::FuncOp step;
+  llvm::SmallVector<int64_t> ranks;
+  /// The program's own replay: its stepTime is when this program finishes,
+  /// its computeTime the busy time of its compute stream. Point-to-point
+  /// transfers are on the streams "p2p.send" and "p2p.recv".
+  SimulationResult result;
+  /// The whole step's time minus this program's compute busy time: what
+  /// the rank spends in bubbles, blocked waits and the tail after it is done.
+  double idleTime = 0;
+};
+
+/// The joint replay of a pipelined (MPMD) step: every program on its own
+/// streams, each transfer shared by the send and the recv that match.
+struct PipelineSimulationResult {
+  /// Programs in the module's order.
+  std::vector<ProgramTimeline> programs;
+  /// The step time: the latest program's end.
+  double stepTime = 0;
+  /// Sum over programs of their compute busy time.
+  double computeTime = 0;
+  /// 1 - computeTime / (programs * stepTime): the share of the ranks'
+  /// time their compute streams are idle (PyTorch's (p-1)/(m+p-1) for
+  /// equal stages and free transfers).
+  double bubbleFraction = 0;
+
+  void print(llvm::raw_ostream &os) const;
+  llvm::json::Value toJSON() const;
+  /// One process per program (pid = program index, named by the function
+  /// and its ranks), one track per stream, on one time axis.
+  llvm::json::Value toChromeTrace() const;
+};
+
+/// Replays the programs of a pipelined step together. Each program runs as
+/// StepSimulator replays a step, except for point-to-point transfers: a
+/// `loom.send_start` and the `loom.recv_start` that matches it (same tag,
+/// each naming the other's rank as peer) form one transfer that starts when
+/// both have been posted (the later of the two issue times) and takes the
+/// cost model's send/recv time; the waits of both complete when it ends.
+/// Transfers do not queue behind the collectives of a comm stream (they
+/// are their own channel, as NCCL's and Gloo's point-to-point operations
+/// are). Fails with a located error on a send or recv with no match in the
+/// peer's program, a peer rank no program runs, or a deadlock (waits that
+/// can never complete), naming the programs involved.
+mlir::FailureOr<PipelineSimulationResult>
+simulatePipeline(llvm::ArrayRef<mlir::func::FuncOp> programs,
+                 const CostModel &model, const SimOptions &options = {});
+
 /// StepSimulator::create(...)->run() in one call.
 mlir::FailureOr<SimulationResult> simulate(mlir::func::FuncOp step,
                                            const CostModel &model,
