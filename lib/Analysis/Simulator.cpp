@@ -361,9 +361,9 @@ loom::simulatePipeline(ArrayRef<func::FuncOp> programs, const CostModel &model,
     const Endpoint &e = endpoints[op];
     return op->emitOpError("in ")
            << programName(programs[program]) << " has no matching '" << missing
-           << "' in " << programName(programs[e.matchProgram]) << " (rank "
-           << e.peerRank << ", same tag, peer back to rank "
-           << out.programs[program].ranks.front() << ")";
+           << "' (tag " << op->getAttrOfType<IntegerAttr>("tag").getInt()
+           << ") in " << programName(programs[e.matchProgram])
+           << ", which runs rank " << e.peerRank;
   };
   for (auto &[key, send] : sends) {
     auto it = recvs.find(key);
@@ -718,10 +718,11 @@ llvm::json::Value SimulationResult::toChromeTrace(int64_t pid,
                             {"displayTimeUnit", "ns"}};
 }
 
+/// "rank 1" or "ranks 0, 1".
 static std::string rankList(ArrayRef<int64_t> ranks) {
-  std::string s;
-  for (int64_t r : ranks)
-    s += (s.empty() ? "" : ", ") + std::to_string(r);
+  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
+  for (auto [i, r] : llvm::enumerate(ranks))
+    s += (i ? ", " : "") + std::to_string(r);
   return s;
 }
 
@@ -733,7 +734,7 @@ void PipelineSimulationResult::print(raw_ostream &os) const {
   for (const ProgramTimeline &p : programs) {
     func::FuncOp f = p.step;
     std::string name =
-        ("@" + f.getSymName() + " (rank " + rankList(p.ranks) + ")").str();
+        ("@" + f.getSymName() + " (" + rankList(p.ranks) + ")").str();
     os << llvm::format(
         "    %-24s %s  %s  %s\n", name.c_str(), us(p.result.stepTime).c_str(),
         us(p.result.computeTime).c_str(), us(p.idleTime).c_str());
@@ -771,7 +772,7 @@ llvm::json::Value PipelineSimulationResult::toChromeTrace() const {
     func::FuncOp f = p.step;
     int64_t pid = static_cast<int64_t>(i);
     std::string name =
-        ("@" + f.getSymName() + " (rank " + rankList(p.ranks) + ")").str();
+        ("@" + f.getSymName() + " (" + rankList(p.ranks) + ")").str();
     llvm::json::Value trace = p.result.toChromeTrace(pid, name);
     for (llvm::json::Value &e : *trace.getAsObject()->getArray("traceEvents"))
       events.push_back(std::move(e));
