@@ -90,6 +90,15 @@ def LoomSimulate : Pass<"loom-simulate", "::mlir::ModuleOp"> {
     with no collectives simulates one device. Ranks fill nodes in order
     (`nodes` x `devices-per-node` must hold the mesh).
 
+    A pipelined module (steps with `loom.program_ranks`, from
+    `loom-pipeline-schedule`) is one step: its programs are replayed
+    together, each transfer starting once both its send and its recv are
+    posted, and the report gives each pipeline rank's step, busy and idle
+    time, the step time and the bubble fraction
+    (`1 - busy / (ranks x step time)`); the timeline has one process per
+    rank. A send or recv without its match, or a deadlock, is an error
+    naming both programs.
+
     ```
     loom-opt step.mlir --loom-fsdp="mesh-shape=8" \
       --loom-simulate="device=h100 nodes=1 timeline=step.trace.json" -o /dev/null
