@@ -3,6 +3,8 @@
 // RUN: loom-opt %s --loom-simulate="device=%S/Inputs/pipe-device.json json=true" -o /dev/null 2>&1 | %python -c "import json, sys; r = json.load(sys.stdin); print('bubble %.6f step %.6f' % (r['bubble_fraction'], r['step_time'] * 1e6)); [print(p['function'], p['ranks'], '%.6f %.6f %.6f' % (p['step_time'] * 1e6, p['compute_time'] * 1e6, p['idle_time'] * 1e6)) for p in r['programs']]" | FileCheck %s --check-prefix=JSON
 // RUN: loom-opt %s --loom-simulate="device=%S/Inputs/pipe-device.json timeline=%t.json" -o /dev/null 2>/dev/null
 // RUN: %python -c "import json, sys; [print(json.dumps(e, sort_keys=True)) for e in json.load(open(sys.argv[1]), parse_float=lambda s: round(float(s), 6))['traceEvents'] if e['ph'] == 'X' or e['name'] == 'process_name']" %t.json | FileCheck %s --check-prefix=TRACE
+// RUN: %python %S/../../scripts/render_timeline.py %t.json -o %t.svg | FileCheck %s --check-prefix=SVG
+// RUN: FileCheck %s --check-prefix=ROWS < %t.svg
 
 // GPipe on two pipeline ranks with two microbatches, by hand. On the pipe
 // device every compute op costs 1 us and every transfer t = 0.5 us. A
@@ -49,6 +51,17 @@
 // TRACE-NEXT: {"args": {"blocked_us": 1.5}, "cat": "wait", "dur": 1.5, "name": "wait", "ph": "X", "pid": 1, "tid": 0, "ts": 0}
 // TRACE-NEXT: {"args": {{.*}}"phase": "forward"}, "cat": "compute", "dur": 1.0, "name": "aten::mm.default", "ph": "X", "pid": 1, "tid": 0, "ts": 1.5}
 // TRACE-NEXT: {"args": {{.*}}}, "cat": "comm", "dur": 0.5, "name": "send_recv", "ph": "X", "pid": 1, "tid": 4, "ts": 2.5}
+
+// scripts/render_timeline.py draws a row per rank and stream that has events;
+// each rank's transfers are 2 us in flight.
+// SVG: rank 0: in flight 0.002 ms
+// SVG-NEXT: rank 1: in flight 0.002 ms
+// ROWS: rank 0 · compute
+// ROWS: rank 0 · p2p.send
+// ROWS: rank 0 · p2p.recv
+// ROWS: rank 1 · compute
+// ROWS: rank 1 · p2p.send
+// ROWS: rank 1 · p2p.recv
 
 loom.mesh @pp shape [2] axes ["pp"]
 
