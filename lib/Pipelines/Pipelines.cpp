@@ -351,6 +351,11 @@ static void buildDistributePipeline(OpPassManager &pm,
     if (!options.isGiven("pp-stages"))
       split.ppStages =
           options.ppRanks * (isSingleStageSchedule(options.ppSchedule) ? 1 : 2);
+    // Zero-bubble schedules (and DualPipeV) run a backward's input- and
+    // weight-gradient parts apart.
+    split.ppSplitBackward = options.ppSchedule == "InterleavedZeroBubble" ||
+                            options.ppSchedule == "ZBVZeroBubble" ||
+                            options.ppSchedule == "DualPipeV";
     pm.addPass(createLoomPipelineSplit(split));
     pm.addPass(createLoomPipelineSchedule(schedule));
   } else if (options.microbatches > 1)

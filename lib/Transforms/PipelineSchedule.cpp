@@ -31,6 +31,16 @@ namespace {
 struct StageProgram {
   /// [stage] -> forward, backward.
   SmallVector<std::pair<func::FuncOp, func::FuncOp>> stages;
+  /// [stage] -> the weight-gradient part of the backward, when
+  /// loom-pipeline-split cut it (`second` is then the input-gradient part).
+  SmallVector<func::FuncOp> weights;
+
+  SmallVector<func::FuncOp> functionsOf(int64_t s) const {
+    SmallVector<func::FuncOp> fs = {stages[s].first, stages[s].second};
+    if (weights[s])
+      fs.push_back(weights[s]);
+    return fs;
+  }
   /// The stage that makes each named value, its type and whether a forward
   /// function makes it.
   llvm::StringMap<int64_t> producer;
@@ -75,13 +85,19 @@ FailureOr<StageProgram> collectStages(ModuleOp module) {
                 .getInt() +
             1);
   p.stages.resize(numStages);
+  p.weights.resize(numStages);
   for (func::FuncOp f : funcs) {
     int64_t s = f->getAttrOfType<IntegerAttr>(
                      LoomDialect::kPipelineStageAttrName)
                     .getInt();
     auto phase = f->getAttrOfType<PhaseAttr>(LoomDialect::kPhaseAttrName);
     bool forward = !phase || phase.getValue() == Phase::forward;
-    func::FuncOp &slot = forward ? p.stages[s].first : p.stages[s].second;
+    auto part =
+        f->getAttrOfType<StringAttr>(LoomDialect::kPipelinePartAttrName);
+    bool weight = part && part.getValue() == "weight";
+    func::FuncOp &slot = forward  ? p.stages[s].first
+                         : weight ? p.weights[s]
+                                  : p.stages[s].second;
     if (slot)
       return f.emitOpError("is a second ")
              << (forward ? "forward" : "backward") << " function of stage "
@@ -93,7 +109,7 @@ FailureOr<StageProgram> collectStages(ModuleOp module) {
       return module.emitError("--loom-pipeline-schedule: stage ")
              << s << " has no " << (fb.first ? "backward" : "forward")
              << " function";
-    for (func::FuncOp f : {fb.first, fb.second}) {
+    for (func::FuncOp f : p.functionsOf(s)) {
       for (unsigned i = 0, e = f.getNumResults(); i < e; ++i) {
         StringRef key = valueName(f, i, /*result=*/true);
         if (!key.empty()) {
@@ -122,8 +138,8 @@ FailureOr<StageProgram> collectStages(ModuleOp module) {
       }
     }
   }
-  for (auto [s, fb] : llvm::enumerate(p.stages))
-    for (func::FuncOp f : {fb.first, fb.second})
+  for (int64_t s = 0; s < numStages; ++s)
+    for (func::FuncOp f : p.functionsOf(s))
       for (unsigned i = 0, e = f.getNumArguments(); i < e; ++i) {
         StringRef key = valueName(f, i, /*result=*/false);
         if (key.empty())
@@ -162,6 +178,7 @@ public:
 private:
   void addArguments(Block *entry);
   LogicalResult runCompute(const pp::Action &action);
+  void runFunction(func::FuncOp f, int64_t stage, int64_t mb, bool forward);
   void postReceives(int64_t stage, bool forward, int64_t mb);
   void postReceive(StringRef key, int64_t mb);
   Value valueHere(StringRef key, int64_t mb);
@@ -347,10 +364,37 @@ void RankBuilder::postReceives(int64_t stage, bool forward, int64_t mb) {
 }
 
 LogicalResult RankBuilder::runCompute(const pp::Action &action) {
-  bool forward = action.kind == pp::ActionKind::Forward;
-  int64_t mb = *action.microbatch;
-  func::FuncOp f = forward ? program.stages[action.stage].first
-                           : program.stages[action.stage].second;
+  int64_t s = action.stage, mb = *action.microbatch;
+  func::FuncOp forward = program.stages[s].first;
+  func::FuncOp input = program.stages[s].second;
+  func::FuncOp weight = program.weights[s];
+  switch (action.kind) {
+  case pp::ActionKind::Forward:
+    runFunction(forward, s, mb, /*isForward=*/true);
+    break;
+  case pp::ActionKind::FullBackward:
+    runFunction(input, s, mb, false);
+    if (weight)
+      runFunction(weight, s, mb, false);
+    break;
+  case pp::ActionKind::BackwardInput:
+  case pp::ActionKind::BackwardWeight:
+    if (!weight)
+      return mlir::emitError(input.getLoc())
+             << "schedule action " << action.str()
+             << " runs the input- and weight-gradient parts of a backward "
+                "apart; run loom-pipeline-split with split-backward=true";
+    runFunction(action.kind == pp::ActionKind::BackwardInput ? input : weight,
+                s, mb, false);
+    break;
+  default:
+    llvm_unreachable("not a compute action");
+  }
+  return success();
+}
+
+void RankBuilder::runFunction(func::FuncOp f, int64_t stage, int64_t mb,
+                              bool forward) {
   Phase phase = forward ? Phase::forward : Phase::backward;
   IRMapping map;
   SmallVector<int64_t> gradientSources;
@@ -373,7 +417,7 @@ LogicalResult RankBuilder::runCompute(const pp::Action &action) {
     map.map(f.getArgument(i), v);
   }
   if (!forward)
-    waitForwardSends(action.stage, mb, gradientSources);
+    waitForwardSends(stage, mb, gradientSources);
   Block &body = f.getBody().front();
   for (Operation &op : body.without_terminator())
     b.clone(op, map)->setAttr(LoomDialect::kMicrobatchAttrName,
@@ -385,7 +429,7 @@ LogicalResult RankBuilder::runCompute(const pp::Action &action) {
     if (!key.empty()) {
       env[{key.str(), mb}] = v;
       send(key, mb, v, remoteReaders(key), phase,
-           forward ? std::optional<int64_t>(action.stage) : std::nullopt);
+           forward ? std::optional<int64_t>(stage) : std::nullopt);
       continue;
     }
     auto role = f.getResultAttrOfType<RoleAttr>(i, LoomDialect::kRoleAttrName);
@@ -404,7 +448,6 @@ LogicalResult RankBuilder::runCompute(const pp::Action &action) {
                       Phase::backward)
                      .getResult(0);
   }
-  return success();
 }
 
 /// REDUCE_GRAD: the stage's gradients are complete; scale them by 1/M
@@ -459,6 +502,8 @@ FailureOr<func::FuncOp> RankBuilder::build(ArrayRef<pp::Action> actions,
     switch (action.kind) {
     case pp::ActionKind::Forward:
     case pp::ActionKind::FullBackward:
+    case pp::ActionKind::BackwardInput:
+    case pp::ActionKind::BackwardWeight:
       if (failed(runCompute(action)))
         return failure();
       break;
@@ -470,13 +515,10 @@ FailureOr<func::FuncOp> RankBuilder::build(ArrayRef<pp::Action> actions,
     case pp::ActionKind::ReduceGrad:
       reduceGrads(action.stage);
       break;
-    case pp::ActionKind::BackwardInput:
-    case pp::ActionKind::BackwardWeight:
     case pp::ActionKind::OverlapFB:
       return step.emitOpError("schedule action ")
-             << action.str() << " needs the backward split into input and "
-             << "weight gradients, which loom-pipeline-split does not make "
-             << "yet; use GPipe, 1F1B, Interleaved1F1B or LoopedBFS";
+             << action.str() << " overlaps a forward with a backward "
+             << "(DualPipeV), which loom-pipeline-schedule does not run yet";
     case pp::ActionKind::SendF:
     case pp::ActionKind::SendB:
       // Sent as soon as the value exists (runCompute).
@@ -593,6 +635,9 @@ struct LoomPipelineSchedulePass
       fwd.erase();
       bwd.erase();
     }
+    for (func::FuncOp weight : program->weights)
+      if (weight)
+        weight.erase();
   }
 
   FailureOr<pp::ScheduleSpec> makeSpec(ModuleOp module, int64_t numStages) {

@@ -176,6 +176,7 @@ private:
                              ArrayRef<int64_t> starts);
   LogicalResult checkDataflow(func::FuncOp step);
   void buildFunctions(func::FuncOp step);
+  DenseSet<Operation *> findWeightGradientOps(Block &body);
 
   /// The stage of every op of the step body.
   DenseMap<Operation *, int64_t> stageOf;
@@ -388,6 +389,43 @@ std::string valueKey(Value v, llvm::StringSet<> &used) {
   return key;
 }
 
+DenseSet<Operation *>
+LoomPipelineSplitPass::findWeightGradientOps(Block &body) {
+  // The input-gradient part of a stage's backward is what the gradients it
+  // hands to other stages need (closed over operands within the stage's
+  // backward); the rest only makes parameter gradients and can run later
+  // (zero-bubble schedules' W).
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  auto sameBackward = [&](Operation *a, Operation *b) {
+    return a && b && !isForward(a) && !isForward(b) &&
+           stageOf.lookup(a) == stageOf.lookup(b);
+  };
+  DenseSet<Operation *> input;
+  SmallVector<Operation *> work;
+  for (Operation &op : body.without_terminator()) {
+    if (isForward(&op))
+      continue;
+    bool crosses = llvm::any_of(op.getUsers(), [&](Operation *user) {
+      return user != ret && !sameBackward(user, &op);
+    });
+    if (crosses && input.insert(&op).second)
+      work.push_back(&op);
+  }
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val();
+    for (Value operand : op->getOperands()) {
+      Operation *def = operand.getDefiningOp();
+      if (sameBackward(def, op) && input.insert(def).second)
+        work.push_back(def);
+    }
+  }
+  DenseSet<Operation *> weight;
+  for (Operation &op : body.without_terminator())
+    if (!isForward(&op) && !input.contains(&op))
+      weight.insert(&op);
+  return weight;
+}
+
 void LoomPipelineSplitPass::buildFunctions(func::FuncOp step) {
   MLIRContext *ctx = &getContext();
   // A stage reads only some batch inputs: each keeps its index in the
@@ -403,8 +441,14 @@ void LoomPipelineSplitPass::buildFunctions(func::FuncOp step) {
   }
   Block &body = step.getBody().front();
   auto ret = cast<func::ReturnOp>(body.getTerminator());
+  // Groups per stage: forward, backward (or its input-gradient part), and
+  // with split-backward the weight-gradient part.
+  DenseSet<Operation *> weightPart = ppSplitBackward
+                                         ? findWeightGradientOps(body)
+                                         : DenseSet<Operation *>();
   auto groupOf = [&](Operation *op) {
-    return stageOf.lookup(op) * 2 + (isForward(op) ? 0 : 1);
+    int64_t part = isForward(op) ? 0 : (weightPart.contains(op) ? 2 : 1);
+    return stageOf.lookup(op) * 3 + part;
   };
   // Values read outside the group that makes them get a key.
   DenseMap<Value, std::string> keys;
@@ -418,9 +462,12 @@ void LoomPipelineSplitPass::buildFunctions(func::FuncOp step) {
 
   OpBuilder b(ctx);
   b.setInsertionPointAfter(step);
-  for (int64_t group = 0; group < 2 * ppStages; ++group) {
-    int64_t stage = group / 2;
-    bool forward = group % 2 == 0;
+  for (int64_t group = 0; group < 3 * ppStages; ++group) {
+    int64_t stage = group / 3;
+    int64_t part = group % 3;
+    bool forward = part == 0;
+    if (part == 2 && !ppSplitBackward)
+      continue;
     SmallVector<Operation *> ops;
     for (Operation &op : body.without_terminator())
       if (groupOf(&op) == group)
@@ -464,9 +511,12 @@ void LoomPipelineSplitPass::buildFunctions(func::FuncOp step) {
       argTypes.push_back(v.getType());
     for (Value v : outputs)
       resultTypes.push_back(v.getType());
-    std::string name = (step.getSymName() + "_s" + Twine(stage) +
-                        (forward ? "_forward" : "_backward"))
-                           .str();
+    StringRef suffix = forward                ? "_forward"
+                       : !ppSplitBackward     ? "_backward"
+                       : part == 1            ? "_backward_input"
+                                              : "_backward_weight";
+    std::string name =
+        (step.getSymName() + "_s" + Twine(stage) + suffix).str();
     auto func = func::FuncOp::create(b, step.getLoc(), name,
                                      FunctionType::get(ctx, argTypes,
                                                        resultTypes));
@@ -476,6 +526,9 @@ void LoomPipelineSplitPass::buildFunctions(func::FuncOp step) {
     func->setAttr(LoomDialect::kPhaseAttrName,
                   PhaseAttr::get(ctx, forward ? Phase::forward
                                               : Phase::backward));
+    if (ppSplitBackward && !forward)
+      func->setAttr(LoomDialect::kPipelinePartAttrName,
+                    b.getStringAttr(part == 1 ? "input" : "weight"));
     Block *entry = func.addEntryBlock();
     IRMapping map;
     for (auto [i, v] : llvm::enumerate(inputs)) {

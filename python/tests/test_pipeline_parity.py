@@ -10,7 +10,9 @@ forward and backward with the same kernels on the same rows, and sum the
 microbatch gradients in microbatch order before dividing by M, so every
 loss and every final parameter must be EQUAL (tolerance 0) for the
 schedules that run each stage's backwards in microbatch order (GPipe,
-1F1B, Interleaved1F1B), given one ATen thread per rank in both runs. LoopedBFS runs them from the last microbatch down,
+1F1B, Interleaved1F1B, and InterleavedZeroBubble, ZBVZeroBubble and
+DualPipeV, whose backwards run as separate input- and weight-gradient
+parts), given one ATen thread per rank in both runs. LoopedBFS runs them from the last microbatch down,
 so its sums round differently (by an ulp of the gradient, which AdamW
 turns into parameter differences of a few 1e-8 after three steps): it is
 checked at |a - b| <= 1e-7 + 1e-6 |b|, and the exact comparison must fail
@@ -57,6 +59,9 @@ CASES = [
     ("stack", "1F1B", 4, 8, True),
     ("stack", "Interleaved1F1B", 2, 8, True),
     ("stack", "LoopedBFS", 2, 4, False),
+    ("stack", "InterleavedZeroBubble", 2, 4, True),
+    ("stack", "ZBVZeroBubble", 2, 8, True),
+    ("stack", "DualPipeV", 2, 4, True),
 ]
 
 

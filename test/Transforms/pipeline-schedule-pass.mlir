@@ -15,6 +15,8 @@
 // RUN: not loom-opt --loom-pipeline-split="stages=4" --loom-pipeline-schedule="schedule=1F1B microbatches=4" %S/Inputs/pipeline-mlp.mlir 2>&1 | FileCheck %s --check-prefix=UNITS
 // RUN: not loom-opt --loom-pipeline-split="stages=2" --loom-pipeline-schedule="schedule=GPipe pp=3 microbatches=4" %S/Inputs/pipeline-mlp.mlir 2>&1 | FileCheck %s --check-prefix=DIVIDE
 // RUN: not loom-opt --loom-pipeline-split="stages=2" --loom-pipeline-schedule="schedule=ZBVZeroBubble pp=1 microbatches=4" %S/Inputs/pipeline-mlp.mlir 2>&1 | FileCheck %s --check-prefix=ZB
+// RUN: not loom-opt --loom-pipeline-split="stages=2" --loom-pipeline-schedule="schedule=DualPipeV pp=1 microbatches=4" %S/Inputs/pipeline-mlp.mlir 2>&1 | FileCheck %s --check-prefix=DUALPIPE
+// RUN: loom-opt --loom-pipeline-split="stages=2 split-backward=true" --loom-pipeline-schedule="schedule=ZBVZeroBubble pp=1 microbatches=2" %S/Inputs/pipeline-mlp.mlir | FileCheck %s --check-prefix=ZBV
 // RUN: not loom-opt --loom-pipeline-split="stages=2" --loom-pipeline-schedule="schedule=Zigzag" %S/Inputs/pipeline-mlp.mlir 2>&1 | FileCheck %s --check-prefix=NAME
 // RUN: not loom-opt --loom-pipeline-schedule %S/Inputs/pipeline-mlp.mlir 2>&1 | FileCheck %s --check-prefix=NOSTAGES
 
@@ -50,6 +52,8 @@
 
 // UNITS: 4 stages need at least as many splittable modules, found 3 (fc1, fc2, fc3)
 // DIVIDE: error: --loom-pipeline-schedule: 2 stages do not divide over 3 pipeline ranks
-// ZB: needs the backward split into input and weight gradients
+// ZB: runs the input- and weight-gradient parts of a backward apart; run loom-pipeline-split with split-backward=true
+// DUALPIPE: runs the input- and weight-gradient parts of a backward apart; run loom-pipeline-split with split-backward=true
+// ZBV: loom.pipeline_actions = ["0UNSHARD", "1UNSHARD", "0F0", "1F0", "1I0", "1W0", "0F1", "0I0", "0W0", "1F1", "1I1", "1W1", "1REDUCE_GRAD", "1RESHARD", "0I1", "0W1", "0REDUCE_GRAD", "0RESHARD"]
 // NAME: error: --loom-pipeline-schedule: {{.*}}Zigzag
 // NOSTAGES: error: --loom-pipeline-schedule: no stage functions (func.func with 'loom.pipeline_stage'); run loom-pipeline-split first

@@ -8,6 +8,7 @@
 // RUN: loom-opt --loom-pipeline-split="stages=2" %S/Inputs/pipeline-mlp.mlir | FileCheck %s
 // RUN: loom-opt --loom-pipeline-split="stages=2 boundaries=fc3" %S/Inputs/pipeline-mlp.mlir | FileCheck %s --check-prefix=FC3
 // RUN: loom-opt --loom-pipeline-split="stages=3" %S/Inputs/pipeline-mlp.mlir | FileCheck %s --check-prefix=THREE
+// RUN: loom-opt --loom-pipeline-split="stages=2 split-backward=true" %S/Inputs/pipeline-mlp.mlir | FileCheck %s --check-prefix=SPLIT
 
 // Stage 0 forward: fc1 and the ReLU after it (a root op takes the stage of
 // its operands); it makes the activation stage 1 reads and the ReLU output
@@ -55,3 +56,22 @@
 // THREE: func.func @step_s1_backward(
 // THREE: func.func @step_s2_forward({{.*}}"fc3.weight"
 // THREE: func.func @step_s2_backward(
+
+// With split-backward (zero-bubble schedules), each backward is cut into
+// the part the gradients sent to earlier stages need (input) and the rest
+// (weight). Stage 0 sends nothing back: its input part is empty. Stage 1's
+// input part makes the gradient of its input (mm) and hands
+// threshold_backward, which fc2's weight gradient also reads, to its weight
+// part; the weight part makes every parameter gradient.
+// SPLIT-LABEL: func.func @step_s0_backward_input()
+// SPLIT-SAME: loom.pipeline_part = "input", loom.pipeline_stage = 0 : i64
+// SPLIT-NEXT: return
+// SPLIT-LABEL: func.func @step_s0_backward_weight(
+// SPLIT-SAME: loom.target = "fc1.weight"
+// SPLIT-SAME: loom.pipeline_part = "weight", loom.pipeline_stage = 0 : i64
+// SPLIT-LABEL: func.func @step_s1_backward_input(
+// SPLIT-SAME: -> (tensor<8x10xf32> {loom.pipeline_value = "_log_softmax_backward_data"}, tensor<8x64xf32> {loom.pipeline_value = "threshold_backward"}, tensor<8x64xf32> {loom.pipeline_value = "mm"})
+// SPLIT-NOT: aten::sum
+// SPLIT-LABEL: func.func @step_s1_backward_weight(
+// SPLIT-SAME: loom.target = "fc2.weight"
+// SPLIT-SAME: loom.target = "fc3.bias"

@@ -777,7 +777,12 @@ def LoomPipelineSplit : Pass<"loom-pipeline-split", "::mlir::ModuleOp"> {
     module (the loss, activations between blocks) takes, in forward, the
     latest stage of its operands, and in backward the stage of the forward
     values it reads, so each stage's backward differentiates its own
-    forward and only gradients of stage inputs cross back. Forward values
+    forward and only gradients of stage inputs cross back. With
+    `split-backward`, each backward is cut in two, as zero-bubble schedules
+    need: `@<step>_s<s>_backward_input` (`loom.pipeline_part = "input"`: the
+    ops the gradients sent to other stages depend on) and
+    `@<step>_s<s>_backward_weight` (`"weight"`: the rest, which only makes
+    parameter gradients). Forward values
     only flow to the same or later stages and gradients to the same or
     earlier ones; a step that needs otherwise is refused, naming both ops.
 
@@ -795,6 +800,9 @@ def LoomPipelineSplit : Pass<"loom-pipeline-split", "::mlir::ModuleOp"> {
            "Number of pipeline stages">,
     ListOption<"ppBoundaries", "boundaries", "std::string",
                "Module paths where stages 1..S-1 start (default: balanced by FLOPs)">,
+    Option<"ppSplitBackward", "split-backward", "bool", /*default=*/"false",
+           "Cut each stage's backward into its input-gradient and "
+           "weight-gradient parts (for zero-bubble schedules)">,
   ];
 }
 
@@ -803,7 +811,8 @@ def LoomPipelineSchedule
   let summary = "One step per pipeline rank: run a pipeline schedule over the stage functions";
   let description = [{
     Instantiates a schedule of `torch.distributed.pipelining` (`GPipe`,
-    `1F1B`, `Interleaved1F1B`, `LoopedBFS`) over the stage functions of
+    `1F1B`, `Interleaved1F1B`, `LoopedBFS`, `InterleavedZeroBubble`,
+    `ZBVZeroBubble`, `DualPipeV`) over the stage functions of
     `loom-pipeline-split`: the per-rank action lists (PyTorch's schedule IR,
     lowered with its sends, receives and `REDUCE_GRAD`; the list is kept on
     the step as `loom.pipeline_actions`) become, for each rank `r` of the
@@ -832,13 +841,16 @@ def LoomPipelineSchedule
 
     `pp` defaults to the number of stages over the stages per rank the
     schedule runs (1 for GPipe and 1F1B, 2 otherwise), `microbatches` to the
-    module's `#loom.run_config`. Zero-bubble schedules (`I`/`W`) need the
-    backward split into input and weight gradients, which is not made yet,
-    and are refused.
+    module's `#loom.run_config`. The zero-bubble schedules' `I` and `W` run
+    the input- and weight-gradient parts that `loom-pipeline-split
+    {split-backward=true}` makes (a `B` runs both); without them those
+    schedules are refused. DualPipeV's overlapped forward-backward pairs run
+    one after the other, as PyTorch 2.9's runtime runs them.
   }];
   let options = [
     Option<"ppSchedule", "schedule", "std::string", /*default=*/"\"1F1B\"",
-           "GPipe, 1F1B, Interleaved1F1B or LoopedBFS">,
+           "GPipe, 1F1B, Interleaved1F1B, LoopedBFS, InterleavedZeroBubble, "
+           "ZBVZeroBubble or DualPipeV">,
     Option<"ppRanks", "pp", "int64_t", /*default=*/"0",
            "Pipeline ranks (default: stages / stages per rank)">,
     Option<"microbatches", "microbatches", "int64_t", /*default=*/"0",

@@ -505,6 +505,14 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
              << name << "' must be a non-negative i64 on a func.func";
     return success();
   }
+  if (name == kPipelinePartAttrName) {
+    auto part = dyn_cast<StringAttr>(attr.getValue());
+    if (!isa<func::FuncOp>(op) || !part ||
+        (part.getValue() != "input" && part.getValue() != "weight"))
+      return op->emitOpError("'")
+             << name << "' must be \"input\" or \"weight\" on a func.func";
+    return success();
+  }
   if (name == kPipelineActionsAttrName) {
     auto actions = dyn_cast<ArrayAttr>(attr.getValue());
     if (!isa<func::FuncOp>(op) || !actions ||

@@ -79,6 +79,11 @@ def Loom_Dialect : Dialect {
     /// it reads or makes, which connects the stage functions.
     static constexpr ::llvm::StringLiteral kPipelineValueAttrName =
         "loom.pipeline_value";
+    /// On a backward stage function cut for zero-bubble schedules: "input"
+    /// (the input-gradient part, I) or "weight" (the weight-gradient part,
+    /// W).
+    static constexpr ::llvm::StringLiteral kPipelinePartAttrName =
+        "loom.pipeline_part";
     /// On a pipeline rank's step: the schedule's actions it runs, in
     /// PyTorch's notation ("0F0", "1RECV_B3", "0REDUCE_GRAD").
     static constexpr ::llvm::StringLiteral kPipelineActionsAttrName =
