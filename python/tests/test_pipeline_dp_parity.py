@@ -14,12 +14,13 @@ A step captured for one microbatch of one data-parallel rank (``loom.capture
 Both sum each rank's microbatch gradients in microbatch order with the same
 kernels on the same rows, divide by M, and average two values per element
 over Gloo, so for GPipe, 1F1B and Interleaved1F1B (backwards in microbatch
-order) every loss and every final parameter must be EQUAL (tolerance 0), given one ATen
-thread per rank. The buckets differ (one per stage instead of one for the
-model), which does not change an elementwise average of two values.
-Models: examples/mlp.py, examples/gpt.py (tied weights across stages) and
-the MLPModule stack (pp_mlp_stack.py). The pipelined run also passes ``loom-run --check`` against PyTorch eager on the
-whole batch (reference.json).
+order) every loss and every final parameter must be EQUAL (tolerance 0),
+given one ATen thread per rank. The buckets differ (one per stage instead
+of one for the model), which does not change an elementwise average of two
+values. Models: examples/mlp.py, examples/gpt.py (tied weights across
+stages) and the MLPModule stack (pp_mlp_stack.py). The pipelined run also
+passes ``loom-run --check`` against PyTorch eager on the whole batch
+(reference.json).
 """
 
 from __future__ import annotations
