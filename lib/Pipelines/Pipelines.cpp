@@ -371,7 +371,10 @@ static void buildDistributePipeline(OpPassManager &pm,
   } else if (options.microbatches > 1)
     pm.addNestedPass<func::FuncOp>(createLoomAccumulateGradients(
         forwardToPass<LoomAccumulateGradientsOptions>(options)));
-  if (options.dp == DataParallel::Replicate) {
+  // One data-parallel rank per pipeline rank: the schedule's mesh has no
+  // "dp" axis and DDP has nothing to do.
+  bool onePerRow = options.ppRanks > 1 && options.worldSize == options.ppRanks;
+  if (options.dp == DataParallel::Replicate && !onePerRow) {
     auto replicate = forwardToPass<LoomReplicateOptions>(options);
     if (options.ppRanks > 1) {
       // The schedule's [pp, dp] mesh; DDP runs along each row.
