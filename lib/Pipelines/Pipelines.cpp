@@ -132,9 +132,15 @@ LogicalResult loom::verifyCompileOptions(
         pipeline::parseScheduleKind(options.ppSchedule);
     if (!kind)
       return emitError("pp-schedule: " + llvm::toString(kind.takeError()));
-    if (options.dp != DataParallel::None)
-      return emitError("pp with dp=replicate or dp=fsdp is not supported yet: "
-                       "pipelining runs one rank per stage");
+    // World-size counts every rank of the [pp, dp] mesh.
+    if (options.dp != DataParallel::None &&
+        options.worldSize % options.ppRanks != 0)
+      return emitError("world-size " + Twine(options.worldSize) +
+                       " must be a multiple of pp " + Twine(options.ppRanks) +
+                       " (pp x data-parallel ranks)");
+    if (options.dp == DataParallel::Fsdp)
+      return emitError("pp with dp=fsdp is not supported yet; use "
+                       "dp=replicate");
     if (!options.sacBudget.empty())
       return emitError("recompute-budget with pp is not supported yet");
   } else if (options.isGiven("pp-schedule") || options.isGiven("pp-stages") ||
@@ -301,8 +307,15 @@ LogicalResult loom::applyRunConfig(CompileOptions &options, ModuleOp module) {
   if (!config)
     return success();
   RunConfigApplier apply(options, module);
-  if (failed(apply.take("world-size", options.worldSize, config.getWorldSize(),
-                        "world_size, capture --split")) ||
+  // capture --split counts the data-parallel ranks; pipelining multiplies
+  // them by the pipeline ranks.
+  int64_t captured = config.getWorldSize();
+  bool pipelined = options.ppRanks > 1 && options.dp != DataParallel::None;
+  if (pipelined)
+    captured *= options.ppRanks;
+  if (failed(apply.take("world-size", options.worldSize, captured,
+                        pipelined ? "world_size, capture --split, times pp"
+                                  : "world_size, capture --split")) ||
       failed(apply.take("microbatches", options.microbatches,
                         config.getMicrobatches(),
                         "microbatches, capture --microbatches")))
@@ -348,6 +361,8 @@ static void buildDistributePipeline(OpPassManager &pm,
     auto split = forwardToPass<LoomPipelineSplitOptions>(options);
     auto schedule = forwardToPass<LoomPipelineScheduleOptions>(options);
     schedule.microbatches = options.microbatches;
+    if (options.dp != DataParallel::None)
+      schedule.dpRanks = options.worldSize / options.ppRanks;
     if (!options.isGiven("pp-stages"))
       split.ppStages =
           options.ppRanks * (isSingleStageSchedule(options.ppSchedule) ? 1 : 2);
@@ -361,10 +376,22 @@ static void buildDistributePipeline(OpPassManager &pm,
   } else if (options.microbatches > 1)
     pm.addNestedPass<func::FuncOp>(createLoomAccumulateGradients(
         forwardToPass<LoomAccumulateGradientsOptions>(options)));
-  if (options.dp == DataParallel::Replicate) {
+  // One data-parallel rank per pipeline rank: the schedule's mesh has no
+  // "dp" axis and DDP has nothing to do.
+  bool onePerRow = options.ppRanks > 1 && options.worldSize == options.ppRanks;
+  if (options.dp == DataParallel::Replicate && !onePerRow) {
     auto replicate = forwardToPass<LoomReplicateOptions>(options);
-    replicate.meshShape = {options.worldSize};
-    replicate.axes = {"dp"};
+    if (options.ppRanks > 1) {
+      // The schedule's [pp, dp] mesh; DDP runs along each row.
+      replicate.meshName = "pp";
+      replicate.meshShape = {options.ppRanks,
+                             options.worldSize / options.ppRanks};
+      replicate.axes = {"pp", "dp"};
+      replicate.reduceAxes = {"dp"};
+    } else {
+      replicate.meshShape = {options.worldSize};
+      replicate.axes = {"dp"};
+    }
     // DDP: first_bucket_bytes_cap is _DEFAULT_FIRST_BUCKET_BYTES (1 MiB)
     // when bucket_cap_mb is not given, else bucket_cap_mb.
     if (!options.isGiven("first-bucket-cap-mb") &&

@@ -607,6 +607,11 @@ struct LoomPipelineSchedulePass
           << llvm::toString(actions.takeError());
       return signalPassFailure();
     }
+    if (dpRanks < 1) {
+      module.emitError("--loom-pipeline-schedule: dp must be at least 1, got ")
+          << int64_t(dpRanks);
+      return signalPassFailure();
+    }
     MeshOp mesh = getOrCreateMesh(module, spec->pp);
     if (!mesh)
       return signalPassFailure();
@@ -622,8 +627,12 @@ struct LoomPipelineSchedulePass
       if (failed(step))
         return signalPassFailure();
       (*step)->setAttr(LoomDialect::kStepAttrName, UnitAttr::get(&getContext()));
+      // Row r of the [pp, dp] mesh (row-major) runs pipeline rank r's step.
+      SmallVector<int64_t> row;
+      for (int64_t d = 0; d < dpRanks; ++d)
+        row.push_back(r * dpRanks + d);
       (*step)->setAttr(LoomDialect::kProgramRanksAttrName,
-                       DenseI64ArrayAttr::get(&getContext(), {r}));
+                       DenseI64ArrayAttr::get(&getContext(), row));
       SmallVector<Attribute> names;
       for (const pp::Action &a : (*actions)[r])
         names.push_back(StringAttr::get(&getContext(), a.str()));
@@ -683,6 +692,11 @@ struct LoomPipelineSchedulePass
     }
     OpBuilder builder(module.getBodyRegion());
     builder.setInsertionPointToStart(module.getBody());
+    if (dpRanks > 1)
+      return MeshOp::create(builder, module.getLoc(),
+                            builder.getStringAttr("pp"),
+                            builder.getDenseI64ArrayAttr({pp, dpRanks}),
+                            builder.getStrArrayAttr({"pp", "dp"}));
     return MeshOp::create(builder, module.getLoc(), builder.getStringAttr("pp"),
                           builder.getDenseI64ArrayAttr({pp}),
                           builder.getStrArrayAttr({"pp"}));

@@ -135,6 +135,24 @@ struct LoomReplicatePass
     return mesh;
   }
 
+  /// The axes the gradients are averaged over and the batch is split
+  /// over: reduce-axes (each an axis of the mesh), or all of them.
+  FailureOr<ArrayAttr> getReduceAxes(MeshOp mesh) {
+    if (reduceAxes.empty())
+      return mesh.getAxes();
+    SmallVector<StringRef> names;
+    for (const std::string &axis : reduceAxes) {
+      if (!mesh.getAxisIndex(axis))
+        return mesh.emitOpError("--loom-replicate: reduce-axes names '")
+               << axis << "', which is not an axis of this mesh";
+      if (llvm::is_contained(names, axis))
+        return mesh.emitOpError("--loom-replicate: reduce-axes names '")
+               << axis << "' twice";
+      names.push_back(axis);
+    }
+    return Builder(&getContext()).getStrArrayAttr(names);
+  }
+
   LogicalResult replicate(func::FuncOp func, MeshOp mesh) {
     MLIRContext *ctx = &getContext();
     if (Attribute existing = func->getAttr(LoomDialect::kOptimizerAttrName))
@@ -142,15 +160,26 @@ struct LoomReplicatePass
              << existing
              << "); run loom-replicate before loom-attach-optimizer so the "
                 "optimizer consumes the reduced gradients";
+    // A pipelined (MPMD) step's point-to-point transfers are its own;
+    // any other collective means data parallelism was already applied.
     WalkResult collective = func.walk([](Operation *op) {
-      return isa<WaitOp>(op) ? WalkResult::interrupt() : WalkResult::advance();
+      return isa<AllGatherStartOp, ReduceScatterStartOp, AllSliceStartOp,
+                 AllReduceStartOp, BroadcastStartOp>(op)
+                 ? WalkResult::interrupt()
+                 : WalkResult::advance();
     });
     if (collective.wasInterrupted())
       return func.emitOpError("already has collectives; loom-replicate "
                               "distributes a single-rank step");
 
     auto meshRef = FlatSymbolRefAttr::get(mesh.getSymNameAttr());
-    ArrayAttr axesAttr = mesh.getAxes();
+    FailureOr<ArrayAttr> reduceOver = getReduceAxes(mesh);
+    if (failed(reduceOver))
+      return failure();
+    ArrayAttr axesAttr = *reduceOver;
+    int64_t dataRanks = 1;
+    for (StringRef axis : axesAttr.getAsValueRange<StringAttr>())
+      dataRanks *= mesh.getShape()[*mesh.getAxisIndex(axis)];
     for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
       if (func.getArgAttr(i, LoomDialect::kSplitAttrName) ||
           func.getArgAttr(i, LoomDialect::kShardAttrName))
@@ -184,7 +213,7 @@ struct LoomReplicatePass
             PartialAttr::get(ctx, meshRef, axesAttr, ReduceKind::avg));
     }
     // DDP on one rank issues no collectives.
-    if (mesh.getNumRanks() == 1)
+    if (dataRanks == 1)
       return success();
 
     SmallVector<Gradient> grads = collectGradients(func);
@@ -197,7 +226,7 @@ struct LoomReplicatePass
 
     anchors.clear();
     for (auto [index, bucket] : llvm::enumerate(makeBuckets(grads)))
-      reduceBucket(func, mesh, index, bucket);
+      reduceBucket(func, mesh, axesAttr, index, bucket);
     return success();
   }
 
@@ -374,8 +403,8 @@ struct LoomReplicatePass
     return values;
   }
 
-  void reduceBucket(func::FuncOp func, MeshOp mesh, size_t index,
-                    ArrayRef<Gradient> bucket) {
+  void reduceBucket(func::FuncOp func, MeshOp mesh, ArrayAttr axesAttr,
+                    size_t index, ArrayRef<Gradient> bucket) {
     MLIRContext *ctx = &getContext();
     Block &body = func.getBody().front();
     auto ret = cast<func::ReturnOp>(body.getTerminator());
@@ -407,7 +436,7 @@ struct LoomReplicatePass
     auto bufferType = cast<RankedTensorType>(buffer.getType());
     auto start = AllReduceStartOp::create(
         builder, nameLoc(""), FutureType::get(ctx, bufferType), buffer,
-        FlatSymbolRefAttr::get(mesh.getSymNameAttr()), mesh.getAxes(),
+        FlatSymbolRefAttr::get(mesh.getSymNameAttr()), axesAttr,
         ReduceKindAttr::get(ctx, ReduceKind::avg));
     inserted.push_back(start);
     // A later bucket whose last gradient has the same producer goes after.

@@ -313,7 +313,12 @@ def LoomReplicate : Pass<"loom-replicate", "::mlir::ModuleOp"> {
 
     Runs before `loom-attach-optimizer`, which then consumes the reduced
     gradients; fails on a step that already has an optimizer, a collective,
-    or a `loom.split`/`loom.partial`.
+    or a `loom.split`/`loom.partial`. The sends and receives of a pipelined
+    (MPMD) step are not data parallelism: each of its steps is distributed
+    over `reduce-axes` (`"dp"` of the `[pp, dp]` mesh of
+    `loom-pipeline-schedule{dp=D}`), its gradients reduced once, after the
+    stage's `REDUCE_GRAD`, as DDP under `no_sync` on every microbatch but
+    the last.
 
     Before (a step of two gradients):
 
@@ -354,7 +359,11 @@ def LoomReplicate : Pass<"loom-replicate", "::mlir::ModuleOp"> {
                "already declares the mesh)">,
     ListOption<"axes", "axes", "std::string",
                "Names of the mesh axes (default: one axis \"dp\"); the "
-               "gradients are averaged over all of them">,
+               "gradients are averaged over all of them unless reduce-axes "
+               "says otherwise">,
+    ListOption<"reduceAxes", "reduce-axes", "std::string",
+               "The mesh axes data parallelism runs over (default: all); "
+               "a pipelined step's mesh [pp, dp] reduces over \"dp\" only">,
     Option<"bucketCapMb", "bucket-cap-mb", "double", /*default=*/"25.0",
            "Bucket size in MiB, as DDP's bucket_cap_mb; 0 reduces every "
            "gradient on its own">,
@@ -839,6 +848,13 @@ def LoomPipelineSchedule
     - the loss (on the rank of the last stage) is the mean of the
       microbatch losses.
 
+    With `dp=D > 1` (data parallelism inside each stage) the mesh is
+    `@pp shape [P, D] axes ["pp", "dp"]`, ranks row-major (rank = pp index
+    * D + dp index), and the step of pipeline rank `r` runs on the D ranks
+    of row `r` (`loom.program_ranks`); sends and receives stay over
+    `["pp"]`, so each dp rank talks to the same dp index of the next stage.
+    `loom-replicate` / `loom-fsdp` then reduce over `"dp"`.
+
     `pp` defaults to the number of stages over the stages per rank the
     schedule runs (1 for GPipe and 1F1B, 2 otherwise), `microbatches` to the
     module's `#loom.run_config`. The zero-bubble schedules' `I` and `W` run
@@ -855,6 +871,9 @@ def LoomPipelineSchedule
            "Pipeline ranks (default: stages / stages per rank)">,
     Option<"microbatches", "microbatches", "int64_t", /*default=*/"0",
            "Microbatches per step (default: the run configuration's)">,
+    Option<"dpRanks", "dp", "int64_t", /*default=*/"1",
+           "Data-parallel ranks per pipeline rank: the mesh becomes "
+           "[pp, dp] with axes [\"pp\", \"dp\"]">,
   ];
 }
 

@@ -1,0 +1,87 @@
+"""Pipelining composed with data parallelism (PP=2 x DDP=2 on 4 ranks).
+
+A step captured for one microbatch of one data-parallel rank (``loom.capture
+--split 2 --microbatches M``) is compiled two ways:
+
+- ``--pp=2 --dp=replicate``: the [pp, dp] mesh, rank = pp index * 2 + dp
+  index; each pipeline rank's program runs on the two ranks of its row, each
+  on its half of the batch, and averages its stage's gradients over "dp"
+  once per step, after the stage's REDUCE_GRAD (DDP's no_sync on every
+  backward but the last);
+- ``--dp=replicate --world-size=2`` (no pipelining): two ranks, each
+  accumulating its M microbatches, then DDP's all-reduce.
+
+Both sum each rank's microbatch gradients in microbatch order with the same
+kernels on the same rows, divide by M, and average two values per element
+over Gloo, so for GPipe, 1F1B and Interleaved1F1B (backwards in microbatch
+order) every loss and every final parameter must be EQUAL (tolerance 0),
+given one ATen thread per rank. The buckets differ (one per stage instead
+of one for the model), which does not change an elementwise average of two
+values. Models: examples/mlp.py, examples/gpt.py (tied weights across
+stages) and the MLPModule stack (pp_mlp_stack.py). The pipelined run also
+passes ``loom-run --check`` against PyTorch eager on the whole batch
+(reference.json).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from build_tools import LOOM_COMPILE, LOOM_IMPORT, LOOM_RUN, REPO, needs_tools
+from test_pipeline_parity import MODELS, STEPS, differences, run, train
+
+pytestmark = needs_tools(LOOM_IMPORT, LOOM_COMPILE, LOOM_RUN)
+
+torch = pytest.importorskip("torch")
+
+# (model, schedule, microbatches)
+CASES = [
+    ("mlp", "GPipe", 2),
+    ("mlp", "1F1B", 4),
+    ("stack", "GPipe", 2),
+    ("stack", "1F1B", 4),
+    # Tied embedding and head: the first stage sends its un-averaged
+    # gradient to the last, where it is averaged over "dp" again, the same
+    # two values.
+    ("gpt", "1F1B", 2),
+    ("stack", "Interleaved1F1B", 4),
+]
+
+
+def capture(name: str, split: int, microbatches: int, out) -> None:
+    model, make_args = MODELS[name]
+    env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
+    result = run([sys.executable, "-m", "loom.capture", model, "--out", out, "--steps",
+                  str(STEPS), "--split", str(split), "--microbatches", str(microbatches),
+                  *make_args], env=env)
+    assert result.returncode == 0, result.stderr
+    result = run([LOOM_IMPORT, out / "step.pt2", "-o", out / "step.mlir"])
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("name, schedule, microbatches", CASES,
+                         ids=[f"{n}-{s}-{m}mb" for n, s, m in CASES])
+def test_pp_x_ddp_trains_like_ddp(name, schedule, microbatches, tmp_path):
+    capture(name, 2, microbatches, tmp_path)
+    ddp = train(tmp_path, "ddp", ["--dp=replicate", "--world-size=2"], 2)
+    assert len(ddp.losses) == STEPS
+    flags = ["--pp=2", f"--pp-schedule={schedule}", "--dp=replicate"]
+    piped = train(tmp_path, "pp_ddp", flags, 4, check=True)
+    assert differences(piped, ddp) == []
+
+    if (name, schedule) == CASES[0][:2]:
+        # Negative control (once, to keep the suite short): the comparison
+        # sees one step of training.
+        short = train(tmp_path, "short", flags, 4, steps=STEPS - 1)
+        assert any(d.startswith("parameter ") for d in differences(short, ddp))
+
+
+def test_pp_x_ddp_world_size_must_divide(tmp_path):
+    capture("mlp", 2, 2, tmp_path)
+    result = run([LOOM_COMPILE, tmp_path / "step.mlir", "-o", tmp_path / "x.loomx", "--pp=2",
+                  "--dp=replicate", "--world-size=3"])
+    assert result.returncode != 0
+    assert "contradicts the run configuration" in result.stderr, result.stderr
