@@ -142,7 +142,9 @@ def test_pipeline_trains_like_accumulation(name, schedule, pp, microbatches, exa
         assert differences(piped, accumulated, rtol=1e-6, atol=1e-7) == []
         assert differences(piped, accumulated) != [], "the tolerance is not needed"
 
-    # Negative control: the comparison sees one step of training.
-    short = train(tmp_path, "short", [f"--pp={pp}", f"--pp-schedule={schedule}"], pp,
-                  steps=STEPS - 1)
-    assert any(d.startswith("parameter ") for d in differences(short, accumulated))
+    # Negative control (once, to keep the suite short): the comparison sees
+    # one step of training.
+    if (name, schedule) == CASES[0][:2]:
+        short = train(tmp_path, "short", [f"--pp={pp}", f"--pp-schedule={schedule}"], pp,
+                      steps=STEPS - 1)
+        assert any(d.startswith("parameter ") for d in differences(short, accumulated))
