@@ -25,8 +25,10 @@ A step's time is the slowest rank's; the reported time is the median over
 all rounds of the steps after `--warmup`. Rounds alternate the sides (Loom,
 PyTorch, then PyTorch, Loom, ...) so that load from other jobs on the machine
 hits both alike. The losses of every step are compared (they should agree
-to ~1e-5). Loom's share of a step spent waiting on transfers is the trace's
-`comm_wait_us` of the step. Compiled steps and captures are cached under
+to ~1e-5 relative; fused AdamW rounds differently from Loom's AdamW). Loom's share of a step spent waiting on transfers is the trace's
+`comm_wait_us` of the step; a second table splits Loom's step by trace
+category (forward, backward, optimizer, frees, posting and waiting on
+transfers) per rank. Compiled steps and captures are cached under
 out/pipeline-bench/.
 
 Cases: a small Llama-3-style model (bench/models/llama3.py) and PyTorch's
@@ -136,8 +138,29 @@ def loom_compile(name: str, schedule: str, work: Path) -> Path:
 STEP_LINE = re.compile(r"step\s+(\d+)\s+loss\s+(\S+)\s+time")
 
 
-def loom_run(artifact: Path, work: Path, steps: int) -> dict:
-    trace = work / "trace.json"
+# Trace categories of a rank's step, in the order the breakdown prints them:
+# stage compute, the optimizer, frees, posting sends/receives, waiting on them.
+PARTS = ("forward", "backward", "optimizer", "free", "comm_issue", "comm_wait")
+
+
+def breakdown(events: list, steps: range) -> list:
+    """Per rank, the mean ms per step of `steps` spent in each of PARTS."""
+    spans = {(e["pid"], int(e["name"].split()[1])): (e["ts"], e["ts"] + e["dur"])
+             for e in events if e.get("cat") == "step" and e.get("ph") == "X"}
+    total = [dict.fromkeys(PARTS, 0.0) for _ in range(PP)]
+    for e in events:
+        if e.get("ph") != "X" or e.get("cat") not in PARTS:
+            continue
+        for s in steps:
+            start, end = spans[(e["pid"], s)]
+            if start <= e["ts"] < end:
+                total[e["pid"]][e["cat"]] += e["dur"] / 1e3 / len(steps)
+                break
+    return total
+
+
+def loom_run(artifact: Path, work: Path, steps: int, warm: int) -> dict:
+    trace = work / f"{artifact.stem}.trace.json"
     out = run([BUILD / "runtime" / "bin" / "loom-run", artifact, "--nproc", PP,
                "--batches", work / "batches.safetensors", "--steps", steps, "--threads", 1,
                "--no-progress", "--trace", trace])
@@ -147,7 +170,8 @@ def loom_run(artifact: Path, work: Path, steps: int) -> dict:
     times = [[0.0] * steps for _ in range(PP)]
     waits = [[0.0] * steps for _ in range(PP)]
     seen = 0
-    for e in json.loads(trace.read_text())["traceEvents"]:
+    events = json.loads(trace.read_text())["traceEvents"]
+    for e in events:
         if e.get("cat") == "step" and e.get("ph") == "X":
             step = int(e["name"].split()[1])
             times[e["pid"]][step] = e["dur"] / 1e3
@@ -155,7 +179,8 @@ def loom_run(artifact: Path, work: Path, steps: int) -> dict:
             seen += 1
     if seen != PP * steps:
         sys.exit(f"bench: {trace} has {seen} step events, expected {PP} x {steps}")
-    return {"losses": losses, "rank_times_ms": times, "rank_wait_ms": waits}
+    return {"losses": losses, "rank_times_ms": times, "rank_wait_ms": waits,
+            "breakdown_ms": breakdown(events, range(warm, steps))}
 
 
 # -------------------------------------------------------------- PyTorch side
@@ -290,7 +315,7 @@ def bench_case(name: str, schedule: str, args) -> dict:
     for r in range(args.rounds):
         for side in (["loom", "torch"] if r % 2 == 0 else ["torch", "loom"]):
             if side == "loom":
-                out = loom_run(artifact, work, args.steps)
+                out = loom_run(artifact, work, args.steps, warm)
                 # Per step: the longest transfer wait of a rank over the step time.
                 waits += [max(w) / max(t) for w, t in zip(zip(*out["rank_wait_ms"]),
                                                            zip(*out["rank_times_ms"]))][warm:]
@@ -298,13 +323,18 @@ def bench_case(name: str, schedule: str, args) -> dict:
                 out = torch_run(name, schedule, work, args.steps)
             times[side] += slowest_rank(out["rank_times_ms"])[warm:]
             first.setdefault(side, out)
+            if side == "loom":
+                parts = out["breakdown_ms"]  # of the last round
     ms = {side: statistics.median(t) for side, t in times.items()}
-    diffs = [abs(a - b) for a, b in zip(first["loom"]["losses"], first["torch"]["losses"])]
+    # Relative to the loss (the MLP stack's start near 46), as loom-run
+    # --check compares: |a - b| / max(1, |b|).
+    diffs = [abs(a - b) / max(1.0, abs(b))
+             for a, b in zip(first["loom"]["losses"], first["torch"]["losses"])]
     return {"model": name, "schedule": schedule, "stages": PP * SCHEDULES[schedule],
             "boundaries": boundaries(MODELS[name][2], units_of(name), PP * SCHEDULES[schedule]),
             "median_ms": ms, "ratio": ms["loom"] / ms["torch"],
-            "loom_wait_fraction": statistics.median(waits),
-            "max_loss_diff": max(diffs), "final_loss": {
+            "loom_wait_fraction": statistics.median(waits), "loom_breakdown_ms": parts,
+            "max_rel_loss_diff": max(diffs), "final_loss": {
                 s: first[s]["losses"][-1] for s in ("loom", "torch")},
             "losses": {s: first[s]["losses"] for s in ("loom", "torch")}, "times_ms": times}
 
@@ -331,14 +361,20 @@ def main() -> None:
           f"{os.cpu_count()} cores, torch {torch.__version__}, "
           f"{time.perf_counter() - started:.0f} s")
     print(f"{'case':24}{'stages':>7}{'Loom ms':>10}{'torch ms':>10}{'Loom/torch':>12}"
-          f"{'Loom wait':>11}{'loss diff':>11}{'final loss':>12}")
+          f"{'Loom wait':>11}{'rel. diff':>11}{'final loss':>12}")
     for r in results:
         print(f"{r['model'] + ' ' + r['schedule']:24}{r['stages']:7d}"
               f"{r['median_ms']['loom']:10.2f}{r['median_ms']['torch']:10.2f}{r['ratio']:12.3f}"
-              f"{r['loom_wait_fraction']:10.0%} {r['max_loss_diff']:11.1e}"
+              f"{r['loom_wait_fraction']:10.0%} {r['max_rel_loss_diff']:11.1e}"
               f"{r['final_loss']['loom']:12.6f}")
-        if r["max_loss_diff"] > 1e-5:
+        if r["max_rel_loss_diff"] > 1e-5:
             print(f"  losses differ: Loom {r['losses']['loom']} vs torch {r['losses']['torch']}")
+    print(f"\nLoom, ms per step by trace category (mean over the last round's timed steps)")
+    print(f"{'case':30}" + "".join(f"{p:>11}" for p in PARTS))
+    for r in results:
+        for rank, parts in enumerate(r["loom_breakdown_ms"]):
+            print(f"{r['model'] + ' ' + r['schedule'] + f' rank {rank}':30}"
+                  + "".join(f"{parts[p]:11.2f}" for p in PARTS))
     if args.json:
         args.json.write_text(json.dumps({"pp": PP, "microbatches": MICROBATCHES,
                                          "steps": args.steps, "rounds": args.rounds,
