@@ -25,7 +25,8 @@ A step's time is the slowest rank's; the reported time is the median over
 all rounds of the steps after `--warmup`. Rounds alternate the sides (Loom,
 PyTorch, then PyTorch, Loom, ...) so that load from other jobs on the machine
 hits both alike. The losses of every step are compared (they should agree
-to ~1e-5 relative; fused AdamW rounds differently from Loom's AdamW). Loom's share of a step spent waiting on transfers is the trace's
+to ~1e-5 relative; fused AdamW rounds differently from Loom's AdamW).
+Loom's share of a step spent waiting on transfers is the trace's
 `comm_wait_us` of the step; a second table splits Loom's step by trace
 category (forward, backward, optimizer, frees, posting and waiting on
 transfers) per rank. Compiled steps and captures are cached under
