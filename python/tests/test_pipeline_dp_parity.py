@@ -38,13 +38,12 @@ from __future__ import annotations
 
 import collections
 import json
-import os
-import sys
 
 import pytest
 
-from build_tools import LOOM_COMPILE, LOOM_IMPORT, LOOM_RUN, REPO, needs_tools
-from test_pipeline_parity import MODELS, STEPS, differences, run, train
+from build_tools import LOOM_COMPILE, LOOM_IMPORT, LOOM_RUN, needs_tools
+from test_pipeline_parity import STEPS, differences, run, train
+from test_pipeline_parity import capture as pipeline_capture
 
 pytestmark = needs_tools(LOOM_IMPORT, LOOM_COMPILE, LOOM_RUN)
 
@@ -73,14 +72,7 @@ FSDP_CASES = [
 
 
 def capture(name: str, split: int, microbatches: int, out) -> None:
-    model, make_args = MODELS[name]
-    env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
-    result = run([sys.executable, "-m", "loom.capture", model, "--out", out, "--steps",
-                  str(STEPS), "--split", str(split), "--microbatches", str(microbatches),
-                  *make_args], env=env)
-    assert result.returncode == 0, result.stderr
-    result = run([LOOM_IMPORT, out / "step.pt2", "-o", out / "step.mlir"])
-    assert result.returncode == 0, result.stderr
+    pipeline_capture(name, microbatches, out, split=split)
 
 
 @pytest.mark.parametrize("name, schedule, microbatches", CASES,
