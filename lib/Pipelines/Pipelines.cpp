@@ -140,10 +140,6 @@ LogicalResult loom::verifyCompileOptions(
                        " (pp x data-parallel ranks)");
     if (options.replicateSize != 1)
       return emitError("pp with replicate-size (HSDP) is not supported yet");
-    if (fsdp && (!options.paramDtype.empty() || !options.reduceDtype.empty()))
-      return emitError("param-dtype and reduce-dtype with pp are not "
-                       "supported yet (the transfers between stages keep the "
-                       "traced dtypes)");
     if (fsdp && options.reshardAfterForward != "auto" &&
         options.reshardAfterForward != "false" &&
         options.reshardAfterForward != "1")
