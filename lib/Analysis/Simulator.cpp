@@ -2,12 +2,11 @@
 
 #include "loom/Analysis/Simulator.h"
 
+#include "loom/Dialect/Loom/IR/Transfers.h"
+
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
-
-#include <map>
-#include <tuple>
 
 using namespace mlir;
 using namespace loom;
@@ -240,50 +239,7 @@ FailureOr<SimulationResult> loom::simulate(func::FuncOp step,
 // Pipelined (MPMD) steps
 //===----------------------------------------------------------------------===//
 
-/// The global ranks of `rank`'s group over `axes`, indexed as `peer`
-/// indexes them: the named axes' coordinates row-major in the mesh's axis
-/// order (the runtime's Mesh::group), the other coordinates `rank`'s own.
-static SmallVector<int64_t> groupOf(MeshOp mesh, ArrayAttr axes, int64_t rank) {
-  ArrayRef<int64_t> shape = mesh.getShape();
-  SmallVector<int64_t> coord(shape.size());
-  for (size_t i = shape.size(); i-- > 0;) {
-    coord[i] = rank % shape[i];
-    rank /= shape[i];
-  }
-  SmallVector<unsigned> free;
-  for (Attribute a : axes)
-    if (std::optional<unsigned> i =
-            mesh.getAxisIndex(cast<StringAttr>(a).getValue()))
-      free.push_back(*i);
-  llvm::sort(free);
-  int64_t count = 1;
-  for (unsigned i : free)
-    count *= shape[i];
-  SmallVector<int64_t> group;
-  for (int64_t k = 0; k < count; ++k) {
-    SmallVector<int64_t> c = coord;
-    int64_t rest = k;
-    for (size_t j = free.size(); j-- > 0;) {
-      c[free[j]] = rest % shape[free[j]];
-      rest /= shape[free[j]];
-    }
-    int64_t id = 0;
-    for (size_t i = 0; i < shape.size(); ++i)
-      id = id * shape[i] + c[i];
-    group.push_back(id);
-  }
-  return group;
-}
-
 namespace {
-/// One end of a transfer: the program that posts it and the other end.
-struct Endpoint {
-  unsigned program = 0;
-  Operation *match = nullptr;
-  unsigned matchProgram = 0;
-  int64_t peerRank = 0;
-};
-
 /// One program's replay state in the joint simulation.
 struct Cursor {
   const StepSimulator *sim;
@@ -312,91 +268,19 @@ loom::simulatePipeline(ArrayRef<func::FuncOp> programs, const CostModel &model,
     sims.push_back(std::move(*sim));
   }
 
-  // Which program runs each global rank; a program stands for all its ranks
-  // (they run the same ops at the same times), so its first rank is enough
-  // to resolve its peers.
   PipelineSimulationResult out;
-  DenseMap<int64_t, unsigned> programOfRank;
-  for (unsigned i = 0, e = programs.size(); i < e; ++i) {
-    func::FuncOp f = programs[i];
+  for (func::FuncOp f : programs) {
     ProgramTimeline &p = out.programs.emplace_back();
     p.step = f;
     if (auto ranks = f->getAttrOfType<DenseI64ArrayAttr>(
             LoomDialect::kProgramRanksAttrName))
       p.ranks.assign(ranks.asArrayRef().begin(), ranks.asArrayRef().end());
-    if (p.ranks.empty())
-      return f.emitError("a pipelined step's programs each need '")
-             << LoomDialect::kProgramRanksAttrName << "'";
-    for (int64_t r : p.ranks)
-      if (!programOfRank.try_emplace(r, i).second)
-        return f.emitError("rank ")
-               << r << " also runs " << programName(programs[programOfRank[r]])
-               << "; each rank runs one program";
   }
-
-  // Match every send with its recv by (sender rank, receiver rank, tag).
-  SymbolTableCollection symbols;
-  using Key = std::tuple<int64_t, int64_t, int64_t>;
-  std::map<Key, std::pair<Operation *, unsigned>> sends, recvs;
-  DenseMap<Operation *, Endpoint> endpoints;
-  for (unsigned i = 0, e = programs.size(); i < e; ++i) {
-    func::FuncOp f = programs[i];
-    int64_t own = out.programs[i].ranks.front();
-    for (Operation &op : f.getBody().front()) {
-      auto send = dyn_cast<SendStartOp>(op);
-      auto recv = dyn_cast<RecvStartOp>(op);
-      if (!send && !recv)
-        continue;
-      auto meshRef = op.getAttrOfType<FlatSymbolRefAttr>("mesh");
-      auto axes = op.getAttrOfType<ArrayAttr>("axes");
-      MeshOp mesh = symbols.lookupNearestSymbolFrom<MeshOp>(&op, meshRef);
-      if (!mesh || !axes)
-        return op.emitOpError("names no mesh that resolves");
-      int64_t peer =
-          static_cast<int64_t>(send ? send.getPeer() : recv.getPeer());
-      int64_t tag = static_cast<int64_t>(send ? send.getTag() : recv.getTag());
-      SmallVector<int64_t> group = groupOf(mesh, axes, own);
-      if (peer < 0 || peer >= static_cast<int64_t>(group.size()))
-        return op.emitOpError("peer ")
-               << peer << " is not an index in rank " << own << "'s group of "
-               << group.size() << " ranks";
-      int64_t peerRank = group[peer];
-      if (!programOfRank.count(peerRank))
-        return op.emitOpError("peer ") << peer << " is rank " << peerRank
-                                       << ", which no program of the step runs";
-      endpoints[&op] = {static_cast<unsigned>(i), nullptr,
-                        programOfRank[peerRank], peerRank};
-      Key key = send ? Key{own, peerRank, tag} : Key{peerRank, own, tag};
-      auto &table = send ? sends : recvs;
-      auto [it, inserted] = table.try_emplace(key, &op, i);
-      if (!inserted) {
-        InFlightDiagnostic diag =
-            op.emitOpError("repeats tag ")
-            << tag << " between ranks " << std::get<0>(key) << " and "
-            << std::get<1>(key) << "; a tag names one transfer per pair";
-        diag.attachNote(it->second.first->getLoc()) << "first used here";
-        return diag;
-      }
-    }
-  }
-  auto unmatched = [&](Operation *op, unsigned program, StringRef missing) {
-    const Endpoint &e = endpoints[op];
-    return op->emitOpError("in ")
-           << programName(programs[program]) << " has no matching '" << missing
-           << "' (tag " << op->getAttrOfType<IntegerAttr>("tag").getInt()
-           << ") in " << programName(programs[e.matchProgram])
-           << ", which runs rank " << e.peerRank;
-  };
-  for (auto &[key, send] : sends) {
-    auto it = recvs.find(key);
-    if (it == recvs.end())
-      return unmatched(send.first, send.second, "loom.recv_start");
-    endpoints[send.first].match = it->second.first;
-    endpoints[it->second.first].match = send.first;
-  }
-  for (auto &[key, recv] : recvs)
-    if (!sends.count(key))
-      return unmatched(recv.first, recv.second, "loom.send_start");
+  FailureOr<DenseMap<Operation *, TransferEnd>> matched =
+      matchTransfers(programs);
+  if (failed(matched))
+    return failure();
+  DenseMap<Operation *, TransferEnd> &endpoints = *matched;
 
   // The joint replay. Each program advances in its order until a wait needs
   // a transfer whose other end has not been posted; posting resolves a
@@ -541,7 +425,7 @@ loom::simulatePipeline(ArrayRef<func::FuncOp> programs, const CostModel &model,
     auto describe = [&](unsigned i) {
       Operation *wait = cursors[i].order[cursors[i].next];
       Operation *start = cast<WaitOp>(wait).getFuture().getDefiningOp();
-      const Endpoint &e = endpoints[start];
+      const TransferEnd &e = endpoints[start];
       return std::make_tuple(wait, start, e);
     };
     auto [wait, start, e] = describe(blocked.front());

@@ -3,6 +3,7 @@
 #include "loom/Conversion/Passes.h"
 
 #include "loom/Dialect/Loom/IR/LoomOps.h"
+#include "loom/Dialect/Loom/IR/Transfers.h"
 #include "loom/Dialect/LoomRT/IR/LoomRTOps.h"
 
 #include "mlir/IR/Builders.h"
@@ -396,7 +397,8 @@ static void inlineRecomputeRegions(func::FuncOp func) {
 
 /// The steps of a pipelined module are MPMD programs: each lists its ranks
 /// (`loom.program_ranks`), the lists are disjoint, cover the mesh, and name
-/// one mesh. A module is either one SPMD step or only MPMD steps.
+/// one mesh, and every send meets a receive of its type. A module is either
+/// one SPMD step or only MPMD steps.
 static LogicalResult checkPrograms(ArrayRef<func::FuncOp> steps,
                                    ArrayRef<StepSignature> sigs) {
   func::FuncOp firstMpmd;
@@ -443,7 +445,9 @@ static LogicalResult checkPrograms(ArrayRef<func::FuncOp> steps,
              << rank << " of mesh @" << mesh.getSymName()
              << " runs no program; the steps' '"
              << LoomDialect::kProgramRanksAttrName << "' must cover every rank";
-  return success();
+  // The runtime receives into a buffer of the receive's type: a send of
+  // another type would be read as garbage, not refused.
+  return matchTransfers(steps);
 }
 
 namespace {

@@ -44,6 +44,38 @@ int64_t MeshOp::getNumRanks() {
   return n;
 }
 
+SmallVector<int64_t> MeshOp::getGroup(ArrayAttr axes, int64_t rank) {
+  ArrayRef<int64_t> shape = getShape();
+  SmallVector<int64_t> coord(shape.size());
+  for (size_t i = shape.size(); i-- > 0;) {
+    coord[i] = rank % shape[i];
+    rank /= shape[i];
+  }
+  SmallVector<unsigned> free;
+  for (Attribute a : axes)
+    if (std::optional<unsigned> i =
+            getAxisIndex(cast<StringAttr>(a).getValue()))
+      free.push_back(*i);
+  llvm::sort(free);
+  int64_t count = 1;
+  for (unsigned i : free)
+    count *= shape[i];
+  SmallVector<int64_t> group;
+  for (int64_t k = 0; k < count; ++k) {
+    SmallVector<int64_t> c = coord;
+    int64_t rest = k;
+    for (size_t j = free.size(); j-- > 0;) {
+      c[free[j]] = rest % shape[free[j]];
+      rest /= shape[free[j]];
+    }
+    int64_t id = 0;
+    for (size_t i = 0; i < shape.size(); ++i)
+      id = id * shape[i] + c[i];
+    group.push_back(id);
+  }
+  return group;
+}
+
 std::optional<unsigned> MeshOp::getAxisIndex(StringRef name) {
   for (auto [i, axis] : llvm::enumerate(getAxes()))
     if (cast<StringAttr>(axis).getValue() == name)

@@ -39,6 +39,12 @@ def Loom_MeshOp : Loom_Op<"mesh", [Symbol, HasParent<"::mlir::ModuleOp">]> {
     int64_t getNumRanks();
     /// Index of the axis called `name`, or std::nullopt.
     std::optional<unsigned> getAxisIndex(::llvm::StringRef name);
+    /// The global ranks of `rank`'s group over `axes`, indexed as a
+    /// collective's `peer` (and the runtime's Mesh::group) index them: the
+    /// named axes' coordinates row-major in the mesh's axis order, the
+    /// other coordinates `rank`'s own. Axes the mesh lacks are ignored.
+    ::llvm::SmallVector<int64_t> getGroup(::mlir::ArrayAttr axes,
+                                          int64_t rank);
   }];
 }
 
