@@ -28,7 +28,8 @@ constexpr int64_t MiB = 1024 * 1024;
 
 Problem makeProblem() {
   Problem p;
-  p.blocks.push_back({"layers.0", {0, 1, 2}});
+  p.blocks.push_back({"layers.0", {0, 1, 2}, {}, 0});
+  p.distinct.push_back({0, 0, {0}});
   Node n0, n1, n2;
   n0.decision = 0;
   n0.backwardUsed = true;
@@ -42,7 +43,6 @@ Problem makeProblem() {
   n2.inputs = {1};
   p.nodes = {n0, n1, n2};
   p.numDecisions = 3;
-  p.numDistinctBlocks = 1;
   return p;
 }
 
@@ -58,7 +58,9 @@ Liveness makeLiveness() {
 
 FailureOr<Decision> solveAt(int64_t budget) {
   std::string error;
-  return solve(makeProblem(), makeLiveness(), budget, SolveOptions{}, error);
+  Problem problem = makeProblem();
+  Liveness liveness = makeLiveness();
+  return Solver(problem, liveness, SolveOptions{}).solve(budget, error);
 }
 } // namespace
 
@@ -88,8 +90,8 @@ TEST(SacIlpModelTest, PersistentBytesCountAgainstTheBudget) {
   Liveness l = makeLiveness();
   l.persistentBytes = 30 * MiB;
   std::string error;
-  FailureOr<Decision> d =
-      solve(makeProblem(), l, 250 * MiB, SolveOptions{}, error);
+  Problem p = makeProblem();
+  FailureOr<Decision> d = Solver(p, l, SolveOptions{}).solve(250 * MiB, error);
   ASSERT_TRUE(succeeded(d));
   EXPECT_EQ(d->save[0], false);
   EXPECT_EQ(d->modelPeakBytes, 230 * MiB);
