@@ -167,7 +167,8 @@ TEST(SacIlpModelTest, IdenticalBlocksTakeDifferentPointsOfTheirCurve) {
   EXPECT_EQ(d->modelPeakBytes, 220 * MiB);
 
   // The curve: keep everything (0 ms), recompute b (0.4 ms), a (1 ms), both
-  // (1.4 ms); the uniform optimum (a) is one of them.
+  // (1.4 ms); a lies above the chord from b to both and is dropped, and
+  // joins again as the uniform optimum.
   ASSERT_EQ(solver.getPolicies().size(), 1u);
   EXPECT_EQ(solver.getPolicies()[0].size(), 4u);
 }

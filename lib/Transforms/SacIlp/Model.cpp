@@ -349,6 +349,27 @@ sacilp::traceTradeOffCurves(const Problem &problem, const Liveness &liveness,
       }
       bound = keep - step;
     }
+    // Only the lower convex hull: the blocks mix its corners, and a point
+    // above the chord between two of them is dearer than a mix of the two
+    // for all but a few blocks, which the uniform candidates cover. Points
+    // come in falling `kept` and rising time.
+    SmallVector<unsigned> hull;
+    for (unsigned k = 0; k < curve.size(); ++k) {
+      while (hull.size() >= 2) {
+        unsigned a = hull[hull.size() - 2], b = hull.back();
+        // b is on or above the chord from a to k.
+        double cross = (keptAt[a] - keptAt[b]) * (timeAt[k] - timeAt[b]) -
+                       (keptAt[b] - keptAt[k]) * (timeAt[b] - timeAt[a]);
+        if (cross > 0)
+          break;
+        hull.pop_back();
+      }
+      hull.push_back(k);
+    }
+    SmallVector<BlockPolicy> corners;
+    for (unsigned k : hull)
+      corners.push_back(std::move(curve[k]));
+    curve = std::move(corners);
   }
   return curves;
 }
