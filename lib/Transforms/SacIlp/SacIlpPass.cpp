@@ -233,14 +233,14 @@ void LoomSacIlpPass::runOnOperation() {
       return signalPassFailure();
     if (!sacReport)
       return;
-    // How many different decisions the blocks took: identical blocks may
+    // How many different things the blocks recompute: identical blocks may
     // sit at different points of their curve.
     std::set<std::pair<unsigned, SmallVector<bool>>> policies;
     for (const BlockChoice &block : problem->blocks) {
-      SmallVector<bool> blockSave;
+      SmallVector<bool> recomputed;
       for (unsigned n : block.nodes)
-        blockSave.push_back(save[n]);
-      policies.insert({block.distinct, blockSave});
+        recomputed.push_back(recompute[n]);
+      policies.insert({block.distinct, recomputed});
     }
     llvm::errs() << llvm::formatv(
         "loom-sac-ilp: budget {0}: predicted peak {1}; recompute {2} of {3} "
