@@ -562,7 +562,16 @@ FailureOr<Decision> Solver::solve(int64_t budget, std::string &error) {
     decision.recomputeSeconds += secondsOf[b][k];
     decision.policyOfBlock.push_back(k);
   }
+  // The peak of the decision, from the rows: at a nonzero gap CBC may leave
+  // the peak variable anywhere between it and the bound.
+  double modelPeak = 0;
+  for (auto &[row, constant] : rows) {
+    double value = constant;
+    for (auto [var, c] : row)
+      value += c * result.values[var];
+    modelPeak = std::max(modelPeak, value);
+  }
   decision.modelPeakBytes =
-      liveness.persistentBytes + std::llround(result.values[peak] * kMiB);
+      liveness.persistentBytes + std::llround(modelPeak * kMiB);
   return decision;
 }
