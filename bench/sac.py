@@ -82,7 +82,7 @@ TORCHTITAN_TPS = 7890.0
 SMALLEST = re.compile(r"the smallest feasible budget is .*?\((\d+) B\)")
 REPORT = re.compile(r"loom-sac-ilp: budget .*?: predicted peak .*?\((\d+) B\); recompute (\d+) of "
                     r"(\d+) forward ops \(([\d.]+) ms on [^;]*; (\d+) must be saved\); (\d+) "
-                    r"distinct of (\d+) blocks")
+                    r"distinct of (\d+) blocks(?:; (\d+) block policies)?")
 PREDICTED = re.compile(r"predicted peak memory (\d+) bytes")
 TIMING = re.compile(r"^\s+([\d.]+) \(\s*[\d.]+%\)\s+(\S.*?)\s*$")
 # About 1 s a step on one core of this machine (AMD EPYC).
@@ -191,7 +191,8 @@ def simulate(args, mlir: Path, prefix: str) -> dict:
         report["ilp"] = {"predicted_peak": int(m.group(1)), "recomputed_ops": int(m.group(2)),
                          "forward_ops": int(m.group(3)), "model_recompute_ms": float(m.group(4)),
                          "must_save": int(m.group(5)), "distinct_blocks": int(m.group(6)),
-                         "blocks": int(m.group(7))}
+                         "blocks": int(m.group(7)),
+                         "block_policies": int(m.group(8)) if m.group(8) else None}
     return report
 
 

@@ -28,7 +28,8 @@ constexpr int64_t MiB = 1024 * 1024;
 
 Problem makeProblem() {
   Problem p;
-  p.blocks.push_back({"layers.0", {0, 1, 2}});
+  p.blocks.push_back({"layers.0", {0, 1, 2}, {}, 0});
+  p.distinct.push_back({0, 0, {0}});
   Node n0, n1, n2;
   n0.decision = 0;
   n0.backwardUsed = true;
@@ -42,7 +43,6 @@ Problem makeProblem() {
   n2.inputs = {1};
   p.nodes = {n0, n1, n2};
   p.numDecisions = 3;
-  p.numDistinctBlocks = 1;
   return p;
 }
 
@@ -58,7 +58,9 @@ Liveness makeLiveness() {
 
 FailureOr<Decision> solveAt(int64_t budget) {
   std::string error;
-  return solve(makeProblem(), makeLiveness(), budget, SolveOptions{}, error);
+  Problem problem = makeProblem();
+  Liveness liveness = makeLiveness();
+  return Solver(problem, liveness, SolveOptions{}).solve(budget, error);
 }
 } // namespace
 
@@ -88,9 +90,98 @@ TEST(SacIlpModelTest, PersistentBytesCountAgainstTheBudget) {
   Liveness l = makeLiveness();
   l.persistentBytes = 30 * MiB;
   std::string error;
-  FailureOr<Decision> d =
-      solve(makeProblem(), l, 250 * MiB, SolveOptions{}, error);
+  Problem p = makeProblem();
+  FailureOr<Decision> d = Solver(p, l, SolveOptions{}).solve(250 * MiB, error);
   ASSERT_TRUE(succeeded(d));
   EXPECT_EQ(d->save[0], false);
   EXPECT_EQ(d->modelPeakBytes, 230 * MiB);
+}
+
+// Two identical blocks, each with two nodes backward reads: a (100 MiB,
+// 1 ms) and b (60 MiB, 0.4 ms). Block 0 runs first and is differentiated
+// last, so what it keeps lives across block 1's backward too:
+//
+//   position      0    1    2    3    4    5    6    7    8
+//   event        a0   b0   a1   b1 loss  bw1       bw0
+//   base (MiB)  100  160  260  320  320  320  160  160    0
+//
+// Recomputing a0 frees 100 MiB at 1..6, b0 60 at 2..6, a1 100 at 3..4, b1
+// 60 at 4. Under 220 MiB, block 1's backward (position 5, where block 1's
+// values are back) needs block 0 to free 100 MiB, which only a does;
+// position 3 needs 100 MiB freed, which block 0's a already does. So the
+// cheapest decision recomputes a in block 0 only: 1 ms. A policy shared by
+// both blocks must recompute a in both (b alone frees 60 < 100 at
+// position 5): 2 ms.
+namespace {
+Problem makeTwoBlocks() {
+  Problem p;
+  p.blocks.push_back({"layers.0", {0, 1}, {}, 0});
+  p.blocks.push_back({"layers.1", {2, 3}, {}, 0});
+  p.distinct.push_back({0, 0, {0, 1}});
+  for (unsigned block : {0u, 1u}) {
+    Node a, b;
+    a.block = b.block = block;
+    a.decision = 0;
+    b.decision = 1;
+    a.backwardUsed = b.backwardUsed = true;
+    a.seconds = 1e-3;
+    b.seconds = 0.4e-3;
+    p.nodes.push_back(a);
+    p.nodes.push_back(b);
+  }
+  p.numDecisions = 2;
+  return p;
+}
+
+Liveness makeTwoBlockLiveness() {
+  Liveness l;
+  for (int64_t mib : {100, 160, 260, 320, 320, 320, 160, 160, 0})
+    l.activationBytesAt.push_back(mib * MiB);
+  l.instances.push_back({0, 100 * MiB, 0, 0, 7, 7, 0});
+  l.instances.push_back({1, 60 * MiB, 1, 1, 7, 7, 0});
+  l.instances.push_back({2, 100 * MiB, 2, 2, 5, 5, 0});
+  l.instances.push_back({3, 60 * MiB, 3, 3, 5, 5, 0});
+  return l;
+}
+} // namespace
+
+TEST(SacIlpModelTest, IdenticalBlocksTakeDifferentPointsOfTheirCurve) {
+  Problem p = makeTwoBlocks();
+  Liveness l = makeTwoBlockLiveness();
+  std::string error;
+
+  FailureOr<Decision> uniform =
+      solveUniform(p, l, 220 * MiB, SolveOptions{}, error);
+  ASSERT_TRUE(succeeded(uniform)) << error;
+  EXPECT_DOUBLE_EQ(uniform->recomputeSeconds, 2e-3);
+
+  Solver solver(p, l, SolveOptions{});
+  FailureOr<Decision> d = solver.solve(220 * MiB, error);
+  ASSERT_TRUE(succeeded(d)) << error;
+  // The early block recomputes a, the late one nothing.
+  EXPECT_EQ(d->save, (SmallVector<bool>{false, true, true, true}));
+  EXPECT_EQ(d->recompute, (SmallVector<bool>{true, false, false, false}));
+  EXPECT_NE(d->policyOfBlock[0], d->policyOfBlock[1]);
+  EXPECT_DOUBLE_EQ(d->recomputeSeconds, 1e-3);
+  EXPECT_LT(d->recomputeSeconds, uniform->recomputeSeconds);
+  EXPECT_EQ(d->modelPeakBytes, 220 * MiB);
+
+  // The curve: keep everything (0 ms), recompute b (0.4 ms), a (1 ms), both
+  // (1.4 ms); a lies above the chord from b to both and is dropped, and
+  // joins again as the uniform optimum.
+  ASSERT_EQ(solver.getPolicies().size(), 1u);
+  EXPECT_EQ(solver.getPolicies()[0].size(), 4u);
+}
+
+TEST(SacIlpModelTest, BelowWhatTheEarlyBlockCanFreeIsInfeasible) {
+  // Position 5 holds block 1's 160 MiB and block 0's 160, of which block 0
+  // can free all: 160 MiB is the least; 159 is infeasible.
+  Problem p = makeTwoBlocks();
+  Liveness l = makeTwoBlockLiveness();
+  std::string error;
+  FailureOr<Decision> d = Solver(p, l, SolveOptions{}).solve(160 * MiB, error);
+  ASSERT_TRUE(succeeded(d)) << error;
+  EXPECT_EQ(d->save, (SmallVector<bool>{false, false, true, true}));
+  EXPECT_DOUBLE_EQ(d->recomputeSeconds, 1.4e-3);
+  EXPECT_TRUE(failed(Solver(p, l, SolveOptions{}).solve(159 * MiB, error)));
 }

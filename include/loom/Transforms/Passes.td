@@ -961,12 +961,16 @@ def LoomSacIlp : Pass<"loom-sac-ilp", "::mlir::ModuleOp"> {
     optimizer and lowering that follow it; loom-compile passes its own) on a
     copy of the module and reads the liveness of every value there, FSDP's
     gathered parameters, gradients, optimizer state and collective buffers
-    included. Random and in-place ops are always saved. Blocks that compute
-    the same ops on the same shapes share one decision, so each distinct
-    block is solved once. After applying the decision the pass measures the
-    result again on a copy; if the profile's peak exceeds the budget (the
-    model's estimate of a region's working room was short) it tightens the
-    bound by the excess and solves again.
+    included; recompute is priced on that copy too, as `loom-simulate`
+    prices it. Random and in-place ops are always saved. Each distinct
+    block's trade-off curve (recompute time against the bytes it keeps) is
+    traced once; then one MILP over the whole step picks a point of it per
+    block, so identical blocks may decide differently where their place in
+    the step makes one's saved values cost more. After applying the
+    decision the pass measures the result again on a copy; if the
+    profile's peak exceeds the budget (the model's estimate of a region's
+    working room was short) it tightens the bound by the excess and solves
+    again.
 
     A budget no decision meets is an error that names the smallest peak the
     step reaches with every block recomputed, and the op where that peak

@@ -5,14 +5,21 @@
 // optimizer's state and collective buffers are only there once the rest of
 // the pipeline has run. So the pipeline runs on a copy, and the same sweep
 // that predicts the runtime's peak (PeakMemory) gives the profile, with each
-// node's outputs located in it by a tag the copy keeps.
+// node's outputs located in it by a tag the copy keeps. The same copy prices
+// each node: its op as the rest of the pipeline leaves it (FSDP's
+// mixed precision makes a f32 matmul a bf16 one) is the op the simulator and
+// the scheduler price, so the solver's recompute time is theirs.
 //
 //===----------------------------------------------------------------------===//
 
 #include "SacIlp.h"
 
 #include "loom/Analysis/PeakMemory.h"
+#include "loom/Dialect/Loom/IR/OpClassification.h"
 #include "loom/Dialect/LoomRT/IR/LoomRTOps.h"
+
+#include <map>
+#include <mutex>
 
 using namespace mlir;
 using namespace loom;
@@ -60,7 +67,115 @@ static void addReaders(Value v, const DenseMap<Operation *, int64_t> &position,
   }
 }
 
-static Liveness measure(const PeakMemory &peak) {
+/// The tag and microbatch copy of a node's op in a copy of the step.
+static std::optional<std::pair<unsigned, int64_t>>
+getInstanceKey(Operation *op) {
+  auto tag = op->getAttrOfType<IntegerAttr>(kNodeAttrName);
+  if (!tag)
+    return std::nullopt;
+  int64_t copy = 0;
+  if (auto mb =
+          op->getAttrOfType<IntegerAttr>(LoomDialect::kMicrobatchAttrName))
+    copy = mb.getInt();
+  return std::make_pair(static_cast<unsigned>(tag.getInt()), copy);
+}
+
+using Prices = std::map<std::pair<unsigned, int64_t>, double>;
+
+/// Whether `v`, through any chain of aliases, is the result of a node's op.
+static bool isNodeValue(Value v) {
+  while (Operation *def = v.getDefiningOp()) {
+    if (def->hasAttr(kNodeAttrName))
+      return true;
+    Value base = getAliasedOperand(def);
+    if (!base)
+      return false;
+    v = base;
+  }
+  return false;
+}
+
+/// What a region that recomputes `op` runs besides it: the aliases it reads
+/// through (a region takes views again) and the forward ops the rest of the
+/// pipeline put between it and an activation it reads (FSDP's mixed
+/// precision casts an f32 activation for a bf16 kernel, in forward and in
+/// the region alike). What only reads parameters (FSDP's unsharding) runs
+/// once per all-gather, not in the region.
+static void getFeeders(Operation *op, SmallVectorImpl<Operation *> &feeders) {
+  for (Value operand : op->getOperands()) {
+    auto def = operand.getDefiningOp<AtenOp>();
+    while (def && !def->hasAttr(kNodeAttrName) && isForwardOp(def)) {
+      if (Value base = getAliasedOperand(def)) {
+        if (!llvm::is_contained(feeders, def))
+          feeders.push_back(def);
+        def = base.getDefiningOp<AtenOp>();
+        continue;
+      }
+      if (llvm::any_of(def->getOperands(), isNodeValue) &&
+          !llvm::is_contained(feeders, def))
+        feeders.push_back(def);
+      break;
+    }
+  }
+}
+
+/// Each node op's time under `root`: its own, plus its share of its
+/// feeders' (a region runs a feeder once for all the node ops it feeds; the
+/// share is exact when they are recomputed together, as the pieces of one
+/// split are).
+static void priceNodeOps(Operation *root, const CostModel &costs,
+                         Prices &prices) {
+  SmallVector<std::pair<AtenOp, SmallVector<Operation *>>> fed;
+  DenseMap<Operation *, unsigned> readers;
+  root->walk([&](AtenOp aten) {
+    if (!aten->hasAttr(kNodeAttrName))
+      return;
+    auto &[op, feeders] = fed.emplace_back(aten, SmallVector<Operation *>());
+    getFeeders(op, feeders);
+    for (Operation *feeder : feeders)
+      ++readers[feeder];
+  });
+  for (auto &[op, feeders] : fed) {
+    double seconds = costs.opCost(op).seconds;
+    for (Operation *feeder : feeders)
+      seconds += costs.opCost(feeder).seconds / readers[feeder];
+    prices[*getInstanceKey(op)] = seconds;
+  }
+}
+
+/// Whether `op` is a forward ATen call of `module` that allocates and is no
+/// node: one the rest of the pipeline put there (every such op the step had
+/// is a node), such as FSDP's cast of an activation for a bf16 kernel.
+static bool isInsertedIn(Operation *op, StringRef module) {
+  return isa<AtenOp, rt::AtenOp>(op) && !op->hasAttr(kNodeAttrName) &&
+         isForwardOp(op) && !getAliasedOperand(op) &&
+         isInModule(getModulePath(op), module);
+}
+
+/// The ops inserted in `module` that read `v` or an alias of it.
+static void findInserted(Value v, StringRef module,
+                         SmallVectorImpl<Operation *> &inserted) {
+  for (Operation *user : v.getUsers()) {
+    if (getAliasedOperand(user) == v) {
+      for (Value r : user->getResults())
+        findInserted(r, module, inserted);
+    } else if (isInsertedIn(user, module) &&
+               !llvm::is_contained(inserted, user)) {
+      inserted.push_back(user);
+    }
+  }
+}
+
+static int64_t getResultBytes(Operation *op) {
+  int64_t bytes = 0;
+  for (Value r : op->getResults())
+    if (auto type = dyn_cast<RankedTensorType>(r.getType()))
+      bytes += getTensorBytes(type);
+  return bytes;
+}
+
+static Liveness measure(const PeakMemory &peak, const Prices &prices,
+                        const Problem &problem) {
   Liveness out;
   out.persistentBytes = peak.persistentBytes;
   out.activationBytesAt = peak.activationBytesAt;
@@ -69,41 +184,91 @@ static Liveness measure(const PeakMemory &peak) {
     position[op] = i;
   int64_t end = peak.activationBytesAt.size();
   for (auto [i, op] : llvm::enumerate(peak.order)) {
-    auto tag = op->getAttrOfType<IntegerAttr>(kNodeAttrName);
-    if (!tag)
+    auto key = getInstanceKey(op);
+    if (!key)
       continue;
+    // The node's own outputs, and what the pipeline derived from them for
+    // its kernels: when backward reads the derived copy (FSDP's bf16 cast
+    // of an f32 activation) rather than the node, the copy is what lives
+    // across the gap, and what recomputing the node frees (the region
+    // derives it again).
+    SmallVector<std::pair<Operation *, Instance>> storages;
+    StringRef module = problem.blocks[problem.nodes[key->first].block].module;
+    SmallVector<Operation *> inserted;
+    for (Value r : op->getResults())
+      findInserted(r, module, inserted);
+    storages.push_back({op, {}});
+    for (Operation *derived : inserted)
+      if (position.count(derived))
+        storages.push_back({derived, {}});
     Instance inst;
-    inst.node = tag.getInt();
+    inst.node = key->first;
+    inst.copy = key->second;
     inst.def = inst.lastForward = inst.last = i;
-    if (auto copy = op->getAttrOfType<IntegerAttr>(
-            LoomDialect::kMicrobatchAttrName))
-      inst.copy = copy.getInt();
-    for (Value r : op->getResults()) {
-      if (auto type = dyn_cast<RankedTensorType>(r.getType()))
-        inst.bytes += getTensorBytes(type);
-      addReaders(r, position, end, inst);
+    auto price = prices.find(*key);
+    if (price != prices.end())
+      inst.seconds = price->second;
+    int64_t heldBytes = 0;
+    for (auto &[storage, reads] : storages) {
+      reads.def = reads.lastForward = reads.last = position[storage];
+      for (Value r : storage->getResults())
+        addReaders(r, position, end, reads);
+      inst.lastForward = std::max(inst.lastForward, reads.lastForward);
+      inst.last = std::max(inst.last, reads.last);
+      if (reads.firstBackward >= 0) {
+        heldBytes += getResultBytes(storage);
+        if (inst.firstBackward < 0 || reads.firstBackward < inst.firstBackward)
+          inst.firstBackward = reads.firstBackward;
+      }
     }
+    inst.bytes = inst.firstBackward >= 0 ? heldBytes : getResultBytes(op);
     out.instances.push_back(inst);
   }
   return out;
 }
 
-FailureOr<Liveness> sacilp::measureLiveness(
-    ModuleOp module, func::FuncOp step, const Problem &problem,
-    const std::function<LogicalResult(ModuleOp)> &downstream) {
+FailureOr<Liveness> sacilp::measureLiveness(ModuleOp module, func::FuncOp step,
+                                            const Problem &problem,
+                                            const CostModel &costs,
+                                            const Downstream &downstream) {
   Builder b(module.getContext());
   for (auto [i, node] : llvm::enumerate(problem.nodes))
     node.op->setAttr(kNodeAttrName, b.getI64IntegerAttr(i));
   OwningOpRef<ModuleOp> copy(cast<ModuleOp>(module->clone()));
   for (const Node &node : problem.nodes)
     node.op->removeAttr(kNodeAttrName);
-  if (downstream && failed(downstream(*copy)))
+
+  // After every pass, the node ops still at the `loom` level are priced
+  // again, so the prices kept are those of the last pass before lowering
+  // (which turns them into `loomrt.aten`, which no cost model prices).
+  Prices prices;
+  std::mutex mutex;
+  auto price = [&](Operation *root) {
+    std::lock_guard<std::mutex> lock(mutex);
+    priceNodeOps(root, costs, prices);
+  };
+  price(*copy);
+  if (downstream && failed(downstream(*copy, price)))
     return failure();
   for (auto program : copy->getOps<rt::ProgramOp>())
-    return measure(PeakMemory(program));
+    return measure(PeakMemory(program), prices, problem);
   for (auto func : copy->getOps<func::FuncOp>())
     if (func.getSymName() == step.getSymName())
-      return measure(PeakMemory(func));
+      return measure(PeakMemory(func), prices, problem);
   return mlir::emitError(step.getLoc(), "--loom-sac-ilp: the pipeline after "
                                         "it left no step to measure");
+}
+
+void sacilp::priceNodes(Problem &problem, const Liveness &liveness,
+                        const CostModel &costs) {
+  SmallVector<bool> measured(problem.nodes.size(), false);
+  for (Node &node : problem.nodes)
+    node.seconds = 0;
+  for (const Instance &inst : liveness.instances) {
+    problem.nodes[inst.node].seconds += inst.seconds;
+    measured[inst.node] = true;
+  }
+  for (auto [node, seen] : llvm::zip(problem.nodes, measured))
+    if (!seen)
+      node.seconds = costs.opCost(node.op).seconds;
 }

@@ -1,24 +1,36 @@
-//===- Model.cpp - loom-sac-ilp's MILP over the step's memory profile -----===//
+//===- Model.cpp - loom-sac-ilp's MILPs over the step's memory profile ----===//
 //
-// Per decision d: save s_d in {0,1} and recompute r_d in {0,1}. A node that
-// backward reads is saved or recomputed (s + r >= 1); recomputing a node
-// needs each node of its block it reads to be saved or recomputed too
-// (s_j + r_j >= r_i); random and in-place nodes are saved (s = 1).
-//
-// Memory, in MiB, over the profile of the finished program (positions p):
-// a node's outputs live from their allocation to their last read there.
+// Memory, in MiB, over the profile of the finished program (positions p): a
+// node's outputs live from their allocation to their last read there.
 // Recomputing a backward-read node frees them between its last forward read
 // and the point q where its block's recompute region runs (the first
 // backward read of any node of that block); saving a node that only forward
 // reads keeps it alive until q instead. While the region runs, its
-// intermediates need room: t_b >= bytes_i * r_i for the block's nodes that
+// intermediates need room: the largest of the block's recomputed nodes that
 // backward does not read (they are computed one after another, and the
 // outputs it recomputes are already counted from q on). The profile is cut
 // into segments where the same terms apply; each gives one row
 //     max base(segment) + sum(terms) <= P,  P <= budget - persistent.
+// The objective is the recompute time in milliseconds, plus a tie-break of
+// 1e-9 ms per MiB of peak, so that of equally fast decisions the lower peak
+// wins.
 //
-// Objective: the recompute time in milliseconds, plus a tie-break of 1e-9 ms
-// per MiB of peak, so that of equally fast decisions the lower peak wins.
+// Three programs share these terms:
+//
+// - solveUniform: per decision d, save s_d and recompute r_d in {0,1},
+//   shared by identical blocks. A node that backward reads is saved or
+//   recomputed (s + r >= 1); recomputing a node needs each node of its block
+//   it reads to be saved or recomputed too (s_j + r_j >= r_i); random and
+//   in-place nodes are saved (s = 1).
+// - traceTradeOffCurves: the same choices for one distinct block alone,
+//   least recompute time for at most X MiB kept from forward to backward,
+//   for X falling from everything to the least the block can keep: the
+//   block's Pareto points, each one CBC solve.
+// - Solver::solve: per block b and point k of its curve, x_bk in {0,1},
+//   one point per block. A block's terms are constants per point, so a row
+//   reads sum_k c_bk x_bk; where all of a block copy's terms apply (between
+//   its forward and its region, most of the profile) the row reads one
+//   variable g_b = sum_k gap_bk x_bk instead, which keeps rows short.
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,6 +51,15 @@ static constexpr double kMiB = 1024.0 * 1024.0;
 /// Milliseconds of objective per MiB of peak: breaks ties between equally
 /// fast decisions towards the lower peak, too small to buy a slower one.
 static constexpr double kTieBreak = 1e-9;
+/// How many steps the curve's bound takes from keeping everything to
+/// keeping only what must be kept: each solve finds the fastest point
+/// within the step's bound, so the curve has at most this many points plus
+/// one, spread over the whole range (the exact Pareto front of a Llama
+/// block has more than 60, and each point costs a CBC solve here and
+/// variables in the step's program).
+static constexpr unsigned kCurveSteps = 16;
+/// The per-block program's least relative gap (see Solver::solve).
+static constexpr double kPerBlockGap = 1e-3;
 
 namespace {
 /// A term that applies on the positions [from, to).
@@ -48,77 +69,175 @@ struct Term {
   double coef;
   double constant;
 };
+
+/// One copy (microbatch) of a block whose region runs somewhere.
+struct BlockCopy {
+  unsigned block;
+  int64_t copy;
+  /// Where its region runs (q).
+  int64_t region;
+};
+
+/// What one node instance adds to the profile, as a function of its
+/// decision: a backward-read node frees `mib` on [from, to) unless saved; a
+/// forward-only node keeps `mib` there if saved.
+struct HeldTerm {
+  int64_t from, to;
+  unsigned instance;
+  unsigned blockCopy;
+  double mib;
+  bool backwardUsed;
+};
+
+/// The terms both programs share: the block copies with a region, and what
+/// each node instance holds.
+struct Terms {
+  SmallVector<BlockCopy> copies;
+  SmallVector<HeldTerm> held;
+  /// Per block copy, the forward-only node instances (for the room its
+  /// region needs).
+  SmallVector<SmallVector<unsigned>> forwardOnly;
+};
 } // namespace
 
-FailureOr<Decision> sacilp::solve(const Problem &problem,
-                                  const Liveness &liveness, int64_t budget,
-                                  const SolveOptions &options,
-                                  std::string &error) {
-  MilpProblem lp;
-  SmallVector<unsigned> save, recompute;
-  for (unsigned d = 0; d < problem.numDecisions; ++d) {
-    save.push_back(lp.addBinary(("s" + Twine(d)).str()));
-    recompute.push_back(lp.addBinary(("r" + Twine(d)).str()));
+static Terms collectTerms(const Problem &problem, const Liveness &liveness) {
+  Terms terms;
+  std::map<std::pair<unsigned, int64_t>, unsigned> copyIndex;
+  // Where each block copy's region runs: its first backward read.
+  for (const Instance &inst : liveness.instances) {
+    const Node &node = problem.nodes[inst.node];
+    if (!node.backwardUsed || inst.firstBackward < 0)
+      continue;
+    auto [it, inserted] = copyIndex.try_emplace(
+        std::make_pair(node.block, inst.copy), terms.copies.size());
+    if (inserted)
+      terms.copies.push_back({node.block, inst.copy, inst.firstBackward});
+    else
+      terms.copies[it->second].region =
+          std::min(terms.copies[it->second].region, inst.firstBackward);
   }
-  // Recompute seconds: each node pays for its decision.
-  llvm::MapVector<unsigned, double> seconds;
-  for (const Node &node : problem.nodes)
-    seconds[recompute[node.decision]] += node.seconds;
+  terms.forwardOnly.resize(terms.copies.size());
+  for (auto [i, inst] : llvm::enumerate(liveness.instances)) {
+    const Node &node = problem.nodes[inst.node];
+    auto it = copyIndex.find({node.block, inst.copy});
+    if (it == copyIndex.end())
+      continue;
+    int64_t q = terms.copies[it->second].region;
+    double mib = inst.bytes / kMiB;
+    unsigned index = i;
+    if (node.backwardUsed) {
+      if (inst.lastForward + 1 < q)
+        terms.held.push_back(
+            {inst.lastForward + 1, q, index, it->second, mib, true});
+      continue;
+    }
+    if (inst.lastForward + 1 <= q)
+      terms.held.push_back(
+          {inst.lastForward + 1, q + 1, index, it->second, mib, false});
+    terms.forwardOnly[it->second].push_back(index);
+  }
+  return terms;
+}
 
-  for (const Node &node : problem.nodes) {
-    unsigned s = save[node.decision], r = recompute[node.decision];
+/// The positions where the set of applying terms changes.
+static SmallVector<int64_t> getCuts(const Terms &terms, int64_t end) {
+  SmallVector<int64_t> cuts = {0, end};
+  for (const HeldTerm &t : terms.held) {
+    cuts.push_back(t.from);
+    cuts.push_back(t.to);
+  }
+  for (const BlockCopy &c : terms.copies) {
+    cuts.push_back(c.region);
+    cuts.push_back(c.region + 1);
+  }
+  llvm::sort(cuts);
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  while (!cuts.empty() && cuts.back() > end)
+    cuts.pop_back();
+  return cuts;
+}
+
+static int64_t maxBase(const Liveness &liveness, int64_t from, int64_t to) {
+  int64_t base = 0;
+  for (int64_t p = from; p < to; ++p)
+    base = std::max(base, liveness.activationBytesAt[p]);
+  return base;
+}
+
+static MilpOptions toMilpOptions(const SolveOptions &options) {
+  MilpOptions milpOptions;
+  milpOptions.timeLimitSeconds = options.timeLimitSeconds;
+  milpOptions.relativeGap = options.relativeGap;
+  return milpOptions;
+}
+
+/// The save/recompute variables of decisions [first, first + count) and the
+/// rules every decision obeys.
+static void addChoices(MilpProblem &lp, const Problem &problem,
+                       ArrayRef<unsigned> nodes, unsigned first, unsigned count,
+                       SmallVectorImpl<unsigned> &save,
+                       SmallVectorImpl<unsigned> &recompute) {
+  for (unsigned d = 0; d < count; ++d) {
+    save.push_back(lp.addBinary(("s" + Twine(first + d)).str()));
+    recompute.push_back(lp.addBinary(("r" + Twine(first + d)).str()));
+  }
+  for (unsigned n : nodes) {
+    const Node &node = problem.nodes[n];
+    unsigned s = save[node.decision - first],
+             r = recompute[node.decision - first];
     if (node.mustSave)
       lp.addConstraint({{s, 1}}, 1, 1);
     if (node.backwardUsed)
       lp.addConstraint({{s, 1}, {r, 1}}, 1, kMilpInfinity);
     for (unsigned in : node.inputs) {
       const Node &input = problem.nodes[in];
-      lp.addConstraint({{save[input.decision], 1},
-                 {recompute[input.decision], 1},
-                 {r, -1}},
-                0, kMilpInfinity);
+      lp.addConstraint({{save[input.decision - first], 1},
+                        {recompute[input.decision - first], 1},
+                        {r, -1}},
+                       0, kMilpInfinity);
     }
   }
+}
 
-  // Where each block copy's region runs.
-  std::map<std::pair<unsigned, int64_t>, int64_t> regionAt;
-  for (const Instance &inst : liveness.instances) {
-    const Node &node = problem.nodes[inst.node];
-    if (!node.backwardUsed || inst.firstBackward < 0)
-      continue;
-    auto key = std::make_pair(node.block, inst.copy);
-    auto [it, inserted] = regionAt.try_emplace(key, inst.firstBackward);
-    if (!inserted)
-      it->second = std::min(it->second, inst.firstBackward);
-  }
+FailureOr<Decision> sacilp::solveUniform(const Problem &problem,
+                                         const Liveness &liveness,
+                                         int64_t budget,
+                                         const SolveOptions &options,
+                                         std::string &error) {
+  MilpProblem lp;
+  SmallVector<unsigned> save, recompute;
+  auto allNodes = llvm::to_vector(
+      llvm::seq<unsigned>(0, static_cast<unsigned>(problem.nodes.size())));
+  addChoices(lp, problem, allNodes, 0, problem.numDecisions, save, recompute);
+  // Recompute seconds: each node pays for its decision.
+  llvm::MapVector<unsigned, double> seconds;
+  for (const Node &node : problem.nodes)
+    seconds[recompute[node.decision]] += node.seconds;
 
-  int64_t end = liveness.activationBytesAt.size();
+  Terms held = collectTerms(problem, liveness);
   SmallVector<Term> terms;
-  std::map<std::pair<unsigned, int64_t>, unsigned> transient;
-  for (const Instance &inst : liveness.instances) {
-    const Node &node = problem.nodes[inst.node];
-    auto it = regionAt.find({node.block, inst.copy});
-    if (it == regionAt.end())
-      continue;
-    int64_t q = it->second;
-    double mib = inst.bytes / kMiB;
+  for (const HeldTerm &t : held.held) {
+    const Node &node = problem.nodes[liveness.instances[t.instance].node];
     unsigned s = save[node.decision];
-    if (node.backwardUsed) {
-      if (inst.lastForward + 1 < q)
-        terms.push_back({inst.lastForward + 1, q, s, mib, -mib});
-      continue;
-    }
-    if (inst.lastForward + 1 <= q)
-      terms.push_back({inst.lastForward + 1, q + 1, s, mib, 0});
-    auto [t, inserted] = transient.try_emplace(it->first, 0);
-    if (inserted)
-      t->second = lp.addContinuous(
-          ("t" + Twine(node.block) + "_" + Twine(inst.copy)).str());
-    lp.addConstraint({{t->second, 1}, {recompute[node.decision], -mib}}, 0,
-              kMilpInfinity);
+    if (t.backwardUsed)
+      terms.push_back({t.from, t.to, s, t.mib, -t.mib});
+    else
+      terms.push_back({t.from, t.to, s, t.mib, 0});
   }
-  for (auto &[key, t] : transient)
-    terms.push_back({regionAt[key], regionAt[key] + 1, t, 1, 0});
+  for (auto [c, copy] : llvm::enumerate(held.copies)) {
+    if (held.forwardOnly[c].empty())
+      continue;
+    unsigned t = lp.addContinuous(
+        ("t" + Twine(copy.block) + "_" + Twine(copy.copy)).str());
+    for (unsigned i : held.forwardOnly[c]) {
+      const Instance &inst = liveness.instances[i];
+      lp.addConstraint(
+          {{t, 1},
+           {recompute[problem.nodes[inst.node].decision], -inst.bytes / kMiB}},
+          0, kMilpInfinity);
+    }
+    terms.push_back({copy.region, copy.region + 1, t, 1, 0});
+  }
 
   double limit = (budget - liveness.persistentBytes) / kMiB;
   unsigned peak = lp.addContinuous("peak", 0, std::max(limit, 0.0));
@@ -128,21 +247,11 @@ FailureOr<Decision> sacilp::solve(const Problem &problem,
   lp.setObjective(MilpProblem::Sense::Minimize, objective);
 
   // One row per segment of positions where the same terms apply.
-  SmallVector<int64_t> cuts = {0, end};
-  for (const Term &t : terms) {
-    cuts.push_back(t.from);
-    cuts.push_back(t.to);
-  }
-  llvm::sort(cuts);
-  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  int64_t end = liveness.activationBytesAt.size();
+  SmallVector<int64_t> cuts = getCuts(held, end);
   for (size_t k = 0; k + 1 < cuts.size(); ++k) {
-    int64_t from = cuts[k], to = std::min(cuts[k + 1], end);
-    if (from >= to)
-      continue;
-    int64_t base = 0;
-    for (int64_t p = from; p < to; ++p)
-      base = std::max(base, liveness.activationBytesAt[p]);
-    double constant = base / kMiB;
+    int64_t from = cuts[k], to = cuts[k + 1];
+    double constant = maxBase(liveness, from, to) / kMiB;
     std::vector<MilpProblem::Term> row = {{peak, -1}};
     for (const Term &t : terms)
       if (t.from <= from && to <= t.to) {
@@ -152,10 +261,7 @@ FailureOr<Decision> sacilp::solve(const Problem &problem,
     lp.addConstraint(row, -kMilpInfinity, -constant);
   }
 
-  MilpOptions milpOptions;
-  milpOptions.timeLimitSeconds = options.timeLimitSeconds;
-  milpOptions.relativeGap = options.relativeGap;
-  MilpSolution result = solveMilp(lp, milpOptions);
+  MilpSolution result = solveMilp(lp, toMilpOptions(options));
   if (!result.hasSolution()) {
     error = stringifyMilpStatus(result.status).str();
     return failure();
@@ -170,5 +276,302 @@ FailureOr<Decision> sacilp::solve(const Problem &problem,
     decision.recomputeSeconds += s * (result.values[var] > 0.5);
   decision.modelPeakBytes =
       liveness.persistentBytes + std::llround(result.values[peak] * kMiB);
+  decision.policyOfBlock.assign(problem.blocks.size(), 0);
+  return decision;
+}
+
+FailureOr<SmallVector<SmallVector<BlockPolicy>>>
+sacilp::traceTradeOffCurves(const Problem &problem, const Liveness &liveness,
+                            const SolveOptions &options, std::string &error) {
+  // What each node keeps: its bytes in the finished program (the first
+  // copy's; the copies of a microbatched block are alike).
+  SmallVector<double> mib(problem.nodes.size(), 0);
+  SmallVector<bool> seen(problem.nodes.size(), false);
+  for (const Instance &inst : liveness.instances)
+    if (!seen[inst.node]) {
+      mib[inst.node] = inst.bytes / kMiB;
+      seen[inst.node] = true;
+    }
+
+  SmallVector<SmallVector<BlockPolicy>> curves;
+  for (const DistinctBlock &distinct : problem.distinct) {
+    ArrayRef<unsigned> nodes = problem.blocks[distinct.representative].nodes;
+    SmallVector<BlockPolicy> &curve = curves.emplace_back();
+    SmallVector<double> keptAt, timeAt;
+    double bound = kMilpInfinity;
+    double mustKeep = 0, all = 0;
+    for (unsigned n : nodes) {
+      all += mib[n];
+      mustKeep += problem.nodes[n].mustSave ? mib[n] : 0;
+    }
+    // Less than a KiB apart is not worth a point.
+    double step = std::max((all - mustKeep) / kCurveSteps, 1.0 / 1024);
+    // Each solve keeps at least a step less than the last.
+    for (unsigned solves = 0; solves <= 2 * kCurveSteps + 1; ++solves) {
+      MilpProblem lp;
+      SmallVector<unsigned> save, recompute;
+      addChoices(lp, problem, nodes, distinct.firstDecision, nodes.size(), save,
+                 recompute);
+      std::vector<MilpProblem::Term> kept, objective;
+      for (auto [i, n] : llvm::enumerate(nodes)) {
+        kept.push_back({save[i], mib[n]});
+        objective.push_back({recompute[i], problem.nodes[n].seconds * 1e3});
+        // Of equally fast points, the one that keeps least.
+        objective.push_back({save[i], kTieBreak * mib[n]});
+      }
+      lp.addLessEqual(kept, bound);
+      lp.setObjective(MilpProblem::Sense::Minimize, objective);
+      MilpSolution result = solveMilp(lp, toMilpOptions(options));
+      if (result.status == MilpStatus::Infeasible)
+        break;
+      if (!result.hasSolution()) {
+        error = stringifyMilpStatus(result.status).str();
+        return failure();
+      }
+      BlockPolicy policy;
+      double keep = 0, time = 0;
+      for (auto [i, n] : llvm::enumerate(nodes)) {
+        policy.save.push_back(result.values[save[i]] > 0.5);
+        policy.recompute.push_back(result.values[recompute[i]] > 0.5);
+        keep += policy.save.back() ? mib[n] : 0;
+        time += policy.recompute.back() ? problem.nodes[n].seconds : 0;
+      }
+      // A point no better in either than one already traced (CBC's
+      // tolerance can return an equally fast one that keeps more) adds
+      // nothing.
+      bool dominated = false;
+      for (auto [k, t] : llvm::zip(keptAt, timeAt))
+        dominated |= k <= keep && t <= time;
+      if (!dominated) {
+        curve.push_back(std::move(policy));
+        keptAt.push_back(keep);
+        timeAt.push_back(time);
+      }
+      bound = keep - step;
+    }
+    // Only the lower convex hull: the blocks mix its corners, and a point
+    // above the chord between two of them is dearer than a mix of the two
+    // for all but a few blocks, which the uniform candidates cover. Points
+    // come in falling `kept` and rising time.
+    SmallVector<unsigned> hull;
+    for (unsigned k = 0; k < curve.size(); ++k) {
+      while (hull.size() >= 2) {
+        unsigned a = hull[hull.size() - 2], b = hull.back();
+        // b is on or above the chord from a to k.
+        double cross = (keptAt[a] - keptAt[b]) * (timeAt[k] - timeAt[b]) -
+                       (keptAt[b] - keptAt[k]) * (timeAt[b] - timeAt[a]);
+        if (cross > 0)
+          break;
+        hull.pop_back();
+      }
+      hull.push_back(k);
+    }
+    SmallVector<BlockPolicy> corners;
+    for (unsigned k : hull)
+      corners.push_back(std::move(curve[k]));
+    curve = std::move(corners);
+  }
+  return curves;
+}
+
+FailureOr<Decision> Solver::solve(int64_t budget, std::string &error) {
+  if (!traced) {
+    auto curves = traceTradeOffCurves(problem, liveness, options, error);
+    if (failed(curves))
+      return failure();
+    policies = std::move(*curves);
+    traced = true;
+  }
+  // The uniform optimum under this bound is a candidate too: its points are
+  // best where a block's own forward or region sets the peak, which the
+  // curves, traced on what a block keeps across the gap, do not see.
+  std::string uniformError;
+  if (FailureOr<Decision> uniform =
+          solveUniform(problem, liveness, budget, options, uniformError);
+      succeeded(uniform)) {
+    for (auto [d, distinct] : llvm::enumerate(problem.distinct)) {
+      BlockPolicy policy;
+      for (unsigned n : problem.blocks[distinct.representative].nodes) {
+        policy.save.push_back(uniform->save[n]);
+        policy.recompute.push_back(uniform->recompute[n]);
+      }
+      if (!llvm::is_contained(policies[d], policy))
+        policies[d].push_back(std::move(policy));
+    }
+  }
+
+  MilpProblem lp;
+  // x[b][k]: block b takes point k of its distinct block's curve.
+  SmallVector<SmallVector<unsigned>> choose(problem.blocks.size());
+  SmallVector<SmallVector<double>> secondsOf(problem.blocks.size());
+  std::vector<MilpProblem::Term> objective;
+  for (auto [b, block] : llvm::enumerate(problem.blocks)) {
+    std::vector<MilpProblem::Term> one;
+    for (auto [k, policy] : llvm::enumerate(policies[block.distinct])) {
+      unsigned x = lp.addBinary(("x" + Twine(b) + "_" + Twine(k)).str());
+      double seconds = 0;
+      for (auto [i, n] : llvm::enumerate(block.nodes))
+        seconds += policy.recompute[i] ? problem.nodes[n].seconds : 0;
+      choose[b].push_back(x);
+      secondsOf[b].push_back(seconds);
+      one.push_back({x, 1});
+      objective.push_back({x, seconds * 1e3});
+    }
+    lp.addEqual(one, 1);
+  }
+
+  // Per held term, its coefficient at each point of its block.
+  Terms held = collectTerms(problem, liveness);
+  auto positionOf = [&](const HeldTerm &t) {
+    const Node &node = problem.nodes[liveness.instances[t.instance].node];
+    return node.decision -
+           problem.distinct[problem.blocks[node.block].distinct].firstDecision;
+  };
+  auto coefficients = [&](const HeldTerm &t, SmallVectorImpl<double> &into) {
+    const BlockChoice &block = problem.blocks[held.copies[t.blockCopy].block];
+    unsigned position = positionOf(t);
+    for (auto [k, policy] : llvm::enumerate(policies[block.distinct])) {
+      bool save = policy.save[position];
+      into[k] += t.backwardUsed ? (save ? 0 : -t.mib) : (save ? t.mib : 0);
+    }
+  };
+  // Per block copy: its terms, the span they cover, the span all of them
+  // cover (its gap), and the room its region needs at each point.
+  struct CopyTerms {
+    SmallVector<unsigned> terms;
+    int64_t from = INT64_MAX, to = INT64_MIN;
+    int64_t gapFrom = INT64_MIN, gapTo = INT64_MAX;
+    SmallVector<double> region, gap;
+    std::optional<unsigned> gapVar;
+  };
+  SmallVector<CopyTerms> copies(held.copies.size());
+  for (auto [i, t] : llvm::enumerate(held.held)) {
+    CopyTerms &c = copies[t.blockCopy];
+    c.terms.push_back(i);
+    c.from = std::min(c.from, t.from);
+    c.to = std::max(c.to, t.to);
+    c.gapFrom = std::max(c.gapFrom, t.from);
+    c.gapTo = std::min(c.gapTo, t.to);
+  }
+  for (auto [ci, copy] : llvm::enumerate(held.copies)) {
+    CopyTerms &c = copies[ci];
+    const BlockChoice &block = problem.blocks[copy.block];
+    unsigned numPoints = policies[block.distinct].size();
+    c.region.assign(numPoints, 0);
+    for (unsigned i : held.forwardOnly[ci]) {
+      const Instance &inst = liveness.instances[i];
+      const Node &node = problem.nodes[inst.node];
+      unsigned position =
+          node.decision - problem.distinct[block.distinct].firstDecision;
+      for (auto [k, policy] : llvm::enumerate(policies[block.distinct]))
+        if (policy.recompute[position])
+          c.region[k] = std::max(c.region[k], inst.bytes / kMiB);
+    }
+    c.from = std::min(c.from, copy.region);
+    c.to = std::max(c.to, copy.region + 1);
+    c.gap.assign(numPoints, 0);
+    for (unsigned i : c.terms)
+      coefficients(held.held[i], c.gap);
+  }
+
+  double limit = (budget - liveness.persistentBytes) / kMiB;
+  unsigned peak = lp.addContinuous("peak", 0, std::max(limit, 0.0));
+  objective.push_back({peak, kTieBreak});
+  lp.setObjective(MilpProblem::Sense::Minimize, objective);
+
+  // One row per segment; segments whose rows read the same terms keep the
+  // largest base only.
+  std::map<std::vector<std::pair<unsigned, double>>, double> rows;
+  int64_t end = liveness.activationBytesAt.size();
+  SmallVector<int64_t> cuts = getCuts(held, end);
+  SmallVector<double> coef;
+  for (size_t s = 0; s + 1 < cuts.size(); ++s) {
+    int64_t from = cuts[s], to = cuts[s + 1];
+    double constant = maxBase(liveness, from, to) / kMiB;
+    std::vector<std::pair<unsigned, double>> row;
+    for (auto [ci, copy] : llvm::enumerate(held.copies)) {
+      CopyTerms &c = copies[ci];
+      if (to <= c.from || from >= c.to)
+        continue;
+      bool inRegion = from == copy.region;
+      if (!inRegion && !c.terms.empty() && c.gapFrom <= from && to <= c.gapTo) {
+        if (!c.gapVar) {
+          c.gapVar = lp.addContinuous(
+              ("g" + Twine(copy.block) + "_" + Twine(copy.copy)).str(),
+              -kMilpInfinity, kMilpInfinity);
+          std::vector<MilpProblem::Term> define = {{*c.gapVar, 1}};
+          for (auto [k, x] : llvm::enumerate(choose[copy.block]))
+            define.push_back({x, -c.gap[k]});
+          lp.addEqual(define, 0);
+        }
+        row.push_back({*c.gapVar, 1});
+        continue;
+      }
+      coef.assign(choose[copy.block].size(), 0);
+      for (unsigned i : c.terms) {
+        const HeldTerm &t = held.held[i];
+        if (t.from <= from && to <= t.to)
+          coefficients(t, coef);
+      }
+      if (inRegion)
+        for (auto [k, r] : llvm::enumerate(c.region))
+          coef[k] += r;
+      // One point per block: the least coefficient is a constant.
+      double least = *llvm::min_element(coef);
+      constant += least;
+      for (auto [k, x] : llvm::enumerate(choose[copy.block]))
+        if (coef[k] != least)
+          row.push_back({x, coef[k] - least});
+    }
+    llvm::sort(row);
+    auto [it, inserted] = rows.try_emplace(std::move(row), constant);
+    if (!inserted)
+      it->second = std::max(it->second, constant);
+  }
+  for (auto &[row, constant] : rows) {
+    std::vector<MilpProblem::Term> terms = {{peak, -1}};
+    for (auto [var, c] : row)
+      terms.push_back({var, c});
+    lp.addLessEqual(terms, -constant);
+  }
+
+  // Blocks in the same state (between their forward and their region) are
+  // nearly interchangeable, so proving the last fraction of a percent
+  // optimal takes CBC seconds of symmetric branching; a decision within
+  // kPerBlockGap of the bound is as good as the model is exact.
+  MilpOptions milpOptions = toMilpOptions(options);
+  milpOptions.relativeGap = std::max(milpOptions.relativeGap, kPerBlockGap);
+  MilpSolution result = solveMilp(lp, milpOptions);
+  if (!result.hasSolution()) {
+    error = stringifyMilpStatus(result.status).str();
+    return failure();
+  }
+  Decision decision;
+  decision.save.assign(problem.nodes.size(), false);
+  decision.recompute.assign(problem.nodes.size(), false);
+  for (auto [b, block] : llvm::enumerate(problem.blocks)) {
+    unsigned k = 0;
+    for (auto [i, x] : llvm::enumerate(choose[b]))
+      if (result.values[x] > 0.5)
+        k = i;
+    const BlockPolicy &policy = policies[block.distinct][k];
+    for (auto [i, n] : llvm::enumerate(block.nodes)) {
+      decision.save[n] = policy.save[i];
+      decision.recompute[n] = policy.recompute[i];
+    }
+    decision.recomputeSeconds += secondsOf[b][k];
+    decision.policyOfBlock.push_back(k);
+  }
+  // The peak of the decision, from the rows: at a nonzero gap CBC may leave
+  // the peak variable anywhere between it and the bound.
+  double modelPeak = 0;
+  for (auto &[row, constant] : rows) {
+    double value = constant;
+    for (auto [var, c] : row)
+      value += c * result.values[var];
+    modelPeak = std::max(modelPeak, value);
+  }
+  decision.modelPeakBytes =
+      liveness.persistentBytes + std::llround(modelPeak * kMiB);
   return decision;
 }

@@ -11,21 +11,20 @@ using namespace mlir;
 using namespace loom;
 using namespace loom::sacilp;
 
-/// The value whose storage `v` is: the base through any chain of views.
+/// The value whose storage `v` is: the base through any chain of aliases,
+/// by the rule the peak-memory sweep uses.
 static Value getStorage(Value v) {
-  while (auto aten = v.getDefiningOp<AtenOp>()) {
-    if (!isViewAtenOp(aten.getKernel()) || aten.getArgs().empty())
+  while (Operation *def = v.getDefiningOp()) {
+    Value base = getAliasedOperand(def);
+    if (!base)
       break;
-    auto ref = dyn_cast<OperandRefAttr>(aten.getArgs()[0]);
-    if (!ref)
-      break;
-    v = aten.getOperand(ref.getIndex());
+    v = base;
   }
   return v;
 }
 
-/// Who outside forward reads `v` or a view of it: backward ops of `module`
-/// (`inBlock`) or of any other module (`outside`).
+/// Who outside forward reads `v` or an alias of it: backward ops of
+/// `module` (`inBlock`) or of any other module (`outside`).
 static void findBackwardReaders(Value v, StringRef module, bool &inBlock,
                                 bool &outside) {
   for (Operation *user : v.getUsers()) {
@@ -34,7 +33,7 @@ static void findBackwardReaders(Value v, StringRef module, bool &inBlock,
       inBlock |= own;
       outside |= !own;
     }
-    if (isViewAtenOp(user))
+    if (getAliasedOperand(user) == v)
       for (Value r : user->getResults())
         findBackwardReaders(r, module, inBlock, outside);
   }
@@ -66,8 +65,7 @@ static std::string describeBlock(const Problem &problem, const BlockChoice &bloc
 }
 
 FailureOr<Problem> sacilp::buildProblem(func::FuncOp step,
-                                        ArrayRef<std::string> modules,
-                                        const CostModel &costs) {
+                                        ArrayRef<std::string> modules) {
   Problem problem;
   llvm::DenseMap<Operation *, unsigned> nodeOf;
   for (const std::string &module : modules) {
@@ -79,16 +77,16 @@ FailureOr<Problem> sacilp::buildProblem(func::FuncOp step,
       if (!aten || !isForwardOp(aten) ||
           !isInModule(getModulePath(aten), module) || nodeOf.count(aten))
         continue;
-      if (isViewAtenOp(aten.getKernel())) {
+      // An alias allocates nothing: it is taken again wherever it is read.
+      if (getAliasedOperand(aten)) {
         block.views.push_back(position);
         continue;
       }
       Node node;
       node.op = aten;
       node.block = index;
-      node.mustSave = isRandomAtenOp(aten.getKernel()) ||
-                      isInPlaceAtenOp(aten.getKernel());
-      node.seconds = costs.opCost(aten).seconds;
+      node.mustSave =
+          isRandomAtenOp(aten.getKernel()) || isInPlaceAtenOp(aten.getKernel());
       bool inBlock = false, outside = false;
       for (Value r : aten.getResults())
         findBackwardReaders(r, module, inBlock, outside);
@@ -114,17 +112,23 @@ FailureOr<Problem> sacilp::buildProblem(func::FuncOp step,
     problem.blocks.push_back(std::move(block));
   }
 
-  // Identical blocks take the decisions of the first of them.
-  llvm::StringMap<unsigned> firstWithText;
+  // Identical blocks are one distinct block: their nodes take the
+  // decisions of its first block's, position by position.
+  llvm::StringMap<unsigned> distinctWithText;
   for (auto [b, block] : llvm::enumerate(problem.blocks)) {
-    auto [it, inserted] =
-        firstWithText.try_emplace(describeBlock(problem, block), b);
-    const BlockChoice &same = problem.blocks[it->second];
+    auto [it, inserted] = distinctWithText.try_emplace(
+        describeBlock(problem, block), problem.distinct.size());
+    if (inserted) {
+      DistinctBlock &d = problem.distinct.emplace_back();
+      d.representative = b;
+      d.firstDecision = problem.numDecisions;
+      problem.numDecisions += block.nodes.size();
+    }
+    DistinctBlock &d = problem.distinct[it->second];
+    d.blocks.push_back(b);
+    block.distinct = it->second;
     for (auto [i, n] : llvm::enumerate(block.nodes))
-      problem.nodes[n].decision =
-          inserted ? problem.numDecisions++
-                   : problem.nodes[same.nodes[i]].decision;
+      problem.nodes[n].decision = d.firstDecision + i;
   }
-  problem.numDistinctBlocks = firstWithText.size();
   return problem;
 }

@@ -6,14 +6,16 @@
 // the least recompute time. It runs in four steps, one file each:
 //
 // - Problem.cpp: the choices. Every forward op of a block that allocates
-//   (not a view) is a node; identical blocks share their decisions, so a
-//   block is solved once and the solution reused.
+//   (not an alias of its operand) is a node; identical blocks are one
+//   distinct block, whose trade-off curve is traced once.
 // - Liveness.cpp: where each node's outputs live once the rest of the
 //   pipeline (sharding, optimizer, schedule, lowering) has run, measured on a
 //   copy of the module with the same liveness sweep as the peak-memory
 //   analysis, so FSDP's gathered parameters, gradients, optimizer state and
-//   collective buffers are all in the profile.
-// - Model.cpp: the MILP over that profile, solved with CBC.
+//   collective buffers are all in the profile; and what each node costs to
+//   recompute there, priced as the simulator prices it.
+// - Model.cpp: the MILPs over that profile, solved with CBC: each distinct
+//   block's trade-off curve, then one point of it per block.
 // - SacIlpPass.cpp: the pass, which applies the decision with loom-remat's
 //   machinery and checks the result against the budget on a second copy.
 //
@@ -28,6 +30,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 
+#include <functional>
 #include <string>
 
 namespace loom::sacilp {
@@ -48,18 +51,22 @@ struct Node {
   Operation *op = nullptr;
   /// Index into Problem::blocks.
   unsigned block = 0;
-  /// The decision it takes (nodes at the same position of identical blocks
-  /// share one).
+  /// The decision it takes: nodes at the same position of identical blocks
+  /// have the same one (`distinct block's first decision + position`), so
+  /// that one trade-off curve serves them all; each block still picks its
+  /// own point of it.
   unsigned decision = 0;
-  /// Read (directly or through views) by a backward op: it must be saved or
-  /// recomputed.
+  /// Read (directly or through aliases) by a backward op: it must be saved
+  /// or recomputed.
   bool backwardUsed = false;
   /// Random or in place: recomputing it would not give the same values, so
   /// it is saved.
   bool mustSave = false;
-  /// What recomputing it costs on the cost model's device.
+  /// What recomputing it costs: its op in the finished program on the cost
+  /// model's device, as the simulator prices it (priceNodes), once per
+  /// microbatch copy.
   double seconds = 0;
-  /// The nodes of the same block it reads (directly or through views).
+  /// The nodes of the same block it reads (directly or through aliases).
   llvm::SmallVector<unsigned> inputs;
 };
 
@@ -67,25 +74,34 @@ struct Node {
 struct BlockChoice {
   std::string module;
   llvm::SmallVector<unsigned> nodes;
-  /// The block's forward view ops (positions in the step body): they cost
-  /// nothing to recompute, and are, so that a view backward reads does not
-  /// keep its base alive.
+  /// The block's forward ops that alias an operand (views, split pieces):
+  /// positions in the step body. They cost nothing to recompute, and are,
+  /// so that an alias backward reads does not keep its base alive.
   llvm::SmallVector<size_t> views;
+  /// Index into Problem::distinct.
+  unsigned distinct = 0;
+};
+
+/// Blocks that run the same ops on the same shapes.
+struct DistinctBlock {
+  /// The first of them, whose nodes stand for all.
+  unsigned representative = 0;
+  /// The decisions of its nodes are firstDecision + position in the block.
+  unsigned firstDecision = 0;
+  llvm::SmallVector<unsigned> blocks;
 };
 
 struct Problem {
   llvm::SmallVector<Node> nodes;
   llvm::SmallVector<BlockChoice> blocks;
+  llvm::SmallVector<DistinctBlock> distinct;
   unsigned numDecisions = 0;
-  /// How many distinct blocks were solved (identical ones share).
-  unsigned numDistinctBlocks = 0;
 };
 
-/// The nodes and blocks of `step` for the blocks `modules`, with their
-/// recompute times from `costs`. Errors name the module.
+/// The nodes and blocks of `step` for the blocks `modules`. Errors name the
+/// module.
 FailureOr<Problem> buildProblem(func::FuncOp step,
-                                llvm::ArrayRef<std::string> modules,
-                                const CostModel &costs);
+                                llvm::ArrayRef<std::string> modules);
 
 /// Where one node's outputs live in the finished program (one instance per
 /// microbatch copy).
@@ -97,6 +113,9 @@ struct Instance {
   int64_t def = 0, lastForward = 0, firstBackward = -1, last = 0;
   /// Which copy of the block (microbatch) it belongs to.
   int64_t copy = 0;
+  /// Its op's time on the cost model's device in the finished program
+  /// (before lowering, where the simulator reads it).
+  double seconds = 0;
 };
 
 struct Liveness {
@@ -107,17 +126,39 @@ struct Liveness {
   llvm::SmallVector<Instance> instances;
 };
 
+/// Runs the rest of the pipeline on a module; calls `afterPass` with the
+/// module or the op each of its passes ran on, after that pass.
+using Downstream = std::function<LogicalResult(
+    ModuleOp, const std::function<void(Operation *)> &afterPass)>;
+
 /// Tags every node's op in `step` (of `module`) with kNodeAttrName, copies the
 /// module, runs `downstream` (the rest of the compile pipeline) on the copy
-/// and measures it; the tags are removed from `step` again.
+/// and measures it; the tags are removed from `step` again. Each instance is
+/// priced with `costs` on its op as the last pass that still had `loom.aten`
+/// ops left it: the op the simulator and scheduler price (after FSDP's
+/// mixed-precision casts, say), not the one in the step as it stands.
 FailureOr<Liveness> measureLiveness(ModuleOp module, func::FuncOp step,
                                     const Problem &problem,
-                                    const std::function<LogicalResult(ModuleOp)>
-                                        &downstream);
+                                    const CostModel &costs,
+                                    const Downstream &downstream);
+
+/// Sets each node's recompute time: the sum of its instances' in
+/// `liveness`, or its op as it stands when the finished program has none.
+void priceNodes(Problem &problem, const Liveness &liveness,
+                const CostModel &costs);
 
 struct SolveOptions {
   double timeLimitSeconds = 10;
   double relativeGap = 0;
+};
+
+/// One point of a distinct block's trade-off curve: per node position in
+/// the block, saved and/or recomputed.
+struct BlockPolicy {
+  llvm::SmallVector<bool> save, recompute;
+  bool operator==(const BlockPolicy &other) const {
+    return save == other.save && recompute == other.recompute;
+  }
 };
 
 struct Decision {
@@ -129,13 +170,58 @@ struct Decision {
   /// The model's recompute time and peak.
   double recomputeSeconds = 0;
   int64_t modelPeakBytes = 0;
+  /// Per block, its policy (index into the distinct block's policies of the
+  /// Solver that made it; for solveUniform, 0).
+  llvm::SmallVector<unsigned> policyOfBlock;
 };
 
-/// The cheapest decision whose modelled peak is at most `budget` bytes, or
-/// failure (no diagnostic) when the model finds none.
-FailureOr<Decision> solve(const Problem &problem, const Liveness &liveness,
-                          int64_t budget, const SolveOptions &options,
-                          std::string &error);
+/// The cheapest decision in which identical blocks share one policy, whose
+/// modelled peak is at most `budget` bytes, or failure (no diagnostic) when
+/// the model finds none.
+FailureOr<Decision> solveUniform(const Problem &problem,
+                                 const Liveness &liveness, int64_t budget,
+                                 const SolveOptions &options,
+                                 std::string &error);
+
+/// Each distinct block's trade-off curve: the policies at which its
+/// recompute time is least for the bytes it keeps from its forward to its
+/// backward (the Pareto points, from keeping everything to the least it
+/// can keep), one CBC solve each.
+FailureOr<llvm::SmallVector<llvm::SmallVector<BlockPolicy>>>
+traceTradeOffCurves(const Problem &problem, const Liveness &liveness,
+                    const SolveOptions &options, std::string &error);
+
+/// The decision of the whole step, block by block: every block takes one
+/// point of its distinct block's curve, chosen by one MILP over the step's
+/// whole profile, so that a block whose saved values live across the peak
+/// can recompute more than one whose values do not, and two identical
+/// blocks can sit at two points where sharing would force the dearer for
+/// both. The uniform optimum of each bound solved is added to the
+/// candidates, so the result is never worse in the model than
+/// solveUniform's.
+class Solver {
+public:
+  Solver(const Problem &problem, const Liveness &liveness, SolveOptions options)
+      : problem(problem), liveness(liveness), options(options) {}
+
+  /// The cheapest decision whose modelled peak is at most `budget` bytes,
+  /// or failure (no diagnostic; `error` says why) when the model finds
+  /// none.
+  FailureOr<Decision> solve(int64_t budget, std::string &error);
+
+  /// The candidates per distinct block (after the first solve).
+  llvm::ArrayRef<llvm::SmallVector<BlockPolicy>> getPolicies() const {
+    return policies;
+  }
+
+private:
+  const Problem &problem;
+  const Liveness &liveness;
+  SolveOptions options;
+  /// Per distinct block, the points the blocks choose from.
+  llvm::SmallVector<llvm::SmallVector<BlockPolicy>> policies;
+  bool traced = false;
+};
 
 } // namespace loom::sacilp
 

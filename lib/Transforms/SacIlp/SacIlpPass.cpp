@@ -14,6 +14,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <optional>
+#include <set>
 
 namespace loom {
 #define GEN_PASS_DEF_LOOMSACILP
@@ -48,8 +49,11 @@ private:
   InFlightDiagnostic emitPassError(Operation *op) {
     return mlir::emitError(op->getLoc(), "--loom-sac-ilp: ");
   }
-  /// Runs the rest of the pipeline on `copy`.
-  LogicalResult runDownstream(ModuleOp copy);
+  /// Runs the rest of the pipeline on `copy`, calling `afterPass` (when
+  /// given) after each of its passes.
+  LogicalResult
+  runDownstream(ModuleOp copy,
+                const std::function<void(Operation *)> &afterPass = {});
   FailureOr<Measured> measure(ModuleOp module, func::FuncOp step);
   /// Builds the regions of `decision` in `step`; `nodeOps` are the node ops
   /// of `step` in problem order.
@@ -60,8 +64,21 @@ private:
 };
 } // namespace
 
-LogicalResult LoomSacIlpPass::runDownstream(ModuleOp copy) {
+namespace {
+/// Calls a function after every pass, with the op the pass ran on.
+struct AfterEachPass : public PassInstrumentation {
+  explicit AfterEachPass(std::function<void(Operation *)> callback)
+      : callback(std::move(callback)) {}
+  void runAfterPass(Pass *, Operation *op) override { callback(op); }
+  std::function<void(Operation *)> callback;
+};
+} // namespace
+
+LogicalResult LoomSacIlpPass::runDownstream(
+    ModuleOp copy, const std::function<void(Operation *)> &afterPass) {
   PassManager pm(copy.getContext(), ModuleOp::getOperationName());
+  if (afterPass)
+    pm.addInstrumentation(std::make_unique<AfterEachPass>(afterPass));
   if (downstreamBuilder)
     downstreamBuilder(pm);
   else if (!sacPipeline.empty() &&
@@ -166,15 +183,9 @@ void LoomSacIlpPass::runOnOperation() {
                            "blocks to recompute with modules=...";
     return signalPassFailure();
   }
-  FailureOr<Problem> problem = buildProblem(step, blocks, *costs);
+  FailureOr<Problem> problem = buildProblem(step, blocks);
   if (failed(problem))
     return signalPassFailure();
-  auto downstream = [&](ModuleOp copy) { return runDownstream(copy); };
-  FailureOr<Liveness> liveness =
-      measureLiveness(module, step, *problem, downstream);
-  if (failed(liveness))
-    return signalPassFailure();
-
   // The node ops by body position, to find them in copies.
   SmallVector<Operation *> ops = bodyOps(step);
   DenseMap<Operation *, size_t> position;
@@ -187,6 +198,24 @@ void LoomSacIlpPass::runOnOperation() {
       nodeOps.push_back(targetOps[position[node.op]]);
     return nodeOps;
   };
+
+  // The profile is measured with the regions every decision has: saving
+  // every node still takes the blocks' aliases again in backward, which
+  // moves what they read (the step as captured would be short of the
+  // runtime's peak by an activation per block on Llama).
+  SmallVector<bool> saveAll(problem->nodes.size(), true);
+  auto downstream = [&](ModuleOp copy,
+                        const std::function<void(Operation *)> &afterPass) {
+    func::FuncOp copied = findStep(copy, step.getSymName());
+    if (failed(apply(copied, *problem, nodeOpsIn(copied), saveAll)))
+      return failure();
+    return runDownstream(copy, afterPass);
+  };
+  FailureOr<Liveness> liveness =
+      measureLiveness(module, step, *problem, *costs, downstream);
+  if (failed(liveness))
+    return signalPassFailure();
+  priceNodes(*problem, *liveness, *costs);
   // The peak of `save` applied to a copy of the module.
   auto tryDecision = [&](ArrayRef<bool> save) -> FailureOr<Measured> {
     OwningOpRef<ModuleOp> trial(cast<ModuleOp>(module->clone()));
@@ -197,21 +226,32 @@ void LoomSacIlpPass::runOnOperation() {
   };
 
   SolveOptions solveOptions{sacTimeLimit, sacGap};
+  Solver solver(*problem, *liveness, solveOptions);
   auto accept = [&](ArrayRef<bool> save, ArrayRef<bool> recompute,
                     double seconds, const Measured &measured) {
     if (failed(apply(step, *problem, nodeOpsIn(step), save)))
       return signalPassFailure();
     if (!sacReport)
       return;
+    // How many different things the blocks recompute: identical blocks may
+    // sit at different points of their curve.
+    std::set<std::pair<unsigned, SmallVector<bool>>> policies;
+    for (const BlockChoice &block : problem->blocks) {
+      SmallVector<bool> recomputed;
+      for (unsigned n : block.nodes)
+        recomputed.push_back(recompute[n]);
+      policies.insert({block.distinct, recomputed});
+    }
     llvm::errs() << llvm::formatv(
         "loom-sac-ilp: budget {0}: predicted peak {1}; recompute {2} of {3} "
         "forward ops ({4:f4} ms on {5}; {6} must be saved); {7} distinct of "
-        "{8} blocks\n",
+        "{8} blocks; {9} block policies\n",
         formatByteSize(budgetBytes), formatByteSize(measured.peakBytes),
         llvm::count(recompute, true), problem->nodes.size(), seconds * 1e3,
         costs->getSpec().name,
-        llvm::count_if(problem->nodes, [](const Node &n) { return n.mustSave; }),
-        problem->numDistinctBlocks, problem->blocks.size());
+        llvm::count_if(problem->nodes,
+                       [](const Node &n) { return n.mustSave; }),
+        problem->distinct.size(), problem->blocks.size(), policies.size());
   };
 
   // The model is an estimate of the measured peak (a region's working room,
@@ -230,8 +270,7 @@ void LoomSacIlpPass::runOnOperation() {
   std::optional<Measured> bestMeasured;
   for (int round = 0; round < kMaxRounds; ++round) {
     std::string error;
-    FailureOr<Decision> decision =
-        solve(*problem, *liveness, bound, solveOptions, error);
+    FailureOr<Decision> decision = solver.solve(bound, error);
     if (failed(decision))
       break; // A lower bound is infeasible too.
     FailureOr<Measured> measured = tryDecision(decision->save);
@@ -265,13 +304,21 @@ void LoomSacIlpPass::runOnOperation() {
   // No decision of the model meets the budget. Recomputing all it can is
   // the least memory the blocks can take; the model's room for a region's
   // working set is an estimate, so that may still fit.
+  // What the regions then run: every node backward reads and what those
+  // read in turn, back to the saved ones (nodes come in forward order, so
+  // one backward sweep finds them all).
   SmallVector<bool> leastMemory, recomputeAll;
-  double allSeconds = 0;
   for (const Node &node : problem->nodes) {
     leastMemory.push_back(node.mustSave);
     recomputeAll.push_back(!node.mustSave && node.backwardUsed);
-    allSeconds += recomputeAll.back() ? node.seconds : 0;
   }
+  for (size_t n = problem->nodes.size(); n-- > 0;)
+    if (recomputeAll[n])
+      for (unsigned in : problem->nodes[n].inputs)
+        recomputeAll[in] = recomputeAll[in] || !leastMemory[in];
+  double allSeconds = 0;
+  for (auto [node, recomputed] : llvm::zip(problem->nodes, recomputeAll))
+    allSeconds += recomputed ? node.seconds : 0;
   FailureOr<Measured> least = tryDecision(leastMemory);
   if (failed(least))
     return signalPassFailure();
