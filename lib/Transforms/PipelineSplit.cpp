@@ -250,27 +250,28 @@ LoomPipelineSplitPass::boundaryStarts(func::FuncOp step,
            << (units.empty() ? "" : " (")
            << llvm::join(units, ", ") << (units.empty() ? "" : ")");
   // Forward and backward FLOPs per unit; ops before the first unit go to
-  // stage 0, the rest outside units to the last stage.
+  // stage 0, the rest outside units to the last stage. The ops of recompute
+  // regions count too (by the module each re-runs): a checkpointed block
+  // costs its forward twice, the head and the embedding do not, and leaving
+  // the recompute out would load the blocks' stages by a third more than
+  // the head's.
   SmallVector<double> costs(units.size(), 0.0);
   double head = 0, tail = 0;
-  for (Operation &op : step.getBody().front().without_terminator()) {
-    auto aten = dyn_cast<AtenOp>(op);
-    if (!aten)
-      continue;
+  step.getBody().front().walk([&](AtenOp aten) {
     double flops = static_cast<double>(countFlops(aten));
-    StringRef path = moduleOf(&op);
+    StringRef path = moduleOf(aten);
     auto *unit = llvm::find_if(
         units, [&](const std::string &u) { return isInModule(path, u); });
     if (unit != units.end()) {
       costs[unit - units.begin()] += flops;
-      continue;
+      return;
     }
     std::optional<int64_t> start = order.start(path);
     if (start && *start < *order.start(units.front()))
       head += flops;
     else
       tail += flops;
-  }
+  });
   for (int64_t unit : balance(costs, head, tail, ppStages))
     starts.push_back(*order.start(units[unit]));
   return starts;
