@@ -138,9 +138,18 @@ LogicalResult loom::verifyCompileOptions(
       return emitError("world-size " + Twine(options.worldSize) +
                        " must be a multiple of pp " + Twine(options.ppRanks) +
                        " (pp x data-parallel ranks)");
-    if (options.dp == DataParallel::Fsdp)
-      return emitError("pp with dp=fsdp is not supported yet; use "
-                       "dp=replicate");
+    if (options.replicateSize != 1)
+      return emitError("pp with replicate-size (HSDP) is not supported yet");
+    if (fsdp && (!options.paramDtype.empty() || !options.reduceDtype.empty()))
+      return emitError("param-dtype and reduce-dtype with pp are not "
+                       "supported yet (the transfers between stages keep the "
+                       "traced dtypes)");
+    if (fsdp && options.reshardAfterForward != "auto" &&
+        options.reshardAfterForward != "false" &&
+        options.reshardAfterForward != "1")
+      return emitError("reshard-after-forward=" + options.reshardAfterForward +
+                       " with pp: a stage stays unsharded from its first "
+                       "forward to REDUCE_GRAD; use auto or false");
     if (!options.sacBudget.empty())
       return emitError("recompute-budget with pp is not supported yet");
   } else if (options.isGiven("pp-schedule") || options.isGiven("pp-stages") ||
@@ -401,7 +410,15 @@ static void buildDistributePipeline(OpPassManager &pm,
   }
   if (options.dp == DataParallel::Fsdp) {
     auto fsdp = forwardToPass<LoomFsdpOptions>(options);
-    if (options.replicateSize > 1)
+    if (options.ppRanks > 1) {
+      // FSDP inside each stage: shard over the "dp" axis of the schedule's
+      // [pp, dp] mesh.
+      fsdp.meshName = "pp";
+      fsdp.shardAxes = {"dp"};
+      // What the pass does under pipelining anyway, shown in the pipeline
+      // the artifact records.
+      fsdp.reshardAfterBackward = false;
+    } else if (options.replicateSize > 1)
       fsdp.meshShape = {options.replicateSize,
                         options.worldSize / options.replicateSize};
     else

@@ -1,4 +1,4 @@
-"""Pipelining composed with data parallelism (PP=2 x DDP=2 on 4 ranks).
+"""Pipelining composed with data parallelism (PP=2 x DDP=2 and PP=2 x FSDP=2 on 4 ranks).
 
 A step captured for one microbatch of one data-parallel rank (``loom.capture
 --split 2 --microbatches M``) is compiled two ways:
@@ -21,10 +21,23 @@ values. Models: examples/mlp.py, examples/gpt.py (tied weights across
 stages) and the MLPModule stack (pp_mlp_stack.py). The pipelined run also
 passes ``loom-run --check`` against PyTorch eager on the whole batch
 (reference.json).
+
+PP x FSDP: ``--pp=2 --dp=fsdp`` shards each stage's parameters over "dp"
+and, as PyTorch's schedule drives FSDP2 (UNSHARD, microbatch backwards with
+no reduction and no reshard, REDUCE_GRAD), gathers every unit once per step
+and reduce-scatters it once, after the division by M. The reference is
+``--dp=fsdp --world-size=2`` without pipelining: the same gathered values,
+the same accumulated sums, the same reduce-scatter per element, so every
+loss and parameter must again be EQUAL. The trace shows one all-gather and
+one reduce-scatter per unit per step on every rank, whatever M (the counts
+PyTorch's ``test_composability`` relies on: FSDP's per-unit collectives are
+independent of the microbatch count under pipelining).
 """
 
 from __future__ import annotations
 
+import collections
+import json
 import os
 import sys
 
@@ -40,14 +53,22 @@ torch = pytest.importorskip("torch")
 # (model, schedule, microbatches)
 CASES = [
     ("mlp", "GPipe", 2),
-    ("mlp", "1F1B", 4),
-    ("stack", "GPipe", 2),
     ("stack", "1F1B", 4),
     # Tied embedding and head: the first stage sends its un-averaged
     # gradient to the last, where it is averaged over "dp" again, the same
     # two values.
     ("gpt", "1F1B", 2),
     ("stack", "Interleaved1F1B", 4),
+]
+
+# (model, schedule, microbatches) with FSDP in each stage.
+FSDP_CASES = [
+    ("mlp", "1F1B", 4),
+    # Tied weights: each holder reduce-scatters the same reduced gradient.
+    ("gpt", "GPipe", 2),
+    # Two stages per rank, the stack's layers one unit each; split backward.
+    ("stack", "Interleaved1F1B", 4),
+    ("stack", "ZBVZeroBubble", 4),
 ]
 
 
@@ -77,6 +98,49 @@ def test_pp_x_ddp_trains_like_ddp(name, schedule, microbatches, tmp_path):
         # sees one step of training.
         short = train(tmp_path, "short", flags, 4, steps=STEPS - 1)
         assert any(d.startswith("parameter ") for d in differences(short, ddp))
+
+
+def collective_counts(run_dir, tag: str) -> dict:
+    """Per rank, how many times each collective ran per unit (trace events
+    named "<kind> <label>")."""
+    trace = json.loads((run_dir / f"{tag}.trace.json").read_text())["traceEvents"]
+    counts = collections.defaultdict(collections.Counter)
+    for e in trace:
+        kind = e.get("name", "").split(" ")[0]
+        if e.get("ph") == "X" and kind in ("all_gather", "reduce_scatter"):
+            counts[e["pid"]][e["name"]] += 1
+    return counts
+
+
+@pytest.mark.parametrize("name, schedule, microbatches", FSDP_CASES,
+                         ids=[f"{n}-{s}-{m}mb" for n, s, m in FSDP_CASES])
+def test_pp_x_fsdp_trains_like_fsdp(name, schedule, microbatches, tmp_path):
+    capture(name, 2, microbatches, tmp_path)
+    fsdp = train(tmp_path, "fsdp", ["--dp=fsdp", "--world-size=2"], 2)
+    assert len(fsdp.losses) == STEPS
+    flags = ["--pp=2", f"--pp-schedule={schedule}", "--dp=fsdp"]
+    piped = train(tmp_path, "pp_fsdp", flags, 4, check=True)
+    assert differences(piped, fsdp) == []
+
+    # Every unit of every rank: one all-gather and one reduce-scatter per
+    # step, whatever the microbatch count.
+    counts = collective_counts(tmp_path, "pp_fsdp")
+    assert sorted(counts) == [0, 1, 2, 3], counts
+    def per_unit(counter, kind):
+        # "all_gather fsdp.all_gather:<root>" or "all_gather layers.0".
+        return {n.split(" ", 1)[1].rsplit(":", 1)[-1]: c for n, c in counter.items()
+                if n.startswith(kind)}
+
+    for rank, counter in counts.items():
+        gathered = per_unit(counter, "all_gather")
+        reduced = per_unit(counter, "reduce_scatter")
+        assert gathered and set(gathered.values()) == {STEPS}, (rank, counter)
+        assert gathered == reduced, (rank, counter)
+
+    if (name, schedule) == FSDP_CASES[0][:2]:
+        # Negative control: one step fewer differs.
+        short = train(tmp_path, "short", flags, 4, steps=STEPS - 1)
+        assert any(d.startswith("parameter ") for d in differences(short, fsdp))
 
 
 def test_pp_x_ddp_world_size_must_divide(tmp_path):

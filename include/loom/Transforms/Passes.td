@@ -448,6 +448,25 @@ def LoomFsdp : Pass<"loom-fsdp", "::mlir::ModuleOp"> {
     `test_fully_shard_training.py::TestFullyShardGradientAccumulation`
     expects).
 
+    Pipelined steps. On the MPMD steps of `loom-pipeline-schedule` (one
+    `loom.step` per pipeline rank, with `loom.program_ranks`) the pass
+    shards each rank's parameters over one axis of the pipeline's mesh:
+    `mesh=pp shard-axes=dp` (the mesh must exist; `mesh-shape` is then not
+    needed). Units are formed per step from that rank's parameters (a listed
+    unit only on the steps that hold it; one that matches no step's
+    parameters is an error). As PyTorch's pipeline schedule drives FSDP2
+    (UNSHARD before a stage's first forward, per-microbatch backwards that
+    neither reshard nor reduce, REDUCE_GRAD once per step), a unit is
+    all-gathered once per step before its first forward use and stays
+    unsharded through every microbatch's forward and backward, and its
+    gradients are reduce-scattered once, after the schedule's REDUCE_GRAD
+    (the sum over microbatches divided by their count): G all-gathers and G
+    reduce-scatters per step for G units, whatever the microbatch count.
+    `reshard-after-forward` must be `auto` or `false` there (torchtitan's
+    setting under pipelining); other values are refused, and so are
+    `param-dtype` and `reduce-dtype` (the transfers between stages keep
+    the traced dtypes; mixed precision there is not supported yet).
+
     Division. By default the reductions average (`reduce <avg>`, factor =
     data-parallel size). With `gradient-divide-factor` f != that size the
     gradient is divided by f before a summing reduce-scatter (PyTorch's
@@ -489,7 +508,8 @@ def LoomFsdp : Pass<"loom-fsdp", "::mlir::ModuleOp"> {
       %r = loom.reduce_scatter_start %buf on @dp axes ["shard"] dim 0 reduce <avg> : tensor<128xf32> -> !loom.future<tensor<32xf32>>
     ```
 
-    Errors (located at the step): a mesh that is not 1-D or 2-D or has an
+    Errors (located at the step): `mesh` naming no mesh, `shard-axes` not
+    one of its axes, a pipelined step without `mesh`, a mesh that is not 1-D or 2-D or has an
     axis of size 0, a unit prefix that matches no parameter, a
     `reshard-after-forward` integer k that is not a divisor of the shard
     size with 1 <= k <= S (as FSDP2's ValueError),
@@ -502,7 +522,12 @@ def LoomFsdp : Pass<"loom-fsdp", "::mlir::ModuleOp"> {
                "every 'layers.N' plus the root)">,
     ListOption<"meshShape", "mesh-shape", "int64_t",
                "Mesh shape: {N} for FSDP or {R, S} for HSDP with axes "
-               "'replicate' and 'shard' (required)">,
+               "'replicate' and 'shard' (required unless 'mesh' is given)">,
+    Option<"meshName", "mesh", "std::string", /*default=*/"\"\"",
+           "Shard over one axis of this existing mesh (the [pp, dp] mesh "
+           "of loom-pipeline-schedule) instead of declaring one">,
+    ListOption<"shardAxes", "shard-axes", "std::string",
+               "With 'mesh': the axis of that mesh to shard over">,
     Option<"reshardAfterForward", "reshard-after-forward", "std::string",
            /*default=*/"\"auto\"",
            "auto (true for every unit but the root), true, false, or an "

@@ -45,6 +45,8 @@ struct MeshLayout {
   /// reshard-after-forward=k with 1 < k < shardSize: the post-forward
   /// group size (0 otherwise).
   int64_t postForwardSize = 0;
+  /// Whether the mesh was declared before the pass (option `mesh`).
+  bool existing = false;
 };
 
 /// The pass options, checked and resolved once per step function.
@@ -59,7 +61,13 @@ struct Config {
   double gradientDivideFactor = 0;
   /// The unit prefixes the user listed (empty: the default units).
   SmallVector<std::string> unitPrefixes;
+  /// An MPMD step of loom-pipeline-schedule: one pipeline rank's stages,
+  /// unsharded once per step and reduced once after REDUCE_GRAD.
+  bool pipelined = false;
 };
+
+/// Whether `func` is one program of a pipelined (MPMD) step.
+bool isPipelinedStep(func::FuncOp func);
 
 /// An error of the pass, located at the step function `func`.
 inline InFlightDiagnostic emitFsdpError(func::FuncOp func) {

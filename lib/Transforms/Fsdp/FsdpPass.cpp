@@ -8,6 +8,7 @@
 #include "Fsdp.h"
 
 #include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace loom {
 #define GEN_PASS_DEF_LOOMFSDP
@@ -79,6 +80,10 @@ struct LoomFsdpPass : public loom::impl::LoomFsdpBase<LoomFsdpPass> {
 private:
   LoomFsdpOptions getOptions() const;
   LogicalResult shardStep(func::FuncOp func);
+  LogicalResult checkUnitsUsed(ArrayRef<func::FuncOp> steps);
+  /// The listed units some step formed (a pipelined step forms only those
+  /// of its own stages).
+  llvm::StringSet<> formedUnits;
 };
 } // namespace
 
@@ -86,6 +91,8 @@ LoomFsdpOptions LoomFsdpPass::getOptions() const {
   LoomFsdpOptions options;
   options.units.assign(units.begin(), units.end());
   options.meshShape.assign(meshShape.begin(), meshShape.end());
+  options.meshName = meshName;
+  options.shardAxes.assign(shardAxes.begin(), shardAxes.end());
   options.reshardAfterForward = reshardAfterForward;
   options.reshardAfterBackward = reshardAfterBackward;
   options.paramDtype = paramDtype;
@@ -101,15 +108,35 @@ LogicalResult LoomFsdpPass::shardStep(func::FuncOp func) {
   ShardingState s(func, *config);
   if (failed(collectParams(s)) || failed(formUnits(s)))
     return failure();
+  for (const Unit &unit : s.units)
+    if (!unit.isRoot)
+      formedUnits.insert(unit.prefix);
   s.microbatches = Microbatches::find(s.body());
   if (failed(declareMesh(getOperation(), func, s.mesh())))
     return failure();
+  // A pipeline rank without parameters still splits its batch inputs.
+  if (s.params.empty()) {
+    finishSignature(s);
+    return success();
+  }
 
   shardArguments(s);
   unshardPerMicrobatch(s);
   applyMixedPrecision(s);
   reduceGradients(s);
   finishSignature(s);
+  return success();
+}
+
+/// Each program of a pipelined step forms the listed units it holds; a
+/// unit no program holds is a typo, reported as on a single step.
+LogicalResult LoomFsdpPass::checkUnitsUsed(ArrayRef<func::FuncOp> steps) {
+  for (const std::string &prefix : units)
+    if (!formedUnits.contains(prefix))
+      return emitFsdpError(steps.front())
+             << "unit '" << prefix
+             << "' matches no parameter of any pipeline rank (none is owned "
+                "or used by a module under it)";
   return success();
 }
 
@@ -124,6 +151,8 @@ void LoomFsdpPass::runOnOperation() {
   for (func::FuncOp func : steps)
     if (failed(shardStep(func)))
       return signalPassFailure();
+  if (failed(checkUnitsUsed(steps)))
+    return signalPassFailure();
   if (failed(verify(module))) {
     module.emitError("--loom-fsdp produced an invalid module");
     return signalPassFailure();

@@ -50,6 +50,50 @@ static FailureOr<MeshLayout> resolveMesh(func::FuncOp func,
   return mesh;
 }
 
+bool fsdp::isPipelinedStep(func::FuncOp func) {
+  return func->hasAttr(LoomDialect::kProgramRanksAttrName);
+}
+
+/// Option `mesh`: one axis of a mesh declared before the pass (the
+/// pipeline's [pp, dp] mesh) is the shard group; the others are not FSDP's.
+static FailureOr<MeshLayout>
+resolveExistingMesh(func::FuncOp func, const LoomFsdpOptions &options) {
+  Builder b(func.getContext());
+  auto mesh = SymbolTable::lookupNearestSymbolFrom<MeshOp>(
+      func, b.getStringAttr(options.meshName));
+  if (!mesh)
+    return emitFsdpError(func)
+           << "mesh '" << options.meshName
+           << "' names no loom.mesh; 'mesh' takes a mesh declared before "
+              "this pass (loom-pipeline-schedule declares @pp)";
+  if (options.shardAxes.size() != 1)
+    return emitFsdpError(func)
+           << "with mesh=" << options.meshName
+           << ", shard-axes must name exactly one of its axes "
+           << mesh.getAxes() << " (got " << options.shardAxes.size() << ")";
+  std::optional<unsigned> axis = mesh.getAxisIndex(options.shardAxes.front());
+  if (!axis)
+    return emitFsdpError(func)
+           << "shard-axes names '" << options.shardAxes.front()
+           << "', which is not an axis of mesh @" << options.meshName << " "
+           << mesh.getAxes();
+  if (!options.meshShape.empty() &&
+      ArrayRef<int64_t>(options.meshShape) != mesh.getShape())
+    return emitFsdpError(func)
+           << "mesh-shape disagrees with the shape of mesh @"
+           << options.meshName << "; leave it out with 'mesh'";
+  MeshLayout layout;
+  layout.existing = true;
+  layout.name = mesh.getSymName();
+  layout.shape.assign(mesh.getShape().begin(), mesh.getShape().end());
+  layout.ref = FlatSymbolRefAttr::get(mesh.getSymNameAttr());
+  layout.shardAxes = b.getStrArrayAttr({options.shardAxes.front()});
+  layout.replicateAxes = b.getStrArrayAttr({});
+  layout.dpAxes = layout.shardAxes;
+  layout.shardSize = mesh.getShape()[*axis];
+  return layout;
+}
+
 /// Reshard after forward, as _get_post_forward_mesh_info resolves it: an
 /// integer k is false for 1, true for the shard size, groups of k between.
 static FailureOr<ReshardAfterForward>
@@ -98,10 +142,19 @@ static void factorShardAxis(MeshLayout &mesh, int64_t k) {
 FailureOr<Config> fsdp::resolveOptions(func::FuncOp func,
                                        const LoomFsdpOptions &options) {
   MLIRContext *ctx = func.getContext();
-  FailureOr<MeshLayout> mesh = resolveMesh(func, options.meshShape);
+  Config config;
+  config.pipelined = isPipelinedStep(func);
+  if (config.pipelined && options.meshName.empty())
+    return emitFsdpError(func)
+           << "is one program of a pipelined step; shard over the data-"
+              "parallel axis of its mesh with mesh=pp shard-axes=dp";
+  if (options.meshName.empty() && !options.shardAxes.empty())
+    return emitFsdpError(func) << "shard-axes needs 'mesh'";
+  FailureOr<MeshLayout> mesh = options.meshName.empty()
+                                   ? resolveMesh(func, options.meshShape)
+                                   : resolveExistingMesh(func, options);
   if (failed(mesh))
     return failure();
-  Config config;
   config.mesh = std::move(*mesh);
 
   if (!options.paramDtype.empty()) {
@@ -124,6 +177,13 @@ FailureOr<Config> fsdp::resolveOptions(func::FuncOp func,
            << loom::detail::formatF64Parameter(options.gradientDivideFactor)
            << " is negative";
   config.gradientDivideFactor = options.gradientDivideFactor;
+  // A stage's activations would cross to the next in the compute dtype
+  // while its receive still expects the traced one.
+  if (config.pipelined && (config.computeDtype || config.gradReduceDtype))
+    return emitFsdpError(func)
+           << "param-dtype and reduce-dtype on a pipelined step are not "
+              "supported yet (the transfers between stages keep the traced "
+              "dtypes)";
 
   int64_t k = 0;
   FailureOr<ReshardAfterForward> raf = resolveReshardAfterForward(
@@ -131,15 +191,35 @@ FailureOr<Config> fsdp::resolveOptions(func::FuncOp func,
   if (failed(raf))
     return failure();
   config.reshardAfterForward = *raf;
-  if (*raf == ReshardAfterForward::Group)
-    factorShardAxis(config.mesh, k);
   config.reshardAfterBackward = options.reshardAfterBackward;
+  if (config.pipelined) {
+    // The schedule's UNSHARD keeps a stage unsharded from its first
+    // forward to REDUCE_GRAD (PyTorch sets reshard_after_backward False on
+    // every microbatch backward; torchtitan reshard_after_forward False).
+    if (*raf != ReshardAfterForward::Auto && *raf != ReshardAfterForward::False)
+      return emitFsdpError(func)
+             << "reshard-after-forward=" << options.reshardAfterForward
+             << " on a pipelined step: a stage stays unsharded from its "
+                "first forward to REDUCE_GRAD; use auto or false";
+    config.reshardAfterForward = ReshardAfterForward::False;
+    config.reshardAfterBackward = false;
+  }
+  if (*raf == ReshardAfterForward::Group) {
+    if (config.mesh.existing)
+      return emitFsdpError(func)
+             << "reshard-after-forward=" << options.reshardAfterForward
+             << " factors the shard axis, which an existing mesh ('mesh') "
+                "cannot change";
+    factorShardAxis(config.mesh, k);
+  }
   config.unitPrefixes.assign(options.units.begin(), options.units.end());
   return config;
 }
 
 LogicalResult fsdp::declareMesh(ModuleOp module, func::FuncOp func,
                                 const MeshLayout &mesh) {
+  if (mesh.existing)
+    return success();
   SymbolTable symbols(module);
   if (auto existing = symbols.lookup<MeshOp>(mesh.name)) {
     if (existing.getShape() != ArrayRef<int64_t>(mesh.shape) ||

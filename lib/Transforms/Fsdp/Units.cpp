@@ -53,7 +53,7 @@ LogicalResult fsdp::collectParams(ShardingState &s) {
     paramByName[info.name] = s.params.size();
     s.params.push_back(info);
   }
-  if (s.params.empty())
+  if (s.params.empty() && !s.config.pipelined)
     return emitFsdpError(func) << "the step has no parameters to shard";
   for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
     auto role =
@@ -96,6 +96,10 @@ static LogicalResult createUnits(ShardingState &s,
                             return isInModule(getModulePath(user), prefix);
                           });
     });
+    // A pipeline rank holds some units; the pass checks that every listed
+    // unit is held by some rank.
+    if (!matches && s.config.pipelined)
+      continue;
     if (!matches)
       return emitFsdpError(func)
              << "unit '" << prefix
