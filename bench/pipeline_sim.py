@@ -129,6 +129,11 @@ def pass_pipeline(schedule: str, remat: str, pp: int, microbatches: int, dp: int
     if dp > 1 and dp_mode == "replicate":
         passes.append(f"loom-replicate{{mesh=pp mesh-shape={pp},{dp} axes=pp,dp "
                       f"reduce-axes=dp}}")
+    if dp > 1 and dp_mode == "fsdp":
+        # What loom-compile --pp --dp=fsdp runs: each rank's stages sharded
+        # over the "dp" axis of the schedule's [pp, dp] mesh.
+        passes.append("loom-fsdp{mesh=pp shard-axes=dp reshard-after-backward=false}")
+        passes.append("loom-prefetch")
     passes.append("func.func(loom-attach-optimizer{optimizer=adamw lr=3.0e-04})")
     sim = f"device={device} nodes={nodes} json=true"
     if timeline:
@@ -209,9 +214,10 @@ def main(argv=None) -> int:
                     help="microbatches per pipeline rank (default 2: M = 2 x pp)")
     ap.add_argument("--n-layers", type=int, help="fewer layers than the flavor (quick check)")
     ap.add_argument("--seq", type=int, default=8192)
-    ap.add_argument("--dp", type=int, default=1, help="data-parallel ranks per stage")
-    ap.add_argument("--dp-mode", choices=["replicate"], default="replicate",
-                    help="data parallelism inside each stage when --dp > 1")
+    ap.add_argument("--dp", type=int, default=8,
+                    help="data-parallel ranks per stage (default 8: one node per stage)")
+    ap.add_argument("--dp-mode", choices=["fsdp", "replicate"], default="fsdp",
+                    help="data parallelism inside each stage when --dp > 1 (default fsdp)")
     ap.add_argument("--device", default="h100")
     ap.add_argument("--timeline", type=Path, help="write the simulated Chrome traces here")
     ap.add_argument("--json", type=Path, help="write the results here")
