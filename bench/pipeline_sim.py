@@ -142,6 +142,11 @@ def pass_pipeline(schedule: str, remat: str, pp: int, microbatches: int, dp: int
     return "builtin.module(" + ",".join(passes) + ")"
 
 
+def exposed(program: dict, kinds) -> float:
+    """Seconds the program's compute stream waited on collectives of `kinds`."""
+    return sum(c["exposed"] for k, c in program["collectives_by_kind"].items() if kinds(k))
+
+
 def simulate(mlir: Path, args, flavor: str, schedule: str, remat: str) -> dict:
     pp = args.pp[flavor]
     microbatches = args.microbatches_per_rank * pp
@@ -169,7 +174,9 @@ def simulate(mlir: Path, args, flavor: str, schedule: str, remat: str) -> dict:
         "busiest_rank_recompute_s": slowest["recompute_time"],
         "ranks": [{"function": p["function"], "step_s": p["step_time"],
                    "compute_s": p["compute_time"], "recompute_s": p["recompute_time"],
-                   "idle_s": p["idle_time"], "peak_bytes": p["memory"]["peak_bytes"]}
+                   "idle_s": p["idle_time"], "peak_bytes": p["memory"]["peak_bytes"],
+                   "transfer_wait_s": exposed(p, lambda k: k == "send_recv"),
+                   "dp_exposed_s": exposed(p, lambda k: k != "send_recv")}
                   for p in programs],
         "pipeline": pipeline, "simulate_seconds": seconds,
     }
@@ -198,6 +205,22 @@ def table(results: list) -> str:
             f"{r['microbatches']:>3} {r['step_s']:>8.3f} {r['bubble_fraction']:>6.1%} "
             f"{r['peak_bytes'] / 2**30:>9.1f} {r['tokens_per_s_per_gpu']:>10.0f} {ratio:>19} "
             f"{r['busiest_rank_compute_s']:>24.3f} {r['busiest_rank_recompute_s']:>16.3f}")
+    return "\n".join(lines)
+
+
+def time_table(results: list) -> str:
+    """Where each schedule's step goes on its critical rank (the one that
+    finishes last: its step is exactly compute + p2p wait + dp collectives)
+    and, over all ranks, the mean wait for transfers."""
+    lines = [f"{'flavor':>6} {'remat':>9} {'schedule':>22} {'critical':>9} {'compute':>8} "
+             f"{'recomp.':>8} {'p2p wait':>9} {'dp coll.':>9} {'mean p2p wait':>14}"]
+    for r in results:
+        c = max(r["ranks"], key=lambda k: k["step_s"])
+        mean_wait = sum(k["transfer_wait_s"] for k in r["ranks"]) / len(r["ranks"])
+        lines.append(f"{r['flavor']:>6} {r['remat']:>9} {r['schedule']:>22} "
+                     f"{c['function']:>9} {c['compute_s']:>8.3f} {c['recompute_s']:>8.3f} "
+                     f"{c['transfer_wait_s']:>9.3f} {c['dp_exposed_s']:>9.3f} "
+                     f"{mean_wait:>14.3f}")
     return "\n".join(lines)
 
 
@@ -248,6 +271,10 @@ def main(argv=None) -> int:
                 results.append(r)
     print(f"\ndevice {args.device}, AdamW, {time.perf_counter() - started:.0f} s")
     print(table(results))
+    print("\nseconds per step on the critical rank (compute includes recompute; p2p wait: "
+          "waiting for activations/gradients, the bubble; dp coll.: exposed FSDP/DDP "
+          "collectives)")
+    print(time_table(results))
     if args.json:
         args.json.write_text(json.dumps({"captures": captures, "results": results},
                                         indent=2) + "\n")
