@@ -116,6 +116,19 @@ TEST(PipelineStages, LoopAndV) {
   EXPECT_EQ(layoutOf(ScheduleKind::DualPipeV), StageLayout::V);
 }
 
+TEST(PipelineStages, WhichSchedulesSplitBackward) {
+  // The zero-bubble schedules and DualPipeV schedule I and W apart; the
+  // others run whole backwards.
+  for (ScheduleKind kind :
+       {ScheduleKind::InterleavedZeroBubble, ScheduleKind::ZBVZeroBubble,
+        ScheduleKind::DualPipeV})
+    EXPECT_TRUE(splitsBackward(kind)) << stringifyScheduleKind(kind).str();
+  for (ScheduleKind kind :
+       {ScheduleKind::GPipe, ScheduleKind::OneFOneB,
+        ScheduleKind::Interleaved1F1B, ScheduleKind::LoopedBFS})
+    EXPECT_FALSE(splitsBackward(kind)) << stringifyScheduleKind(kind).str();
+}
+
 TEST(PipelineSpec, Refusals) {
   auto check = [](ScheduleSpec spec, const char *expected) {
     std::string message = errorOf(verifySpec(spec));

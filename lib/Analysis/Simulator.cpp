@@ -129,6 +129,44 @@ StepSimulator::run(ArrayRef<Operation *> order) const {
   return replay(order);
 }
 
+/// Issues collective `op` on stream `s` when compute reaches it at
+/// `clock`: it runs once the earlier collectives of its stream are done.
+/// Records its end, its stream's busy time and its kind's count and time.
+static void issueCollective(SimulationResult &result, bool recordTimeline,
+                            Operation *op, unsigned s,
+                            const CollectiveCost &cost, double clock,
+                            SmallVectorImpl<double> &streamFree,
+                            DenseMap<Operation *, double> &collectiveEnd) {
+  double begin = std::max(clock, streamFree[s]);
+  double end = begin + cost.seconds;
+  streamFree[s] = end;
+  collectiveEnd[op] = end;
+  result.streamBusy[s] += cost.seconds;
+  result.commTime += cost.seconds;
+  result.numCollectives++;
+  SimulationResult::KindStats &kind =
+      result.byKind[static_cast<size_t>(cost.kind)];
+  kind.count++;
+  kind.time += cost.seconds;
+  if (recordTimeline)
+    result.timeline.push_back({op, s, begin, end, 0, 0, cost.bytes});
+}
+
+/// The compute stream blocks at `wait` from `clock` until `ready`; the
+/// exposed time is charged to the collective's kind, if it has one.
+/// Returns the clock after the wait.
+static double blockOnWait(SimulationResult &result, bool recordTimeline,
+                          WaitOp wait, std::optional<CollectiveKind> kind,
+                          double clock, double ready) {
+  double blocked = std::max(0.0, ready - clock);
+  result.exposedCommTime += blocked;
+  if (kind)
+    result.byKind[static_cast<size_t>(*kind)].exposed += blocked;
+  if (recordTimeline && blocked > 0)
+    result.timeline.push_back({wait, 0, clock, clock + blocked, blocked});
+  return clock + blocked;
+}
+
 SimulationResult StepSimulator::replay(ArrayRef<Operation *> order) const {
   SimulationResult result;
   result.streams = streams;
@@ -138,38 +176,22 @@ SimulationResult StepSimulator::replay(ArrayRef<Operation *> order) const {
   double clock = 0; // the compute stream
   for (Operation *op : order) {
     if (collectiveCosts.count(op)) {
-      const CollectiveCost &cost = collectiveCosts.lookup(op);
-      unsigned s = streamOf.lookup(op);
-      // Enqueued when compute reaches it (its input is ready by then); runs
-      // once the earlier collectives of its stream are done.
-      double begin = std::max(clock, streamFree[s]);
-      double end = begin + cost.seconds;
-      streamFree[s] = end;
-      collectiveEnd[op] = end;
-      result.streamBusy[s] += cost.seconds;
-      result.commTime += cost.seconds;
-      result.numCollectives++;
-      SimulationResult::KindStats &kind =
-          result.byKind[static_cast<size_t>(cost.kind)];
-      kind.count++;
-      kind.time += cost.seconds;
-      if (options.recordTimeline)
-        result.timeline.push_back({op, s, begin, end, 0, 0, cost.bytes});
+      // Enqueued when compute reaches it (its input is ready by then).
+      issueCollective(result, options.recordTimeline, op, streamOf.lookup(op),
+                      collectiveCosts.lookup(op), clock, streamFree,
+                      collectiveEnd);
       continue;
     }
     if (auto wait = dyn_cast<WaitOp>(op)) {
       double ready = 0;
-      Operation *start = wait.getFuture().getDefiningOp();
-      if (start)
+      std::optional<CollectiveKind> kind;
+      if (Operation *start = wait.getFuture().getDefiningOp()) {
         ready = collectiveEnd.lookup(start);
-      double blocked = std::max(0.0, ready - clock);
-      result.exposedCommTime += blocked;
-      if (start && collectiveCosts.count(start))
-        result.byKind[static_cast<size_t>(collectiveCosts.lookup(start).kind)]
-            .exposed += blocked;
-      if (options.recordTimeline && blocked > 0)
-        result.timeline.push_back({op, 0, clock, clock + blocked, blocked});
-      clock += blocked;
+        if (collectiveCosts.count(start))
+          kind = collectiveCosts.lookup(start).kind;
+      }
+      clock =
+          blockOnWait(result, options.recordTimeline, wait, kind, clock, ready);
       continue;
     }
     const OpCost &cost = getOpCost(op);
@@ -452,20 +474,9 @@ loom::simulatePipeline(ArrayRef<func::FuncOp> programs, const CostModel &model,
       return true;
     }
     if (unsigned s = c.sim->getStream(op)) {
-      const CollectiveCost &cost = c.sim->getCollectiveCost(op);
-      double begin = std::max(c.clock, c.streamFree[s]);
-      double end = begin + cost.seconds;
-      c.streamFree[s] = end;
-      c.collectiveEnd[op] = end;
-      result.streamBusy[s] += cost.seconds;
-      result.commTime += cost.seconds;
-      result.numCollectives++;
-      SimulationResult::KindStats &kind =
-          result.byKind[static_cast<size_t>(cost.kind)];
-      kind.count++;
-      kind.time += cost.seconds;
-      if (options.recordTimeline)
-        result.timeline.push_back({op, s, begin, end, 0, 0, cost.bytes});
+      issueCollective(result, options.recordTimeline, op, s,
+                      c.sim->getCollectiveCost(op), c.clock, c.streamFree,
+                      c.collectiveEnd);
       c.next++;
       return true;
     }
@@ -479,14 +490,9 @@ loom::simulatePipeline(ArrayRef<func::FuncOp> programs, const CostModel &model,
         if (it != c.collectiveEnd.end())
           ready = it->second;
       }
-      double blocked = std::max(0.0, ready - c.clock);
-      result.exposedCommTime += blocked;
-      if (start && getCollectiveKind(start))
-        result.byKind[static_cast<size_t>(*getCollectiveKind(start))].exposed +=
-            blocked;
-      if (options.recordTimeline && blocked > 0)
-        result.timeline.push_back({op, 0, c.clock, c.clock + blocked, blocked});
-      c.clock += blocked;
+      c.clock = blockOnWait(result, options.recordTimeline, wait,
+                            start ? getCollectiveKind(start) : std::nullopt,
+                            c.clock, ready);
       c.next++;
       return true;
     }

@@ -140,10 +140,6 @@ LogicalResult loom::verifyCompileOptions(
                        " (pp x data-parallel ranks)");
     if (options.replicateSize != 1)
       return emitError("pp with replicate-size (HSDP) is not supported yet");
-    if (fsdp && (!options.paramDtype.empty() || !options.reduceDtype.empty()))
-      return emitError("param-dtype and reduce-dtype with pp are not "
-                       "supported yet (the transfers between stages keep the "
-                       "traced dtypes)");
     if (fsdp && options.reshardAfterForward != "auto" &&
         options.reshardAfterForward != "false" &&
         options.reshardAfterForward != "1")
@@ -351,14 +347,20 @@ LogicalResult loom::applyRunConfig(CompileOptions &options, ModuleOp module) {
 
 /// Whether a schedule runs one stage per rank (GPipe, 1F1B); the options
 /// were verified, so the name parses.
-static bool isSingleStageSchedule(StringRef name) {
+/// Sets what the split takes from the schedule: the stage count (one or
+/// two per rank) unless given, and whether backwards split into I and W. An
+/// unknown name is left to loom-pipeline-schedule to report.
+static void configureSplit(LoomPipelineSplitOptions &split,
+                           const CompileOptions &options) {
   llvm::Expected<pipeline::ScheduleKind> kind =
-      pipeline::parseScheduleKind(name);
+      pipeline::parseScheduleKind(options.ppSchedule);
   if (!kind) {
     llvm::consumeError(kind.takeError());
-    return true;
+    return;
   }
-  return pipeline::isSingleStage(*kind);
+  if (!options.isGiven("pp-stages"))
+    split.ppStages = options.ppRanks * (pipeline::isSingleStage(*kind) ? 1 : 2);
+  split.ppSplitBackward = pipeline::splitsBackward(*kind);
 }
 
 /// Everything after recompute: accumulation, data parallelism, the
@@ -372,14 +374,7 @@ static void buildDistributePipeline(OpPassManager &pm,
     schedule.microbatches = options.microbatches;
     if (options.dp != DataParallel::None)
       schedule.dpRanks = options.worldSize / options.ppRanks;
-    if (!options.isGiven("pp-stages"))
-      split.ppStages =
-          options.ppRanks * (isSingleStageSchedule(options.ppSchedule) ? 1 : 2);
-    // Zero-bubble schedules (and DualPipeV) run a backward's input- and
-    // weight-gradient parts apart.
-    split.ppSplitBackward = options.ppSchedule == "InterleavedZeroBubble" ||
-                            options.ppSchedule == "ZBVZeroBubble" ||
-                            options.ppSchedule == "DualPipeV";
+    configureSplit(split, options);
     pm.addPass(createLoomPipelineSplit(split));
     pm.addPass(createLoomPipelineSchedule(schedule));
   } else if (options.microbatches > 1)

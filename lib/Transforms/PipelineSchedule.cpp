@@ -51,9 +51,11 @@ struct StageProgram {
   /// Step-level arguments (by `loom.name`): type and attributes, in first
   /// appearance order over the stages.
   llvm::MapVector<StringRef, std::pair<Type, DictionaryAttr>> named;
-  /// Stages that make each parameter's gradient, and that read it.
+  /// The stage that makes each parameter's gradient.
   llvm::StringMap<int64_t> gradStage;
-  llvm::StringMap<SmallVector<int64_t>> paramStages;
+  /// The stages that read each step-level argument (parameters, buffers,
+  /// batch inputs), in stage order.
+  llvm::StringMap<SmallVector<int64_t>> argStages;
 };
 
 StringRef valueName(func::FuncOp f, unsigned i, bool result) {
@@ -131,7 +133,7 @@ FailureOr<StageProgram> collectStages(ModuleOp module) {
                 i, LoomDialect::kNameAttrName)) {
           p.named.insert({name.getValue(),
                           {f.getArgumentTypes()[i], f.getArgAttrDict(i)}});
-          auto &holders = p.paramStages[name.getValue()];
+          auto &holders = p.argStages[name.getValue()];
           if (holders.empty() || holders.back() != int64_t(s))
             holders.push_back(s);
         }
@@ -346,7 +348,8 @@ Value RankBuilder::valueHere(StringRef key, int64_t mb) {
   auto wait = WaitOp::create(
       b, loc, TypeRange{cast<FutureType>(future.getType()).getValueType()},
       future);
-  tag(wait, program.madeInForward.lookup(key.starts_with("grad:") ? StringRef() : key) ? Phase::forward : Phase::backward, mb);
+  // The wait belongs to the phase its receive was posted in.
+  tag(wait, getPhase(future.getDefiningOp()).value_or(Phase::backward), mb);
   return env[id] = wait.getResult();
 }
 
@@ -464,7 +467,7 @@ void RankBuilder::reduceGrads(int64_t stage) {
                      .getResult(0);
     finalGrads[target] = grad;
     SmallVector<int64_t> holders;
-    for (int64_t s : program.paramStages.lookup(target)) {
+    for (int64_t s : program.argStages.lookup(target)) {
       int64_t r = pp::stageToRank(spec, s);
       if (r != rank && !llvm::is_contained(holders, r))
         holders.push_back(r);
@@ -476,7 +479,7 @@ void RankBuilder::reduceGrads(int64_t stage) {
 void RankBuilder::addArguments(Block *entry) {
   std::vector<int64_t> mine = pp::rankStages(spec, rank);
   for (auto &[name, typeAndAttrs] : program.named) {
-    bool used = llvm::any_of(program.paramStages.lookup(name), [&](int64_t s) {
+    bool used = llvm::any_of(program.argStages.lookup(name), [&](int64_t s) {
       return llvm::is_contained(mine, s);
     });
     if (!used)

@@ -226,7 +226,8 @@ int launchRanks(char **argv, int nproc) {
   // 3) or that the launcher stopped lost a peer; prefer one that failed on
   // its own.
   int culprit = -1;
-  for (int pass = 0; pass < 2 && culprit < 0; ++pass)
+  int pass = 0;
+  for (; pass < 2 && culprit < 0; ++pass)
     for (int k : exitOrder) {
       int st = ranks[size_t(k)].status;
       if (!failed(st))
@@ -245,6 +246,21 @@ int launchRanks(char **argv, int nproc) {
   int st = ranks[size_t(culprit)].status;
   std::fprintf(stderr, "loom-run: rank %d failed (%s)\n", culprit,
                describeStatus(st).c_str());
+  // Only secondary failures and no rank left hanging: every rank gave up
+  // waiting on another (a deadlock or a transfer nobody matches), so the
+  // first to exit is no more at fault than the others.
+  if (pass == 2 && !terminated) {
+    std::string waiting;
+    for (int k : exitOrder)
+      if (failed(ranks[size_t(k)].status))
+        waiting += (waiting.empty() ? "" : ", ") + std::to_string(k);
+    std::fprintf(stderr,
+                 "loom-run: no rank failed on its own: rank(s) %s each "
+                 "stopped waiting on a collective or transfer of another "
+                 "(a deadlock or an unmatched transfer; each rank's error "
+                 "above names its instruction)\n",
+                 waiting.c_str());
+  }
   // Ranks still running when the grace period ended (a hung rank shows up
   // here when its peers' collectives timed out).
   if (terminated) {

@@ -135,6 +135,9 @@ public:
   void traceWait(size_t index, int64_t future, double waitBeginUs);
   /// Tracing: notes the completion of collectives without a future.
   void tracePoll();
+  /// Counts and traces the collective or transfer instruction `index`
+  /// started, and keeps it in flight until its wait.
+  void keepPending(size_t index, PendingCollective p, double issueUs);
   void resetOptimizerState();
   int64_t heldBytes(const std::vector<at::Tensor> &batch) const;
   std::string where(size_t index) const;
@@ -469,6 +472,18 @@ void SessionImpl::traceWait(size_t index, int64_t future, double waitBeginUs) {
   collectiveTimings.push_back(std::move(t));
 }
 
+void SessionImpl::keepPending(size_t index, PendingCollective p,
+                              double issueUs) {
+  const Instruction &inst = program().instructions[index];
+  CollectiveCount &c = counts[collectiveName(inst.op)];
+  ++c.count;
+  c.bytes += p.bytes;
+  if (tracing)
+    traceStart(index, inst.future, p, issueUs);
+  slots.set(inst.future, at::Tensor());
+  pending[inst.future] = std::move(p);
+}
+
 void SessionImpl::runInstruction(size_t index) {
   const Instruction &inst = program().instructions[index];
   switch (inst.op) {
@@ -481,13 +496,7 @@ void SessionImpl::runInstruction(size_t index) {
     PendingCollective p =
         comm->start(inst.op, inst.axes, slots.get(inst.input), inst.dim,
                     inst.reduce, inst.root, donatesInput[index] != 0);
-    CollectiveCount &c = counts[collectiveName(inst.op)];
-    ++c.count;
-    c.bytes += p.bytes;
-    if (tracing)
-      traceStart(index, inst.future, p, issueUs);
-    slots.set(inst.future, at::Tensor());
-    pending[inst.future] = std::move(p);
+    keepPending(index, std::move(p), issueUs);
     return;
   }
   case OpKind::SendStart:
@@ -502,13 +511,7 @@ void SessionImpl::runInstruction(size_t index) {
         ", started by " + artifact.instructionPath(programIndex, index);
     if (!inst.module.empty())
       p.describe += " [module " + inst.module + "]";
-    CollectiveCount &c = counts[collectiveName(inst.op)];
-    ++c.count;
-    c.bytes += p.bytes;
-    if (tracing)
-      traceStart(index, inst.future, p, issueUs);
-    slots.set(inst.future, at::Tensor());
-    pending[inst.future] = std::move(p);
+    keepPending(index, std::move(p), issueUs);
     return;
   }
   case OpKind::Wait: {

@@ -13,7 +13,7 @@
 // RUN: not loom-opt --loom-pipeline-split="stages=2" --loom-pipeline-schedule="schedule=1F1B microbatches=4 dp=2" --loom-fsdp="mesh=pp shard-axes=dp units=fc9" %S/Inputs/pipeline-mlp.mlir 2>&1 | FileCheck %s --check-prefix=UNIT
 // RUN: not loom-opt --loom-pipeline-split="stages=2" --loom-pipeline-schedule="schedule=1F1B microbatches=4 dp=2" --loom-fsdp="mesh=mesh2 shard-axes=dp" %S/Inputs/pipeline-mlp.mlir 2>&1 | FileCheck %s --check-prefix=NAME
 // RUN: not loom-opt --loom-pipeline-split="stages=2" --loom-pipeline-schedule="schedule=1F1B microbatches=4 dp=2" --loom-fsdp="mesh=pp shard-axes=tp" %S/Inputs/pipeline-mlp.mlir 2>&1 | FileCheck %s --check-prefix=AXIS
-// RUN: not loom-opt --loom-pipeline-split="stages=2" --loom-pipeline-schedule="schedule=1F1B microbatches=4 dp=2" --loom-fsdp="mesh=pp shard-axes=dp param-dtype=bf16" %S/Inputs/pipeline-mlp.mlir 2>&1 | FileCheck %s --check-prefix=MP
+// RUN: loom-opt --loom-pipeline-split="stages=2" --loom-pipeline-schedule="schedule=1F1B microbatches=4 dp=2" --loom-fsdp="mesh=pp shard-axes=dp param-dtype=bf16" %S/Inputs/pipeline-mlp.mlir | FileCheck %s --check-prefix=MP
 // RUN: not loom-opt --loom-pipeline-split="stages=2" --loom-pipeline-schedule="schedule=1F1B microbatches=4 dp=2" --loom-fsdp="mesh=pp shard-axes=pp,dp" %S/Inputs/pipeline-mlp.mlir 2>&1 | FileCheck %s --check-prefix=TWO
 
 // CHECK: loom.mesh @pp shape [2, 2] axes ["pp", "dp"]
@@ -53,4 +53,16 @@
 // NAME: error: 'func.func' op --loom-fsdp: mesh 'mesh2' names no loom.mesh; 'mesh' takes a mesh declared before this pass (loom-pipeline-schedule declares @pp)
 // AXIS: error: 'func.func' op --loom-fsdp: shard-axes names 'tp', which is not an axis of mesh @pp ["pp", "dp"]
 // TWO: error: 'func.func' op --loom-fsdp: with mesh=pp, shard-axes must name exactly one of its axes ["pp", "dp"] (got 2)
-// MP: error: 'func.func' op --loom-fsdp: param-dtype and reduce-dtype on a pipelined step are not supported yet (the transfers between stages keep the traced dtypes)
+
+// Mixed precision: values traced in the parameters' dtype cross between
+// stages in the compute dtype, as PyTorch's stages send bf16 activations and
+// gradients. Each side applies the same rule to its own transfers: receives
+// take bf16, sends carry the bf16 values the lowered ops produce.
+// MP-LABEL: func.func @step_pp0(
+// MP: loom.send_start {{.*}} : tensor<8x64xbf16> -> !loom.future<none>
+// MP: loom.recv_start on @pp axes ["pp"] peer 1 {{.*}} : !loom.future<tensor<8x64xbf16>>
+// MP-NOT: tensor<8x64xf32> -> !loom.future<none>
+// MP-LABEL: func.func @step_pp1(
+// MP: loom.recv_start on @pp axes ["pp"] peer 0 {{.*}} : !loom.future<tensor<8x64xbf16>>
+// MP: loom.send_start {{.*}} : tensor<8x64xbf16> -> !loom.future<none>
+// MP-NOT: !loom.future<tensor<8x64xf32>>

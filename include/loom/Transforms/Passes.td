@@ -463,9 +463,11 @@ def LoomFsdp : Pass<"loom-fsdp", "::mlir::ModuleOp"> {
     (the sum over microbatches divided by their count): G all-gathers and G
     reduce-scatters per step for G units, whatever the microbatch count.
     `reshard-after-forward` must be `auto` or `false` there (torchtitan's
-    setting under pipelining); other values are refused, and so are
-    `param-dtype` and `reduce-dtype` (the transfers between stages keep
-    the traced dtypes; mixed precision there is not supported yet).
+    setting under pipelining); other values are refused. With
+    `param-dtype`, a value traced in the parameters' dtype crosses between
+    stages in the compute dtype (PyTorch's stages send bf16 activations and
+    gradients): every program retypes its receives so and casts a send
+    whose lowered value is in another dtype, one rule on both ends.
 
     Division. By default the reductions average (`reduce <avg>`, factor =
     data-parallel size). With `gradient-divide-factor` f != that size the

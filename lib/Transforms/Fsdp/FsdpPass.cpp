@@ -116,6 +116,12 @@ LogicalResult LoomFsdpPass::shardStep(func::FuncOp func) {
     return failure();
   // A pipeline rank without parameters still splits its batch inputs.
   if (s.params.empty()) {
+    // Its transfers would keep the traced dtype while its neighbours send
+    // and expect the compute dtype.
+    if (s.config.computeDtype)
+      return emitFsdpError(func)
+             << "holds no parameters; param-dtype needs every pipeline rank "
+                "to hold some";
     finishSignature(s);
     return success();
   }

@@ -52,6 +52,13 @@ public:
   void castForwardInputs();
   void lowerOps();
   void lowerGradientProducers();
+  /// On a pipelined step the stages exchange values in the dtype the wire
+  /// rule gives (wireType): the receives take it before lowering, the
+  /// sends are cast to it after, so both ends agree without seeing each
+  /// other.
+  void lowerReceives();
+  void recordSends();
+  void castSends();
 
 private:
   /// lowerOps on the ops of one block: the step's body or a recompute
@@ -68,10 +75,19 @@ private:
   /// original dtype.
   bool staysOriginal(Operation &op) const;
 
+  /// A value traced in the parameters' dtype crosses between stages in the
+  /// compute dtype, as PyTorch's stages send their bf16 activations and
+  /// gradients; any other dtype crosses as traced.
+  Type wireType(Type traced) const {
+    return traced == original ? compute : traced;
+  }
+
   ShardingState &s;
   Type original, compute;
   Builder b;
   DenseMap<Value, Value> castOnce;
+  /// Each send's traced element type, recorded before lowering.
+  SmallVector<std::pair<SendStartOp, Type>> sends;
 };
 } // namespace
 
@@ -89,6 +105,39 @@ void ComputeLowering::castForwardInputs() {
       continue;
     Value lowered = s.tagger.castTo(ib, arg.getLoc(), arg, compute);
     arg.replaceAllUsesExcept(lowered, lowered.getDefiningOp());
+  }
+}
+
+void ComputeLowering::lowerReceives() {
+  for (auto recv : s.body().getOps<RecvStartOp>()) {
+    auto future = cast<FutureType>(recv.getFuture().getType());
+    auto type = cast<RankedTensorType>(future.getValueType());
+    Type wire = wireType(type.getElementType());
+    if (wire == type.getElementType())
+      continue;
+    RankedTensorType lowered = type.clone(wire);
+    recv.getFuture().setType(FutureType::get(recv.getContext(), lowered));
+    for (Operation *user : recv.getFuture().getUsers())
+      if (auto wait = dyn_cast<WaitOp>(user))
+        wait.getResult().setType(lowered);
+  }
+}
+
+void ComputeLowering::recordSends() {
+  for (auto send : s.body().getOps<SendStartOp>())
+    sends.emplace_back(send, dtypeOf(send.getInput()));
+}
+
+void ComputeLowering::castSends() {
+  for (auto [send, traced] : sends) {
+    Type wire = wireType(traced);
+    if (dtypeOf(send.getInput()) == wire)
+      continue;
+    OpBuilder ob(send);
+    s.tagger.module = b.getStringAttr(getModulePath(send));
+    s.tagger.phase = getPhase(send).value_or(Phase::forward);
+    send.getInputMutable().assign(
+        s.tagger.castTo(ob, send.getLoc(), send.getInput(), wire));
   }
 }
 
@@ -228,6 +277,9 @@ void fsdp::applyMixedPrecision(ShardingState &s) {
     return;
   ComputeLowering lowering(s, original);
   lowering.castForwardInputs();
+  lowering.recordSends();
+  lowering.lowerReceives();
   lowering.lowerOps();
   lowering.lowerGradientProducers();
+  lowering.castSends();
 }

@@ -177,13 +177,6 @@ FailureOr<Config> fsdp::resolveOptions(func::FuncOp func,
            << loom::detail::formatF64Parameter(options.gradientDivideFactor)
            << " is negative";
   config.gradientDivideFactor = options.gradientDivideFactor;
-  // A stage's activations would cross to the next in the compute dtype
-  // while its receive still expects the traced one.
-  if (config.pipelined && (config.computeDtype || config.gradReduceDtype))
-    return emitFsdpError(func)
-           << "param-dtype and reduce-dtype on a pipelined step are not "
-              "supported yet (the transfers between stages keep the traced "
-              "dtypes)";
 
   int64_t k = 0;
   FailureOr<ReshardAfterForward> raf = resolveReshardAfterForward(

@@ -211,6 +211,11 @@ bool isSingleStage(ScheduleKind kind) {
   return kind == ScheduleKind::GPipe || kind == ScheduleKind::OneFOneB;
 }
 
+bool splitsBackward(ScheduleKind kind) {
+  return kind == ScheduleKind::InterleavedZeroBubble ||
+         kind == ScheduleKind::ZBVZeroBubble || kind == ScheduleKind::DualPipeV;
+}
+
 int64_t numStages(const ScheduleSpec &spec) {
   return spec.pp * spec.stagesPerRank;
 }

@@ -120,6 +120,9 @@ struct ScheduleSpec {
 StageLayout layoutOf(ScheduleKind kind);
 /// True for GPipe and 1F1B, which PyTorch runs with one stage per rank.
 bool isSingleStage(ScheduleKind kind);
+/// True for the schedules that run a backward's input- and weight-gradient
+/// parts apart (I and W): InterleavedZeroBubble, ZBVZeroBubble, DualPipeV.
+bool splitsBackward(ScheduleKind kind);
 /// pp * stagesPerRank.
 int64_t numStages(const ScheduleSpec &spec);
 /// The rank that holds `stage` under the schedule's layout.
