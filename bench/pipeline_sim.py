@@ -13,10 +13,13 @@
    microbatch of one sequence of ``--seq`` tokens, with ``loom.capture
    --meta``; cached under ``--cache`` by shape, redone when the model or the
    capture code changes;
-2. ``loom-import --no-weights``, and the step retyped to bf16 throughout
-   (capture records fp32 only; torchtitan trains these models in bf16, and
-   without an FSDP pass to cast the parameters, ``param-dtype``, an fp32 step
-   would be priced at the H100's fp32 peak, 13x slower than its bf16 one);
+2. ``loom-import --no-weights``; with FSDP (the default) the step stays fp32
+   and FSDP's mixed precision (``param-dtype=bf16 reduce-dtype=f32``, as
+   torchtitan trains these models) casts the gathered parameters, so the
+   compute and the stage-to-stage transfers are bf16; without FSDP
+   (``--dp 1`` or ``--dp-mode replicate``) nothing would cast, and an fp32
+   step would be priced at the H100's fp32 peak, 13x slower than bf16, so
+   the step is retyped to bf16 throughout (pure bf16 training);
 3. per activation-checkpointing mode and schedule, one ``loom-opt`` run:
    ``loom-remat{mode=R}`` (every ``layers.N`` block, as torchtitan's
    ``activation_checkpoint.mode``), ``loom-pipeline-split{stages=P*V}``
@@ -24,8 +27,9 @@
    stages' FLOPs; ``split-backward`` for the zero-bubble schedules and
    DualPipeV), ``loom-pipeline-schedule{schedule=S pp=P microbatches=M}``
    (M = ``--microbatches-per-rank`` x P, torchtitan's local batch of one
-   sequence per microbatch), data parallelism inside each stage when
-   ``--dp`` > 1, ``loom-attach-optimizer`` (AdamW) and
+   sequence per microbatch), data parallelism inside each stage
+   (``loom-fsdp{mesh=pp shard-axes=dp}`` over ``--dp`` ranks, one 8-GPU node
+   per pipeline rank by default), ``loom-attach-optimizer`` (AdamW) and
    ``loom-simulate{device=h100 json=true}`` on the MPMD steps.
 
 Prints per (flavor, remat, schedule) the simulated step time, its bubble
@@ -96,14 +100,15 @@ def to_bf16(text: str) -> str:
 
 
 def capture(cache: Path, shape: dict) -> tuple[Path, float | None]:
-    """The bf16 weightless step of `shape` (from the cache when current) and
+    """The folder holding the weightless step of `shape`, fp32 (step.mlir)
+    and retyped to bf16 (step.bf16.mlir), from the cache when current, and
     the capture's seconds (None when cached)."""
     key = "-".join(f"{k}{v}" for k, v in sorted(shape.items()))
     work = cache / key
     mlir, stamp = work / "step.bf16.mlir", work / "source.sha"
     digest = source_digest()
     if mlir.exists() and stamp.exists() and stamp.read_text() == digest:
-        return mlir, None
+        return work, None
     work.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "loom.capture", MODEL, "--meta", "--out", work]
     for k, v in shape.items():
@@ -113,7 +118,7 @@ def capture(cache: Path, shape: dict) -> tuple[Path, float | None]:
          work / "step.mlir"], "loom-import")
     mlir.write_text(to_bf16((work / "step.mlir").read_text()))
     stamp.write_text(digest)
-    return mlir, elapsed
+    return work, elapsed
 
 
 def pass_pipeline(schedule: str, remat: str, pp: int, microbatches: int, dp: int,
@@ -132,7 +137,8 @@ def pass_pipeline(schedule: str, remat: str, pp: int, microbatches: int, dp: int
     if dp > 1 and dp_mode == "fsdp":
         # What loom-compile --pp --dp=fsdp runs: each rank's stages sharded
         # over the "dp" axis of the schedule's [pp, dp] mesh.
-        passes.append("loom-fsdp{mesh=pp shard-axes=dp reshard-after-backward=false}")
+        passes.append("loom-fsdp{mesh=pp shard-axes=dp reshard-after-backward=false "
+                      "param-dtype=bf16 reduce-dtype=f32}")
         passes.append("loom-prefetch")
     passes.append("func.func(loom-attach-optimizer{optimizer=adamw lr=3.0e-04})")
     sim = f"device={device} nodes={nodes} json=true"
@@ -147,7 +153,13 @@ def exposed(program: dict, kinds) -> float:
     return sum(c["exposed"] for k, c in program["collectives_by_kind"].items() if kinds(k))
 
 
-def simulate(mlir: Path, args, flavor: str, schedule: str, remat: str) -> dict:
+def mixed_precision(args) -> bool:
+    """Whether FSDP casts the fp32 step to bf16 (else it is retyped)."""
+    return args.dp > 1 and args.dp_mode == "fsdp"
+
+
+def simulate(work: Path, args, flavor: str, schedule: str, remat: str) -> dict:
+    mlir = work / ("step.mlir" if mixed_precision(args) else "step.bf16.mlir")
     pp = args.pp[flavor]
     microbatches = args.microbatches_per_rank * pp
     world = pp * args.dp
@@ -257,15 +269,17 @@ def main(argv=None) -> int:
     results, captures = [], {}
     for flavor in args.flavors:
         shape = flavor_shape(flavor, args.n_layers, args.seq)
-        mlir, capture_s = capture(args.cache, shape)
+        work, capture_s = capture(args.cache, shape)
         captures[flavor] = {"shape": shape, "capture_seconds": capture_s}
         print(f"Llama-3-{flavor}-shaped step: {shape['n_layers']} layers, dim {shape['dim']}, "
-              f"one microbatch = 1 x {args.seq} tokens, bf16; pp={args.pp[flavor]} "
+              f"one microbatch = 1 x {args.seq} tokens, "
+              f"{'FSDP bf16/f32 mixed precision' if mixed_precision(args) else 'pure bf16'}; "
+              f"pp={args.pp[flavor]} "
               f"dp={args.dp}, M={args.microbatches_per_rank * args.pp[flavor]}; capture "
               f"{'cached' if capture_s is None else f'{capture_s:.0f} s'}", flush=True)
         for remat in args.remat:
             for schedule in args.schedules:
-                r = simulate(mlir, args, flavor, schedule, remat)
+                r = simulate(work, args, flavor, schedule, remat)
                 print(f"  {remat:>9} {schedule:>22}: step {r['step_s']:.3f} s, bubble "
                       f"{r['bubble_fraction']:.1%} ({r['simulate_seconds']:.0f} s)", flush=True)
                 results.append(r)

@@ -100,7 +100,8 @@ def test_sim_pass_pipeline():
     assert zbv.startswith("builtin.module(func.func(loom-remat{mode=full}),"
                           "loom-pipeline-split{stages=16 split-backward=true},"
                           "loom-pipeline-schedule{schedule=ZBVZeroBubble pp=8 microbatches=16 dp=8},"
-                          "loom-fsdp{mesh=pp shard-axes=dp reshard-after-backward=false},")
+                          "loom-fsdp{mesh=pp shard-axes=dp reshard-after-backward=false "
+                          "param-dtype=bf16 reduce-dtype=f32},")
     assert zbv.endswith("loom-simulate{device=h100 nodes=8 json=true})")
     one = pipeline_sim.pass_pipeline("1F1B", "none", 4, 8, 1, "fsdp", "h100", 1, None)
     assert "loom-remat" not in one and "loom-fsdp" not in one
