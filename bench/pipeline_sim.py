@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/pipeline.py sim [--flavors 70B 405B] [--schedules ...]
         [--remat full selective] [--pp 70B=8 405B=16] [--microbatches-per-rank 2]
-        [--n-layers N] [--seq 8192] [--dp 1] [--dp-mode replicate] [--device h100]
+        [--n-layers N] [--seq 8192] [--dp 8] [--dp-mode fsdp|replicate] [--device h100]
         [--timeline DIR] [--json FILE] [--cache out/bench-pipeline-sim]
 
 (``bench/pipeline.py sim`` runs this file.) All without weights:
@@ -33,13 +33,14 @@
    ``loom-simulate{device=h100 json=true}`` on the MPMD steps.
 
 Prints per (flavor, remat, schedule) the simulated step time, its bubble
-fraction, the peak memory of the fullest rank, tokens/s/GPU (M x seq per
-P x dp GPUs per step: every GPU of a pipeline row sees the same M
-microbatches) and the ratio of each schedule's throughput to
-Interleaved1F1B's under the same remat mode, with where each schedule's
-time goes: per rank, forward, backward and recompute (the slowest rank's
-busy time) and idle time (bubbles and transfers). ``--n-layers`` simulates
-a shallower model of the same width (a quick check).
+fraction, the peak memory of the fullest rank, tokens/s/GPU (M x seq / (P x
+step): each of the dp pipelines runs M sequences a step on its P GPUs),
+the ratio of each schedule's throughput to Interleaved1F1B's under the same
+remat mode and the busiest rank's compute and recompute time; then, for the
+rank that finishes last, where its step goes: compute (recompute
+included), waiting for activations and gradients (the bubble) and exposed
+FSDP/DDP collectives. ``--n-layers`` simulates a shallower model of the
+same width (a quick check).
 """
 
 from __future__ import annotations
