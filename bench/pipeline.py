@@ -2,6 +2,11 @@
 
     .venv/bin/python bench/pipeline.py cpu [--steps 8] [--rounds 3] [--warmup 2]
         [--cases llama-GPipe stack-1F1B ...] [--json F]
+    .venv/bin/python bench/pipeline.py sim [...]
+
+``sim`` is the simulated Llama-3-70B/405B comparison of the schedules with
+activation checkpointing (bench/pipeline_sim.py, which says its options);
+the rest of this text is about ``cpu``.
 
 Both sides train the same model from the same initial weights on the same
 batches (the capture's batches.safetensors), cut at the same module
@@ -341,8 +346,15 @@ def bench_case(name: str, schedule: str, args) -> dict:
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["sim"]:
+        # The simulated mode has its own options and no torch processes.
+        sys.path.insert(0, str(REPO / "bench"))
+        import pipeline_sim
+        sys.exit(pipeline_sim.main(sys.argv[2:]))
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("target", choices=["cpu"], help="where to measure (only cpu so far)")
+    parser.add_argument("target", choices=["cpu", "sim"],
+                        help="cpu: measured against torch.distributed.pipelining; sim: "
+                             "simulated Llama-3-70B/405B (bench/pipeline_sim.py)")
     parser.add_argument("--steps", type=int, default=8, help="steps per round and side")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=2,

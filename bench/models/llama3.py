@@ -28,7 +28,12 @@ where nothing is allocated (``--meta``), and import it with ``--no-weights``:
 
 ``make()``'s keyword arguments (``--make-arg KEY=VALUE``) change the shape:
 ``dim``, ``n_layers``, ``n_heads``, ``n_kv_heads``, ``ffn_hidden``, ``vocab``,
-``seq``, ``batch``; the defaults are the 8B ones.
+``seq``, ``batch``; the defaults are the 8B ones. ``FLAVORS`` holds
+torchtitan's 8B, 70B and 405B model shapes (its ``llama3_configs``) for
+``--make-arg``. ``dtype`` (e.g. ``--make-arg dtype="'bfloat16'"``) casts the
+model, so the whole step (parameters, activations, gradients) is in that
+type: what a cost model needs to price bf16 compute when no FSDP pass casts
+the parameters (bench/pipeline.py sim).
 """
 
 import math
@@ -49,6 +54,19 @@ def ffn_hidden_dim(dim: int, multiple_of: int, ffn_dim_multiplier: float | None)
     if ffn_dim_multiplier is not None:
         hidden = int(ffn_dim_multiplier * hidden)
     return multiple_of * ((hidden + multiple_of - 1) // multiple_of)
+
+
+# torchtitan's llama3 flavors (dim, layers, heads, KV heads, and the FFN width
+# from its multiple_of and ffn_dim_multiplier): 8.0 B, 70.6 B and 405.9 B
+# parameters with the 128256-token vocabulary.
+FLAVORS = {
+    "8B": dict(dim=4096, n_layers=32, n_heads=32, n_kv_heads=8,
+               ffn_hidden=ffn_hidden_dim(4096, 1024, 1.3)),
+    "70B": dict(dim=8192, n_layers=80, n_heads=64, n_kv_heads=8,
+                ffn_hidden=ffn_hidden_dim(8192, 4096, 1.3)),
+    "405B": dict(dim=16384, n_layers=126, n_heads=128, n_kv_heads=8,
+                 ffn_hidden=ffn_hidden_dim(16384, 4096, 1.2)),
+}
 
 
 class RMSNorm(nn.Module):
@@ -148,7 +166,9 @@ class Llama3(nn.Module):
 
 def make(dim=EIGHT_B["dim"], n_layers=EIGHT_B["n_layers"], n_heads=EIGHT_B["n_heads"],
          n_kv_heads=EIGHT_B["n_kv_heads"], ffn_hidden=EIGHT_B["ffn_hidden"],
-         vocab=EIGHT_B["vocab"], seq=EIGHT_B["seq"], batch=EIGHT_B["batch"]):
+         vocab=EIGHT_B["vocab"], seq=EIGHT_B["seq"], batch=EIGHT_B["batch"], dtype="float32"):
     model = Llama3(dim, n_layers, n_heads, n_kv_heads, ffn_hidden, vocab, seq)
+    if dtype != "float32":
+        model = model.to(getattr(torch, dtype))
     tokens = torch.randint(0, vocab, (batch, seq + 1))
     return model, [(tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous())]

@@ -15,6 +15,8 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <map>
+
 namespace loom {
 #define GEN_PASS_DEF_LOOMPIPELINESPLIT
 #include "loom/Transforms/Passes.h.inc"
@@ -174,6 +176,9 @@ private:
                                                  const ForwardOrder &order);
   LogicalResult assignStages(func::FuncOp step, const ForwardOrder &order,
                              ArrayRef<int64_t> starts);
+  FailureOr<std::optional<int64_t>>
+  recomputeStage(RecomputeOp region, const ForwardOrder &order,
+                 function_ref<int64_t(int64_t)> stageAt);
   LogicalResult checkDataflow(func::FuncOp step);
   void buildFunctions(func::FuncOp step);
   DenseSet<Operation *> findWeightGradientOps(Block &body);
@@ -245,27 +250,28 @@ LoomPipelineSplitPass::boundaryStarts(func::FuncOp step,
            << (units.empty() ? "" : " (")
            << llvm::join(units, ", ") << (units.empty() ? "" : ")");
   // Forward and backward FLOPs per unit; ops before the first unit go to
-  // stage 0, the rest outside units to the last stage.
+  // stage 0, the rest outside units to the last stage. The ops of recompute
+  // regions count too (by the module each re-runs): a checkpointed block
+  // costs its forward twice, the head and the embedding do not, and leaving
+  // the recompute out would load the blocks' stages by a third more than
+  // the head's.
   SmallVector<double> costs(units.size(), 0.0);
   double head = 0, tail = 0;
-  for (Operation &op : step.getBody().front().without_terminator()) {
-    auto aten = dyn_cast<AtenOp>(op);
-    if (!aten)
-      continue;
+  step.getBody().front().walk([&](AtenOp aten) {
     double flops = static_cast<double>(countFlops(aten));
-    StringRef path = moduleOf(&op);
+    StringRef path = moduleOf(aten);
     auto *unit = llvm::find_if(
         units, [&](const std::string &u) { return isInModule(path, u); });
     if (unit != units.end()) {
       costs[unit - units.begin()] += flops;
-      continue;
+      return;
     }
     std::optional<int64_t> start = order.start(path);
     if (start && *start < *order.start(units.front()))
       head += flops;
     else
       tail += flops;
-  }
+  });
   for (int64_t unit : balance(costs, head, tail, ppStages))
     starts.push_back(*order.start(units[unit]));
   return starts;
@@ -287,6 +293,19 @@ LogicalResult LoomPipelineSplitPass::assignStages(func::FuncOp step,
   Block &body = step.getBody().front();
   SmallVector<Operation *> deferred;
   for (Operation &op : body.without_terminator()) {
+    // A recompute region re-runs forward ops in the backward of their stage
+    // (where the gradients reach them); its own module may be a prefix that
+    // spans stages (remat-modules=layers), so its body decides.
+    if (auto region = dyn_cast<RecomputeOp>(op)) {
+      FailureOr<std::optional<int64_t>> stage =
+          recomputeStage(region, order, stageAt);
+      if (failed(stage))
+        return failure();
+      if (*stage) {
+        stageOf[&op] = **stage;
+        continue;
+      }
+    }
     StringRef path = moduleOf(&op);
     if (!path.empty()) {
       std::optional<int64_t> start = order.start(path);
@@ -338,6 +357,39 @@ LogicalResult LoomPipelineSplitPass::assignStages(func::FuncOp step,
     stageOf[op] = stage.value_or(isForward(op) ? 0 : ppStages - 1);
   }
   return checkDataflow(step);
+}
+
+FailureOr<std::optional<int64_t>>
+LoomPipelineSplitPass::recomputeStage(RecomputeOp region,
+                                      const ForwardOrder &order,
+                                      function_ref<int64_t(int64_t)> stageAt) {
+  // The stage of each re-run op, by the module it was copied from; the
+  // first op seen in each stage names it in the error.
+  std::map<int64_t, Operation *> stages;
+  region.getBodyBlock().walk([&](Operation *inner) {
+    StringRef path = moduleOf(inner);
+    if (path.empty() || !isForward(inner))
+      return;
+    if (std::optional<int64_t> start = order.start(path))
+      stages.try_emplace(stageAt(*start), inner);
+  });
+  if (stages.empty())
+    return std::optional<int64_t>();
+  if (stages.size() == 1)
+    return std::optional<int64_t>(stages.begin()->first);
+  auto first = stages.begin(), second = std::next(first);
+  InFlightDiagnostic diag =
+      region.emitOpError("recomputes forward ops of stages ")
+      << first->first << " (module '" << moduleOf(first->second) << "') and "
+      << second->first << " (module '" << moduleOf(second->second)
+      << "'); a recompute region runs in one stage's backward, so "
+         "checkpoint blocks that no stage boundary cuts (remat-modules, or "
+         "boundaries between the checkpointed blocks)";
+  diag.attachNote(first->second->getLoc())
+      << "re-runs this op of stage " << first->first;
+  diag.attachNote(second->second->getLoc())
+      << "and this op of stage " << second->first;
+  return failure();
 }
 
 LogicalResult LoomPipelineSplitPass::checkDataflow(func::FuncOp step) {

@@ -288,6 +288,19 @@ struct LoomRematPass : public loom::impl::LoomRematBase<LoomRematPass> {
 
   void runOnOperation() override {
     func::FuncOp func = getOperation();
+    // A stage function or a scheduled rank's step is no longer the whole
+    // step: its forward values come from and go to other functions, so a
+    // region could not see what backward reads. Silently doing nothing here
+    // would train without the recompute the user asked for.
+    if (rematMode != RematMode::None &&
+        (func->hasAttr(LoomDialect::kPipelineStageAttrName) ||
+         func->hasAttr(LoomDialect::kPipelineActionsAttrName))) {
+      func.emitOpError("--loom-remat: '")
+          << func.getSymName()
+          << "' is a pipeline stage or a scheduled pipeline rank; run "
+             "loom-remat before loom-pipeline-split";
+      return signalPassFailure();
+    }
     if (!func->hasAttr(LoomDialect::kStepAttrName))
       return markAllAnalysesPreserved();
     if (failed(checkOptions(func)))
