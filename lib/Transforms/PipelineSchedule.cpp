@@ -401,14 +401,23 @@ void RankBuilder::runFunction(func::FuncOp f, int64_t stage, int64_t mb,
   Phase phase = forward ? Phase::forward : Phase::backward;
   IRMapping map;
   SmallVector<int64_t> gradientSources;
+  // Values still in flight are waited for right before their first reader,
+  // so that what the function can do without them (a backward's recompute)
+  // overlaps their transfer.
+  llvm::SmallDenseMap<Value, StringRef> inFlight;
   for (unsigned i = 0, e = f.getNumArguments(); i < e; ++i) {
     Value v;
     StringRef key = valueName(f, i, /*result=*/false);
     if (!key.empty()) {
-      v = valueHere(key, mb);
       int64_t src = pp::stageToRank(spec, program.producer.lookup(key));
       if (!forward && !program.madeInForward.lookup(key) && src != rank)
         gradientSources.push_back(src);
+      if (!env.count({key.str(), mb})) {
+        postReceive(key, mb);
+        inFlight[f.getArgument(i)] = key;
+        continue;
+      }
+      v = valueHere(key, mb);
     } else {
       StringRef name =
           f.getArgAttrOfType<StringAttr>(i, LoomDialect::kNameAttrName)
@@ -422,10 +431,22 @@ void RankBuilder::runFunction(func::FuncOp f, int64_t stage, int64_t mb,
   if (!forward)
     waitForwardSends(stage, mb, gradientSources);
   Block &body = f.getBody().front();
-  for (Operation &op : body.without_terminator())
+  auto arrive = [&](Operation *reader) {
+    reader->walk([&](Operation *nested) {
+      for (Value operand : nested->getOperands())
+        if (auto it = inFlight.find(operand); it != inFlight.end()) {
+          map.map(operand, valueHere(it->second, mb));
+          inFlight.erase(it);
+        }
+    });
+  };
+  for (Operation &op : body.without_terminator()) {
+    arrive(&op);
     b.clone(op, map)->setAttr(LoomDialect::kMicrobatchAttrName,
                               b.getI64IntegerAttr(mb));
+  }
   auto ret = cast<func::ReturnOp>(body.getTerminator());
+  arrive(ret);
   for (auto [i, operand] : llvm::enumerate(ret.getOperands())) {
     Value v = map.lookupOrDefault(operand);
     StringRef key = valueName(f, i, /*result=*/true);

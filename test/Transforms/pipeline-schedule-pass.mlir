@@ -6,9 +6,11 @@
 // the same transfer has the same tag on both sides. Receives are posted
 // where the schedule has RECV_F/RECV_B: on rank 1 the receive of
 // microbatch 1 is posted before the backward of microbatch 0 and waited for
-// after it. An activation's send is waited for once its gradient came back
-// (it is then complete), right before that microbatch's backward; gradient
-// sends at the end of the step. Gradients and the
+// after it. A received value is waited for right before its first reader
+// (what a function can do without it overlaps its transfer). An
+// activation's send is waited for right before that microbatch's backward
+// (its gradient is on the way back, so the send has completed or is about
+// to); gradient sends at the end of the step. Gradients and the
 // loss are divided by 4 (scale_grads; the mean of the microbatch losses).
 
 // RUN: loom-opt --loom-pipeline-split="stages=2" --loom-pipeline-schedule="schedule=1F1B microbatches=4" %S/Inputs/pipeline-mlp.mlir | FileCheck %s
@@ -30,9 +32,9 @@
 // CHECK: %[[S0:.*]] = loom.send_start %{{.*}} on @pp axes ["pp"] peer 1 tag 0 {loom.microbatch = 0 : i64
 // CHECK: loom.send_start %{{.*}} on @pp axes ["pp"] peer 1 tag 1 {loom.microbatch = 1 : i64
 // CHECK: %[[R0:.*]] = loom.recv_start on @pp axes ["pp"] peer 1 tag 2 {loom.microbatch = 0 : i64
-// CHECK-NEXT: loom.wait %[[R0]]
 // CHECK-NEXT: loom.wait %[[S0]] {loom.microbatch = 0 : i64, {{.*}}} : !loom.future<none>
-// CHECK-NEXT: "aten::threshold_backward.default"
+// CHECK-NEXT: %[[G0:.*]] = loom.wait %[[R0]]
+// CHECK-NEXT: "aten::threshold_backward.default"(%[[G0]],
 // CHECK: loom.send_start %{{.*}} peer 1 tag 3 {loom.microbatch = 2 : i64
 // CHECK: "aten::add.Tensor"
 // CHECK: "aten::div.Tensor"(%{{.*}}) {args = [#loom.arg<0>, 4.000000e+00]
@@ -43,11 +45,14 @@
 // CHECK-SAME: -> (tensor<f32> {loom.role = #loom.role<loss>}, tensor<64x64xf32> {loom.role = #loom.role<grad>, loom.target = "fc2.weight"}
 // CHECK-SAME: loom.program_ranks = array<i64: 1>
 // CHECK: %[[F0:.*]] = loom.recv_start on @pp axes ["pp"] peer 0 tag 0 {loom.microbatch = 0 : i64
-// CHECK-NEXT: loom.wait %[[F0]]
+// CHECK: %[[A0:.*]] = loom.wait %[[F0]]
+// CHECK-NEXT: "aten::addmm.default"(%{{.*}}, %[[A0]],
 // CHECK: %[[F1:.*]] = loom.recv_start on @pp axes ["pp"] peer 0 tag 1 {loom.microbatch = 1 : i64
 // CHECK: "aten::nll_loss_backward.default"
 // CHECK: loom.send_start %{{.*}} on @pp axes ["pp"] peer 0 tag 2 {loom.microbatch = 0 : i64
-// CHECK-NEXT: loom.wait %[[F1]]
+// CHECK-NOT: "aten::addmm.default"
+// CHECK: %[[A1:.*]] = loom.wait %[[F1]]
+// CHECK-NEXT: "aten::addmm.default"(%{{.*}}, %[[A1]],
 // CHECK: "aten::div.Tensor"(%{{.*}}) {args = [#loom.arg<0>, 4.000000e+00], loom.module = "", loom.phase = #loom.phase<forward>} : (tensor<f32>) -> tensor<f32>
 
 // UNITS: 4 stages need at least as many splittable modules, found 3 (fc1, fc2, fc3)
