@@ -822,6 +822,12 @@ def LoomPipelineSplit : Pass<"loom-pipeline-split", "::mlir::ModuleOp"> {
     only flow to the same or later stages and gradients to the same or
     earlier ones; a step that needs otherwise is refused, naming both ops.
 
+    Recompute. Run `loom-remat` before the split: a `loom.recompute`
+    region goes to the stage of the forward ops it re-runs (one that spans
+    two stages is refused, naming both ops), into the input-gradient part
+    under `split-backward` (the weight-gradient part reads what it
+    recomputed), and the default cut counts the FLOPs inside regions.
+
     ```mlir
     // loom-opt --loom-pipeline-split="stages=2"
     func.func @step_s0_forward(%w0: ... {loom.name = "fc1.weight", ...}, %x: ...)
