@@ -73,10 +73,12 @@ def source_digest() -> str:
     return h.hexdigest()[:16]
 
 
-def capture(args, shape: dict) -> tuple[Path, float | None]:
-    """The weightless step.pt2 for `shape`, from the cache when it is current."""
+def capture(cache: Path, shape: dict) -> tuple[Path, float | None]:
+    """The folder holding the weightless step.pt2 for `shape`, from the
+    cache when it is current, and the capture's seconds (None when cached).
+    Also bench/pipeline_sim.py's capture."""
     key = "-".join(f"{k}{v}" for k, v in sorted(shape.items()))
-    work = args.cache / key
+    work = cache / key
     pt2, stamp = work / "step.pt2", work / "source.sha"
     digest = source_digest()
     if pt2.exists() and stamp.exists() and stamp.read_text() == digest:
@@ -155,7 +157,7 @@ def main(argv=None) -> int:
         ap.error(f"--n-layers must be in 1..{FULL_LAYERS}")
 
     shape = {"n_layers": args.n_layers, "batch": args.batch, "seq": args.seq}
-    work, capture_s = capture(args, shape)
+    work, capture_s = capture(args.cache, shape)
     mlir = work / "step.mlir"
     _, import_s = run([BUILD / "bin" / "loom-import", work / "step.pt2", "--no-weights", "-o", mlir],
                       "loom-import")

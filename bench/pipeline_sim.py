@@ -46,7 +46,6 @@ same width (a quick check).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import re
@@ -55,6 +54,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import llama3_sim
 
 REPO = Path(__file__).resolve().parents[1]
 BUILD = Path(os.environ.get("LOOM_BUILD_DIR", REPO / "build"))
@@ -88,13 +89,6 @@ def flavor_shape(flavor: str, n_layers: int | None, seq: int) -> dict:
     return shape
 
 
-def source_digest() -> str:
-    h = hashlib.sha256()
-    for p in (MODEL, REPO / "python" / "loom" / "capture.py"):
-        h.update(p.read_bytes())
-    return h.hexdigest()[:16]
-
-
 def to_bf16(text: str) -> str:
     """Every f32 tensor type and dtype argument of the imported step as bf16."""
     return F32.sub("bf16", text)
@@ -103,22 +97,14 @@ def to_bf16(text: str) -> str:
 def capture(cache: Path, shape: dict) -> tuple[Path, float | None]:
     """The folder holding the weightless step of `shape`, fp32 (step.mlir)
     and retyped to bf16 (step.bf16.mlir), from the cache when current, and
-    the capture's seconds (None when cached)."""
-    key = "-".join(f"{k}{v}" for k, v in sorted(shape.items()))
-    work = cache / key
-    mlir, stamp = work / "step.bf16.mlir", work / "source.sha"
-    digest = source_digest()
-    if mlir.exists() and stamp.exists() and stamp.read_text() == digest:
-        return work, None
-    work.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "loom.capture", MODEL, "--meta", "--out", work]
-    for k, v in shape.items():
-        cmd += ["--make-arg", f"{k}={v}"]
-    _, elapsed = run(cmd, "capture")
-    run([BUILD / "bin" / "loom-import", work / "step.pt2", "--no-weights", "-o",
-         work / "step.mlir"], "loom-import")
-    mlir.write_text(to_bf16((work / "step.mlir").read_text()))
-    stamp.write_text(digest)
+    the capture's seconds (None when cached). The capture is
+    bench/llama3_sim.py's."""
+    work, elapsed = llama3_sim.capture(cache, shape)
+    mlir = work / "step.bf16.mlir"
+    if elapsed is not None or not mlir.exists():
+        run([BUILD / "bin" / "loom-import", work / "step.pt2", "--no-weights", "-o",
+             work / "step.mlir"], "loom-import")
+        mlir.write_text(to_bf16((work / "step.mlir").read_text()))
     return work, elapsed
 
 
