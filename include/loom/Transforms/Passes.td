@@ -249,8 +249,8 @@ def LoomAttachOptimizer
     Fails on a step that already has an optimizer attached, and on
     hyperparameters PyTorch would reject (negative learning rate, betas
     outside [0, 1), Nesterov without momentum, a negative max-grad-norm, a
-    norm other than 2 or inf, ...), and on clipping a pipeline stage (the
-    norm would need every stage's gradients).
+    norm other than 2 or inf, ...). Pipeline stages are not step functions
+    and get no clipping: loom-compile refuses max-grad-norm with pp.
   }];
   let options = [
     Option<"optimizer", "optimizer", "::loom::OptimizerKind",
