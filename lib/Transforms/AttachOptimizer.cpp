@@ -4,6 +4,9 @@
 
 #include "mlir/IR/Builders.h"
 
+#include <cmath>
+#include <limits>
+
 namespace loom {
 #define GEN_PASS_DEF_LOOMATTACHOPTIMIZER
 #include "loom/Transforms/Passes.h.inc"
@@ -80,6 +83,44 @@ static StringRef getOwnerModule(StringRef param) {
   return dot == StringRef::npos ? StringRef() : param.take_front(dot);
 }
 
+/// An aten op of gradient clipping: phase optimizer, owned by the root
+/// module (the norm spans every parameter).
+static Value createClipAten(OpBuilder &b, Location loc, StringRef kernel,
+                            Type type, ValueRange inputs,
+                            ArrayRef<Attribute> args) {
+  auto op = AtenOp::create(b, loc, TypeRange{type}, b.getStringAttr(kernel),
+                           inputs, b.getArrayAttr(args),
+                           b.getDictionaryAttr({}), ArrayAttr());
+  op->setAttr(LoomDialect::kModuleAttrName, b.getStringAttr(""));
+  op->setAttr(LoomDialect::kPhaseAttrName,
+              PhaseAttr::get(b.getContext(), Phase::optimizer));
+  return op->getResult(0);
+}
+
+/// linalg_vector_norm of `v` (any shape) to a 0-d tensor.
+static Value createNorm(OpBuilder &b, Location loc, Value v, double normType) {
+  auto element = cast<RankedTensorType>(v.getType()).getElementType();
+  return createClipAten(
+      b, loc, "aten::linalg_vector_norm.default",
+      RankedTensorType::get({}, element), v,
+      {OperandRefAttr::get(b.getContext(), 0), b.getF64FloatAttr(normType)});
+}
+
+/// linalg_vector_norm of the stack of the 0-d tensors `norms`.
+static Value createNormOfNorms(OpBuilder &b, Location loc,
+                               ArrayRef<Value> norms, double normType) {
+  MLIRContext *ctx = b.getContext();
+  auto element = cast<RankedTensorType>(norms[0].getType()).getElementType();
+  SmallVector<Attribute> refs;
+  for (unsigned k = 0; k < norms.size(); ++k)
+    refs.push_back(OperandRefAttr::get(ctx, k));
+  Value stacked =
+      createClipAten(b, loc, "aten::stack.default",
+                     RankedTensorType::get({(int64_t)norms.size()}, element),
+                     norms, {b.getArrayAttr(refs), b.getI64IntegerAttr(0)});
+  return createNorm(b, loc, stacked, normType);
+}
+
 namespace {
 struct LoomAttachOptimizerPass
     : public loom::impl::LoomAttachOptimizerBase<LoomAttachOptimizerPass> {
@@ -116,6 +157,8 @@ struct LoomAttachOptimizerPass
     if (failed(config))
       return failure();
     std::optional<OptimizerConfig> info = getOptimizerConfig(*config);
+    if (maxGradNorm != 0 && failed(clipGradients(func)))
+      return failure();
 
     llvm::StringMap<unsigned> paramArgs;
     for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
@@ -195,6 +238,142 @@ struct LoomAttachOptimizerPass
       ret.getOperandsMutable().append(stateResults);
     }
     func->setAttr(LoomDialect::kOptimizerAttrName, *config);
+    return success();
+  }
+
+  /// Replaces every `grad` result by the gradient scaled as
+  /// clip_grad_norm_ scales it.
+  LogicalResult clipGradients(func::FuncOp func) {
+    MLIRContext *ctx = &getContext();
+    auto fail = [&]() { return func.emitOpError("--loom-attach-optimizer: "); };
+    if (!(maxGradNorm > 0) || !std::isfinite(maxGradNorm))
+      return fail() << "'max-grad-norm' is " << maxGradNorm
+                    << ", expected a finite value > 0 (0: no clipping)";
+    double normType;
+    if (gradNormType == "2" || gradNormType == "2.0")
+      normType = 2.0;
+    else if (gradNormType == "inf")
+      normType = std::numeric_limits<double>::infinity();
+    else
+      return fail() << "'grad-norm-type' is '" << gradNormType
+                    << "', expected 2 or inf";
+    if (func->hasAttr(LoomDialect::kPipelineStageAttrName))
+      return fail() << "gradient clipping of a pipeline stage is not "
+                       "supported: the norm spans every stage's gradients";
+
+    auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+    Location loc =
+        NameLoc::get(StringAttr::get(ctx, "clip_grad_norm"), func.getLoc());
+    llvm::StringMap<ShardAttr> shards;
+    llvm::StringMap<unsigned> paramArgs;
+    for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
+      auto name =
+          func.getArgAttrOfType<StringAttr>(i, LoomDialect::kNameAttrName);
+      if (!name)
+        continue;
+      paramArgs[name.getValue()] = i;
+      if (auto shard =
+              func.getArgAttrOfType<ShardAttr>(i, LoomDialect::kShardAttrName))
+        shards[name.getValue()] = shard;
+    }
+    // In parameter order, the order of model.parameters() that PyTorch
+    // stacks the norms in.
+    SmallVector<std::pair<unsigned, unsigned>> byParam;
+    for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
+      auto role =
+          func.getResultAttrOfType<RoleAttr>(i, LoomDialect::kRoleAttrName);
+      if (!role || role.getValue() != Role::grad)
+        continue;
+      StringAttr target =
+          func.getResultAttrOfType<StringAttr>(i, LoomDialect::kTargetAttrName);
+      byParam.push_back({paramArgs.lookup(target.getValue()), i});
+    }
+    llvm::sort(byParam);
+    SmallVector<unsigned> gradResults = llvm::to_vector(
+        llvm::map_range(byParam, [](auto p) { return p.second; }));
+    if (gradResults.empty())
+      return success();
+
+    OpBuilder b(ret);
+    // The norm of each gradient, in result order as PyTorch takes
+    // model.parameters(); shards apart from whole gradients.
+    SmallVector<Value> whole, sharded;
+    ShardAttr shardedOver;
+    for (unsigned i : gradResults) {
+      Value grad = ret.getOperand(i);
+      if (!isa<FloatType>(
+              cast<RankedTensorType>(grad.getType()).getElementType()))
+        return fail() << "cannot clip the gradient of result " << i
+                      << ": it is not a floating-point tensor";
+      Value norm = createNorm(b, loc, grad, normType);
+      StringAttr target =
+          func.getResultAttrOfType<StringAttr>(i, LoomDialect::kTargetAttrName);
+      ShardAttr shard = shards.lookup(target.getValue());
+      if (!shard) {
+        whole.push_back(norm);
+        continue;
+      }
+      if (shardedOver && (shardedOver.getMesh() != shard.getMesh() ||
+                          shardedOver.getAxes() != shard.getAxes()))
+        return fail() << "cannot clip gradients sharded over different mesh "
+                         "axes ("
+                      << shardedOver.getAxes() << " and " << shard.getAxes()
+                      << ")";
+      shardedOver = shard;
+      sharded.push_back(norm);
+    }
+    if (!sharded.empty()) {
+      // The norm over all shards: the shards' local norm, completed over
+      // the shard group as DTensor completes a partial norm (sum of p-th
+      // powers then the p-th root; max for inf).
+      bool inf = std::isinf(normType);
+      Value local = createNormOfNorms(b, loc, sharded, normType);
+      Type type = local.getType();
+      if (!inf)
+        local = createClipAten(
+            b, loc, "aten::pow.Tensor_Scalar", type, local,
+            {OperandRefAttr::get(ctx, 0), b.getF64FloatAttr(normType)});
+      auto start = AllReduceStartOp::create(
+          b, loc, FutureType::get(ctx, type), local, shardedOver.getMesh(),
+          shardedOver.getAxes(),
+          ReduceKindAttr::get(ctx, inf ? ReduceKind::max : ReduceKind::sum));
+      start->setAttr(LoomDialect::kModuleAttrName, b.getStringAttr(""));
+      start->setAttr(LoomDialect::kPhaseAttrName,
+                     PhaseAttr::get(ctx, Phase::optimizer));
+      auto wait = WaitOp::create(b, loc, type, start.getFuture());
+      wait->setAttr(LoomDialect::kModuleAttrName, b.getStringAttr(""));
+      wait->setAttr(LoomDialect::kPhaseAttrName,
+                    PhaseAttr::get(ctx, Phase::optimizer));
+      Value total = wait.getResult();
+      if (!inf)
+        total = createClipAten(
+            b, loc, "aten::pow.Tensor_Scalar", type, total,
+            {OperandRefAttr::get(ctx, 0), b.getF64FloatAttr(1.0 / normType)});
+      whole.insert(whole.begin(), total);
+    }
+    // Only shards (FSDP): their completed norm is the total already.
+    Value total = whole.size() == 1 && !sharded.empty()
+                      ? whole.front()
+                      : createNormOfNorms(b, loc, whole, normType);
+    Type type = total.getType();
+    auto ref0 = OperandRefAttr::get(ctx, 0);
+    // max_norm / (total + 1e-6), clamped to 1, computed as PyTorch's
+    // `float / Tensor` does (reciprocal, then multiply).
+    Value coef = createClipAten(b, loc, "aten::add.Tensor", type, total,
+                                {ref0, b.getF64FloatAttr(1e-6)});
+    coef =
+        createClipAten(b, loc, "aten::reciprocal.default", type, coef, {ref0});
+    coef = createClipAten(b, loc, "aten::mul.Tensor", type, coef,
+                          {ref0, b.getF64FloatAttr(maxGradNorm)});
+    coef = createClipAten(b, loc, "aten::clamp.default", type, coef,
+                          {ref0, UnitAttr::get(ctx), b.getF64FloatAttr(1.0)});
+    for (unsigned i : gradResults) {
+      Value grad = ret.getOperand(i);
+      Value clipped = createClipAten(b, loc, "aten::mul.Tensor", grad.getType(),
+                                     ValueRange{grad, coef},
+                                     {ref0, OperandRefAttr::get(ctx, 1)});
+      ret->setOperand(i, clipped);
+    }
     return success();
   }
 };

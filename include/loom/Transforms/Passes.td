@@ -233,9 +233,24 @@ def LoomAttachOptimizer
     }
     ```
 
+    With `max-grad-norm` > 0 the gradients are first clipped as
+    `torch.nn.utils.clip_grad_norm_(params, max_norm, norm_type)` does: the
+    total norm over every gradient of the step (`linalg_vector_norm` of
+    each, then of their stack), the coefficient
+    `min(max_norm / (total + 1e-6), 1)`, and every gradient multiplied by it
+    (phase `optimizer`). A gradient of a sharded parameter (`loom.shard`,
+    after loom-fsdp) is only this rank's shard, so the shards' contribution
+    is completed by a `loom.all_reduce_start` over the shard axes (of the
+    squared norm with `reduce <sum>` for norm 2, of the norm with
+    `reduce <max>` for inf), as DTensor's partial norm is; after loom-replicate
+    the gradients are already averaged and whole, so the norm is local and
+    there is no collective.
+
     Fails on a step that already has an optimizer attached, and on
     hyperparameters PyTorch would reject (negative learning rate, betas
-    outside [0, 1), Nesterov without momentum, ...).
+    outside [0, 1), Nesterov without momentum, a negative max-grad-norm, a
+    norm other than 2 or inf, ...). Pipeline stages are not step functions
+    and get no clipping: loom-compile refuses max-grad-norm with pp.
   }];
   let options = [
     Option<"optimizer", "optimizer", "::loom::OptimizerKind",
@@ -260,6 +275,13 @@ def LoomAttachOptimizer
            "Adam/AdamW term added to the denominator">,
     Option<"maximize", "maximize", "bool", /*default=*/"false",
            "Maximize the objective instead of minimizing it">,
+    Option<"maxGradNorm", "max-grad-norm", "double", /*default=*/"0.0",
+           "Clip the gradients to this total norm before the update, as "
+           "torch.nn.utils.clip_grad_norm_(max_norm) (0: no clipping)">,
+    Option<"gradNormType", "grad-norm-type", "std::string",
+           /*default=*/"\"2\"",
+           "With max-grad-norm: the norm, 2 or inf (clip_grad_norm_'s "
+           "norm_type)">,
   ];
   let dependentDialects = ["::loom::LoomDialect"];
 }
