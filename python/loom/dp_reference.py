@@ -1,16 +1,24 @@
 """PyTorch's own data parallelism (DDP, FSDP2, HSDP) on N Gloo ranks, written as a capture's reference.
 
-Trains the model of a capture (same file, seed, batches, optimizer and
-steps, from its ``reference.json`` and ``run.json``) with the real
-``DistributedDataParallel`` or ``fully_shard`` on ``--world`` processes
-(``torch.multiprocessing`` spawn, ``init_process_group("gloo")`` with a
-file store, one ATen thread per rank as loom-run uses), each rank on its
-rows ``[r*B/N, (r+1)*B/N)`` of every batch, and writes the result in the
+``python -m loom.capture FILE.py --out DIR --split N --reference ddp|fsdp|hsdp``
+calls :func:`train` after the eager run; it can also run on a capture that
+exists::
+
+    PYTHONPATH=python python -m loom.dp_reference examples/gpt.py \\
+        --capture DIR --out DIR/torch-fsdp --mode fsdp
+
+It trains the model of a capture (same file, ``make()`` arguments, seed,
+batches, optimizer, steps and microbatches, from its ``run.json``) with the
+real ``DistributedDataParallel`` or ``fully_shard`` on the capture's world
+size (``torch.multiprocessing`` spawn, ``init_process_group("gloo")`` with a
+file store, one ATen thread per rank as loom-run uses), each rank on its rows
+``[r*B/N, (r+1)*B/N)`` of every batch, and writes the result in the
 capture's layout so that ``loom-run --check`` compares Loom with it:
 
 ``OUT/reference.json``
     the capture's, with the losses replaced by PyTorch's (each step's loss
-    averaged over the ranks, in float32, as loom-run reports it);
+    averaged over the ranks, in float32, as loom-run reports it) and
+    ``"reference"`` saying which run made them;
 ``OUT/reference.safetensors``
     the capture's final state with every parameter replaced by PyTorch's
     (gathered from FSDP's shards);
@@ -19,17 +27,20 @@ capture's layout so that ``loom-run --check`` compares Loom with it:
     negative control that a check must reject.
 
 Modes: ``ddp`` (``DistributedDataParallel``, default buckets), ``fsdp``
-(``fully_shard`` on every ``layers.i``, then the root, the units Loom's
-FSDP uses), ``hsdp`` (the same on a ``("replicate", "shard")`` mesh of
-shape ``(world / shard, shard)``).
-
-    .venv/bin/python python/tests/torch_dp_reference.py examples/gpt.py \\
-        --capture DIR --out DIR/torch-fsdp --mode fsdp --world 2
+(``fully_shard`` on every block of :func:`repeated_blocks`, then the root:
+the units Loom's FSDP takes by default), ``hsdp`` (the same on a
+``("replicate", "shard")`` mesh of shape ``(replicate_size, world /
+replicate_size)``, as ``loom-compile --replicate-size``). With M > 1
+microbatches each rank runs M forward/backward passes per step, syncing
+gradients on the last only (``no_sync`` / ``set_requires_gradient_sync``),
+and divides the accumulated gradients and the loss by M, as
+``loom-accumulate-gradients`` does.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import faulthandler
 import json
@@ -39,14 +50,46 @@ from pathlib import Path
 
 import torch
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "python"))
+from loom.capture import OPTIMIZERS, call_make, load_make, optimizer_kwargs
+from loom.safetensors_io import load_tensors, save_tensors
 
-from loom.capture import OPTIMIZERS, call_make, load_make, optimizer_kwargs  # noqa: E402
-from loom.safetensors_io import load_tensors, save_tensors  # noqa: E402
+MODES = ("ddp", "fsdp", "hsdp")
 
 
-def _wrap(model: torch.nn.Module, mode: str, world: int, shard: int) -> torch.nn.Module:
+def repeated_blocks(names: list[str]) -> list[str]:
+    """The model's repeated blocks, the units ``loom-fsdp`` takes by default
+    (``loom::getRepeatedBlocks`` in lib/Dialect/Loom/IR/OpClassification.cpp,
+    the same rule): the blocks of the container with the most numbered
+    children (every container tied at the most), from each name's outermost
+    numbered component that is not its last."""
+    containers: dict[str, list[str]] = {}
+    seen: set[str] = set()
+    for name in names:
+        parts = name.split(".")
+        for i, part in enumerate(parts[:-1]):
+            if part.isdigit():
+                block = ".".join(parts[: i + 1])
+                if block not in seen:
+                    seen.add(block)
+                    containers.setdefault(".".join(parts[:i]), []).append(block)
+                break
+    most = max((len(blocks) for blocks in containers.values()), default=0)
+    return [b for blocks in containers.values() if len(blocks) == most for b in blocks]
+
+
+def reshard_setting(text: str):
+    """loom-compile's ``--reshard-after-forward`` as ``fully_shard`` takes it."""
+    named = {"auto": None, "true": True, "false": False}
+    if text in named:
+        return named[text]
+    if text.isdigit() and int(text) > 1:
+        return int(text)
+    raise ValueError(f"reshard-after-forward must be auto, true, false or an integer > 1, "
+                     f"got '{text}'")
+
+
+def _wrap(model: torch.nn.Module, mode: str, world: int, replicate_size: int,
+          reshard: str) -> torch.nn.Module:
     if mode == "ddp":
         from torch.nn.parallel import DistributedDataParallel
 
@@ -56,18 +99,30 @@ def _wrap(model: torch.nn.Module, mode: str, world: int, shard: int) -> torch.nn
 
     mesh = None
     if mode == "hsdp":
-        mesh = init_device_mesh("cpu", (world // shard, shard), mesh_dim_names=("replicate", "shard"))
-    for layer in model.layers:
-        fully_shard(layer, mesh=mesh)
-    fully_shard(model, mesh=mesh)
+        mesh = init_device_mesh("cpu", (replicate_size, world // replicate_size),
+                                mesh_dim_names=("replicate", "shard"))
+    after = reshard_setting(reshard)
+    for block in repeated_blocks([n for n, _ in model.named_parameters()]):
+        fully_shard(model.get_submodule(block), mesh=mesh, reshard_after_forward=after)
+    fully_shard(model, mesh=mesh, reshard_after_forward=after)
     return model
 
 
+def _no_sync(model: torch.nn.Module, last: bool):
+    """Gradient sync on the last microbatch only, as DDP and FSDP2 say it."""
+    if hasattr(model, "no_sync"):
+        return contextlib.nullcontext() if last else model.no_sync()
+    if hasattr(model, "set_requires_gradient_sync"):
+        model.set_requires_gradient_sync(last)
+    return contextlib.nullcontext()
+
+
 def train_on_ranks(model, opt, batches, rank: int, world: int, steps: int,
-                   before_step=None) -> list[float]:
+                   before_step=None, microbatches: int = 1) -> list[float]:
     """Trains ``steps`` steps on this rank's rows ``[r*B/N, (r+1)*B/N)`` of
-    each batch; returns each step's loss averaged over the ranks (float32, as
-    loom-run reports it). ``before_step(step)`` runs before each step."""
+    each batch, in ``microbatches`` equal slices of those rows; returns each
+    step's loss averaged over the ranks (float32, as loom-run reports it).
+    ``before_step(step)`` runs before each step."""
     import torch.distributed as dist
 
     losses = []
@@ -75,10 +130,23 @@ def train_on_ranks(model, opt, batches, rank: int, world: int, steps: int,
         if before_step:
             before_step(step)
         batch = batches[step % len(batches)]
-        rows = batch[0].shape[0] // world
+        rows = batch[0].shape[0] // (world * microbatches)
         opt.zero_grad(set_to_none=True)
-        loss = model(*(t[rank * rows:(rank + 1) * rows] for t in batch))
-        loss.backward()
+        loss = None
+        for k in range(microbatches):
+            first = (rank * microbatches + k) * rows
+            with _no_sync(model, k == microbatches - 1):
+                part = model(*(t[first:first + rows] for t in batch))
+                part.backward()
+            loss = part.detach() if loss is None else loss + part.detach()
+        if microbatches > 1:
+            # loom-accumulate-gradients averages after summing; PyTorch
+            # reduces the sum. Dividing by a power of two is exact, so the
+            # two orders agree bit for bit when M is a power of two.
+            loss = loss / microbatches
+            for p in model.parameters():
+                if p.grad is not None:
+                    p.grad.div_(microbatches)
         opt.step()
         total = loss.detach().float().clone()
         dist.all_reduce(total)
@@ -141,14 +209,14 @@ def spawn_ranks(fn, world: int, *args):
             return torch.load(result)
 
 
-def _rank(rank: int, world: int, store: str, out: str, mode: str, shard: int, model_file: str,
-          config: dict) -> None:
+def _rank(rank: int, world: int, store: str, out: str, mode: str, replicate_size: int,
+          reshard: str, model_file: str, make_kwargs: dict, config: dict) -> None:
     start_rank(rank, world, store)
     try:
         torch.manual_seed(config["seed"])
-        program = call_make(load_make(Path(model_file)), Path(model_file))
+        program = call_make(load_make(Path(model_file)), Path(model_file), make_kwargs)
         torch.manual_seed(config["seed"])
-        model = _wrap(program.model, mode, world, shard)
+        model = _wrap(program.model, mode, world, replicate_size, reshard)
         hyper = config["optimizer"]
         # foreach=False: torch.optim's single-tensor loop, which Loom's
         # runtime implements op for op.
@@ -162,7 +230,7 @@ def _rank(rank: int, world: int, store: str, out: str, mode: str, shard: int, mo
                 before_last.update({n: _full(p) for n, p in inner.named_parameters()})
 
         losses = train_on_ranks(model, opt, program.batches, rank, world, config["steps"],
-                                before_step=snapshot)
+                                before_step=snapshot, microbatches=config["microbatches"])
         final = {n: _full(p) for n, p in inner.named_parameters()}
         if rank == 0:
             torch.save({"losses": losses, "final": final, "before_last": before_last}, out)
@@ -184,15 +252,44 @@ def write_reference(capture: Path, out: Path, losses: list[float],
     save_tensors(out / "reference.safetensors", state, metadata)
 
 
-def train(model_file: Path, capture: Path, out: Path, mode: str, world: int, shard: int = 1) -> dict:
+def describe(mode: str, world: int, replicate_size: int = 1, reshard: str = "auto",
+             microbatches: int = 1) -> str:
+    """What made a reference, for its ``"reference"`` field and messages."""
+    what = {"ddp": "DistributedDataParallel", "fsdp": "fully_shard",
+            "hsdp": f"fully_shard HSDP ({replicate_size} x {world // max(replicate_size, 1)})"}
+    label = f"PyTorch {what[mode]} on {world} Gloo ranks"
+    if mode != "ddp":
+        label += f", reshard_after_forward={reshard}"
+    if microbatches > 1:
+        label += f", {microbatches} microbatches"
+    return label
+
+
+def train(model_file: Path, capture: Path, out: Path, mode: str, replicate_size: int = 1,
+          reshard: str = "auto", make_kwargs: dict | None = None) -> dict:
+    """Trains the capture in ``capture`` the ``mode`` way on its world size
+    and writes ``out/reference.*`` and ``out/one-step-short/`` (``out`` may
+    be ``capture``: its eager reference is then replaced)."""
     config = json.loads((capture / "run.json").read_text())
-    if config["world_size"] != world:
-        raise ValueError(f"the capture is for {config['world_size']} ranks, not {world}")
-    got = spawn_ranks(_rank, world, mode, shard, str(model_file.resolve()), config)
-    label = f"PyTorch {mode} on {world} Gloo ranks"
-    write_reference(capture, out, got["losses"], got["final"], label)
+    world = config["world_size"]
+    if mode not in MODES:
+        raise ValueError(f"the reference mode must be one of {', '.join(MODES)}, not '{mode}'")
+    if world < 2:
+        raise ValueError(f"a {mode} reference needs a capture for 2 or more ranks (--split), "
+                         f"this one is for {world}")
+    if mode == "hsdp" and (replicate_size < 2 or world % replicate_size):
+        raise ValueError(f"hsdp needs a replicate size > 1 that divides the {world} ranks, "
+                         f"got {replicate_size}")
+    if mode != "hsdp":
+        replicate_size = 1
+    reshard_setting(reshard)
+    got = spawn_ranks(_rank, world, mode, replicate_size, reshard, str(model_file.resolve()),
+                      make_kwargs or {}, config)
+    label = describe(mode, world, replicate_size, reshard, config["microbatches"])
+    # The short one first: `out` may be the capture, whose reference.* it reads.
     write_reference(capture, out / "one-step-short", got["losses"], got["before_last"],
                     label + ", parameters one step before the end")
+    write_reference(capture, out, got["losses"], got["final"], label)
     return got
 
 
@@ -202,11 +299,14 @@ def main() -> None:
     parser.add_argument("--capture", type=Path, required=True,
                         help="the capture's directory (run.json, reference.json/.safetensors)")
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--mode", choices=("ddp", "fsdp", "hsdp"), required=True)
-    parser.add_argument("--world", type=int, required=True)
-    parser.add_argument("--shard", type=int, default=1, help="HSDP: ranks per shard group")
+    parser.add_argument("--mode", choices=MODES, required=True)
+    parser.add_argument("--replicate-size", type=int, default=2,
+                        help="hsdp: replicas (the mesh is R x world/R; default 2)")
+    parser.add_argument("--reshard-after-forward", default="auto",
+                        help="fsdp/hsdp: auto, true, false or an integer (default auto)")
     args = parser.parse_args()
-    got = train(args.model, args.capture, args.out, args.mode, args.world, args.shard)
+    got = train(args.model, args.capture, args.out, args.mode, args.replicate_size,
+                args.reshard_after_forward)
     print(f"wrote {args.out}: {args.mode} losses {got['losses'][0]:.7f} -> {got['losses'][-1]:.7f}")
 
 
