@@ -7,6 +7,8 @@ Usage (from the repository root)::
         [--momentum M] [--dampening D] [--nesterov] [--betas B1 B2] [--eps E] \
         [--maximize] [--seed S] [--split N] [--microbatches M] \
         [--make-arg KEY=VALUE ...] [--meta]
+        [--reference eager|ddp|fsdp|hsdp [--replicate-size R]
+         [--reshard-after-forward auto|true|false|K]]
 
 FILE.py defines ``make()`` returning ``(model, batches)``: ``model(*batch)``
 returns a scalar loss and ``batches`` is a list of tuples of tensors, one per
@@ -59,6 +61,20 @@ for one rank's microbatch: every batch tensor's dim 0 divided by ``N * M``
 (which must divide it). ``batches.safetensors`` and the eager reference keep
 the whole batch on one device; ``reference.json`` records ``"split": N`` and
 ``"microbatches": M``.
+
+``--reference`` says which run ``reference.*`` hold. ``eager`` (the
+default): the whole batch on one device, as above; exact for a single-rank
+step and for SGD. ``ddp``, ``fsdp`` or ``hsdp`` (with ``--split N``, N > 1):
+PyTorch's own ``DistributedDataParallel`` or ``fully_shard`` (HSDP on a
+``--replicate-size R`` x N/R mesh; ``--reshard-after-forward`` as
+loom-compile's) trains the same model on N Gloo ranks, each on its slice of
+every batch (loom/dp_reference.py); its losses and parameters replace the
+eager ones, ``reference.json`` says which run made them in
+``"reference"``, and ``one-step-short/`` holds the same run's parameters one
+step before the end, a negative control a check must reject. That is the
+right reference where the summation order of a distributed gradient shows
+(Adam and AdamW turn it into lr-sized steps on near-zero gradients;
+docs/distributed.md).
 
 ``--make-arg KEY=VALUE`` (repeatable) calls ``make(KEY=VALUE, ...)``; VALUE
 is a Python literal (``n_layers=2``, ``dim=64``) or else a string.
@@ -885,7 +901,31 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="build the model and batches as fake tensors (no weights, no data) and write only "
         "step.pt2, for loom-import --no-weights; no eager reference",
     )
+    parser.add_argument(
+        "--reference", choices=("eager", "ddp", "fsdp", "hsdp"), default="eager",
+        help="the run reference.* hold: eager on one device (default), or PyTorch's DDP, "
+        "fully_shard or HSDP on the --split ranks",
+    )
+    parser.add_argument("--replicate-size", type=int, default=2, metavar="R",
+                        help="--reference hsdp: replicas, the mesh is R x N/R (default 2)")
+    parser.add_argument("--reshard-after-forward", default="auto", metavar="auto|true|false|K",
+                        help="--reference fsdp/hsdp: fully_shard's reshard_after_forward "
+                        "(default auto)")
     args = parser.parse_args(argv)
+    if args.reference != "eager":
+        from loom.dp_reference import reshard_setting
+
+        if args.split < 2:
+            parser.error(f"--reference {args.reference} needs --split N with N > 1")
+        if args.meta:
+            parser.error("--meta has no reference to replace")
+        if args.reference == "hsdp" and (args.replicate_size < 2 or args.split % args.replicate_size):
+            parser.error(f"--replicate-size must be > 1 and divide --split {args.split}, "
+                         f"got {args.replicate_size}")
+        try:
+            reshard_setting(args.reshard_after_forward)
+        except ValueError as exc:
+            parser.error(f"--reshard-after-forward: {exc}")
     if args.steps < 1:
         parser.error("--steps must be at least 1")
     if args.split < 1:
@@ -1019,6 +1059,17 @@ def capture(args: argparse.Namespace) -> None:
         "microbatches": args.microbatches,
     }
     (args.out / "reference.json").write_text(json.dumps(report, indent=2) + "\n")
+    losses = reference.losses
+    if args.reference != "eager":
+        from loom import dp_reference
+
+        try:
+            got = dp_reference.train(path, args.out, args.out, args.reference,
+                                     args.replicate_size, args.reshard_after_forward,
+                                     args.make_kwargs)
+        except ValueError as exc:
+            raise CaptureError(f"--reference {args.reference}: {exc}") from exc
+        losses = got["losses"]
 
     params = dict(model.named_parameters())
     n_elems = sum(p.numel() for p in params.values())
@@ -1034,12 +1085,18 @@ def capture(args: argparse.Namespace) -> None:
             f"(--split {args.split}, --microbatches {args.microbatches})"
         )
     hyper = ", ".join(f"{k}={_show(v)}" for k, v in args.optimizer_config.items() if k != "name")
+    run = "eager"
+    if args.reference != "eager":
+        run = json.loads((args.out / "reference.json").read_text())["reference"]
     print(
-        f"  reference: {args.steps} steps of {args.optimizer} ({hyper}), "
-        f"loss {reference.losses[0]:.6f} -> {reference.losses[-1]:.6f}"
+        f"  reference ({run}): {args.steps} steps of {args.optimizer} ({hyper}), "
+        f"loss {losses[0]:.6f} -> {losses[-1]:.6f}"
     )
-    for name in ("step.pt2", RUN_CONFIG_FILE, "batches.safetensors", "reference.json",
-                 "reference.safetensors"):
+    names = ["step.pt2", RUN_CONFIG_FILE, "batches.safetensors", "reference.json",
+             "reference.safetensors"]
+    if args.reference != "eager":
+        names.append("one-step-short/")
+    for name in names:
         print(f"  wrote {args.out / name}")
 
 

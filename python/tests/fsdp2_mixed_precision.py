@@ -49,7 +49,7 @@ sys.path.insert(0, str(REPO / "python"))
 
 from loom.capture import call_make, load_make  # noqa: E402
 from loom.safetensors_io import save_tensors  # noqa: E402
-from torch_dp_reference import spawn_ranks, start_rank, stop_rank, train_on_ranks  # noqa: E402
+from loom.dp_reference import spawn_ranks, start_rank, stop_rank, train_on_ranks  # noqa: E402
 
 
 def rank_slice(batch: tuple[torch.Tensor, ...], rank: int, world: int,

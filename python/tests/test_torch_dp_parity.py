@@ -4,7 +4,7 @@ The GPT example (two blocks, tied embeddings) is captured once for 2 ranks
 (10 AdamW steps, PyTorch's defaults). For each data-parallel mode Loom
 compiles it (``--dp=replicate``; ``--dp=fsdp``; ``--dp=fsdp
 --replicate-size=2``, a (replicate 2, shard 1) mesh) and ``loom-run`` trains
-it on 2 ranks; torch_dp_reference.py trains the same model, batches and
+it on 2 ranks; loom.dp_reference trains the same model, batches and
 optimizer with ``DistributedDataParallel`` or ``fully_shard`` (every
 ``layers.i``, then the root; HSDP on the same (2, 1) mesh) on 2 Gloo
 processes. The per-step losses (averaged over the ranks) and the final
@@ -79,8 +79,9 @@ def test_loom_equals_pytorch_data_parallel(mode, step, tmp_path):
     assert json.loads(program.stdout)["mesh"] == mesh
 
     torch_ref = tmp_path / f"torch-{mode}"
-    result = run([sys.executable, REPO / "python" / "tests" / "torch_dp_reference.py", MODEL,
-                  "--capture", step, "--out", torch_ref, "--mode", mode, "--world", str(WORLD)])
+    result = run([sys.executable, "-m", "loom.dp_reference", MODEL, "--capture", step,
+                  "--out", torch_ref, "--mode", mode],
+                 env=dict(os.environ, PYTHONPATH=str(REPO / "python")))
     assert result.returncode == 0, result.stdout + result.stderr
     losses = json.loads((torch_ref / "reference.json").read_text())["losses"]
     assert len(losses) == STEPS and losses[-1] < losses[0]

@@ -1,9 +1,12 @@
 //===- loom-compile.cpp - Compile a loom step into a .loomx artifact ------===//
 
 #include "loom/Analysis/PeakMemory.h"
+#include "loom/Dialect/Loom/IR/LoomDialect.h"
+#include "loom/Dialect/Loom/IR/OpClassification.h"
 #include "loom/InitAll.h"
 #include "loom/Pipelines/Pipelines.h"
 #include "loom/Target/Artifact/ArtifactWriter.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/MLIRContext.h"
@@ -92,6 +95,36 @@ static void printSummary(mlir::ModuleOp module) {
            << memory.persistentBytes << " + activations "
            << memory.peakActivationBytes << ")\n";
   }
+}
+
+/// The FSDP units of the step in `module`, as loom-fsdp will take them:
+/// `--units` when given, else the model's repeated blocks; the root is
+/// always the last. Told before the pipeline runs, while parameter names are
+/// still on the step's arguments, so a user sees which modules the default
+/// found (a model whose blocks are not numbered gets the root alone).
+static void printUnits(mlir::ModuleOp module,
+                       const loom::CompileOptions &options) {
+  SmallVector<std::string> units(options.units.begin(), options.units.end());
+  StringRef origin = "--units";
+  if (units.empty()) {
+    SmallVector<StringRef> names;
+    module.walk([&](mlir::func::FuncOp step) {
+      for (unsigned i = 0, e = step.getNumArguments(); i < e; ++i) {
+        auto role = step.getArgAttrOfType<loom::RoleAttr>(
+            i, loom::LoomDialect::kRoleAttrName);
+        auto name = step.getArgAttrOfType<mlir::StringAttr>(
+            i, loom::LoomDialect::kNameAttrName);
+        if (role && name && role.getValue() == loom::Role::parameter)
+          names.push_back(name.getValue());
+      }
+    });
+    units = loom::getLayerBlocks(names);
+    origin = "default: the model's repeated blocks";
+  }
+  errs() << "loom-compile: fsdp units (" << origin << "): ";
+  for (const std::string &unit : units)
+    errs() << unit << ", ";
+  errs() << "<root>\n";
 }
 
 /// The module in `inputPath`, parsed with diagnostics at its source lines.
@@ -209,6 +242,8 @@ int main(int argc, char **argv) {
   auto timing = std::make_unique<mlir::DefaultTimingManager>();
   mlir::applyDefaultTimingManagerCLOptions(*timing);
   pm.enableTiming(std::move(timing));
+  if (summary && compiling && options.dp == loom::DataParallel::Fsdp)
+    printUnits(*module, options);
   if (failed(pm.run(*module)))
     return 1;
   if (summary)

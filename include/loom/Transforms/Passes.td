@@ -412,7 +412,10 @@ def LoomFsdp : Pass<"loom-fsdp", "::mlir::ModuleOp"> {
     and under no more specific unit; the root unit owns the rest. A
     parameter used directly by the forward ops of several units (a tied
     weight) belongs to the first of them in program order and is gathered
-    and reduced once. The default units are every `layers.N` plus the root.
+    and reduced once. The default units are found from the model's
+    structure: the blocks of the container with the most numbered children
+    (`layers.N`, `stack.N`, a root `Sequential`'s `N`, whatever the name),
+    plus the root; with no numbered children, the root alone.
 
     Sharding. Each parameter argument becomes its local shard: dim 0 is
     zero-padded to a multiple of the shard group size G and rank i holds
@@ -543,7 +546,8 @@ def LoomFsdp : Pass<"loom-fsdp", "::mlir::ModuleOp"> {
   let options = [
     ListOption<"units", "units", "std::string",
                "Module-path prefixes of the fully_shard units (default: "
-               "every 'layers.N' plus the root)">,
+               "the blocks of the container with the most numbered "
+               "children, plus the root)">,
     ListOption<"meshShape", "mesh-shape", "int64_t",
                "Mesh shape: {N} for FSDP or {R, S} for HSDP with axes "
                "'replicate' and 'shard' (required unless 'mesh' is given)">,

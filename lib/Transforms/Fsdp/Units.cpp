@@ -69,7 +69,8 @@ LogicalResult fsdp::collectParams(ShardingState &s) {
   return success();
 }
 
-/// The default units: the `...layers.N` prefix of every parameter name.
+/// The default units: the model's repeated blocks (getLayerBlocks), found
+/// from the numbered components of the parameter names.
 static SmallVector<std::string>
 collectDefaultUnits(ArrayRef<ParamInfo> params) {
   SmallVector<StringRef> names;

@@ -258,22 +258,47 @@ StringRef loom::getOwnerModule(StringRef qualifiedName) {
 }
 
 SmallVector<std::string>
-loom::getLayerBlocks(ArrayRef<StringRef> qualifiedNames) {
-  SmallVector<std::string> prefixes;
+loom::getRepeatedBlocks(ArrayRef<StringRef> qualifiedNames,
+                        unsigned minBlocks) {
+  // (container, its blocks), in order of first appearance.
+  SmallVector<std::pair<std::string, SmallVector<std::string>>> containers;
   llvm::StringSet<> seen;
   for (StringRef name : qualifiedNames) {
     SmallVector<StringRef> parts;
     name.split(parts, '.');
-    // `layers.N` must own something: the last component is the tensor.
-    for (size_t i = 0; i + 2 < parts.size(); ++i) {
-      int64_t index;
-      if (parts[i] == "layers" && !parts[i + 1].getAsInteger(10, index)) {
-        std::string prefix = llvm::join(ArrayRef(parts).take_front(i + 2), ".");
-        if (seen.insert(prefix).second)
-          prefixes.push_back(prefix);
-        break;
+    // The outermost numbered component: `layers.0.experts.3.w` is a block
+    // of `layers`, not of `layers.0.experts`.
+    for (size_t i = 0; i + 1 < parts.size(); ++i) {
+      unsigned index;
+      if (parts[i].getAsInteger(10, index))
+        continue;
+      std::string block = llvm::join(ArrayRef(parts).take_front(i + 1), ".");
+      if (seen.insert(block).second) {
+        std::string container = llvm::join(ArrayRef(parts).take_front(i), ".");
+        auto *known = llvm::find_if(
+            containers, [&](const auto &c) { return c.first == container; });
+        if (known == containers.end()) {
+          containers.push_back({container, {}});
+          known = std::prev(containers.end());
+        }
+        known->second.push_back(block);
       }
+      break;
     }
   }
-  return prefixes;
+  size_t most = minBlocks;
+  for (auto &[container, itsBlocks] : containers)
+    most = std::max(most, itsBlocks.size());
+  // Containers tied at the most are all repeated blocks: an encoder's and a
+  // decoder's `layers.N` of the same depth are both sharded per block.
+  SmallVector<std::string> blocks;
+  for (auto &[container, itsBlocks] : containers)
+    if (itsBlocks.size() == most)
+      llvm::append_range(blocks, itsBlocks);
+  return blocks;
+}
+
+SmallVector<std::string>
+loom::getLayerBlocks(ArrayRef<StringRef> qualifiedNames) {
+  return getRepeatedBlocks(qualifiedNames);
 }

@@ -98,8 +98,20 @@ llvm::StringRef getCommonModule(llvm::ArrayRef<llvm::StringRef> paths);
 llvm::StringRef getOwnerModule(llvm::StringRef qualifiedName);
 
 /// The repeated blocks of a model, as `fully_shard` and `checkpoint_wrapper`
-/// are applied to `model.layers[i]`: the `...layers.N` prefix of every
-/// fully-qualified name that has one, each once, in the order of `names`.
+/// are applied to `model.layers[i]`, found from its structure: the blocks of
+/// the container with the most numbered children, whatever it is named
+/// (`layers.N`, `stack.N`, a root `Sequential`'s `N`). A name's first
+/// numbered component that is not its last one (the tensor) names its block
+/// and, before it, its container. Containers tied at the most (an encoder's
+/// and a decoder's `layers.N`) all count. Returns each block once, grouped
+/// by container in order of first appearance, or nothing when no container
+/// has `minBlocks` blocks.
+llvm::SmallVector<std::string>
+getRepeatedBlocks(llvm::ArrayRef<llvm::StringRef> qualifiedNames,
+                  unsigned minBlocks = 1);
+
+/// getRepeatedBlocks with its default, the units `loom-fsdp`, `loom-remat`
+/// and `loom-sac-ilp` use when not told.
 llvm::SmallVector<std::string>
 getLayerBlocks(llvm::ArrayRef<llvm::StringRef> qualifiedNames);
 
