@@ -108,15 +108,31 @@ TEST(OpClassificationTest, ModulePaths) {
   EXPECT_EQ(getOwnerModule("bias"), "");
 }
 
-// The blocks fully_shard and checkpoint_wrapper default to: one `layers.N`
-// per index, at any depth, only where it owns a tensor, in first order.
-TEST(OpClassificationTest, LayerBlocks) {
+// The blocks fully_shard and checkpoint_wrapper default to: the blocks of
+// the container with the most numbered children, whatever it is named, each
+// once in first order, only where a block owns a tensor; tied containers all
+// count; with minBlocks, a container needs that many.
+TEST(OpClassificationTest, RepeatedBlocks) {
   EXPECT_EQ(
       getLayerBlocks({"tok.weight", "layers.1.attn.wq.weight",
                       "layers.0.ln.bias", "layers.1.ln.bias",
                       "model.layers.10.w", "layers.x.w", "layers.2"}),
-      (SmallVector<std::string>{"layers.1", "layers.0", "model.layers.10"}));
+      (SmallVector<std::string>{"layers.1", "layers.0"}));
+  EXPECT_EQ(getLayerBlocks({"stack.0.w", "stack.1.w", "stack.2.w",
+                            "head.0.w", "out.bias"}),
+            (SmallVector<std::string>{"stack.0", "stack.1", "stack.2"}));
+  // A root Sequential: its blocks are `0`, `1`.
+  EXPECT_EQ(getLayerBlocks({"0.weight", "0.bias", "1.weight"}),
+            (SmallVector<std::string>{"0", "1"}));
+  // An encoder's and a decoder's layers, tied at two each.
+  EXPECT_EQ(getLayerBlocks({"enc.layers.0.w", "enc.layers.1.w",
+                            "dec.layers.0.w", "dec.layers.1.w"}),
+            (SmallVector<std::string>{"enc.layers.0", "enc.layers.1",
+                                      "dec.layers.0", "dec.layers.1"}));
   EXPECT_TRUE(getLayerBlocks({"fc1.weight", "head.bias"}).empty());
+  EXPECT_TRUE(getRepeatedBlocks({"head.0.w", "fc.bias"}, 2).empty());
+  EXPECT_EQ(getRepeatedBlocks({"head.0.w", "fc.bias"}),
+            (SmallVector<std::string>{"head.0"}));
 }
 
 class OpClassificationIRTest : public ::testing::Test {

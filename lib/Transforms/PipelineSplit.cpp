@@ -69,40 +69,18 @@ struct ForwardOrder {
   }
 };
 
-/// The units a default split cuts between: the blocks of the container with
-/// the most numbered children (`layers.N`, a Sequential's `N`, `stack.N`),
-/// or else the root's children, in forward order.
+/// The units a default split cuts between: the model's repeated blocks, as
+/// the FSDP units (getRepeatedBlocks: the blocks of the container with the
+/// most numbered children, `layers.N`, a Sequential's `N`, `stack.N`, when
+/// it has at least two), or else the root's children, in forward order.
 SmallVector<std::string> findUnits(func::FuncOp step,
                                    const ForwardOrder &order) {
-  // (container, its blocks), in order of first appearance.
-  std::vector<std::pair<std::string, SmallVector<std::string>>> containers;
-  llvm::StringSet<> seen;
-  for (unsigned i = 0, e = step.getNumArguments(); i < e; ++i) {
-    auto name = step.getArgAttrOfType<StringAttr>(i, LoomDialect::kNameAttrName);
-    if (!name)
-      continue;
-    SmallVector<StringRef> parts;
-    name.getValue().split(parts, '.');
-    for (size_t j = 0; j + 1 < parts.size(); ++j) {
-      int64_t index;
-      if (parts[j].getAsInteger(10, index))
-        continue;
-      std::string container = llvm::join(ArrayRef(parts).take_front(j), ".");
-      std::string block = llvm::join(ArrayRef(parts).take_front(j + 1), ".");
-      if (seen.insert(block).second) {
-        auto known = llvm::find_if(
-            containers, [&](const auto &c) { return c.first == container; });
-        if (known == containers.end())
-          known = containers.insert(containers.end(), {container, {}});
-        known->second.push_back(block);
-      }
-      break;
-    }
-  }
-  SmallVector<std::string> units;
-  for (auto &[container, blocks] : containers)
-    if (blocks.size() >= 2 && blocks.size() > units.size())
-      units = blocks;
+  SmallVector<StringRef> names;
+  for (unsigned i = 0, e = step.getNumArguments(); i < e; ++i)
+    if (auto name =
+            step.getArgAttrOfType<StringAttr>(i, LoomDialect::kNameAttrName))
+      names.push_back(name.getValue());
+  SmallVector<std::string> units = getRepeatedBlocks(names, /*minBlocks=*/2);
   if (units.empty()) {
     llvm::StringSet<> top;
     for (Operation *op : order.ops) {
