@@ -10,7 +10,7 @@ single-device (``--mode eager``, the whole batch on one rank), with
 ``layers.i`` then the root (``fsdp``; the norm of DTensor gradients is
 completed across the shards by PyTorch). ``--max-norm 0`` trains without
 clipping: the negative control a check of a clipped Loom run must reject.
-The output is torch_dp_reference.py's layout (``reference.json`` and
+The output is loom.dp_reference's layout (``reference.json`` and
 ``reference.safetensors``), for ``loom-run --check``.
 
     .venv/bin/python python/tests/clip_reference.py python/tests/clip_mlp.py \\
@@ -26,11 +26,11 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from torch_dp_reference import (  # noqa: E402
-    _full, _wrap, call_make, load_make, OPTIMIZERS, optimizer_kwargs, spawn_ranks, start_rank,
-    stop_rank, write_reference)
+from loom.capture import OPTIMIZERS, call_make, load_make, optimizer_kwargs  # noqa: E402
+from loom.dp_reference import (  # noqa: E402
+    _full, _wrap, spawn_ranks, start_rank, stop_rank, write_reference)
 
 
 def _rank(rank: int, world: int, store: str, out: str, mode: str, model_file: str,
@@ -41,7 +41,7 @@ def _rank(rank: int, world: int, store: str, out: str, mode: str, model_file: st
     try:
         torch.manual_seed(config["seed"])
         program = call_make(load_make(Path(model_file)), Path(model_file))
-        model = program.model if mode == "eager" else _wrap(program.model, mode, world, 1)
+        model = program.model if mode == "eager" else _wrap(program.model, mode, world, 1, "auto")
         inner = model.module if mode == "ddp" else model
         hyper = config["optimizer"]
         opt = OPTIMIZERS[hyper["name"]](model.parameters(), **optimizer_kwargs(hyper),
