@@ -121,6 +121,37 @@ static Value createNormOfNorms(OpBuilder &b, Location loc,
   return createNorm(b, loc, stacked, normType);
 }
 
+/// One gradient result of a step and the parameter argument it targets.
+struct GradientTarget {
+  unsigned result;
+  unsigned arg;
+  StringAttr name;
+};
+
+/// The step's gradient results in result order, each with its parameter
+/// argument (the step verifier guarantees a grad targets one).
+static SmallVector<GradientTarget> getGradientTargets(func::FuncOp func) {
+  llvm::StringMap<unsigned> paramArgs;
+  for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
+    auto role = func.getArgAttrOfType<RoleAttr>(i, LoomDialect::kRoleAttrName);
+    auto name =
+        func.getArgAttrOfType<StringAttr>(i, LoomDialect::kNameAttrName);
+    if (role && name && role.getValue() == Role::parameter)
+      paramArgs[name.getValue()] = i;
+  }
+  SmallVector<GradientTarget> targets;
+  for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
+    auto role =
+        func.getResultAttrOfType<RoleAttr>(i, LoomDialect::kRoleAttrName);
+    if (!role || role.getValue() != Role::grad)
+      continue;
+    auto target =
+        func.getResultAttrOfType<StringAttr>(i, LoomDialect::kTargetAttrName);
+    targets.push_back({i, paramArgs.lookup(target.getValue()), target});
+  }
+  return targets;
+}
+
 namespace {
 struct LoomAttachOptimizerPass
     : public loom::impl::LoomAttachOptimizerBase<LoomAttachOptimizerPass> {
@@ -160,31 +191,13 @@ struct LoomAttachOptimizerPass
     if (maxGradNorm != 0 && failed(clipGradients(func)))
       return failure();
 
-    llvm::StringMap<unsigned> paramArgs;
-    for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
-      auto role =
-          func.getArgAttrOfType<RoleAttr>(i, LoomDialect::kRoleAttrName);
-      auto name =
-          func.getArgAttrOfType<StringAttr>(i, LoomDialect::kNameAttrName);
-      if (role && name && role.getValue() == Role::parameter)
-        paramArgs[name.getValue()] = i;
-    }
-
     auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
     OpBuilder builder(ret);
     auto roleAttr = [&](Role r) { return RoleAttr::get(ctx, r); };
     SmallVector<Value> stateResults;
     SmallVector<DictionaryAttr> stateResultAttrs;
     unsigned numResults = func.getNumResults();
-    for (unsigned i = 0; i < numResults; ++i) {
-      auto role =
-          func.getResultAttrOfType<RoleAttr>(i, LoomDialect::kRoleAttrName);
-      if (!role || role.getValue() != Role::grad)
-        continue;
-      // The step verifier guarantees a grad targets a parameter argument.
-      StringAttr target =
-          func.getResultAttrOfType<StringAttr>(i, LoomDialect::kTargetAttrName);
-      unsigned argIndex = paramArgs.lookup(target.getValue());
+    for (auto [i, argIndex, target] : getGradientTargets(func)) {
       BlockArgument param = func.getArgument(argIndex);
       Type type = param.getType();
 
@@ -264,34 +277,14 @@ struct LoomAttachOptimizerPass
     auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
     Location loc =
         NameLoc::get(StringAttr::get(ctx, "clip_grad_norm"), func.getLoc());
-    llvm::StringMap<ShardAttr> shards;
-    llvm::StringMap<unsigned> paramArgs;
-    for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
-      auto name =
-          func.getArgAttrOfType<StringAttr>(i, LoomDialect::kNameAttrName);
-      if (!name)
-        continue;
-      paramArgs[name.getValue()] = i;
-      if (auto shard =
-              func.getArgAttrOfType<ShardAttr>(i, LoomDialect::kShardAttrName))
-        shards[name.getValue()] = shard;
-    }
     // In parameter order, the order of model.parameters() that PyTorch
     // stacks the norms in.
-    SmallVector<std::pair<unsigned, unsigned>> byParam;
-    for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
-      auto role =
-          func.getResultAttrOfType<RoleAttr>(i, LoomDialect::kRoleAttrName);
-      if (!role || role.getValue() != Role::grad)
-        continue;
-      StringAttr target =
-          func.getResultAttrOfType<StringAttr>(i, LoomDialect::kTargetAttrName);
-      byParam.push_back({paramArgs.lookup(target.getValue()), i});
-    }
-    llvm::sort(byParam);
-    SmallVector<unsigned> gradResults = llvm::to_vector(
-        llvm::map_range(byParam, [](auto p) { return p.second; }));
-    if (gradResults.empty())
+    SmallVector<GradientTarget> grads = getGradientTargets(func);
+    llvm::stable_sort(grads,
+                      [](const GradientTarget &a, const GradientTarget &c) {
+                        return a.arg < c.arg;
+                      });
+    if (grads.empty())
       return success();
 
     OpBuilder b(ret);
@@ -299,16 +292,16 @@ struct LoomAttachOptimizerPass
     // model.parameters(); shards apart from whole gradients.
     SmallVector<Value> whole, sharded;
     ShardAttr shardedOver;
-    for (unsigned i : gradResults) {
+    for (const GradientTarget &target : grads) {
+      unsigned i = target.result;
       Value grad = ret.getOperand(i);
       if (!isa<FloatType>(
               cast<RankedTensorType>(grad.getType()).getElementType()))
         return fail() << "cannot clip the gradient of result " << i
                       << ": it is not a floating-point tensor";
       Value norm = createNorm(b, loc, grad, normType);
-      StringAttr target =
-          func.getResultAttrOfType<StringAttr>(i, LoomDialect::kTargetAttrName);
-      ShardAttr shard = shards.lookup(target.getValue());
+      auto shard = func.getArgAttrOfType<ShardAttr>(
+          target.arg, LoomDialect::kShardAttrName);
       if (!shard) {
         whole.push_back(norm);
         continue;
@@ -367,7 +360,8 @@ struct LoomAttachOptimizerPass
                           {ref0, b.getF64FloatAttr(maxGradNorm)});
     coef = createClipAten(b, loc, "aten::clamp.default", type, coef,
                           {ref0, UnitAttr::get(ctx), b.getF64FloatAttr(1.0)});
-    for (unsigned i : gradResults) {
+    for (const GradientTarget &target : grads) {
+      unsigned i = target.result;
       Value grad = ret.getOperand(i);
       Value clipped = createClipAten(b, loc, "aten::mul.Tensor", grad.getType(),
                                      ValueRange{grad, coef},
