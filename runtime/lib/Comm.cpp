@@ -30,6 +30,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -232,6 +233,17 @@ Comm::Comm(const Artifact &artifact, const DistributedConfig &config)
     }
     groups_.emplace(axes, std::move(g));
   }
+  if (worldSize_ > 1) {
+    // After a failure the board's query waits for the store at most a few
+    // seconds: the store may have gone with rank 0.
+    auto patience = std::min(timeout_, std::chrono::milliseconds(3000));
+    try {
+      progress_ = std::make_unique<ProgressBoard>(store_, rank_, patience);
+    } catch (const std::exception &e) {
+      throw Error(who + ": connecting to the store for progress reports " +
+                  "failed: " + e.what());
+    }
+  }
 }
 
 Comm::~Comm() = default;
@@ -262,7 +274,7 @@ bool soleHolder(const at::Tensor &t) {
     if (bases.size() > 64)
       return false;
   }
-  return t.storage().use_count() == int64_t(1 + bases.size());
+  return t.storage().use_count() == 1 + bases.size();
 }
 
 /// Marks what the backend allocates on this thread while it issues a
@@ -294,8 +306,12 @@ void startAllReduce(PendingCollective &p, const CommGroup &g, at::Tensor t,
 
 PendingCollective Comm::start(OpKind kind, const std::vector<std::string> &axes,
                               const at::Tensor &input, int64_t dim,
-                              ReduceOp reduce, int64_t root, bool donated) {
-  const CommGroup &g = group(axes);
+                              ReduceOp reduce, int64_t root, bool donated,
+                              const std::string &origin) {
+  auto found = groups_.find(axes);
+  if (found == groups_.end())
+    throw Error("no process group over axes " + listOf(axes));
+  CommGroup &g = found->second;
   int64_t size = int64_t(g.ranks.size());
   PendingCollective p;
   p.kind = kind;
@@ -307,7 +323,8 @@ PendingCollective Comm::start(OpKind kind, const std::vector<std::string> &axes,
   p.bytes = int64_t(input.numel()) * int64_t(input.element_size());
   p.describe = std::string(collectiveName(kind)) + " over " + g.label + " (" +
                artifactDtypeName(input.scalar_type()) + " " +
-               formatShape(input.sizes()) + ", " + bytesText(p.bytes) + ")";
+               formatShape(input.sizes()) + ", " + bytesText(p.bytes) + ")" +
+               origin;
   if ((kind == OpKind::AllGatherStart || kind == OpKind::ReduceScatterStart ||
        kind == OpKind::AllSliceStart) &&
       dim >= input.dim())
@@ -418,6 +435,12 @@ PendingCollective Comm::start(OpKind kind, const std::vector<std::string> &axes,
   } catch (const std::exception &e) {
     throw Error(p.describe + " failed to start: " + e.what());
   }
+  // all_slice moves no data: nothing for a peer to wait on.
+  if (progress_ && p.work) {
+    p.sequence = ++g.issued;
+    p.progress = progress_.get();
+    progress_->started(g.label, p.sequence, p.describe);
+  }
   return p;
 }
 
@@ -425,7 +448,8 @@ PendingCollective Comm::startPointToPoint(OpKind kind,
                                           const std::vector<std::string> &axes,
                                           const at::Tensor &input, int64_t peer,
                                           int64_t tag, c10::ScalarType dtype,
-                                          const std::vector<int64_t> &shape) {
+                                          const std::vector<int64_t> &shape,
+                                          const std::string &origin) {
   const CommGroup &g = group(axes);
   if (peer < 0 || peer >= int64_t(g.ranks.size()) || peer == g.index)
     throw Error("peer " + std::to_string(peer) +
@@ -445,7 +469,8 @@ PendingCollective Comm::startPointToPoint(OpKind kind,
                std::to_string(g.ranks[size_t(peer)]) + " (index " +
                std::to_string(peer) + " of " + g.label + "), tag " +
                std::to_string(tag) + " (" + artifactDtypeName(t.scalar_type()) +
-               " " + formatShape(t.sizes()) + ", " + bytesText(p.bytes) + ")";
+               " " + formatShape(t.sizes()) + ", " + bytesText(p.bytes) + ")" +
+               origin;
   try {
     std::vector<at::Tensor> tensors{t};
     StagingScope staging(p);
@@ -469,8 +494,12 @@ at::Tensor Comm::finish(PendingCollective &p) {
     if (p.work)
       p.work->wait();
   } catch (const std::exception &e) {
+    std::string where;
+    if (p.progress)
+      where = "; " +
+              p.progress->explain(p.group->label, p.group->ranks, p.sequence);
     throw CollectiveError(p.describe + " failed (a peer exited, or the " +
-                          "timeout passed): " + e.what());
+                          "timeout passed): " + e.what() + where);
   }
   releaseOnThisThread(p);
   if (p.tracker)
@@ -525,22 +554,26 @@ void Comm::releaseOnThisThread(PendingCollective &p) {
 }
 
 at::Tensor Comm::allGather(const std::vector<std::string> &axes,
-                           const at::Tensor &input, int64_t dim) {
-  PendingCollective p =
-      start(OpKind::AllGatherStart, axes, input, dim, ReduceOp::Sum, 0);
+                           const at::Tensor &input, int64_t dim,
+                           const std::string &origin) {
+  PendingCollective p = start(OpKind::AllGatherStart, axes, input, dim,
+                              ReduceOp::Sum, 0, false, origin);
   return finish(p);
 }
 
 at::Tensor Comm::broadcast(const std::vector<std::string> &axes,
-                           const at::Tensor &input, int64_t root) {
-  PendingCollective p =
-      start(OpKind::BroadcastStart, axes, input, 0, ReduceOp::Sum, root);
+                           const at::Tensor &input, int64_t root,
+                           const std::string &origin) {
+  PendingCollective p = start(OpKind::BroadcastStart, axes, input, 0,
+                              ReduceOp::Sum, root, false, origin);
   return finish(p);
 }
 
 at::Tensor Comm::allReduce(const std::vector<std::string> &axes,
-                           const at::Tensor &input, ReduceOp op) {
-  PendingCollective p = start(OpKind::AllReduceStart, axes, input, 0, op, 0);
+                           const at::Tensor &input, ReduceOp op,
+                           const std::string &origin) {
+  PendingCollective p =
+      start(OpKind::AllReduceStart, axes, input, 0, op, 0, false, origin);
   return finish(p);
 }
 

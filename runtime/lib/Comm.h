@@ -12,6 +12,8 @@
 #ifndef LOOMRT_LIB_COMM_H
 #define LOOMRT_LIB_COMM_H
 
+#include "Progress.h"
+
 #include "loomrt/Artifact.h"
 #include "loomrt/Session.h"
 
@@ -35,6 +37,9 @@ struct CommGroup {
   int64_t index = 0;
   std::string label; // "axes [shard] ranks [0, 1]"
   c10::intrusive_ptr<c10d::Backend> backend;
+  /// Collectives this rank started on the group: the last one's sequence
+  /// number (ProgressBoard).
+  int64_t issued = 0;
 };
 
 /// A collective in flight between its start and its wait.
@@ -65,6 +70,11 @@ struct PendingCollective {
   /// reduce_scatter on a donated input: all-reduced in `input` itself; the
   /// wait copies this rank's chunk out and releases the input.
   bool inPlace = false;
+  /// Its number among the group's collectives (1 for the first), the same
+  /// on every member, and the board a failure asks where the peers are;
+  /// null for point-to-point transfers (their message names the peer).
+  int64_t sequence = 0;
+  ProgressBoard *progress = nullptr;
 };
 
 class Comm {
@@ -83,10 +93,12 @@ public:
   /// Issues a collective on `input` (asynchronously). `donated`: the
   /// program never reads the input again (Session derives this from its
   /// frees), so a reduce_scatter may reduce in it instead of in a copy when
-  /// nothing else shares its storage.
+  /// nothing else shares its storage. `origin` (", started by ...") ends
+  /// its description, in this rank's messages and in its peers'.
   PendingCollective start(OpKind kind, const std::vector<std::string> &axes,
                           const at::Tensor &input, int64_t dim, ReduceOp reduce,
-                          int64_t root, bool donated = false);
+                          int64_t root, bool donated = false,
+                          const std::string &origin = std::string());
   /// Issues a send of `input` (send_start) or a recv of a `dtype` `shape`
   /// tensor (recv_start) to or from the rank at index `peer` of this rank's
   /// group over `axes`, with `tag` (asynchronously). The send keeps its
@@ -97,7 +109,8 @@ public:
                                       const std::vector<std::string> &axes,
                                       const at::Tensor &input, int64_t peer,
                                       int64_t tag, c10::ScalarType dtype,
-                                      const std::vector<int64_t> &shape);
+                                      const std::vector<int64_t> &shape,
+                                      const std::string &origin);
   /// Waits for it and returns its result. Throws on failure or timeout.
   /// Releases the work on the calling thread (releaseOnThisThread).
   static at::Tensor finish(PendingCollective &pending);
@@ -108,15 +121,19 @@ public:
 
   /// Blocking all-gather of a shard along `dim` (the runtime's own, for
   /// checks and saving; not a step collective).
+  /// `origin` ends its description, as for start().
   at::Tensor allGather(const std::vector<std::string> &axes,
-                       const at::Tensor &input, int64_t dim);
+                       const at::Tensor &input, int64_t dim,
+                       const std::string &origin = std::string());
   /// Blocking broadcast from the group member at index `root` (the
   /// runtime's own: an MPMD step's loss and saved parameters).
   at::Tensor broadcast(const std::vector<std::string> &axes,
-                       const at::Tensor &input, int64_t root);
+                       const at::Tensor &input, int64_t root,
+                       const std::string &origin = std::string());
   /// Blocking all-reduce (the runtime's own: the reported loss).
   at::Tensor allReduce(const std::vector<std::string> &axes,
-                       const at::Tensor &input, ReduceOp op);
+                       const at::Tensor &input, ReduceOp op,
+                       const std::string &origin = std::string());
 
 private:
   int64_t rank_ = 0;
@@ -124,6 +141,9 @@ private:
   std::chrono::milliseconds timeout_;
   c10::intrusive_ptr<c10d::Store> store_;
   std::map<std::vector<std::string>, CommGroup> groups_;
+  /// Where this rank is in each group's collectives, for the peers' errors
+  /// (several ranks only).
+  std::unique_ptr<ProgressBoard> progress_;
 };
 
 } // namespace loomrt

@@ -141,6 +141,9 @@ public:
   void resetOptimizerState();
   int64_t heldBytes(const std::vector<at::Tensor> &batch) const;
   std::string where(size_t index) const;
+  /// ", started by programs[p].instructions[i] in step s [module m]": the
+  /// end of a collective's or transfer's description.
+  std::string origin(size_t index) const;
   void checkBatch(const std::vector<at::Tensor> &batch) const;
   void runInstruction(size_t index);
   size_t inputIndex(const std::string &name, InputRole role) const;
@@ -167,6 +170,18 @@ at::Tensor SessionImpl::ownedFromFull(size_t i, const at::Tensor &full) const {
     return full;
   auto [index, size] = groupPosition(in.shard->axes);
   return shardOf(full, *in.shard, size, index);
+}
+
+std::string SessionImpl::origin(size_t index) const {
+  // A failed transfer is reported at its wait, and a peer's failure names
+  // what this rank last started: say which instruction of which step.
+  const Instruction &inst = program().instructions[index];
+  std::string o = ", started by " +
+                  artifact.instructionPath(programIndex, index) + " in step " +
+                  std::to_string(stepsRun);
+  if (!inst.module.empty())
+    o += " [module " + inst.module + "]";
+  return o;
 }
 
 std::string SessionImpl::where(size_t index) const {
@@ -493,9 +508,9 @@ void SessionImpl::runInstruction(size_t index) {
   case OpKind::BroadcastStart:
   case OpKind::AllSliceStart: {
     double issueUs = tracing ? microsSince(epoch, Clock::now()) : 0;
-    PendingCollective p =
-        comm->start(inst.op, inst.axes, slots.get(inst.input), inst.dim,
-                    inst.reduce, inst.root, donatesInput[index] != 0);
+    PendingCollective p = comm->start(inst.op, inst.axes, slots.get(inst.input),
+                                      inst.dim, inst.reduce, inst.root,
+                                      donatesInput[index] != 0, origin(index));
     keepPending(index, std::move(p), issueUs);
     return;
   }
@@ -505,12 +520,7 @@ void SessionImpl::runInstruction(size_t index) {
     PendingCollective p = comm->startPointToPoint(
         inst.op, inst.axes,
         inst.op == OpKind::SendStart ? slots.get(inst.input) : at::Tensor(),
-        inst.peer, inst.tag, inst.recvDtype, inst.recvShape);
-    // A failed transfer is reported at its wait: name the start there too.
-    p.describe +=
-        ", started by " + artifact.instructionPath(programIndex, index);
-    if (!inst.module.empty())
-      p.describe += " [module " + inst.module + "]";
+        inst.peer, inst.tag, inst.recvDtype, inst.recvShape, origin(index));
     keepPending(index, std::move(p), issueUs);
     return;
   }
@@ -712,7 +722,10 @@ double Session::step(const std::vector<at::Tensor> &batch) {
         // The runtime's own reduction (not a step collective): every rank
         // reports the loss over the whole batch.
         try {
-          loss = s.comm->allReduce(out.reduce->axes, t, out.reduce->op)
+          loss = s.comm
+                     ->allReduce(out.reduce->axes, t, out.reduce->op,
+                                 ", the runtime's reduction of step " +
+                                     std::to_string(s.stepsRun) + "'s loss")
                      .item<double>();
         } catch (const CollectiveError &e) {
           throw CollectiveError(op + ": reducing the loss: " + e.what());
@@ -755,7 +768,9 @@ double Session::step(const std::vector<at::Tensor> &batch) {
                  ->broadcast(
                      s.artifact.mesh->axes,
                      at::full({}, loss, at::TensorOptions().dtype(at::kDouble)),
-                     root)
+                     root,
+                     ", the runtime's broadcast of step " +
+                         std::to_string(s.stepsRun) + "'s loss")
                  .item<double>();
     } catch (const CollectiveError &e) {
       throw CollectiveError(s.artifact.what() + ": rank " +
@@ -790,7 +805,9 @@ NamedTensors Session::fullParameters() const {
       continue;
     at::Tensor t = s.owned[i];
     if (in.shard)
-      t = s.comm->allGather(in.shard->axes, t, in.shard->dim)
+      t = s.comm
+              ->allGather(in.shard->axes, t, in.shard->dim,
+                          ", the runtime's gathering of '" + in.name + "'")
               .narrow(in.shard->dim, 0,
                       in.shard->globalShape[size_t(in.shard->dim)])
               .contiguous();
@@ -828,7 +845,9 @@ void Session::saveParameters(const std::string &path) const {
                 : at::empty(in.shard ? in.shard->globalShape : in.shape,
                             at::TensorOptions().dtype(in.dtype));
         all.emplace_back(in.name,
-                         impl_->comm->broadcast(a.mesh->axes, t, root));
+                         impl_->comm->broadcast(
+                             a.mesh->axes, t, root,
+                             ", the runtime's broadcast of '" + in.name + "'"));
       }
     tensors = std::move(all);
     if (impl_->config.rank != 0)

@@ -223,6 +223,14 @@ def test_hung_rank_times_out(tmp_path: Path) -> None:
     # pair closure" depending on the operation that waited.)
     assert re.search(r"rank 0: programs\[0\]\.instructions\[\d+\] \(in '\w+'\) wait: all_gather over axes \[shard\] "
                      r"ranks \[0, 1\] .*([Tt]imed out|timeout)", r.stderr), r.stderr
+    # Rank 0 names the collective by its number on the group, which ranks
+    # reached it and what the missing rank started last (one before: the
+    # reduction of step 1's loss): the compiled order is every rank's.
+    m = re.search(r"collective #(\d+) this rank started on axes \[shard\] ranks \[0, 1\]: reached by rank 0; "
+                  r"rank 1 has not reached it \(the last it started on this group: #(\d+), (\w+) over .* "
+                  r"the runtime's reduction of step 1's loss\)", r.stderr)
+    assert m, r.stderr
+    assert int(m.group(2)) == int(m.group(1)) - 1, m.group(0)
     assert "loom-run: rank 0 failed (exit code 3)" in r.stderr
     assert "loom-run: stopped rank(s) 1, still running 2 s after the first failure" in r.stderr, r.stderr
     assert elapsed < 20, elapsed

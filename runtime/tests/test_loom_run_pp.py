@@ -116,7 +116,7 @@ def test_unmatched_recv_stops_every_rank(tmp_path: Path) -> None:
     assert re.search(
         r"\[rank 1\] loom-run: error: .*rank 1: programs\[1\]\.instructions\[\d+\] \(in 'recv_act_0_wait'\) wait: "
         r"recv from rank 0 \(index 0 of axes \[pp\] ranks \[0, 1\]\), tag 999 \(f32 \[4, 8\], .*\), started by "
-        r"programs\[1\]\.instructions\[\d+\] \(in 'recv_act_0'\) \[module fc2\]", r.stderr), r.stderr
+        r"programs\[1\]\.instructions\[\d+\] \(in 'recv_act_0'\) in step 0 \[module fc2\]", r.stderr), r.stderr
     # Rank 0, blocked on its transfer with rank 1, fails too when rank 1's
     # connection closes (or the launcher stops it): no rank is left running.
     assert re.search(r"loom-run: error: .*rank 0: programs\[0\]\.instructions\[\d+\] \(in '\w+'\) wait: "
