@@ -228,8 +228,7 @@ int runRank(const RunOptions &o, const DistributedConfig &config) {
           saveCheckpoint(session, o.checkpointDir, s + 1, saveOptions);
       if (leader) {
         progress.clear();
-        std::fprintf(stderr, "loom-run: saved checkpoint %s\n",
-                     saved.c_str());
+        std::fprintf(stderr, "loom-run: saved checkpoint %s\n", saved.c_str());
       }
     }
     if (!leader)
@@ -280,9 +279,9 @@ int runRank(const RunOptions &o, const DistributedConfig &config) {
     std::printf("check: losses  %lld/%lld within %s (worst step %lld: "
                 "%.7f vs %.7f, rel %.1e)\n",
                 (long long)(steps - first - lossFailures),
-                (long long)(steps - first),
-                lossTol.c_str(), (long long)worstLossStep, worstLoss.got,
-                worstLoss.want, worstLoss.relError);
+                (long long)(steps - first), lossTol.c_str(),
+                (long long)worstLossStep, worstLoss.got, worstLoss.want,
+                worstLoss.relError);
   }
 
   // Every rank compares what it holds: replicated tensors whole, sharded

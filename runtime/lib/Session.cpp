@@ -945,8 +945,9 @@ void Session::assignFromFull(const std::string &name, const at::Tensor &full) {
     }
     return;
   }
-  throw Error(s.artifact.what() + ": there is no parameter, buffer or "
-                                  "optimizer state '" +
+  throw Error(s.artifact.what() +
+              ": there is no parameter, buffer or "
+              "optimizer state '" +
               name + "'");
 }
 

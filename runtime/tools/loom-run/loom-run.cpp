@@ -223,8 +223,10 @@ void killDuringSave(int64_t rank, int64_t step) {
   if (!r || !s || std::atoll(r) != rank || std::atoll(s) != step)
     return;
   std::fflush(stdout);
-  std::fprintf(stderr, "loom-run: rank %lld: test SIGKILL in the save of "
-               "step %lld\n", (long long)rank, (long long)step);
+  std::fprintf(stderr,
+               "loom-run: rank %lld: test SIGKILL in the save of "
+               "step %lld\n",
+               (long long)rank, (long long)step);
   ::raise(SIGKILL);
 }
 
