@@ -488,9 +488,20 @@ std::string saveCheckpoint(Session &session, const std::string &dir,
     options.afterRankFile(rank);
 
   // Every rank's file is on disk once this returns; rank 0 then publishes.
-  at::Tensor sizes = session.gatherFromAllRanks(at::tensor(
-      {int64_t(File::openRead(filePath).size()), int64_t(fileCrc32(filePath))},
-      at::TensorOptions().dtype(at::kLong)));
+  at::Tensor sizes;
+  try {
+    sizes = session.gatherFromAllRanks(
+        at::tensor({int64_t(File::openRead(filePath).size()),
+                    int64_t(fileCrc32(filePath))},
+                   at::TensorOptions().dtype(at::kLong)));
+  } catch (const CollectiveError &e) {
+    // A peer died or hung mid-save: say so, and that the index was not
+    // published (the previous checkpoint is the one to resume from).
+    throw CollectiveError("rank " + std::to_string(rank) + ": saving " + ckpt +
+                          ": gathering the ranks' file checksums failed, "
+                          "the checkpoint is incomplete: " +
+                          e.what());
+  }
   if (rank != 0)
     return ckpt;
 

@@ -188,6 +188,8 @@ def test_a_save_that_dies_leaves_the_previous_checkpoint(arts, tmp_path: Path) -
     r = loom_run(d, "--steps", str(STEPS), "--checkpoint-dir", str(ck), "--save-every", "2", tool=LOOM_RUN_FAULTS,
                  env={"LOOMRT_TEST_SAVE_KILL_RANK": "1", "LOOMRT_TEST_SAVE_KILL_STEP": "4"})
     assert r.returncode != 0
+    assert "loom-run: rank 1 failed (signal 9" in r.stderr, r.stderr
+    assert "rank 0: saving " + str(ck / "step-00000004") + ": gathering the ranks' file checksums failed" in r.stderr
     # Rank 1's file of step 4 is there, the index is not.
     assert (ck / "step-00000004" / "rank-00001.safetensors").exists()
     assert complete(ck) == ["step-00000002"]
