@@ -33,7 +33,8 @@ pytestmark = pytest.mark.skipif(not LOOM_RUN or not LOOM_RUN_FAULTS,
 
 # name -> make_dp_linear.program's mode and ranks; one model, one set of
 # batches, AdamW everywhere.
-LAYOUTS = {"fsdp4": ("fsdp", 4), "fsdp2": ("fsdp", 2), "fsdp1": ("fsdp", 1), "ddp1": ("ddp", 1)}
+LAYOUTS = {"fsdp4": ("fsdp", 4), "fsdp2": ("fsdp", 2), "fsdp1": ("fsdp", 1), "ddp1": ("ddp", 1),
+           "hsdp4": ("hsdp", 4)}
 
 
 @pytest.fixture(scope="module")
@@ -179,6 +180,20 @@ def test_resharded_resume_4_2_1(arts, tmp_path: Path) -> None:
         assert sorted(got) == [2, 3, 4, 5]
         for s, v in got.items():
             assert abs(v - want_losses[s]) <= 1e-5 * abs(want_losses[s]), (name, s, v, want_losses[s])
+
+
+def test_hsdp_writes_each_shard_once_and_resumes_on_fsdp2(arts, tmp_path: Path) -> None:
+    """HSDP (2 x 2) holds each shard on two ranks: ranks 0 and 1 write them,
+    ranks 2 and 3 only their generator state; FSDP on 2 ranks continues
+    (tolerance as in test_resharded_resume_4_2_1)."""
+    ck = tmp_path / "ck"
+    ok(loom_run(arts["hsdp4"], "--steps", "3", "--checkpoint-dir", str(ck), "--save-every", "3"))
+    index = json.loads((ck / "step-00000003" / "index.json").read_text())
+    for t in index["tensors"]:
+        files = [p["file"] for p in t["pieces"]]
+        assert files == ([0, 1] if t["shard_dim"] == 0 else [0]), t
+    r = ok(loom_run(arts["fsdp2"], "--resume", str(ck), "--check", str(arts["fsdp4"] / "reference.json")))
+    assert "check: losses  3/3" in r.stdout and "PASS" in r.stdout, r.stdout
 
 
 def test_a_save_that_dies_leaves_the_previous_checkpoint(arts, tmp_path: Path) -> None:
