@@ -287,3 +287,21 @@ def test_export_loads_into_pytorch_and_a_pytorch_file_starts_a_run(arts, tmp_pat
     save_file({k: v.detach().contiguous() for k, v in model.state_dict().items()}, str(tmp_path / "pt.st"))
     r = ok(loom_run(d, "--weights", str(tmp_path / "pt.st"), "--check", str(arts["fsdp4"] / "reference.json")))
     assert "PASS" in r.stdout
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--save-every", "2"], "--checkpoint-dir and --save-every go together"),
+    (["--checkpoint-dir", "d"], "--checkpoint-dir and --save-every go together"),
+    (["--checkpoint-dir", "d", "--save-every", "2", "--keep", "0"], "--keep expects an integer >= 1"),
+    (["--keep", "2"], "--keep applies to --save-every"),
+    (["--resume", "d", "--weights", "w"], "--resume and --weights both set the parameters"),
+])
+def test_usage_errors(args: list[str], message: str) -> None:
+    r = subprocess.run([LOOM_RUN, "x.loomx", "--batches", "b", *args], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and message in r.stderr, r.stderr
+
+
+def test_resume_past_the_requested_steps_is_refused(arts, good_checkpoint) -> None:
+    r = loom_run(arts["fsdp2"], "--resume", str(good_checkpoint), "--steps", "2")
+    assert r.returncode == 2
+    assert "nothing to run: the checkpoint is at step 2 and --steps is 2" in r.stderr, r.stderr
