@@ -281,7 +281,9 @@ std::vector<std::vector<std::string>> Artifact::groupAxes() const {
       if (collectiveName(inst.op))
         add(inst.axes);
   }
-  if (mpmd && mesh && mesh->numRanks() > 1)
+  // MPMD steps hand the loss over every rank, and checkpoints gather their
+  // files' checksums from every rank: both need the whole mesh's group.
+  if (mesh && mesh->numRanks() > 1)
     add(mesh->axes);
   return out;
 }

@@ -2,6 +2,7 @@
 
 #include "loomrt/loomrt.h"
 
+#include "loomrt/Checkpoint.h"
 #include "loomrt/Dtype.h"
 #include "loomrt/Error.h"
 #include "loomrt/Session.h"
@@ -149,6 +150,32 @@ loomrt_status loomrt_session_save_parameters(const loomrt_session *session,
                                              const char *path) {
   LOOMRT_REQUIRE(session && path, "session and path must not be NULL");
   return guarded([&] { session->session.saveParameters(path); });
+}
+
+loomrt_status loomrt_session_save_checkpoint(loomrt_session *session,
+                                             const char *dir,
+                                             int64_t dataPosition,
+                                             int64_t keep) {
+  LOOMRT_REQUIRE(session && dir, "session and dir must not be NULL");
+  LOOMRT_REQUIRE(dataPosition >= 0 && keep >= 0,
+                 "data_position and keep must not be negative");
+  return guarded([&] {
+    loomrt::CheckpointSaveOptions options;
+    options.keep = keep;
+    loomrt::saveCheckpoint(session->session, dir, dataPosition, options);
+  });
+}
+
+loomrt_status loomrt_session_load_checkpoint(loomrt_session *session,
+                                             const char *path,
+                                             int64_t *dataPosition) {
+  LOOMRT_REQUIRE(session && path, "session and path must not be NULL");
+  return guarded([&] {
+    loomrt::CheckpointInfo info =
+        loomrt::loadCheckpoint(session->session, path);
+    if (dataPosition)
+      *dataPosition = info.dataPosition;
+  });
 }
 
 loomrt_status loomrt_session_load_parameters(loomrt_session *session,

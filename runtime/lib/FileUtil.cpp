@@ -113,6 +113,14 @@ void AtomicFileWriter::write(const void *data, uint64_t n) {
 }
 
 void AtomicFileWriter::commit() {
+  // The data reaches the disk before the name does: after a crash the real
+  // name holds the old file or the whole new one, never a torn one.
+  if (::fsync(fd_) != 0) {
+    ::close(fd_);
+    fd_ = -1;
+    ::unlink(tmpPath_.c_str());
+    ioError(tmpPath_, "fsync failed");
+  }
   if (::close(fd_) != 0) {
     fd_ = -1;
     ::unlink(tmpPath_.c_str());
@@ -123,6 +131,16 @@ void AtomicFileWriter::commit() {
     ::unlink(tmpPath_.c_str());
     ioError(path_, "cannot rename " + tmpPath_ + " to it");
   }
+}
+
+void syncDirectory(const std::string &dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    ioError(dir, "cannot open the directory");
+  int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0)
+    ioError(dir, "fsync of the directory failed");
 }
 
 std::string readFile(const std::string &path) {

@@ -53,6 +53,10 @@ private:
   int fd_ = -1;
 };
 
+/// Makes the renames inside `dir` durable (a rename is only on disk once
+/// its directory is synced).
+void syncDirectory(const std::string &dir);
+
 /// The whole file as a string.
 std::string readFile(const std::string &path);
 

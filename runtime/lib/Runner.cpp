@@ -3,6 +3,7 @@
 #include "loomrt/Runner.h"
 
 #include "loomrt/Check.h"
+#include "loomrt/Checkpoint.h"
 #include "loomrt/Error.h"
 #include "loomrt/Trace.h"
 
@@ -144,6 +145,16 @@ int runRank(const RunOptions &o, const DistributedConfig &config) {
   const bool leader = session.rank() == 0;
   if (!o.weights.empty())
     session.loadWeights(o.weights);
+  // The steps already run: a resumed run continues the step numbering (and
+  // the batches, and --check's losses) where the checkpoint stopped.
+  int64_t first = 0;
+  if (!o.resume.empty()) {
+    CheckpointInfo info = loadCheckpoint(session, o.resume);
+    first = info.dataPosition;
+    if (leader)
+      std::fprintf(stderr, "loom-run: resumed from %s at step %lld\n",
+                   info.path.c_str(), (long long)info.step);
+  }
   BatchFile batches = BatchFile::open(o.batches);
   if (size_t(batches.numArgs()) < session.numBatchElements())
     throw Error(o.batches + ": batches have " +
@@ -159,6 +170,10 @@ int runRank(const RunOptions &o, const DistributedConfig &config) {
                               : batches.numSteps();
   if (steps < 1)
     throw Error("nothing to run: 0 steps");
+  if (steps <= first)
+    throw Error("nothing to run: the checkpoint is at step " +
+                std::to_string(first) + " and --steps is " +
+                std::to_string(steps) + " (the total, counted from step 0)");
   if (reference && steps > int64_t(reference->losses.size()))
     throw Error(o.check + " has " + std::to_string(reference->losses.size()) +
                 " losses; cannot check " + std::to_string(steps) + " steps");
@@ -195,13 +210,27 @@ int runRank(const RunOptions &o, const DistributedConfig &config) {
   int64_t lossFailures = 0;
   LossComparison worstLoss;
   int64_t worstLossStep = -1;
-  for (int64_t s = 0; s < steps; ++s) {
+  CheckpointSaveOptions saveOptions;
+  saveOptions.keep = o.keep;
+  for (int64_t s = first; s < steps; ++s) {
     if (o.beforeStep)
       o.beforeStep(session.rank(), s);
     double loss = session.step(batches.batch(s));
     const StepStats &st = session.lastStats();
     if (trace)
       trace->addStep(st);
+    if (o.saveEvery > 0 && (s + 1) % o.saveEvery == 0) {
+      if (o.duringSave)
+        saveOptions.afterRankFile = [&](int64_t rank) {
+          o.duringSave(rank, s + 1);
+        };
+      std::string saved =
+          saveCheckpoint(session, o.checkpointDir, s + 1, saveOptions);
+      if (leader) {
+        progress.clear();
+        std::fprintf(stderr, "loom-run: saved checkpoint %s\n", saved.c_str());
+      }
+    }
     if (!leader)
       continue;
     progress.clear();
@@ -249,9 +278,10 @@ int runRank(const RunOptions &o, const DistributedConfig &config) {
       lossTol += " atol " + formatTolerance(lossAtol);
     std::printf("check: losses  %lld/%lld within %s (worst step %lld: "
                 "%.7f vs %.7f, rel %.1e)\n",
-                (long long)(steps - lossFailures), (long long)steps,
-                lossTol.c_str(), (long long)worstLossStep, worstLoss.got,
-                worstLoss.want, worstLoss.relError);
+                (long long)(steps - first - lossFailures),
+                (long long)(steps - first), lossTol.c_str(),
+                (long long)worstLossStep, worstLoss.got, worstLoss.want,
+                worstLoss.relError);
   }
 
   // Every rank compares what it holds: replicated tensors whole, sharded

@@ -934,6 +934,56 @@ double Session::stepCount(const std::string &param) const {
   return impl_->stepCounts[impl_->inputIndex(param, InputRole::Parameter)];
 }
 
+void Session::assignFromFull(const std::string &name, const at::Tensor &full) {
+  SessionImpl &s = *impl_;
+  MemoryTracker::Scope scope(s.tracker);
+  c10::AutoGradMode noGrad(false);
+  auto check = [&](c10::ScalarType dtype, const std::vector<int64_t> &shape) {
+    if (full.scalar_type() != dtype || full.sizes() != c10::IntArrayRef(shape))
+      throw Error(s.artifact.what() + ": '" + name + "' is " +
+                  artifactDtypeName(dtype) + " " + formatShape(shape) +
+                  ", cannot assign " + describe(full));
+  };
+  int64_t i = s.program().findInput(name);
+  if (i >= 0 && s.program().inputs[size_t(i)].role != InputRole::Input) {
+    const InputSpec &in = s.program().inputs[size_t(i)];
+    check(in.dtype, in.shard ? in.shard->globalShape : in.shape);
+    s.owned[size_t(i)].copy_(s.ownedFromFull(size_t(i), full));
+    return;
+  }
+  for (size_t k = 0; k < s.program().state.size(); ++k) {
+    const StateSpec &st = s.program().state[k];
+    if (st.name != name)
+      continue;
+    check(st.dtype, st.shard ? st.shard->globalShape : st.shape);
+    if (!st.shard) {
+      s.state[k].copy_(full);
+    } else {
+      auto [index, size] = s.groupPosition(st.shard->axes);
+      s.state[k].copy_(shardOf(full, *st.shard, size, index));
+    }
+    return;
+  }
+  throw Error(s.artifact.what() +
+              ": there is no parameter, buffer or "
+              "optimizer state '" +
+              name + "'");
+}
+
+void Session::setStepCount(const std::string &param, double count) {
+  impl_->stepCounts[impl_->inputIndex(param, InputRole::Parameter)] =
+      float(count);
+}
+
+void Session::setStepsRun(int64_t steps) { impl_->stepsRun = steps; }
+
+at::Tensor Session::gatherFromAllRanks(const at::Tensor &t) const {
+  const SessionImpl &s = *impl_;
+  if (!s.comm || s.config.worldSize == 1)
+    return t;
+  return s.comm->allGather(s.artifact.mesh->axes, t, 0);
+}
+
 size_t Session::numBatchElements() const { return impl_->numBatchElements; }
 int64_t Session::stepsRun() const { return impl_->stepsRun; }
 void Session::setTracing(bool on) { impl_->tracing = on; }

@@ -48,8 +48,8 @@ class Model(nn.Module):
         return F.mse_loss(self.fc(x), target)
 
 
-def make_optimizer(mode: str, params) -> torch.optim.Optimizer:
-    if mode == "ddp":
+def make_optimizer(mode: str, params, name: str | None = None) -> torch.optim.Optimizer:
+    if (name or ("sgd" if mode == "ddp" else "adamw")) == "sgd":
         return torch.optim.SGD(params, lr=0.05, momentum=0.9, weight_decay=0.01)
     return torch.optim.AdamW(params, lr=0.01, weight_decay=0.1)
 
@@ -200,6 +200,9 @@ def main() -> int:
     ap.add_argument("--mode", choices=["ddp", "fsdp", "hsdp"], required=True)
     ap.add_argument("--nproc", type=int, default=2)
     ap.add_argument("--steps", type=int, default=5)
+    # The checkpoint tests reshard one model's AdamW state from FSDP to DDP.
+    ap.add_argument("--optimizer", choices=["sgd", "adamw"], default=None,
+                    help="default: SGD (momentum) for ddp, AdamW otherwise")
     args = ap.parse_args()
     if args.mode == "hsdp":
         args.nproc = 4
@@ -209,12 +212,12 @@ def main() -> int:
     model = Model()
     batches = [(torch.randn(BATCH, IN), torch.randn(BATCH, OUT)) for _ in range(3)]
     initial = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    opt_json = loomx.optimizer_json(make_optimizer(args.mode, copy.deepcopy(model).parameters()))
+    opt_json = loomx.optimizer_json(make_optimizer(args.mode, copy.deepcopy(model).parameters(), args.optimizer))
     loomx.write_artifact(os.path.join(args.out, "step.loomx"), program(args.mode, args.nproc, opt_json, model),
                          initial)
     loomx.save_batches(os.path.join(args.out, "batches.safetensors"), batches)
 
-    loomx.train_reference(args.out, model, make_optimizer(args.mode, model.parameters()), batches, args.steps,
+    loomx.train_reference(args.out, model, make_optimizer(args.mode, model.parameters(), args.optimizer), batches, args.steps,
                           extra={"split": args.nproc})
     return 0
 

@@ -47,6 +47,13 @@ struct RunOptions {
   std::string trace;
   std::string weights;
   std::string saveParams;
+  /// Checkpoints (loomrt/Checkpoint.h): written to checkpointDir every
+  /// saveEvery steps, keeping the newest `keep` (0: all); resume names a
+  /// checkpoint, or a directory of them (its newest), to continue from.
+  std::string checkpointDir;
+  int64_t saveEvery = 0;
+  int64_t keep = 0;
+  std::string resume;
   /// ATen intra-op threads; 0: one per rank on several ranks, else ATen's.
   int threads = 0;
   bool progress = true;
@@ -63,6 +70,9 @@ struct RunOptions {
   /// shipped tool sets neither.
   std::function<void(int64_t rank, int64_t step)> beforeStep;
   std::function<void(Session &session)> beforeCheck;
+  /// Called on each rank in a checkpoint save, once its file is written
+  /// and before the index is published.
+  std::function<void(int64_t rank, int64_t step)> duringSave;
 };
 
 /// Runs `options` as rank `config.rank` of `config.worldSize` (one rank:

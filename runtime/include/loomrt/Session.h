@@ -178,6 +178,19 @@ public:
   /// state["step"]).
   double stepCount(const std::string &param) const;
 
+  /// What a checkpoint (loomrt/Checkpoint.h) restores. assignFromFull
+  /// replaces the parameter, buffer or optimizer state `name` with this
+  /// rank's part of `full`, its global value (a sharded one takes its chunk,
+  /// zero-padded as at load); throws when the dtype or shape differs.
+  void assignFromFull(const std::string &name, const at::Tensor &full);
+  void setStepCount(const std::string &param, double count);
+  /// The step count lastStats() and the next step report.
+  void setStepsRun(int64_t steps);
+  /// Blocking all-gather of a 1-d tensor over every rank, in rank order
+  /// (the input itself on one rank): the runtime's own exchanges, such as a
+  /// checkpoint's file checksums. Every rank must call it.
+  at::Tensor gatherFromAllRanks(const at::Tensor &t) const;
+
   /// How many batch elements step() needs (1 + the largest batch_index).
   size_t numBatchElements() const;
   /// Steps run so far.

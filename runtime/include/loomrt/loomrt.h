@@ -79,6 +79,21 @@ loomrt_status loomrt_session_save_parameters(const loomrt_session *session,
 loomrt_status loomrt_session_load_parameters(loomrt_session *session,
                                              const char *path);
 
+/* Training checkpoints (loomrt/Checkpoint.h, docs/checkpoints.md): the
+   parameters, buffers, optimizer state, step counts and RNG state, written to
+   DIR/step-<steps run>, keeping the newest `keep` (0: all). `data_position`
+   is the index of the next batch the caller will step on. */
+loomrt_status loomrt_session_save_checkpoint(loomrt_session *session,
+                                             const char *dir,
+                                             int64_t data_position,
+                                             int64_t keep);
+/* Restores a checkpoint (`path`, or the newest complete one in the directory
+   `path`), whatever sharding saved it; *data_position (may be NULL) receives
+   the saved data position. Nothing changes when it fails. */
+loomrt_status loomrt_session_load_checkpoint(loomrt_session *session,
+                                             const char *path,
+                                             int64_t *data_position);
+
 /* Measurements of the last step (0 before the first). */
 double loomrt_session_last_loss(const loomrt_session *session);
 double loomrt_session_last_time_ms(const loomrt_session *session);

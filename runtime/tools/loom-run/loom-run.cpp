@@ -4,6 +4,7 @@
 //          [--check DIR/reference.json] [--trace trace.json] [--threads N]
 //          [--weights FILE] [--save-params FILE] [--no-progress]
 //          [--nproc N] [--timeout SECONDS] [--rtol R] [--atol A]
+//          [--checkpoint-dir DIR --save-every K [--keep N]] [--resume PATH]
 //
 // Option parsing over libloomrt's launcher and runner (loomrt/Launcher.h,
 // loomrt/Runner.h). Exit status: 0, 1 for a --check mismatch on any rank, 2
@@ -27,6 +28,7 @@
 #include "loomrt/Session.h"
 
 #include <c10/core/GradMode.h>
+#include <csignal>
 #include <unistd.h>
 #endif
 
@@ -42,6 +44,8 @@ void usage(FILE *out) {
       "                [--threads N] [--weights FILE] [--save-params FILE]\n"
       "                [--no-progress] [--nproc N] [--timeout SECONDS]\n"
       "                [--rtol R] [--atol A]\n"
+      "                [--checkpoint-dir DIR --save-every K [--keep N]]\n"
+      "                [--resume PATH]\n"
       "\n"
       "  --batches FILE     a capture's batches.safetensors (step s uses\n"
       "                     batch s mod num_steps)\n"
@@ -69,7 +73,18 @@ void usage(FILE *out) {
       "                     under a launcher that sets RANK/WORLD_SIZE/\n"
       "                     MASTER_ADDR/MASTER_PORT each process runs its "
       "rank\n"
-      "  --timeout SECONDS  rendezvous and collective timeout (default 60)\n");
+      "  --timeout SECONDS  rendezvous and collective timeout (default 60)\n"
+      "  --checkpoint-dir DIR\n"
+      "                     write checkpoints to DIR/step-NNNNNNNN: each\n"
+      "                     rank's shards of parameters, buffers and\n"
+      "                     optimizer state, and an index (see\n"
+      "                     docs/checkpoints.md)\n"
+      "  --save-every K     a checkpoint after every K steps\n"
+      "  --keep N           keep the newest N checkpoints (default: all)\n"
+      "  --resume PATH      continue from a checkpoint (PATH, or the newest\n"
+      "                     complete one in the directory PATH), on any\n"
+      "                     sharding of the same model; --steps counts from\n"
+      "                     step 0\n");
 }
 
 [[noreturn]] void usageError(const std::string &message) {
@@ -114,6 +129,14 @@ RunOptions parseOptions(int argc, char **argv) {
       o.weights = value();
     } else if (a == "--save-params") {
       o.saveParams = value();
+    } else if (a == "--checkpoint-dir") {
+      o.checkpointDir = value();
+    } else if (a == "--save-every") {
+      o.saveEvery = parseInt(a, value(), 1);
+    } else if (a == "--keep") {
+      o.keep = parseInt(a, value(), 1);
+    } else if (a == "--resume") {
+      o.resume = value();
     } else if (a == "--no-progress") {
       o.progress = false;
     } else if (a == "--nproc") {
@@ -148,6 +171,12 @@ RunOptions parseOptions(int argc, char **argv) {
     usageError("no artifact given");
   if (o.batches.empty())
     usageError("--batches is required");
+  if (o.checkpointDir.empty() != (o.saveEvery == 0))
+    usageError("--checkpoint-dir and --save-every go together");
+  if (o.keep && !o.saveEvery)
+    usageError("--keep applies to --save-every; no --save-every given");
+  if (!o.resume.empty() && !o.weights.empty())
+    usageError("--resume and --weights both set the parameters; give one");
   if (o.check.empty() && (o.atol || o.rtol != kDefaultCheckRtol))
     usageError("--rtol and --atol apply to --check; no --check given");
   return o;
@@ -164,6 +193,12 @@ void injectFailure(int64_t rank, int64_t step) {
   if (!r || !s || std::atoll(r) != rank || std::atoll(s) != step)
     return;
   const char *mode = std::getenv("LOOMRT_TEST_FAIL_MODE");
+  if (mode && std::string(mode) == "kill") {
+    std::fflush(stdout);
+    std::fprintf(stderr, "loom-run: rank %lld: test SIGKILL at step %lld\n",
+                 (long long)rank, (long long)step);
+    ::raise(SIGKILL);
+  }
   if (mode && std::string(mode) == "hang") {
     std::fprintf(stderr,
                  "loom-run: rank %lld: test hang injected at step %lld\n",
@@ -177,6 +212,22 @@ void injectFailure(int64_t rank, int64_t step) {
                "%lld (LOOMRT_TEST_FAIL_RANK/LOOMRT_TEST_FAIL_STEP)\n",
                (long long)rank, (long long)step);
   std::_Exit(kExitError);
+}
+
+/// LOOMRT_TEST_SAVE_KILL_RANK / LOOMRT_TEST_SAVE_KILL_STEP: that rank is
+/// SIGKILLed in the checkpoint save of that step, after writing its file and
+/// before the index is published.
+void killDuringSave(int64_t rank, int64_t step) {
+  const char *r = std::getenv("LOOMRT_TEST_SAVE_KILL_RANK");
+  const char *s = std::getenv("LOOMRT_TEST_SAVE_KILL_STEP");
+  if (!r || !s || std::atoll(r) != rank || std::atoll(s) != step)
+    return;
+  std::fflush(stdout);
+  std::fprintf(stderr,
+               "loom-run: rank %lld: test SIGKILL in the save of "
+               "step %lld\n",
+               (long long)rank, (long long)step);
+  ::raise(SIGKILL);
 }
 
 /// LOOMRT_TEST_PERTURB_RANK=k: rank k adds 1e-2 to every parameter it
@@ -199,6 +250,7 @@ int main(int argc, char **argv) {
 #ifdef LOOMRT_FAULT_INJECTION
   options.beforeStep = injectFailure;
   options.beforeCheck = perturbBeforeCheck;
+  options.duringSave = killDuringSave;
 #endif
   return runOrLaunch(options, argv);
 }
