@@ -568,6 +568,13 @@ def LoomFsdp : Pass<"loom-fsdp", "::mlir::ModuleOp"> {
            "(false: keep the parameters unsharded from one microbatch of a "
            "loom-accumulate-gradients step to the next; the last always "
            "reshards)">,
+    ListOption<"unitSettings", "unit-settings", "std::string",
+               "Per-unit settings, each 'UNIT:KEY=VALUE' with UNIT a unit "
+               "prefix or glob ('<root>' for the root, '*' for all; later "
+               "entries win): reshard-after-forward (auto, true, false), "
+               "reshard-after-backward (true, false), gradient-sync (last, "
+               "every), all-reduce (last, every; HSDP), unshard-in-backward "
+               "(true, false)">,
     Option<"paramDtype", "param-dtype", "std::string", /*default=*/"\"\"",
            "Dtype of the all-gather and compute (bf16, f16, f32; empty: "
            "the parameter's)">,

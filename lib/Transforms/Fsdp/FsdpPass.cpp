@@ -98,6 +98,7 @@ LoomFsdpOptions LoomFsdpPass::getOptions() const {
   options.paramDtype = paramDtype;
   options.reduceDtype = reduceDtype;
   options.gradientDivideFactor = gradientDivideFactor;
+  options.unitSettings.assign(unitSettings.begin(), unitSettings.end());
   return options;
 }
 
@@ -127,9 +128,11 @@ LogicalResult LoomFsdpPass::shardStep(func::FuncOp func) {
   }
 
   shardArguments(s);
-  unshardPerMicrobatch(s);
+  if (failed(unshardPerMicrobatch(s)))
+    return failure();
   applyMixedPrecision(s);
-  reduceGradients(s);
+  if (failed(reduceGradients(s)))
+    return failure();
   finishSignature(s);
   return success();
 }

@@ -13,6 +13,7 @@
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/GlobPattern.h"
 
 using namespace mlir;
 using namespace loom;
@@ -150,6 +151,74 @@ static unsigned assignUnit(ShardingState &s, const ParamInfo &info,
   return s.unitOfPath(getOwnerModule(info.name));
 }
 
+/// Applies `unit-settings` over the defaults the global options give,
+/// each entry to every unit its pattern matches, later entries last.
+static LogicalResult applyUnitSettings(ShardingState &s) {
+  using Key = UnitSetting::Key;
+  ReshardAfterForward raf = s.config.reshardAfterForward;
+  for (Unit &unit : s.units) {
+    unit.reshard = raf == ReshardAfterForward::True ||
+                   raf == ReshardAfterForward::Group ||
+                   (raf == ReshardAfterForward::Auto && !unit.isRoot);
+    unit.keepAfterBackward = !s.config.reshardAfterBackward;
+  }
+  // Whether each unit's all-reduce was set, to follow gradient-sync if not.
+  SmallVector<std::optional<bool>> allReduce(s.units.size());
+  for (const UnitSetting &setting : s.config.unitSettings) {
+    llvm::Expected<llvm::GlobPattern> glob =
+        llvm::GlobPattern::create(setting.pattern);
+    if (!glob) {
+      std::string why = llvm::toString(glob.takeError());
+      return emitFsdpError(s.func) << "unit-settings entry '" << setting.text
+                                   << "': bad pattern: " << why;
+    }
+    bool matched = false;
+    for (auto [u, unit] : llvm::enumerate(s.units)) {
+      if (!glob->match(unit.label()))
+        continue;
+      matched = true;
+      switch (setting.key) {
+      case Key::ReshardAfterForward:
+        unit.reshard = setting.value.value_or(!unit.isRoot);
+        break;
+      case Key::ReshardAfterBackward:
+        unit.keepAfterBackward = !*setting.value;
+        break;
+      case Key::GradientSync:
+        unit.syncEveryMicrobatch = *setting.value;
+        break;
+      case Key::AllReduce:
+        allReduce[u] = *setting.value;
+        break;
+      case Key::UnshardInBackward:
+        unit.unshardInBackward = *setting.value;
+        break;
+      }
+    }
+    if (!matched) {
+      auto diag = emitFsdpError(s.func)
+                  << "unit-settings entry '" << setting.text
+                  << "' matches no unit; the units are ";
+      llvm::interleaveComma(s.units, diag,
+                            [&](const Unit &unit) { diag << unit.label(); });
+      return diag;
+    }
+  }
+  for (auto [u, unit] : llvm::enumerate(s.units)) {
+    unit.allReduceEveryMicrobatch =
+        allReduce[u].value_or(unit.syncEveryMicrobatch);
+    // FSDP2's set_requires_all_reduce only holds back the all-reduce of a
+    // reduction that runs; without one there is nothing to all-reduce.
+    if (unit.allReduceEveryMicrobatch && !unit.syncEveryMicrobatch)
+      return emitFsdpError(s.func)
+             << "unit '" << unit.label()
+             << "' has all-reduce=every but gradient-sync=last: a "
+                "microbatch that does not reduce-scatter has nothing to "
+                "all-reduce";
+  }
+  return success();
+}
+
 LogicalResult fsdp::formUnits(ShardingState &s) {
   SmallVector<std::string> prefixes(s.config.unitPrefixes);
   if (prefixes.empty())
@@ -165,11 +234,9 @@ LogicalResult fsdp::formUnits(ShardingState &s) {
     s.units[info.unit].params.push_back(p);
   }
 
-  ReshardAfterForward raf = s.config.reshardAfterForward;
+  if (failed(applyUnitSettings(s)))
+    return failure();
   for (Unit &unit : s.units) {
-    unit.reshard = raf == ReshardAfterForward::True ||
-                   raf == ReshardAfterForward::Group ||
-                   (raf == ReshardAfterForward::Auto && !unit.isRoot);
     if (unit.params.empty())
       continue;
     Type dtype = s.params[unit.params.front()].fullType.getElementType();
