@@ -19,6 +19,10 @@ G = 4 units, M = 3 microbatches:
   all-gathers;
 - ``reduce_scatter_only`` under HSDP (2 x 2 on 4 ranks): 4 * 3 = 12
   reduce-scatters and 4 all-reduces;
+- ``shard_placement_fn`` returning ``Shard`` of the largest dim, as
+  test_train_parity_single_group_shard_largest_dim: the MLPs' out_proj
+  weights ``[32, 128]`` shard on dim 1; the counts stay those of the
+  default flags (4 reduce-scatters, (4 + 3) * 3 = 21 all-gathers);
 - ``set_unshard_in_backward(False)`` on the root (its Linear is the input
   layer: its backward needs no weight), reshard-after-forward true:
   (4 + 4) * 3 - 3 = 21 all-gathers instead of 24.
@@ -35,6 +39,7 @@ doubled division by the microbatch count or the ranks is off by far more.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -63,6 +68,10 @@ CASES = {
                   {"reduce_scatter": 10, "all_gather": 10}),
     "reduce_scatter_only": ("hsdp", [f"--unit-settings={EVERY},*:all-reduce=last"],
                             {"reduce_scatter": 12, "all_reduce": 4}),
+    # shard_placement_fn: Shard(largest dim); the MLPs' out_proj weights
+    # [32, 128] shard on dim 1, the rest on dim 0. Same collectives.
+    "shard_largest_dim": ("fsdp", ["--shard-dims=*:largest"],
+                          {"reduce_scatter": 4, "all_gather": (4 + 3) * MICROBATCHES}),
     "unshard_in_backward": ("fsdp", ["--reshard-after-forward=true",
                                      "--unit-settings=<root>:unshard-in-backward=false"],
                             {"all_gather": 21, "reduce_scatter": 4}),
@@ -121,6 +130,14 @@ def test_unit_settings_count_and_train_as_pytorch(case, captures, tmp_path):
                   f"--world-size={world}", f"--microbatches={MICROBATCHES}", "--units=1,2,3",
                   *flags])
     assert result.returncode == 0, result.stderr
+    if case == "shard_largest_dim":
+        program = run([LOOM_COMPILE, step / "step.mlir", "--emit=program", *mesh_flags,
+                       f"--world-size={world}", f"--microbatches={MICROBATCHES}",
+                       "--units=1,2,3", *flags])
+        assert program.returncode == 0, program.stderr
+        dims = {i["name"]: i["shard"]["dim"] for i in json.loads(program.stdout)["inputs"]
+                if "shard" in i}
+        assert {n for n, d in dims.items() if d == 1} == {f"{k}.out_proj.weight" for k in (1, 2, 3)}
     result = run([LOOM_RUN, artifact, "--nproc", str(world), "--batches",
                   step / "batches.safetensors", "--steps", str(STEPS), "--check",
                   step / "reference.json", "--no-progress", *TOLERANCE])

@@ -473,6 +473,18 @@ def LoomFsdp : Pass<"loom-fsdp", "::mlir::ModuleOp"> {
     `test_fully_shard_training.py::TestFullyShardGradientAccumulation`
     expects).
 
+    Shard dims. `shard-dims` shards chosen parameters on another dim, as
+    FSDP2's `shard_placement_fn` returns `Shard(d)`: `PARAM:DIM` with PARAM
+    a parameter name or glob (`*`) and DIM an integer or `largest` (the
+    first dim of the largest size, as PyTorch's tests pick
+    `param.shape.index(max(param.shape))`). The argument's `loom.shard`
+    names that dim. A dim other than 0 must divide evenly by the shard size
+    (FSDP2 pads dim 0 only). The all-gather and reduce-scatter buffers keep
+    their layout, one contiguous local shard per rank: after the gather the
+    `[G, local...]` view of a parameter is moved to `[..., G, local_d,
+    ...]` (`aten::movedim`) and reshaped to the full shape; before the
+    reduce-scatter a gradient takes the inverse path.
+
     Per-unit settings. `unit-settings` gives single units what FSDP2's
     per-module setters give a `fully_shard` module; each entry is
     `UNIT:KEY=VALUE`, UNIT a unit prefix or a glob over the unit names
@@ -588,7 +600,9 @@ def LoomFsdp : Pass<"loom-fsdp", "::mlir::ModuleOp"> {
     entry that is malformed, matches no unit, has an unknown key or value,
     sets `all-reduce` without HSDP or `every` without gradient sync, sets a
     unit's `reshard-after-forward` under a global integer, or is given on a
-    pipelined step.
+    pipelined step; a `shard-dims` entry that is malformed, matches no
+    parameter, or names a dim out of range or one that does not divide
+    evenly.
   }];
   let options = [
     ListOption<"units", "units", "std::string",
@@ -615,6 +629,10 @@ def LoomFsdp : Pass<"loom-fsdp", "::mlir::ModuleOp"> {
            "(false: keep the parameters unsharded from one microbatch of a "
            "loom-accumulate-gradients step to the next; the last always "
            "reshards)">,
+    ListOption<"shardDims", "shard-dims", "std::string",
+               "The dim each parameter is sharded on, 'PARAM:DIM' with PARAM "
+               "a parameter name or glob and DIM an integer or 'largest' "
+               "(FSDP2's shard_placement_fn; later entries win; default 0)">,
     ListOption<"unitSettings", "unit-settings", "std::string",
                "Per-unit settings, each 'UNIT:KEY=VALUE' with UNIT a unit "
                "prefix or glob ('<root>' for the root, '*' for all; later "

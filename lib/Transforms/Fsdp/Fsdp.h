@@ -79,6 +79,9 @@ struct Config {
   double gradientDivideFactor = 0;
   /// The unit prefixes the user listed (empty: the default units).
   SmallVector<std::string> unitPrefixes;
+  /// `shard-dims`, in the order given: a parameter-name glob and its dim
+  /// (-1: the largest).
+  SmallVector<std::pair<std::string, int64_t>> shardDims;
   /// `unit-settings`, in the order given (a later entry wins).
   SmallVector<UnitSetting> unitSettings;
   /// An MPMD step of loom-pipeline-schedule: one pipeline rank's stages,
@@ -115,6 +118,8 @@ struct ParamInfo {
   RankedTensorType localType;
   /// Elements of the local shard (rows per rank times the row size).
   int64_t localNumel = 0;
+  /// The dim sharded over the ranks (FSDP2's Shard(d)).
+  int64_t shardDim = 0;
   unsigned unit = 0;
   /// Result index of the parameter's gradient, if it has one.
   std::optional<unsigned> gradResult;

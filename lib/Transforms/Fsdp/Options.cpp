@@ -288,6 +288,20 @@ FailureOr<Config> fsdp::resolveOptions(func::FuncOp func,
     factorShardAxis(config.mesh, k);
   }
   config.unitPrefixes.assign(options.units.begin(), options.units.end());
+  for (StringRef text : options.shardDims) {
+    auto [pattern, dimText] = text.rsplit(':');
+    int64_t dim = -1;
+    if (pattern.empty() || dimText.empty() ||
+        (dimText != "largest" && (dimText.getAsInteger(10, dim) || dim < 0)))
+      return emitFsdpError(func)
+             << "shard-dims entry '" << text
+             << "' is not PARAM:DIM with DIM a dim or 'largest' (e.g. "
+                "'*:largest', 'layers.0.attn.wq.weight:1')";
+    if (config.pipelined)
+      return emitFsdpError(func)
+             << "shard-dims on a pipelined step is not supported";
+    config.shardDims.push_back({pattern.str(), dim});
+  }
   if (failed(resolveUnitSettings(func, options, config)))
     return failure();
   return config;

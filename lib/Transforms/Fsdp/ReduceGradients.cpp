@@ -59,6 +59,26 @@ static Value packGradients(ShardingState &s, OpBuilder &b, Location loc,
   for (auto [p, grad] : llvm::zip(unitParams, grads)) {
     const ParamInfo &info = s.params[p];
     Value g = t.castTo(b, loc, grad, s.config.gradReduceDtype);
+    if (info.shardDim > 0) {
+      // Sharded on dim d (evenly): rank r's chunk is its slice of dim d,
+      // moved to the front and flattened, as the gather unpacks it.
+      int64_t d = info.shardDim;
+      SmallVector<int64_t> split(info.fullType.getShape());
+      split[d] = info.localType.getDimSize(d);
+      split.insert(split.begin() + d, shardSize);
+      g = t.view(b, loc, g, split, "aten::reshape.default");
+      SmallVector<int64_t> moved{shardSize};
+      llvm::append_range(moved, info.localType.getShape());
+      g = t.aten(b, loc, "aten::movedim.int",
+                 cast<RankedTensorType>(g.getType()).clone(moved), g,
+                 {OperandRefAttr::get(ctx, 0), b.getI64IntegerAttr(d),
+                  b.getI64IntegerAttr(0)});
+      blocks.push_back(t.view(b, loc, g, {shardSize, info.localNumel},
+                              "aten::reshape.default"));
+      sizes.push_back(info.localNumel);
+      total += info.localNumel;
+      continue;
+    }
     int64_t rows = info.fullType.getDimSize(0);
     int64_t paddedRows = info.localType.getDimSize(0) * shardSize;
     if (paddedRows != rows) {

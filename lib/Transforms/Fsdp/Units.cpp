@@ -26,6 +26,40 @@ static int64_t product(ArrayRef<int64_t> shape) {
   return n;
 }
 
+/// The dim `shard-dims` gives parameter `name` (the last matching entry),
+/// checked as FSDP2 checks Shard(d): in range, and even for d > 0.
+static FailureOr<int64_t> resolveShardDim(ShardingState &s, StringRef name,
+                                          RankedTensorType type) {
+  int64_t dim = 0;
+  for (const auto &[pattern, entryDim] : s.config.shardDims) {
+    llvm::Expected<llvm::GlobPattern> glob = llvm::GlobPattern::create(pattern);
+    if (!glob) {
+      std::string why = llvm::toString(glob.takeError());
+      return emitFsdpError(s.func)
+             << "shard-dims pattern '" << pattern << "': " << why;
+    }
+    if (!glob->match(name))
+      continue;
+    dim = entryDim;
+    if (dim < 0) {
+      ArrayRef<int64_t> shape = type.getShape();
+      dim = std::max_element(shape.begin(), shape.end()) - shape.begin();
+    }
+    if (dim >= type.getRank())
+      return emitFsdpError(s.func)
+             << "shard-dims gives parameter '" << name << "' dim " << dim
+             << ", but it has " << type.getRank() << " dims";
+  }
+  int64_t shardSize = s.mesh().shardSize;
+  if (dim > 0 && type.getDimSize(dim) % shardSize != 0)
+    return emitFsdpError(s.func)
+           << "parameter '" << name << "' is sharded on dim " << dim
+           << " of size " << type.getDimSize(dim)
+           << ", which does not divide by the shard size " << shardSize
+           << "; as FSDP2, only dim 0 is padded";
+  return dim;
+}
+
 LogicalResult fsdp::collectParams(ShardingState &s) {
   func::FuncOp func = s.func;
   int64_t shardSize = s.mesh().shardSize;
@@ -47,8 +81,12 @@ LogicalResult fsdp::collectParams(ShardingState &s) {
     info.argIndex = i;
     info.name = name.getValue();
     info.fullType = type;
+    FailureOr<int64_t> dim = resolveShardDim(s, info.name, type);
+    if (failed(dim))
+      return failure();
+    info.shardDim = *dim;
     SmallVector<int64_t> local(type.getShape());
-    local[0] = (local[0] + shardSize - 1) / shardSize;
+    local[*dim] = (local[*dim] + shardSize - 1) / shardSize;
     info.localType = type.clone(local);
     info.localNumel = product(local);
     paramByName[info.name] = s.params.size();
@@ -56,6 +94,18 @@ LogicalResult fsdp::collectParams(ShardingState &s) {
   }
   if (s.params.empty() && !s.config.pipelined)
     return emitFsdpError(func) << "the step has no parameters to shard";
+  for (const auto &entry : s.config.shardDims) {
+    llvm::Expected<llvm::GlobPattern> glob =
+        llvm::GlobPattern::create(entry.first);
+    if (!glob) {
+      llvm::consumeError(glob.takeError());
+      continue;
+    }
+    if (llvm::none_of(s.params,
+                      [&](const ParamInfo &p) { return glob->match(p.name); }))
+      return emitFsdpError(func) << "shard-dims pattern '" << entry.first
+                                 << "' matches no parameter";
+  }
   for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
     auto role =
         func.getResultAttrOfType<RoleAttr>(i, LoomDialect::kRoleAttrName);
