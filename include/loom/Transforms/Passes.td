@@ -473,6 +473,61 @@ def LoomFsdp : Pass<"loom-fsdp", "::mlir::ModuleOp"> {
     `test_fully_shard_training.py::TestFullyShardGradientAccumulation`
     expects).
 
+    Shard dims. `shard-dims` shards chosen parameters on another dim, as
+    FSDP2's `shard_placement_fn` returns `Shard(d)`: `PARAM:DIM` with PARAM
+    a parameter name or glob (`*`) and DIM an integer or `largest` (the
+    first dim of the largest size, as PyTorch's tests pick
+    `param.shape.index(max(param.shape))`). The argument's `loom.shard`
+    names that dim. A dim other than 0 must divide evenly by the shard size
+    (FSDP2 pads dim 0 only). The all-gather and reduce-scatter buffers keep
+    their layout, one contiguous local shard per rank: after the gather the
+    `[G, local...]` view of a parameter is moved to `[..., G, local_d,
+    ...]` (`aten::movedim`) and reshaped to the full shape; before the
+    reduce-scatter a gradient takes the inverse path.
+
+    Per-unit settings. `unit-settings` gives single units what FSDP2's
+    per-module setters give a `fully_shard` module; each entry is
+    `UNIT:KEY=VALUE`, UNIT a unit prefix or a glob over the unit names
+    (`layers.*`, `*`; the root is `<root>`), applied in order so a later
+    entry overrides an earlier one, over the defaults of the global
+    options:
+
+    - `reshard-after-forward=auto|true|false`: the unit's own
+      `reshard_after_forward` (auto: true but for the root). Integers
+      stay global (they factor the mesh).
+    - `reshard-after-backward=true|false`: `set_reshard_after_backward(
+      is_last)` on this unit only (false keeps it unsharded between
+      microbatches).
+    - `gradient-sync=last|every`: `last` (the default) reduces the unit's
+      accumulated gradients once, as `set_requires_gradient_sync(is_last)`;
+      `every` reduces each microbatch's gradients after that microbatch's
+      backward and sums the local shards, as a module FSDP2's flag was not
+      set on.
+    - `all-reduce=last|every` (HSDP): with `gradient-sync=every`, `last`
+      reduce-scatters every microbatch but all-reduces over `"replicate"`
+      once, the sum of the reduce-scatter outputs, as
+      `set_requires_all_reduce(is_last)`; it defaults to the unit's
+      gradient-sync, and `every` with `gradient-sync=last` is refused.
+    - `unshard-in-backward=true|false`: false skips the pre-backward
+      all-gather of a unit whose backward needs none of its parameters
+      (`set_unshard_in_backward(False)`, meant for embeddings); a
+      backward op that reads one is an error located at that op.
+
+    PyTorch's `TestFullyShardGradientAccumulation` (3 microbatches of
+    `Sequential(Linear, MLP, MLP, MLP)`, `fully_shard` on each MLP and the
+    root: units `1`, `2`, `3` and the root, G = 4) sets the flags on some
+    modules only and counts per step: `some_mlps`, the flags on `1` and
+    `2` (`unit-settings=*:gradient-sync=every,1:gradient-sync=last,2:gradient-sync=last`),
+    reduce-scatters 4 + 2 * 2 = 8 times; `root_only`
+    (`*:gradient-sync=every,<root>:gradient-sync=last`) 4 + 3 * 2 = 10;
+    both all-reduce as often under HSDP; `reduce_scatter_only`
+    (`*:gradient-sync=every,*:all-reduce=last`) reduce-scatters
+    4 * 3 = 12 times and all-reduces 4. With `reshard-after-forward=false`
+    and only the root kept unsharded after backward
+    (`reshard-after-backward=false unit-settings=...,*:reshard-after-backward=true,<root>:reshard-after-backward=false`)
+    the root gathers once and the MLPs every microbatch: 4 + 3 * 2 = 10
+    all-gathers.
+
     Pipelined steps. On the MPMD steps of `loom-pipeline-schedule` (one
     `loom.step` per pipeline rank, with `loom.program_ranks`) the pass
     shards each rank's parameters over one axis of the pipeline's mesh:
@@ -540,8 +595,14 @@ def LoomFsdp : Pass<"loom-fsdp", "::mlir::ModuleOp"> {
     axis of size 0, a unit prefix that matches no parameter, a
     `reshard-after-forward` integer k that is not a divisor of the shard
     size with 1 <= k <= S (as FSDP2's ValueError),
-    scalar parameters, units mixing parameter dtypes, and an existing
-    `loom.mesh` of the same name with another shape.
+    scalar parameters, units mixing parameter dtypes, an existing
+    `loom.mesh` of the same name with another shape, and a `unit-settings`
+    entry that is malformed, matches no unit, has an unknown key or value,
+    sets `all-reduce` without HSDP or `every` without gradient sync, sets a
+    unit's `reshard-after-forward` under a global integer, or is given on a
+    pipelined step; a `shard-dims` entry that is malformed, matches no
+    parameter, or names a dim out of range or one that does not divide
+    evenly.
   }];
   let options = [
     ListOption<"units", "units", "std::string",
@@ -568,6 +629,17 @@ def LoomFsdp : Pass<"loom-fsdp", "::mlir::ModuleOp"> {
            "(false: keep the parameters unsharded from one microbatch of a "
            "loom-accumulate-gradients step to the next; the last always "
            "reshards)">,
+    ListOption<"shardDims", "shard-dims", "std::string",
+               "The dim each parameter is sharded on, 'PARAM:DIM' with PARAM "
+               "a parameter name or glob and DIM an integer or 'largest' "
+               "(FSDP2's shard_placement_fn; later entries win; default 0)">,
+    ListOption<"unitSettings", "unit-settings", "std::string",
+               "Per-unit settings, each 'UNIT:KEY=VALUE' with UNIT a unit "
+               "prefix or glob ('<root>' for the root, '*' for all; later "
+               "entries win): reshard-after-forward (auto, true, false), "
+               "reshard-after-backward (true, false), gradient-sync (last, "
+               "every), all-reduce (last, every; HSDP), unshard-in-backward "
+               "(true, false)">,
     Option<"paramDtype", "param-dtype", "std::string", /*default=*/"\"\"",
            "Dtype of the all-gather and compute (bf16, f16, f32; empty: "
            "the parameter's)">,

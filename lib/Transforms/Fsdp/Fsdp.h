@@ -49,6 +49,24 @@ struct MeshLayout {
   bool existing = false;
 };
 
+/// One entry of `unit-settings`: a setting for the units whose label
+/// matches `pattern` (a glob; "<root>" names the root).
+struct UnitSetting {
+  enum class Key {
+    ReshardAfterForward,
+    ReshardAfterBackward,
+    GradientSync,
+    AllReduce,
+    UnshardInBackward
+  };
+  std::string text;
+  std::string pattern;
+  Key key;
+  /// The value: true/false, "every" as true and "last" as false;
+  /// reshard-after-forward=auto is none.
+  std::optional<bool> value;
+};
+
 /// The pass options, checked and resolved once per step function.
 struct Config {
   MeshLayout mesh;
@@ -61,6 +79,11 @@ struct Config {
   double gradientDivideFactor = 0;
   /// The unit prefixes the user listed (empty: the default units).
   SmallVector<std::string> unitPrefixes;
+  /// `shard-dims`, in the order given: a parameter-name glob and its dim
+  /// (-1: the largest).
+  SmallVector<std::pair<std::string, int64_t>> shardDims;
+  /// `unit-settings`, in the order given (a later entry wins).
+  SmallVector<UnitSetting> unitSettings;
   /// An MPMD step of loom-pipeline-schedule: one pipeline rank's stages,
   /// unsharded once per step and reduced once after REDUCE_GRAD.
   bool pipelined = false;
@@ -95,6 +118,8 @@ struct ParamInfo {
   RankedTensorType localType;
   /// Elements of the local shard (rows per rank times the row size).
   int64_t localNumel = 0;
+  /// The dim sharded over the ranks (FSDP2's Shard(d)).
+  int64_t shardDim = 0;
   unsigned unit = 0;
   /// Result index of the parameter's gradient, if it has one.
   std::optional<unsigned> gradResult;
@@ -105,6 +130,20 @@ struct Unit {
   std::string prefix;
   bool isRoot = false;
   bool reshard = false;
+  /// Keep the parameters unsharded from one microbatch's backward to the
+  /// next forward (FSDP2's set_reshard_after_backward(is_last)).
+  bool keepAfterBackward = false;
+  /// Reduce the gradients of every microbatch (a unit not given
+  /// set_requires_gradient_sync(is_last)) instead of once on the
+  /// accumulated ones.
+  bool syncEveryMicrobatch = false;
+  /// With syncEveryMicrobatch under HSDP: all-reduce every microbatch's
+  /// reduce-scatter output too (false: set_requires_all_reduce(is_last),
+  /// the outputs are summed and all-reduced once after the last).
+  bool allReduceEveryMicrobatch = false;
+  /// Gather again in the pre-backward hook (FSDP2's
+  /// set_unshard_in_backward).
+  bool unshardInBackward = true;
   /// Indices into the parameter list, in argument order.
   SmallVector<unsigned> params;
 
@@ -234,9 +273,10 @@ ForwardGathers gatherForForward(ShardingState &s, int64_t mb,
 
 /// Gathers again before the backward of microbatch `mb` the units that
 /// resharded after forward, recomputing from them the forward values their
-/// backward reads.
-BackwardGathers gatherForBackward(ShardingState &s, int64_t mb,
-                                  const ForwardGathers &forward);
+/// backward reads; fails (with an error at the op) when a backward op
+/// needs a unit that does not unshard in backward.
+FailureOr<BackwardGathers> gatherForBackward(ShardingState &s, int64_t mb,
+                                             const ForwardGathers &forward);
 
 /// Reshards after the backward of microbatch `mb`, or keeps units unsharded
 /// for the next microbatch under reshard-after-backward=false.
@@ -244,8 +284,9 @@ void reshardAfterBackward(ShardingState &s, int64_t mb,
                           const BackwardGathers &backward,
                           Unsharded &unsharded);
 
-/// Runs the three above for every microbatch in order.
-void unshardPerMicrobatch(ShardingState &s);
+/// Runs the three above for every microbatch in order; fails when a
+/// backward op reads a parameter of a unit with unshard-in-backward=false.
+LogicalResult unshardPerMicrobatch(ShardingState &s);
 
 //===----------------------------------------------------------------------===//
 // Mixed precision and gradient reduction
@@ -256,9 +297,10 @@ void unshardPerMicrobatch(ShardingState &s);
 void applyMixedPrecision(ShardingState &s);
 
 /// Reduce-scatters (and under HSDP all-reduces) each unit's gradients after
-/// the last of them; the step returns the local shards instead
+/// the last of them, or after each microbatch's for a unit that syncs
+/// every microbatch; the step returns the local shards instead
 /// (ReduceGradients.cpp).
-void reduceGradients(ShardingState &s);
+LogicalResult reduceGradients(ShardingState &s);
 
 //===----------------------------------------------------------------------===//
 // Local queries (Units.cpp)

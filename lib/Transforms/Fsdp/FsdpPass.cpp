@@ -26,8 +26,8 @@ static void shardArguments(ShardingState &s) {
     BlockArgument arg = s.func.getArgument(info.argIndex);
     arg.setType(info.localType);
     s.func.setArgAttr(info.argIndex, LoomDialect::kShardAttrName,
-                      ShardAttr::get(ctx, s.mesh().ref, s.mesh().shardAxes, 0,
-                                     info.fullType.getShape()));
+                      ShardAttr::get(ctx, s.mesh().ref, s.mesh().shardAxes,
+                                     info.shardDim, info.fullType.getShape()));
   }
 }
 
@@ -98,6 +98,8 @@ LoomFsdpOptions LoomFsdpPass::getOptions() const {
   options.paramDtype = paramDtype;
   options.reduceDtype = reduceDtype;
   options.gradientDivideFactor = gradientDivideFactor;
+  options.unitSettings.assign(unitSettings.begin(), unitSettings.end());
+  options.shardDims.assign(shardDims.begin(), shardDims.end());
   return options;
 }
 
@@ -127,9 +129,11 @@ LogicalResult LoomFsdpPass::shardStep(func::FuncOp func) {
   }
 
   shardArguments(s);
-  unshardPerMicrobatch(s);
+  if (failed(unshardPerMicrobatch(s)))
+    return failure();
   applyMixedPrecision(s);
-  reduceGradients(s);
+  if (failed(reduceGradients(s)))
+    return failure();
   finishSignature(s);
   return success();
 }

@@ -40,6 +40,27 @@ static Value buildAllGather(ShardingState &s, OpBuilder &b, Location loc,
   return s.tagger.finishCollective(b, loc, start, type);
 }
 
+/// A parameter sharded on dim d > 0 (FSDP2's Shard(d)) from its `[G, n]`
+/// block of the gathered buffer: rank r's row is its local shard, so the
+/// `[G, local...]` view with G moved next to dim d reshapes to the full
+/// tensor (FSDP2 concatenates the chunks along d the same way).
+static Value unshardOnDim(ShardingState &s, OpBuilder &b, Location loc,
+                          const ParamInfo &info, Value piece) {
+  const OpTagger &t = s.tagger;
+  int64_t d = info.shardDim;
+  SmallVector<int64_t> blocked{s.mesh().shardSize};
+  llvm::append_range(blocked, info.localType.getShape());
+  Value value = t.view(b, loc, piece, blocked, "aten::reshape.default");
+  SmallVector<int64_t> moved(info.localType.getShape());
+  moved.insert(moved.begin() + d, s.mesh().shardSize);
+  value = t.aten(b, loc, "aten::movedim.int",
+                 cast<RankedTensorType>(value.getType()).clone(moved), value,
+                 {OperandRefAttr::get(b.getContext(), 0),
+                  b.getI64IntegerAttr(0), b.getI64IntegerAttr(d)});
+  return t.view(b, loc, value, info.fullType.getShape(),
+                "aten::reshape.default");
+}
+
 /// Rank r's chunk of the gathered buffer holds its shard of every
 /// parameter; a [G, N] view puts each parameter's shards in one column
 /// block, which is cut back to the parameter's (unpadded) shape.
@@ -58,6 +79,10 @@ unpackGathered(ShardingState &s, OpBuilder &b, Location loc, const Unit &unit,
   SmallVector<Value> full;
   for (auto [p, piece] : llvm::zip(unit.params, pieces)) {
     const ParamInfo &info = s.params[p];
+    if (info.shardDim > 0) {
+      full.push_back(unshardOnDim(s, b, loc, info, piece));
+      continue;
+    }
     SmallVector<int64_t> padded(info.fullType.getShape());
     padded[0] = info.localType.getDimSize(0) * shardSize;
     // A column block of the [G, N] view is not contiguous: reshape copies.

@@ -35,13 +35,16 @@ std::optional<int64_t> Microbatches::of(Operation *op) const {
   return std::nullopt;
 }
 
-void fsdp::unshardPerMicrobatch(ShardingState &s) {
+LogicalResult fsdp::unshardPerMicrobatch(ShardingState &s) {
   Unsharded unsharded;
   unsharded.params.resize(s.units.size());
   unsharded.flat.resize(s.units.size());
   for (int64_t mb = 0; mb < s.microbatches.count; ++mb) {
     ForwardGathers forward = gatherForForward(s, mb, unsharded);
-    BackwardGathers backward = gatherForBackward(s, mb, forward);
-    reshardAfterBackward(s, mb, backward, unsharded);
+    FailureOr<BackwardGathers> backward = gatherForBackward(s, mb, forward);
+    if (failed(backward))
+      return failure();
+    reshardAfterBackward(s, mb, *backward, unsharded);
   }
+  return success();
 }

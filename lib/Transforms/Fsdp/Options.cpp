@@ -3,6 +3,7 @@
 #include "Fsdp.h"
 
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/StringSwitch.h"
 
 using namespace mlir;
 using namespace loom;
@@ -139,6 +140,87 @@ static void factorShardAxis(MeshLayout &mesh, int64_t k) {
   mesh.dpAxes = b.getStrArrayAttr(axisNames);
 }
 
+/// One `unit-settings` entry, `UNIT:KEY=VALUE`.
+static FailureOr<UnitSetting> parseUnitSetting(func::FuncOp func,
+                                               StringRef text) {
+  using Key = UnitSetting::Key;
+  UnitSetting setting;
+  setting.text = text.str();
+  auto [pattern, assignment] = text.split(':');
+  auto [keyText, valueText] = assignment.split('=');
+  if (pattern.empty() || keyText.empty() || valueText.empty())
+    return emitFsdpError(func) << "unit-settings entry '" << text
+                               << "' is not UNIT:KEY=VALUE (e.g. "
+                                  "'layers.0:gradient-sync=every')";
+  setting.pattern = pattern.str();
+  std::optional<Key> key =
+      llvm::StringSwitch<std::optional<Key>>(keyText)
+          .Case("reshard-after-forward", Key::ReshardAfterForward)
+          .Case("reshard-after-backward", Key::ReshardAfterBackward)
+          .Case("gradient-sync", Key::GradientSync)
+          .Case("all-reduce", Key::AllReduce)
+          .Case("unshard-in-backward", Key::UnshardInBackward)
+          .Default(std::nullopt);
+  if (!key)
+    return emitFsdpError(func)
+           << "unit-settings entry '" << text << "' sets '" << keyText
+           << "', which is not one of reshard-after-forward, "
+              "reshard-after-backward, gradient-sync, all-reduce, "
+              "unshard-in-backward";
+  setting.key = *key;
+  bool schedule = *key == Key::GradientSync || *key == Key::AllReduce;
+  if (schedule && (valueText == "every" || valueText == "last")) {
+    setting.value = valueText == "every";
+    return setting;
+  }
+  if (!schedule && (valueText == "true" || valueText == "false")) {
+    setting.value = valueText == "true";
+    return setting;
+  }
+  if (*key == Key::ReshardAfterForward && valueText == "auto")
+    return setting;
+  return emitFsdpError(func)
+         << "unit-settings entry '" << text << "': " << keyText << " takes "
+         << (schedule ? "last or every"
+             : *key == Key::ReshardAfterForward
+                 ? "auto, true or false (an integer applies to the whole "
+                   "mesh: give it as reshard-after-forward)"
+                 : "true or false")
+         << ", not '" << valueText << "'";
+}
+
+static LogicalResult resolveUnitSettings(func::FuncOp func,
+                                         const LoomFsdpOptions &options,
+                                         Config &config) {
+  if (options.unitSettings.empty())
+    return success();
+  if (config.pipelined)
+    return emitFsdpError(func)
+           << "unit-settings on a pipelined step: the schedule's UNSHARD "
+              "and REDUCE_GRAD decide when every stage gathers and reduces";
+  bool hsdp = llvm::any_of(config.mesh.dpAxes, [](Attribute axis) {
+    return cast<StringAttr>(axis).getValue() == "replicate";
+  });
+  for (const std::string &text : options.unitSettings) {
+    FailureOr<UnitSetting> setting = parseUnitSetting(func, text);
+    if (failed(setting))
+      return failure();
+    if (setting->key == UnitSetting::Key::AllReduce && !hsdp)
+      return emitFsdpError(func)
+             << "unit-settings entry '" << text
+             << "': all-reduce needs HSDP's 2-D (replicate, shard) mesh; "
+                "on this mesh gradients are only reduce-scattered";
+    if (setting->key == UnitSetting::Key::ReshardAfterForward &&
+        config.reshardAfterForward == ReshardAfterForward::Group)
+      return emitFsdpError(func) << "unit-settings entry '" << text
+                                 << "' conflicts with reshard-after-forward="
+                                 << options.reshardAfterForward
+                                 << ": groups of k ranks apply to every unit";
+    config.unitSettings.push_back(std::move(*setting));
+  }
+  return success();
+}
+
 FailureOr<Config> fsdp::resolveOptions(func::FuncOp func,
                                        const LoomFsdpOptions &options) {
   MLIRContext *ctx = func.getContext();
@@ -206,6 +288,22 @@ FailureOr<Config> fsdp::resolveOptions(func::FuncOp func,
     factorShardAxis(config.mesh, k);
   }
   config.unitPrefixes.assign(options.units.begin(), options.units.end());
+  for (StringRef text : options.shardDims) {
+    auto [pattern, dimText] = text.rsplit(':');
+    int64_t dim = -1;
+    if (pattern.empty() || dimText.empty() ||
+        (dimText != "largest" && (dimText.getAsInteger(10, dim) || dim < 0)))
+      return emitFsdpError(func)
+             << "shard-dims entry '" << text
+             << "' is not PARAM:DIM with DIM a dim or 'largest' (e.g. "
+                "'*:largest', 'layers.0.attn.wq.weight:1')";
+    if (config.pipelined)
+      return emitFsdpError(func)
+             << "shard-dims on a pipelined step is not supported";
+    config.shardDims.push_back({pattern.str(), dim});
+  }
+  if (failed(resolveUnitSettings(func, options, config)))
+    return failure();
   return config;
 }
 

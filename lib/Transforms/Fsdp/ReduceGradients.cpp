@@ -59,6 +59,26 @@ static Value packGradients(ShardingState &s, OpBuilder &b, Location loc,
   for (auto [p, grad] : llvm::zip(unitParams, grads)) {
     const ParamInfo &info = s.params[p];
     Value g = t.castTo(b, loc, grad, s.config.gradReduceDtype);
+    if (info.shardDim > 0) {
+      // Sharded on dim d (evenly): rank r's chunk is its slice of dim d,
+      // moved to the front and flattened, as the gather unpacks it.
+      int64_t d = info.shardDim;
+      SmallVector<int64_t> split(info.fullType.getShape());
+      split[d] = info.localType.getDimSize(d);
+      split.insert(split.begin() + d, shardSize);
+      g = t.view(b, loc, g, split, "aten::reshape.default");
+      SmallVector<int64_t> moved{shardSize};
+      llvm::append_range(moved, info.localType.getShape());
+      g = t.aten(b, loc, "aten::movedim.int",
+                 cast<RankedTensorType>(g.getType()).clone(moved), g,
+                 {OperandRefAttr::get(ctx, 0), b.getI64IntegerAttr(d),
+                  b.getI64IntegerAttr(0)});
+      blocks.push_back(t.view(b, loc, g, {shardSize, info.localNumel},
+                              "aten::reshape.default"));
+      sizes.push_back(info.localNumel);
+      total += info.localNumel;
+      continue;
+    }
     int64_t rows = info.fullType.getDimSize(0);
     int64_t paddedRows = info.localType.getDimSize(0) * shardSize;
     if (paddedRows != rows) {
@@ -92,10 +112,18 @@ static Value packGradients(ShardingState &s, OpBuilder &b, Location loc,
   return t.view(b, loc, buffer, {shardSize * total});
 }
 
+/// Which collectives one reduction runs and how it divides.
+struct ReduceSteps {
+  bool scatter = true, allReduce = true;
+};
+
 /// Reduce-scatters `buffer` over the shard axes, then all-reduces over the
-/// replicate axis, dividing as `f` says.
+/// replicate axis, dividing as `f` says; `steps` leaves out either half
+/// (a reduce-scatter whose all-reduce waits for the last microbatch, or
+/// that all-reduce of the summed reduce-scatter outputs).
 static Value reduceBuffer(ShardingState &s, OpBuilder &b, Location loc,
-                          Value buffer, int64_t total, const DivideFactors &f) {
+                          Value buffer, int64_t total, const DivideFactors &f,
+                          ReduceSteps steps = {}) {
   MLIRContext *ctx = b.getContext();
   const OpTagger &t = s.tagger;
   const MeshLayout &mesh = s.mesh();
@@ -105,15 +133,20 @@ static Value reduceBuffer(ShardingState &s, OpBuilder &b, Location loc,
     return t.aten(b, loc, "aten::div.Tensor", v.getType(), v,
                   {OperandRefAttr::get(ctx, 0), b.getF64FloatAttr(by)});
   };
-  Value reduced = divide(buffer, f.pre);
+  Value reduced = buffer;
   auto reduceKind = ReduceKindAttr::get(ctx, f.reduce);
-  if (mesh.shardSize > 1) {
-    auto type = cast<RankedTensorType>(reduced.getType()).clone({total});
-    auto start = ReduceScatterStartOp::create(
-        b, loc, FutureType::get(ctx, type), reduced, mesh.ref, mesh.shardAxes,
-        b.getI64IntegerAttr(0), reduceKind);
-    reduced = t.finishCollective(b, loc, start, type);
+  if (steps.scatter) {
+    reduced = divide(reduced, f.pre);
+    if (mesh.shardSize > 1) {
+      auto type = cast<RankedTensorType>(reduced.getType()).clone({total});
+      auto start = ReduceScatterStartOp::create(
+          b, loc, FutureType::get(ctx, type), reduced, mesh.ref, mesh.shardAxes,
+          b.getI64IntegerAttr(0), reduceKind);
+      reduced = t.finishCollective(b, loc, start, type);
+    }
   }
+  if (!steps.allReduce)
+    return reduced;
   if (mesh.replicateSize > 1) {
     auto type = cast<RankedTensorType>(reduced.getType());
     auto start =
@@ -124,20 +157,13 @@ static Value reduceBuffer(ShardingState &s, OpBuilder &b, Location loc,
   return divide(reduced, f.post);
 }
 
-/// Reduces the gradients `grads` of `unitParams` and returns local shards
-/// in the parameters' dtype.
-static SmallVector<Value> buildReduce(ShardingState &s, OpBuilder &b,
-                                      Location loc,
-                                      ArrayRef<unsigned> unitParams,
-                                      ArrayRef<Value> grads) {
+/// Splits the reduced buffer of `unitParams` into local shards in the
+/// parameters' dtype.
+static SmallVector<Value> unpackShards(ShardingState &s, OpBuilder &b,
+                                       Location loc,
+                                       ArrayRef<unsigned> unitParams,
+                                       Value reduced, ArrayRef<int64_t> sizes) {
   const OpTagger &t = s.tagger;
-  SmallVector<int64_t> sizes;
-  int64_t total = 0;
-  Value buffer = packGradients(s, b, loc, unitParams, grads, sizes, total);
-  Type elementType = cast<RankedTensorType>(buffer.getType()).getElementType();
-  Value reduced = reduceBuffer(s, b, loc, buffer, total,
-                               getDivideFactors(s.config, elementType));
-
   SmallVector<Value> pieces;
   if (unitParams.size() == 1)
     pieces.push_back(reduced);
@@ -152,36 +178,190 @@ static SmallVector<Value> buildReduce(ShardingState &s, OpBuilder &b,
   return shards;
 }
 
-void fsdp::reduceGradients(ShardingState &s) {
-  OpBuilder b(s.func.getContext());
+/// The op after which all of `values` are defined (null: all are
+/// arguments).
+static Operation *lastDefinition(ValueRange values) {
+  Operation *last = nullptr;
+  for (Value v : values) {
+    Operation *def = v.getDefiningOp();
+    if (def && (!last || last->isBeforeInBlock(def)))
+      last = def;
+  }
+  return last;
+}
+
+static void setInsertionAfter(ShardingState &s, OpBuilder &b, Operation *last) {
+  if (last)
+    b.setInsertionPointAfter(last);
+  else
+    b.setInsertionPointToStart(&s.body());
+}
+
+/// The accumulated gradient `grad` as loom-accumulate-gradients builds it,
+/// `div(add(...add(g0, g1)..., gM-1), M)` out of untagged ops: fills
+/// `terms` with g0..gM-1 and `chain` with the adds and the division.
+static LogicalResult splitAccumulated(ShardingState &s, Value grad,
+                                      SmallVectorImpl<Value> &terms,
+                                      SmallVectorImpl<Operation *> &chain) {
+  int64_t count = s.microbatches.count;
+  auto untagged = [&](Value v, StringRef kernel) -> AtenOp {
+    auto aten = v.getDefiningOp<AtenOp>();
+    if (!aten || aten.getKernel() != kernel ||
+        aten->hasAttr(LoomDialect::kMicrobatchAttrName))
+      return nullptr;
+    return aten;
+  };
+  AtenOp mean = untagged(grad, "aten::div.Tensor");
+  if (!mean)
+    return failure();
+  chain.push_back(mean);
+  Value sum = mean->getOperand(0);
+  terms.assign(count, Value());
+  for (int64_t k = count - 1; k > 0; --k) {
+    AtenOp add = untagged(sum, "aten::add.Tensor");
+    if (!add || add->getNumOperands() != 2)
+      return failure();
+    chain.push_back(add);
+    terms[k] = add->getOperand(1);
+    sum = add->getOperand(0);
+  }
+  terms[0] = sum;
+  return success();
+}
+
+namespace {
+/// Reduces one unit's gradients.
+class UnitReduction {
+public:
+  UnitReduction(ShardingState &s, const Unit &unit)
+      : s(s), unit(unit), b(s.func.getContext()) {}
+
+  LogicalResult run();
+
+private:
+  /// Reduces `grads` after the last of them; returns the local shards, or
+  /// without `steps.allReduce` the reduce-scatter output (one flat value).
+  SmallVector<Value> reduceAfter(ArrayRef<Value> grads, Location loc,
+                                 ReduceSteps steps);
+  Value add(Value a, Value c, Location loc);
+
+  ShardingState &s;
+  const Unit &unit;
+  OpBuilder b;
+  SmallVector<unsigned> withGrad;
+  SmallVector<int64_t> sizes;
+  int64_t total = 0;
+};
+} // namespace
+
+SmallVector<Value> UnitReduction::reduceAfter(ArrayRef<Value> grads,
+                                              Location loc, ReduceSteps steps) {
+  Operation *last = lastDefinition(grads);
+  setInsertionAfter(s, b, last);
+  Location at =
+      NameLoc::get(b.getStringAttr("fsdp.reduce_scatter:" + unit.label()),
+                   last ? last->getLoc() : loc);
+  sizes.clear();
+  total = 0;
+  Value buffer = packGradients(s, b, at, withGrad, grads, sizes, total);
+  Type elementType = cast<RankedTensorType>(buffer.getType()).getElementType();
+  Value reduced = reduceBuffer(s, b, at, buffer, total,
+                               getDivideFactors(s.config, elementType), steps);
+  if (!steps.allReduce)
+    return {reduced};
+  return unpackShards(s, b, at, withGrad, reduced, sizes);
+}
+
+Value UnitReduction::add(Value a, Value c, Location loc) {
+  MLIRContext *ctx = b.getContext();
+  return s.tagger.aten(
+      b, loc, "aten::add.Tensor", a.getType(), {a, c},
+      {OperandRefAttr::get(ctx, 0), OperandRefAttr::get(ctx, 1)});
+}
+
+LogicalResult UnitReduction::run() {
   auto ret = cast<func::ReturnOp>(s.body().getTerminator());
-  for (const Unit &unit : s.units) {
-    SmallVector<unsigned> withGrad;
-    SmallVector<Value> grads;
-    Operation *last = nullptr;
-    for (unsigned p : unit.params) {
-      if (!s.params[p].gradResult)
-        continue;
-      Value grad = ret.getOperand(*s.params[p].gradResult);
-      withGrad.push_back(p);
-      grads.push_back(grad);
-      Operation *def = grad.getDefiningOp();
-      if (def && (!last || last->isBeforeInBlock(def)))
-        last = def;
-    }
-    if (withGrad.empty())
+  SmallVector<Value> grads;
+  for (unsigned p : unit.params) {
+    if (!s.params[p].gradResult)
       continue;
-    s.tagger.module = b.getStringAttr(unit.prefix);
-    s.tagger.phase = Phase::backward;
-    if (last)
-      b.setInsertionPointAfter(last);
-    else
-      b.setInsertionPointToStart(&s.body());
-    Location loc =
-        NameLoc::get(b.getStringAttr("fsdp.reduce_scatter:" + unit.label()),
-                     last ? last->getLoc() : s.func.getLoc());
-    SmallVector<Value> shards = buildReduce(s, b, loc, withGrad, grads);
+    withGrad.push_back(p);
+    grads.push_back(ret.getOperand(*s.params[p].gradResult));
+  }
+  if (withGrad.empty())
+    return success();
+  s.tagger.module = b.getStringAttr(unit.prefix);
+  s.tagger.phase = Phase::backward;
+  auto setResults = [&](ArrayRef<Value> shards) {
     for (auto [p, shard] : llvm::zip(withGrad, shards))
       ret.setOperand(*s.params[p].gradResult, shard);
+  };
+  if (!unit.syncEveryMicrobatch || s.microbatches.count < 2) {
+    setResults(reduceAfter(grads, s.func.getLoc(), {}));
+    return success();
   }
+
+  // Each microbatch's gradients are reduced on their own: their terms in
+  // the accumulation become the collectives' inputs, the accumulation
+  // moves to the local shards.
+  int64_t count = s.microbatches.count;
+  SmallVector<SmallVector<Value>> terms(count);
+  SmallVector<Operation *> chain;
+  for (auto [p, grad] : llvm::zip(withGrad, grads)) {
+    SmallVector<Value> split;
+    if (failed(splitAccumulated(s, grad, split, chain)))
+      return emitFsdpError(s.func)
+             << "unit '" << unit.label()
+             << "' has gradient-sync=every, but the gradient of '"
+             << s.params[p].name
+             << "' is not the mean over microbatches that "
+                "loom-accumulate-gradients builds";
+    for (int64_t k = 0; k < count; ++k)
+      terms[k].push_back(split[k]);
+  }
+  ReduceSteps steps;
+  steps.allReduce = unit.allReduceEveryMicrobatch;
+  SmallVector<Value> sums;
+  Location loc = s.func.getLoc();
+  for (int64_t k = 0; k < count; ++k) {
+    SmallVector<Value> reduced = reduceAfter(terms[k], loc, steps);
+    loc = reduced.front().getLoc();
+    if (sums.empty()) {
+      sums = reduced;
+      continue;
+    }
+    for (auto [sum, value] : llvm::zip(sums, reduced))
+      sum = add(sum, value, loc);
+  }
+  // The reduce-scatter outputs, summed, are all-reduced once (FSDP2's
+  // set_requires_all_reduce(is_last) keeps the partial outputs and adds
+  // them into the last reduction).
+  if (!steps.allReduce) {
+    ReduceSteps finish;
+    finish.scatter = false;
+    Type elementType =
+        cast<RankedTensorType>(sums.front().getType()).getElementType();
+    Value reduced =
+        reduceBuffer(s, b, loc, sums.front(), total,
+                     getDivideFactors(s.config, elementType), finish);
+    sums = unpackShards(s, b, loc, withGrad, reduced, sizes);
+  }
+  MLIRContext *ctx = b.getContext();
+  for (Value &sum : sums)
+    sum = s.tagger.aten(b, loc, "aten::div.Tensor", sum.getType(), sum,
+                        {OperandRefAttr::get(ctx, 0),
+                         b.getF64FloatAttr(static_cast<double>(count))});
+  setResults(sums);
+  // The full-size accumulation is dead now.
+  for (Operation *op : chain)
+    if (op->use_empty())
+      op->erase();
+  return success();
+}
+
+LogicalResult fsdp::reduceGradients(ShardingState &s) {
+  for (const Unit &unit : s.units)
+    if (failed(UnitReduction(s, unit).run()))
+      return failure();
+  return success();
 }

@@ -23,7 +23,7 @@ public:
   BackwardUnshard(ShardingState &s, int64_t mb, const ForwardGathers &forward)
       : s(s), mb(mb), forward(forward), b(s.func.getContext()) {}
 
-  BackwardGathers run();
+  FailureOr<BackwardGathers> run();
 
 private:
   bool inMicrobatch(Operation *op) const { return s.microbatches.of(op) == mb; }
@@ -47,6 +47,9 @@ private:
   SmallVector<Operation *> firstBackwardOp;
   IRMapping recomputed;
   BackwardGathers gathers;
+  /// Set once a backward op needed a unit that does not unshard in
+  /// backward (the error is emitted).
+  bool failedUnshard = false;
 };
 } // namespace
 
@@ -93,6 +96,17 @@ void BackwardUnshard::ensureGather(unsigned u, Operation *before) {
     return;
   gathers.gathered[u] = true;
   const Unit &unit = s.units[u];
+  if (!unit.unshardInBackward) {
+    // FSDP2 would run this backward op on freed storage; say which op
+    // needs the parameters instead.
+    before->emitOpError("--loom-fsdp: reads the parameters of unit '")
+        << unit.label()
+        << "' in backward, but its unit-settings say unshard-in-backward="
+           "false; only a unit whose backward needs none of its parameters "
+           "(an embedding) may skip the backward all-gather";
+    failedUnshard = true;
+    return;
+  }
   s.tagger.module = b.getStringAttr(unit.prefix);
   s.tagger.phase = Phase::backward;
   Operation *at = before;
@@ -120,6 +134,8 @@ Value BackwardUnshard::recompute(Value v, Operation *before) {
     if (!s.reshardsAfterForward(p))
       return v;
     ensureGather(s.params[p].unit, before);
+    if (failedUnshard)
+      return v;
     recomputed.map(v, gathers.full[p]);
     return gathers.full[p];
   }
@@ -136,7 +152,7 @@ Value BackwardUnshard::recompute(Value v, Operation *before) {
   return recomputed.lookup(v);
 }
 
-BackwardGathers BackwardUnshard::run() {
+FailureOr<BackwardGathers> BackwardUnshard::run() {
   gathers.full.resize(s.params.size());
   gathers.flat.resize(s.units.size());
   gathers.gathered.assign(s.units.size(), false);
@@ -147,20 +163,24 @@ BackwardGathers BackwardUnshard::run() {
       auto it = derived.find(operand.get());
       if (it != derived.end() && it->second)
         operand.set(recompute(operand.get(), op));
+      if (failedUnshard)
+        return failure();
     }
   // A unit whose outputs get gradients is unsharded by its pre-backward
   // hook even when no backward op reads its parameters (an input layer),
   // as FSDP2 does unless set_unshard_in_backward(False).
   for (auto [u, unit] : llvm::enumerate(s.units))
-    if (unit.reshard && !unit.params.empty() && firstBackwardOp[u] &&
-        llvm::any_of(unit.params,
-                     [&](unsigned p) { return bool(forward.full[p]); }))
+    if (unit.reshard && unit.unshardInBackward && !unit.params.empty() &&
+        firstBackwardOp[u] && llvm::any_of(unit.params, [&](unsigned p) {
+          return bool(forward.full[p]);
+        }))
       ensureGather(u, firstBackwardOp[u]);
   return std::move(gathers);
 }
 
-BackwardGathers fsdp::gatherForBackward(ShardingState &s, int64_t mb,
-                                        const ForwardGathers &forward) {
+FailureOr<BackwardGathers>
+fsdp::gatherForBackward(ShardingState &s, int64_t mb,
+                        const ForwardGathers &forward) {
   return BackwardUnshard(s, mb, forward).run();
 }
 
@@ -171,7 +191,7 @@ void fsdp::reshardAfterBackward(ShardingState &s, int64_t mb,
   // but the last microbatch.
   bool lastMicrobatch = mb + 1 == s.microbatches.count;
   for (auto [u, unit] : llvm::enumerate(s.units)) {
-    if (lastMicrobatch || s.config.reshardAfterBackward) {
+    if (lastMicrobatch || !unit.keepAfterBackward) {
       unsharded.params[u].clear();
       unsharded.flat[u] = Value();
       continue;

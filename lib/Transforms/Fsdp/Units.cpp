@@ -13,6 +13,7 @@
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/GlobPattern.h"
 
 using namespace mlir;
 using namespace loom;
@@ -23,6 +24,40 @@ static int64_t product(ArrayRef<int64_t> shape) {
   for (int64_t d : shape)
     n *= d;
   return n;
+}
+
+/// The dim `shard-dims` gives parameter `name` (the last matching entry),
+/// checked as FSDP2 checks Shard(d): in range, and even for d > 0.
+static FailureOr<int64_t> resolveShardDim(ShardingState &s, StringRef name,
+                                          RankedTensorType type) {
+  int64_t dim = 0;
+  for (const auto &[pattern, entryDim] : s.config.shardDims) {
+    llvm::Expected<llvm::GlobPattern> glob = llvm::GlobPattern::create(pattern);
+    if (!glob) {
+      std::string why = llvm::toString(glob.takeError());
+      return emitFsdpError(s.func)
+             << "shard-dims pattern '" << pattern << "': " << why;
+    }
+    if (!glob->match(name))
+      continue;
+    dim = entryDim;
+    if (dim < 0) {
+      ArrayRef<int64_t> shape = type.getShape();
+      dim = std::max_element(shape.begin(), shape.end()) - shape.begin();
+    }
+    if (dim >= type.getRank())
+      return emitFsdpError(s.func)
+             << "shard-dims gives parameter '" << name << "' dim " << dim
+             << ", but it has " << type.getRank() << " dims";
+  }
+  int64_t shardSize = s.mesh().shardSize;
+  if (dim > 0 && type.getDimSize(dim) % shardSize != 0)
+    return emitFsdpError(s.func)
+           << "parameter '" << name << "' is sharded on dim " << dim
+           << " of size " << type.getDimSize(dim)
+           << ", which does not divide by the shard size " << shardSize
+           << "; as FSDP2, only dim 0 is padded";
+  return dim;
 }
 
 LogicalResult fsdp::collectParams(ShardingState &s) {
@@ -46,8 +81,12 @@ LogicalResult fsdp::collectParams(ShardingState &s) {
     info.argIndex = i;
     info.name = name.getValue();
     info.fullType = type;
+    FailureOr<int64_t> dim = resolveShardDim(s, info.name, type);
+    if (failed(dim))
+      return failure();
+    info.shardDim = *dim;
     SmallVector<int64_t> local(type.getShape());
-    local[0] = (local[0] + shardSize - 1) / shardSize;
+    local[*dim] = (local[*dim] + shardSize - 1) / shardSize;
     info.localType = type.clone(local);
     info.localNumel = product(local);
     paramByName[info.name] = s.params.size();
@@ -55,6 +94,18 @@ LogicalResult fsdp::collectParams(ShardingState &s) {
   }
   if (s.params.empty() && !s.config.pipelined)
     return emitFsdpError(func) << "the step has no parameters to shard";
+  for (const auto &entry : s.config.shardDims) {
+    llvm::Expected<llvm::GlobPattern> glob =
+        llvm::GlobPattern::create(entry.first);
+    if (!glob) {
+      llvm::consumeError(glob.takeError());
+      continue;
+    }
+    if (llvm::none_of(s.params,
+                      [&](const ParamInfo &p) { return glob->match(p.name); }))
+      return emitFsdpError(func) << "shard-dims pattern '" << entry.first
+                                 << "' matches no parameter";
+  }
   for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
     auto role =
         func.getResultAttrOfType<RoleAttr>(i, LoomDialect::kRoleAttrName);
@@ -150,6 +201,74 @@ static unsigned assignUnit(ShardingState &s, const ParamInfo &info,
   return s.unitOfPath(getOwnerModule(info.name));
 }
 
+/// Applies `unit-settings` over the defaults the global options give,
+/// each entry to every unit its pattern matches, later entries last.
+static LogicalResult applyUnitSettings(ShardingState &s) {
+  using Key = UnitSetting::Key;
+  ReshardAfterForward raf = s.config.reshardAfterForward;
+  for (Unit &unit : s.units) {
+    unit.reshard = raf == ReshardAfterForward::True ||
+                   raf == ReshardAfterForward::Group ||
+                   (raf == ReshardAfterForward::Auto && !unit.isRoot);
+    unit.keepAfterBackward = !s.config.reshardAfterBackward;
+  }
+  // Whether each unit's all-reduce was set, to follow gradient-sync if not.
+  SmallVector<std::optional<bool>> allReduce(s.units.size());
+  for (const UnitSetting &setting : s.config.unitSettings) {
+    llvm::Expected<llvm::GlobPattern> glob =
+        llvm::GlobPattern::create(setting.pattern);
+    if (!glob) {
+      std::string why = llvm::toString(glob.takeError());
+      return emitFsdpError(s.func) << "unit-settings entry '" << setting.text
+                                   << "': bad pattern: " << why;
+    }
+    bool matched = false;
+    for (auto [u, unit] : llvm::enumerate(s.units)) {
+      if (!glob->match(unit.label()))
+        continue;
+      matched = true;
+      switch (setting.key) {
+      case Key::ReshardAfterForward:
+        unit.reshard = setting.value.value_or(!unit.isRoot);
+        break;
+      case Key::ReshardAfterBackward:
+        unit.keepAfterBackward = !*setting.value;
+        break;
+      case Key::GradientSync:
+        unit.syncEveryMicrobatch = *setting.value;
+        break;
+      case Key::AllReduce:
+        allReduce[u] = *setting.value;
+        break;
+      case Key::UnshardInBackward:
+        unit.unshardInBackward = *setting.value;
+        break;
+      }
+    }
+    if (!matched) {
+      auto diag = emitFsdpError(s.func)
+                  << "unit-settings entry '" << setting.text
+                  << "' matches no unit; the units are ";
+      llvm::interleaveComma(s.units, diag,
+                            [&](const Unit &unit) { diag << unit.label(); });
+      return diag;
+    }
+  }
+  for (auto [u, unit] : llvm::enumerate(s.units)) {
+    unit.allReduceEveryMicrobatch =
+        allReduce[u].value_or(unit.syncEveryMicrobatch);
+    // FSDP2's set_requires_all_reduce only holds back the all-reduce of a
+    // reduction that runs; without one there is nothing to all-reduce.
+    if (unit.allReduceEveryMicrobatch && !unit.syncEveryMicrobatch)
+      return emitFsdpError(s.func)
+             << "unit '" << unit.label()
+             << "' has all-reduce=every but gradient-sync=last: a "
+                "microbatch that does not reduce-scatter has nothing to "
+                "all-reduce";
+  }
+  return success();
+}
+
 LogicalResult fsdp::formUnits(ShardingState &s) {
   SmallVector<std::string> prefixes(s.config.unitPrefixes);
   if (prefixes.empty())
@@ -165,11 +284,9 @@ LogicalResult fsdp::formUnits(ShardingState &s) {
     s.units[info.unit].params.push_back(p);
   }
 
-  ReshardAfterForward raf = s.config.reshardAfterForward;
+  if (failed(applyUnitSettings(s)))
+    return failure();
   for (Unit &unit : s.units) {
-    unit.reshard = raf == ReshardAfterForward::True ||
-                   raf == ReshardAfterForward::Group ||
-                   (raf == ReshardAfterForward::Auto && !unit.isRoot);
     if (unit.params.empty())
       continue;
     Type dtype = s.params[unit.params.front()].fullType.getElementType();

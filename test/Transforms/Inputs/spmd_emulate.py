@@ -359,10 +359,14 @@ def main():
         axes = [a.strip().strip('"') for a in axes.split(",")]
         members, index = groups(mesh_shape, axes, mesh_axes)[rank]
         n = len(members)
-        rows = full.shape[0]
+        # Shard(d): chunk `index` of dim d, padded on dim 0 only.
+        dim = int(re.search(r"dim = (\d+)", spec).group(1))
+        rows = full.shape[dim]
         per = -(-rows // n)
-        pad = [0, 0] * (full.dim() - 1) + [0, per * n - rows]
-        return torch.nn.functional.pad(full, pad)[index * per:(index + 1) * per]
+        if dim == 0:
+            pad = [0, 0] * (full.dim() - 1) + [0, per * n - rows]
+            full = torch.nn.functional.pad(full, pad)
+        return full.narrow(dim, index * per, per).contiguous()
 
     inputs = [[shard_of(value(a, batches[r]), a, r) for _, _, a in dist.args]
               for r in range(nranks)]
