@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <limits>
+#include <vector>
 
 namespace loom {
 #define GEN_PASS_DEF_LOOMATTACHOPTIMIZER
@@ -197,10 +198,10 @@ bool isExactName(StringRef pattern) {
 
 /// Parses `param-groups` ("MATCH:KEY=VALUE[:KEY=VALUE];..."), reporting the
 /// first problem through `fail` with the rule it is in.
-static FailureOr<SmallVector<ParamGroupRule>>
+static FailureOr<std::vector<ParamGroupRule>>
 parseParamGroups(StringRef text,
                  function_ref<InFlightDiagnostic()> fail) {
-  SmallVector<ParamGroupRule> rules;
+  std::vector<ParamGroupRule> rules;
   SmallVector<StringRef> parts;
   text.split(parts, ';', /*MaxSplit=*/-1, /*KeepEmpty=*/false);
   llvm::StringMap<unsigned> exactNames;
@@ -392,7 +393,7 @@ struct LoomAttachOptimizerPass
     if (StringRef(paramGroups).trim().empty())
       return byArg;
     auto fail = [&]() { return func.emitOpError("--loom-attach-optimizer: "); };
-    FailureOr<SmallVector<ParamGroupRule>> rules =
+    FailureOr<std::vector<ParamGroupRule>> rules =
         parseParamGroups(paramGroups, fail);
     if (failed(rules))
       return failure();

@@ -1267,6 +1267,19 @@ def capture(args: argparse.Namespace) -> None:
         f"  reference ({run}): {args.steps} steps of {args.optimizer} ({hyper}), "
         f"loss {losses[0]:.6f} -> {losses[-1]:.6f}"
     )
+    for i, group in enumerate(args.param_groups or []):
+        print(f"  param group {i}: lr={_show(group['lr'])}, "
+              f"weight_decay={_show(group['weight_decay'])}: {', '.join(group['params'])}")
+    if args.lr_schedule:
+        sched = args.lr_schedule
+        what = [f"warm-up {sched['warmup_steps']} steps from {_show(sched['warmup_start_factor'])}"
+                ] if sched["warmup_steps"] else []
+        if sched["decay"] == "cosine":
+            what.append(f"cosine over {sched['decay_steps']} steps to {_show(sched['eta_min'])}")
+        elif sched["decay"] == "linear":
+            what.append(f"linear over {sched['decay_steps']} steps to "
+                        f"{_show(sched['end_factor'])} x lr")
+        print(f"  lr schedule: {', then '.join(what)}")
     names = ["step.pt2", RUN_CONFIG_FILE, "batches.safetensors", "reference.json",
              "reference.safetensors"]
     if args.reference != "eager":
