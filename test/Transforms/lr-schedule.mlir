@@ -8,13 +8,15 @@
 // (LinearLR), then the decay (CosineAnnealingLR or LinearLR).
 // COSINE: func.func @step
 // COSINE-SAME: loom.lr_schedule = {decay = "cosine", decay_steps = 15 : i64, end_factor = 0.000000e+00 : f64, eta_min = 1.000000e-03 : f64, warmup_start_factor = 1.000000e-01 : f64, warmup_steps = 5 : i64}
+// LINEAR: func.func @step
 // LINEAR-SAME: loom.lr_schedule = {decay = "linear", decay_steps = 10 : i64, end_factor = 5.000000e-01 : f64, eta_min = 0.000000e+00 : f64, warmup_start_factor = 0.33333333333333331 : f64, warmup_steps = 0 : i64}
+// WARMUP: func.func @step
 // WARMUP-SAME: loom.lr_schedule = {decay = "constant", decay_steps = 0 : i64, end_factor = 0.000000e+00 : f64, eta_min = 0.000000e+00 : f64, warmup_start_factor = 0.33333333333333331 : f64, warmup_steps = 3 : i64}
 // A constant rate is no schedule.
 // NONE-NOT: loom.lr_schedule
 
 // The lowered program carries it to the artifact.
-// RT: loomrt.program "step" {{.*}} attributes {loom.lr_schedule = {decay = "cosine"
+// RT: loomrt.program "step" {{.*}} optimizer #loom.sgd<lr = 0.1> attributes {loom.lr_schedule = {decay = "cosine"
 
 func.func @step(%w: tensor<8x4xf32> {loom.name = "fc.weight", loom.role = #loom.role<parameter>},
                 %b: tensor<8xf32> {loom.name = "fc.bias", loom.role = #loom.role<parameter>},

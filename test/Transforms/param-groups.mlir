@@ -9,23 +9,23 @@
 
 // The usual "no weight decay on biases and norm weights": 1-D parameters.
 // NDIM-LABEL: func.func @step
-// NDIM-SAME: loom.optimizer = #loom.adamw<lr = 0.01, weight_decay = 1.000000e-01>
-// NDIM: loom.optimizer_update #loom.adamw<lr = 0.01, weight_decay = 0.000000e+00> param %arg1
-// NDIM-NEXT: loom.optimizer_update #loom.adamw<lr = 0.01, weight_decay = 1.000000e-01> param %arg0
+// NDIM-SAME: loom.optimizer = #loom.adamw<lr = 0.01, weight_decay = 0.1>
+// NDIM: loom.optimizer_update #loom.adamw<lr = 0.01, weight_decay = 0.0> param %arg1
+// NDIM-NEXT: loom.optimizer_update #loom.adamw<lr = 0.01, weight_decay = 0.1> param %arg0
 
 // The first rule that matches wins: fc.bias takes rule 1, fc.weight the
 // glob of rule 2.
-// FIRST: loom.optimizer_update #loom.sgd<lr = 5.000000e-01> param %arg1
-// FIRST-NEXT: loom.optimizer_update #loom.sgd<lr = 2.000000e-01, weight_decay = 0.01> param %arg0
+// FIRST: loom.optimizer_update #loom.sgd<lr = 0.5> param %arg1
+// FIRST-NEXT: loom.optimizer_update #loom.sgd<lr = 0.2, weight_decay = 0.01> param %arg0
 
 // A parameter no rule matches takes the defaults.
-// REST: loom.optimizer_update #loom.sgd<lr = 1.000000e-01> param %arg1
-// REST-NEXT: loom.optimizer_update #loom.sgd<lr = 3.000000e-01> param %arg0
+// REST: loom.optimizer_update #loom.sgd<lr = 0.1> param %arg1
+// REST-NEXT: loom.optimizer_update #loom.sgd<lr = 0.3> param %arg0
 
 // Lowered, an update whose group differs from the program's optimizer
 // keeps its own; the others use the program's.
 // RT: loomrt.program "step" {{.*}} optimizer #loom.adamw<lr = 0.01>
-// RT: loomrt.optimizer %fc.bias grad %{{.*}} stream 0 {{{.*}}optimizer = #loom.adamw<lr = 0.01, weight_decay = 0.000000e+00>{{.*}}} : tensor<8xf32>
+// RT: loomrt.optimizer %fc.bias grad %{{.*}} stream 0 {loom.module = "fc", loom.phase = #loom.phase<optimizer>, optimizer = #loom.adamw<lr = 0.01, weight_decay = 0.0>} : tensor<8xf32>
 // RT-NEXT: loomrt.optimizer %fc.weight grad %{{.*}} stream 0 {loom.module = "fc", loom.phase = #loom.phase<optimizer>} : tensor<8x4xf32>
 
 func.func @step(%w: tensor<8x4xf32> {loom.name = "fc.weight", loom.role = #loom.role<parameter>},
