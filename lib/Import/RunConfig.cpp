@@ -153,18 +153,17 @@ static StringAttr parseParamGroups(const json::Array &groups, MLIRContext *ctx,
     for (auto [k, p] : llvm::enumerate(*params)) {
       std::optional<StringRef> name = p.getAsString();
       // The rule syntax's separators cannot be part of a name.
-      if (!name || name->empty() || name->find_first_of(":;|*?[]{}") !=
-                                        StringRef::npos)
-        return r.wrong("params[" + std::to_string(k) + "]",
-                       "a parameter name"),
+      if (!name || name->empty() ||
+          name->find_first_of(":;|*?[]{}") != StringRef::npos)
+        return r.wrong("params[" + std::to_string(k) + "]", "a parameter name"),
                nullptr;
       rules += (k ? "|" : "") + name->str();
     }
     // Every digit, so the rule reads back as the same double.
-    rules += llvm::formatv(":lr={0}:weight-decay={1}",
-                           llvm::format("%.17g", *lr),
-                           llvm::format("%.17g", *weightDecay))
-                 .str();
+    rules +=
+        llvm::formatv(":lr={0}:weight-decay={1}", llvm::format("%.17g", *lr),
+                      llvm::format("%.17g", *weightDecay))
+            .str();
   }
   return StringAttr::get(ctx, rules);
 }
@@ -179,8 +178,7 @@ static DictionaryAttr parseLrSchedule(const json::Object &o, MLIRContext *ctx,
   std::optional<double> start = r.number("warmup_start_factor");
   std::optional<StringRef> decay = o.getString("decay");
   if (!decay || !llvm::is_contained({"constant", "cosine", "linear"}, *decay))
-    return r.wrong("decay", "\"constant\", \"cosine\" or \"linear\""),
-           nullptr;
+    return r.wrong("decay", "\"constant\", \"cosine\" or \"linear\""), nullptr;
   std::optional<int64_t> steps = r.integer("decay_steps", 0, std::nullopt);
   std::optional<double> etaMin = r.number("eta_min");
   std::optional<double> endFactor = r.number("end_factor");

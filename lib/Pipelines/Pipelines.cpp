@@ -343,14 +343,14 @@ LogicalResult RunConfigApplier::takeLrSchedule(DictionaryAttr schedule) {
       succeeded(take("lr-warmup-start-factor", options.lrWarmupStartFactor,
                      number("warmup_start_factor"),
                      "lr_schedule.warmup_start_factor")) &&
-      succeeded(take("lr-decay", options.lrDecay, decay,
-                     "lr_schedule.decay")) &&
+      succeeded(
+          take("lr-decay", options.lrDecay, decay, "lr_schedule.decay")) &&
       succeeded(take("lr-decay-steps", options.lrDecaySteps,
                      integer("decay_steps"), "lr_schedule.decay_steps")) &&
       succeeded(take("lr-eta-min", options.lrEtaMin, number("eta_min"),
                      "lr_schedule.eta_min")) &&
-      succeeded(take("lr-end-factor", options.lrEndFactor,
-                     number("end_factor"), "lr_schedule.end_factor")));
+      succeeded(take("lr-end-factor", options.lrEndFactor, number("end_factor"),
+                     "lr_schedule.end_factor")));
 }
 
 LogicalResult loom::applyRunConfig(CompileOptions &options, ModuleOp module) {

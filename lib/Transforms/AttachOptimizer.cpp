@@ -199,8 +199,7 @@ bool isExactName(StringRef pattern) {
 /// Parses `param-groups` ("MATCH:KEY=VALUE[:KEY=VALUE];..."), reporting the
 /// first problem through `fail` with the rule it is in.
 static FailureOr<std::vector<ParamGroupRule>>
-parseParamGroups(StringRef text,
-                 function_ref<InFlightDiagnostic()> fail) {
+parseParamGroups(StringRef text, function_ref<InFlightDiagnostic()> fail) {
   std::vector<ParamGroupRule> rules;
   SmallVector<StringRef> parts;
   text.split(parts, ';', /*MaxSplit=*/-1, /*KeepEmpty=*/false);
@@ -237,14 +236,13 @@ parseParamGroups(StringRef text,
         llvm::Expected<llvm::GlobPattern> glob =
             llvm::GlobPattern::create(name);
         if (!glob)
-          return bad() << "'" << name
-                       << "' is not a glob: " << llvm::toString(glob.takeError());
+          return bad() << "'" << name << "' is not a glob: "
+                       << llvm::toString(glob.takeError());
         if (isExactName(name)) {
           auto [it, fresh] = exactNames.try_emplace(name, rule.number);
           if (!fresh)
             return bad() << "parameter '" << name
-                         << "' is already in the group of rule "
-                         << it->second
+                         << "' is already in the group of rule " << it->second
                          << "; a parameter belongs to one group";
         }
         rule.patterns.push_back({name, std::move(*glob)});
@@ -465,8 +463,7 @@ struct LoomAttachOptimizerPass
     if (!linear && lrEndFactor != 0)
       return fail() << "'lr-end-factor' needs lr-decay=linear";
     if (linear && !(lrEndFactor >= 0 && lrEndFactor <= 1))
-      return fail() << "'lr-end-factor' is "
-                    << static_cast<double>(lrEndFactor)
+      return fail() << "'lr-end-factor' is " << static_cast<double>(lrEndFactor)
                     << ", expected a value in [0, 1] (LinearLR's end_factor)";
     if (lrWarmupSteps == 0 && lrDecay == LrDecay::Constant)
       return success();

@@ -825,8 +825,7 @@ void ProgramReader::readLrSchedule(const json &v, const std::string &path) {
   };
   // The ranges lr_scheduler's constructors accept.
   s.warmupSteps = count(schema::kLrScheduleWarmupSteps, 0);
-  s.warmupStartFactor =
-      number(schema::kLrScheduleWarmupStartFactor, 0, 1);
+  s.warmupStartFactor = number(schema::kLrScheduleWarmupStartFactor, 0, 1);
   if (s.warmupStartFactor <= 0)
     fail(join(path, schema::kLrScheduleWarmupStartFactor),
          "must be greater than 0");
@@ -841,8 +840,8 @@ void ProgramReader::readLrSchedule(const json &v, const std::string &path) {
   else
     fail(join(path, schema::kLrScheduleDecay),
          "unknown decay '" + decay + "' (expected constant, cosine or linear)");
-  s.decaySteps =
-      count(schema::kLrScheduleDecaySteps, s.decay == LrDecay::Constant ? 0 : 1);
+  s.decaySteps = count(schema::kLrScheduleDecaySteps,
+                       s.decay == LrDecay::Constant ? 0 : 1);
   s.etaMin = number(schema::kLrScheduleEtaMin, 0, HUGE_VAL);
   s.endFactor = number(schema::kLrScheduleEndFactor, 0, 1);
   a.lrSchedule = s;

@@ -176,8 +176,7 @@ double LrSchedule::next(double baseLr, double prev, int64_t step) const {
                                (1 + std::cos(pi * 0.0 / double(total))) / 2;
     // base_lr * (start_factor + (end_factor - start_factor) *
     // min(total_iters, 0) / total_iters)
-    return baseLr *
-           (1.0 + (spec.endFactor - 1.0) * 0.0 / double(total));
+    return baseLr * (1.0 + (spec.endFactor - 1.0) * 0.0 / double(total));
   }
   if (spec.decay == LrDecay::Linear)
     return linearStep(prev, 1.0, spec.endFactor, total, epoch);

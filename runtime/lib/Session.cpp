@@ -560,8 +560,7 @@ void SessionImpl::runInstruction(size_t index) {
     spec.lr = inst.lr.value_or(spec.lr);
     spec.weightDecay = inst.weightDecay.value_or(spec.weightDecay);
     if (lrSchedule)
-      spec.lr =
-          lrSchedule->lr(spec.lr, int64_t(stepCounts[plan.paramInput]));
+      spec.lr = lrSchedule->lr(spec.lr, int64_t(stepCounts[plan.paramInput]));
     optimizerStep(spec, owned[plan.paramInput], slots.get(inst.grad), st,
                   stepCounts[plan.paramInput]);
     return;

@@ -99,9 +99,9 @@ static void printSummary(mlir::ModuleOp module) {
     llvm::MapVector<mlir::Attribute, SmallVector<StringRef>> groups;
     for (auto update : program.getBody().getOps<loom::rt::OptimizerOp>())
       if (mlir::Attribute own = update.getOptimizerAttr())
-        groups[own].push_back(
-            update.getParam().getDefiningOp<loom::rt::InputOp>()
-                .getBindingName());
+        groups[own].push_back(update.getParam()
+                                  .getDefiningOp<loom::rt::InputOp>()
+                                  .getBindingName());
     for (auto &[attr, params] : groups) {
       errs() << "loom-compile:   param group " << attr << ": ";
       llvm::interleaveComma(params, errs());

@@ -703,8 +703,7 @@ LogicalResult OptimizerOp::verify() {
     // A group changes the rates, not the algorithm or its state.
     if (!isSameAlgorithm(own, *program.getOptimizer()))
       return emitOpError("'optimizer' ")
-             << own << " differs from the program's "
-             << *program.getOptimizer()
+             << own << " differs from the program's " << *program.getOptimizer()
              << " in more than lr and weight_decay; a parameter group sets "
                 "only those";
   }
