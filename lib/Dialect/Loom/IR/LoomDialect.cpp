@@ -552,10 +552,21 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
     return success();
   }
   if (name == kLrScheduleAttrName) {
-    // Its fields are checked where it is made (loom-attach-optimizer) and
-    // read (the runtime, by field path).
-    if (!isa<DictionaryAttr>(attr.getValue()))
-      return op->emitOpError("'") << name << "' must be a dictionary";
+    // Its values are checked where it is made (loom-attach-optimizer) and
+    // read (the runtime, by field path); the writer relies on its shape.
+    auto dict = dyn_cast<DictionaryAttr>(attr.getValue());
+    auto has = [&](StringRef key, auto kind) {
+      return dict && isa_and_nonnull<decltype(kind)>(dict.get(key));
+    };
+    if (!has("warmup_steps", IntegerAttr()) ||
+        !has("warmup_start_factor", FloatAttr()) ||
+        !has("decay", StringAttr()) || !has("decay_steps", IntegerAttr()) ||
+        !has("eta_min", FloatAttr()) || !has("end_factor", FloatAttr()))
+      return op->emitOpError("'")
+             << name
+             << "' must be a dictionary of warmup_steps, decay_steps "
+                "(integers), warmup_start_factor, eta_min, end_factor "
+                "(floats) and decay (a string)";
     return success();
   }
   if (name == kProgramRanksAttrName)
