@@ -4,7 +4,10 @@
 
 #include "loom/Dialect/Loom/IR/LoomOps.h"
 
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 
 using namespace mlir;
@@ -124,6 +127,73 @@ static Attribute parseOptimizer(const json::Object &o, MLIRContext *ctx,
                                f(*eps), f(*weightDecay), *maximize);
 }
 
+/// The "param_groups" list as loom-attach-optimizer's `param-groups` rules:
+/// one rule per group, naming its parameters, with its lr and weight decay.
+static StringAttr parseParamGroups(const json::Array &groups, MLIRContext *ctx,
+                                   std::string &error) {
+  std::string rules;
+  for (auto [i, g] : llvm::enumerate(groups)) {
+    std::string path = "param_groups[" + std::to_string(i) + "].";
+    const json::Object *o = g.getAsObject();
+    if (!o) {
+      if (error.empty())
+        error = "'param_groups[" + std::to_string(i) + "]' must be an object";
+      return nullptr;
+    }
+    FieldReader r(*o, path, error);
+    const json::Array *params = o->getArray("params");
+    if (!params || params->empty())
+      return r.wrong("params", "a non-empty list of parameter names"), nullptr;
+    std::optional<double> lr = r.number("lr");
+    std::optional<double> weightDecay = r.number("weight_decay");
+    if (!lr || !weightDecay)
+      return nullptr;
+    if (!rules.empty())
+      rules += ";";
+    for (auto [k, p] : llvm::enumerate(*params)) {
+      std::optional<StringRef> name = p.getAsString();
+      // The rule syntax's separators cannot be part of a name.
+      if (!name || name->empty() ||
+          name->find_first_of(":;|*?[]{}") != StringRef::npos)
+        return r.wrong("params[" + std::to_string(k) + "]", "a parameter name"),
+               nullptr;
+      rules += (k ? "|" : "") + name->str();
+    }
+    // Every digit, so the rule reads back as the same double.
+    rules +=
+        llvm::formatv(":lr={0}:weight-decay={1}", llvm::format("%.17g", *lr),
+                      llvm::format("%.17g", *weightDecay))
+            .str();
+  }
+  return StringAttr::get(ctx, rules);
+}
+
+/// The "lr_schedule" object as the dictionary loom-attach-optimizer puts
+/// on a step (`loom.lr_schedule`); the pass checks the values.
+static DictionaryAttr parseLrSchedule(const json::Object &o, MLIRContext *ctx,
+                                      std::string &error) {
+  FieldReader r(o, "lr_schedule.", error);
+  Builder b(ctx);
+  std::optional<int64_t> warmup = r.integer("warmup_steps", 0, std::nullopt);
+  std::optional<double> start = r.number("warmup_start_factor");
+  std::optional<StringRef> decay = o.getString("decay");
+  if (!decay || !llvm::is_contained({"constant", "cosine", "linear"}, *decay))
+    return r.wrong("decay", "\"constant\", \"cosine\" or \"linear\""), nullptr;
+  std::optional<int64_t> steps = r.integer("decay_steps", 0, std::nullopt);
+  std::optional<double> etaMin = r.number("eta_min");
+  std::optional<double> endFactor = r.number("end_factor");
+  if (!warmup || !start || !steps || !etaMin || !endFactor)
+    return nullptr;
+  NamedAttrList fields;
+  fields.set("warmup_steps", b.getI64IntegerAttr(*warmup));
+  fields.set("warmup_start_factor", b.getF64FloatAttr(*start));
+  fields.set("decay", b.getStringAttr(*decay));
+  fields.set("decay_steps", b.getI64IntegerAttr(*steps));
+  fields.set("eta_min", b.getF64FloatAttr(*etaMin));
+  fields.set("end_factor", b.getF64FloatAttr(*endFactor));
+  return fields.getDictionary(ctx);
+}
+
 llvm::Expected<RunConfigAttr> loom::parseRunConfig(StringRef text,
                                                    MLIRContext *ctx) {
   auto fail = [](const Twine &message) {
@@ -153,7 +223,24 @@ llvm::Expected<RunConfigAttr> loom::parseRunConfig(StringRef text,
     else
       r.wrong("optimizer", "an object");
   }
+  StringAttr paramGroups;
+  if (const json::Value *v = root->get("param_groups")) {
+    if (const json::Array *a = v->getAsArray())
+      paramGroups = parseParamGroups(*a, ctx, error);
+    else
+      r.wrong("param_groups", "a list");
+  }
+  DictionaryAttr lrSchedule;
+  if (const json::Value *v = root->get("lr_schedule")) {
+    if (const json::Object *o = v->getAsObject())
+      lrSchedule = parseLrSchedule(*o, ctx, error);
+    else
+      r.wrong("lr_schedule", "an object");
+  }
+  if (error.empty() && (paramGroups || lrSchedule) && !optimizer)
+    error = "'param_groups' and 'lr_schedule' need an 'optimizer'";
   if (!error.empty())
     return fail(error);
-  return RunConfigAttr::get(ctx, *worldSize, *microbatches, *seed, optimizer);
+  return RunConfigAttr::get(ctx, *worldSize, *microbatches, *seed, optimizer,
+                            paramGroups, lrSchedule);
 }

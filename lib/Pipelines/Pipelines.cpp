@@ -137,6 +137,12 @@ LogicalResult loom::verifyCompileOptions(
     if (options.maxGradNorm != 0)
       return emitError("max-grad-norm is not supported with pp: the norm "
                        "spans every stage's gradients");
+    // The stages' updates are not attached by loom-attach-optimizer's step
+    // walk, so groups and schedules would silently not apply.
+    if (!options.paramGroups.empty() || options.lrWarmupSteps != 0 ||
+        options.lrDecay != LrDecay::Constant)
+      return emitError("param-groups and lr schedules are not supported "
+                       "with pp yet");
     // World-size counts every rank of the [pp, dp] mesh.
     if (options.dp != DataParallel::None &&
         options.worldSize % options.ppRanks != 0)
@@ -215,6 +221,10 @@ static std::string formatOptionValue(bool v) { return v ? "true" : "false"; }
 static std::string formatOptionValue(OptimizerKind v) {
   return stringifyOptimizerKind(v).str();
 }
+static std::string formatOptionValue(LrDecay v) {
+  return stringifyLrDecay(v).str();
+}
+static std::string formatOptionValue(const std::string &v) { return v; }
 } // namespace loom
 
 namespace {
@@ -242,6 +252,7 @@ public:
   }
 
   LogicalResult takeOptimizer(Attribute optimizer);
+  LogicalResult takeLrSchedule(DictionaryAttr schedule);
 
 private:
   CompileOptions &options;
@@ -311,6 +322,37 @@ LogicalResult RunConfigApplier::takeOptimizer(Attribute optimizer) {
   return adam(cast<AdamWAttr>(optimizer));
 }
 
+LogicalResult RunConfigApplier::takeLrSchedule(DictionaryAttr schedule) {
+  auto integer = [&](StringRef key) {
+    auto attr = schedule.getAs<IntegerAttr>(key);
+    return attr ? attr.getInt() : int64_t(0);
+  };
+  auto number = [&](StringRef key) {
+    auto attr = schedule.getAs<FloatAttr>(key);
+    return attr ? attr.getValueAsDouble() : 0.0;
+  };
+  auto decayName = schedule.getAs<StringAttr>("decay");
+  LrDecay decay = LrDecay::Constant;
+  if (decayName && decayName.getValue() == "cosine")
+    decay = LrDecay::Cosine;
+  else if (decayName && decayName.getValue() == "linear")
+    decay = LrDecay::Linear;
+  return success(
+      succeeded(take("lr-warmup-steps", options.lrWarmupSteps,
+                     integer("warmup_steps"), "lr_schedule.warmup_steps")) &&
+      succeeded(take("lr-warmup-start-factor", options.lrWarmupStartFactor,
+                     number("warmup_start_factor"),
+                     "lr_schedule.warmup_start_factor")) &&
+      succeeded(
+          take("lr-decay", options.lrDecay, decay, "lr_schedule.decay")) &&
+      succeeded(take("lr-decay-steps", options.lrDecaySteps,
+                     integer("decay_steps"), "lr_schedule.decay_steps")) &&
+      succeeded(take("lr-eta-min", options.lrEtaMin, number("eta_min"),
+                     "lr_schedule.eta_min")) &&
+      succeeded(take("lr-end-factor", options.lrEndFactor, number("end_factor"),
+                     "lr_schedule.end_factor")));
+}
+
 LogicalResult loom::applyRunConfig(CompileOptions &options, ModuleOp module) {
   auto config =
       module->getAttrOfType<RunConfigAttr>(LoomDialect::kRunConfigAttrName);
@@ -342,6 +384,14 @@ LogicalResult loom::applyRunConfig(CompileOptions &options, ModuleOp module) {
                    options.optimizer == OptimizerKind::None;
   if (!attached && !gradients && config.getOptimizer() &&
       failed(apply.takeOptimizer(config.getOptimizer())))
+    return failure();
+  // The reference trained with these groups and this schedule.
+  if (!attached && !gradients && config.getParamGroups() &&
+      failed(apply.take("param-groups", options.paramGroups,
+                        config.getParamGroups().str(), "param_groups")))
+    return failure();
+  if (!attached && !gradients && config.getLrSchedule() &&
+      failed(apply.takeLrSchedule(config.getLrSchedule())))
     return failure();
   return success();
 }

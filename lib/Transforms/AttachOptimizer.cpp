@@ -3,9 +3,11 @@
 #include "loom/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/Support/GlobPattern.h"
 
 #include <cmath>
 #include <limits>
+#include <vector>
 
 namespace loom {
 #define GEN_PASS_DEF_LOOMATTACHOPTIMIZER
@@ -27,6 +29,18 @@ StringRef loom::stringifyOptimizerKind(OptimizerKind kind) {
     return "adamw";
   }
   llvm_unreachable("unknown optimizer kind");
+}
+
+StringRef loom::stringifyLrDecay(LrDecay decay) {
+  switch (decay) {
+  case LrDecay::Constant:
+    return "constant";
+  case LrDecay::Cosine:
+    return "cosine";
+  case LrDecay::Linear:
+    return "linear";
+  }
+  llvm_unreachable("unknown lr decay");
 }
 
 double loom::resolveWeightDecay(OptimizerKind kind, double weightDecay) {
@@ -153,6 +167,115 @@ static SmallVector<GradientTarget> getGradientTargets(func::FuncOp func) {
 }
 
 namespace {
+/// One rule of `param-groups`: which parameters it takes and the
+/// hyperparameters it gives them.
+struct ParamGroupRule {
+  unsigned number; // 1-based, as messages count
+  StringRef text;
+  /// `ndim<N` (below) or `ndim>=N`.
+  std::optional<int64_t> rank;
+  bool rankBelow = false;
+  /// Names and globs; a name without glob characters is exact.
+  SmallVector<std::pair<StringRef, llvm::GlobPattern>> patterns;
+  SmallVector<bool> patternUsed;
+  std::optional<double> lr, weightDecay;
+
+  bool matches(StringRef name, int64_t paramRank) {
+    if (rank)
+      return rankBelow ? paramRank < *rank : paramRank >= *rank;
+    bool any = false;
+    for (auto [i, p] : llvm::enumerate(patterns))
+      if (p.second.match(name))
+        any = patternUsed[i] = true;
+    return any;
+  }
+};
+
+bool isExactName(StringRef pattern) {
+  return pattern.find_first_of("*?[]{}\\") == StringRef::npos;
+}
+} // namespace
+
+/// Parses `param-groups` ("MATCH:KEY=VALUE[:KEY=VALUE];..."), reporting the
+/// first problem through `fail` with the rule it is in.
+static FailureOr<std::vector<ParamGroupRule>>
+parseParamGroups(StringRef text, function_ref<InFlightDiagnostic()> fail) {
+  std::vector<ParamGroupRule> rules;
+  SmallVector<StringRef> parts;
+  text.split(parts, ';', /*MaxSplit=*/-1, /*KeepEmpty=*/false);
+  llvm::StringMap<unsigned> exactNames;
+  for (StringRef part : parts) {
+    ParamGroupRule rule;
+    rule.number = rules.size() + 1;
+    rule.text = part.trim();
+    auto bad = [&]() -> InFlightDiagnostic {
+      return fail() << "'param-groups' rule " << rule.number << " ('"
+                    << rule.text << "'): ";
+    };
+    SmallVector<StringRef> fields;
+    rule.text.split(fields, ':');
+    StringRef match = fields[0].trim();
+    if (match.empty())
+      return bad() << "expected MATCH:KEY=VALUE, the match is empty";
+    if (fields.size() < 2)
+      return bad() << "expected MATCH:KEY=VALUE[:KEY=VALUE], found no "
+                      "settings (keys: lr, weight-decay)";
+    if (match.consume_front("ndim")) {
+      rule.rankBelow = match.consume_front("<");
+      if (!rule.rankBelow && !match.consume_front(">="))
+        return bad() << "expected ndim<N or ndim>=N";
+      int64_t n;
+      if (match.trim().getAsInteger(10, n) || n < 0)
+        return bad() << "'" << match << "' is not a rank (an integer >= 0)";
+      rule.rank = n;
+    } else {
+      SmallVector<StringRef> names;
+      match.split(names, '|', -1, /*KeepEmpty=*/false);
+      for (StringRef name : names) {
+        name = name.trim();
+        llvm::Expected<llvm::GlobPattern> glob =
+            llvm::GlobPattern::create(name);
+        if (!glob)
+          return bad() << "'" << name << "' is not a glob: "
+                       << llvm::toString(glob.takeError());
+        if (isExactName(name)) {
+          auto [it, fresh] = exactNames.try_emplace(name, rule.number);
+          if (!fresh)
+            return bad() << "parameter '" << name
+                         << "' is already in the group of rule " << it->second
+                         << "; a parameter belongs to one group";
+        }
+        rule.patterns.push_back({name, std::move(*glob)});
+        rule.patternUsed.push_back(false);
+      }
+    }
+    for (StringRef field : llvm::drop_begin(fields)) {
+      auto [key, value] = field.split('=');
+      key = key.trim();
+      value = value.trim();
+      double v;
+      if (value.getAsDouble(v))
+        return bad() << "'" << key << "' needs a number, found '" << value
+                     << "'";
+      if (!std::isfinite(v) || v < 0)
+        return bad() << "'" << key << "' is " << value
+                     << ", expected a finite value >= 0 (as torch.optim)";
+      std::optional<double> *slot = key == "lr"             ? &rule.lr
+                                    : key == "weight-decay" ? &rule.weightDecay
+                                                            : nullptr;
+      if (!slot)
+        return bad() << "unknown key '" << key
+                     << "' (a group sets lr or weight-decay)";
+      if (*slot)
+        return bad() << "'" << key << "' is given twice";
+      *slot = v;
+    }
+    rules.push_back(std::move(rule));
+  }
+  return rules;
+}
+
+namespace {
 struct LoomAttachOptimizerPass
     : public loom::impl::LoomAttachOptimizerBase<LoomAttachOptimizerPass> {
   using LoomAttachOptimizerBase::LoomAttachOptimizerBase;
@@ -189,6 +312,10 @@ struct LoomAttachOptimizerPass
       return failure();
     std::optional<OptimizerConfig> info = getOptimizerConfig(*config);
     if (maxGradNorm != 0 && failed(clipGradients(func)))
+      return failure();
+    FailureOr<DenseMap<unsigned, Attribute>> groups =
+        assignGroups(func, options);
+    if (failed(groups) || failed(attachSchedule(func)))
       return failure();
 
     auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
@@ -230,8 +357,10 @@ struct LoomAttachOptimizerPass
       // update it is; located where the parameter is.
       Location loc = NameLoc::get(target, param.getLoc());
       SmallVector<Type> resultTypes(1 + state.size(), type);
-      auto update = OptimizerUpdateOp::create(
-          builder, loc, resultTypes, *config, param, ret.getOperand(i), state);
+      Attribute hyper = groups->lookup(argIndex);
+      auto update = OptimizerUpdateOp::create(builder, loc, resultTypes,
+                                              hyper ? hyper : *config, param,
+                                              ret.getOperand(i), state);
       update->setAttr(LoomDialect::kModuleAttrName,
                       builder.getStringAttr(getOwnerModule(target.getValue())));
       update->setAttr(LoomDialect::kPhaseAttrName,
@@ -251,6 +380,103 @@ struct LoomAttachOptimizerPass
       ret.getOperandsMutable().append(stateResults);
     }
     func->setAttr(LoomDialect::kOptimizerAttrName, *config);
+    return success();
+  }
+
+  /// The optimizer attribute of every parameter argument `param-groups`
+  /// puts in a group (absent: the defaults).
+  FailureOr<DenseMap<unsigned, Attribute>>
+  assignGroups(func::FuncOp func, const LoomAttachOptimizerOptions &defaults) {
+    DenseMap<unsigned, Attribute> byArg;
+    if (StringRef(paramGroups).trim().empty())
+      return byArg;
+    auto fail = [&]() { return func.emitOpError("--loom-attach-optimizer: "); };
+    FailureOr<std::vector<ParamGroupRule>> rules =
+        parseParamGroups(paramGroups, fail);
+    if (failed(rules))
+      return failure();
+    SmallVector<Attribute> attrs;
+    for (ParamGroupRule &rule : *rules) {
+      LoomAttachOptimizerOptions options = defaults;
+      if (rule.lr)
+        options.lr = *rule.lr;
+      if (rule.weightDecay)
+        options.weightDecay = *rule.weightDecay;
+      FailureOr<Attribute> attr =
+          buildOptimizerAttr(&getContext(), options, [&] {
+            return fail() << "'param-groups' rule " << rule.number << " ('"
+                          << rule.text << "'): ";
+          });
+      if (failed(attr))
+        return failure();
+      attrs.push_back(*attr);
+    }
+    for (const GradientTarget &target : getGradientTargets(func)) {
+      int64_t rank =
+          cast<RankedTensorType>(func.getArgument(target.arg).getType())
+              .getRank();
+      for (auto [rule, attr] : llvm::zip(*rules, attrs))
+        if (rule.matches(target.name.getValue(), rank)) {
+          byArg[target.arg] = attr;
+          break;
+        }
+    }
+    // A pipeline stage holds some of the parameters; the others' names are
+    // not mistakes there.
+    if (func->hasAttr(LoomDialect::kPipelineStageAttrName))
+      return byArg;
+    for (ParamGroupRule &rule : *rules)
+      for (auto [pattern, used] : llvm::zip(rule.patterns, rule.patternUsed))
+        if (!used)
+          return fail() << "'param-groups' rule " << rule.number << " ('"
+                        << rule.text << "'): '" << pattern.first
+                        << "' matches no parameter of the step";
+    return byArg;
+  }
+
+  /// Checks the schedule options as torch.optim.lr_scheduler checks its
+  /// arguments and records them on the step as `loom.lr_schedule`.
+  LogicalResult attachSchedule(func::FuncOp func) {
+    auto fail = [&]() { return func.emitOpError("--loom-attach-optimizer: "); };
+    bool cosine = lrDecay == LrDecay::Cosine;
+    bool linear = lrDecay == LrDecay::Linear;
+    if (lrWarmupSteps < 0)
+      return fail() << "'lr-warmup-steps' is "
+                    << static_cast<int64_t>(lrWarmupSteps)
+                    << ", expected a step count >= 0 (0: no warm-up)";
+    if (!(lrWarmupStartFactor > 0 && lrWarmupStartFactor <= 1))
+      return fail() << "'lr-warmup-start-factor' is "
+                    << static_cast<double>(lrWarmupStartFactor)
+                    << ", expected a value in (0, 1] (LinearLR's "
+                       "start_factor)";
+    if (lrDecay == LrDecay::Constant && lrDecaySteps != 0)
+      return fail() << "'lr-decay-steps' needs lr-decay=cosine or linear";
+    if (lrDecay != LrDecay::Constant && lrDecaySteps < 1)
+      return fail() << "lr-decay=" << stringifyLrDecay(lrDecay)
+                    << " needs 'lr-decay-steps' >= 1, found "
+                    << static_cast<int64_t>(lrDecaySteps);
+    if (!cosine && lrEtaMin != 0)
+      return fail() << "'lr-eta-min' needs lr-decay=cosine";
+    if (cosine && !(lrEtaMin >= 0 && std::isfinite(lrEtaMin)))
+      return fail() << "'lr-eta-min' is " << static_cast<double>(lrEtaMin)
+                    << ", expected a finite value >= 0";
+    if (!linear && lrEndFactor != 0)
+      return fail() << "'lr-end-factor' needs lr-decay=linear";
+    if (linear && !(lrEndFactor >= 0 && lrEndFactor <= 1))
+      return fail() << "'lr-end-factor' is " << static_cast<double>(lrEndFactor)
+                    << ", expected a value in [0, 1] (LinearLR's end_factor)";
+    if (lrWarmupSteps == 0 && lrDecay == LrDecay::Constant)
+      return success();
+    Builder b(&getContext());
+    NamedAttrList fields;
+    fields.set("warmup_steps", b.getI64IntegerAttr(lrWarmupSteps));
+    fields.set("warmup_start_factor", b.getF64FloatAttr(lrWarmupStartFactor));
+    fields.set("decay", b.getStringAttr(stringifyLrDecay(lrDecay)));
+    fields.set("decay_steps", b.getI64IntegerAttr(lrDecaySteps));
+    fields.set("eta_min", b.getF64FloatAttr(lrEtaMin));
+    fields.set("end_factor", b.getF64FloatAttr(lrEndFactor));
+    func->setAttr(LoomDialect::kLrScheduleAttrName,
+                  fields.getDictionary(&getContext()));
     return success();
   }
 

@@ -40,7 +40,18 @@ step (training cycles through them). The capture writes into DIR:
                        "maximize": ...}}
 
     (Adam and AdamW record ``betas`` and ``eps`` instead of the three SGD
-    fields.) ``step.pt2`` carries the identical text as the extra file
+    fields.) When FILE.py defines ``param_groups(model)`` (the list of
+    dicts a user passes to ``torch.optim``, e.g. ``[{"params": decay,
+    "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}]``),
+    ``"param_groups"`` lists the resolved groups of the real optimizer:
+    ``[{"params": [FQN, ...], "lr": ..., "weight_decay": ...}, ...]``; the
+    groups may set ``lr`` and ``weight_decay``, every parameter that trains
+    must be in one. With ``--lr-warmup-steps``/``--lr-decay``,
+    ``"lr_schedule"`` records the schedule (``warmup_steps``,
+    ``warmup_start_factor``, ``decay``, ``decay_steps``, ``eta_min``,
+    ``end_factor``), which the reference trains with as
+    ``SequentialLR([LinearLR, CosineAnnealingLR | LinearLR], [W])`` and
+    loom-compile gives loom-attach-optimizer. ``step.pt2`` carries the identical text as the extra file
     ``loom_run.json`` (zip entry ``step/extra/loom_run.json``), which is
     where ``loom-import`` reads it.
 ``batches.safetensors``
@@ -186,6 +197,16 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def load_param_groups(path: Path) -> Callable[[nn.Module], Any] | None:
+    """The model file's optional ``param_groups(model)``; load_make has
+    imported it already."""
+    name = "loom_user_model_" + "".join(c if c.isalnum() else "_" for c in path.stem)
+    fn = getattr(sys.modules.get(name), "param_groups", None)
+    if fn is not None and not callable(fn):
+        raise CaptureError(f"{path}: param_groups is not callable")
+    return fn
+
+
 def load_make(path: Path) -> Callable[[], Any]:
     if not path.is_file():
         raise CaptureError(f"model file not found: {path}")
@@ -296,6 +317,7 @@ class Reference:
     optimizer: dict[str, Any]
     final_state: dict[str, torch.Tensor]
     checksums: dict[str, float]
+    lrs: list[list[float]]
 
 
 def _json_hyperparameters(defaults: dict[str, Any]) -> dict[str, Any]:
@@ -340,26 +362,114 @@ def optimizer_kwargs(config: dict[str, Any]) -> dict[str, Any]:
     return {k: tuple(v) if k == "betas" else v for k, v in config.items() if k != "name"}
 
 
+def resolve_param_groups(
+    make_groups: Callable[[nn.Module], Any], model: nn.Module, optimizer: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """The groups of ``torch.optim`` built from ``make_groups(model)`` (the
+    model file's ``param_groups``), by parameter name: ``[{"params":
+    [FQN, ...], "lr": ..., "weight_decay": ...}]``. Only lr and weight decay
+    may differ between groups, and every trainable parameter must be in one:
+    Loom updates every parameter that has a gradient."""
+    try:
+        groups = make_groups(model)
+        opt = OPTIMIZERS[optimizer["name"]](groups, **optimizer_kwargs(optimizer))
+    except Exception as exc:
+        raise CaptureError(f"param_groups(model): {_describe(exc)}") from exc
+    names = {id(p): n for n, p in model.named_parameters()}
+    resolved, seen = [], set()
+    for i, group in enumerate(opt.param_groups):
+        for key in OPTIMIZER_KEYS[optimizer["name"]]:
+            if key in ("lr", "weight_decay"):
+                continue
+            value = group[key]
+            want = optimizer[key]
+            if (list(value) if isinstance(value, tuple) else value) != want:
+                raise CaptureError(
+                    f"param group {i} sets {key}={value!r}; a group may set only lr and "
+                    f"weight_decay (the optimizer's {key} is {want!r})")
+        params = []
+        for p in group["params"]:
+            if id(p) not in names:
+                raise CaptureError(f"param group {i} holds a tensor that is not a parameter "
+                                   "of the model")
+            if p.requires_grad:
+                params.append(names[id(p)])
+                seen.add(names[id(p)])
+        if params:
+            resolved.append({"params": params, "lr": float(group["lr"]),
+                             "weight_decay": float(group["weight_decay"])})
+    missing = [n for n, p in model.named_parameters() if p.requires_grad and n not in seen]
+    if missing:
+        raise CaptureError(f"parameters in no param group: {', '.join(missing)} (Loom updates "
+                           "every trainable parameter; put each in a group)")
+    return resolved
+
+
+def make_optimizer(model: nn.Module, optimizer: dict[str, Any],
+                   param_groups: list[dict[str, Any]] | None = None,
+                   **extra: Any) -> torch.optim.Optimizer:
+    """``torch.optim`` over the trainable parameters of ``model`` with
+    ``optimizer``'s hyperparameters and, when given, the groups of
+    :func:`resolve_param_groups` (by name, so any copy of the model or a
+    DDP/FSDP-wrapped one takes the same groups)."""
+    cls = OPTIMIZERS[optimizer["name"]]
+    # named_parameters() drops tied duplicates, so a tied weight is one
+    # optimizer parameter, as it is one input in the exported graph.
+    named = {n: p for n, p in model.named_parameters() if p.requires_grad}
+    if not param_groups:
+        return cls(list(named.values()), **optimizer_kwargs(optimizer), **extra)
+    groups = [{"params": [named[n] for n in g["params"]], "lr": g["lr"],
+               "weight_decay": g["weight_decay"]} for g in param_groups]
+    return cls(groups, **optimizer_kwargs(optimizer), **extra)
+
+
+def make_scheduler(opt: torch.optim.Optimizer, schedule: dict[str, Any] | None):
+    """The ``torch.optim.lr_scheduler`` of a recorded ``lr_schedule`` (None:
+    constant): a LinearLR warm-up, then CosineAnnealingLR or LinearLR decay,
+    chained by SequentialLR at the end of the warm-up."""
+    if not schedule:
+        return None
+    from torch.optim import lr_scheduler
+
+    warmup, decay = schedule["warmup_steps"], schedule["decay"]
+    parts = []
+    if warmup > 0:
+        parts.append(lr_scheduler.LinearLR(opt, start_factor=schedule["warmup_start_factor"],
+                                           end_factor=1.0, total_iters=warmup))
+    if decay == "cosine":
+        parts.append(lr_scheduler.CosineAnnealingLR(opt, T_max=schedule["decay_steps"],
+                                                    eta_min=schedule["eta_min"]))
+    elif decay == "linear":
+        parts.append(lr_scheduler.LinearLR(opt, start_factor=1.0,
+                                           end_factor=schedule["end_factor"],
+                                           total_iters=schedule["decay_steps"]))
+    if len(parts) == 1:
+        return parts[0]
+    return lr_scheduler.SequentialLR(opt, parts, milestones=[warmup])
+
+
 def run_reference(
     model: nn.Module,
     batches: Sequence[tuple[torch.Tensor, ...]],
     steps: int,
     optimizer: dict[str, Any],
     path: Path,
+    param_groups: list[dict[str, Any]] | None = None,
+    schedule: dict[str, Any] | None = None,
 ) -> Reference:
     """Train ``model`` (the caller passes a copy) eagerly for ``steps`` steps
-    with ``optimizer`` (a :func:`resolve_optimizer` result).
+    with ``optimizer`` (a :func:`resolve_optimizer` result), its
+    ``param_groups`` and ``schedule``.
 
     ``losses[i]`` is the loss computed at step ``i`` with the parameters
-    before that step's update, i.e. what the joint graph returns for step i.
+    before that step's update, i.e. what the joint graph returns for step i;
+    ``lrs[i]`` the rate of each group at step i (``get_last_lr()``).
     """
-    cls = OPTIMIZERS[optimizer["name"]]
-    # named_parameters() drops tied duplicates, so a tied weight is one
-    # optimizer parameter, as it is one input in the exported graph.
-    trainable = [p for _, p in model.named_parameters() if p.requires_grad]
-    opt = cls(trainable, **optimizer_kwargs(optimizer))
+    opt = make_optimizer(model, optimizer, param_groups)
+    scheduler = make_scheduler(opt, schedule)
 
     losses: list[float] = []
+    lrs: list[list[float]] = []
     for step in range(steps):
         batch = batches[step % len(batches)]
         opt.zero_grad(set_to_none=True)
@@ -369,7 +479,10 @@ def run_reference(
             raise CaptureError(f"{_user_location(exc, path)}model(*batch) raised {_describe(exc)}") from exc
         check_loss(loss)
         loss.backward()
+        lrs.append([g["lr"] for g in opt.param_groups])
         opt.step()
+        if scheduler is not None:
+            scheduler.step()
         value = loss.item()
         if not math.isfinite(value):
             raise CaptureError(f"the eager loss is {value} at step {step}; lower --lr or fix the model")
@@ -379,7 +492,7 @@ def run_reference(
     final.update({name: b.detach().clone() for name, b in model.named_buffers()})
     checksums = {name: p.detach().double().sum().item() for name, p in model.named_parameters()}
     hyper = {"name": optimizer["name"], **_json_hyperparameters(opt.defaults)}
-    return Reference(losses, hyper, final, checksums)
+    return Reference(losses, hyper, final, checksums, lrs)
 
 
 # --------------------------------------------------------------------------
@@ -813,6 +926,54 @@ def add_optimizer_arguments(parser: argparse.ArgumentParser) -> None:
                        help="maximize the loss instead of minimizing it")
 
 
+LR_DECAYS = ("constant", "cosine", "linear")
+
+
+def add_schedule_arguments(parser: argparse.ArgumentParser) -> None:
+    """The learning-rate schedule options (loom-attach-optimizer's lr-*)."""
+    group = parser.add_argument_group(
+        "learning-rate schedule (torch.optim.lr_scheduler; recorded in run.json)")
+    group.add_argument("--lr-warmup-steps", type=int, default=0, metavar="W",
+                       help="LinearLR warm-up over W steps (default 0: none)")
+    group.add_argument("--lr-warmup-start-factor", type=float, default=1.0 / 3, metavar="F",
+                       help="the warm-up's start_factor (default 1/3, LinearLR's)")
+    group.add_argument("--lr-decay", choices=LR_DECAYS, default="constant",
+                       help="after the warm-up: CosineAnnealingLR, LinearLR or nothing")
+    group.add_argument("--lr-decay-steps", type=int, default=0, metavar="T",
+                       help="T_max / total_iters of the decay")
+    group.add_argument("--lr-eta-min", type=float, default=0.0,
+                       help="cosine: eta_min (default 0)")
+    group.add_argument("--lr-end-factor", type=float, default=0.0,
+                       help="linear: end_factor (default 0)")
+
+
+def schedule_config(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict | None:
+    """The ``lr_schedule`` of run.json, checked as lr_scheduler and
+    loom-attach-optimizer check it; None for a constant rate."""
+    if args.lr_warmup_steps < 0:
+        parser.error(f"--lr-warmup-steps must be >= 0, got {args.lr_warmup_steps}")
+    if not 0 < args.lr_warmup_start_factor <= 1:
+        parser.error(f"--lr-warmup-start-factor must be in (0, 1], got {args.lr_warmup_start_factor}")
+    if args.lr_decay == "constant" and args.lr_decay_steps:
+        parser.error("--lr-decay-steps needs --lr-decay cosine or linear")
+    if args.lr_decay != "constant" and args.lr_decay_steps < 1:
+        parser.error(f"--lr-decay {args.lr_decay} needs --lr-decay-steps >= 1")
+    if args.lr_decay != "cosine" and args.lr_eta_min:
+        parser.error("--lr-eta-min needs --lr-decay cosine")
+    if not (args.lr_eta_min >= 0 and math.isfinite(args.lr_eta_min)):
+        parser.error(f"--lr-eta-min must be a finite number >= 0, got {args.lr_eta_min}")
+    if args.lr_decay != "linear" and args.lr_end_factor:
+        parser.error("--lr-end-factor needs --lr-decay linear")
+    if not 0 <= args.lr_end_factor <= 1:
+        parser.error(f"--lr-end-factor must be in [0, 1], got {args.lr_end_factor}")
+    if args.lr_warmup_steps == 0 and args.lr_decay == "constant":
+        return None
+    return {"warmup_steps": args.lr_warmup_steps,
+            "warmup_start_factor": args.lr_warmup_start_factor,
+            "decay": args.lr_decay, "decay_steps": args.lr_decay_steps,
+            "eta_min": args.lr_eta_min, "end_factor": args.lr_end_factor}
+
+
 def optimizer_config(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, Any]:
     """Checks the optimizer options against each other and resolves them
     (:func:`resolve_optimizer`); a bad combination is a usage error."""
@@ -852,7 +1013,7 @@ def run_config(args: argparse.Namespace) -> dict[str, Any]:
     """What this capture was asked, fully resolved: the run configuration
     that loom-compile and loom-run take their world size and optimizer from
     (docs/artifact.md)."""
-    return {
+    config = {
         "format": RUN_CONFIG_FORMAT,
         "version": RUN_CONFIG_VERSION,
         "world_size": args.split,
@@ -861,6 +1022,11 @@ def run_config(args: argparse.Namespace) -> dict[str, Any]:
         "steps": args.steps,
         "optimizer": args.optimizer_config,
     }
+    if getattr(args, "param_groups", None):
+        config["param_groups"] = args.param_groups
+    if getattr(args, "lr_schedule", None):
+        config["lr_schedule"] = args.lr_schedule
+    return config
 
 
 def save_step(ep: torch.export.ExportedProgram, out: Path, config_text: str, hint: str = "") -> Path:
@@ -883,6 +1049,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, required=True, help="output directory")
     parser.add_argument("--steps", type=int, default=20, help="eager reference steps (default 20)")
     add_optimizer_arguments(parser)
+    add_schedule_arguments(parser)
     parser.add_argument("--seed", type=int, default=0, help="torch.manual_seed before make() (default 0)")
     parser.add_argument(
         "--split", type=int, default=1, metavar="N",
@@ -933,6 +1100,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if args.microbatches < 1:
         parser.error("--microbatches must be at least 1")
     args.optimizer_config = optimizer_config(parser, args)
+    args.lr_schedule = schedule_config(parser, args)
     args.make_kwargs = {}
     for item in args.make_arg:
         key, sep, text = item.partition("=")
@@ -1018,6 +1186,9 @@ def capture(args: argparse.Namespace) -> None:
     torch.manual_seed(args.seed)
     program = call_make(load_make(path), path, args.make_kwargs)
     model, batches = program.model, program.batches
+    make_groups = load_param_groups(path)
+    args.param_groups = (resolve_param_groups(make_groups, model, args.optimizer_config)
+                         if make_groups else None)
 
     initial_checksum = sum(p.detach().double().sum().item() for p in model.parameters())
     if args.out.exists() and not args.out.is_dir():
@@ -1027,7 +1198,8 @@ def capture(args: argparse.Namespace) -> None:
     # go into the archive. Re-seeding makes random ops in the reference (e.g.
     # dropout) independent of how much randomness make() consumed.
     torch.manual_seed(args.seed)
-    reference = run_reference(copy.deepcopy(model), batches, args.steps, args.optimizer_config, path)
+    reference = run_reference(copy.deepcopy(model), batches, args.steps, args.optimizer_config,
+                              path, args.param_groups, args.lr_schedule)
 
     ep, aliases = export_joint(model, per_rank_batch(batches[0], args.split, args.microbatches))
     n_forward, n_backward = annotate(ep)
@@ -1058,6 +1230,9 @@ def capture(args: argparse.Namespace) -> None:
         "split": args.split,
         "microbatches": args.microbatches,
     }
+    if args.param_groups or args.lr_schedule:
+        # Each step's rate of each group, as get_last_lr() gave it.
+        report["lrs"] = reference.lrs
     (args.out / "reference.json").write_text(json.dumps(report, indent=2) + "\n")
     losses = reference.losses
     if args.reference != "eager":
@@ -1092,6 +1267,19 @@ def capture(args: argparse.Namespace) -> None:
         f"  reference ({run}): {args.steps} steps of {args.optimizer} ({hyper}), "
         f"loss {losses[0]:.6f} -> {losses[-1]:.6f}"
     )
+    for i, group in enumerate(args.param_groups or []):
+        print(f"  param group {i}: lr={_show(group['lr'])}, "
+              f"weight_decay={_show(group['weight_decay'])}: {', '.join(group['params'])}")
+    if args.lr_schedule:
+        sched = args.lr_schedule
+        what = [f"warm-up {sched['warmup_steps']} steps from {_show(sched['warmup_start_factor'])}"
+                ] if sched["warmup_steps"] else []
+        if sched["decay"] == "cosine":
+            what.append(f"cosine over {sched['decay_steps']} steps to {_show(sched['eta_min'])}")
+        elif sched["decay"] == "linear":
+            what.append(f"linear over {sched['decay_steps']} steps to "
+                        f"{_show(sched['end_factor'])} x lr")
+        print(f"  lr schedule: {', then '.join(what)}")
     names = ["step.pt2", RUN_CONFIG_FILE, "batches.safetensors", "reference.json",
              "reference.safetensors"]
     if args.reference != "eager":

@@ -9,7 +9,8 @@ exists::
 
 It trains the model of a capture (same file, ``make()`` arguments, seed,
 batches, optimizer, steps and microbatches, from its ``run.json``) with the
-real ``DistributedDataParallel`` or ``fully_shard`` on the capture's world
+real ``DistributedDataParallel`` or ``fully_shard`` (with the capture's
+parameter groups and learning-rate schedule) on the capture's world
 size (``torch.multiprocessing`` spawn, ``init_process_group("gloo")`` with a
 file store, one ATen thread per rank as loom-run uses), each rank on its rows
 ``[r*B/N, (r+1)*B/N)`` of every batch, and writes the result in the
@@ -50,7 +51,7 @@ from pathlib import Path
 
 import torch
 
-from loom.capture import OPTIMIZERS, call_make, load_make, optimizer_kwargs
+from loom.capture import call_make, load_make, make_optimizer, make_scheduler
 from loom.safetensors_io import load_tensors, save_tensors
 
 MODES = ("ddp", "fsdp", "hsdp")
@@ -118,11 +119,12 @@ def _no_sync(model: torch.nn.Module, last: bool):
 
 
 def train_on_ranks(model, opt, batches, rank: int, world: int, steps: int,
-                   before_step=None, microbatches: int = 1) -> list[float]:
+                   before_step=None, microbatches: int = 1, scheduler=None) -> list[float]:
     """Trains ``steps`` steps on this rank's rows ``[r*B/N, (r+1)*B/N)`` of
     each batch, in ``microbatches`` equal slices of those rows; returns each
     step's loss averaged over the ranks (float32, as loom-run reports it).
-    ``before_step(step)`` runs before each step."""
+    ``before_step(step)`` runs before each step; ``scheduler`` (an
+    lr_scheduler) steps after each ``opt.step()``."""
     import torch.distributed as dist
 
     losses = []
@@ -148,6 +150,8 @@ def train_on_ranks(model, opt, batches, rank: int, world: int, steps: int,
                 if p.grad is not None:
                     p.grad.div_(microbatches)
         opt.step()
+        if scheduler is not None:
+            scheduler.step()
         total = loss.detach().float().clone()
         dist.all_reduce(total)
         losses.append((total / world).item())
@@ -217,12 +221,13 @@ def _rank(rank: int, world: int, store: str, out: str, mode: str, replicate_size
         program = call_make(load_make(Path(model_file)), Path(model_file), make_kwargs)
         torch.manual_seed(config["seed"])
         model = _wrap(program.model, mode, world, replicate_size, reshard)
-        hyper = config["optimizer"]
-        # foreach=False: torch.optim's single-tensor loop, which Loom's
-        # runtime implements op for op.
-        opt = OPTIMIZERS[hyper["name"]](model.parameters(), **optimizer_kwargs(hyper),
-                                        foreach=False)
         inner = model.module if mode == "ddp" else model
+        # foreach=False: torch.optim's single-tensor loop, which Loom's
+        # runtime implements op for op. Groups and schedule as the capture
+        # recorded them.
+        opt = make_optimizer(inner, config["optimizer"], config.get("param_groups"),
+                             foreach=False)
+        scheduler = make_scheduler(opt, config.get("lr_schedule"))
         before_last = {}
 
         def snapshot(step: int) -> None:
@@ -230,7 +235,8 @@ def _rank(rank: int, world: int, store: str, out: str, mode: str, replicate_size
                 before_last.update({n: _full(p) for n, p in inner.named_parameters()})
 
         losses = train_on_ranks(model, opt, program.batches, rank, world, config["steps"],
-                                before_step=snapshot, microbatches=config["microbatches"])
+                                before_step=snapshot, microbatches=config["microbatches"],
+                                scheduler=scheduler)
         final = {n: _full(p) for n, p in inner.named_parameters()}
         if rank == 0:
             torch.save({"losses": losses, "final": final, "before_last": before_last}, out)

@@ -572,6 +572,7 @@ private:
 
   void readMesh(const json &v);
   void readOptimizer(const json &v, const std::string &path);
+  void readLrSchedule(const json &v, const std::string &path);
   /// Reads `num_slots`, `inputs`, `state` and `outputs` of `obj` (the top
   /// level, or an MPMD program at `path`) into `tables`.
   void readTables(const json &obj, const std::string &path, Program &tables);
@@ -640,6 +641,12 @@ void ProgramReader::read(const json &root) {
   const json &opt = field(root, "", schema::kProgramOptimizer);
   if (!opt.is_null())
     readOptimizer(opt, "optimizer");
+  if (root.contains(schema::kProgramLrSchedule)) {
+    if (!a.optimizer)
+      fail(schema::kProgramLrSchedule, "needs an optimizer to schedule");
+    readLrSchedule(root[schema::kProgramLrSchedule],
+                   schema::kProgramLrSchedule);
+  }
 
   const json &programs =
       array(field(root, "", schema::kProgramPrograms), "programs");
@@ -797,6 +804,49 @@ void ProgramReader::readMesh(const json &v) {
                           " axes, mesh.shape has " +
                           std::to_string(m.shape.size()));
   a.mesh = m;
+}
+
+void ProgramReader::readLrSchedule(const json &v, const std::string &path) {
+  object(v, path);
+  onlyKeys(v, path, schema::Object::LrSchedule);
+  LrScheduleSpec s;
+  auto count = [&](const char *key, int64_t min) {
+    int64_t n = integer(field(v, path, key), join(path, key));
+    if (n < min)
+      fail(join(path, key), "must be at least " + std::to_string(min) +
+                                ", found " + std::to_string(n));
+    return n;
+  };
+  auto number = [&](const char *key, double lo, double hi) {
+    double d = finiteNumber(field(v, path, key), join(path, key));
+    if (d < lo || d > hi)
+      fail(join(path, key), "must be in [" + std::to_string(lo) + ", " +
+                                std::to_string(hi) + "], found " +
+                                std::to_string(d));
+    return d;
+  };
+  // The ranges lr_scheduler's constructors accept.
+  s.warmupSteps = count(schema::kLrScheduleWarmupSteps, 0);
+  s.warmupStartFactor = number(schema::kLrScheduleWarmupStartFactor, 0, 1);
+  if (s.warmupStartFactor <= 0)
+    fail(join(path, schema::kLrScheduleWarmupStartFactor),
+         "must be greater than 0");
+  std::string decay = string(field(v, path, schema::kLrScheduleDecay),
+                             join(path, schema::kLrScheduleDecay));
+  if (decay == schema::kLrDecayConstant)
+    s.decay = LrDecay::Constant;
+  else if (decay == schema::kLrDecayCosine)
+    s.decay = LrDecay::Cosine;
+  else if (decay == schema::kLrDecayLinear)
+    s.decay = LrDecay::Linear;
+  else
+    fail(join(path, schema::kLrScheduleDecay),
+         "unknown decay '" + decay + "' (expected constant, cosine or linear)");
+  s.decaySteps = count(schema::kLrScheduleDecaySteps,
+                       s.decay == LrDecay::Constant ? 0 : 1);
+  s.etaMin = number(schema::kLrScheduleEtaMin, 0, HUGE_VAL);
+  s.endFactor = number(schema::kLrScheduleEndFactor, 0, 1);
+  a.lrSchedule = s;
 }
 
 void ProgramReader::readOptimizer(const json &v, const std::string &path) {
@@ -1204,6 +1254,16 @@ Instruction ProgramReader::readInstruction(const json &v, const std::string &p,
     const json &state = array(field(v, p, schema::kInstState), statePath);
     for (size_t i = 0; i < state.size(); ++i)
       inst.state.push_back(slot(state[i], index(statePath, i)));
+    auto rate = [&](const char *key) -> std::optional<double> {
+      if (!v.contains(key))
+        return std::nullopt;
+      double d = finiteNumber(v[key], join(p, key));
+      if (d < 0)
+        fail(join(p, key), "must not be negative, found " + std::to_string(d));
+      return d;
+    };
+    inst.lr = rate(schema::kInstLr);
+    inst.weightDecay = rate(schema::kInstWeightDecay);
     break;
   }
   case OpKind::AllGatherStart:

@@ -18,6 +18,7 @@
 #include <ATen/ops/neg.h>
 #include <ATen/ops/view_as_real.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace loomrt {
@@ -120,6 +121,73 @@ void optimizerStep(const OptimizerSpec &spec, const at::Tensor &param,
     sgdStep(spec, param, grad, state, step);
   else
     adamStep(spec, param, grad, state, step);
+}
+
+double LrSchedule::lr(double baseLr, int64_t step) {
+  auto it = std::find_if(history.begin(), history.end(),
+                         [&](const auto &h) { return h.first == baseLr; });
+  if (it == history.end()) {
+    // Step 0: the constructors' initial step. LinearLR's multiplies the
+    // initial lr by start_factor (1 for a linear decay alone);
+    // CosineAnnealingLR's keeps it; SequentialLR runs only the first
+    // scheduler's.
+    double first = baseLr;
+    if (spec.warmupSteps > 0)
+      first = baseLr * spec.warmupStartFactor;
+    else if (spec.decay == LrDecay::Linear)
+      first = baseLr * 1.0;
+    history.push_back({baseLr, {first}});
+    it = std::prev(history.end());
+  }
+  std::vector<double> &rates = it->second;
+  while (int64_t(rates.size()) <= step)
+    rates.push_back(next(baseLr, rates.back(), int64_t(rates.size())));
+  return rates[size_t(step)];
+}
+
+/// LinearLR.get_lr at epoch `epoch` >= 1 from the rate `prev`.
+static double linearStep(double prev, double start, double end, int64_t total,
+                         int64_t epoch) {
+  if (epoch > total)
+    return prev;
+  // group["lr"] * (1.0 + (end_factor - start_factor) / (total_iters *
+  // start_factor + (last_epoch - 1) * (end_factor - start_factor)))
+  return prev * (1.0 + (end - start) / (double(total) * start +
+                                        double(epoch - 1) * (end - start)));
+}
+
+double LrSchedule::next(double baseLr, double prev, int64_t step) const {
+  const double pi = 3.141592653589793; // math.pi
+  int64_t warmup = spec.warmupSteps;
+  bool decays = spec.decay != LrDecay::Constant;
+  // SequentialLR(milestones=[W]) runs the warm-up below the milestone.
+  if (warmup > 0 && (!decays || step < warmup))
+    return linearStep(prev, spec.warmupStartFactor, 1.0, warmup, step);
+  if (!decays)
+    return prev;
+  int64_t epoch = step - warmup;
+  int64_t total = spec.decaySteps;
+  if (warmup > 0 && epoch == 0) {
+    // At the milestone SequentialLR calls the decay's _update_lr(0), which
+    // takes the closed form.
+    if (spec.decay == LrDecay::Cosine)
+      // eta_min + (base_lr - eta_min) * (1 + cos(pi * 0 / T_max)) / 2
+      return spec.etaMin + (baseLr - spec.etaMin) *
+                               (1 + std::cos(pi * 0.0 / double(total))) / 2;
+    // base_lr * (start_factor + (end_factor - start_factor) *
+    // min(total_iters, 0) / total_iters)
+    return baseLr * (1.0 + (spec.endFactor - 1.0) * 0.0 / double(total));
+  }
+  if (spec.decay == LrDecay::Linear)
+    return linearStep(prev, 1.0, spec.endFactor, total, epoch);
+  // CosineAnnealingLR.get_lr's two recursive branches.
+  double eta = spec.etaMin;
+  if ((epoch - 1 - total) % (2 * total) == 0)
+    return prev + (baseLr - eta) * (1 - std::cos(pi / double(total))) / 2;
+  return (1 + std::cos(pi * double(epoch) / double(total))) /
+             (1 + std::cos(pi * double(epoch - 1) / double(total))) *
+             (prev - eta) +
+         eta;
 }
 
 } // namespace loomrt

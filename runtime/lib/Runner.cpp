@@ -236,6 +236,10 @@ int runRank(const RunOptions &o, const DistributedConfig &config) {
     progress.clear();
     std::printf("step %3lld  loss %.7f  time %.2f ms  peak %.2f MiB",
                 (long long)s, loss, st.timeMs, mib(st.peakBytes));
+    // The scheduled rate of the step just run, every digit: it is meant to
+    // equal lr_scheduler's get_last_lr() exactly.
+    if (a.lrSchedule)
+      std::printf("  lr %.17g", *session.learningRate(session.stepsRun() - 1));
     // Every rank reports the loss reduced over the ranks, so rank 0's
     // comparison is every rank's.
     if (reference) {

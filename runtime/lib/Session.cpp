@@ -104,6 +104,8 @@ public:
   std::vector<at::Tensor> state;
   /// Per input: torch.optim's state["step"] for parameters.
   std::vector<float> stepCounts;
+  /// The artifact's lr_schedule, if any.
+  std::optional<LrSchedule> lrSchedule;
   std::map<std::string, at::Tensor> grads;
 
   SlotTable slots;
@@ -249,6 +251,8 @@ void SessionImpl::bind() {
   slots.resize(size_t(program.numSlots));
   owned.resize(program.inputs.size());
   stepCounts.assign(program.inputs.size(), 0.0f);
+  if (artifact.lrSchedule)
+    lrSchedule.emplace(*artifact.lrSchedule);
   findDonatedInputs();
 }
 
@@ -559,8 +563,16 @@ void SessionImpl::runInstruction(size_t index) {
     std::vector<at::Tensor> st;
     for (size_t s : plan.stateIndices)
       st.push_back(state[s]);
-    optimizerStep(*artifact.optimizer, owned[plan.paramInput],
-                  slots.get(inst.grad), st, stepCounts[plan.paramInput]);
+    // The parameter's group's rates, at this step of the schedule: the
+    // step count before the update is the number of scheduler.step()
+    // calls PyTorch made before this optimizer.step().
+    OptimizerSpec spec = *artifact.optimizer;
+    spec.lr = inst.lr.value_or(spec.lr);
+    spec.weightDecay = inst.weightDecay.value_or(spec.weightDecay);
+    if (lrSchedule)
+      spec.lr = lrSchedule->lr(spec.lr, int64_t(stepCounts[plan.paramInput]));
+    optimizerStep(spec, owned[plan.paramInput], slots.get(inst.grad), st,
+                  stepCounts[plan.paramInput]);
     return;
   }
   }
@@ -928,6 +940,14 @@ at::Tensor Session::parameter(const std::string &name) const {
 
 at::Tensor Session::buffer(const std::string &name) const {
   return impl_->owned[impl_->inputIndex(name, InputRole::Buffer)];
+}
+
+std::optional<double> Session::learningRate(int64_t step) const {
+  SessionImpl &impl = *impl_;
+  if (!impl.artifact.optimizer)
+    return std::nullopt;
+  double lr = impl.artifact.optimizer->lr;
+  return impl.lrSchedule ? impl.lrSchedule->lr(lr, step) : lr;
 }
 
 double Session::stepCount(const std::string &param) const {

@@ -181,8 +181,8 @@ func.func @step(%w: tensor<4xf32> {loom.name = "w", loom.role = #loom.role<param
   %l = loom.aten "aten::sum.default"(%w) {args = [#loom.arg<0>]} : (tensor<4xf32>) -> tensor<f32>
   // expected-note@+1 {{the first update}}
   %w1 = loom.optimizer_update #loom.sgd<> param %w grad %w : tensor<4xf32>
-  // expected-error@+1 {{uses #loom.sgd<lr = 0.1> but the step uses #loom.sgd<>; artifact format v1 has one optimizer configuration}}
-  %v1 = loom.optimizer_update #loom.sgd<lr = 0.1> param %v grad %v : tensor<4xf32>
+  // expected-error@+1 {{uses #loom.sgd<dampening = 0.5> but the step uses #loom.sgd<>; the artifact has one optimizer configuration (a parameter group may change only lr and weight_decay)}}
+  %v1 = loom.optimizer_update #loom.sgd<dampening = 0.5> param %v grad %v : tensor<4xf32>
   return %l, %w1, %v1 : tensor<f32>, tensor<4xf32>, tensor<4xf32>
 }
 
@@ -192,7 +192,7 @@ func.func @step(%w: tensor<4xf32> {loom.name = "w", loom.role = #loom.role<param
     -> (tensor<f32> {loom.role = #loom.role<loss>})
     attributes {loom.step, loom.optimizer = #loom.adamw<>} {
   %l = loom.aten "aten::sum.default"(%w) {args = [#loom.arg<0>]} : (tensor<4xf32>) -> tensor<f32>
-  // expected-error@+1 {{uses #loom.sgd<> but the step uses #loom.adamw<>; artifact format v1 has one optimizer configuration}}
+  // expected-error@+1 {{uses #loom.sgd<> but the step uses #loom.adamw<>; the artifact has one optimizer configuration (a parameter group may change only lr and weight_decay)}}
   %w1 = loom.optimizer_update #loom.sgd<> param %w grad %w : tensor<4xf32>
   return %l : tensor<f32>
 }

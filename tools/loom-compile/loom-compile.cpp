@@ -15,6 +15,7 @@
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Support/Timing.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -94,6 +95,21 @@ static void printSummary(mlir::ModuleOp module) {
            << memory.peakBytes << " bytes (persistent "
            << memory.persistentBytes << " + activations "
            << memory.peakActivationBytes << ")\n";
+    // Parameter groups and the schedule, as the runtime will apply them.
+    llvm::MapVector<mlir::Attribute, SmallVector<StringRef>> groups;
+    for (auto update : program.getBody().getOps<loom::rt::OptimizerOp>())
+      if (mlir::Attribute own = update.getOptimizerAttr())
+        groups[own].push_back(update.getParam()
+                                  .getDefiningOp<loom::rt::InputOp>()
+                                  .getBindingName());
+    for (auto &[attr, params] : groups) {
+      errs() << "loom-compile:   param group " << attr << ": ";
+      llvm::interleaveComma(params, errs());
+      errs() << "\n";
+    }
+    if (mlir::Attribute schedule =
+            program->getAttr(loom::LoomDialect::kLrScheduleAttrName))
+      errs() << "loom-compile:   lr schedule " << schedule << "\n";
   }
 }
 

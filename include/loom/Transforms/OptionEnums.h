@@ -87,6 +87,21 @@ enum class OptimizerKind { None, SGD, Adam, AdamW };
       clEnumValN(::loom::OptimizerKind::Adam, "adam", "torch.optim.Adam"),     \
       clEnumValN(::loom::OptimizerKind::AdamW, "adamw", "torch.optim.AdamW"))
 
+/// What follows the warm-up of a learning-rate schedule
+/// (`loom-attach-optimizer`): each is the torch.optim.lr_scheduler class a
+/// user chains after LinearLR with SequentialLR.
+enum class LrDecay { Constant, Cosine, Linear };
+
+#define LOOM_LR_DECAY_VALUES                                                   \
+  ::llvm::cl::values(                                                          \
+      clEnumValN(::loom::LrDecay::Constant, "constant",                        \
+                 "keep the learning rate (no scheduler after the warm-up)"),   \
+      clEnumValN(::loom::LrDecay::Cosine, "cosine",                            \
+                 "CosineAnnealingLR(T_max=lr-decay-steps, "                    \
+                 "eta_min=lr-eta-min)"),                                       \
+      clEnumValN(::loom::LrDecay::Linear, "linear",                            \
+                 "LinearLR(1, lr-end-factor, total_iters=lr-decay-steps)"))
+
 /// How backward prefetches FSDP all-gathers (`loom-prefetch`).
 enum class BackwardPrefetch { Pre, Post, None };
 
@@ -130,6 +145,9 @@ enum class RematMode { None, Full, Selective, Captured };
 /// The spelling of `kind` in options and diagnostics ("adamw").
 llvm::StringRef stringifyOptimizerKind(OptimizerKind kind);
 
+/// The spelling of `decay` in options and attributes ("cosine").
+llvm::StringRef stringifyLrDecay(LrDecay decay);
+
 /// PyTorch's default weight decay of `kind`: 1e-2 for AdamW, 0 otherwise.
 /// A negative `weightDecay` option selects it.
 double resolveWeightDecay(OptimizerKind kind, double weightDecay);
@@ -140,6 +158,11 @@ namespace llvm::cl {
 template <>
 class parser<loom::OptimizerKind>
     : public loom::EnumOptionParser<loom::OptimizerKind> {
+public:
+  using EnumOptionParser::EnumOptionParser;
+};
+template <>
+class parser<loom::LrDecay> : public loom::EnumOptionParser<loom::LrDecay> {
 public:
   using EnumOptionParser::EnumOptionParser;
 };

@@ -246,6 +246,41 @@ def LoomAttachOptimizer
     the gradients are already averaged and whole, so the norm is local and
     there is no collective.
 
+    Parameter groups. `param-groups` gives some parameters their own
+    learning rate and weight decay, as the dicts of `torch.optim.AdamW([{
+    "params": ..., "weight_decay": 0.0}, ...])` do. It is a list of rules
+    separated by `;`, each `MATCH:KEY=VALUE[:KEY=VALUE]`, tried in order: a
+    parameter takes the settings of the first rule it matches, a parameter
+    no rule matches takes the defaults (`lr`, `weight-decay`). MATCH is
+    `ndim<N` or `ndim>=N` (the parameter's rank: `ndim<2` is the usual "no
+    decay on biases and norm weights"), or a `|`-separated list of
+    parameter names and globs (`*.bias|norm.weight`). KEY is `lr` or
+    `weight-decay`. Each update then carries its group's hyperparameters in
+    its optimizer attribute:
+
+    ```mlir
+    // --loom-attach-optimizer="optimizer=adamw lr=0.01 param-groups=ndim<2:weight-decay=0"
+    %b1, %s:2 = loom.optimizer_update #loom.adamw<lr = 0.01, weight_decay = 0.0> param %b grad %gb state [...]
+    %w1, %t:2 = loom.optimizer_update #loom.adamw<lr = 0.01> param %w grad %gw state [...]
+    ```
+
+    A rule that matches no parameter, a name listed by two rules, an
+    unknown key or a value PyTorch would reject is an error that names the
+    rule. (Capture writes the groups of a real `torch.optim` optimizer as
+    one rule per group listing its parameters' names.)
+
+    Learning-rate schedule. `lr-warmup-steps` = W > 0 warms up as
+    `LinearLR(start_factor=lr-warmup-start-factor, total_iters=W)`;
+    `lr-decay` = `cosine` or `linear` then decays over `lr-decay-steps` = T
+    as `CosineAnnealingLR(T_max=T, eta_min=lr-eta-min)` or
+    `LinearLR(1, lr-end-factor, total_iters=T)`, chained after the warm-up
+    by `SequentialLR(milestones=[W])` (alone without a warm-up). The step
+    function records the schedule as `loom.lr_schedule` (a dictionary of
+    those values); the runtime computes every group's learning rate from
+    its own per-parameter step count with `lr_scheduler`'s recursive
+    formulas in float64, so the rate of step k equals
+    `scheduler.get_last_lr()` after k `scheduler.step()` calls, bit for bit.
+
     Fails on a step that already has an optimizer attached, and on
     hyperparameters PyTorch would reject (negative learning rate, betas
     outside [0, 1), Nesterov without momentum, a negative max-grad-norm, a
@@ -282,6 +317,27 @@ def LoomAttachOptimizer
            /*default=*/"\"2\"",
            "With max-grad-norm: the norm, 2 or inf (clip_grad_norm_'s "
            "norm_type)">,
+    Option<"paramGroups", "param-groups", "std::string", /*default=*/"\"\"",
+           "Parameter groups: rules MATCH:KEY=VALUE[:KEY=VALUE] separated "
+           "by ';', first match wins; MATCH is ndim<N, ndim>=N or "
+           "names/globs separated by '|'; KEY is lr or weight-decay">,
+    Option<"lrWarmupSteps", "lr-warmup-steps", "int64_t", /*default=*/"0",
+           "Linear warm-up steps (LinearLR total_iters; 0: none)">,
+    Option<"lrWarmupStartFactor", "lr-warmup-start-factor", "double",
+           /*default=*/"1.0 / 3",
+           "The warm-up's first learning rate as a fraction of lr "
+           "(LinearLR start_factor, in (0, 1])">,
+    Option<"lrDecay", "lr-decay", "::loom::LrDecay",
+           /*default=*/"::loom::LrDecay::Constant",
+           "After the warm-up: constant, cosine (CosineAnnealingLR) or "
+           "linear (LinearLR)", "LOOM_LR_DECAY_VALUES">,
+    Option<"lrDecaySteps", "lr-decay-steps", "int64_t", /*default=*/"0",
+           "Steps of the decay (T_max or total_iters; needs lr-decay)">,
+    Option<"lrEtaMin", "lr-eta-min", "double", /*default=*/"0.0",
+           "lr-decay=cosine: the final learning rate (eta_min)">,
+    Option<"lrEndFactor", "lr-end-factor", "double", /*default=*/"0.0",
+           "lr-decay=linear: the final learning rate as a fraction of lr "
+           "(end_factor, in [0, 1])">,
   ];
   let dependentDialects = ["::loom::LoomDialect"];
 }

@@ -105,9 +105,16 @@ struct OptimizerUpdateLowering : public OpConversionPattern<OptimizerUpdateOp> {
   LogicalResult
   matchAndRewrite(OptimizerUpdateOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
+    // The update's own hyperparameters where its group's differ from the
+    // program's (the step's).
+    Attribute stepOptimizer;
+    if (auto program = op->getParentOfType<rt::ProgramOp>())
+      stepOptimizer = program.getOptimizerAttr();
+    Attribute own =
+        op.getOptimizer() != stepOptimizer ? op.getOptimizer() : Attribute();
     auto lowered = rt::OptimizerOp::create(
         rewriter, op.getLoc(), adaptor.getParam(), adaptor.getGrad(),
-        adaptor.getState(), rewriter.getI64IntegerAttr(kComputeStream));
+        adaptor.getState(), rewriter.getI64IntegerAttr(kComputeStream), own);
     lowered->setDiscardableAttrs(op->getDiscardableAttrDictionary());
     // In place: after the update the parameter and state bindings hold the
     // new values, so they stand for the op's results.

@@ -254,11 +254,12 @@ static LogicalResult checkStep(func::FuncOp func, const StepSignature &sig,
 
     if (!optimizer)
       optimizer = update.getOptimizer();
-    if (update.getOptimizer() != optimizer) {
+    if (!isSameAlgorithm(update.getOptimizer(), optimizer)) {
       InFlightDiagnostic diag =
           update.emitOpError("uses ")
           << update.getOptimizer() << " but the step uses " << optimizer
-          << "; artifact format v1 has one optimizer configuration";
+          << "; the artifact has one optimizer configuration (a parameter "
+             "group may change only lr and weight_decay)";
       if (firstUpdate)
         diag.attachNote(firstUpdate->getLoc()) << "the first update";
       return diag;
@@ -326,6 +327,8 @@ static void buildProgram(func::FuncOp func, StepSignature &sig,
       sig.mesh ? FlatSymbolRefAttr::get(sig.mesh.getSymNameAttr())
                : FlatSymbolRefAttr(),
       sig.programRanks);
+  if (Attribute schedule = func->getAttr(LoomDialect::kLrScheduleAttrName))
+    program->setAttr(LoomDialect::kLrScheduleAttrName, schedule);
   program.getBody().takeBody(func.getBody());
   Block &block = program.getBody().front();
 

@@ -515,6 +515,17 @@ std::string ArtifactWriter::buildInstruction(Operation *op) {
         for (Value s : update.getState())
           j.value(rt::getSlot(s));
       });
+      // A parameter group's rates; the rest is the program optimizer's.
+      if (std::optional<OptimizerConfig> own =
+              update.getOptimizer() ? getOptimizerConfig(*update.getOptimizer())
+                                    : std::nullopt) {
+        j.attributeBegin(schema::kInstLr);
+        writeDouble(j, own->lr);
+        j.attributeEnd();
+        j.attributeBegin(schema::kInstWeightDecay);
+        writeDouble(j, own->weightDecay);
+        j.attributeEnd();
+      }
     }
     writeTraceFields(j, op);
   });
@@ -583,6 +594,26 @@ std::string ArtifactWriter::buildProgram() {
       j.value(nullptr);
     }
     j.attributeEnd();
+    if (auto schedule = first->getAttrOfType<DictionaryAttr>(
+            LoomDialect::kLrScheduleAttrName))
+      j.attributeObject(schema::kProgramLrSchedule, [&] {
+        auto integer = [&](StringRef key) {
+          j.attribute(key, cast<IntegerAttr>(schedule.get(key)).getInt());
+        };
+        auto number = [&](StringRef key) {
+          j.attributeBegin(key);
+          writeDouble(j, cast<FloatAttr>(schedule.get(key)).getValueAsDouble());
+          j.attributeEnd();
+        };
+        integer(schema::kLrScheduleWarmupSteps);
+        number(schema::kLrScheduleWarmupStartFactor);
+        j.attribute(schema::kLrScheduleDecay,
+                    cast<StringAttr>(schedule.get(schema::kLrScheduleDecay))
+                        .getValue());
+        integer(schema::kLrScheduleDecaySteps);
+        number(schema::kLrScheduleEtaMin);
+        number(schema::kLrScheduleEndFactor);
+      });
     if (!mpmd) {
       writeLines(j, schema::kProgramInputs, tables[0]);
       writeLines(j, schema::kProgramState, tables[1]);

@@ -148,6 +148,20 @@ struct OptimizerSpec {
   size_t numStateSlots() const;
 };
 
+/// What follows the warm-up of an `lr_schedule`.
+enum class LrDecay { Constant, Cosine, Linear };
+
+/// The `lr_schedule` object: torch.optim.lr_scheduler's LinearLR warm-up
+/// chained (SequentialLR) with CosineAnnealingLR or LinearLR decay.
+struct LrScheduleSpec {
+  int64_t warmupSteps = 0;
+  double warmupStartFactor = 1.0 / 3;
+  LrDecay decay = LrDecay::Constant;
+  int64_t decaySteps = 0;
+  double etaMin = 0;
+  double endFactor = 0;
+};
+
 /// One ARG of an `aten` instruction, as written in the artifact. Its meaning
 /// (the IValue it becomes) depends on the schema argument it fills, so the
 /// conversion happens when the kernel is bound (see lib/Kernel.h).
@@ -245,6 +259,9 @@ struct Instruction {
   int64_t paramSlot = -1;
   int64_t grad = -1;
   std::vector<int64_t> state;
+  /// A parameter group's own rates (absent: the program optimizer's).
+  std::optional<double> lr;
+  std::optional<double> weightDecay;
 
   // Collective starts: `input` slot, `future` slot, group `axes`, `dim`
   // (all_gather, reduce_scatter), `reduce` (reduce_scatter, all_reduce),
@@ -318,6 +335,8 @@ public:
   /// Required when worldSize > 1.
   std::optional<Mesh> mesh;
   std::optional<OptimizerSpec> optimizer;
+  /// Absent: every step uses the optimizer's (or its group's) lr.
+  std::optional<LrScheduleSpec> lrSchedule;
   /// Each with its binding tables (see Program).
   std::vector<Program> programs;
   /// Whether the tables were per program (MPMD, version 3) rather than at

@@ -41,6 +41,7 @@ enum class Object {
   Program,
   Mesh,
   Optimizer,
+  LrSchedule,
   Input,
   State,
   Output,

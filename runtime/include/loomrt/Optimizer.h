@@ -33,6 +33,28 @@ void optimizerStep(const OptimizerSpec &spec, const at::Tensor &param,
                    const at::Tensor &grad, const std::vector<at::Tensor> &state,
                    float &step);
 
+/// The learning rates of an `lr_schedule`, as torch.optim.lr_scheduler
+/// sets `param_group["lr"]`: step k's rate is what `get_last_lr()` returns
+/// after k `scheduler.step()` calls. PyTorch computes it recursively from
+/// the previous rate (the chainable form), with a closed form only where
+/// SequentialLR restarts the decay at its milestone; the rounding of each
+/// form differs, so this follows the same recursion in double, operation
+/// for operation, and memoises each group's sequence.
+class LrSchedule {
+public:
+  explicit LrSchedule(const LrScheduleSpec &spec) : spec(spec) {}
+  /// The rate of step `step` (0-based) of a group whose initial lr is
+  /// `baseLr`.
+  double lr(double baseLr, int64_t step);
+
+private:
+  double next(double baseLr, double prev, int64_t step) const;
+
+  LrScheduleSpec spec;
+  /// Per initial lr (one per parameter group): the rates so far.
+  std::vector<std::pair<double, std::vector<double>>> history;
+};
+
 } // namespace loomrt
 
 #endif // LOOMRT_OPTIMIZER_H

@@ -177,6 +177,10 @@ public:
   /// The optimizer's step count of a parameter (torch.optim's
   /// state["step"]).
   double stepCount(const std::string &param) const;
+  /// The learning rate step `step` (0-based) applies to the parameters
+  /// outside any parameter group (the artifact optimizer's lr after its
+  /// lr_schedule); std::nullopt without an optimizer.
+  std::optional<double> learningRate(int64_t step) const;
 
   /// What a checkpoint (loomrt/Checkpoint.h) restores. assignFromFull
   /// replaces the parameter, buffer or optimizer state `name` with this

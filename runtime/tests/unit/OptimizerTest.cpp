@@ -253,3 +253,86 @@ TEST(OptimizerGolden, MatchesTorchOptimBitwise) {
 }
 
 } // namespace
+
+namespace {
+struct LrScheduleCase {
+  const char *name;
+  LrScheduleSpec spec;
+  double baseLr;
+  std::vector<double> lrs;
+};
+} // namespace
+
+// get_last_lr() of torch.optim.lr_scheduler's LinearLR / CosineAnnealingLR /
+// SequentialLR, 25 steps each, as exact hex floats (printed by
+// float.hex() from torch 2.9's schedulers built as loom.capture builds
+// them). The cosine past T_max takes CosineAnnealingLR's second branch.
+TEST(LrSchedule, MatchesTorchLrSchedulerBitwise) {
+  const LrScheduleCase cases[] = {
+      {"WarmupCosine",
+       {5, 0x1.999999999999ap-4, LrDecay::Cosine, 15, 0x1.a36e2eb1c432dp-14,
+        0x0.0p+0},
+       0x1.47ae147ae147bp-7,
+       {0x1.0624dd2f1a9fcp-10, 0x1.6f0068db8bac7p-9,  0x1.2d77318fc5048p-8,
+        0x1.a36e2eb1c432cp-8,  0x1.0cb295e9e1b08p-7,  0x1.47ae147ae147bp-7,
+        0x1.4422b08356554p-7,  0x1.39a82ce2c13efp-7,  0x1.28b3c6b748af2p-7,
+        0x1.1203303f8f7dfp-7,  0x1.ed288ce703afbp-8,  0x1.af33f15fd27ebp-8,
+        0x1.6cddbd2f35efep-8,  0x1.290c248153b07p-8,  0x1.cd6be0a16e431p-9,
+        0x1.5182a9930be10p-9,  0x1.c78e04c5aa914p-10, 0x1.12095107e1078p-10,
+        0x1.14cc3f583910cp-11, 0x1.b490153b9eb36p-13, 0x1.a36e2eb1c432dp-14,
+        0x1.b490153b9eb37p-13, 0x1.14cc3f5839112p-11, 0x1.12095107e1074p-10,
+        0x1.c78e04c5aa908p-10}},
+      {"WarmupLinear",
+       {3, 0x1.5555555555555p-2, LrDecay::Linear, 10, 0x0.0p+0,
+        0x1.999999999999ap-4},
+       0x1.999999999999ap-5,
+       {0x1.1111111111111p-6, 0x1.c71c71c71c71dp-6, 0x1.3e93e93e93e94p-5,
+        0x1.999999999999ap-5, 0x1.74bc6a7ef9db3p-5, 0x1.4fdf3b645a1ccp-5,
+        0x1.2b020c49ba5e5p-5, 0x1.0624dd2f1a9fdp-5, 0x1.c28f5c28f5c2bp-6,
+        0x1.78d4fdf3b645cp-6, 0x1.2f1a9fbe76c8dp-6, 0x1.cac083126e97cp-7,
+        0x1.374bc6a7ef9dep-7, 0x1.47ae147ae147fp-8, 0x1.47ae147ae147fp-8,
+        0x1.47ae147ae147fp-8, 0x1.47ae147ae147fp-8, 0x1.47ae147ae147fp-8,
+        0x1.47ae147ae147fp-8, 0x1.47ae147ae147fp-8, 0x1.47ae147ae147fp-8,
+        0x1.47ae147ae147fp-8, 0x1.47ae147ae147fp-8, 0x1.47ae147ae147fp-8,
+        0x1.47ae147ae147fp-8}},
+      {"CosinePastTMax",
+       {0, 0x1.5555555555555p-2, LrDecay::Cosine, 7, 0x0.0p+0, 0x0.0p+0},
+       0x1.3a92a30553261p-12,
+       {0x1.3a92a30553261p-12, 0x1.2aff1de2513cbp-12,
+        0x1.feb4aae6a73cdp-13, 0x1.809263aa017c8p-13,
+        0x1.e925c4c1499f5p-14, 0x1.d9c26c8ffc3d4p-15,
+        0x1.f270a4603d2bcp-17, 0x0.0p+0,
+        0x1.f270a4603d2b3p-17, 0x1.d9c26c8ffc3cfp-15,
+        0x1.e925c4c1499f3p-14, 0x1.809263aa017c3p-13,
+        0x1.feb4aae6a73ccp-13, 0x1.2aff1de2513ccp-12,
+        0x1.3a92a30553261p-12, 0x1.2aff1de2513ccp-12,
+        0x1.feb4aae6a73cfp-13, 0x1.809263aa017c5p-13,
+        0x1.e925c4c1499f7p-14, 0x1.d9c26c8ffc3d9p-15,
+        0x1.f270a4603d2c7p-17, 0x0.0p+0,
+        0x1.f270a4603d2b3p-17, 0x1.d9c26c8ffc417p-15,
+        0x1.e925c4c149a3dp-14}},
+      {"WarmupOnly",
+       {4, 0x1.0000000000000p-2, LrDecay::Constant, 0, 0x0.0p+0, 0x0.0p+0},
+       0x1.999999999999ap-4,
+       {0x1.999999999999ap-6, 0x1.6666666666667p-5, 0x1.0000000000001p-4,
+        0x1.4cccccccccccep-4, 0x1.999999999999bp-4, 0x1.999999999999bp-4,
+        0x1.999999999999bp-4, 0x1.999999999999bp-4, 0x1.999999999999bp-4,
+        0x1.999999999999bp-4, 0x1.999999999999bp-4, 0x1.999999999999bp-4,
+        0x1.999999999999bp-4, 0x1.999999999999bp-4, 0x1.999999999999bp-4,
+        0x1.999999999999bp-4, 0x1.999999999999bp-4, 0x1.999999999999bp-4,
+        0x1.999999999999bp-4, 0x1.999999999999bp-4, 0x1.999999999999bp-4,
+        0x1.999999999999bp-4, 0x1.999999999999bp-4, 0x1.999999999999bp-4,
+        0x1.999999999999bp-4}},
+
+  };
+  for (const LrScheduleCase &c : cases) {
+    LrSchedule schedule(c.spec);
+    for (size_t k = 0; k < c.lrs.size(); ++k)
+      EXPECT_EQ(schedule.lr(c.baseLr, int64_t(k)), c.lrs[k])
+          << c.name << " step " << k;
+    // A second group of the same schedule (another initial lr) has its
+    // own sequence; the first is unchanged.
+    EXPECT_EQ(schedule.lr(c.baseLr / 2, 0) == c.lrs[0], c.lrs[0] == 0);
+    EXPECT_EQ(schedule.lr(c.baseLr, 3), c.lrs[3]) << c.name;
+  }
+}

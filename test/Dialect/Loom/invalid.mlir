@@ -580,6 +580,13 @@ func.func @f() attributes {loom.optimizer = "adamw"} {
 
 // -----
 
+// expected-error@+1 {{'loom.lr_schedule' must be a dictionary of warmup_steps, decay_steps (integers), warmup_start_factor, eta_min, end_factor (floats) and decay (a string)}}
+func.func @f() attributes {loom.lr_schedule = {warmup_steps = 5 : i64, decay = "cosine"}} {
+  return
+}
+
+// -----
+
 // expected-error@+1 {{'lr' is -0.5, expected a finite value >= 0.0}}
 func.func @f() attributes {loom.optimizer = #loom.sgd<lr = -0.5>} {
   return

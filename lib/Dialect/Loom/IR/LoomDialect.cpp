@@ -115,7 +115,8 @@ verifyHyperparameter(function_ref<InFlightDiagnostic()> emitError,
 LogicalResult
 RunConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                       int64_t worldSize, int64_t microbatches, int64_t seed,
-                      Attribute optimizer) {
+                      Attribute optimizer, StringAttr paramGroups,
+                      DictionaryAttr lrSchedule) {
   if (worldSize < 1)
     return emitError() << "world_size must be at least 1, got " << worldSize;
   if (microbatches < 1)
@@ -125,6 +126,8 @@ RunConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "optimizer must be #loom.sgd, #loom.adam or "
                           "#loom.adamw, got "
                        << optimizer;
+  if ((paramGroups || lrSchedule) && !optimizer)
+    return emitError() << "param_groups and lr_schedule need an optimizer";
   return success();
 }
 
@@ -182,6 +185,15 @@ LogicalResult AdamWAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 
 bool loom::isOptimizerAttr(Attribute attr) {
   return isa<SGDAttr, AdamAttr, AdamWAttr>(attr);
+}
+
+bool loom::isSameAlgorithm(Attribute a, Attribute b) {
+  std::optional<OptimizerConfig> x = getOptimizerConfig(a);
+  std::optional<OptimizerConfig> y = getOptimizerConfig(b);
+  return x && y && x->name == y->name && x->momentum == y->momentum &&
+         x->dampening == y->dampening && x->beta1 == y->beta1 &&
+         x->beta2 == y->beta2 && x->eps == y->eps &&
+         x->nesterov == y->nesterov && x->maximize == y->maximize;
 }
 
 std::optional<OptimizerConfig> loom::getOptimizerConfig(Attribute attr) {
@@ -537,6 +549,24 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
       return op->emitOpError("'")
              << name << "' must be an optimizer attribute (#loom.sgd, "
              << "#loom.adam or #loom.adamw) on a func.func";
+    return success();
+  }
+  if (name == kLrScheduleAttrName) {
+    // Its values are checked where it is made (loom-attach-optimizer) and
+    // read (the runtime, by field path); the writer relies on its shape.
+    auto dict = dyn_cast<DictionaryAttr>(attr.getValue());
+    auto has = [&](StringRef key, auto kind) {
+      return dict && isa_and_nonnull<decltype(kind)>(dict.get(key));
+    };
+    if (!has("warmup_steps", IntegerAttr()) ||
+        !has("warmup_start_factor", FloatAttr()) ||
+        !has("decay", StringAttr()) || !has("decay_steps", IntegerAttr()) ||
+        !has("eta_min", FloatAttr()) || !has("end_factor", FloatAttr()))
+      return op->emitOpError("'")
+             << name
+             << "' must be a dictionary of warmup_steps, decay_steps "
+                "(integers), warmup_start_factor, eta_min, end_factor "
+                "(floats) and decay (a string)";
     return success();
   }
   if (name == kProgramRanksAttrName)

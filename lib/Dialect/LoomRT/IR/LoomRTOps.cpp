@@ -699,6 +699,14 @@ LogicalResult OptimizerOp::verify() {
   if (!config)
     return emitOpError("needs the program's 'optimizer' (the algorithm and "
                        "hyperparameters it applies)");
+  if (Attribute own = getOptimizerAttr()) {
+    // A group changes the rates, not the algorithm or its state.
+    if (!isSameAlgorithm(own, *program.getOptimizer()))
+      return emitOpError("'optimizer' ")
+             << own << " differs from the program's " << *program.getOptimizer()
+             << " in more than lr and weight_decay; a parameter group sets "
+                "only those";
+  }
   Type type = getParam().getType();
   if (getGrad().getType() != type)
     return emitOpError("gradient type ")

@@ -58,6 +58,10 @@ def Loom_Dialect : Dialect {
     /// step function once `loom-attach-optimizer` ran.
     static constexpr ::llvm::StringLiteral kOptimizerAttrName =
         "loom.optimizer";
+    /// The learning-rate schedule of a step's optimizer (a dictionary,
+    /// `loom-attach-optimizer`), on the step function and its loomrt.program.
+    static constexpr ::llvm::StringLiteral kLrScheduleAttrName =
+        "loom.lr_schedule";
     /// The microbatch (0-based) an op of a gradient-accumulation step
     /// belongs to, set by `loom-accumulate-gradients` on each copy.
     static constexpr ::llvm::StringLiteral kMicrobatchAttrName =
@@ -368,7 +372,9 @@ def Loom_RunConfigAttr : Loom_Attr<"RunConfig", "run_config"> {
     `loom-import` put on the module as `loom.run_config`: the ranks the step
     was captured for (`--split`), the gradient-accumulation microbatches, the
     seed and the optimizer the eager reference trained with, every
-    hyperparameter resolved. `loom-compile` takes the world size, the
+    hyperparameter resolved, with its parameter groups (one rule per group
+    of the torch.optim optimizer, naming its parameters) and learning-rate
+    schedule when it had them. `loom-compile` takes the world size, the
     microbatches and the optimizer from it unless told otherwise, and
     refuses an option that contradicts it.
 
@@ -384,7 +390,11 @@ def Loom_RunConfigAttr : Loom_Attr<"RunConfig", "run_config"> {
         "gradient-accumulation microbatches per step">:$microbatches,
     DefaultValuedParameter<"int64_t", "0", "torch.manual_seed of the capture">:$seed,
     OptionalParameter<"::mlir::Attribute",
-        "the optimizer of the eager reference (#loom.sgd/adam/adamw)">:$optimizer);
+        "the optimizer of the eager reference (#loom.sgd/adam/adamw)">:$optimizer,
+    OptionalParameter<"::mlir::StringAttr",
+        "its parameter groups, as loom-attach-optimizer's param-groups">:$param_groups,
+    OptionalParameter<"::mlir::DictionaryAttr",
+        "its learning-rate schedule, as loom.lr_schedule">:$lr_schedule);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }

@@ -50,6 +50,10 @@ bool isOptimizerAttr(mlir::Attribute attr);
 /// The hyperparameters of an optimizer attribute; std::nullopt for any
 /// other attribute.
 std::optional<OptimizerConfig> getOptimizerConfig(mlir::Attribute attr);
+/// Whether two optimizer attributes are the same algorithm with the same
+/// hyperparameters except lr and weight_decay, the two a parameter group
+/// sets (so their updates share one artifact optimizer).
+bool isSameAlgorithm(mlir::Attribute a, mlir::Attribute b);
 
 } // namespace loom
 

@@ -268,14 +268,21 @@ def LoomRT_OptimizerOp : LoomRT_InstructionOp<"optimizer"> {
     The runtime keeps the per-parameter step count. Because the update is
     in place, nothing may use `param` or `state` after it.
 
+    A parameter in a group of its own (`param-groups` of
+    loom-attach-optimizer) carries its group's `optimizer`: the program's
+    algorithm and hyperparameters with its own `lr` and `weight_decay`.
+
     ```mlir
     loomrt.optimizer %w grad %g state [%m, %v] stream 0 : tensor<8x4xf32>
+    loomrt.optimizer %b grad %gb state [%mb, %vb] stream 0
+        {optimizer = #loom.adamw<lr = 1.0e-02, weight_decay = 0.0>} : tensor<8xf32>
     ```
   }];
   let arguments = (ins AnyRankedTensor:$param,
                        AnyRankedTensor:$grad,
                        Variadic<AnyRankedTensor>:$state,
-                       I64Attr:$stream);
+                       I64Attr:$stream,
+                       OptionalAttr<Loom_OptimizerAttr>:$optimizer);
   let hasCustomAssemblyFormat = 1;
   let hasVerifier = 1;
 }

@@ -1,0 +1,36 @@
+// RUN: not loom-opt %s --loom-attach-optimizer="lr-decay=cosine" 2>&1 | FileCheck %s --check-prefix=STEPS
+// RUN: not loom-opt %s --loom-attach-optimizer="lr-decay-steps=10" 2>&1 | FileCheck %s --check-prefix=DECAY
+// RUN: not loom-opt %s --loom-attach-optimizer="lr-warmup-steps=-1" 2>&1 | FileCheck %s --check-prefix=WARMUP
+// RUN: not loom-opt %s --loom-attach-optimizer="lr-warmup-steps=5 lr-warmup-start-factor=0" 2>&1 | FileCheck %s --check-prefix=FACTOR
+// RUN: not loom-opt %s --loom-attach-optimizer="lr-decay=linear lr-decay-steps=5 lr-eta-min=0.1" 2>&1 | FileCheck %s --check-prefix=ETA
+// RUN: not loom-opt %s --loom-attach-optimizer="lr-decay=linear lr-decay-steps=5 lr-end-factor=2" 2>&1 | FileCheck %s --check-prefix=END
+// RUN: not loom-opt %s --loom-attach-optimizer="lr-decay=cosine lr-decay-steps=5 lr-end-factor=0.5" 2>&1 | FileCheck %s --check-prefix=ENDCOS
+// RUN: not loom-opt %s --loom-attach-optimizer="lr-decay=step" 2>&1 | FileCheck %s --check-prefix=KIND
+
+// Schedules lr_scheduler's constructors would refuse, each with the option
+// at fault.
+// STEPS: error: 'func.func' op --loom-attach-optimizer: lr-decay=cosine needs 'lr-decay-steps' >= 1, found 0
+// DECAY: error: 'func.func' op --loom-attach-optimizer: 'lr-decay-steps' needs lr-decay=cosine or linear
+// WARMUP: error: 'func.func' op --loom-attach-optimizer: 'lr-warmup-steps' is -1, expected a step count >= 0 (0: no warm-up)
+// FACTOR: error: 'func.func' op --loom-attach-optimizer: 'lr-warmup-start-factor' is 0{{.*}}, expected a value in (0, 1] (LinearLR's start_factor)
+// ETA: error: 'func.func' op --loom-attach-optimizer: 'lr-eta-min' needs lr-decay=cosine
+// END: error: 'func.func' op --loom-attach-optimizer: 'lr-end-factor' is 2{{.*}}, expected a value in [0, 1] (LinearLR's end_factor)
+// ENDCOS: error: 'func.func' op --loom-attach-optimizer: 'lr-end-factor' needs lr-decay=linear
+// KIND: for the --lr-decay option: 'step' is not one of constant, cosine, linear
+
+func.func @step(%w: tensor<8x4xf32> {loom.name = "fc.weight", loom.role = #loom.role<parameter>},
+                %b: tensor<8xf32> {loom.name = "fc.bias", loom.role = #loom.role<parameter>},
+                %x: tensor<2x4xf32> {loom.name = "x", loom.role = #loom.role<input>})
+    -> (tensor<f32> {loom.role = #loom.role<loss>},
+        tensor<8xf32> {loom.role = #loom.role<grad>, loom.target = "fc.bias"},
+        tensor<8x4xf32> {loom.role = #loom.role<grad>, loom.target = "fc.weight"})
+    attributes {loom.step} {
+  %wt = loom.aten "aten::t.default"(%w) {args = [#loom.arg<0>], loom.module = "fc", loom.phase = #loom.phase<forward>} : (tensor<8x4xf32>) -> tensor<4x8xf32>
+  %y = loom.aten "aten::addmm.default"(%b, %x, %wt) {args = [#loom.arg<0>, #loom.arg<1>, #loom.arg<2>], loom.module = "fc", loom.phase = #loom.phase<forward>} : (tensor<8xf32>, tensor<2x4xf32>, tensor<4x8xf32>) -> tensor<2x8xf32>
+  %l = loom.aten "aten::sum.default"(%y) {args = [#loom.arg<0>], loom.module = "", loom.phase = #loom.phase<forward>} : (tensor<2x8xf32>) -> tensor<f32>
+  %ones = loom.aten "aten::ones_like.default"(%y) {args = [#loom.arg<0>], loom.module = "", loom.phase = #loom.phase<backward>} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  %onest = loom.aten "aten::t.default"(%ones) {args = [#loom.arg<0>], loom.module = "fc", loom.phase = #loom.phase<backward>} : (tensor<2x8xf32>) -> tensor<8x2xf32>
+  %gw = loom.aten "aten::mm.default"(%onest, %x) {args = [#loom.arg<0>, #loom.arg<1>], loom.module = "fc", loom.phase = #loom.phase<backward>} : (tensor<8x2xf32>, tensor<2x4xf32>) -> tensor<8x4xf32>
+  %gb = loom.aten "aten::sum.dim_IntList"(%ones) {args = [#loom.arg<0>, [0], false], loom.module = "fc", loom.phase = #loom.phase<backward>} : (tensor<2x8xf32>) -> tensor<8xf32>
+  return %l, %gb, %gw : tensor<f32>, tensor<8xf32>, tensor<8x4xf32>
+}
