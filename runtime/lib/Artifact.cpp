@@ -1685,7 +1685,9 @@ Artifact Artifact::parseProgram(const std::string &jsonText,
   json root;
   try {
     root = json::parse(jsonText);
-  } catch (const json::parse_error &e) {
+  } catch (const json::exception &e) {
+    // Not only parse_error: a number too large for a double (1e999) is an
+    // out_of_range from the parser.
     throw Error(what + ": the program is not valid JSON: " + e.what());
   }
   Artifact a;
