@@ -861,6 +861,11 @@ void ProgramReader::readInputs(const json &v, const std::string &table) {
                              join(path, schema::kInputName));
     if (!names.insert(in.name).second)
       fail(join(path, schema::kInputName), "'" + in.name + "' is listed twice");
+    // The weights section is safetensors, where this key holds the
+    // metadata: a tensor of that name could never be stored there.
+    if (in.name == "__metadata__")
+      fail(join(path, schema::kInputName),
+           "'__metadata__' is reserved by safetensors (the weights section)");
     std::string role = string(field(e, path, schema::kInputRole),
                               join(path, schema::kInputRole));
     if (role == schema::kInputRoleParameter)
