@@ -913,6 +913,11 @@ void ProgramReader::readInputs(const json &v, const std::string &table) {
                              join(path, schema::kInputName));
     if (!names.insert(in.name).second)
       fail(join(path, schema::kInputName), "'" + in.name + "' is listed twice");
+    // The weights section is safetensors, where this key holds the
+    // metadata: a tensor of that name could never be stored there.
+    if (in.name == "__metadata__")
+      fail(join(path, schema::kInputName),
+           "'__metadata__' is reserved by safetensors (the weights section)");
     std::string role = string(field(e, path, schema::kInputRole),
                               join(path, schema::kInputRole));
     if (role == schema::kInputRoleParameter)
@@ -1747,7 +1752,9 @@ Artifact Artifact::parseProgram(const std::string &jsonText,
   json root;
   try {
     root = json::parse(jsonText);
-  } catch (const json::parse_error &e) {
+  } catch (const json::exception &e) {
+    // Not only parse_error: a number too large for a double (1e999) is an
+    // out_of_range from the parser.
     throw Error(what + ": the program is not valid JSON: " + e.what());
   }
   Artifact a;

@@ -75,7 +75,9 @@ SafetensorsFile SafetensorsFile::open(const std::string &path, uint64_t offset,
   json header;
   try {
     header = json::parse(headerText);
-  } catch (const json::parse_error &e) {
+  } catch (const json::exception &e) {
+    // Not only parse_error: a number too large for a double (1e999) is an
+    // out_of_range from the parser.
     fail(w, std::string("header is not valid JSON: ") + e.what());
   }
   if (!header.is_object())
