@@ -323,8 +323,7 @@ PendingCollective Comm::start(OpKind kind, const std::vector<std::string> &axes,
   p.bytes = int64_t(input.numel()) * int64_t(input.element_size());
   p.describe = std::string(collectiveName(kind)) + " over " + g.label + " (" +
                artifactDtypeName(input.scalar_type()) + " " +
-               formatShape(input.sizes()) + ", " + bytesText(p.bytes) + ")" +
-               origin;
+               formatShape(input.sizes()) + ", " + bytesText(p.bytes) + ")";
   if ((kind == OpKind::AllGatherStart || kind == OpKind::ReduceScatterStart ||
        kind == OpKind::AllSliceStart) &&
       dim >= input.dim())
@@ -435,6 +434,10 @@ PendingCollective Comm::start(OpKind kind, const std::vector<std::string> &axes,
   } catch (const std::exception &e) {
     throw Error(p.describe + " failed to start: " + e.what());
   }
+  // Errors so far are reported at this start instruction itself; from here
+  // on, at the wait or in a peer's message, the description says where it
+  // started.
+  p.describe += origin;
   // all_slice moves no data: nothing for a peer to wait on.
   if (progress_ && p.work) {
     p.sequence = ++g.issued;
@@ -469,8 +472,7 @@ PendingCollective Comm::startPointToPoint(OpKind kind,
                std::to_string(g.ranks[size_t(peer)]) + " (index " +
                std::to_string(peer) + " of " + g.label + "), tag " +
                std::to_string(tag) + " (" + artifactDtypeName(t.scalar_type()) +
-               " " + formatShape(t.sizes()) + ", " + bytesText(p.bytes) + ")" +
-               origin;
+               " " + formatShape(t.sizes()) + ", " + bytesText(p.bytes) + ")";
   try {
     std::vector<at::Tensor> tensors{t};
     StagingScope staging(p);
@@ -484,6 +486,7 @@ PendingCollective Comm::startPointToPoint(OpKind kind,
   } catch (const std::exception &e) {
     throw Error(p.describe + " failed to start: " + e.what());
   }
+  p.describe += origin;
   return p;
 }
 

@@ -816,7 +816,7 @@ TEST(SessionV3, UnmatchedTagTimesOut) {
                   "rank 1: programs[1].instructions[11] wait: recv from rank "
                   "0 (index 0 of axes [pp] ranks [0, 1]), tag 6 (f32 [5, 6], "
                   "120 B), started by programs[1].instructions[10] (in "
-                  "'recv_x') [module stage1] failed");
+                  "'recv_x') in step 0 [module stage1] failed");
   // The sender does not finish either: its send never matched.
   EXPECT_CONTAINS(errors[0], "rank 0: programs[0].instructions[11] wait: send "
                              "to rank 1 (index 1 of axes [pp] ranks [0, 1]), "
