@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from run_output import issued
 from build_tools import LOOM_COMPILE, LOOM_IMPORT, LOOM_RUN, REPO, needs_tools
 
 STEPS = 20
@@ -106,16 +107,6 @@ def train(out: Path, world: int) -> subprocess.CompletedProcess:
                 out / "reference.json", "--no-progress"], timeout=600)
 
 
-def issued_all_reduces(stdout: str) -> list[int]:
-    """The all-reduce count loom-run reports on each step line."""
-    counts = []
-    for line in stdout.splitlines():
-        if line.startswith("step"):
-            m = re.search(r"all_reduce (\d+)", line)
-            counts.append(int(m.group(1)) if m else 0)
-    return counts
-
-
 @pytest.mark.parametrize("split", [2, 4])
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_ddp_trains_at_parity_with_eager(name, split, tmp_path):
@@ -130,7 +121,7 @@ def test_ddp_trains_at_parity_with_eager(name, split, tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert "PASS" in result.stdout
     # The runtime issued exactly the compiler's all-reduces on every step.
-    assert issued_all_reduces(result.stdout) == [len(starts)] * STEPS
+    assert issued(result.stdout, "all_reduce") == [len(starts)] * STEPS
     losses = json.loads((tmp_path / "reference.json").read_text())["losses"]
     assert losses[-1] < losses[0]
 
@@ -143,7 +134,7 @@ def test_ddp_one_all_reduce_per_gradient_without_buckets(tmp_path):
     assert len(starts) == len(program["state"]) // 2  # AdamW: two state tensors per parameter
     result = train(tmp_path, 2)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert issued_all_reduces(result.stdout) == [len(starts)] * STEPS
+    assert issued(result.stdout, "all_reduce") == [len(starts)] * STEPS
 
 
 def loom_buckets(program: dict) -> list[list[str]]:
@@ -235,4 +226,4 @@ def test_gradient_accumulation_trains_at_parity_with_eager(name, split, microbat
     result = train(tmp_path, split)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "PASS" in result.stdout
-    assert issued_all_reduces(result.stdout) == [len(starts)] * STEPS
+    assert issued(result.stdout, "all_reduce") == [len(starts)] * STEPS

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from run_output import issued
 from fsdp2_mixed_precision import compare_with_fsdp2, emulate
 from test_distributed_parity import (LOOM_COMPILE, LOOM_RUN, MODELS, OPTIMIZERS, STEPS,
                                      capture_and_import, pytestmark, run, train)  # noqa: F401
@@ -37,15 +38,6 @@ def compile_fsdp(name, out, world, *extra) -> dict:
     result = run([LOOM_COMPILE, out / "step.mlir", "--emit=program", *flags])
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
-
-
-def issued(stdout: str, kind: str) -> list[int]:
-    counts = []
-    for line in stdout.splitlines():
-        if line.startswith("step"):
-            m = re.search(kind + r" (\d+)", line)
-            counts.append(int(m.group(1)) if m else 0)
-    return counts
 
 
 def count(program: dict, op: str) -> int:

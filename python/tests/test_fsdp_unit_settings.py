@@ -41,13 +41,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from run_output import issued
 from build_tools import LOOM_COMPILE, LOOM_IMPORT, LOOM_RUN, REPO, needs_tools
 
 pytestmark = needs_tools(LOOM_IMPORT, LOOM_COMPILE, LOOM_RUN)
@@ -109,15 +109,6 @@ def captures(tmp_path_factory):
         return done[mesh]
 
     return get
-
-
-def issued(stdout: str, kind: str) -> list[int]:
-    counts = []
-    for line in stdout.splitlines():
-        if line.startswith("step"):
-            m = re.search(kind + r" (\d+)", line)
-            counts.append(int(m.group(1)) if m else 0)
-    return counts
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
