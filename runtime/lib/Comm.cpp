@@ -308,10 +308,7 @@ PendingCollective Comm::start(OpKind kind, const std::vector<std::string> &axes,
                               const at::Tensor &input, int64_t dim,
                               ReduceOp reduce, int64_t root, bool donated,
                               const std::string &origin) {
-  auto found = groups_.find(axes);
-  if (found == groups_.end())
-    throw Error("no process group over axes " + listOf(axes));
-  CommGroup &g = found->second;
+  const CommGroup &g = group(axes);
   int64_t size = int64_t(g.ranks.size());
   PendingCollective p;
   p.kind = kind;
@@ -440,9 +437,8 @@ PendingCollective Comm::start(OpKind kind, const std::vector<std::string> &axes,
   p.describe += origin;
   // all_slice moves no data: nothing for a peer to wait on.
   if (progress_ && p.work) {
-    p.sequence = ++g.issued;
+    p.sequence = progress_->started(g.label, p.describe);
     p.progress = progress_.get();
-    progress_->started(g.label, p.sequence, p.describe);
   }
   return p;
 }

@@ -37,9 +37,6 @@ struct CommGroup {
   int64_t index = 0;
   std::string label; // "axes [shard] ranks [0, 1]"
   c10::intrusive_ptr<c10d::Backend> backend;
-  /// Collectives this rank started on the group: the last one's sequence
-  /// number (ProgressBoard).
-  int64_t issued = 0;
 };
 
 /// A collective in flight between its start and its wait.

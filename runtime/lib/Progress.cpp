@@ -69,16 +69,18 @@ std::string ProgressBoard::key(const std::string &group, int64_t rank) {
   return "loomrt/progress/" + group + "/" + std::to_string(rank);
 }
 
-void ProgressBoard::started(const std::string &group, int64_t sequence,
-                            const std::string &what) {
+int64_t ProgressBoard::started(const std::string &group,
+                               const std::string &what) {
+  int64_t sequence;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     Entry &e = entries_[group];
-    e.sequence = sequence;
+    sequence = ++e.sequence;
     e.what = what;
     e.published = false;
   }
   changed_.notify_one();
+  return sequence;
 }
 
 void ProgressBoard::publishLoop() {

@@ -39,10 +39,10 @@ public:
   ProgressBoard(const ProgressBoard &) = delete;
   ProgressBoard &operator=(const ProgressBoard &) = delete;
 
-  /// This rank started collective `sequence` of the group labelled
-  /// `group`; `what` describes it for the peers' messages.
-  void started(const std::string &group, int64_t sequence,
-               const std::string &what);
+  /// This rank started the next collective of the group labelled `group`;
+  /// `what` describes it for the peers' messages. Returns its sequence
+  /// number (1 for the group's first).
+  int64_t started(const std::string &group, const std::string &what);
 
   /// "collective #7 of its group: reached by rank 0; not reached by rank 1
   /// (its last on this group: #6, <what>)", from the peers' published
@@ -53,7 +53,7 @@ public:
 
 private:
   struct Entry {
-    int64_t sequence = -1;
+    int64_t sequence = 0;
     std::string what;
     bool published = true;
   };
