@@ -4,9 +4,12 @@
 // mapping each tensor name to {dtype, shape, data_offsets} (plus an optional
 // `__metadata__` object of strings), then the data section the offsets index.
 // loom-import writes the step's weights in it and the artifact writer reads
-// them back and writes the artifact's weights section in it; the runtime
-// reads that section with its own reader (compiler and runtime meet only at
-// the artifact).
+// them back and writes the artifact's weights section in it. The format's
+// rules (dtypes, checks and their error texts, the header layout) live once,
+// in the runtime's dependency-free runtime/include/loomrt/SafetensorsFormat.h,
+// which the runtime's reader and writer use too; this is the LLVM-facing API
+// over it (compiler and runtime still meet only at the artifact: the compiler
+// includes that one header, it does not link the runtime).
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,6 +29,10 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+namespace loomrt::safetensors {
+class HeaderWriter;
+} // namespace loomrt::safetensors
 
 namespace loom::safetensors {
 
@@ -84,6 +91,11 @@ private:
 /// `__metadata__` {"format": "pt"} as `safetensors.torch.save_file` writes.
 class Writer {
 public:
+  Writer();
+  ~Writer();
+  Writer(Writer &&);
+  Writer &operator=(Writer &&);
+
   /// Adds a tensor. Fails, saying which tensor, when the name is taken or
   /// empty, the dtype unknown, a size negative, or `bytes` is not the size
   /// `dtype` and `shape` need.
@@ -96,13 +108,10 @@ public:
   llvm::Error writeFile(llvm::StringRef path) const;
 
 private:
-  struct Entry {
-    std::string name, dtype;
-    llvm::SmallVector<int64_t> shape;
-    std::string bytes;
-  };
-  std::vector<Entry> entries;
-  llvm::StringMap<size_t> index;
+  /// The shared layout: names, dtypes, shapes and offsets.
+  std::unique_ptr<loomrt::safetensors::HeaderWriter> header;
+  /// Each tensor's bytes, in the order added.
+  std::vector<std::string> data;
 };
 
 } // namespace loom::safetensors
