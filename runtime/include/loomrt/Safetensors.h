@@ -6,7 +6,9 @@
 // optional "__metadata__": {str: str}}), then the raw little-endian data. The
 // reader validates everything before it reads a byte of data: header size,
 // JSON shape, dtype names, shapes, that each tensor's byte range matches its
-// shape and lies inside the data, and that no two ranges overlap.
+// shape and lies inside the data, and that no two ranges overlap. Those rules
+// and the writer's layout are SafetensorsFormat.h's, shared with the
+// compiler; this is the ATen-facing API over them.
 //
 // A file may also be embedded in a larger one (the .loomx weights section):
 // `open` then takes the byte range that holds it.
