@@ -2,6 +2,7 @@
 
 #include "SafetensorsFile.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -100,6 +101,26 @@ TEST(SafetensorsTest, ReadsWhatTheWriterWrites) {
   EXPECT_EQ(file->lookup("c")->data, std::string(8, '\x05'));
   EXPECT_EQ(file->lookup("d"), nullptr);
   EXPECT_EQ(file->getMetadata().at("format"), "pt");
+}
+
+TEST(SafetensorsTest, NamesThatNeedEscapingRoundTrip) {
+  // The header text comes from the runtime's SafetensorsFormat.h, the
+  // reading from llvm::json: a quote, a backslash, control characters and
+  // non-ASCII must survive both.
+  std::string odd[] = {"q\"d", "back\\slash", std::string("c\x01\x1f", 3),
+                       "t\tn\n", "caf\xc3\xa9"};
+  std::string bytes = loom::test::safetensorsFile({{odd[0], "U8", {1}, "a"},
+                                                   {odd[1], "U8", {1}, "b"},
+                                                   {odd[2], "U8", {1}, "c"},
+                                                   {odd[3], "U8", {1}, "d"},
+                                                   {odd[4], "U8", {1}, "e"}});
+  llvm::Expected<File> file = File::parse(bytes, "w.safetensors");
+  ASSERT_TRUE(static_cast<bool>(file)) << llvm::toString(file.takeError());
+  for (auto [i, name] : llvm::enumerate(odd)) {
+    const Tensor *t = file->lookup(name);
+    ASSERT_TRUE(t) << name;
+    EXPECT_EQ(t->data, std::string(1, char('a' + i)));
+  }
 }
 
 TEST(SafetensorsTest, TruncatedHeader) {
