@@ -210,23 +210,23 @@ inline Problem validate(std::vector<Entry> &entries, uint64_t dataBytes) {
   return std::nullopt;
 }
 
-/// decodeHeader reads a parsed JSON value through `Access`, a class each
-/// codec writes over its JSON library with these static members:
-///
-///   using Value = <the library's value type>;
-///   static bool isObject(const Value &);
-///   // Calls f(std::string key, const Value &member) for each member.
-///   template <typename F> static void forEachMember(const Value &, F f);
-///   // The member called `key` of an object, or null.
-///   static const Value *find(const Value &, std::string_view key);
-///   static std::optional<std::string> getString(const Value &);
-///   // A JSON integer >= 0 (not a float).
-///   static std::optional<uint64_t> getUnsigned(const Value &);
-///   // The length of an array, or std::nullopt when it is none.
-///   static std::optional<size_t> arraySize(const Value &);
-///   static const Value &element(const Value &array, size_t i);
-///   // Compact JSON text, for errors.
-///   static std::string print(const Value &);
+// decodeHeader reads a parsed JSON value through `Access`, a class each
+// codec writes over its JSON library with these static members:
+//
+//   using Value = <the library's value type>;
+//   static bool isObject(const Value &);
+//   // Calls f(std::string key, const Value &member) for each member.
+//   template <typename F> static void forEachMember(const Value &, F f);
+//   // The member called `key` of an object, or null.
+//   static const Value *find(const Value &, std::string_view key);
+//   static std::optional<std::string> getString(const Value &);
+//   // A JSON integer >= 0 (not a float).
+//   static std::optional<uint64_t> getUnsigned(const Value &);
+//   // The length of an array, or std::nullopt when it is none.
+//   static std::optional<size_t> arraySize(const Value &);
+//   static const Value &element(const Value &array, size_t i);
+//   // Compact JSON text, for errors.
+//   static std::string print(const Value &);
 namespace detail {
 
 /// The members of an object in key order, so a header with several faults
