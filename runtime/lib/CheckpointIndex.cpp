@@ -181,7 +181,9 @@ CheckpointIndex CheckpointIndex::parse(const std::string &text,
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error &e) {
+  } catch (const json::exception &e) {
+    // Not only parse_error: a number too large for a double is
+    // out_of_range (found by the checkpoint-index fuzzer).
     throw Error(what + ": not valid JSON: " + e.what());
   }
   if (!j.is_object())
