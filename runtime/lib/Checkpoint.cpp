@@ -150,8 +150,11 @@ bool holdsLocally(const Session &session, const ModelTensor &t) {
 }
 
 /// This rank's value of `t` (its padded chunk when sharded; a 0-d f32 for
-/// a step count). `t` must be held by this rank's program.
-at::Tensor localValue(const Session &session, const ModelTensor &t) {
+/// a step count). `t` must be held by this rank's program; `state` is the
+/// session's optimizerState() by name.
+at::Tensor localValue(const Session &session,
+                      const std::map<std::string, at::Tensor> &state,
+                      const ModelTensor &t) {
   if (t.kind == "step")
     return at::full({}, session.stepCount(t.param),
                     at::TensorOptions().dtype(at::kFloat));
@@ -159,12 +162,12 @@ at::Tensor localValue(const Session &session, const ModelTensor &t) {
     return session.parameter(t.name);
   if (t.kind == "buffer")
     return session.buffer(t.name);
-  for (auto &[name, value] : session.optimizerState())
-    if (name == t.name)
-      return value;
-  throw Error(session.artifact().what() + ": rank " +
-              std::to_string(session.rank()) + " has no optimizer state '" +
-              t.name + "'");
+  auto it = state.find(t.name);
+  if (it == state.end())
+    throw Error(session.artifact().what() + ": rank " +
+                std::to_string(session.rank()) + " has no optimizer state '" +
+                t.name + "'");
+  return it->second;
 }
 
 /// The ranks that hold `t` in the run: every rank for SPMD, the ranks of
@@ -314,6 +317,9 @@ std::string saveCheckpoint(Session &session, const std::string &dir,
     throw Error(ckpt +
                 ": cannot create the checkpoint directory: " + ec.message());
 
+  NamedTensors stateList = session.optimizerState();
+  const std::map<std::string, at::Tensor> state(stateList.begin(),
+                                                stateList.end());
   std::vector<std::pair<std::string, at::Tensor>> mine;
   for (const ModelTensor &t : tensors) {
     std::optional<std::pair<int64_t, int64_t>> rows = rowsWrittenBy(a, t, rank);
@@ -321,7 +327,7 @@ std::string saveCheckpoint(Session &session, const std::string &dir,
       continue;
     // A chunk's padding (past the global size) is not saved: it is zero and
     // a load on another layout pads again.
-    at::Tensor local = localValue(session, t);
+    at::Tensor local = localValue(session, state, t);
     mine.emplace_back(t.name, t.shard ? local.narrow(t.shard->dim, 0,
                                                      rows->second - rows->first)
                                       : local);
