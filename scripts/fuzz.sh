@@ -4,6 +4,7 @@
 #   importer     the .pt2 importer (tools/loom-import-fuzzer)
 #   artifact     the runtime's .loomx loader (runtime/fuzz)
 #   safetensors  the runtime's safetensors reader (runtime/fuzz)
+#   checkpoint-index  the runtime's checkpoint index.json reader (runtime/fuzz)
 # Seeds are committed fixtures; each target's corpus grows in BUILD_DIR and
 # later runs start from it. Exits non-zero on a crash, leaving the input in
 # BUILD_DIR/crashes/. docs/fuzzing.md records the long runs.
@@ -12,7 +13,7 @@
 #   SECONDS    per target (default 60); with FUZZ_RUNS=N set, each target
 #              stops after N executions instead
 #   BUILD_DIR  default build-fuzz (the runtime's targets: BUILD_DIR/runtime)
-#   TARGET     default: all three
+#   TARGET     default: all four
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -26,7 +27,7 @@ seconds=${1:-60}
 build=${2:-build-fuzz}
 shift $(($# < 2 ? $# : 2))
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(importer artifact safetensors)
+[ ${#targets[@]} -gt 0 ] || targets=(importer artifact safetensors checkpoint-index)
 case "$build" in /*) ;; *) build="$root/$build" ;; esac
 
 if ! command -v clang++-22 >/dev/null; then
@@ -51,12 +52,12 @@ for t in "${targets[@]}"; do
   importer)
     configure . "$build" -DLOOM_ENABLE_FUZZER=ON
     ninja -C "$build" loom-import-fuzzer >/dev/null ;;
-  artifact | safetensors)
+  artifact | safetensors | checkpoint-index)
     configure runtime "$build/runtime" -DLOOMRT_ENABLE_FUZZER=ON \
       -DLOOMRT_BUILD_TESTS=OFF -DLOOMRT_PYTHON="$root/.venv/bin/python"
     ninja -C "$build/runtime" "loomrt-$t-fuzzer" >/dev/null ;;
   *)
-    echo "fuzz: unknown target '$t' (importer, artifact, safetensors)" >&2
+    echo "fuzz: unknown target '$t' (importer, artifact, safetensors, checkpoint-index)" >&2
     exit 1 ;;
   esac
 done
@@ -69,11 +70,12 @@ done
 # graph's size, and micro's has the same schema at a quarter of it).
 seeds="$build/fuzz-seeds"
 rm -rf "$seeds"
-mkdir -p "$seeds"/{importer,artifact,safetensors} "$build/crashes"
+mkdir -p "$seeds"/{importer,artifact,safetensors,checkpoint-index} "$build/crashes"
 cp test/Import/Inputs/tiny.pt2 tools/loom-import-fuzzer/seeds/*.pt2 \
   "$seeds/importer/"
 cp runtime/fuzz/seeds/artifact/*.loomx "$seeds/artifact/"
 cp runtime/fuzz/seeds/safetensors/*.safetensors "$seeds/safetensors/"
+cp runtime/fuzz/seeds/checkpoint-index/*.json "$seeds/checkpoint-index/"
 python3 - "$seeds" <<'PY'
 import pathlib, re, struct, sys, zipfile
 seeds = pathlib.Path(sys.argv[1])
@@ -95,6 +97,27 @@ with open(seeds / "artifact.dict", "w") as f:
     for w in sorted(words):
         for word in w.split() if " " in w else [w]:
             f.write('"\\"%s\\""\n' % word)
+# The checkpoint index's dictionary: every key and every kind, dtype and
+# other string the seed indexes hold, quoted.
+import json
+words = set()
+def walk(v):
+    if isinstance(v, dict):
+        for k, x in v.items():
+            words.add(k)
+            walk(x)
+    elif isinstance(v, list):
+        for x in v:
+            walk(x)
+    elif isinstance(v, str) and len(v) < 40:
+        words.add(v)
+for p in (seeds / "checkpoint-index").glob("*.json"):
+    walk(json.loads(p.read_text()))
+words.update(["parameter", "buffer", "optimizer_state", "step", "f16", "bf16", "i64"])
+with open(seeds / "checkpoint-index.dict", "w") as f:
+    for w in sorted(words):
+        if w.isprintable() and '"' not in w and "\\" not in w:
+            f.write('"\\"%s\\""\n' % w)
 PY
 
 # Mixed instrumented/uninstrumented code (the MLIR libraries, LibTorch)
@@ -123,6 +146,9 @@ for t in "${targets[@]}"; do
   safetensors)
     bin="$build/runtime/bin/loomrt-safetensors-fuzzer"
     extra=() ;;
+  checkpoint-index)
+    bin="$build/runtime/bin/loomrt-checkpoint-index-fuzzer"
+    extra=(-dict="$seeds/checkpoint-index.dict") ;;
   esac
   # Past crashes (runtime/fuzz/regressions) are replayed as corpus: the
   # sanitized build checks them again on every run.

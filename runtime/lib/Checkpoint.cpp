@@ -14,7 +14,6 @@
 #include <ATen/ops/tensor.h>
 #include <ATen/ops/zeros.h>
 #include <c10/core/GradMode.h>
-#include <nlohmann/json.hpp>
 #include <zlib.h>
 
 #include <algorithm>
@@ -25,13 +24,11 @@
 #include <set>
 
 namespace fs = std::filesystem;
-using nlohmann::json;
 
 namespace loomrt {
 namespace {
 
 constexpr const char *kIndexName = "index.json";
-constexpr const char *kFormat = "loom-checkpoint";
 constexpr const char *kRngKey = "rng/cpu";
 
 std::string stepDirName(int64_t step) {
@@ -59,66 +56,135 @@ int64_t stepOfDirName(const std::string &name) {
   return v;
 }
 
-std::string hex32(uint32_t v) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "%08x", v);
-  return buf;
-}
-
-/// What the session holds of one tensor: its global dtype and shape and,
-/// when sharded, the axes and dimension.
-struct LocalTensor {
+/// One tensor of the training state as the artifact declares it: its
+/// global dtype and shape, how the program that writes it shards it, and
+/// which programs hold it.
+struct ModelTensor {
   std::string name;
   std::string kind;
   std::string param;
   c10::ScalarType dtype = c10::ScalarType::Float;
   std::vector<int64_t> globalShape;
   std::optional<ShardSpec> shard;
-  at::Tensor local; // this rank's (padded) chunk; a 0-d f32 for steps
+  /// The programs holding it (a tied weight: several), in artifact order;
+  /// the first one's ranks write it. Always {0} for an SPMD artifact,
+  /// whose programs share one set of tables.
+  std::vector<size_t> programs;
 };
 
-/// The training state of this rank's program, in a fixed order every rank
-/// shares.
-std::vector<LocalTensor> localTensors(const Session &session) {
-  const Artifact &a = session.artifact();
-  if (a.mpmd)
-    throw Error(a.what() + ": checkpoints of pipeline (MPMD) artifacts are "
-                           "not supported yet");
-  const Program &p = a.programs[0];
-  std::vector<LocalTensor> out;
-  NamedTensors params = session.parameters(), buffers = session.buffers();
-  std::map<std::string, at::Tensor> owned(params.begin(), params.end());
-  owned.insert(buffers.begin(), buffers.end());
-  for (const InputSpec &in : p.inputs) {
-    if (in.role != InputRole::Parameter && in.role != InputRole::Buffer)
-      continue;
-    out.push_back({in.name,
-                   in.role == InputRole::Parameter ? "parameter" : "buffer", "",
-                   in.dtype, in.shard ? in.shard->globalShape : in.shape,
-                   in.shard, owned.at(in.name)});
-  }
-  NamedTensors state = session.optimizerState();
-  for (size_t k = 0; k < p.state.size(); ++k) {
-    const StateSpec &st = p.state[k];
-    out.push_back({st.name, "optimizer_state", st.param, st.dtype,
-                   st.shard ? st.shard->globalShape : st.shape, st.shard,
-                   state[k].second});
-  }
+/// Every tensor of the training state over every program, each once, in an
+/// order every rank computes alike: the parameters and buffers, the
+/// optimizer state, then the step counts, each program's in turn.
+std::vector<ModelTensor> modelTensors(const Artifact &a) {
+  const size_t numPrograms = a.mpmd ? a.programs.size() : 1;
+  std::vector<ModelTensor> out;
+  std::map<std::string, size_t> byName;
+  auto add = [&](ModelTensor t, size_t program) {
+    auto [it, fresh] = byName.emplace(t.name, out.size());
+    if (fresh) {
+      t.programs = {program};
+      out.push_back(std::move(t));
+      return;
+    }
+    ModelTensor &seen = out[it->second];
+    // A tied weight: every program holding it must agree on what it is, or
+    // one index entry could not describe it.
+    if (seen.kind != t.kind || seen.dtype != t.dtype ||
+        seen.globalShape != t.globalShape)
+      throw Error(a.what() + ": programs " + std::to_string(seen.programs[0]) +
+                  " and " + std::to_string(program) + " both hold '" + t.name +
+                  "', as the " + seen.kind + " " +
+                  artifactDtypeName(seen.dtype) + " " +
+                  formatShape(seen.globalShape) + " and the " + t.kind + " " +
+                  artifactDtypeName(t.dtype) + " " +
+                  formatShape(t.globalShape) + "; a checkpoint needs one");
+    if (seen.programs.back() != program)
+      seen.programs.push_back(program);
+  };
+  for (size_t k = 0; k < numPrograms; ++k)
+    for (const InputSpec &in : a.programs[k].inputs)
+      if (in.role == InputRole::Parameter || in.role == InputRole::Buffer)
+        add({in.name,
+             in.role == InputRole::Parameter ? "parameter" : "buffer",
+             "",
+             in.dtype,
+             in.shard ? in.shard->globalShape : in.shape,
+             in.shard,
+             {}},
+            k);
+  for (size_t k = 0; k < numPrograms; ++k)
+    for (const StateSpec &st : a.programs[k].state)
+      add({st.name,
+           "optimizer_state",
+           st.param,
+           st.dtype,
+           st.shard ? st.shard->globalShape : st.shape,
+           st.shard,
+           {}},
+          k);
   if (a.optimizer)
-    for (const InputSpec &in : p.inputs)
-      if (in.role == InputRole::Parameter)
-        out.push_back({in.name + ".step",
-                       "step",
-                       in.name,
-                       at::kFloat,
-                       {},
-                       std::nullopt,
-                       at::full({}, session.stepCount(in.name),
-                                at::TensorOptions().dtype(at::kFloat))});
+    for (size_t k = 0; k < numPrograms; ++k)
+      for (const InputSpec &in : a.programs[k].inputs)
+        if (in.role == InputRole::Parameter)
+          add({in.name + ".step",
+               "step",
+               in.name,
+               at::kFloat,
+               {},
+               std::nullopt,
+               {}},
+              k);
   return out;
 }
 
-/// Rank `rank`'s index in its group over `axes` (0 without a mesh).
+/// The index of the program this session's rank runs, as modelTensors
+/// numbers them.
+size_t localProgram(const Session &session) {
+  const Artifact &a = session.artifact();
+  return a.mpmd ? size_t(a.programOf(session.rank())) : 0;
+}
+
+bool holdsLocally(const Session &session, const ModelTensor &t) {
+  return std::find(t.programs.begin(), t.programs.end(),
+                   localProgram(session)) != t.programs.end();
+}
+
+/// This rank's value of `t` (its padded chunk when sharded; a 0-d f32 for
+/// a step count). `t` must be held by this rank's program; `state` is the
+/// session's optimizerState() by name.
+at::Tensor localValue(const Session &session,
+                      const std::map<std::string, at::Tensor> &state,
+                      const ModelTensor &t) {
+  if (t.kind == "step")
+    return at::full({}, session.stepCount(t.param),
+                    at::TensorOptions().dtype(at::kFloat));
+  if (t.kind == "parameter")
+    return session.parameter(t.name);
+  if (t.kind == "buffer")
+    return session.buffer(t.name);
+  auto it = state.find(t.name);
+  if (it == state.end())
+    throw Error(session.artifact().what() + ": rank " +
+                std::to_string(session.rank()) + " has no optimizer state '" +
+                t.name + "'");
+  return it->second;
+}
+
+/// The ranks that hold `t` in the run: every rank for SPMD, the ranks of
+/// its first program for MPMD (they write it).
+std::vector<int64_t> writerRanks(const Artifact &a, const ModelTensor &t) {
+  if (a.mpmd) {
+    std::vector<int64_t> r = a.programs[t.programs[0]].ranks;
+    std::sort(r.begin(), r.end());
+    return r;
+  }
+  std::vector<int64_t> r;
+  for (int64_t k = 0; k < a.worldSize; ++k)
+    r.push_back(k);
+  return r;
+}
+
+/// Rank `rank`'s index in its group over `axes`.
 int64_t groupIndexOf(const Artifact &a, const std::vector<std::string> &axes,
                      int64_t rank) {
   std::vector<int64_t> g = a.mesh->group(axes, rank);
@@ -126,16 +192,23 @@ int64_t groupIndexOf(const Artifact &a, const std::vector<std::string> &axes,
   return int64_t(it - g.begin());
 }
 
-/// The rows of `t` rank `rank` writes: the first rank holding each chunk
-/// writes it (replicas once). nullopt when the rank writes none.
+/// The rows of `t` rank `rank` writes: among the ranks of the program that
+/// writes it, the first rank holding each chunk writes it (replicas once).
+/// nullopt when the rank writes none.
 std::optional<std::pair<int64_t, int64_t>>
-rowsWrittenBy(const Artifact &a, const LocalTensor &t, int64_t rank) {
+rowsWrittenBy(const Artifact &a, const ModelTensor &t, int64_t rank) {
+  if (!a.mesh)
+    return std::pair<int64_t, int64_t>(0, 0);
+  std::vector<int64_t> writers = writerRanks(a, t);
+  if (std::find(writers.begin(), writers.end(), rank) == writers.end())
+    return std::nullopt;
   if (!t.shard)
-    return rank == 0 ? std::optional(std::pair<int64_t, int64_t>(0, 0))
-                     : std::nullopt;
+    return rank == writers.front()
+               ? std::optional(std::pair<int64_t, int64_t>(0, 0))
+               : std::nullopt;
   int64_t k = groupIndexOf(a, t.shard->axes, rank);
-  for (int64_t r = 0; r < rank; ++r)
-    if (groupIndexOf(a, t.shard->axes, r) == k)
+  for (int64_t r : writers)
+    if (r < rank && groupIndexOf(a, t.shard->axes, r) == k)
       return std::nullopt;
   int64_t n = t.globalShape[size_t(t.shard->dim)];
   int64_t g = a.mesh->groupSize(t.shard->axes);
@@ -144,6 +217,25 @@ rowsWrittenBy(const Artifact &a, const LocalTensor &t, int64_t rank) {
   if (end <= begin)
     return std::nullopt;
   return std::pair(begin, end);
+}
+
+/// The saving run's layout, as the index records it.
+CheckpointLayout layoutOf(const Artifact &a) {
+  CheckpointLayout l;
+  if (a.mesh) {
+    l.meshShape = a.mesh->shape;
+    l.meshAxes = a.mesh->axes;
+  }
+  l.mpmd = a.mpmd;
+  if (a.mpmd) {
+    for (const Program &p : a.programs)
+      l.programs.push_back(p.ranks);
+  } else {
+    l.programs.emplace_back();
+    for (int64_t r = 0; r < a.worldSize; ++r)
+      l.programs[0].push_back(r);
+  }
+  return l;
 }
 
 at::Tensor rngState() {
@@ -184,247 +276,7 @@ void rotate(const std::string &dir, int64_t current, int64_t keep) {
     fs::remove_all(p);
 }
 
-//===----------------------------------------------------------------------===//
-// index.json
-//===----------------------------------------------------------------------===//
-
-[[noreturn]] void fail(const std::string &what, const std::string &path,
-                       const std::string &message) {
-  throw Error(what + ": " + path + ": " + message);
-}
-
-const json &field(const json &obj, const char *key, const std::string &what,
-                  const std::string &path) {
-  if (!obj.is_object())
-    fail(what, path, "must be an object, found " + obj.dump());
-  auto it = obj.find(key);
-  if (it == obj.end())
-    fail(what, path, std::string("has no '") + key + "'");
-  return *it;
-}
-
-int64_t intField(const json &obj, const char *key, const std::string &what,
-                 const std::string &path, int64_t min = 0) {
-  const json &v = field(obj, key, what, path);
-  if (!v.is_number_integer() || v.get<int64_t>() < min)
-    fail(what, path + "." + key,
-         "must be an integer >= " + std::to_string(min) + ", found " +
-             v.dump());
-  return v.get<int64_t>();
-}
-
-std::string stringField(const json &obj, const char *key,
-                        const std::string &what, const std::string &path) {
-  const json &v = field(obj, key, what, path);
-  if (!v.is_string())
-    fail(what, path + "." + key, "must be a string, found " + v.dump());
-  return v.get<std::string>();
-}
-
-CheckpointPiece parsePiece(const json &j, const std::string &what,
-                           const std::string &path, size_t numFiles) {
-  CheckpointPiece p;
-  int64_t file = intField(j, "file", what, path);
-  if (size_t(file) >= numFiles)
-    fail(what, path + ".file",
-         "is " + std::to_string(file) + ", but there are " +
-             std::to_string(numFiles) + " files");
-  p.file = size_t(file);
-  p.key = stringField(j, "key", what, path);
-  if (j.contains("rows")) {
-    const json &r = j["rows"];
-    if (!r.is_array() || r.size() != 2 || !r[0].is_number_integer() ||
-        !r[1].is_number_integer() || r[0].get<int64_t>() < 0 ||
-        r[1].get<int64_t>() <= r[0].get<int64_t>())
-      fail(what, path + ".rows",
-           "must be [begin, end] with 0 <= begin < end, found " + r.dump());
-    p.begin = r[0].get<int64_t>();
-    p.end = r[1].get<int64_t>();
-  }
-  return p;
-}
-
 } // namespace
-
-CheckpointIndex CheckpointIndex::parse(const std::string &text,
-                                       const std::string &what) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::parse_error &e) {
-    throw Error(what + ": not valid JSON: " + e.what());
-  }
-  if (!j.is_object())
-    throw Error(what + ": must be a JSON object");
-  if (stringField(j, "format", what, "index") != kFormat)
-    fail(what, "index.format", std::string("must be '") + kFormat + "'");
-  int64_t version = intField(j, "version", what, "index");
-  if (version != kCheckpointVersion)
-    fail(what, "index.version",
-         "is " + std::to_string(version) + ", this loomrt reads version " +
-             std::to_string(kCheckpointVersion));
-  CheckpointIndex x;
-  x.artifact = stringField(j, "artifact", what, "index");
-  x.step = intField(j, "step", what, "index");
-  x.dataPosition = intField(j, "data_position", what, "index");
-  x.worldSize = intField(j, "world_size", what, "index", 1);
-  const json &opt = field(j, "optimizer", what, "index");
-  if (!opt.is_null() && !opt.is_string())
-    fail(what, "index.optimizer", "must be a string or null");
-  x.optimizer = opt.is_string() ? opt.get<std::string>() : "";
-
-  const json &files = field(j, "files", what, "index");
-  if (!files.is_array() || files.size() != size_t(x.worldSize))
-    fail(what, "index.files",
-         "must list one file per rank (" + std::to_string(x.worldSize) + ")");
-  for (size_t i = 0; i < files.size(); ++i) {
-    std::string p = "index.files[" + std::to_string(i) + "]";
-    CheckpointFile f;
-    f.path = stringField(files[i], "path", what, p);
-    if (f.path.empty() || f.path.find('/') != std::string::npos ||
-        f.path[0] == '.')
-      fail(what, p + ".path",
-           "must be a file name inside the checkpoint, found '" + f.path + "'");
-    f.rank = intField(files[i], "rank", what, p);
-    if (f.rank != int64_t(i))
-      fail(what, p + ".rank", "must be " + std::to_string(i));
-    f.bytes = uint64_t(intField(files[i], "bytes", what, p));
-    std::string crc = stringField(files[i], "crc32", what, p);
-    char *end = nullptr;
-    unsigned long v = std::strtoul(crc.c_str(), &end, 16);
-    if (crc.size() != 8 || *end)
-      fail(what, p + ".crc32", "must be 8 hex digits, found '" + crc + "'");
-    f.crc32 = uint32_t(v);
-    x.files.push_back(std::move(f));
-  }
-
-  const json &tensors = field(j, "tensors", what, "index");
-  if (!tensors.is_array())
-    fail(what, "index.tensors", "must be a list");
-  std::set<std::string> seen;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    std::string p = "index.tensors[" + std::to_string(i) + "]";
-    const json &tj = tensors[i];
-    CheckpointTensor t;
-    t.name = stringField(tj, "name", what, p);
-    if (!seen.insert(t.name).second)
-      fail(what, p + ".name", "'" + t.name + "' is listed twice");
-    p = "index.tensors['" + t.name + "']";
-    t.kind = stringField(tj, "kind", what, p);
-    if (t.kind != "parameter" && t.kind != "buffer" &&
-        t.kind != "optimizer_state" && t.kind != "step")
-      fail(what, p + ".kind",
-           "must be parameter, buffer, optimizer_state or step, found '" +
-               t.kind + "'");
-    if (tj.contains("param"))
-      t.param = stringField(tj, "param", what, p);
-    std::string dtype = stringField(tj, "dtype", what, p);
-    std::optional<c10::ScalarType> dt = parseArtifactDtype(dtype);
-    if (!dt)
-      fail(what, p + ".dtype", "'" + dtype + "' is not a dtype");
-    t.dtype = *dt;
-    const json &shape = field(tj, "shape", what, p);
-    if (!shape.is_array())
-      fail(what, p + ".shape", "must be a list");
-    for (const json &d : shape) {
-      if (!d.is_number_integer() || d.get<int64_t>() < 0)
-        fail(what, p + ".shape", "must hold non-negative integers");
-      t.shape.push_back(d.get<int64_t>());
-    }
-    if (tj.contains("shard_dim") && !tj["shard_dim"].is_null()) {
-      int64_t dim = intField(tj, "shard_dim", what, p);
-      if (dim >= int64_t(t.shape.size()))
-        fail(what, p + ".shard_dim",
-             "is " + std::to_string(dim) + ", the tensor has " +
-                 std::to_string(t.shape.size()) + " dimensions");
-      t.shardDim = dim;
-    }
-    const json &pieces = field(tj, "pieces", what, p);
-    if (!pieces.is_array())
-      fail(what, p + ".pieces", "must be a list");
-    for (size_t k = 0; k < pieces.size(); ++k)
-      t.pieces.push_back(parsePiece(pieces[k], what,
-                                    p + ".pieces[" + std::to_string(k) + "]",
-                                    x.files.size()));
-    // The pieces must tile the tensor: one whole piece, or row ranges that
-    // cover the sharded dimension without holes or overlaps.
-    if (!t.shardDim) {
-      if (t.pieces.size() != 1)
-        fail(what, p + ".pieces", "an unsharded tensor needs exactly one");
-    } else {
-      std::vector<CheckpointPiece> sorted = t.pieces;
-      std::sort(sorted.begin(), sorted.end(),
-                [](const auto &a, const auto &b) { return a.begin < b.begin; });
-      int64_t cursor = 0;
-      for (const CheckpointPiece &pc : sorted) {
-        if (pc.begin != cursor)
-          fail(what, p + ".pieces",
-               "rows " + std::to_string(cursor) + ".." +
-                   std::to_string(pc.begin) + " are " +
-                   (pc.begin > cursor ? "in no piece" : "in two pieces"));
-        cursor = pc.end;
-      }
-      int64_t n = t.shape[size_t(*t.shardDim)];
-      if (cursor != n)
-        fail(what, p + ".pieces",
-             "cover rows 0.." + std::to_string(cursor) + " of " +
-                 std::to_string(n));
-    }
-    x.tensors.push_back(std::move(t));
-  }
-
-  const json &rng = field(j, "rng", what, "index");
-  if (!rng.is_array() || rng.size() != size_t(x.worldSize))
-    fail(what, "index.rng", "must hold one entry per rank");
-  for (size_t k = 0; k < rng.size(); ++k)
-    x.rng.push_back(parsePiece(
-        rng[k], what, "index.rng[" + std::to_string(k) + "]", x.files.size()));
-  return x;
-}
-
-std::string CheckpointIndex::dump() const {
-  json j = {{"format", kFormat},
-            {"version", kCheckpointVersion},
-            {"artifact", artifact},
-            {"step", step},
-            {"data_position", dataPosition},
-            {"world_size", worldSize},
-            {"optimizer", optimizer.empty() ? json() : json(optimizer)}};
-  json files = json::array();
-  for (const CheckpointFile &f : this->files)
-    files.push_back({{"path", f.path},
-                     {"rank", f.rank},
-                     {"bytes", f.bytes},
-                     {"crc32", hex32(f.crc32)}});
-  j["files"] = files;
-  auto piece = [](const CheckpointPiece &p, bool rows) {
-    json pj = {{"file", p.file}, {"key", p.key}};
-    if (rows)
-      pj["rows"] = {p.begin, p.end};
-    return pj;
-  };
-  json tensors = json::array();
-  for (const CheckpointTensor &t : this->tensors) {
-    json tj = {{"name", t.name},
-               {"kind", t.kind},
-               {"dtype", artifactDtypeName(t.dtype)},
-               {"shape", t.shape},
-               {"shard_dim", t.shardDim ? json(*t.shardDim) : json()}};
-    if (!t.param.empty())
-      tj["param"] = t.param;
-    json pieces = json::array();
-    for (const CheckpointPiece &p : t.pieces)
-      pieces.push_back(piece(p, t.shardDim.has_value()));
-    tj["pieces"] = pieces;
-    tensors.push_back(tj);
-  }
-  j["tensors"] = tensors;
-  json rngs = json::array();
-  for (const CheckpointPiece &p : rng)
-    rngs.push_back(piece(p, false));
-  j["rng"] = rngs;
-  return j.dump(1) + "\n";
-}
 
 uint32_t fileCrc32(const std::string &path) {
   File f = File::openRead(path);
@@ -450,7 +302,9 @@ std::string saveCheckpoint(Session &session, const std::string &dir,
   c10::AutoGradMode noGrad(false);
   const Artifact &a = session.artifact();
   const int64_t rank = session.rank(), world = session.worldSize();
-  std::vector<LocalTensor> tensors = localTensors(session);
+  // Every rank walks every program's tensors: rank 0 indexes them all, and
+  // each rank writes those its program holds and no lower rank writes.
+  std::vector<ModelTensor> tensors = modelTensors(a);
   const std::string ckpt = (fs::path(dir) / stepDirName(session.stepsRun()));
   // Every rank checks before any rank writes (the index, the only thing
   // that makes a checkpoint complete, comes after the exchange below).
@@ -463,19 +317,20 @@ std::string saveCheckpoint(Session &session, const std::string &dir,
     throw Error(ckpt +
                 ": cannot create the checkpoint directory: " + ec.message());
 
+  NamedTensors stateList = session.optimizerState();
+  const std::map<std::string, at::Tensor> state(stateList.begin(),
+                                                stateList.end());
   std::vector<std::pair<std::string, at::Tensor>> mine;
-  for (const LocalTensor &t : tensors) {
-    std::optional<std::pair<int64_t, int64_t>> rows =
-        a.mesh ? rowsWrittenBy(a, t, rank)
-               : std::optional(std::pair<int64_t, int64_t>(0, 0));
+  for (const ModelTensor &t : tensors) {
+    std::optional<std::pair<int64_t, int64_t>> rows = rowsWrittenBy(a, t, rank);
     if (!rows)
       continue;
     // A chunk's padding (past the global size) is not saved: it is zero and
     // a load on another layout pads again.
-    mine.emplace_back(t.name, t.shard
-                                  ? t.local.narrow(t.shard->dim, 0,
-                                                   rows->second - rows->first)
-                                  : t.local);
+    at::Tensor local = localValue(session, state, t);
+    mine.emplace_back(t.name, t.shard ? local.narrow(t.shard->dim, 0,
+                                                     rows->second - rows->first)
+                                      : local);
   }
   mine.emplace_back(kRngKey, rngState());
   const std::string file = rankFileName(rank);
@@ -515,15 +370,14 @@ std::string saveCheckpoint(Session &session, const std::string &dir,
     index.files.push_back({rankFileName(r), r,
                            uint64_t(sizes[2 * r].item<int64_t>()),
                            uint32_t(sizes[2 * r + 1].item<int64_t>())});
-  for (const LocalTensor &t : tensors) {
+  index.layout = layoutOf(a);
+  for (const ModelTensor &t : tensors) {
     CheckpointTensor ct{t.name,        t.kind,       t.param, t.dtype,
-                        t.globalShape, std::nullopt, {}};
+                        t.globalShape, std::nullopt, {},      t.programs};
     if (t.shard)
       ct.shardDim = t.shard->dim;
     for (int64_t r = 0; r < world; ++r) {
-      std::optional<std::pair<int64_t, int64_t>> rows =
-          a.mesh ? rowsWrittenBy(a, t, r)
-                 : std::optional(std::pair<int64_t, int64_t>(0, 0));
+      std::optional<std::pair<int64_t, int64_t>> rows = rowsWrittenBy(a, t, r);
       if (rows)
         ct.pieces.push_back({size_t(r), t.name, rows->first, rows->second});
     }
@@ -587,20 +441,21 @@ CheckpointInfo loadCheckpoint(Session &session, const std::string &path) {
                   " records " + std::to_string(f.bytes));
     uint32_t crc = fileCrc32(p);
     if (crc != f.crc32)
-      throw Error(p + ": checksum mismatch: CRC-32 " + hex32(crc) + ", " +
-                  indexPath + " records " + hex32(f.crc32) +
+      throw Error(p + ": checksum mismatch: CRC-32 " + formatCrc32(crc) + ", " +
+                  indexPath + " records " + formatCrc32(f.crc32) +
                   " (the file was changed or corrupted)");
     files.push_back(SafetensorsFile::open(p));
   }
 
-  // Then the model: the checkpoint must hold exactly this session's state.
-  std::vector<LocalTensor> want = localTensors(session);
+  // Then the model: the checkpoint must hold exactly the artifact's state,
+  // over every program (whatever programs, if any, the saving run had).
+  std::vector<ModelTensor> want = modelTensors(session.artifact());
   std::map<std::string, const CheckpointTensor *> byName;
   for (const CheckpointTensor &t : index.tensors)
     byName[t.name] = &t;
   const std::string artifact = session.artifact().what();
   std::set<std::string> used;
-  for (const LocalTensor &w : want) {
+  for (const ModelTensor &w : want) {
     auto it = byName.find(w.name);
     if (it == byName.end())
       throw Error(indexPath + ": has no " + w.kind + " '" + w.name +
@@ -628,10 +483,12 @@ CheckpointInfo loadCheckpoint(Session &session, const std::string &path) {
                   "', which " + artifact +
                   " does not have (a checkpoint of another model?)");
 
-  // Rebuild every global tensor, checking each piece against its file,
-  // before changing the session.
-  std::vector<std::pair<const LocalTensor *, at::Tensor>> full;
-  for (const LocalTensor &w : want) {
+  // Rebuild every global tensor this rank's program holds, checking each
+  // piece against its file, before changing the session.
+  std::vector<std::pair<const ModelTensor *, at::Tensor>> full;
+  for (const ModelTensor &w : want) {
+    if (!holdsLocally(session, w))
+      continue;
     const CheckpointTensor &t = *byName.at(w.name);
     at::Tensor g = at::zeros(t.shape, at::TensorOptions().dtype(t.dtype));
     for (const CheckpointPiece &pc : t.pieces) {
@@ -659,7 +516,7 @@ CheckpointInfo loadCheckpoint(Session &session, const std::string &path) {
   // A rank of the saving run's mesh takes its own generator state; ranks
   // beyond it take rank 0's (draws differ on another layout anyway).
   const CheckpointPiece &rngPiece =
-      index.rng[size_t(std::min(session.rank(), index.worldSize - 1))];
+      index.rng[size_t(session.rank() < index.worldSize ? session.rank() : 0)];
   const SafetensorsFile &rngFile = files[rngPiece.file];
   const SafetensorsEntry *rngEntry = rngFile.find(rngPiece.key);
   if (!rngEntry || rngEntry->dtype != at::kByte || rngEntry->shape.size() != 1)

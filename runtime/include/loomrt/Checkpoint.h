@@ -11,7 +11,8 @@
 // CRC-32. A checkpoint is complete exactly when its index.json exists, so a
 // save that dies leaves the previous one complete. Loading rebuilds each
 // tensor from the index alone and takes this session's part of it, so a
-// checkpoint loads under any other sharding of the same model.
+// checkpoint loads under any other sharding of the same model, pipelined
+// (MPMD: each rank saves the tensors of the stage programs it runs) or not.
 // docs/checkpoints.md describes the format and the commands.
 //
 //===----------------------------------------------------------------------===//
@@ -31,7 +32,10 @@ namespace loomrt {
 
 class Session;
 
-inline constexpr int64_t kCheckpointVersion = 1;
+/// The index version saves write; loads also read version 1, which had no
+/// `layout` (one program on every rank).
+inline constexpr int64_t kCheckpointVersion = 2;
+inline constexpr int64_t kCheckpointOldestVersion = 1;
 
 /// Rows [begin, end) of a tensor's sharded dimension (the whole tensor when
 /// it is not sharded), stored under `key` in files[file].
@@ -54,6 +58,27 @@ struct CheckpointTensor {
   /// The dimension the saving run sharded, if it did.
   std::optional<int64_t> shardDim;
   std::vector<CheckpointPiece> pieces;
+  /// The saving layout's programs that held it (indices into
+  /// CheckpointLayout::programs); the first wrote it.
+  std::vector<size_t> programs;
+};
+
+/// How the saving run was laid out: its mesh and which ranks ran each of its
+/// programs (one program on every rank unless it was pipelined). Loading
+/// does not need it (pieces name their files); it says where each tensor
+/// lived, for people and for tools that read one stage's tensors.
+struct CheckpointLayout {
+  /// Empty without a mesh (one rank).
+  std::vector<int64_t> meshShape;
+  std::vector<std::string> meshAxes;
+  /// Per program, its ranks; together a partition of the ranks.
+  std::vector<std::vector<int64_t>> programs;
+  /// Whether the programs were a pipeline's (MPMD).
+  bool mpmd = false;
+
+  /// "1 rank", "FSDP/DDP on mesh [4] (dp)", "pipeline of 2 programs on mesh
+  /// [2, 2] (pp, dp)": the layout in messages.
+  std::string describe() const;
 };
 
 struct CheckpointFile {
@@ -76,9 +101,11 @@ struct CheckpointIndex {
   std::vector<CheckpointTensor> tensors;
   /// Per saving rank: the file and key of its CPU generator's state.
   std::vector<CheckpointPiece> rng;
+  CheckpointLayout layout;
 
-  /// Parses and validates index.json's text; `what` names it in errors,
-  /// which give the field's path. Throws loomrt::Error.
+  /// Parses and validates index.json's text (any bytes: the loader's input
+  /// is untrusted, runtime/fuzz fuzzes it); `what` names it in errors,
+  /// which give the field's path. Throws loomrt::Error and nothing else.
   static CheckpointIndex parse(const std::string &text,
                                const std::string &what);
   std::string dump() const;
@@ -118,6 +145,8 @@ CheckpointInfo loadCheckpoint(Session &session, const std::string &path);
 
 /// zlib's CRC-32 of the file's bytes.
 uint32_t fileCrc32(const std::string &path);
+/// A CRC-32 as index.json writes it: 8 lowercase hex digits.
+std::string formatCrc32(uint32_t crc);
 
 } // namespace loomrt
 

@@ -51,7 +51,9 @@ TEST(Checkpoint, IndexRoundTrips) {
 TEST(Checkpoint, IndexErrorsNameTheField) {
   json j = validIndex();
   j["version"] = 7;
-  EXPECT_CONTAINS(parseError(j), "ix.json: index.version: is 7");
+  EXPECT_CONTAINS(parseError(j),
+                  "ix.json: index.version: is 7, this loomrt reads versions "
+                  "1 to 2");
   j = validIndex();
   j["files"][0]["path"] = "../escape";
   EXPECT_CONTAINS(parseError(j), "index.files[0].path: must be a file name");
@@ -77,6 +79,63 @@ TEST(Checkpoint, IndexErrorsNameTheField) {
   EXPECT_CONTAINS(parseError(j), "ix.json: index: has no 'rng'");
   EXPECT_CONTAINS(errorOf([] { CheckpointIndex::parse("{", "ix.json"); }),
                   "ix.json: not valid JSON");
+}
+
+/// A version 2 index of a two-rank pipeline: two programs, the tensor held
+/// by both and written by the first.
+json validPipelineIndex() {
+  json j = validIndex();
+  j["version"] = 2;
+  j["world_size"] = 2;
+  j["files"].push_back({{"path", "rank-00001.safetensors"},
+                        {"rank", 1},
+                        {"bytes", 10},
+                        {"crc32", "00001234"}});
+  j["rng"].push_back({{"file", 1}, {"key", "rng/cpu"}});
+  j["layout"] = json::parse(R"({"mesh": {"shape": [2], "axes": ["pp"]},
+                                "programs": [[0], [1]], "mpmd": true})");
+  j["tensors"][0]["programs"] = {0, 1};
+  return j;
+}
+
+TEST(Checkpoint, IndexLayout) {
+  // Version 1 had no layout: one program on every rank.
+  CheckpointIndex v1 = CheckpointIndex::parse(validIndex().dump(), "ix.json");
+  EXPECT_EQ(v1.layout.programs, (std::vector<std::vector<int64_t>>{{0}}));
+  EXPECT_EQ(v1.tensors[0].programs, (std::vector<size_t>{0}));
+  EXPECT_EQ(v1.layout.describe(), "1 rank");
+
+  CheckpointIndex x =
+      CheckpointIndex::parse(validPipelineIndex().dump(), "ix.json");
+  EXPECT_TRUE(x.layout.mpmd);
+  EXPECT_EQ(x.tensors[0].programs, (std::vector<size_t>{0, 1}));
+  EXPECT_EQ(x.layout.describe(), "pipeline of 2 programs on mesh [2] (pp)");
+  EXPECT_EQ(CheckpointIndex::parse(x.dump(), "again").dump(), x.dump());
+
+  json j = validPipelineIndex();
+  j.erase("layout");
+  EXPECT_CONTAINS(parseError(j), "ix.json: index: has no 'layout'");
+  j = validPipelineIndex();
+  j["layout"]["programs"] = json::parse("[[0, 1], [1]]");
+  EXPECT_CONTAINS(parseError(j), "index.layout.programs[1]: must hold ranks "
+                                 "in [0, world_size) that no other program "
+                                 "holds, found 1");
+  j = validPipelineIndex();
+  j["layout"]["programs"] = json::parse("[[0]]");
+  EXPECT_CONTAINS(parseError(j),
+                  "index.layout.programs: must give every rank a program");
+  j = validPipelineIndex();
+  j["layout"]["mesh"]["shape"] = {1};
+  EXPECT_CONTAINS(parseError(j),
+                  "index.layout.mesh: has 1 ranks, world_size is 2");
+  j = validPipelineIndex();
+  j["tensors"][0]["programs"] = {0, 2};
+  EXPECT_CONTAINS(parseError(j),
+                  "index.tensors['w'].programs: must hold distinct indices "
+                  "into index.layout.programs (2), found 2");
+  j = validPipelineIndex();
+  j["files"][0]["crc32"] = " 000abcd";
+  EXPECT_CONTAINS(parseError(j), "index.files[0].crc32: must be 8 hex");
 }
 
 /// One step on linearBatch(seed) through the C API.
