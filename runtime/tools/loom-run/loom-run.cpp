@@ -5,6 +5,7 @@
 //          [--weights FILE] [--save-params FILE] [--no-progress]
 //          [--nproc N] [--timeout SECONDS] [--rtol R] [--atol A]
 //          [--checkpoint-dir DIR --save-every K [--keep N]] [--resume PATH]
+//          [--memory-report FILE]
 //
 // Option parsing over libloomrt's launcher and runner (loomrt/Launcher.h,
 // loomrt/Runner.h). Exit status: 0, 1 for a --check mismatch on any rank, 2
@@ -45,7 +46,7 @@ void usage(FILE *out) {
       "                [--no-progress] [--nproc N] [--timeout SECONDS]\n"
       "                [--rtol R] [--atol A]\n"
       "                [--checkpoint-dir DIR --save-every K [--keep N]]\n"
-      "                [--resume PATH]\n"
+      "                [--resume PATH] [--memory-report FILE]\n"
       "\n"
       "  --batches FILE     a capture's batches.safetensors (step s uses\n"
       "                     batch s mod num_steps)\n"
@@ -84,7 +85,16 @@ void usage(FILE *out) {
       "  --resume PATH      continue from a checkpoint (PATH, or the newest\n"
       "                     complete one in the directory PATH), on any\n"
       "                     sharding of the same model; --steps counts from\n"
-      "                     step 0\n");
+      "                     step 0\n"
+      "  --memory-report FILE\n"
+      "                     after each step (and its checkpoint save), one\n"
+      "                     JSON line per rank: rank, step, loss (every\n"
+      "                     digit), rss_bytes and hwm_bytes (VmRSS, VmHWM\n"
+      "                     of /proc/self/status), tracked_peak_bytes and\n"
+      "                     tracked_end_bytes (the runtime's own count of\n"
+      "                     tensor memory: the step's peak, what stays\n"
+      "                     after it), checkpoint (a save followed); all\n"
+      "                     ranks' lines in one file, rank by rank\n");
 }
 
 [[noreturn]] void usageError(const std::string &message) {
@@ -137,6 +147,8 @@ RunOptions parseOptions(int argc, char **argv) {
       o.keep = parseInt(a, value(), 1);
     } else if (a == "--resume") {
       o.resume = value();
+    } else if (a == "--memory-report") {
+      o.memoryReport = value();
     } else if (a == "--no-progress") {
       o.progress = false;
     } else if (a == "--nproc") {
