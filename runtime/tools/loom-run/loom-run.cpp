@@ -30,7 +30,10 @@
 
 #include <c10/core/GradMode.h>
 #include <csignal>
+#include <cstring>
+#include <memory>
 #include <unistd.h>
+#include <vector>
 #endif
 
 using namespace loomrt;
@@ -242,6 +245,21 @@ void killDuringSave(int64_t rank, int64_t step) {
   ::raise(SIGKILL);
 }
 
+/// LOOMRT_TEST_LEAK_RANK / LOOMRT_TEST_LEAK_BYTES: before each step that
+/// rank allocates LEAK_BYTES, writes them (so they are resident) and never
+/// frees them, as a leak in the runtime would: the load test's memory check
+/// must see it.
+void leakBeforeStep(int64_t rank, int64_t /*step*/) {
+  const char *r = std::getenv("LOOMRT_TEST_LEAK_RANK");
+  const char *n = std::getenv("LOOMRT_TEST_LEAK_BYTES");
+  if (!r || !n || std::atoll(r) != rank || std::atoll(n) <= 0)
+    return;
+  static std::vector<std::unique_ptr<char[]>> leaked;
+  size_t bytes = size_t(std::atoll(n));
+  leaked.emplace_back(new char[bytes]);
+  std::memset(leaked.back().get(), 0x5a, bytes);
+}
+
 /// LOOMRT_TEST_PERTURB_RANK=k: rank k adds 1e-2 to every parameter it
 /// holds before --check compares them, as a rank whose replica drifted
 /// would (the check must fail on that rank alone).
@@ -260,7 +278,10 @@ void perturbBeforeCheck(Session &session) {
 int main(int argc, char **argv) {
   RunOptions options = parseOptions(argc, argv);
 #ifdef LOOMRT_FAULT_INJECTION
-  options.beforeStep = injectFailure;
+  options.beforeStep = [](int64_t rank, int64_t step) {
+    leakBeforeStep(rank, step);
+    injectFailure(rank, step);
+  };
   options.beforeCheck = perturbBeforeCheck;
   options.duringSave = killDuringSave;
 #endif
