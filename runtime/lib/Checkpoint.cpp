@@ -348,7 +348,9 @@ std::string saveCheckpoint(Session &session, const std::string &dir,
     sizes = session.gatherFromAllRanks(
         at::tensor({int64_t(File::openRead(filePath).size()),
                     int64_t(fileCrc32(filePath))},
-                   at::TensorOptions().dtype(at::kLong)));
+                   at::TensorOptions().dtype(at::kLong)),
+        "the checkpoint save's gather of the ranks' file checksums for " +
+            ckpt);
   } catch (const CollectiveError &e) {
     // A peer died or hung mid-save: say so, and that the index was not
     // published (the previous checkpoint is the one to resume from).

@@ -11,6 +11,8 @@
 #include "loomrt/Error.h"
 #include "loomrt/Trace.h"
 
+#include "FileUtil.h"
+
 #include <c10/util/Exception.h>
 
 #include <arpa/inet.h>
@@ -296,14 +298,9 @@ int launchRanks(char **argv, int nproc) {
 
 namespace {
 
-/// Launches `worldSize` ranks and merges their traces into options.trace.
-int launchAndMerge(const RunOptions &o, char **argv, int worldSize) {
-  if (o.trace.empty())
-    return launchRanks(argv, worldSize);
-  // The ranks write one trace each; merge them once all have (also when a
-  // check failed afterwards: the trace helps to see why).
-  ::setenv(kTraceMergeEnv, "1", 1);
-  int rc = launchRanks(argv, worldSize);
+/// Merges the ranks' traces into options.trace once all have written one
+/// (also when a check failed afterwards: the trace helps to see why).
+int mergeRankTraces(const RunOptions &o, int worldSize, int rc) {
   std::vector<std::string> parts;
   bool all = true;
   for (int k = 0; k < worldSize; ++k) {
@@ -322,6 +319,55 @@ int launchAndMerge(const RunOptions &o, char **argv, int worldSize) {
   }
   for (const std::string &part : parts)
     std::remove(part.c_str());
+  return rc;
+}
+
+/// Concatenates the ranks' memory reports into options.memoryReport in rank
+/// order. Whatever lines a failed run's ranks wrote are kept: how memory
+/// went up to a failure is what one looks for then.
+int mergeMemoryReports(const RunOptions &o, int worldSize, int rc) {
+  std::string merged, missing;
+  std::vector<std::string> parts;
+  for (int k = 0; k < worldSize; ++k) {
+    parts.push_back(rankTracePath(o.memoryReport, k));
+    if (::access(parts.back().c_str(), R_OK) != 0)
+      missing += (missing.empty() ? "" : ", ") + std::to_string(k);
+  }
+  try {
+    for (const std::string &part : parts)
+      if (::access(part.c_str(), R_OK) == 0)
+        merged += readFile(part);
+    AtomicFileWriter out(o.memoryReport);
+    out.write(merged.data(), merged.size());
+    out.commit();
+    if (!missing.empty())
+      std::fprintf(stderr,
+                   "loom-run: memory report %s lacks rank(s) %s: they wrote "
+                   "none\n",
+                   o.memoryReport.c_str(), missing.c_str());
+    if (rc == 0 && !missing.empty())
+      rc = kExitError;
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "loom-run: error: merging the memory reports: %s\n",
+                 e.what());
+    rc = kExitError;
+  }
+  for (const std::string &part : parts)
+    std::remove(part.c_str());
+  return rc;
+}
+
+/// Launches `worldSize` ranks and merges what they wrote per rank (traces,
+/// memory reports) into the files the options name.
+int launchAndMerge(const RunOptions &o, char **argv, int worldSize) {
+  // The ranks need not say where their parts went: they are merged here.
+  if (!o.trace.empty())
+    ::setenv(kTraceMergeEnv, "1", 1);
+  int rc = launchRanks(argv, worldSize);
+  if (!o.trace.empty())
+    rc = mergeRankTraces(o, worldSize, rc);
+  if (!o.memoryReport.empty())
+    rc = mergeMemoryReports(o, worldSize, rc);
   return rc;
 }
 

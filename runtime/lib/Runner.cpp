@@ -13,8 +13,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -56,6 +58,78 @@ private:
 };
 
 double mib(int64_t bytes) { return double(bytes) / (1024.0 * 1024.0); }
+
+/// What the kernel counts for this process, in bytes: the allocator's
+/// caches, Gloo's buffers, the libraries' own memory, everything the
+/// session's MemoryTracker does not see.
+struct ProcessMemory {
+  int64_t rss = 0; // VmRSS: resident now
+  int64_t hwm = 0; // VmHWM: the most ever resident
+};
+
+ProcessMemory readProcessMemory() {
+  constexpr const char *kStatus = "/proc/self/status";
+  std::FILE *f = std::fopen(kStatus, "r");
+  if (!f)
+    throw Error(std::string(kStatus) + ": " + std::strerror(errno) +
+                " (--memory-report reads the resident set size there)");
+  ProcessMemory m;
+  bool rss = false, hwm = false;
+  char line[256];
+  long long kib = 0;
+  while (std::fgets(line, sizeof line, f)) {
+    if (std::sscanf(line, "VmRSS: %lld kB", &kib) == 1) {
+      m.rss = kib * 1024;
+      rss = true;
+    } else if (std::sscanf(line, "VmHWM: %lld kB", &kib) == 1) {
+      m.hwm = kib * 1024;
+      hwm = true;
+    }
+  }
+  std::fclose(f);
+  if (!rss || !hwm)
+    throw Error(std::string(kStatus) + ": no VmRSS or VmHWM line");
+  return m;
+}
+
+/// --memory-report: one JSON line per step, flushed as it is written, so a
+/// run that fails or hangs still shows how its memory went.
+class MemoryReport {
+public:
+  MemoryReport(std::string path, int64_t rank)
+      : path(std::move(path)), rank(rank) {
+    file = std::fopen(this->path.c_str(), "w");
+    if (!file)
+      throw Error(this->path +
+                  ": cannot write the memory report: " + std::strerror(errno));
+  }
+  MemoryReport(const MemoryReport &) = delete;
+  MemoryReport &operator=(const MemoryReport &) = delete;
+  ~MemoryReport() { std::fclose(file); }
+
+  /// After step `step` and its checkpoint save (`saved`), if any: a save
+  /// that leaked would show here. The loss, every digit, lets a report
+  /// alone tell whether two runs computed the same steps.
+  void add(int64_t step, double loss, const StepStats &st, bool saved) {
+    ProcessMemory m = readProcessMemory();
+    std::fprintf(file,
+                 "{\"rank\": %lld, \"step\": %lld, \"loss\": %.17g, "
+                 "\"rss_bytes\": %lld, \"hwm_bytes\": %lld, "
+                 "\"tracked_peak_bytes\": %lld, \"tracked_end_bytes\": "
+                 "%lld, \"checkpoint\": %s}\n",
+                 (long long)rank, (long long)step, loss, (long long)m.rss,
+                 (long long)m.hwm, (long long)st.peakBytes,
+                 (long long)st.endBytes, saved ? "true" : "false");
+    if (std::fflush(file) != 0)
+      throw Error(path +
+                  ": writing the memory report: " + std::strerror(errno));
+  }
+
+private:
+  std::string path;
+  int64_t rank;
+  std::FILE *file = nullptr;
+};
 
 /// A tolerance as the user would write it: 1e-05, 0.002, 0.
 std::string formatTolerance(double v) {
@@ -202,6 +276,13 @@ int runRank(const RunOptions &o, const DistributedConfig &config) {
     session.setTracing(true);
   }
 
+  std::optional<MemoryReport> memoryReport;
+  if (!o.memoryReport.empty())
+    memoryReport.emplace(session.worldSize() > 1
+                             ? rankTracePath(o.memoryReport, session.rank())
+                             : o.memoryReport,
+                         session.rank());
+
   Progress progress(leader && o.progress && isatty(STDERR_FILENO) &&
                         steps >= kProgressMinSteps,
                     steps);
@@ -219,7 +300,8 @@ int runRank(const RunOptions &o, const DistributedConfig &config) {
     const StepStats &st = session.lastStats();
     if (trace)
       trace->addStep(st);
-    if (o.saveEvery > 0 && (s + 1) % o.saveEvery == 0) {
+    const bool save = o.saveEvery > 0 && (s + 1) % o.saveEvery == 0;
+    if (save) {
       if (o.duringSave)
         saveOptions.afterRankFile = [&](int64_t rank) {
           o.duringSave(rank, s + 1);
@@ -231,6 +313,8 @@ int runRank(const RunOptions &o, const DistributedConfig &config) {
         std::fprintf(stderr, "loom-run: saved checkpoint %s\n", saved.c_str());
       }
     }
+    if (memoryReport)
+      memoryReport->add(s, loss, st, save);
     if (!leader)
       continue;
     progress.clear();

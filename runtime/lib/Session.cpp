@@ -997,11 +997,14 @@ void Session::setStepCount(const std::string &param, double count) {
 
 void Session::setStepsRun(int64_t steps) { impl_->stepsRun = steps; }
 
-at::Tensor Session::gatherFromAllRanks(const at::Tensor &t) const {
+at::Tensor Session::gatherFromAllRanks(const at::Tensor &t,
+                                       const std::string &what) const {
   const SessionImpl &s = *impl_;
   if (!s.comm || s.config.worldSize == 1)
     return t;
-  return s.comm->allGather(s.artifact.mesh->axes, t, 0);
+  return s.comm->allGather(s.artifact.mesh->axes, t, 0,
+                           ", " + what + " (after step " +
+                               std::to_string(s.stepsRun) + ")");
 }
 
 size_t Session::numBatchElements() const { return impl_->numBatchElements; }

@@ -1,6 +1,7 @@
 """Hand-written format-v2 (multi-rank) artifacts for a linear layer + MSE loss.
 
 Usage: make_dp_linear.py OUT_DIR --mode ddp|fsdp|hsdp [--nproc N] [--steps K]
+(--nproc: default 2, 4 for hsdp)
 
 Writes OUT_DIR/step.loomx, OUT_DIR/batches.safetensors (the global batches)
 and PyTorch eager's reference on the whole batch in one process
@@ -13,7 +14,7 @@ one SPMD program on its slice of the batch (docs/distributed.md):
   padding when OUT is not divisible by N; all-gathered (then the padding
   sliced off) before use; the gradients padded and reduce-scattered (avg);
   the optimizer updates the shards.
-- hsdp: mesh (2, 2) ["replicate", "shard"]: as fsdp on "shard", and the
+- hsdp: mesh (2, N/2) ["replicate", "shard"]: as fsdp on "shard", and the
   reduce-scattered gradients all-reduced (avg) over "replicate"; the batch
   is split over both axes.
 
@@ -97,14 +98,15 @@ class Builder:
 def program(mode: str, nproc: int, optimizer: dict, model: Model) -> dict:
     T = lambda s: {"tensor": s}  # noqa: E731
     if mode == "hsdp":
-        mesh = {"shape": [2, 2], "axes": ["replicate", "shard"]}
+        assert nproc >= 4 and nproc % 2 == 0, "hsdp's mesh is (2, nproc / 2)"
+        mesh = {"shape": [2, nproc // 2], "axes": ["replicate", "shard"]}
         shard_axes, batch_axes = ["shard"], ["replicate", "shard"]
-        g_shard = 2
+        g_shard = nproc // 2
     else:
         mesh = {"shape": [nproc], "axes": ["shard"]}
         shard_axes = batch_axes = ["shard"]
         g_shard = nproc
-    world = 4 if mode == "hsdp" else nproc
+    world = nproc
     local_batch = BATCH // world
     sharded = mode in ("fsdp", "hsdp")
     chunk = -(-OUT // g_shard)
@@ -194,24 +196,53 @@ def program(mode: str, nproc: int, optimizer: dict, model: Model) -> dict:
     }
 
 
+def seeded() -> tuple[Model, list[tuple[torch.Tensor, torch.Tensor]], dict[str, torch.Tensor]]:
+    """The model, its three batches and a copy of its initial weights, from
+    seed 0: every artifact this file writes starts from these."""
+    torch.manual_seed(0)
+    model = Model()
+    batches = [(torch.randn(BATCH, IN), torch.randn(BATCH, OUT)) for _ in range(3)]
+    initial = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    return model, batches, initial
+
+
+def write_layouts(root, layouts: dict[str, tuple[str, int]], optimizer: str = "adamw",
+                  reference: tuple[str, int] | None = None) -> dict[str, str]:
+    """Writes root/NAME/step.loomx and batches.safetensors for each layout
+    NAME -> (mode, nproc) of one model (seeded()'s weights and batches, the
+    same `optimizer` everywhere), so runs of different layouts continue each
+    other's checkpoints; with `reference` = (NAME, steps), PyTorch eager's
+    reference of that many steps goes to root/NAME. Returns NAME -> dir."""
+    model, batches, initial = seeded()
+    opt_json = loomx.optimizer_json(make_optimizer("fsdp", copy.deepcopy(model).parameters(), optimizer))
+    dirs = {}
+    for name, (mode, nproc) in layouts.items():
+        d = dirs[name] = os.path.join(str(root), name)
+        os.makedirs(d, exist_ok=True)
+        loomx.write_artifact(os.path.join(d, "step.loomx"), program(mode, nproc, opt_json, model), initial)
+        loomx.save_batches(os.path.join(d, "batches.safetensors"), batches)
+    if reference:
+        name, steps = reference
+        loomx.train_reference(dirs[name], model, make_optimizer("fsdp", model.parameters(), optimizer), batches,
+                              steps, extra={"split": layouts[name][1]})
+    return dirs
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out")
     ap.add_argument("--mode", choices=["ddp", "fsdp", "hsdp"], required=True)
-    ap.add_argument("--nproc", type=int, default=2)
+    ap.add_argument("--nproc", type=int, default=None)
     ap.add_argument("--steps", type=int, default=5)
     # The checkpoint tests reshard one model's AdamW state from FSDP to DDP.
     ap.add_argument("--optimizer", choices=["sgd", "adamw"], default=None,
                     help="default: SGD (momentum) for ddp, AdamW otherwise")
     args = ap.parse_args()
-    if args.mode == "hsdp":
-        args.nproc = 4
+    if args.nproc is None:
+        args.nproc = 4 if args.mode == "hsdp" else 2
     os.makedirs(args.out, exist_ok=True)
 
-    torch.manual_seed(0)
-    model = Model()
-    batches = [(torch.randn(BATCH, IN), torch.randn(BATCH, OUT)) for _ in range(3)]
-    initial = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    model, batches, initial = seeded()
     opt_json = loomx.optimizer_json(make_optimizer(args.mode, copy.deepcopy(model).parameters(), args.optimizer))
     loomx.write_artifact(os.path.join(args.out, "step.loomx"), program(args.mode, args.nproc, opt_json, model),
                          initial)

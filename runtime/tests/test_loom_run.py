@@ -206,6 +206,27 @@ def test_save_params_then_resume_from_them(tmp_path: Path) -> None:
     assert r2.returncode == 0, r2.stderr
 
 
+def test_memory_report(tmp_path: Path) -> None:
+    """--memory-report: a JSON line per step with the kernel's RSS next to
+    the runtime's tracked tensor bytes (test_load.py checks them over long
+    multi-rank runs); a path it cannot write is an error naming it."""
+    d = make_linear(tmp_path)
+    args = [str(d / "step.loomx"), "--batches", str(d / "batches.safetensors"), "--steps", "4", "--no-progress"]
+    r = loom_run(*args, "--memory-report", str(tmp_path / "m.jsonl"))
+    assert r.returncode == 0, r.stderr
+    rows = [json.loads(line) for line in (tmp_path / "m.jsonl").read_text().splitlines()]
+    assert [(row["rank"], row["step"], row["checkpoint"]) for row in rows] == [(0, s, False) for s in range(4)]
+    losses = [float(STEP_LINE.match(line).group(2)) for line in r.stdout.splitlines()]
+    for row, loss in zip(rows, losses):
+        assert f"{row['loss']:.7f}" == f"{loss:.7f}"
+        # A process with LibTorch loaded holds tens of MiB; VmHWM >= VmRSS.
+        assert 10 << 20 < row["rss_bytes"] <= row["hwm_bytes"], row
+        assert 0 < row["tracked_end_bytes"] <= row["tracked_peak_bytes"] < row["rss_bytes"], row
+    r = loom_run(*args, "--memory-report", str(tmp_path / "missing" / "m.jsonl"))
+    assert r.returncode == 2
+    assert str(tmp_path / "missing" / "m.jsonl") + ": cannot write the memory report: No such file" in r.stderr
+
+
 def write_linear_program(d: Path, mutate) -> Path:
     """make_linear's artifact with its program JSON changed by `mutate`."""
     data = (d / "step.loomx").read_bytes()

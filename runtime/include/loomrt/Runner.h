@@ -54,6 +54,11 @@ struct RunOptions {
   int64_t saveEvery = 0;
   int64_t keep = 0;
   std::string resume;
+  /// JSON lines, one per rank and step: the process's resident set size
+  /// and high-water mark (/proc/self/status) next to the session's tracked
+  /// tensor bytes. A multi-rank run's ranks each write rankTracePath(
+  /// memoryReport, rank), which the launcher concatenates into memoryReport.
+  std::string memoryReport;
   /// ATen intra-op threads; 0: one per rank on several ranks, else ATen's.
   int threads = 0;
   bool progress = true;

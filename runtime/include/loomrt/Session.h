@@ -192,8 +192,10 @@ public:
   void setStepsRun(int64_t steps);
   /// Blocking all-gather of a 1-d tensor over every rank, in rank order
   /// (the input itself on one rank): the runtime's own exchanges, such as a
-  /// checkpoint's file checksums. Every rank must call it.
-  at::Tensor gatherFromAllRanks(const at::Tensor &t) const;
+  /// checkpoint's file checksums. Every rank must call it. `what` says what
+  /// the exchange is for: a peer that waits on this rank in a step names it.
+  at::Tensor gatherFromAllRanks(const at::Tensor &t,
+                                const std::string &what) const;
 
   /// How many batch elements step() needs (1 + the largest batch_index).
   size_t numBatchElements() const;

@@ -5,6 +5,7 @@
 //          [--weights FILE] [--save-params FILE] [--no-progress]
 //          [--nproc N] [--timeout SECONDS] [--rtol R] [--atol A]
 //          [--checkpoint-dir DIR --save-every K [--keep N]] [--resume PATH]
+//          [--memory-report FILE]
 //
 // Option parsing over libloomrt's launcher and runner (loomrt/Launcher.h,
 // loomrt/Runner.h). Exit status: 0, 1 for a --check mismatch on any rank, 2
@@ -29,7 +30,10 @@
 
 #include <c10/core/GradMode.h>
 #include <csignal>
+#include <cstring>
+#include <memory>
 #include <unistd.h>
+#include <vector>
 #endif
 
 using namespace loomrt;
@@ -45,7 +49,7 @@ void usage(FILE *out) {
       "                [--no-progress] [--nproc N] [--timeout SECONDS]\n"
       "                [--rtol R] [--atol A]\n"
       "                [--checkpoint-dir DIR --save-every K [--keep N]]\n"
-      "                [--resume PATH]\n"
+      "                [--resume PATH] [--memory-report FILE]\n"
       "\n"
       "  --batches FILE     a capture's batches.safetensors (step s uses\n"
       "                     batch s mod num_steps)\n"
@@ -84,7 +88,16 @@ void usage(FILE *out) {
       "  --resume PATH      continue from a checkpoint (PATH, or the newest\n"
       "                     complete one in the directory PATH), on any\n"
       "                     sharding of the same model; --steps counts from\n"
-      "                     step 0\n");
+      "                     step 0\n"
+      "  --memory-report FILE\n"
+      "                     after each step (and its checkpoint save), one\n"
+      "                     JSON line per rank: rank, step, loss (every\n"
+      "                     digit), rss_bytes and hwm_bytes (VmRSS, VmHWM\n"
+      "                     of /proc/self/status), tracked_peak_bytes and\n"
+      "                     tracked_end_bytes (the runtime's own count of\n"
+      "                     tensor memory: the step's peak, what stays\n"
+      "                     after it), checkpoint (a save followed); all\n"
+      "                     ranks' lines in one file, rank by rank\n");
 }
 
 [[noreturn]] void usageError(const std::string &message) {
@@ -137,6 +150,8 @@ RunOptions parseOptions(int argc, char **argv) {
       o.keep = parseInt(a, value(), 1);
     } else if (a == "--resume") {
       o.resume = value();
+    } else if (a == "--memory-report") {
+      o.memoryReport = value();
     } else if (a == "--no-progress") {
       o.progress = false;
     } else if (a == "--nproc") {
@@ -230,6 +245,21 @@ void killDuringSave(int64_t rank, int64_t step) {
   ::raise(SIGKILL);
 }
 
+/// LOOMRT_TEST_LEAK_RANK / LOOMRT_TEST_LEAK_BYTES: before each step that
+/// rank allocates LEAK_BYTES, writes them (so they are resident) and never
+/// frees them, as a leak in the runtime would: the load test's memory check
+/// must see it.
+void leakBeforeStep(int64_t rank, int64_t /*step*/) {
+  const char *r = std::getenv("LOOMRT_TEST_LEAK_RANK");
+  const char *n = std::getenv("LOOMRT_TEST_LEAK_BYTES");
+  if (!r || !n || std::atoll(r) != rank || std::atoll(n) <= 0)
+    return;
+  static std::vector<std::unique_ptr<char[]>> leaked;
+  size_t bytes = size_t(std::atoll(n));
+  leaked.emplace_back(new char[bytes]);
+  std::memset(leaked.back().get(), 0x5a, bytes);
+}
+
 /// LOOMRT_TEST_PERTURB_RANK=k: rank k adds 1e-2 to every parameter it
 /// holds before --check compares them, as a rank whose replica drifted
 /// would (the check must fail on that rank alone).
@@ -248,7 +278,10 @@ void perturbBeforeCheck(Session &session) {
 int main(int argc, char **argv) {
   RunOptions options = parseOptions(argc, argv);
 #ifdef LOOMRT_FAULT_INJECTION
-  options.beforeStep = injectFailure;
+  options.beforeStep = [](int64_t rank, int64_t step) {
+    leakBeforeStep(rank, step);
+    injectFailure(rank, step);
+  };
   options.beforeCheck = perturbBeforeCheck;
   options.duringSave = killDuringSave;
 #endif
