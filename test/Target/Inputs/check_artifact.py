@@ -5,8 +5,9 @@ binding tables, and point-to-point send/recv, docs/pipeline.md) and prints a sum
 versions, every object's and instruction's keys and the enumerations come
 from the runtime's schema (runtime/include/loomrt/ArtifactSchema.def, parsed
 by runtime/tests/loomx.py): a key the writer writes that the schema does not
-declare fails here. Standard library only, so it runs without
-torch; it checks what a reader of the format can check without LibTorch:
+declare fails here. It needs no torch (the standard library, and the
+`safetensors` package, the format's reference reader, for the weights
+section); it checks what a reader of the format can check without LibTorch:
 the container, every field's presence and type, slot ranges, the dataflow
 of slots (nothing read before it is written or after it is freed), the
 optimizer instructions against the optimizer, and the weights section
@@ -23,6 +24,8 @@ import struct
 import sys
 from collections import Counter
 from pathlib import Path
+
+import safetensors
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "runtime" / "tests"))
 from loomx import SCHEMA  # noqa: E402
@@ -515,47 +518,37 @@ class Checker:
         self.counts.append((prog.get("ranks", [prog.get("rank")]), streams, ops, arg_kinds))
 
 
-def read_safetensors(blob):
-    (n,) = struct.unpack("<Q", blob[:8])
-    header = json.loads(blob[8:8 + n])
-    header.pop("__metadata__", None)
-    data = blob[8 + n:]
-    return {k: data[v["data_offsets"][0]:v["data_offsets"][1]] for k, v in header.items()}
+def read_safetensors(blob, what):
+    """{name: (dtype, shape, bytes)} as the reference reader sees `blob`."""
+    try:
+        return {name: (t["dtype"], list(t["shape"]), bytes(t["data"]))
+                for name, t in safetensors.deserialize(blob)}
+    except safetensors.SafetensorError as e:
+        raise Invalid(f"{what}: not a valid safetensors file: {e}")
 
 
 def check_weights(blob, inputs):
-    need(len(blob) >= 8, "weights", "shorter than a safetensors header")
-    (n,) = struct.unpack("<Q", blob[:8])
-    need(8 + n <= len(blob), "weights", "header runs past the end")
-    header = json.loads(blob[8:8 + n])
-    header.pop("__metadata__", None)
-    data = blob[8 + n:]
+    header = read_safetensors(blob, "weights")
     want = {e["name"]: e for e in inputs if e["role"] != "input"}
     need(set(header) == set(want), "weights",
          f"holds {sorted(header)} but the step binds {sorted(want)}")
     total = 0
     for name, e in want.items():
-        h = header[name]
+        dtype, shape, data = header[name]
         # A sharded parameter's weights are the full tensor (version 2).
-        shape = e["shard"]["global_shape"] if "shard" in e else e["shape"]
-        need(h["dtype"] == e["dtype"].upper() and h["shape"] == shape, f"weights.{name}",
-             f"{h['dtype']}{h['shape']} but inputs say {e['dtype']}{shape}")
-        begin, end = h["data_offsets"]
-        count = 1
-        for d in shape:
-            count *= d
-        need(end - begin == count * DTYPES[e["dtype"]] and end <= len(data), f"weights.{name}",
-             "data_offsets do not match the shape")
-        total += end - begin
+        bound = e["shard"]["global_shape"] if "shard" in e else e["shape"]
+        need(dtype == e["dtype"].upper() and shape == bound, f"weights.{name}",
+             f"{dtype}{shape} but inputs say {e['dtype']}{bound}")
+        total += len(data)
     return len(want), total
 
 
 def main():
     blob = open(sys.argv[1], "rb").read()
     source = None
-    if len(sys.argv) == 4 and sys.argv[2] == "--weights-from":
-        source = read_safetensors(open(sys.argv[3], "rb").read())
     try:
+        if len(sys.argv) == 4 and sys.argv[2] == "--weights-from":
+            source = read_safetensors(open(sys.argv[3], "rb").read(), sys.argv[3])
         need(blob[:8] == MAGIC, "container", "not a Loom artifact (bad magic)")
         version, flags, n, m = struct.unpack("<IIQQ", blob[8:32])
         need(SCHEMA.oldest <= version <= SCHEMA.current, "container",
@@ -568,7 +561,7 @@ def main():
         programs = checker.check()
         tensors, weight_bytes = check_weights(blob[32 + n:], checker.bound)
         if source is not None:
-            for name, data in read_safetensors(blob[32 + n:]).items():
+            for name, data in read_safetensors(blob[32 + n:], "weights").items():
                 need(source.get(name) == data, f"weights.{name}",
                      "differs from the tensor in " + sys.argv[3])
     except Invalid as e:
