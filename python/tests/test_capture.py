@@ -83,6 +83,20 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+def call_cli(capsys, *args: str) -> subprocess.CompletedProcess:
+    """``python -m loom.capture ARGS`` in this process (the same ``main``;
+    torch is already imported here, which saves seconds per usage error):
+    its exit status and what it printed. test_error_missing_make runs the
+    real command line."""
+    capsys.readouterr()
+    try:
+        code = capture.main(list(args))
+    except SystemExit as exc:  # argparse's usage errors
+        code = exc.code
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(["loom.capture", *args], code, out.out, out.err)
+
+
 class Captured:
     """The artifacts of one capture, loaded lazily."""
 
@@ -338,8 +352,9 @@ def test_run_config_records_what_was_asked(tmp_path, capsys):
     (["--lr", "0"], "--lr must be a positive number"),
     (["--betas", "0.9", "1.5"], "--betas must lie in [0, 1)"),
 ])
-def test_bad_optimizer_options_are_usage_errors(tmp_path, flags, fragment):
-    result = run_cli(str(REPO / "examples" / "mlp.py"), "--out", str(tmp_path / "out"), *flags)
+def test_bad_optimizer_options_are_usage_errors(tmp_path, capsys, flags, fragment):
+    result = call_cli(capsys, str(REPO / "examples" / "mlp.py"), "--out", str(tmp_path / "out"),
+                      *flags)
     assert result.returncode == 2 and fragment in result.stderr, result.stderr
     assert not (tmp_path / "out").exists()
 
@@ -454,7 +469,7 @@ def test_error_missing_make(tmp_path):
     assert_user_error(run_cli(str(path), "--out", str(tmp_path / "out")), "does not define make()")
 
 
-def test_error_non_scalar_loss(tmp_path):
+def test_error_non_scalar_loss(tmp_path, capsys):
     path = write_model(
         tmp_path,
         """
@@ -465,7 +480,7 @@ def test_error_non_scalar_loss(tmp_path):
             return nn.Linear(4, 2), [(torch.randn(3, 4),)]
         """,
     )
-    assert_user_error(run_cli(str(path), "--out", str(tmp_path / "out")), "scalar loss")
+    assert_user_error(call_cli(capsys, str(path), "--out", str(tmp_path / "out")), "scalar loss")
     assert not (tmp_path / "out" / "step.pt2").exists()
 
 
@@ -605,6 +620,7 @@ def test_split_must_divide_the_batch(tmp_path, capsys):
     assert capture.main([str(path), "--out", str(tmp_path / "ok"), "--split", "3", "--steps", "1"]) == 0
 
 
-def test_split_must_be_positive(tmp_path):
-    result = run_cli(str(REPO / "examples" / "mlp.py"), "--out", str(tmp_path / "out"), "--split", "0")
+def test_split_must_be_positive(tmp_path, capsys):
+    result = call_cli(capsys, str(REPO / "examples" / "mlp.py"), "--out", str(tmp_path / "out"),
+                      "--split", "0")
     assert result.returncode == 2 and "--split must be at least 1" in result.stderr

@@ -98,7 +98,16 @@ def test_failing_stage_is_named(first, tmp_path):
     (["--nproc", "0"], "--nproc must be at least 1"),
     (["--units", "fc1"], "unexpected argument 'fc1'"),
 ])
-def test_usage_errors(tmp_path, flags, fragment):
-    result = loom_run("examples/mlp.py", *flags, out=tmp_path / "out")
-    assert result.returncode == 2 and fragment in result.stderr, result.stderr
+def test_usage_errors(tmp_path, flags, fragment, capsys, monkeypatch):
+    # In this process (the command's own main; no interpreter and torch to
+    # start per case): a usage error stops before any stage runs.
+    from loom import run as command
+
+    monkeypatch.chdir(REPO)
+    try:
+        code = command.main(["examples/mlp.py", *flags, "--out", str(tmp_path / "out")])
+    except SystemExit as exc:  # argparse's usage errors
+        code = exc.code
+    stderr = capsys.readouterr().err
+    assert code == 2 and fragment in stderr, stderr
     assert not (tmp_path / "out").exists()

@@ -1,7 +1,9 @@
 """Training parity: capture -> loom-import -> loom-compile -> loom-run --check.
 
-Each example trains 20 steps with each optimizer in Loom's runtime and must
-reproduce PyTorch eager (`reference.json`, `reference.safetensors` from the
+Each example trains 20 steps in Loom's runtime (the GPT with each optimizer,
+the others with one each: the optimizers' kernels are checked against
+torch.optim op for op by the runtime's own tests, OptimizerTest and
+optimizer-golden) and must reproduce PyTorch eager (`reference.json`, `reference.safetensors` from the
 capture) bitwise: every loss and every final parameter and buffer equal
 (`loom-run --check --rtol 0 --atol 0`), because the joint graph calls eager
 autograd's kernels and the runtime runs torch.optim's single-tensor
@@ -54,8 +56,9 @@ MODELS = {
 }
 
 
-@pytest.mark.parametrize("optimizer", sorted(OPTIMIZERS))
-@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize("name, optimizer", [
+    ("gpt", "sgd"), ("gpt", "adam"), ("gpt", "adamw"),
+    ("mlp", "sgd"), ("vit", "adamw"), ("batchnorm", "adam")])
 def test_trains_at_parity_with_eager(name, optimizer, tmp_path):
     capture_flags, compile_flags = OPTIMIZERS[optimizer]
     env = dict(os.environ, PYTHONPATH=str(REPO / "python"))

@@ -16,12 +16,13 @@ import os
 import shutil
 import subprocess
 import sys
-import zlib
 from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
+
+from checkpoint_helpers import complete, ok, rewrite_checkpoint, trace_losses  # runtime/tests, on sys.path under pytest
 
 HERE = Path(__file__).resolve().parent
 LOOM_RUN = os.environ.get("LOOM_RUN", "")
@@ -70,15 +71,8 @@ def loom_run(d: Path, *extra: str, tool: str | None = None, env: dict | None = N
                           capture_output=True, text=True, timeout=180, env={**os.environ, **(env or {})})
 
 
-def ok(r: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
-    assert r.returncode == 0, r.stdout + r.stderr
-    return r
 
 
-def trace_losses(path: Path) -> dict[int, float]:
-    events = json.loads(path.read_text())["traceEvents"]
-    return {int(e["name"].split()[1]): e["args"]["loss"] for e in events
-            if e.get("cat") == "step" and e["pid"] == 0}
 
 
 _uninterrupted: dict[str, tuple[dict[int, float], dict[str, torch.Tensor]]] = {}
@@ -92,8 +86,6 @@ def uninterrupted(d: Path, tmp: Path) -> tuple[dict[int, float], dict[str, torch
     return _uninterrupted[d.name]
 
 
-def complete(ckdir: Path) -> list[str]:
-    return sorted(p.name for p in ckdir.iterdir() if (p / "index.json").exists())
 
 
 @pytest.mark.parametrize("name", ["fsdp1", "fsdp2", "fsdp4"])
@@ -121,22 +113,6 @@ def test_kill_and_resume_is_bitwise(arts, tmp_path: Path, name: str) -> None:
     assert complete(ck)[-1] == "step-00000006"
 
 
-def rewrite_checkpoint(ck: Path, change) -> None:
-    """Applies `change(name, tensor) -> tensor` to every rank file and makes
-    the index's sizes and checksums match again (a well-formed checkpoint
-    holding other values)."""
-    index = json.loads((ck / "index.json").read_text())
-    for f in index["files"]:
-        p = ck / f["path"]
-        with open(p, "rb") as fh:
-            n = int.from_bytes(fh.read(8), "little")
-            meta = json.loads(fh.read(n)).get("__metadata__")
-        tensors = {k: change(k, v) for k, v in load_file(str(p)).items()}
-        save_file(tensors, str(p), metadata=meta)
-        data = p.read_bytes()
-        f["bytes"] = len(data)
-        f["crc32"] = f"{zlib.crc32(data):08x}"
-    (ck / "index.json").write_text(json.dumps(index))
 
 
 def test_negative_control_lost_optimizer_state_changes_the_run(arts, tmp_path: Path) -> None:

@@ -26,13 +26,14 @@ import os
 import shutil
 import subprocess
 import sys
-import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
+
+from checkpoint_helpers import complete, ok, rewrite_checkpoint, trace_losses  # runtime/tests, on sys.path under pytest
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -60,9 +61,6 @@ def run(cmd: list, **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=180, **kwargs)
 
 
-def ok(r: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
-    assert r.returncode == 0, r.stdout + r.stderr
-    return r
 
 
 @pytest.fixture(scope="module")
@@ -102,14 +100,8 @@ def loom_run(d: Path, *extra: str, tool: str | None = None, env: dict | None = N
                env={**os.environ, **(env or {})})
 
 
-def trace_losses(path: Path) -> dict[int, float]:
-    events = json.loads(path.read_text())["traceEvents"]
-    return {int(e["name"].split()[1]): e["args"]["loss"] for e in events
-            if e.get("cat") == "step" and e["pid"] == 0}
 
 
-def complete(ckdir: Path) -> list[str]:
-    return sorted(p.name for p in ckdir.iterdir() if (p / "index.json").exists())
 
 
 _uninterrupted: dict[str, tuple[dict[int, float], dict[str, torch.Tensor], Path]] = {}
@@ -176,20 +168,6 @@ def test_index_places_every_tensor(arts, tmp_path: Path) -> None:
     assert [p["rows"] for p in last["pieces"]] == [[0, 4], [4, 8]]
 
 
-def rewrite_checkpoint(ck: Path, change) -> None:
-    """Applies `change(name, tensor) -> tensor` to every rank file and makes
-    the index's sizes and checksums match again."""
-    index = json.loads((ck / "index.json").read_text())
-    for f in index["files"]:
-        p = ck / f["path"]
-        with open(p, "rb") as fh:
-            n = int.from_bytes(fh.read(8), "little")
-            meta = json.loads(fh.read(n)).get("__metadata__")
-        save_file({k: change(k, v) for k, v in load_file(str(p)).items()}, str(p), metadata=meta)
-        data = p.read_bytes()
-        f["bytes"] = len(data)
-        f["crc32"] = f"{zlib.crc32(data):08x}"
-    (ck / "index.json").write_text(json.dumps(index))
 
 
 def within(got: float | torch.Tensor, want: float | torch.Tensor, rtol: float, atol: float = 0.0) -> bool:

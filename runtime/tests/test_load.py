@@ -31,6 +31,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from checkpoint_helpers import ok  # runtime/tests, on sys.path under pytest
+
 HERE = Path(__file__).resolve().parent
 LOOM_RUN = os.environ.get("LOOM_RUN", "")
 LOOM_RUN_FAULTS = os.environ.get("LOOM_RUN_FAULTS", "")
@@ -88,9 +90,6 @@ def loom_run(d: Path, *extra: str, tool: str | None = None, env: dict | None = N
                           capture_output=True, text=True, timeout=60 + 15 * STEPS, env={**os.environ, **(env or {})})
 
 
-def ok(r: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
-    assert r.returncode == 0, r.stdout + r.stderr
-    return r
 
 
 def read_report(path: Path) -> dict[int, list[dict]]:
