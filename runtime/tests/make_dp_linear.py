@@ -228,7 +228,8 @@ def write_layouts(root, layouts: dict[str, tuple[str, int]], optimizer: str = "a
     return dirs
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    """Also called in-process by the tests (one torch import for many artifacts)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out")
     ap.add_argument("--mode", choices=["ddp", "fsdp", "hsdp"], required=True)
@@ -237,7 +238,7 @@ def main() -> int:
     # The checkpoint tests reshard one model's AdamW state from FSDP to DDP.
     ap.add_argument("--optimizer", choices=["sgd", "adamw"], default=None,
                     help="default: SGD (momentum) for ddp, AdamW otherwise")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.nproc is None:
         args.nproc = 4 if args.mode == "hsdp" else 2
     os.makedirs(args.out, exist_ok=True)

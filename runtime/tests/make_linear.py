@@ -112,12 +112,13 @@ def program(optimizer: dict, model: Model, batch) -> dict:
     }
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    """Also called in-process by the tests (one torch import for many artifacts)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out")
     ap.add_argument("--optimizer", choices=["sgd", "adam", "adamw"], default="sgd")
     ap.add_argument("--steps", type=int, default=6)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
 
     torch.manual_seed(0)

@@ -252,14 +252,15 @@ def program(model: Model, M: int, dp: int, optimizer: dict, fault: str | None) -
     }
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    """Also called in-process by the tests (one torch import for many artifacts)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out")
     ap.add_argument("--dp", type=int, choices=[1, 2], default=1)
     ap.add_argument("--microbatches", type=int, choices=[1, 2, 4], default=2)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--fault", choices=["bad-scale", "bad-tag"])
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
 
     torch.manual_seed(0)

@@ -35,10 +35,10 @@ pytestmark = pytest.mark.skipif(not LOOM_RUN, reason="LOOM_RUN is not set (ctest
 
 
 def make_linear(out: Path, optimizer: str = "sgd", steps: int = 6) -> Path:
-    subprocess.run(
-        [sys.executable, str(HERE / "make_linear.py"), str(out), "--optimizer", optimizer, "--steps", str(steps)],
-        check=True,
-    )
+    # In this process: a subprocess per test would import torch again.
+    import make_linear as generator
+
+    assert generator.main([str(out), "--optimizer", optimizer, "--steps", str(steps)]) == 0
     return out
 
 

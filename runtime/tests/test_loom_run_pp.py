@@ -38,11 +38,13 @@ CASES = [(1, 2), (1, 4), (2, 2), (2, 4)]  # (dp, microbatches)
 
 
 def make(out: Path, dp: int = 1, microbatches: int = 2, fault: str | None = None) -> Path:
-    cmd = [sys.executable, str(HERE / "make_pp_linear.py"), str(out), "--dp", str(dp), "--microbatches",
-           str(microbatches)]
+    # In this process: a subprocess per case would import torch again.
+    import make_pp_linear
+
+    argv = [str(out), "--dp", str(dp), "--microbatches", str(microbatches)]
     if fault:
-        cmd += ["--fault", fault]
-    subprocess.run(cmd, check=True)
+        argv += ["--fault", fault]
+    assert make_pp_linear.main(argv) == 0
     return out
 
 
