@@ -9,11 +9,12 @@ be the model's.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import runpy
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -26,11 +27,13 @@ pytestmark = needs_tools(LOOM_IMPORT, LOOM_OPT)
 
 
 def capture(model_file: Path, out: Path) -> None:
-    env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
-    subprocess.run(
-        [sys.executable, "-m", "loom.capture", str(model_file), "--out", str(out),
-         "--steps", "1"],
-        check=True, env=env, capture_output=True, text=True)
+    """``python -m loom.capture FILE --out OUT --steps 1``, run in this
+    process (capture's own main, as test_capture.py does): torch is imported
+    once per test file instead of once per model."""
+    from loom import capture as loom_capture
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert loom_capture.main([str(model_file), "--out", str(out), "--steps", "1"]) == 0
 
 
 def loom_stats(out: Path) -> dict:
