@@ -26,7 +26,6 @@ same model compiled without ``--max-grad-norm`` must fail the same check.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -34,6 +33,7 @@ from pathlib import Path
 import pytest
 
 from build_tools import LOOM_COMPILE, LOOM_IMPORT, LOOM_RUN, REPO, needs_tools
+from capture_cli import loom_capture
 
 pytestmark = needs_tools(LOOM_IMPORT, LOOM_COMPILE, LOOM_RUN)
 
@@ -57,10 +57,9 @@ def run(cmd: list, **kwargs) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize("mode", sorted(CASES))
 def test_clipping_equals_pytorch(mode, tmp_path):
     world, flags, norm_type, max_norm, tolerance = CASES[mode]
-    env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
-    result = run([sys.executable, "-m", "loom.capture", MODEL, "--out", tmp_path,
+    result = loom_capture([MODEL, "--out", tmp_path,
                   "--steps", str(STEPS), "--split", str(world), "--optimizer", "adamw",
-                  "--lr", "1e-2"], env=env)
+                  "--lr", "1e-2"])
     assert result.returncode == 0, result.stderr
     result = run([LOOM_IMPORT, tmp_path / "step.pt2", "-o", tmp_path / "step.mlir"])
     assert result.returncode == 0, result.stderr

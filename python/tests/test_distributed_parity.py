@@ -28,6 +28,7 @@ import pytest
 
 from run_output import issued
 from build_tools import LOOM_COMPILE, LOOM_IMPORT, LOOM_RUN, REPO, needs_tools
+from capture_cli import loom_capture
 
 STEPS = 20
 
@@ -78,10 +79,9 @@ def capture_and_import(name: str, split: int, out: Path, microbatches: int = 1,
     if key not in _CAPTURES:
         cache = Path(tempfile.mkdtemp(prefix=f"loom-capture-{name}-{split}-"))
         atexit.register(shutil.rmtree, cache, ignore_errors=True)
-        env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
-        result = run([sys.executable, "-m", "loom.capture", MODELS[name], "--out", cache,
+        result = loom_capture([MODELS[name], "--out", cache,
                       "--steps", str(STEPS), *flags, "--split", str(split),
-                      "--microbatches", str(microbatches)], env=env)
+                      "--microbatches", str(microbatches)])
         assert result.returncode == 0, result.stderr
         assert json.loads((cache / "reference.json").read_text())["split"] == split
         result = run([LOOM_IMPORT, cache / "step.pt2", "-o", cache / "step.mlir"])
@@ -165,9 +165,8 @@ def loom_buckets(program: dict) -> list[list[str]]:
 def bucket_model_step(tmp_path_factory) -> Path:
     """ddp_buckets_model.py captured for 2 ranks and imported, once."""
     out = tmp_path_factory.mktemp("ddp_buckets")
-    env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
-    result = run([sys.executable, "-m", "loom.capture", BUCKET_MODEL, "--out", out, "--steps", "1",
-                  "--split", "2"], env=env)
+    result = loom_capture([BUCKET_MODEL, "--out", out, "--steps", "1",
+                  "--split", "2"])
     assert result.returncode == 0, result.stderr
     result = run([LOOM_IMPORT, out / "step.pt2", "-o", out / "step.mlir"])
     assert result.returncode == 0, result.stderr

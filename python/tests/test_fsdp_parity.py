@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import sys
 from pathlib import Path
@@ -25,6 +24,7 @@ from run_output import issued
 from fsdp2_mixed_precision import compare_with_fsdp2, emulate
 from test_distributed_parity import (LOOM_COMPILE, LOOM_RUN, MODELS, OPTIMIZERS, STEPS,
                                      capture_and_import, pytestmark, run, train)  # noqa: F401
+from capture_cli import loom_capture
 from test_pipeline import LOOM_IMPORT, REPO
 
 sys.path.insert(0, str(REPO / "python"))
@@ -181,9 +181,8 @@ def test_fsdp_bf16_leaves_float_buffers_alone(tmp_path):
     the losses 3e-3 apart after 5 AdamW steps); the real fully_shard equals
     the emulation bitwise here."""
     model = Path(__file__).parent / "fsdp_mp_buffer_model.py"
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2] / "python"))
-    result = run([sys.executable, "-m", "loom.capture", model, "--out", tmp_path,
-                  "--steps", "5", "--optimizer", "adamw", "--split", "2"], env=env)
+    result = loom_capture([model, "--out", tmp_path,
+                  "--steps", "5", "--optimizer", "adamw", "--split", "2"])
     assert result.returncode == 0, result.stderr
     result = run([LOOM_IMPORT, tmp_path / "step.pt2", "-o", tmp_path / "step.mlir"])
     assert result.returncode == 0, result.stderr

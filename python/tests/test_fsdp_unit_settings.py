@@ -40,15 +40,14 @@ doubled division by the microbatch count or the ranks is off by far more.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from run_output import issued
 from build_tools import LOOM_COMPILE, LOOM_IMPORT, LOOM_RUN, REPO, needs_tools
+from capture_cli import loom_capture
 
 pytestmark = needs_tools(LOOM_IMPORT, LOOM_COMPILE, LOOM_RUN)
 
@@ -98,10 +97,9 @@ def captures(tmp_path_factory):
         if mesh not in done:
             world, flags, _ = MESHES[mesh]
             out = tmp_path_factory.mktemp(f"accum-{mesh}")
-            result = run([sys.executable, "-m", "loom.capture", MODEL, "--out", out,
+            result = loom_capture([MODEL, "--out", out,
                           "--steps", str(STEPS), "--optimizer", "sgd", "--lr", "0.1",
-                          "--split", str(world), "--microbatches", str(MICROBATCHES), *flags],
-                         env=dict(os.environ, PYTHONPATH=str(REPO / "python")))
+                          "--split", str(world), "--microbatches", str(MICROBATCHES), *flags])
             assert result.returncode == 0, result.stdout + result.stderr
             result = run([LOOM_IMPORT, out / "step.pt2", "-o", out / "step.mlir"])
             assert result.returncode == 0, result.stderr

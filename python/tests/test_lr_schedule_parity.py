@@ -25,14 +25,13 @@ shorter (the recorded schedule edited in step.mlir) must fail the check.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
 
 import pytest
 
 from build_tools import LOOM_COMPILE, LOOM_IMPORT, LOOM_RUN, REPO, needs_tools
+from capture_cli import loom_capture
 
 pytestmark = needs_tools(LOOM_IMPORT, LOOM_COMPILE, LOOM_RUN)
 
@@ -60,10 +59,9 @@ def run(cmd: list, **kwargs) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize("mode", sorted(CASES))
 def test_groups_and_schedule_equal_pytorch(mode, tmp_path):
     world, capture_flags, flags = CASES[mode]
-    env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
-    result = run([sys.executable, "-m", "loom.capture", MODEL, "--out", tmp_path,
+    result = loom_capture([MODEL, "--out", tmp_path,
                   "--steps", str(STEPS), "--split", str(world), "--lr-warmup-steps", str(WARMUP),
-                  "--lr-warmup-start-factor", "0.1", *capture_flags], env=env)
+                  "--lr-warmup-start-factor", "0.1", *capture_flags])
     assert result.returncode == 0, result.stderr
     config = json.loads((tmp_path / "run.json").read_text())
     assert [g["weight_decay"] for g in config["param_groups"]] == [0.1, 0.0]

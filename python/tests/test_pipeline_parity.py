@@ -31,16 +31,15 @@ from __future__ import annotations
 
 import atexit
 import json
-import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
 from build_tools import LOOM_COMPILE, LOOM_IMPORT, LOOM_RUN, REPO, needs_tools
+from capture_cli import loom_capture
 
 pytestmark = needs_tools(LOOM_IMPORT, LOOM_COMPILE, LOOM_RUN)
 
@@ -84,10 +83,9 @@ def capture(name: str, microbatches: int, out: Path, split: int = 1) -> None:
         dest = _CAPTURE_ROOT / f"{name}-{microbatches}mb-split{split}"
         dest.mkdir()
         model, make_args = MODELS[name]
-        env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
-        result = run([sys.executable, "-m", "loom.capture", model, "--out", dest, "--steps",
+        result = loom_capture([model, "--out", dest, "--steps",
                       str(STEPS), "--microbatches", str(microbatches), "--split", str(split),
-                      *make_args], env=env)
+                      *make_args])
         assert result.returncode == 0, result.stderr
         result = run([LOOM_IMPORT, dest / "step.pt2", "-o", dest / "step.mlir"])
         assert result.returncode == 0, result.stderr

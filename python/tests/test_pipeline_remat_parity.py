@@ -20,15 +20,14 @@ tied head).
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from build_tools import LOOM_COMPILE, LOOM_IMPORT, LOOM_RUN, REPO, needs_tools
+from capture_cli import loom_capture
 
 pytestmark = needs_tools(LOOM_IMPORT, LOOM_COMPILE, LOOM_RUN)
 
@@ -53,9 +52,8 @@ def run(cmd: list, **kwargs) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def gpt(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("gpt")
-    run([sys.executable, "-m", "loom.capture", REPO / "examples" / "gpt.py", "--out", out,
-         "--steps", STEPS, "--microbatches", MICROBATCHES],
-        env=dict(os.environ, PYTHONPATH=str(REPO / "python")))
+    loom_capture([REPO / "examples" / "gpt.py", "--out", out,
+         "--steps", STEPS, "--microbatches", MICROBATCHES])
     run([LOOM_IMPORT, out / "step.pt2", "-o", out / "step.mlir"])
     return out
 

@@ -21,14 +21,13 @@ differ from the full run, so the comparison sees a single step of training.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from build_tools import LOOM_COMPILE, LOOM_IMPORT, LOOM_OPT, LOOM_RUN, REPO, needs_tools
+from capture_cli import loom_capture
 
 pytestmark = needs_tools(LOOM_IMPORT, LOOM_COMPILE, LOOM_OPT, LOOM_RUN)
 
@@ -54,9 +53,8 @@ def run(cmd: list, **kwargs) -> subprocess.CompletedProcess:
 
 
 def capture(name: str, world: int, out: Path, microbatches: int = 1) -> None:
-    env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
-    result = run([sys.executable, "-m", "loom.capture", MODELS[name], "--out", out, "--steps",
-                  str(STEPS), "--split", str(world), "--microbatches", str(microbatches)], env=env)
+    result = loom_capture([MODELS[name], "--out", out, "--steps",
+                  str(STEPS), "--split", str(world), "--microbatches", str(microbatches)])
     assert result.returncode == 0, result.stderr
     result = run([LOOM_IMPORT, out / "step.pt2", "-o", out / "step.mlir"])
     assert result.returncode == 0, result.stderr
@@ -147,10 +145,8 @@ def test_captured_checkpoint_regions_train_like_pytorch(tmp_path):
     bitwise like the step without them, with a lower measured peak, and
     matches PyTorch eager (which ran the checkpoints) within --check's
     tolerance."""
-    env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
-    result = run([sys.executable, "-m", "loom.capture",
-                  REPO / "bench" / "models" / "pt_test_transformer.py", "--out", tmp_path,
-                  "--steps", str(STEPS), *CHECKPOINTED_TRANSFORMER], env=env)
+    result = loom_capture([REPO / "bench" / "models" / "pt_test_transformer.py", "--out", tmp_path,
+                  "--steps", str(STEPS), *CHECKPOINTED_TRANSFORMER])
     assert result.returncode == 0, result.stderr
     result = run([LOOM_IMPORT, tmp_path / "step.pt2", "-o", tmp_path / "step.mlir"])
     assert result.returncode == 0, result.stderr

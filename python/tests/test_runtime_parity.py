@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +23,7 @@ import pytest
 import torch
 
 from build_tools import LOOM_COMPILE, LOOM_IMPORT, LOOM_RUN, REPO, needs_tools
+from capture_cli import loom_capture
 
 sys.path.insert(0, str(REPO / "python"))
 from loom.safetensors_io import load_tensors, save_tensors  # noqa: E402
@@ -61,9 +61,8 @@ MODELS = {
     ("mlp", "sgd"), ("vit", "adamw"), ("batchnorm", "adam")])
 def test_trains_at_parity_with_eager(name, optimizer, tmp_path):
     capture_flags, compile_flags = OPTIMIZERS[optimizer]
-    env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
-    result = run([sys.executable, "-m", "loom.capture", MODELS[name],
-                  "--out", tmp_path, "--steps", str(STEPS), *capture_flags], env=env)
+    result = loom_capture([MODELS[name],
+                  "--out", tmp_path, "--steps", str(STEPS), *capture_flags])
     assert result.returncode == 0, result.stderr
     result = run([LOOM_IMPORT, tmp_path / "step.pt2", "-o", tmp_path / "step.mlir"])
     assert result.returncode == 0, result.stderr
@@ -86,9 +85,8 @@ def test_trains_at_parity_with_eager(name, optimizer, tmp_path):
 def mlp_step(tmp_path_factory) -> Path:
     """The MLP captured (3 AdamW steps) and compiled, once."""
     out = tmp_path_factory.mktemp("mlp")
-    env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
-    assert run([sys.executable, "-m", "loom.capture", REPO / "examples" / "mlp.py", "--out",
-                out, "--steps", "3"], env=env).returncode == 0
+    assert loom_capture([REPO / "examples" / "mlp.py", "--out",
+                out, "--steps", "3"]).returncode == 0
     assert run([LOOM_IMPORT, out / "step.pt2", "-o", out / "step.mlir"]).returncode == 0
     assert run([LOOM_COMPILE, out / "step.mlir", "-o", out / "step.loomx"]).returncode == 0
     return out
@@ -140,9 +138,8 @@ def test_exact_check_fails_on_a_parameter_one_ulp_off(mlp_step, tmp_path):
 
 def test_check_fails_on_a_wrong_reference(tmp_path):
     """--check is a real comparison: a perturbed reference loss fails it."""
-    env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
-    assert run([sys.executable, "-m", "loom.capture", REPO / "examples" / "mlp.py", "--out",
-                tmp_path, "--steps", "3", "--optimizer", "adamw"], env=env).returncode == 0
+    assert loom_capture([REPO / "examples" / "mlp.py", "--out",
+                tmp_path, "--steps", "3", "--optimizer", "adamw"]).returncode == 0
     ref = json.loads((tmp_path / "reference.json").read_text())
     ref["losses"][2] *= 1.0001
     (tmp_path / "reference.json").write_text(json.dumps(ref))

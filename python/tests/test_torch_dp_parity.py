@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from build_tools import LOOM_COMPILE, LOOM_IMPORT, LOOM_RUN, REPO, needs_tools
+from capture_cli import loom_capture
 
 pytestmark = needs_tools(LOOM_IMPORT, LOOM_COMPILE, LOOM_RUN)
 
@@ -51,9 +52,8 @@ def run(cmd: list, **kwargs) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def step(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("gpt2")
-    env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
-    result = run([sys.executable, "-m", "loom.capture", MODEL, "--out", out, "--steps", str(STEPS),
-                  "--split", str(WORLD)], env=env)
+    result = loom_capture([MODEL, "--out", out, "--steps", str(STEPS),
+                  "--split", str(WORLD)])
     assert result.returncode == 0, result.stderr
     result = run([LOOM_IMPORT, out / "step.pt2", "-o", out / "step.mlir"])
     assert result.returncode == 0, result.stderr

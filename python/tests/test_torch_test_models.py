@@ -23,12 +23,12 @@ import itertools
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from build_tools import LOOM_COMPILE, LOOM_IMPORT, LOOM_RUN, REPO, needs_tools
+from build_tools import LOOM_COMPILE, LOOM_IMPORT, LOOM_RUN, needs_tools
+from capture_cli import loom_capture
 
 pytestmark = needs_tools(LOOM_IMPORT, LOOM_COMPILE, LOOM_RUN)
 
@@ -90,13 +90,11 @@ def check(artifact: Path, out: Path, world: int, reference: Path,
 def test_pytorch_test_model_equals_pytorch(model, setting, world, optimizer, tmp_path):
     mode, reshard, microbatches, replicate = SETTINGS[setting]
     batch = 16 if world * microbatches > 4 else 8
-    env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
-    result = run([sys.executable, "-m", "loom.capture", MODELS, "--out", tmp_path,
+    result = loom_capture([MODELS, "--out", tmp_path,
                   "--steps", str(STEPS), "--split", str(world), "--microbatches",
                   str(microbatches), "--make-arg", f"model={model}", "--make-arg",
                   f"batch={batch}", *OPTIMIZERS[optimizer], "--reference", mode,
-                  "--replicate-size", str(replicate), "--reshard-after-forward", reshard],
-                 env=env)
+                  "--replicate-size", str(replicate), "--reshard-after-forward", reshard])
     assert result.returncode == 0, result.stdout + result.stderr
     reference = json.loads((tmp_path / "reference.json").read_text())
     assert reference["reference"].startswith("PyTorch ")
