@@ -1,8 +1,8 @@
-// RUN: loom-opt %s --loom-fsdp="mesh-shape=2 reshard-after-forward=true" --loom-prefetch | FileCheck %s --check-prefix=TRUE
-// RUN: loom-opt %s --loom-fsdp="mesh-shape=2 reshard-after-forward=true" --loom-prefetch | FileCheck %s --check-prefix=PRE
+// RUN: loom-opt %s --loom-fsdp="mesh-shape=2 reshard-after-forward=true" --loom-prefetch="backward-prefetch=pre" | FileCheck %s --check-prefix=TRUE
+// RUN: loom-opt %s --loom-fsdp="mesh-shape=2 reshard-after-forward=true" --loom-prefetch="backward-prefetch=pre" | FileCheck %s --check-prefix=PRE
 // RUN: loom-opt %s --loom-fsdp="mesh-shape=2 reshard-after-forward=2" --loom-prefetch="backward-prefetch=pre" | FileCheck %s --check-prefix=TRUE
-// RUN: loom-opt %s --loom-fsdp="mesh-shape=2" --loom-prefetch | FileCheck %s --check-prefix=AUTO
-// RUN: loom-opt %s --loom-fsdp="mesh-shape=2 reshard-after-forward=false" --loom-prefetch | FileCheck %s --check-prefix=FALSE
+// RUN: loom-opt %s --loom-fsdp="mesh-shape=2" --loom-prefetch="backward-prefetch=pre" | FileCheck %s --check-prefix=AUTO
+// RUN: loom-opt %s --loom-fsdp="mesh-shape=2 reshard-after-forward=false" --loom-prefetch="backward-prefetch=pre" | FileCheck %s --check-prefix=FALSE
 // RUN: loom-opt %s --loom-fsdp="mesh-shape=2 reshard-after-forward=true" --loom-prefetch="backward-prefetch=post" | FileCheck %s --check-prefix=TRUE
 // RUN: loom-opt %s --loom-fsdp="mesh-shape=2 reshard-after-forward=true" --loom-prefetch="backward-prefetch=post" | FileCheck %s --check-prefix=POST
 // RUN: loom-opt %s --loom-fsdp="mesh-shape=2 reshard-after-forward=true" --loom-prefetch="backward-prefetch=none" | FileCheck %s --check-prefix=NONE
@@ -10,7 +10,7 @@
 // RUN: loom-opt %s --loom-fsdp="mesh-shape=2 reshard-after-forward=true" --loom-prefetch="forward-prefetch=1" | FileCheck %s --check-prefix=FWD1
 // RUN: loom-opt %s --loom-fsdp="mesh-shape=2 reshard-after-forward=true" --loom-prefetch="forward-prefetch=2 backward-prefetch=none" | FileCheck %s --check-prefix=FWD2
 // RUN: loom-opt %s --loom-fsdp="mesh-shape=1" --loom-prefetch="forward-prefetch=2" | FileCheck %s --check-prefix=WS1
-// RUN: loom-opt %S/Inputs/remat-step.mlir --loom-fsdp="mesh-shape=2" --loom-prefetch | FileCheck %s --check-prefix=REMAT
+// RUN: loom-opt %S/Inputs/remat-step.mlir --loom-fsdp="mesh-shape=2" --loom-prefetch="backward-prefetch=pre" | FileCheck %s --check-prefix=REMAT
 
 // PyTorch's test_fully_shard_backward_prefetch
 // (test_fully_shard_comm.py::TestFullyShardPrefetch) on
