@@ -53,6 +53,7 @@ def measured_peaks(trace) -> dict[int, list[int]]:
     (2, ["--backward-prefetch=pre"]),
     (2, ["--reshard-after-forward=false"]),
     (4, []),
+    (4, ["--backward-prefetch=pre"]),
     (4, ["--reshard-after-forward=false"]),
 ])
 def test_measured_peak_is_the_predicted_one(world, flags, tmp_path):
