@@ -28,9 +28,11 @@
 //             unshard layers.1, post_backward layers.2, unshard layers.0,
 //             post_backward layers.1, post_backward layers.0, post_backward ""
 //   raf False: every backward unshard removed.
-// The default backward prefetch (pre) moves each unit's backward all-gather
-// to the pre-backward point of the unit after it in post-forward order: the
-// root prefetches layers.2, layers.2 prefetches layers.1, and so on.
+// FSDP2's default backward prefetch (pre; named explicitly, since Loom's
+// default, bounded, may issue later to keep the peak, prefetch-bounded.mlir)
+// moves each unit's backward all-gather to the pre-backward point of the
+// unit after it in post-forward order: the root prefetches layers.2,
+// layers.2 prefetches layers.1, and so on.
 // (raf=2 on 2 ranks is the shard size, i.e. True. Activation checkpointing,
 // which PyTorch also checks does not change the events, has no counterpart
 // in the captured step.)
