@@ -18,8 +18,8 @@ Pipeline, all without weights (an 8 B-parameter model is never materialised):
    ``--extra-passes`` if given, then three variants, each simulated with
    ``--loom-simulate="device=h100 nodes=W/8"`` after
    ``--loom-attach-optimizer`` (AdamW, torchtitan's lr 3e-4): ``none`` (no
-   prefetch), ``fsdp2`` (``--loom-prefetch``: FSDP2's default backward
-   prefetch) and ``scheduled`` (``--loom-schedule`` on the same device model
+   prefetch), ``fsdp2`` (``--loom-prefetch=backward-prefetch=pre``: FSDP2's
+   default backward prefetch) and ``scheduled`` (``--loom-schedule`` on the same device model
    under ``--memory-limit``, default 80GB).
 
 Prints per world size the simulated step time, its compute, communication and
@@ -118,7 +118,7 @@ def simulate(args, fsdp_mlir: Path, world: int, work: Path, variant: str) -> dic
         sim += f" timeline={args.timeline / f'llama3-{world}-{variant}.trace.json'}"
     passes = [f"--loom-attach-optimizer=optimizer=adamw lr={args.lr}"]
     if variant == "fsdp2":
-        passes.insert(0, "--loom-prefetch")
+        passes.insert(0, "--loom-prefetch=backward-prefetch=pre")
     if variant == "scheduled":
         passes.append(f"--loom-schedule=device={args.device} nodes={nodes} "
                       f"memory-limit={args.memory_limit}")

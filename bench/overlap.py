@@ -8,8 +8,9 @@ capture compiled three ways:
 
 - `no-prefetch`: `loom-compile --dp=fsdp --backward-prefetch=none`: every
   all-gather is issued right before its unit runs and waited at once;
-- `fsdp2-prefetch`: the default, `--backward-prefetch=pre` (FSDP2's
-  default: the next unit's all-gather before the current unit's backward);
+- `fsdp2-prefetch`: `--backward-prefetch=pre` (FSDP2's default: the next
+  unit's all-gather before the current unit's backward; Loom's default,
+  `bounded`, issues it only as early as the step's peak allows);
 - `scheduled`: `--backward-prefetch=none --schedule` (loom-schedule, from the
   no-prefetch order, with the calibrated CPU spec,
   `data/devices/cpu.json`): all-gathers prefetched, reduce-scatters
@@ -52,7 +53,7 @@ REPO = fb.REPO
 BUILD = fb.BUILD
 VARIANTS = {
     "no-prefetch": ["--backward-prefetch=none"],
-    "fsdp2-prefetch": [],
+    "fsdp2-prefetch": ["--backward-prefetch=pre"],
     "scheduled": ["--backward-prefetch=none", "--schedule"],
     "scheduled-bounded": ["--schedule"],  # + --memory-limit, set in main()
 }

@@ -168,7 +168,7 @@ def parse_bytes(text: str) -> int:
 
 def sim_pipeline(args) -> str:
     return (f"loom-fsdp{{mesh-shape={args.split} param-dtype=bf16 reduce-dtype=f32}},"
-            f"loom-prefetch,func.func(loom-attach-optimizer{{optimizer=adamw lr={args.lr}}})")
+            f"loom-prefetch{{backward-prefetch=pre}},func.func(loom-attach-optimizer{{optimizer=adamw lr={args.lr}}})")
 
 
 def simulate(args, mlir: Path, prefix: str) -> dict:

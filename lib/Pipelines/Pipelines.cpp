@@ -174,7 +174,7 @@ LogicalResult loom::verifyCompileOptions(
     return emitError("bucket-bytes must not be negative, got " +
                      Twine(options.bucketBytes));
   if (!fsdp && (options.forwardPrefetch != 0 ||
-                options.backwardPrefetch != BackwardPrefetch::Pre ||
+                options.backwardPrefetch != BackwardPrefetch::Bounded ||
                 options.bucketBytes != 0))
     return emitError("forward-prefetch, backward-prefetch and bucket-bytes "
                      "need dp=fsdp");

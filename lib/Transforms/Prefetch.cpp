@@ -1,6 +1,7 @@
 //===- Prefetch.cpp - Issue FSDP all-gathers early (forward/backward) -----===//
 
 #include "PrefetchUtils.h"
+#include "loom/Analysis/PeakMemory.h"
 #include "loom/Transforms/Passes.h"
 
 #include "mlir/IR/Verifier.h"
@@ -56,6 +57,66 @@ struct LoomPrefetchPass
 private:
   LogicalResult prefetchStep(func::FuncOp func);
 };
+
+/// Bytes a tensor or a future of one occupies.
+int64_t getBytes(Type type) {
+  if (auto future = dyn_cast<FutureType>(type))
+    type = future.getValueType();
+  if (auto tensor = dyn_cast<RankedTensorType>(type))
+    return getTensorBytes(tensor);
+  return 0;
+}
+
+/// Moves `start` (with the ops computing its input) to the earliest op after
+/// `point` at which what it then holds early stays within `limit` activation
+/// bytes at every op it is moved across; leaves it where it is when no op
+/// does. The sweep over the current step is redone per start, so starts
+/// moved before are counted.
+void moveWithinPeak(func::FuncOp func, AllGatherStartOp start,
+                    ProgramPoint point, ArrayRef<Operation *> slice,
+                    int64_t limit) {
+  Block &body = func.getBody().front();
+  // Moved earlier, the gathered buffer (allocated at the start) and every
+  // input the slice allocates are live across the ops they move over.
+  int64_t extra = getBytes(start->getResult(0).getType());
+  Operation *first = start;
+  for (Operation *op : slice) {
+    if (op->isBeforeInBlock(first))
+      first = op;
+    if (!getAliasedOperand(op))
+      for (Value result : op->getResults())
+        extra += getBytes(result.getType());
+  }
+  PeakMemory memory(func);
+  DenseMap<Operation *, size_t> position;
+  for (auto [i, op] : llvm::enumerate(memory.order))
+    position[op] = i;
+  Operation *firstCandidate = point.after ? point.op->getNextNode() : point.op;
+  if (!firstCandidate || !position.count(firstCandidate) ||
+      !position.count(first))
+    return;
+  size_t lowest = position[firstCandidate];
+  Operation *best = nullptr;
+  int64_t live = 0;
+  // Walk back from the start: the most already live across the moved-over
+  // ops only grows, so the first op that would exceed the limit ends it.
+  for (size_t i = position[first]; i-- > lowest;) {
+    live = std::max(live, memory.activationBytesAt[i]);
+    if (live + extra > limit)
+      break;
+    if (memory.order[i]->getBlock() == &body)
+      best = memory.order[i];
+  }
+  if (!best)
+    return;
+  FailureOr<SmallVector<Operation *>> toMove =
+      collectInputSlice(start, ProgramPoint::before(best));
+  if (failed(toMove))
+    return;
+  for (Operation *op : *toMove)
+    op->moveBefore(best);
+  start->moveBefore(best);
+}
 
 /// Parses `UNIT:T1+T2` entries into (unit, targets), in option order.
 LogicalResult parseTargets(ArrayRef<std::string> entries, StringRef option,
@@ -250,6 +311,9 @@ LogicalResult LoomPrefetchPass::prefetchStep(func::FuncOp func) {
     unsigned issuer;
   };
   SmallVector<Request> requests;
+  // `bounded`'s requests, placed last against the step's peak as the other
+  // moves leave it.
+  SmallVector<Request> boundedRequests;
   for (auto [pos, u] : llvm::enumerate(forwardOrder)) {
     std::optional<ProgramPoint> point = preForward(units[u]);
     auto it = forwardLists.find(units[u].name);
@@ -272,10 +336,14 @@ LogicalResult LoomPrefetchPass::prefetchStep(func::FuncOp func) {
     }
     if (pos == 0 || backwardPrefetch == BackwardPrefetch::None)
       continue;
-    std::optional<ProgramPoint> point = backwardPrefetch == BackwardPrefetch::Pre
-                                            ? preBackward(units[u])
-                                            : postBackward(units[u]);
-    if (point)
+    std::optional<ProgramPoint> point =
+        backwardPrefetch == BackwardPrefetch::Post ? postBackward(units[u])
+                                                   : preBackward(units[u]);
+    if (!point)
+      continue;
+    if (backwardPrefetch == BackwardPrefetch::Bounded)
+      boundedRequests.push_back({*point, postForwardOrder[pos - 1], u});
+    else
       requests.push_back({*point, postForwardOrder[pos - 1], u});
   }
   // Units with an explicit backward list but no forward op (rare) still
@@ -289,10 +357,9 @@ LogicalResult LoomPrefetchPass::prefetchStep(func::FuncOp func) {
         requests.push_back({*point, unitIndex[t], u});
   }
 
-  // Each request moves the target's next all-gather whose wait follows the
-  // point, unless it is already issued there; the earliest request wins.
-  llvm::MapVector<Operation *, Move> moves;
-  for (auto [sequence, request] : llvm::enumerate(requests)) {
+  // The target's next all-gather whose wait follows the point, unless it is
+  // already issued there.
+  auto gatherToMove = [&](const Request &request) -> const Gather * {
     const Gather *next = nullptr;
     for (const Gather &g : units[request.target].gathers)
       if (!request.point.isAfter(g.wait)) {
@@ -300,6 +367,26 @@ LogicalResult LoomPrefetchPass::prefetchStep(func::FuncOp func) {
         break;
       }
     if (!next || request.point.isAfter(next->start))
+      return nullptr;
+    return next;
+  };
+  auto warnCannotMove = [&](AllGatherStartOp start, StringRef issuer,
+                            Operation *culprit) {
+    InFlightDiagnostic diag = start.emitWarning()
+                              << "--loom-prefetch: cannot issue the "
+                                 "all-gather of unit '"
+                              << displayName(getModulePath(start))
+                              << "' at unit '" << displayName(issuer)
+                              << "''s prefetch point: its input depends on "
+                                 "an op computed later";
+    diag.attachNote(culprit->getLoc()) << "this op";
+  };
+
+  // Each request moves its gather; the earliest request wins.
+  llvm::MapVector<Operation *, Move> moves;
+  for (auto [sequence, request] : llvm::enumerate(requests)) {
+    const Gather *next = gatherToMove(request);
+    if (!next)
       continue;
     auto [it, inserted] = moves.try_emplace(
         next->start, Move{request.point, unsigned(sequence), next->start,
@@ -326,14 +413,7 @@ LogicalResult LoomPrefetchPass::prefetchStep(func::FuncOp func) {
     FailureOr<SmallVector<Operation *>> slice =
         collectInputSlice(start, move.point, &culprit);
     if (failed(slice)) {
-      InFlightDiagnostic diag = start.emitWarning()
-                                << "--loom-prefetch: cannot issue the "
-                                   "all-gather of unit '"
-                                << displayName(getModulePath(start))
-                                << "' at unit '" << displayName(move.issuer)
-                                << "''s prefetch point: its input depends on "
-                                   "an op computed later";
-      diag.attachNote(culprit->getLoc()) << "this op";
+      warnCannotMove(start, move.issuer, culprit);
       continue;
     }
     SmallVector<Operation *> toMove(*slice);
@@ -347,6 +427,29 @@ LogicalResult LoomPrefetchPass::prefetchStep(func::FuncOp func) {
         op->moveBefore(move.point.op);
       }
     }
+  }
+
+  // `bounded`: the limit is the peak before any backward prefetch; starts
+  // are placed in program order of their points, each against the sweep
+  // that counts the ones placed before it.
+  if (boundedRequests.empty())
+    return success();
+  int64_t limit = PeakMemory(func).peakActivationBytes;
+  llvm::stable_sort(boundedRequests, [](const Request &a, const Request &b) {
+    return a.point < b.point;
+  });
+  for (const Request &request : boundedRequests) {
+    const Gather *next = gatherToMove(request);
+    if (!next)
+      continue;
+    Operation *culprit = nullptr;
+    FailureOr<SmallVector<Operation *>> slice =
+        collectInputSlice(next->start, request.point, &culprit);
+    if (failed(slice)) {
+      warnCannotMove(next->start, units[request.issuer].name, culprit);
+      continue;
+    }
+    moveWithinPeak(func, next->start, request.point, *slice, limit);
   }
   return success();
 }

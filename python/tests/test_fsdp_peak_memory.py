@@ -15,17 +15,24 @@ the last piece is freed) and reshapes that copy (on one rank, where the
 pieces are contiguous, the reshapes are views); a rank holds its slice of
 the batch. Each of these, mispredicted, shows on 1 or 4 ranks or without
 resharding after forward.
+
+The default backward prefetch (bounded) must also hold no more than PyTorch's
+FSDP2 at its default settings on the same model and ranks: FSDP2's peak is
+measured as bench/fsdp_vs_fsdp2.py measures it (torch.profiler's allocator
+reports on rank 0's main thread over one step), Loom's is the runtime's.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
+import sys
 
 import pytest
 
 from test_distributed_parity import (  # noqa: F401
-    LOOM_COMPILE, LOOM_RUN, OPTIMIZERS, capture_and_import, pytestmark, run)
+    LOOM_COMPILE, LOOM_RUN, MODELS, OPTIMIZERS, REPO, capture_and_import, pytestmark, run)
 
 STEPS = 3
 
@@ -43,8 +50,10 @@ def measured_peaks(trace) -> dict[int, list[int]]:
     (1, []),
     (2, []),
     (2, ["--backward-prefetch=none"]),
+    (2, ["--backward-prefetch=pre"]),
     (2, ["--reshard-after-forward=false"]),
     (4, []),
+    (4, ["--backward-prefetch=pre"]),
     (4, ["--reshard-after-forward=false"]),
 ])
 def test_measured_peak_is_the_predicted_one(world, flags, tmp_path):
@@ -66,3 +75,47 @@ def test_measured_peak_is_the_predicted_one(world, flags, tmp_path):
     assert sorted(peaks) == list(range(world)), peaks
     want = {rank: [predicted[0]] * STEPS for rank in range(world)}
     assert peaks == want, f"measured {peaks}, predicted {predicted[0]}"
+
+
+
+def compile_gpt(world: int, flags: list, tmp_path) -> tuple:
+    """GPT captured for `world` ranks and compiled with `flags`: the artifact
+    and its predicted peak (loom-compile --summary)."""
+    capture_and_import("gpt", world, tmp_path)
+    artifact = tmp_path / "step.loomx"
+    compiled = run([LOOM_COMPILE, tmp_path / "step.mlir", "-o", artifact, *OPTIMIZERS["gpt"][1],
+                    "--dp=fsdp", f"--world-size={world}", "--summary", *flags])
+    assert compiled.returncode == 0, compiled.stderr
+    predicted = re.findall(r"predicted peak memory (\d+) bytes", compiled.stderr)
+    return artifact, int(predicted[0])
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_default_peak_is_at_most_fsdp2s(world, tmp_path):
+    # The bench's FSDP2 runner, imported by name (and on the path while its
+    # ranks start, which import it again to find their entry point).
+    (tmp_path / "fsdp2").mkdir()
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        bench = importlib.import_module("fsdp_vs_fsdp2")
+        fsdp2 = bench.fsdp2(MODELS["gpt"], world, "auto", steps=1, threads=1, force_sum=False,
+                            work=tmp_path / "fsdp2",
+                            optimizer="fused")["peak_bytes_main_thread"]
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+    artifact, _ = compile_gpt(world, [], tmp_path / "bounded")
+    trace = tmp_path / "trace.json"
+    result = run([LOOM_RUN, artifact, "--nproc", str(world), "--batches",
+                  tmp_path / "bounded" / "batches.safetensors", "--steps", "1",
+                  "--no-progress", "--trace", trace], timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    loom = measured_peaks(trace)[0][0]
+    assert loom <= fsdp2, f"Loom {loom} B, FSDP2 {fsdp2} B on {world} ranks"
+    # The control: FSDP2's placement (pre, whose prediction the runtime
+    # measures exactly, test above) holds the next unit's gathered buffer
+    # across the current unit's backward, and more at the peak. It is not
+    # compared with FSDP2's peak: that moves by about one unit's gathered
+    # parameters from run to run (docs/bench/fsdp-vs-fsdp2.md), more than
+    # pre's distance from it.
+    _, pre = compile_gpt(world, ["--backward-prefetch=pre"], tmp_path / "pre")
+    assert pre > loom, f"pre {pre} B, bounded {loom} B on {world} ranks"

@@ -37,7 +37,8 @@ pytestmark = [
 SHAPE = dict(dim=64, n_layers=3, n_heads=4, n_kv_heads=2, ffn_hidden=192, vocab=256, seq=64,
              batch=4)
 RANKS = 2
-PIPELINE = (f"loom-fsdp{{mesh-shape={RANKS} param-dtype=bf16 reduce-dtype=f32}},loom-prefetch,"
+PIPELINE = (f"loom-fsdp{{mesh-shape={RANKS} param-dtype=bf16 reduce-dtype=f32}},"
+            "loom-prefetch{backward-prefetch=pre},"
             "func.func(loom-attach-optimizer{optimizer=adamw lr=3e-4})")
 
 

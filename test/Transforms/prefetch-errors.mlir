@@ -11,7 +11,7 @@
 
 // An unknown mode fails when the options are parsed, naming the known ones;
 // the other option errors point at the step.
-// MODE: for the --backward-prefetch option: 'early' is not one of pre, post, none
+// MODE: for the --backward-prefetch option: 'early' is not one of bounded, pre, post, none
 // NEG: error: 'func.func' op --loom-prefetch: forward-prefetch -1 is negative
 // SYNTAX: error: 'func.func' op --loom-prefetch: forward-targets entry 'a' is not 'UNIT:T1+T2'
 // SYNTAX2: error: 'func.func' op --loom-prefetch: backward-targets entry 'b:' is not 'UNIT:T1+T2'

@@ -1,9 +1,10 @@
-// loom-compile-pipeline runs loom-prefetch after loom-fsdp (FSDP2's
-// defaults: no forward prefetch, backward pre) and loom-bucket when
+// loom-compile-pipeline runs loom-prefetch after loom-fsdp (no forward
+// prefetch, as FSDP2; backward bounded: FSDP2's pre within the step's
+// predicted peak) and loom-bucket when
 // bucket-bytes is set; loom-compile passes the options through.
 
 // RUN: loom-compile --dp=fsdp --world-size=4 --print-pipeline | FileCheck %s --check-prefix=DEFAULT
-// DEFAULT: builtin.module(loom-fsdp{{.*}} reshard-after-forward=auto },loom-prefetch{backward-prefetch=pre forward-prefetch=0 },func.func(loom-attach-optimizer
+// DEFAULT: builtin.module(loom-fsdp{{.*}} reshard-after-forward=auto },loom-prefetch{backward-prefetch=bounded forward-prefetch=0 },func.func(loom-attach-optimizer
 // DEFAULT-NOT: loom-bucket
 
 // RUN: loom-compile --dp=fsdp --world-size=4 --forward-prefetch=2 --backward-prefetch=post --bucket-bytes=4096 --print-pipeline | FileCheck %s --check-prefix=OPTS
@@ -14,7 +15,7 @@
 // OPT: loomrt.program
 
 // RUN: not loom-compile --dp=fsdp --world-size=4 --backward-prefetch=early --print-pipeline 2>&1 | FileCheck %s --check-prefix=MODE
-// MODE: for the --backward-prefetch option: 'early' is not one of pre, post, none
+// MODE: for the --backward-prefetch option: 'early' is not one of bounded, pre, post, none
 // RUN: not loom-compile --dp=fsdp --world-size=4 --forward-prefetch=-1 --print-pipeline 2>&1 | FileCheck %s --check-prefix=NEG
 // NEG: forward-prefetch must not be negative, got -1
 // RUN: not loom-compile --dp=fsdp --world-size=4 --bucket-bytes=-8 --print-pipeline 2>&1 | FileCheck %s --check-prefix=NEGB

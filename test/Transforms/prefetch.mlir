@@ -1,8 +1,8 @@
-// RUN: loom-opt %s --loom-fsdp="mesh-shape=2 reshard-after-forward=true" --loom-prefetch | FileCheck %s --check-prefix=TRUE
-// RUN: loom-opt %s --loom-fsdp="mesh-shape=2 reshard-after-forward=true" --loom-prefetch | FileCheck %s --check-prefix=PRE
+// RUN: loom-opt %s --loom-fsdp="mesh-shape=2 reshard-after-forward=true" --loom-prefetch="backward-prefetch=pre" | FileCheck %s --check-prefix=TRUE
+// RUN: loom-opt %s --loom-fsdp="mesh-shape=2 reshard-after-forward=true" --loom-prefetch="backward-prefetch=pre" | FileCheck %s --check-prefix=PRE
 // RUN: loom-opt %s --loom-fsdp="mesh-shape=2 reshard-after-forward=2" --loom-prefetch="backward-prefetch=pre" | FileCheck %s --check-prefix=TRUE
-// RUN: loom-opt %s --loom-fsdp="mesh-shape=2" --loom-prefetch | FileCheck %s --check-prefix=AUTO
-// RUN: loom-opt %s --loom-fsdp="mesh-shape=2 reshard-after-forward=false" --loom-prefetch | FileCheck %s --check-prefix=FALSE
+// RUN: loom-opt %s --loom-fsdp="mesh-shape=2" --loom-prefetch="backward-prefetch=pre" | FileCheck %s --check-prefix=AUTO
+// RUN: loom-opt %s --loom-fsdp="mesh-shape=2 reshard-after-forward=false" --loom-prefetch="backward-prefetch=pre" | FileCheck %s --check-prefix=FALSE
 // RUN: loom-opt %s --loom-fsdp="mesh-shape=2 reshard-after-forward=true" --loom-prefetch="backward-prefetch=post" | FileCheck %s --check-prefix=TRUE
 // RUN: loom-opt %s --loom-fsdp="mesh-shape=2 reshard-after-forward=true" --loom-prefetch="backward-prefetch=post" | FileCheck %s --check-prefix=POST
 // RUN: loom-opt %s --loom-fsdp="mesh-shape=2 reshard-after-forward=true" --loom-prefetch="backward-prefetch=none" | FileCheck %s --check-prefix=NONE
@@ -10,7 +10,7 @@
 // RUN: loom-opt %s --loom-fsdp="mesh-shape=2 reshard-after-forward=true" --loom-prefetch="forward-prefetch=1" | FileCheck %s --check-prefix=FWD1
 // RUN: loom-opt %s --loom-fsdp="mesh-shape=2 reshard-after-forward=true" --loom-prefetch="forward-prefetch=2 backward-prefetch=none" | FileCheck %s --check-prefix=FWD2
 // RUN: loom-opt %s --loom-fsdp="mesh-shape=1" --loom-prefetch="forward-prefetch=2" | FileCheck %s --check-prefix=WS1
-// RUN: loom-opt %S/Inputs/remat-step.mlir --loom-fsdp="mesh-shape=2" --loom-prefetch | FileCheck %s --check-prefix=REMAT
+// RUN: loom-opt %S/Inputs/remat-step.mlir --loom-fsdp="mesh-shape=2" --loom-prefetch="backward-prefetch=pre" | FileCheck %s --check-prefix=REMAT
 
 // PyTorch's test_fully_shard_backward_prefetch
 // (test_fully_shard_comm.py::TestFullyShardPrefetch) on
@@ -28,9 +28,11 @@
 //             unshard layers.1, post_backward layers.2, unshard layers.0,
 //             post_backward layers.1, post_backward layers.0, post_backward ""
 //   raf False: every backward unshard removed.
-// The default backward prefetch (pre) moves each unit's backward all-gather
-// to the pre-backward point of the unit after it in post-forward order: the
-// root prefetches layers.2, layers.2 prefetches layers.1, and so on.
+// FSDP2's default backward prefetch (pre; named explicitly, since Loom's
+// default, bounded, may issue later to keep the peak, prefetch-bounded.mlir)
+// moves each unit's backward all-gather to the pre-backward point of the
+// unit after it in post-forward order: the root prefetches layers.2,
+// layers.2 prefetches layers.1, and so on.
 // (raf=2 on 2 ranks is the shard size, i.e. True. Activation checkpointing,
 // which PyTorch also checks does not change the events, has no counterpart
 // in the captured step.)

@@ -103,10 +103,13 @@ enum class LrDecay { Constant, Cosine, Linear };
                  "LinearLR(1, lr-end-factor, total_iters=lr-decay-steps)"))
 
 /// How backward prefetches FSDP all-gathers (`loom-prefetch`).
-enum class BackwardPrefetch { Pre, Post, None };
+enum class BackwardPrefetch { Bounded, Pre, Post, None };
 
 #define LOOM_BACKWARD_PREFETCH_VALUES                                          \
   ::llvm::cl::values(                                                          \
+      clEnumValN(::loom::BackwardPrefetch::Bounded, "bounded",                 \
+                 "pre's order, each all-gather issued as early as it can "     \
+                 "be without raising the step's predicted peak (default)"),    \
       clEnumValN(::loom::BackwardPrefetch::Pre, "pre",                         \
                  "before the current unit's gradients (FSDP2's default, "      \
                  "FSDP1 BACKWARD_PRE)"),                                       \

@@ -749,6 +749,18 @@ def LoomPrefetch : Pass<"loom-prefetch", "::mlir::ModuleOp"> {
     `post` the same unit issued at its post-backward point, and none with
     `none`.
 
+    `bounded` (the default) prefetches what `pre` does, but no earlier than
+    the step's memory allows: a prefetched all-gather holds its input and
+    its gathered buffer from its start to its wait, so issued at the
+    pre-backward point it adds the next unit's parameters to the current
+    unit's backward, where the step usually peaks. With `bounded` each start
+    (in program order) goes to the earliest op between the pre-backward
+    point and its own place at which the bytes it holds early, added to what
+    is live there (PeakMemory), stay within the predicted peak of the step
+    before any backward prefetch; where none does, it stays. So the default
+    never raises the predicted peak and keeps as much overlap as fits under
+    it; `pre` is FSDP2's placement whatever it costs.
+
     Example (`layers.1`'s backward all-gather is issued before `layers.2`
     computes its gradients, instead of after):
 
@@ -772,9 +784,10 @@ def LoomPrefetch : Pass<"loom-prefetch", "::mlir::ModuleOp"> {
                "Explicit forward prefetch lists 'UNIT:T1+T2' (the root is "
                "'<root>'); a listed unit ignores forward-prefetch">,
     Option<"backwardPrefetch", "backward-prefetch", "::loom::BackwardPrefetch",
-           /*default=*/"::loom::BackwardPrefetch::Pre",
-           "pre (FSDP2's default, FSDP1 BACKWARD_PRE), post (FSDP1 "
-           "BACKWARD_POST) or none", "LOOM_BACKWARD_PREFETCH_VALUES">,
+           /*default=*/"::loom::BackwardPrefetch::Bounded",
+           "bounded (pre within the step's peak, the default), pre (FSDP2's "
+           "default, FSDP1 BACKWARD_PRE), post (FSDP1 BACKWARD_POST) or "
+           "none", "LOOM_BACKWARD_PREFETCH_VALUES">,
     ListOption<"backwardTargets", "backward-targets", "std::string",
                "Explicit backward prefetch lists 'UNIT:T1+T2', issued at "
                "the unit's pre-backward point; a listed unit does no "
