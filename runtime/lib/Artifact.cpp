@@ -10,6 +10,7 @@
 #include "loomrt/Artifact.h"
 
 #include "FileUtil.h"
+#include "Json.h"
 #include "loomrt/Dtype.h"
 #include "loomrt/Error.h"
 #include "loomrt/Safetensors.h"
@@ -1749,14 +1750,8 @@ void ProgramReader::checkDataflow(size_t programIndex) {
 
 Artifact Artifact::parseProgram(const std::string &jsonText,
                                 const std::string &what) {
-  json root;
-  try {
-    root = json::parse(jsonText);
-  } catch (const json::exception &e) {
-    // Not only parse_error: a number too large for a double (1e999) is an
-    // out_of_range from the parser.
-    throw Error(what + ": the program is not valid JSON: " + e.what());
-  }
+  json root =
+      parseUntrustedJson(jsonText, what + ": the program is not valid JSON: ");
   Artifact a;
   a.what_ = what;
   ProgramReader(a, what).read(root);

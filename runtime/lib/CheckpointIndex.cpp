@@ -8,6 +8,8 @@
 
 #include "loomrt/Checkpoint.h"
 
+#include "Json.h"
+
 #include "loomrt/Dtype.h"
 #include "loomrt/Error.h"
 
@@ -178,14 +180,7 @@ std::string formatCrc32(uint32_t crc) {
 
 CheckpointIndex CheckpointIndex::parse(const std::string &text,
                                        const std::string &what) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception &e) {
-    // Not only parse_error: a number too large for a double is
-    // out_of_range (found by the checkpoint-index fuzzer).
-    throw Error(what + ": not valid JSON: " + e.what());
-  }
+  json j = parseUntrustedJson(text, what + ": not valid JSON: ");
   if (!j.is_object())
     throw Error(what + ": must be a JSON object");
   if (stringField(j, "format", what, "index") != kFormat)

@@ -1,6 +1,7 @@
 //===- Reference.cpp - Compare a run with PyTorch eager's reference -------===//
 
 #include "FileUtil.h"
+#include "Json.h"
 #include "loomrt/Check.h"
 #include "loomrt/Dtype.h"
 #include "loomrt/Error.h"
@@ -27,12 +28,8 @@ Reference Reference::load(const std::string &jsonPath) {
   r.tensorsPath =
       (std::filesystem::path(jsonPath).parent_path() / "reference.safetensors")
           .string();
-  json root;
-  try {
-    root = json::parse(readFile(jsonPath));
-  } catch (const json::parse_error &e) {
-    throw Error(jsonPath + ": not valid JSON: " + e.what());
-  }
+  json root =
+      parseUntrustedJson(readFile(jsonPath), jsonPath + ": not valid JSON: ");
   if (!root.is_object() || !root.contains("losses") ||
       !root["losses"].is_array())
     throw Error(jsonPath + ": expected an object with a 'losses' list");

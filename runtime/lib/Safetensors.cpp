@@ -11,6 +11,7 @@
 #include "loomrt/Safetensors.h"
 
 #include "FileUtil.h"
+#include "Json.h"
 #include "loomrt/Dtype.h"
 #include "loomrt/Error.h"
 #include "loomrt/SafetensorsFormat.h"
@@ -97,14 +98,8 @@ SafetensorsFile SafetensorsFile::open(const std::string &path, uint64_t offset,
   std::string headerText(headerLen, '\0');
   f.readAt(offset + format::kLengthBytes, headerText.data(), headerLen);
 
-  json header;
-  try {
-    header = json::parse(headerText);
-  } catch (const json::exception &e) {
-    // Not only parse_error: a number too large for a double (1e999) is an
-    // out_of_range from the parser.
-    fail(w, std::string("header is not valid JSON: ") + e.what());
-  }
+  json header =
+      parseUntrustedJson(headerText, w + ": header is not valid JSON: ");
   uint64_t dataSize = size - format::kLengthBytes - headerLen;
   file.dataOffset_ = offset + format::kLengthBytes + headerLen;
   format::Header decoded;

@@ -393,6 +393,28 @@ TEST(Check, LossTolerance) {
   EXPECT_TRUE(compareLoss(2.0, 2.0, 0, 0).ok);
 }
 
+// A reference's losses are read from untrusted JSON: every parser failure,
+// including a number too large for a double (an out_of_range, not a
+// parse_error), is an Error naming the file, never an escaping exception.
+TEST(Check, ReferenceThatIsNotJsonIsAnError) {
+  std::string dir = tempPath("badref");
+  ASSERT_EQ(system(("mkdir -p " + dir).c_str()), 0);
+  for (const char *text : {R"({"losses": [1e999]})", R"({"losses": [1.0)"}) {
+    {
+      std::ofstream j(dir + "/reference.json");
+      j << text;
+    }
+    try {
+      Reference::load(dir + "/reference.json");
+      ADD_FAILURE() << "no error for " << text;
+    } catch (const Error &e) {
+      EXPECT_NE(std::string(e.what()).find("reference.json: not valid JSON"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 TEST(Check, TensorsWithTiedAlias) {
   Session s = linearSession();
   std::string dir = tempPath("ref");
