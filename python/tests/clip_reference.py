@@ -7,8 +7,9 @@ steps, from its ``run.json``) as a user's loop does,
 
 single-device (``--mode eager``, the whole batch on one rank), with
 ``DistributedDataParallel`` (``ddp``) or with ``fully_shard`` on every
-``layers.i`` then the root (``fsdp``; the norm of DTensor gradients is
-completed across the shards by PyTorch). ``--max-norm 0`` trains without
+``layers.i`` then the root (``fsdp``, or ``hsdp`` on a ``("replicate",
+"shard")`` mesh of ``--replicate-size`` x world/R; the norm of DTensor
+gradients is completed across the shards by PyTorch). ``--max-norm 0`` trains without
 clipping: the negative control a check of a clipped Loom run must reject.
 The output is loom.dp_reference's layout (``reference.json`` and
 ``reference.safetensors``), for ``loom-run --check``.
@@ -34,14 +35,15 @@ from loom.dp_reference import (  # noqa: E402
 
 
 def _rank(rank: int, world: int, store: str, out: str, mode: str, model_file: str,
-          config: dict, max_norm: float, norm_type: float) -> None:
+          config: dict, max_norm: float, norm_type: float, replicate_size: int) -> None:
     import torch.distributed as dist
 
     start_rank(rank, world, store)
     try:
         torch.manual_seed(config["seed"])
         program = call_make(load_make(Path(model_file)), Path(model_file))
-        model = program.model if mode == "eager" else _wrap(program.model, mode, world, 1, "auto")
+        model = program.model if mode == "eager" else _wrap(program.model, mode, world,
+                                                                    replicate_size, "auto")
         inner = model.module if mode == "ddp" else model
         hyper = config["optimizer"]
         opt = OPTIMIZERS[hyper["name"]](model.parameters(), **optimizer_kwargs(hyper),
@@ -73,14 +75,16 @@ def main() -> None:
     parser.add_argument("model", type=Path)
     parser.add_argument("--capture", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--mode", choices=("eager", "ddp", "fsdp"), required=True)
+    parser.add_argument("--mode", choices=("eager", "ddp", "fsdp", "hsdp"), required=True)
     parser.add_argument("--world", type=int, required=True)
     parser.add_argument("--max-norm", type=float, required=True, help="0: no clipping")
     parser.add_argument("--norm-type", type=float, default=2.0)
+    parser.add_argument("--replicate-size", type=int, default=2,
+                        help="hsdp: replicas (the mesh is R x world/R; default 2)")
     args = parser.parse_args()
     config = json.loads((args.capture / "run.json").read_text())
     got = spawn_ranks(_rank, args.world, args.mode, str(args.model.resolve()), config,
-                      args.max_norm, args.norm_type)
+                      args.max_norm, args.norm_type, args.replicate_size)
     label = f"PyTorch {args.mode} on {args.world} Gloo ranks, clip_grad_norm_({args.max_norm})"
     write_reference(args.capture, args.out, got["losses"], got["final"], label)
     (args.out / "norms.json").write_text(json.dumps(got["norms"]) + "\n")
