@@ -157,8 +157,9 @@ def fsdp2_rank(rank: int, world: int, port: int, cfg: dict) -> None:
     torch.set_num_threads(cfg["threads"])
     dist.init_process_group("gloo", rank=rank, world_size=world)
     try:
-        torch.manual_seed(0)  # what capture does before make()
-        model, batches = runpy.run_path(cfg["model"])["make"]()
+        make = runpy.run_path(cfg["model"])["make"]
+        torch.manual_seed(0)  # what capture does after importing the file
+        model, batches = make()
         reshard = RESHARD[cfg["reshard"]]
         for layer in model.layers:
             fully_shard(layer, reshard_after_forward=reshard)

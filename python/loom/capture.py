@@ -242,6 +242,16 @@ def _spec(t: torch.Tensor) -> str:
     return f"{str(t.dtype).removeprefix('torch.')}{list(t.shape)}"
 
 
+def make_seeded(path: Path, seed: int, kwargs: dict[str, Any] | None = None) -> UserProgram:
+    """Imports the user file, then seeds, then calls its ``make()``: the
+    initial weights and batches depend on the seed alone, not on whether
+    importing the file (or a module it imports, e.g. torch's test helpers)
+    drew random numbers, which happens only the first time in a process."""
+    make = load_make(path)
+    torch.manual_seed(seed)
+    return call_make(make, path, kwargs)
+
+
 def call_make(make: Callable[..., Any], path: Path, kwargs: dict[str, Any] | None = None) -> UserProgram:
     try:
         result = make(**(kwargs or {}))
@@ -1141,9 +1151,8 @@ def capture_meta(args: argparse.Namespace, path: Path) -> None:
     """
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    torch.manual_seed(args.seed)
     with FakeTensorMode(allow_non_fake_inputs=True):
-        program = call_make(load_make(path), path, args.make_kwargs)
+        program = make_seeded(path, args.seed, args.make_kwargs)
     model, batches = program.model, program.batches
     if args.out.exists() and not args.out.is_dir():
         raise CaptureError(f"--out {args.out} exists and is not a directory")
@@ -1183,8 +1192,7 @@ def capture(args: argparse.Namespace) -> None:
     # model from failing on an op that has no deterministic variant.
     torch.use_deterministic_algorithms(True, warn_only=True)
     torch.set_default_dtype(torch.float32)
-    torch.manual_seed(args.seed)
-    program = call_make(load_make(path), path, args.make_kwargs)
+    program = make_seeded(path, args.seed, args.make_kwargs)
     model, batches = program.model, program.batches
     make_groups = load_param_groups(path)
     args.param_groups = (resolve_param_groups(make_groups, model, args.optimizer_config)

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import datetime
 import faulthandler
 import json
@@ -51,7 +52,7 @@ from pathlib import Path
 
 import torch
 
-from loom.capture import call_make, load_make, make_optimizer, make_scheduler
+from loom.capture import make_optimizer, make_scheduler, make_seeded
 from loom.safetensors_io import load_tensors, save_tensors
 
 MODES = ("ddp", "fsdp", "hsdp")
@@ -89,8 +90,78 @@ def reshard_setting(text: str):
                      f"got '{text}'")
 
 
+@dataclasses.dataclass
+class ModuleSettings:
+    """FSDP2's per-module knobs, as a user's training loop sets them on its
+    ``fully_shard`` modules; the counterpart of loom-compile's ``--units``,
+    ``--unit-settings`` and ``--shard-dims``, written the PyTorch way so a
+    test states both sides. A module is named by its path (``""``: the
+    root; ``"*"``: every ``fully_shard`` module, units then root).
+
+    ``units``: the modules to ``fully_shard`` before the root (default:
+    :func:`repeated_blocks`). ``reshard_after_forward``: that module's
+    ``fully_shard(reshard_after_forward=...)``, overriding the global one.
+    ``per_microbatch``: module -> ``{setter: when}`` in order, later entries
+    overriding earlier ones, the setter one of ``requires_gradient_sync``,
+    ``requires_all_reduce``, ``reshard_after_backward`` and ``when``
+    ``"last"`` (``set_X(is_last_microbatch, recurse=False)``), ``"always"``
+    or ``"never"``; given, it replaces the default (``set_requires_gradient_sync``
+    on the last microbatch, recursively). ``no_unshard_in_backward``:
+    modules given ``set_unshard_in_backward(False)``.
+    ``shard_largest_dim``: ``shard_placement_fn`` returning ``Shard`` of
+    each parameter's largest dim (its first, on a tie)."""
+
+    units: list[str] | None = None
+    reshard_after_forward: dict[str, str] = dataclasses.field(default_factory=dict)
+    per_microbatch: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
+    no_unshard_in_backward: list[str] = dataclasses.field(default_factory=list)
+    shard_largest_dim: bool = False
+
+    SETTERS = ("requires_gradient_sync", "requires_all_reduce", "reshard_after_backward")
+    WHEN = ("last", "always", "never")
+
+    def check(self) -> None:
+        for module, setters in self.per_microbatch.items():
+            for setter, when in setters.items():
+                if setter not in self.SETTERS or when not in self.WHEN:
+                    raise ValueError(f"per_microbatch[{module!r}]: {setter}={when}: the setter "
+                                     f"must be one of {self.SETTERS}, when one of {self.WHEN}")
+        for text in self.reshard_after_forward.values():
+            reshard_setting(text)
+
+
+def _largest_dim(param: torch.Tensor):
+    from torch.distributed.tensor import Shard
+
+    sizes = list(param.shape)
+    return Shard(sizes.index(max(sizes))) if sizes else Shard(0)
+
+
+def _modules(model: torch.nn.Module, units: list[str], name: str) -> list[torch.nn.Module]:
+    """The ``fully_shard`` modules ``name`` means (see ModuleSettings)."""
+    if name == "*":
+        return [model.get_submodule(u) for u in units] + [model]
+    return [model.get_submodule(name)]
+
+
+def apply_microbatch_flags(model: torch.nn.Module, settings: ModuleSettings, last: bool) -> None:
+    """``settings.per_microbatch`` for one microbatch (FSDP2's setters)."""
+    units = _units(model, settings)
+    for name, setters in settings.per_microbatch.items():
+        for setter, when in setters.items():
+            value = last if when == "last" else when == "always"
+            for module in _modules(model, units, name):
+                getattr(module, f"set_{setter}")(value, recurse=False)
+
+
+def _units(model: torch.nn.Module, settings: ModuleSettings | None) -> list[str]:
+    if settings is not None and settings.units is not None:
+        return list(settings.units)
+    return repeated_blocks([n for n, _ in model.named_parameters()])
+
+
 def _wrap(model: torch.nn.Module, mode: str, world: int, replicate_size: int,
-          reshard: str) -> torch.nn.Module:
+          reshard: str, settings: ModuleSettings | None = None) -> torch.nn.Module:
     if mode == "ddp":
         from torch.nn.parallel import DistributedDataParallel
 
@@ -102,10 +173,16 @@ def _wrap(model: torch.nn.Module, mode: str, world: int, replicate_size: int,
     if mode == "hsdp":
         mesh = init_device_mesh("cpu", (replicate_size, world // replicate_size),
                                 mesh_dim_names=("replicate", "shard"))
-    after = reshard_setting(reshard)
-    for block in repeated_blocks([n for n, _ in model.named_parameters()]):
-        fully_shard(model.get_submodule(block), mesh=mesh, reshard_after_forward=after)
-    fully_shard(model, mesh=mesh, reshard_after_forward=after)
+    settings = settings or ModuleSettings()
+    units = _units(model, settings)
+    placement = {"shard_placement_fn": _largest_dim} if settings.shard_largest_dim else {}
+    for path in [*units, ""]:
+        after = reshard_setting(settings.reshard_after_forward.get(path, reshard))
+        fully_shard(model.get_submodule(path), mesh=mesh, reshard_after_forward=after,
+                    **placement)
+    for name in settings.no_unshard_in_backward:
+        for module in _modules(model, units, name):
+            module.set_unshard_in_backward(False)
     return model
 
 
@@ -119,12 +196,14 @@ def _no_sync(model: torch.nn.Module, last: bool):
 
 
 def train_on_ranks(model, opt, batches, rank: int, world: int, steps: int,
-                   before_step=None, microbatches: int = 1, scheduler=None) -> list[float]:
+                   before_step=None, microbatches: int = 1, scheduler=None,
+                   settings: ModuleSettings | None = None) -> list[float]:
     """Trains ``steps`` steps on this rank's rows ``[r*B/N, (r+1)*B/N)`` of
     each batch, in ``microbatches`` equal slices of those rows; returns each
     step's loss averaged over the ranks (float32, as loom-run reports it).
     ``before_step(step)`` runs before each step; ``scheduler`` (an
-    lr_scheduler) steps after each ``opt.step()``."""
+    lr_scheduler) steps after each ``opt.step()``; ``settings`` with
+    per-microbatch flags replaces syncing on the last microbatch only."""
     import torch.distributed as dist
 
     losses = []
@@ -137,7 +216,13 @@ def train_on_ranks(model, opt, batches, rank: int, world: int, steps: int,
         loss = None
         for k in range(microbatches):
             first = (rank * microbatches + k) * rows
-            with _no_sync(model, k == microbatches - 1):
+            last = k == microbatches - 1
+            if settings is not None and settings.per_microbatch:
+                apply_microbatch_flags(model, settings, last)
+                sync = contextlib.nullcontext()
+            else:
+                sync = _no_sync(model, last)
+            with sync:
                 part = model(*(t[first:first + rows] for t in batch))
                 part.backward()
             loss = part.detach() if loss is None else loss + part.detach()
@@ -214,13 +299,13 @@ def spawn_ranks(fn, world: int, *args):
 
 
 def _rank(rank: int, world: int, store: str, out: str, mode: str, replicate_size: int,
-          reshard: str, model_file: str, make_kwargs: dict, config: dict) -> None:
+          reshard: str, model_file: str, make_kwargs: dict, config: dict,
+          settings: ModuleSettings | None) -> None:
     start_rank(rank, world, store)
     try:
+        program = make_seeded(Path(model_file), config["seed"], make_kwargs)
         torch.manual_seed(config["seed"])
-        program = call_make(load_make(Path(model_file)), Path(model_file), make_kwargs)
-        torch.manual_seed(config["seed"])
-        model = _wrap(program.model, mode, world, replicate_size, reshard)
+        model = _wrap(program.model, mode, world, replicate_size, reshard, settings)
         inner = model.module if mode == "ddp" else model
         # foreach=False: torch.optim's single-tensor loop, which Loom's
         # runtime implements op for op. Groups and schedule as the capture
@@ -236,7 +321,7 @@ def _rank(rank: int, world: int, store: str, out: str, mode: str, replicate_size
 
         losses = train_on_ranks(model, opt, program.batches, rank, world, config["steps"],
                                 before_step=snapshot, microbatches=config["microbatches"],
-                                scheduler=scheduler)
+                                scheduler=scheduler, settings=settings)
         final = {n: _full(p) for n, p in inner.named_parameters()}
         if rank == 0:
             torch.save({"losses": losses, "final": final, "before_last": before_last}, out)
@@ -272,10 +357,12 @@ def describe(mode: str, world: int, replicate_size: int = 1, reshard: str = "aut
 
 
 def train(model_file: Path, capture: Path, out: Path, mode: str, replicate_size: int = 1,
-          reshard: str = "auto", make_kwargs: dict | None = None) -> dict:
+          reshard: str = "auto", make_kwargs: dict | None = None,
+          settings: ModuleSettings | None = None) -> dict:
     """Trains the capture in ``capture`` the ``mode`` way on its world size
     and writes ``out/reference.*`` and ``out/one-step-short/`` (``out`` may
-    be ``capture``: its eager reference is then replaced)."""
+    be ``capture``: its eager reference is then replaced). ``settings``:
+    per-module FSDP2 knobs (fsdp and hsdp only)."""
     config = json.loads((capture / "run.json").read_text())
     world = config["world_size"]
     if mode not in MODES:
@@ -289,9 +376,15 @@ def train(model_file: Path, capture: Path, out: Path, mode: str, replicate_size:
     if mode != "hsdp":
         replicate_size = 1
     reshard_setting(reshard)
+    if settings is not None:
+        if mode == "ddp":
+            raise ValueError("per-module settings are fully_shard's; ddp has none")
+        settings.check()
     got = spawn_ranks(_rank, world, mode, replicate_size, reshard, str(model_file.resolve()),
-                      make_kwargs or {}, config)
+                      make_kwargs or {}, config, settings)
     label = describe(mode, world, replicate_size, reshard, config["microbatches"])
+    if settings is not None:
+        label += f", per-module settings {settings}"
     # The short one first: `out` may be the capture, whose reference.* it reads.
     write_reference(capture, out / "one-step-short", got["losses"], got["before_last"],
                     label + ", parameters one step before the end")

@@ -29,7 +29,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from loom.capture import OPTIMIZERS, call_make, load_make, optimizer_kwargs  # noqa: E402
+from loom.capture import OPTIMIZERS, make_seeded, optimizer_kwargs  # noqa: E402
 from loom.dp_reference import (  # noqa: E402
     _full, _wrap, spawn_ranks, start_rank, stop_rank, write_reference)
 
@@ -40,8 +40,7 @@ def _rank(rank: int, world: int, store: str, out: str, mode: str, model_file: st
 
     start_rank(rank, world, store)
     try:
-        torch.manual_seed(config["seed"])
-        program = call_make(load_make(Path(model_file)), Path(model_file))
+        program = make_seeded(Path(model_file), config["seed"])
         model = program.model if mode == "eager" else _wrap(program.model, mode, world,
                                                                     replicate_size, "auto")
         inner = model.module if mode == "ddp" else model

@@ -47,7 +47,7 @@ import torch
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "python"))
 
-from loom.capture import call_make, load_make  # noqa: E402
+from loom.capture import make_seeded  # noqa: E402
 from loom.safetensors_io import save_tensors  # noqa: E402
 from loom.dp_reference import spawn_ranks, start_rank, stop_rank, train_on_ranks  # noqa: E402
 
@@ -79,8 +79,7 @@ def emulate(model_file: Path, capture_dir: Path, out: Path, world: int,
     # The capture's model and batches: same seed, same determinism settings.
     torch.use_deterministic_algorithms(True, warn_only=True)
     torch.set_default_dtype(torch.float32)
-    torch.manual_seed(captured["seed"])
-    program = call_make(load_make(model_file.resolve()), model_file)
+    program = make_seeded(model_file.resolve(), captured["seed"])
     master = program.model
     initial = sum(p.detach().double().sum().item() for p in master.parameters())
     if initial != captured["initial_param_checksum"]:
@@ -149,8 +148,7 @@ def _fsdp2_rank(rank: int, world: int, store: str, out: str, model_file: str, hy
 
     start_rank(rank, world, store)
     try:
-        torch.manual_seed(seed)
-        program = call_make(load_make(Path(model_file)), Path(model_file))
+        program = make_seeded(Path(model_file), seed)
         model = program.model
         policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
         for layer in model.layers:
