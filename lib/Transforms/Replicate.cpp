@@ -15,6 +15,7 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVectorExtras.h"
 #include "llvm/ADT/StringExtras.h"
 
 namespace loom {

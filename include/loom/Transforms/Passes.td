@@ -411,7 +411,7 @@ def LoomReplicate : Pass<"loom-replicate", "::mlir::ModuleOp"> {
     unit whose forward uses it). There is no all-gather and no
     reduce-scatter: parameters are never sharded. The mesh must be 1-D
     (PyTorch's replicate raises `ValueError` for any other), so a 2-D
-    `mesh-shape`, `reduce-axes` or a pipelined step is an error; so are
+    `mesh-shape` or mesh, or a pipelined step, is an error; so are
     `bucket-cap-mb`/`first-bucket-cap-mb` other than their defaults.
     With microbatches (loom-accumulate-gradients first), a unit reduces
     once, on the accumulated mean, as under `set_requires_gradient_sync(
