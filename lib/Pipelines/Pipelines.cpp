@@ -167,6 +167,21 @@ LogicalResult loom::verifyCompileOptions(
     return emitError("reshard-after-backward=false needs dp=fsdp");
   if (options.bucketCapMb < 0)
     return emitError("bucket-cap-mb must not be negative");
+  bool units = options.grouping == ReplicateGrouping::Units;
+  if (units && options.dp != DataParallel::Replicate)
+    return emitError("grouping=units needs dp=replicate (it groups "
+                     "replicate's all-reduces; dp=fsdp always reduces per "
+                     "unit)");
+  if (units && (options.isGiven("bucket-cap-mb") ||
+                options.isGiven("first-bucket-cap-mb")))
+    return emitError("bucket-cap-mb and first-bucket-cap-mb size DDP's "
+                     "buckets; grouping=units reduces one unit at a time");
+  if (units && options.ppRanks > 1)
+    return emitError("grouping=units with pp is not supported yet");
+  if (options.dp == DataParallel::Replicate && !units &&
+      (!options.units.empty() || !options.unitSettings.empty()))
+    return emitError("units and unit-settings with dp=replicate need "
+                     "grouping=units");
   if (options.forwardPrefetch < 0)
     return emitError("forward-prefetch must not be negative, got " +
                      Twine(options.forwardPrefetch));
@@ -456,6 +471,10 @@ static void buildDistributePipeline(OpPassManager &pm,
     if (!options.isGiven("first-bucket-cap-mb") &&
         options.isGiven("bucket-cap-mb"))
       replicate.firstBucketCapMb = options.bucketCapMb;
+    // The unit options are declared once, as loom-fsdp's.
+    replicate.units.assign(options.units.begin(), options.units.end());
+    replicate.unitSettings.assign(options.unitSettings.begin(),
+                                  options.unitSettings.end());
     pm.addPass(createLoomReplicate(replicate));
   }
   if (options.dp == DataParallel::Fsdp) {

@@ -1,4 +1,12 @@
-//===- Replicate.cpp - DDP: average gradients over a mesh in buckets ------===//
+//===- Replicate.cpp - DDP and FSDP2's replicate: average gradients -------===//
+//
+// grouping=buckets all-reduces the gradients in DDP's size-capped buckets;
+// grouping=units in one all-reduce per unit, the parameter groups of
+// FSDP2-based replicate, formed by loom-fsdp's own unit code (Fsdp/Units.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Fsdp/Fsdp.h"
 
 #include "loom/Dialect/Loom/IR/OpClassification.h"
 #include "loom/Transforms/Passes.h"
@@ -7,6 +15,7 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVectorExtras.h"
 #include "llvm/ADT/StringExtras.h"
 
 namespace loom {
@@ -58,11 +67,31 @@ struct LoomReplicatePass
     return createMesh(module);
   }
 
-  /// The options that hold whatever the module says: a mesh name and
-  /// bucket caps DDP accepts.
+  /// The options that hold whatever the module says: a mesh name, bucket
+  /// caps DDP accepts, and for grouping=units a 1-D mesh and no caps.
   LogicalResult checkOptions(ModuleOp module) {
     if (meshName.empty())
       return module.emitError("--loom-replicate: 'mesh' must name a symbol");
+    if (grouping == ReplicateGrouping::Units) {
+      if (meshShape.size() > 1)
+        return module.emitError("--loom-replicate: grouping=units is FSDP2's "
+                                "replicate, which takes a 1-D mesh (PyTorch "
+                                "raises ValueError for any other), but "
+                                "mesh-shape has ")
+               << meshShape.size()
+               << " dimensions; replicas of shards are HSDP (loom-fsdp "
+                  "with mesh-shape=R,S)";
+      LoomReplicateOptions defaults;
+      if (bucketCapMb != defaults.bucketCapMb ||
+          firstBucketCapMb != defaults.firstBucketCapMb)
+        return module.emitError("--loom-replicate: bucket-cap-mb and "
+                                "first-bucket-cap-mb size DDP's buckets; "
+                                "grouping=units reduces one unit at a time");
+    } else if (!units.empty() || !unitSettings.empty()) {
+      return module.emitError("--loom-replicate: units and unit-settings "
+                              "need grouping=units (DDP's buckets are sized, "
+                              "not formed from modules)");
+    }
     if (bucketCapMb < 0)
       return module.emitError("--loom-replicate: bucket-cap-mb must not be "
                               "negative, got ")
@@ -172,6 +201,20 @@ struct LoomReplicatePass
       return func.emitOpError("already has collectives; loom-replicate "
                               "distributes a single-rank step");
 
+    // grouping=units: the units first, so that a bad option fails before
+    // anything changes, on one rank too.
+    fsdp::Config unitConfig;
+    std::unique_ptr<fsdp::ShardingState> unitState;
+    if (grouping == ReplicateGrouping::Units) {
+      if (failed(checkUnitsMesh(func, mesh)))
+        return failure();
+      FailureOr<std::unique_ptr<fsdp::ShardingState>> formed =
+          formUnits(func, unitConfig);
+      if (failed(formed))
+        return failure();
+      unitState = std::move(*formed);
+    }
+
     auto meshRef = FlatSymbolRefAttr::get(mesh.getSymNameAttr());
     FailureOr<ArrayAttr> reduceOver = getReduceAxes(mesh);
     if (failed(reduceOver))
@@ -212,7 +255,7 @@ struct LoomReplicatePass
             i, LoomDialect::kPartialAttrName,
             PartialAttr::get(ctx, meshRef, axesAttr, ReduceKind::avg));
     }
-    // DDP on one rank issues no collectives.
+    // DDP and replicate on one rank issue no collectives.
     if (dataRanks == 1)
       return success();
 
@@ -225,9 +268,169 @@ struct LoomReplicatePass
                << "); it cannot be averaged";
 
     anchors.clear();
+    if (unitState)
+      return reduceByUnits(func, mesh, axesAttr, grads, *unitState);
     for (auto [index, bucket] : llvm::enumerate(makeBuckets(grads)))
       reduceBucket(func, mesh, axesAttr, index, bucket);
     return success();
+  }
+
+  /// grouping=units on a mesh that is not 1-D, or on one row of a pipeline
+  /// mesh, is not FSDP2's replicate.
+  LogicalResult checkUnitsMesh(func::FuncOp func, MeshOp mesh) {
+    if (mesh.getShape().size() != 1)
+      return func.emitOpError("--loom-replicate: grouping=units is FSDP2's "
+                              "replicate, which takes a 1-D mesh (PyTorch "
+                              "raises ValueError for any other), but mesh @")
+             << mesh.getSymName() << " has " << mesh.getShape().size()
+             << " axes " << mesh.getAxes()
+             << "; replicas of shards are HSDP (loom-fsdp with "
+                "mesh-shape=R,S)";
+    if (fsdp::isPipelinedStep(func))
+      return func.emitOpError("--loom-replicate: grouping=units on a "
+                              "pipelined step is not supported; its "
+                              "gradients are reduced after REDUCE_GRAD");
+    return success();
+  }
+
+  /// The units of loom-fsdp for `func` (the `units` prefixes or the repeated
+  /// blocks, then the root) with the gradient-sync of `unit-settings`; the
+  /// other keys describe sharding, which replicate does not do.
+  FailureOr<std::unique_ptr<fsdp::ShardingState>>
+  formUnits(func::FuncOp func, fsdp::Config &config) {
+    config.pass = "loom-replicate";
+    config.unitPrefixes.assign(units.begin(), units.end());
+    for (const std::string &text : unitSettings) {
+      FailureOr<fsdp::UnitSetting> setting =
+          fsdp::parseUnitSetting(func, text, config.pass);
+      if (failed(setting))
+        return failure();
+      if (setting->key != fsdp::UnitSetting::Key::GradientSync)
+        return func.emitOpError("--loom-replicate: unit-settings entry '")
+               << text
+               << "' sets what replicate does not have: its parameters are "
+                  "never sharded, so only gradient-sync applies";
+      config.unitSettings.push_back(std::move(*setting));
+    }
+    auto state = std::make_unique<fsdp::ShardingState>(func, config);
+    if (failed(fsdp::collectParams(*state)) || failed(fsdp::formUnits(*state)))
+      return failure();
+    return state;
+  }
+
+  /// One all-reduce per unit, as FSDP2's replicate reduces each parameter
+  /// group in its post-backward hook; a unit with gradient-sync=every
+  /// all-reduces every microbatch's gradients and averages the results.
+  LogicalResult reduceByUnits(func::FuncOp func, MeshOp mesh,
+                              ArrayAttr axesAttr, ArrayRef<Gradient> grads,
+                              fsdp::ShardingState &s) {
+    llvm::DenseMap<unsigned, unsigned> unitOfResult;
+    for (const fsdp::ParamInfo &param : s.params)
+      if (param.gradResult)
+        unitOfResult[*param.gradResult] = param.unit;
+    SmallVector<SmallVector<Gradient>> perUnit(s.units.size());
+    for (const Gradient &g : grads) {
+      auto it = unitOfResult.find(g.results.front());
+      // A gradient result of no parameter argument: reduce it with the root.
+      perUnit[it == unitOfResult.end() ? s.rootUnit() : it->second].push_back(
+          g);
+    }
+    fsdp::Microbatches microbatches = fsdp::Microbatches::find(s.body());
+    for (auto [unit, unitGrads] : llvm::zip(s.units, perUnit)) {
+      if (unitGrads.empty())
+        continue;
+      std::string name = "replicate.unit:" + unit.label();
+      if (!unit.syncEveryMicrobatch || microbatches.count < 2) {
+        setResults(func, unitGrads,
+                   allReduce(func, mesh, axesAttr, name, unit.prefix,
+                             values(unitGrads)));
+        continue;
+      }
+      if (failed(reduceEveryMicrobatch(func, mesh, axesAttr, name, unit,
+                                       unitGrads, microbatches)))
+        return failure();
+    }
+    return success();
+  }
+
+  /// gradient-sync=every: each microbatch's gradients, the terms of
+  /// loom-accumulate-gradients' mean, are all-reduced after the last of
+  /// them; the reduced terms are summed and divided by the microbatch count
+  /// (the order of PyTorch's accumulation into .grad), and the full-size
+  /// local accumulation is dropped.
+  LogicalResult reduceEveryMicrobatch(func::FuncOp func, MeshOp mesh,
+                                      ArrayAttr axesAttr, StringRef name,
+                                      const fsdp::Unit &unit,
+                                      ArrayRef<Gradient> unitGrads,
+                                      const fsdp::Microbatches &microbatches) {
+    int64_t count = microbatches.count;
+    SmallVector<SmallVector<Value>> terms(count);
+    SmallVector<Operation *> chain;
+    for (const Gradient &g : unitGrads) {
+      SmallVector<Value> split;
+      if (failed(fsdp::splitAccumulated(microbatches, g.value, split, chain)))
+        return func.emitOpError("--loom-replicate: unit '")
+               << unit.label() << "' has gradient-sync=every, but the "
+               << "gradient of '" << g.target
+               << "' is not the mean over microbatches that "
+                  "loom-accumulate-gradients builds";
+      for (int64_t k = 0; k < count; ++k)
+        terms[k].push_back(split[k]);
+    }
+    MLIRContext *ctx = &getContext();
+    SmallVector<Value> sums;
+    for (int64_t k = 0; k < count; ++k) {
+      SmallVector<Value> reduced =
+          allReduce(func, mesh, axesAttr, (name + ".mb" + Twine(k)).str(),
+                    unit.prefix, terms[k]);
+      if (sums.empty()) {
+        sums = reduced;
+        continue;
+      }
+      OpBuilder builder(reduced.front().getContext());
+      builder.setInsertionPoint(func.getBody().front().getTerminator());
+      for (auto [sum, value] : llvm::zip(sums, reduced)) {
+        auto add = loom::AtenOp::create(
+            builder, value.getLoc(), TypeRange{value.getType()},
+            builder.getStringAttr("aten::add.Tensor"), ValueRange{sum, value},
+            builder.getArrayAttr(
+                {OperandRefAttr::get(ctx, 0), OperandRefAttr::get(ctx, 1)}),
+            builder.getDictionaryAttr({}), /*returns=*/ArrayAttr());
+        tag(add, unit.prefix, add.getLoc());
+        sum = add.getResult(0);
+      }
+    }
+    OpBuilder builder(ctx);
+    builder.setInsertionPoint(func.getBody().front().getTerminator());
+    for (Value &sum : sums) {
+      auto mean = loom::AtenOp::create(
+          builder, sum.getLoc(), TypeRange{sum.getType()},
+          builder.getStringAttr("aten::div.Tensor"), ValueRange{sum},
+          builder.getArrayAttr({OperandRefAttr::get(ctx, 0),
+                                builder.getF64FloatAttr(double(count))}),
+          builder.getDictionaryAttr({}), /*returns=*/ArrayAttr());
+      tag(mean, unit.prefix, mean.getLoc());
+      sum = mean.getResult(0);
+    }
+    setResults(func, unitGrads, sums);
+    for (Operation *op : chain)
+      if (op->use_empty())
+        op->erase();
+    return success();
+  }
+
+  static SmallVector<Value> values(ArrayRef<Gradient> grads) {
+    return llvm::map_to_vector(grads,
+                               [](const Gradient &g) { return g.value; });
+  }
+
+  /// Returns `reduced[i]` for every result of `grads[i]`.
+  static void setResults(func::FuncOp func, ArrayRef<Gradient> grads,
+                         ArrayRef<Value> reduced) {
+    Operation *ret = func.getBody().front().getTerminator();
+    for (auto [g, value] : llvm::zip(grads, reduced))
+      for (unsigned result : g.results)
+        ret->setOperand(result, value);
   }
 
   /// The step's gradient results, one entry per distinct value, in the
@@ -334,22 +537,22 @@ struct LoomReplicatePass
   /// The bucket's gradients flattened and concatenated into one buffer at
   /// the builder's insertion point (the gradient itself for a bucket of
   /// one); `sizes` receives each gradient's number of elements.
-  static Value packBucket(OpBuilder &builder, ArrayRef<Gradient> bucket,
+  static Value packBucket(OpBuilder &builder, ArrayRef<Value> bucket,
                           Type element,
                           function_ref<Location(StringRef)> nameLoc,
                           SmallVectorImpl<int64_t> &sizes,
                           SmallVectorImpl<Operation *> &inserted) {
     if (bucket.size() == 1)
-      return bucket.back().value;
+      return bucket.back();
     MLIRContext *ctx = builder.getContext();
     SmallVector<Value> flat;
     SmallVector<Attribute> refs;
     int64_t total = 0;
     for (auto [k, g] : llvm::enumerate(bucket)) {
-      int64_t n = cast<RankedTensorType>(g.value.getType()).getNumElements();
+      int64_t n = cast<RankedTensorType>(g.getType()).getNumElements();
       sizes.push_back(n);
       total += n;
-      auto reshape = createReshape(builder, nameLoc(".flatten"), g.value,
+      auto reshape = createReshape(builder, nameLoc(".flatten"), g,
                                    RankedTensorType::get({n}, element));
       inserted.push_back(reshape);
       flat.push_back(reshape.getResult(0));
@@ -369,7 +572,7 @@ struct LoomReplicatePass
   /// The reduced gradients of the bucket, in their own shapes, cut from the
   /// reduced buffer `reduced` at the builder's insertion point.
   static SmallVector<Value>
-  unpackBucket(OpBuilder &builder, ArrayRef<Gradient> bucket, Value reduced,
+  unpackBucket(OpBuilder &builder, ArrayRef<Value> bucket, Value reduced,
                Type element, ArrayRef<int64_t> sizes,
                function_ref<Location(StringRef)> nameLoc,
                SmallVectorImpl<Operation *> &inserted) {
@@ -396,7 +599,7 @@ struct LoomReplicatePass
     SmallVector<Value> values;
     for (auto [g, piece] : llvm::zip(bucket, split.getResults())) {
       auto reshape = createReshape(builder, nameLoc(".unflatten"), piece,
-                                   cast<RankedTensorType>(g.value.getType()));
+                                   cast<RankedTensorType>(g.getType()));
       inserted.push_back(reshape);
       values.push_back(reshape.getResult(0));
     }
@@ -405,22 +608,41 @@ struct LoomReplicatePass
 
   void reduceBucket(func::FuncOp func, MeshOp mesh, ArrayAttr axesAttr,
                     size_t index, ArrayRef<Gradient> bucket) {
-    MLIRContext *ctx = &getContext();
-    Block &body = func.getBody().front();
-    auto ret = cast<func::ReturnOp>(body.getTerminator());
     SmallVector<StringRef> owners;
     for (const Gradient &g : bucket)
       owners.push_back(getOwnerModule(g.target));
     std::string module = getCommonModule(owners).str();
     std::string name = ("ddp.bucket" + Twine(index)).str();
-    Value last = bucket.back().value;
+    setResults(func, bucket,
+               allReduce(func, mesh, axesAttr, name, module, values(bucket)));
+  }
+
+  /// Averages `group` (values in the order backward produces them) over the
+  /// ranks with one all-reduce of their concatenation, started right after
+  /// the last of them exists, waited and split back right before the
+  /// return (the only user of the reduced values); the inserted ops are in
+  /// `module`, phase backward, and their locations are named `name`.
+  SmallVector<Value> allReduce(func::FuncOp func, MeshOp mesh,
+                               ArrayAttr axesAttr, StringRef name,
+                               StringRef module, ArrayRef<Value> group) {
+    MLIRContext *ctx = &getContext();
+    Block &body = func.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    // The group's last value in program order (arguments come first).
+    Value last = group.front();
+    for (Value v : group) {
+      Operation *def = v.getDefiningOp();
+      Operation *lastDef = last.getDefiningOp();
+      if (def && (!lastDef || lastDef->isBeforeInBlock(def)))
+        last = v;
+    }
     auto nameLoc = [&](StringRef suffix) -> Location {
       return NameLoc::get(StringAttr::get(ctx, name + suffix), last.getLoc());
     };
     Type element = cast<RankedTensorType>(last.getType()).getElementType();
 
-    // Flatten right after the bucket's last gradient exists (after the
-    // ops earlier buckets placed there, to keep bucket order).
+    // Flatten right after the group's last value exists (after the ops
+    // earlier groups placed there, to keep their order).
     OpBuilder builder(ctx);
     Operation *def = last.getDefiningOp();
     if (Operation *anchor = anchors.lookup(def))
@@ -432,29 +654,25 @@ struct LoomReplicatePass
     SmallVector<Operation *> inserted;
     SmallVector<int64_t> sizes;
     Value buffer =
-        packBucket(builder, bucket, element, nameLoc, sizes, inserted);
+        packBucket(builder, group, element, nameLoc, sizes, inserted);
     auto bufferType = cast<RankedTensorType>(buffer.getType());
     auto start = AllReduceStartOp::create(
         builder, nameLoc(""), FutureType::get(ctx, bufferType), buffer,
         FlatSymbolRefAttr::get(mesh.getSymNameAttr()), axesAttr,
         ReduceKindAttr::get(ctx, ReduceKind::avg));
     inserted.push_back(start);
-    // A later bucket whose last gradient has the same producer goes after.
+    // A later group whose last value has the same producer goes after.
     anchors[def] = start;
 
-    // Wait and unpack right before the first use: the return, the only user
-    // of the reduced gradients.
     builder.setInsertionPoint(ret);
     auto wait = WaitOp::create(builder, nameLoc(".wait"), bufferType,
                                start.getFuture());
     inserted.push_back(wait);
     SmallVector<Value> reduced = unpackBucket(
-        builder, bucket, wait.getResult(), element, sizes, nameLoc, inserted);
+        builder, group, wait.getResult(), element, sizes, nameLoc, inserted);
     for (Operation *op : inserted)
       tag(op, module, op->getLoc());
-    for (auto [g, value] : llvm::zip(bucket, reduced))
-      for (unsigned result : g.results)
-        ret->setOperand(result, value);
+    return reduced;
   }
 
   /// Per producer of a bucket's last gradient (null: a block argument), the

@@ -7,7 +7,7 @@ Usage (from the repository root)::
         [--momentum M] [--dampening D] [--nesterov] [--betas B1 B2] [--eps E] \
         [--maximize] [--seed S] [--split N] [--microbatches M] \
         [--make-arg KEY=VALUE ...] [--meta]
-        [--reference eager|ddp|fsdp|hsdp [--replicate-size R]
+        [--reference eager|ddp|fsdp|hsdp|replicate [--replicate-size R]
          [--reshard-after-forward auto|true|false|K]]
 
 FILE.py defines ``make()`` returning ``(model, batches)``: ``model(*batch)``
@@ -75,10 +75,11 @@ the whole batch on one device; ``reference.json`` records ``"split": N`` and
 
 ``--reference`` says which run ``reference.*`` hold. ``eager`` (the
 default): the whole batch on one device, as above; exact for a single-rank
-step and for SGD. ``ddp``, ``fsdp`` or ``hsdp`` (with ``--split N``, N > 1):
-PyTorch's own ``DistributedDataParallel`` or ``fully_shard`` (HSDP on a
-``--replicate-size R`` x N/R mesh; ``--reshard-after-forward`` as
-loom-compile's) trains the same model on N Gloo ranks, each on its slice of
+step and for SGD. ``ddp``, ``fsdp``, ``hsdp`` or ``replicate`` (with
+``--split N``, N > 1): PyTorch's own ``DistributedDataParallel``,
+``fully_shard`` (HSDP on a ``--replicate-size R`` x N/R mesh;
+``--reshard-after-forward`` as loom-compile's) or FSDP2-based ``replicate``
+trains the same model on N Gloo ranks, each on its slice of
 every batch (loom/dp_reference.py); its losses and parameters replace the
 eager ones, ``reference.json`` says which run made them in
 ``"reference"``, and ``one-step-short/`` holds the same run's parameters one
@@ -1079,9 +1080,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "step.pt2, for loom-import --no-weights; no eager reference",
     )
     parser.add_argument(
-        "--reference", choices=("eager", "ddp", "fsdp", "hsdp"), default="eager",
+        "--reference", choices=("eager", "ddp", "fsdp", "hsdp", "replicate"), default="eager",
         help="the run reference.* hold: eager on one device (default), or PyTorch's DDP, "
-        "fully_shard or HSDP on the --split ranks",
+        "fully_shard, HSDP or FSDP2-based replicate on the --split ranks",
     )
     parser.add_argument("--replicate-size", type=int, default=2, metavar="R",
                         help="--reference hsdp: replicas, the mesh is R x N/R (default 2)")

@@ -1,6 +1,6 @@
 """PyTorch's own data parallelism (DDP, FSDP2, HSDP) on N Gloo ranks, written as a capture's reference.
 
-``python -m loom.capture FILE.py --out DIR --split N --reference ddp|fsdp|hsdp``
+``python -m loom.capture FILE.py --out DIR --split N --reference ddp|fsdp|hsdp|replicate``
 calls :func:`train` after the eager run; it can also run on a capture that
 exists::
 
@@ -31,7 +31,9 @@ Modes: ``ddp`` (``DistributedDataParallel``, default buckets), ``fsdp``
 (``fully_shard`` on every block of :func:`repeated_blocks`, then the root:
 the units Loom's FSDP takes by default), ``hsdp`` (the same on a
 ``("replicate", "shard")`` mesh of shape ``(replicate_size, world /
-replicate_size)``, as ``loom-compile --replicate-size``). With M > 1
+replicate_size)``, as ``loom-compile --replicate-size``), ``replicate``
+(FSDP2-based ``replicate`` on the same blocks, then the root: see
+:func:`wrap_replicate`). With M > 1
 microbatches each rank runs M forward/backward passes per step, syncing
 gradients on the last only (``no_sync`` / ``set_requires_gradient_sync``),
 and divides the accumulated gradients and the loss by M, as
@@ -55,7 +57,7 @@ import torch
 from loom.capture import make_optimizer, make_scheduler, make_seeded
 from loom.safetensors_io import load_tensors, save_tensors
 
-MODES = ("ddp", "fsdp", "hsdp")
+MODES = ("ddp", "fsdp", "hsdp", "replicate")
 
 
 def repeated_blocks(names: list[str]) -> list[str]:
@@ -160,8 +162,36 @@ def _units(model: torch.nn.Module, settings: ModuleSettings | None) -> list[str]
     return repeated_blocks([n for n, _ in model.named_parameters()])
 
 
+def wrap_replicate(model: torch.nn.Module, world: int) -> torch.nn.Module:
+    """PyTorch's FSDP2-based ``replicate``
+    (``torch.distributed._composable.replicate_with_fsdp``) on every block of
+    :func:`repeated_blocks`, then the root, as test_replicate_training.py
+    applies it and as ``loom-compile --dp=replicate --grouping=units`` groups
+    the all-reduces: one parameter group per call, parameters whole on every
+    rank, one all-reduce (AVG) per group per synced backward.
+
+    The mesh is the one the installed PyTorch asks for: 2.9 builds its
+    parameter groups on a 2-D ``(replicate, shard)`` mesh with a shard
+    dimension of size 1 (its ``replicate_mesh()`` default; the reduce-scatter
+    it issues there spans one rank), newer releases on a 1-D
+    ``("replicate",)`` mesh and reject any other."""
+    from torch.distributed._composable import replicate_with_fsdp
+    from torch.distributed.device_mesh import init_device_mesh
+
+    if hasattr(replicate_with_fsdp, "replicate_mesh"):
+        mesh = init_device_mesh("cpu", (world, 1), mesh_dim_names=("replicate", "shard"))
+    else:
+        mesh = init_device_mesh("cpu", (world,), mesh_dim_names=("replicate",))
+    for block in repeated_blocks([n for n, _ in model.named_parameters()]):
+        replicate_with_fsdp.replicate(model.get_submodule(block), device_mesh=mesh)
+    replicate_with_fsdp.replicate(model, device_mesh=mesh)
+    return model
+
+
 def _wrap(model: torch.nn.Module, mode: str, world: int, replicate_size: int,
           reshard: str, settings: ModuleSettings | None = None) -> torch.nn.Module:
+    if mode == "replicate":
+        return wrap_replicate(model, world)
     if mode == "ddp":
         from torch.nn.parallel import DistributedDataParallel
 
@@ -347,9 +377,10 @@ def describe(mode: str, world: int, replicate_size: int = 1, reshard: str = "aut
              microbatches: int = 1) -> str:
     """What made a reference, for its ``"reference"`` field and messages."""
     what = {"ddp": "DistributedDataParallel", "fsdp": "fully_shard",
-            "hsdp": f"fully_shard HSDP ({replicate_size} x {world // max(replicate_size, 1)})"}
+            "hsdp": f"fully_shard HSDP ({replicate_size} x {world // max(replicate_size, 1)})",
+            "replicate": "replicate (FSDP2-based)"}
     label = f"PyTorch {what[mode]} on {world} Gloo ranks"
-    if mode != "ddp":
+    if mode in ("fsdp", "hsdp"):
         label += f", reshard_after_forward={reshard}"
     if microbatches > 1:
         label += f", {microbatches} microbatches"
@@ -377,8 +408,8 @@ def train(model_file: Path, capture: Path, out: Path, mode: str, replicate_size:
         replicate_size = 1
     reshard_setting(reshard)
     if settings is not None:
-        if mode == "ddp":
-            raise ValueError("per-module settings are fully_shard's; ddp has none")
+        if mode not in ("fsdp", "hsdp"):
+            raise ValueError(f"per-module settings are fully_shard's; {mode} takes none")
         settings.check()
     got = spawn_ranks(_rank, world, mode, replicate_size, reshard, str(model_file.resolve()),
                       make_kwargs or {}, config, settings)

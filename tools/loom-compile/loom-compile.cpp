@@ -113,7 +113,8 @@ static void printSummary(mlir::ModuleOp module) {
   }
 }
 
-/// The FSDP units of the step in `module`, as loom-fsdp will take them:
+/// The units of the step in `module`, as loom-fsdp (or loom-replicate with
+/// grouping=units) will take them:
 /// `--units` when given, else the model's repeated blocks; the root is
 /// always the last. Told before the pipeline runs, while parameter names are
 /// still on the step's arguments, so a user sees which modules the default
@@ -137,7 +138,9 @@ static void printUnits(mlir::ModuleOp module,
     units = loom::getLayerBlocks(names);
     origin = "default: the model's repeated blocks";
   }
-  errs() << "loom-compile: fsdp units (" << origin << "): ";
+  errs() << "loom-compile: "
+         << (options.dp == loom::DataParallel::Fsdp ? "fsdp" : "replicate")
+         << " units (" << origin << "): ";
   for (const std::string &unit : units)
     errs() << unit << ", ";
   errs() << "<root>\n";
@@ -258,7 +261,9 @@ int main(int argc, char **argv) {
   auto timing = std::make_unique<mlir::DefaultTimingManager>();
   mlir::applyDefaultTimingManagerCLOptions(*timing);
   pm.enableTiming(std::move(timing));
-  if (summary && compiling && options.dp == loom::DataParallel::Fsdp)
+  if (summary && compiling &&
+      (options.dp == loom::DataParallel::Fsdp ||
+       options.grouping == loom::ReplicateGrouping::Units))
     printUnits(*module, options);
   if (failed(pm.run(*module)))
     return 1;

@@ -129,6 +129,19 @@ enum class DataParallel { None, Replicate, Fsdp };
                  "FSDP2: shard parameters, all-gather per unit, "              \
                  "reduce-scatter gradients (HSDP with replicate-size)"))
 
+/// How `loom-replicate` groups gradients into all-reduces: DDP's
+/// size-capped buckets, or FSDP2-based `replicate`'s one all-reduce per
+/// parameter group (a unit, as loom-fsdp forms them).
+enum class ReplicateGrouping { Buckets, Units };
+
+#define LOOM_REPLICATE_GROUPING_VALUES                                         \
+  ::llvm::cl::values(                                                          \
+      clEnumValN(::loom::ReplicateGrouping::Buckets, "buckets",                \
+                 "DDP: gradients in size-capped buckets (bucket-cap-mb)"),     \
+      clEnumValN(::loom::ReplicateGrouping::Units, "units",                    \
+                 "FSDP2's replicate: one all-reduce per unit (units, or the "  \
+                 "model's repeated blocks, plus the root)"))
+
 /// What `loom-remat` recomputes in backward instead of saving.
 enum class RematMode { None, Full, Selective, Captured };
 
@@ -178,6 +191,12 @@ public:
 template <>
 class parser<loom::DataParallel>
     : public loom::EnumOptionParser<loom::DataParallel> {
+public:
+  using EnumOptionParser::EnumOptionParser;
+};
+template <>
+class parser<loom::ReplicateGrouping>
+    : public loom::EnumOptionParser<loom::ReplicateGrouping> {
 public:
   using EnumOptionParser::EnumOptionParser;
 };

@@ -343,7 +343,8 @@ def LoomAttachOptimizer
 }
 
 def LoomReplicate : Pass<"loom-replicate", "::mlir::ModuleOp"> {
-  let summary = "Data parallelism as DDP does it: all-reduce the gradients in buckets";
+  let summary = "Data parallelism as DDP or FSDP2's replicate: all-reduce the "
+                "gradients in buckets or per unit";
   let description = [{
     Turns a single-rank step (captured with the per-rank batch,
     `loom.capture --split N`) into the step every rank of a data-parallel
@@ -398,6 +399,29 @@ def LoomReplicate : Pass<"loom-replicate", "::mlir::ModuleOp"> {
     stage's `REDUCE_GRAD`, as DDP under `no_sync` on every microbatch but
     the last.
 
+    `grouping=units` reduces as FSDP2-based `replicate` (PyTorch's
+    `torch.distributed._composable.replicate_with_fsdp`, applied to each
+    block and then the root) does instead of in buckets: each unit is one
+    parameter group whose gradients are flattened, concatenated and
+    all-reduced (`avg`) with one collective right after the last of them is
+    produced (the group's post-backward hook), in the order backward
+    completes the units. The units are loom-fsdp's, formed by the same code:
+    `units` lists module-path prefixes, by default the model's repeated
+    blocks, and the root owns the rest (a tied weight belongs to the first
+    unit whose forward uses it). There is no all-gather and no
+    reduce-scatter: parameters are never sharded. The mesh must be 1-D
+    (PyTorch's replicate raises `ValueError` for any other), so a 2-D
+    `mesh-shape` or mesh, or a pipelined step, is an error; so are
+    `bucket-cap-mb`/`first-bucket-cap-mb` other than their defaults.
+    With microbatches (loom-accumulate-gradients first), a unit reduces
+    once, on the accumulated mean, as under `set_requires_gradient_sync(
+    is_last)`; `unit-settings` takes loom-fsdp's `UNIT:gradient-sync=every`
+    for units that all-reduce every microbatch (their reduced microbatch
+    gradients are summed, then divided by the microbatch count), and
+    refuses the keys that mean nothing without sharding
+    (`reshard-after-forward`, `reshard-after-backward`, `all-reduce`,
+    `unshard-in-backward`).
+
     Before (a step of two gradients):
 
     ```mlir
@@ -450,6 +474,18 @@ def LoomReplicate : Pass<"loom-replicate", "::mlir::ModuleOp"> {
            "Size in MiB of the first bucket of each element type, as DDP's "
            "first_bucket_bytes_cap (1 MiB unless bucket_cap_mb is given, "
            "then bucket_cap_mb)">,
+    Option<"grouping", "grouping", "::loom::ReplicateGrouping",
+           /*default=*/"::loom::ReplicateGrouping::Buckets",
+           "buckets (DDP: size-capped buckets) or units (FSDP2's replicate: "
+           "one all-reduce per unit)", "LOOM_REPLICATE_GROUPING_VALUES">,
+    ListOption<"units", "units", "std::string",
+               "With grouping=units: module-path prefixes of the units "
+               "(default: the model's repeated blocks), as loom-fsdp; the "
+               "root is always one">,
+    ListOption<"unitSettings", "unit-settings", "std::string",
+               "With grouping=units: UNIT:gradient-sync=last|every entries "
+               "(loom-fsdp's syntax; UNIT a glob over the units, <root> the "
+               "root)">,
   ];
   let dependentDialects = ["::loom::LoomDialect"];
 }

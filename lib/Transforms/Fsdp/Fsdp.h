@@ -69,6 +69,9 @@ struct UnitSetting {
 
 /// The pass options, checked and resolved once per step function.
 struct Config {
+  /// The pass whose options these are, as its errors name it:
+  /// loom-replicate's grouping=units forms its units with Units.cpp.
+  StringRef pass = "loom-fsdp";
   MeshLayout mesh;
   ReshardAfterForward reshardAfterForward = ReshardAfterForward::Auto;
   bool reshardAfterBackward = true;
@@ -92,10 +95,17 @@ struct Config {
 /// Whether `func` is one program of a pipelined (MPMD) step.
 bool isPipelinedStep(func::FuncOp func);
 
-/// An error of the pass, located at the step function `func`.
-inline InFlightDiagnostic emitFsdpError(func::FuncOp func) {
-  return func.emitOpError("--loom-fsdp: ");
+/// An error of the pass, located at the step function `func`; `pass` names
+/// another pass that runs these steps (loom-replicate forms units with them).
+inline InFlightDiagnostic emitFsdpError(func::FuncOp func,
+                                        StringRef pass = "loom-fsdp") {
+  return func.emitOpError("--") << pass << ": ";
 }
+
+/// Parses one `unit-settings` entry, `UNIT:KEY=VALUE`; errors are located at
+/// `func` and name `pass`.
+FailureOr<UnitSetting> parseUnitSetting(func::FuncOp func, StringRef text,
+                                        StringRef pass = "loom-fsdp");
 
 /// Checks the options against `func` (errors are located at it).
 FailureOr<Config> resolveOptions(func::FuncOp func,
@@ -216,6 +226,10 @@ struct ShardingState {
   Block &body() { return func.getBody().front(); }
   const MeshLayout &mesh() const { return config.mesh; }
   unsigned rootUnit() const { return units.size() - 1; }
+  /// An error at the step function, naming the pass that runs the step.
+  InFlightDiagnostic emitError() const {
+    return emitFsdpError(func, config.pass);
+  }
   /// The unit whose prefix is the longest one `path` lies under.
   unsigned unitOfPath(StringRef path) const;
   /// Whether parameter `p`'s unit reshards after forward.
@@ -295,6 +309,14 @@ LogicalResult unshardPerMicrobatch(ShardingState &s);
 /// Runs the step in the compute dtype as FSDP2's MixedPrecisionPolicy does
 /// (MixedPrecision.cpp); nothing without param-dtype.
 void applyMixedPrecision(ShardingState &s);
+
+/// The accumulated gradient `grad` as loom-accumulate-gradients builds it,
+/// `div(add(...add(g0, g1)..., gM-1), M)` out of untagged ops: fills
+/// `terms` with g0..gM-1 and `chain` with the adds and the division; fails
+/// on any other shape.
+LogicalResult splitAccumulated(const Microbatches &microbatches, Value grad,
+                               SmallVectorImpl<Value> &terms,
+                               SmallVectorImpl<Operation *> &chain);
 
 /// Reduce-scatters (and under HSDP all-reduces) each unit's gradients after
 /// the last of them, or after each microbatch's for a unit that syncs

@@ -140,18 +140,17 @@ static void factorShardAxis(MeshLayout &mesh, int64_t k) {
   mesh.dpAxes = b.getStrArrayAttr(axisNames);
 }
 
-/// One `unit-settings` entry, `UNIT:KEY=VALUE`.
-static FailureOr<UnitSetting> parseUnitSetting(func::FuncOp func,
-                                               StringRef text) {
+FailureOr<UnitSetting> fsdp::parseUnitSetting(func::FuncOp func, StringRef text,
+                                              StringRef pass) {
   using Key = UnitSetting::Key;
   UnitSetting setting;
   setting.text = text.str();
   auto [pattern, assignment] = text.split(':');
   auto [keyText, valueText] = assignment.split('=');
   if (pattern.empty() || keyText.empty() || valueText.empty())
-    return emitFsdpError(func) << "unit-settings entry '" << text
-                               << "' is not UNIT:KEY=VALUE (e.g. "
-                                  "'layers.0:gradient-sync=every')";
+    return emitFsdpError(func, pass) << "unit-settings entry '" << text
+                                     << "' is not UNIT:KEY=VALUE (e.g. "
+                                        "'layers.0:gradient-sync=every')";
   setting.pattern = pattern.str();
   std::optional<Key> key =
       llvm::StringSwitch<std::optional<Key>>(keyText)
@@ -162,7 +161,7 @@ static FailureOr<UnitSetting> parseUnitSetting(func::FuncOp func,
           .Case("unshard-in-backward", Key::UnshardInBackward)
           .Default(std::nullopt);
   if (!key)
-    return emitFsdpError(func)
+    return emitFsdpError(func, pass)
            << "unit-settings entry '" << text << "' sets '" << keyText
            << "', which is not one of reshard-after-forward, "
               "reshard-after-backward, gradient-sync, all-reduce, "
@@ -179,7 +178,7 @@ static FailureOr<UnitSetting> parseUnitSetting(func::FuncOp func,
   }
   if (*key == Key::ReshardAfterForward && valueText == "auto")
     return setting;
-  return emitFsdpError(func)
+  return emitFsdpError(func, pass)
          << "unit-settings entry '" << text << "': " << keyText << " takes "
          << (schedule ? "last or every"
              : *key == Key::ReshardAfterForward

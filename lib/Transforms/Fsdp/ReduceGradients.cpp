@@ -197,13 +197,10 @@ static void setInsertionAfter(ShardingState &s, OpBuilder &b, Operation *last) {
     b.setInsertionPointToStart(&s.body());
 }
 
-/// The accumulated gradient `grad` as loom-accumulate-gradients builds it,
-/// `div(add(...add(g0, g1)..., gM-1), M)` out of untagged ops: fills
-/// `terms` with g0..gM-1 and `chain` with the adds and the division.
-static LogicalResult splitAccumulated(ShardingState &s, Value grad,
-                                      SmallVectorImpl<Value> &terms,
-                                      SmallVectorImpl<Operation *> &chain) {
-  int64_t count = s.microbatches.count;
+LogicalResult fsdp::splitAccumulated(const Microbatches &microbatches,
+                                     Value grad, SmallVectorImpl<Value> &terms,
+                                     SmallVectorImpl<Operation *> &chain) {
+  int64_t count = microbatches.count;
   auto untagged = [&](Value v, StringRef kernel) -> AtenOp {
     auto aten = v.getDefiningOp<AtenOp>();
     if (!aten || aten.getKernel() != kernel ||
@@ -309,7 +306,7 @@ LogicalResult UnitReduction::run() {
   SmallVector<Operation *> chain;
   for (auto [p, grad] : llvm::zip(withGrad, grads)) {
     SmallVector<Value> split;
-    if (failed(splitAccumulated(s, grad, split, chain)))
+    if (failed(splitAccumulated(s.microbatches, grad, split, chain)))
       return emitFsdpError(s.func)
              << "unit '" << unit.label()
              << "' has gradient-sync=every, but the gradient of '"

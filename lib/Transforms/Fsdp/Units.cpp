@@ -35,8 +35,7 @@ static FailureOr<int64_t> resolveShardDim(ShardingState &s, StringRef name,
     llvm::Expected<llvm::GlobPattern> glob = llvm::GlobPattern::create(pattern);
     if (!glob) {
       std::string why = llvm::toString(glob.takeError());
-      return emitFsdpError(s.func)
-             << "shard-dims pattern '" << pattern << "': " << why;
+      return s.emitError() << "shard-dims pattern '" << pattern << "': " << why;
     }
     if (!glob->match(name))
       continue;
@@ -46,17 +45,16 @@ static FailureOr<int64_t> resolveShardDim(ShardingState &s, StringRef name,
       dim = std::max_element(shape.begin(), shape.end()) - shape.begin();
     }
     if (dim >= type.getRank())
-      return emitFsdpError(s.func)
-             << "shard-dims gives parameter '" << name << "' dim " << dim
-             << ", but it has " << type.getRank() << " dims";
+      return s.emitError() << "shard-dims gives parameter '" << name << "' dim "
+                           << dim << ", but it has " << type.getRank()
+                           << " dims";
   }
   int64_t shardSize = s.mesh().shardSize;
   if (dim > 0 && type.getDimSize(dim) % shardSize != 0)
-    return emitFsdpError(s.func)
-           << "parameter '" << name << "' is sharded on dim " << dim
-           << " of size " << type.getDimSize(dim)
-           << ", which does not divide by the shard size " << shardSize
-           << "; as FSDP2, only dim 0 is padded";
+    return s.emitError() << "parameter '" << name << "' is sharded on dim "
+                         << dim << " of size " << type.getDimSize(dim)
+                         << ", which does not divide by the shard size "
+                         << shardSize << "; as FSDP2, only dim 0 is padded";
   return dim;
 }
 
@@ -69,12 +67,12 @@ LogicalResult fsdp::collectParams(ShardingState &s) {
     if (!role || role.getValue() != Role::parameter)
       continue;
     if (func.getArgAttr(i, LoomDialect::kShardAttrName))
-      return emitFsdpError(func) << "argument #" << i << " is already sharded";
+      return s.emitError() << "argument #" << i << " is already sharded";
     auto name =
         func.getArgAttrOfType<StringAttr>(i, LoomDialect::kNameAttrName);
     auto type = cast<RankedTensorType>(func.getArgument(i).getType());
     if (type.getRank() == 0)
-      return emitFsdpError(func)
+      return s.emitError()
              << "parameter '" << name.getValue()
              << "' is a scalar; FSDP shards dim 0 and cannot shard it";
     ParamInfo info;
@@ -93,7 +91,7 @@ LogicalResult fsdp::collectParams(ShardingState &s) {
     s.params.push_back(info);
   }
   if (s.params.empty() && !s.config.pipelined)
-    return emitFsdpError(func) << "the step has no parameters to shard";
+    return s.emitError() << "the step has no parameters to shard";
   for (const auto &entry : s.config.shardDims) {
     llvm::Expected<llvm::GlobPattern> glob =
         llvm::GlobPattern::create(entry.first);
@@ -103,8 +101,8 @@ LogicalResult fsdp::collectParams(ShardingState &s) {
     }
     if (llvm::none_of(s.params,
                       [&](const ParamInfo &p) { return glob->match(p.name); }))
-      return emitFsdpError(func) << "shard-dims pattern '" << entry.first
-                                 << "' matches no parameter";
+      return s.emitError() << "shard-dims pattern '" << entry.first
+                           << "' matches no parameter";
   }
   for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
     auto role =
@@ -136,7 +134,7 @@ static LogicalResult createUnits(ShardingState &s,
   func::FuncOp func = s.func;
   for (const std::string &prefix : prefixes) {
     if (prefix.empty())
-      return emitFsdpError(func)
+      return s.emitError()
              << "a unit prefix is empty; the root is always a unit";
     // A unit names parameters by their owner module, or uses them under its
     // path (`head` of a weight tied to `tok.weight`).
@@ -153,13 +151,13 @@ static LogicalResult createUnits(ShardingState &s,
     if (!matches && s.config.pipelined)
       continue;
     if (!matches)
-      return emitFsdpError(func)
+      return s.emitError()
              << "unit '" << prefix
              << "' matches no parameter (none is owned or used by "
                 "a module under it)";
     if (llvm::any_of(s.units,
                      [&](const Unit &u) { return u.prefix == prefix; }))
-      return emitFsdpError(func) << "unit '" << prefix << "' is listed twice";
+      return s.emitError() << "unit '" << prefix << "' is listed twice";
     Unit unit;
     unit.prefix = prefix;
     s.units.push_back(unit);
@@ -219,8 +217,8 @@ static LogicalResult applyUnitSettings(ShardingState &s) {
         llvm::GlobPattern::create(setting.pattern);
     if (!glob) {
       std::string why = llvm::toString(glob.takeError());
-      return emitFsdpError(s.func) << "unit-settings entry '" << setting.text
-                                   << "': bad pattern: " << why;
+      return s.emitError() << "unit-settings entry '" << setting.text
+                           << "': bad pattern: " << why;
     }
     bool matched = false;
     for (auto [u, unit] : llvm::enumerate(s.units)) {
@@ -246,9 +244,8 @@ static LogicalResult applyUnitSettings(ShardingState &s) {
       }
     }
     if (!matched) {
-      auto diag = emitFsdpError(s.func)
-                  << "unit-settings entry '" << setting.text
-                  << "' matches no unit; the units are ";
+      auto diag = s.emitError() << "unit-settings entry '" << setting.text
+                                << "' matches no unit; the units are ";
       llvm::interleaveComma(s.units, diag,
                             [&](const Unit &unit) { diag << unit.label(); });
       return diag;
@@ -260,7 +257,7 @@ static LogicalResult applyUnitSettings(ShardingState &s) {
     // FSDP2's set_requires_all_reduce only holds back the all-reduce of a
     // reduction that runs; without one there is nothing to all-reduce.
     if (unit.allReduceEveryMicrobatch && !unit.syncEveryMicrobatch)
-      return emitFsdpError(s.func)
+      return s.emitError()
              << "unit '" << unit.label()
              << "' has all-reduce=every but gradient-sync=last: a "
                 "microbatch that does not reduce-scatter has nothing to "
@@ -293,7 +290,7 @@ LogicalResult fsdp::formUnits(ShardingState &s) {
     for (unsigned p : unit.params) {
       const ParamInfo &info = s.params[p];
       if (info.fullType.getElementType() != dtype)
-        return emitFsdpError(s.func)
+        return s.emitError()
                << "unit '" << unit.label() << "' mixes parameter dtypes "
                << dtype << " and " << info.fullType.getElementType() << " ('"
                << info.name << "'); FSDP needs one dtype per unit";
