@@ -190,9 +190,10 @@ LogicalResult loom::verifyCompileOptions(
                      Twine(options.bucketBytes));
   if (!fsdp && (options.forwardPrefetch != 0 ||
                 options.backwardPrefetch != BackwardPrefetch::Bounded ||
-                options.bucketBytes != 0))
-    return emitError("forward-prefetch, backward-prefetch and bucket-bytes "
-                     "need dp=fsdp");
+                options.bucketBytes != 0 || !options.forwardTargets.empty() ||
+                !options.backwardTargets.empty()))
+    return emitError("forward-prefetch, backward-prefetch, forward-targets, "
+                     "backward-targets and bucket-bytes need dp=fsdp");
   if (options.maxInFlight < 1)
     return emitError("max-in-flight must be at least 1, got " +
                      Twine(options.maxInFlight));

@@ -21,7 +21,21 @@
 // RUN: not loom-compile --dp=fsdp --world-size=4 --bucket-bytes=-8 --print-pipeline 2>&1 | FileCheck %s --check-prefix=NEGB
 // NEGB: bucket-bytes must not be negative, got -8
 // RUN: not loom-compile --dp=replicate --world-size=4 --bucket-bytes=4096 --print-pipeline 2>&1 | FileCheck %s --check-prefix=DDP
-// DDP: forward-prefetch, backward-prefetch and bucket-bytes need dp=fsdp
+// DDP: forward-prefetch, backward-prefetch, forward-targets, backward-targets and bucket-bytes need dp=fsdp
+// RUN: not loom-compile --dp=replicate --world-size=4 --forward-targets=layers.0:layers.1 --print-pipeline 2>&1 | FileCheck %s --check-prefix=DDP
+
+// Explicit per-unit lists (FSDP2's set_modules_to_forward_prefetch and
+// set_modules_to_backward_prefetch) pass through to loom-prefetch.
+// RUN: loom-compile --dp=fsdp --world-size=4 --forward-targets=layers.0:layers.1 '--backward-targets=layers.1:layers.0+<root>' --print-pipeline | FileCheck %s --check-prefix=TLIST
+// TLIST: loom-prefetch{backward-prefetch=bounded backward-targets={layers.1:layers.0+<root>} forward-prefetch=0 forward-targets={layers.0:layers.1}}
+// With layers.0 -> [layers.1], layers.1's all-gather starts right after
+// layers.0's completes, before layers.0's feed-forward runs.
+// RUN: loom-compile %S/prefetch.mlir --dp=fsdp --world-size=2 --forward-targets=layers.0:layers.1 --emit=program | FileCheck %s --check-prefix=TARGETS
+// TARGETS: "op":"wait"{{.*}}"name":"fsdp.all_gather:layers.0","module":"layers.0","phase":"forward"
+// TARGETS-NOT: "module":"layers.0.ffn"
+// TARGETS: "op":"all_gather_start"{{.*}}"name":"fsdp.all_gather:layers.1","module":"layers.1","phase":"forward"
+// TARGETS: "module":"layers.0.ffn"
+// TARGETS: "op":"wait"{{.*}}"name":"fsdp.all_gather:layers.1","module":"layers.1","phase":"forward"
 
 // The program of prefetch.mlir's step on 2 ranks with forward-prefetch=1:
 // layers.0's all-gather is issued while the root's gathered weights are
