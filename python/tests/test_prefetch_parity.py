@@ -43,6 +43,11 @@ def in_flight_at_most(program: dict) -> int:
     # reshard auto, forward prefetch 1, backward post, no buckets: 3 forward
     # and 2 backward all-gathers, one reduce-scatter per unit.
     (2, ["--forward-prefetch=1", "--backward-prefetch=post"], 5, 3),
+    # Explicit lists (set_modules_to_forward_prefetch /
+    # set_modules_to_backward_prefetch), reshard true: 3 forward and 3
+    # backward all-gathers, one reduce-scatter per unit.
+    (2, ["--reshard-after-forward=true", "--forward-targets=layers.0:layers.1",
+         "--backward-targets=layers.1:layers.0"], 6, 3),
     # The same buckets on 4 ranks (reshard auto, backward pre).
     (4, ["--forward-prefetch=1", "--bucket-bytes=70000"], 4, 2),
 ])
