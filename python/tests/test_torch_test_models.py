@@ -72,10 +72,13 @@ def run(cmd: list, **kwargs) -> subprocess.CompletedProcess:
 
 
 def tolerance(mode: str, world: int) -> list[str]:
-    """Exact, except DDP on 4 ranks: its parameters end up to 1 ulp (7.5e-9
-    at 0.08) from PyTorch's DDP after 3 SGD steps, the losses equal
-    (docs/distributed.md, "PyTorch's test models")."""
-    return ["--rtol", "0", "--atol", "1e-7"] if mode == "ddp" and world > 2 else EXACT
+    """Exact, except DDP on 4 ranks: losses and parameters end up to 1 ulp
+    from PyTorch's DDP after 3 steps (1.2e-7 at 1.0), because DDP's first
+    step reduces its bucket in parameter order and Loom's in the order
+    backward produces the gradients, and Gloo's 4-rank all-reduce sums an
+    element in an order that depends on its offset (docs/distributed.md,
+    "PyTorch's test models"). 1e-6 relative is 8 ulps."""
+    return ["--rtol", "1e-6", "--atol", "1e-7"] if mode == "ddp" and world > 2 else EXACT
 
 
 def check(artifact: Path, out: Path, world: int, reference: Path,
