@@ -62,3 +62,16 @@ void fsdp::findPostBackwardCalls(ShardingState &s) {
     }
   }
 }
+
+DictionaryAttr fsdp::getUnitCalls(const Unit &unit, Operation *op) {
+  auto calls = op->getAttrOfType<DictionaryAttr>(LoomDialect::kCallsAttrName);
+  if (!calls || unit.isRoot)
+    return nullptr;
+  SmallVector<NamedAttribute> kept;
+  for (NamedAttribute call : calls)
+    if (isInModule(unit.prefix, call.getName().getValue()))
+      kept.push_back(call);
+  if (kept.empty())
+    return nullptr;
+  return DictionaryAttr::get(op->getContext(), kept);
+}

@@ -160,6 +160,10 @@ inline int64_t callOf(const Unit &unit, Operation *op) {
   return unit.isRoot ? 0 : getCallIndex(op, unit.prefix);
 }
 
+/// The entries of `op`'s `loom.calls` for `unit`'s module and the modules
+/// around it: the calls an op inserted for the unit ran in (null if none).
+DictionaryAttr getUnitCalls(const Unit &unit, Operation *op);
+
 /// The microbatches loom-accumulate-gradients tagged the step with: FSDP2
 /// unshards and reshards per forward and backward, so every microbatch is a
 /// segment gathered on its own.
@@ -183,6 +187,9 @@ struct Microbatches {
 struct OpTagger {
   StringAttr module;
   Phase phase = Phase::forward;
+  /// The `loom.calls` of the module call a gather serves (null outside a
+  /// per-call gather), so that loom-prefetch finds each call's hooks.
+  DictionaryAttr calls;
 
   void tag(Operation *op) const;
   Value aten(OpBuilder &b, Location loc, StringRef kernel, Type result,

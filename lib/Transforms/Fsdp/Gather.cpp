@@ -198,8 +198,10 @@ static void gatherLaterCalls(ShardingState &s, OpBuilder &b, unsigned u,
     Location loc = NameLoc::get(
         b.getStringAttr("fsdp.all_gather:" + unit.label()), at->getLoc());
     Value flat;
+    s.tagger.calls = getUnitCalls(unit, at);
     SmallVector<Value> values =
         buildGather(s, b, loc, unit, forward.postForward[u], flat);
+    s.tagger.calls = nullptr;
     s.gatheredValues.insert(values.begin(), values.end());
     for (auto [i, p] : llvm::enumerate(unit.params))
       forward.laterCalls.push_back({values[i], p});

@@ -148,8 +148,13 @@ void BackwardUnshard::ensureGather(unsigned u, Operation *before) {
   Location loc = NameLoc::get(
       b.getStringAttr("fsdp.all_gather:" + unit.label()), at->getLoc());
   Value postForward = state[u].postForward ? forward.postForward[u] : Value();
+  // The gather serves the call whose backward starts at the unit's first
+  // backward op.
+  if (firstBackwardOp[u])
+    s.tagger.calls = getUnitCalls(unit, firstBackwardOp[u]);
   SmallVector<Value> values =
       buildGather(s, b, loc, unit, postForward, gathers.flat[u]);
+  s.tagger.calls = nullptr;
   s.gatheredValues.insert(values.begin(), values.end());
   for (auto [q, value] : llvm::zip(unit.params, values))
     gathers.full[q] = value;
