@@ -78,6 +78,17 @@ def repeated_blocks(names: list[str]) -> list[str]:
     return [b for blocks in containers.values() if len(blocks) == most for b in blocks]
 
 
+def fsdp_blocks(model: torch.nn.Module) -> list[str]:
+    """The modules ``fully_shard`` wraps before the root: the model's own
+    ``fsdp_units`` list where it has one (a model whose units are not
+    repeated blocks: PyTorch's multi-forward test shards ``inner``, which a
+    Loom compile names with ``--units``), else its repeated blocks."""
+    units = getattr(model, "fsdp_units", None)
+    if units is not None:
+        return list(units)
+    return repeated_blocks([n for n, _ in model.named_parameters()])
+
+
 def reshard_setting(text: str):
     """loom-compile's ``--reshard-after-forward`` as ``fully_shard`` takes it."""
     named = {"auto": None, "true": True, "false": False}
@@ -103,7 +114,7 @@ def _wrap(model: torch.nn.Module, mode: str, world: int, replicate_size: int,
         mesh = init_device_mesh("cpu", (replicate_size, world // replicate_size),
                                 mesh_dim_names=("replicate", "shard"))
     after = reshard_setting(reshard)
-    for block in repeated_blocks([n for n, _ in model.named_parameters()]):
+    for block in fsdp_blocks(model):
         fully_shard(model.get_submodule(block), mesh=mesh, reshard_after_forward=after)
     fully_shard(model, mesh=mesh, reshard_after_forward=after)
     return model
