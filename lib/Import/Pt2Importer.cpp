@@ -177,6 +177,8 @@ private:
                                StringRef node, NodeResults &results);
   LogicalResult setModuleAndPhase(Operation *op, const json::Object *metadata,
                                   Location loc, StringRef node);
+  LogicalResult setCalls(Operation *op, const json::Object &custom,
+                         Location loc, StringRef name);
   LogicalResult setCheckpointRegion(Operation *op, const json::Object &custom,
                                     Location loc, StringRef node);
   void tagPhasesByDataflow();
@@ -852,7 +854,8 @@ LogicalResult Importer::setModuleAndPhase(Operation *op,
           modulePath = m->str();
           haveModule = true;
         }
-        if (failed(setCheckpointRegion(op, *c, loc, name)))
+        if (failed(setCheckpointRegion(op, *c, loc, name)) ||
+            failed(setCalls(op, *c, loc, name)))
           return failure();
       }
     }
@@ -869,6 +872,35 @@ LogicalResult Importer::setModuleAndPhase(Operation *op,
       }
   }
   op->setAttr(LoomDialect::kModuleAttrName, builder.getStringAttr(modulePath));
+  return success();
+}
+
+/// The calls of modules run more than once per forward that an op ran in:
+/// capture records them (`loom.calls`, module path to a positive call
+/// index); the dialect's verifier checks that each path encloses the op's.
+LogicalResult Importer::setCalls(Operation *op, const json::Object &custom,
+                                 Location loc, StringRef name) {
+  const json::Value *calls = custom.get(LoomDialect::kCallsAttrName);
+  if (!calls)
+    return success();
+  const json::Object *byPath = calls->getAsObject();
+  if (!byPath || byPath->empty())
+    return nodeError(loc, name, "has '")
+           << LoomDialect::kCallsAttrName
+           << "' = " << llvm::formatv("{0}", *calls).str()
+           << ", expected a non-empty object from module path to call index";
+  SmallVector<NamedAttribute> entries;
+  for (const auto &[path, index] : *byPath) {
+    std::optional<int64_t> call = index.getAsInteger();
+    if (StringRef(path).empty() || !call || *call < 1)
+      return nodeError(loc, name, "has '")
+             << LoomDialect::kCallsAttrName << "' entry '" << path.str()
+             << "' = " << llvm::formatv("{0}", index).str()
+             << ", expected a module path and a positive call index";
+    entries.push_back(
+        builder.getNamedAttr(path.str(), builder.getI64IntegerAttr(*call)));
+  }
+  op->setAttr(LoomDialect::kCallsAttrName, builder.getDictionaryAttr(entries));
   return success();
 }
 

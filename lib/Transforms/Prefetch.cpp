@@ -34,6 +34,17 @@ struct UnitInfo {
   Operation *firstReduceScatter = nullptr;
   Operation *lastForwardOp = nullptr;
   Operation *firstBackwardOp = nullptr;
+  /// Per call of the unit's module (`loom.calls`; one entry for a module
+  /// called once): its last forward op and its first backward op.
+  llvm::MapVector<int64_t, Operation *> lastForwardOfCall, firstBackwardOfCall;
+};
+
+/// One entry of FSDP2's post-forward order: a call of a unit's module
+/// (the order has one entry per call, so a module called twice is in it
+/// twice).
+struct PostForward {
+  unsigned unit;
+  int64_t call;
 };
 
 /// One start to move: to `point`, issued in the order of `sequence`.
@@ -256,15 +267,21 @@ LogicalResult LoomPrefetchPass::prefetchStep(func::FuncOp func) {
     int u = unitOfPath(getModulePath(&op));
     if (!phase || u < 0)
       continue;
-    if (*phase == Phase::forward)
+    int64_t call = getCallIndex(&op, units[u].name);
+    if (*phase == Phase::forward) {
       units[u].lastForwardOp = &op;
-    else if (*phase == Phase::backward && !units[u].firstBackwardOp)
-      units[u].firstBackwardOp = &op;
+      units[u].lastForwardOfCall[call] = &op;
+    } else if (*phase == Phase::backward) {
+      if (!units[u].firstBackwardOp)
+        units[u].firstBackwardOp = &op;
+      units[u].firstBackwardOfCall.insert({call, &op});
+    }
   }
 
   // Forward order (by forward all-gather) and post-forward order (by the
-  // last forward op, as FSDP2's post_forward_order).
-  SmallVector<unsigned> forwardOrder, postForwardOrder;
+  // last forward op of each call, as FSDP2's post_forward_order).
+  SmallVector<unsigned> forwardOrder;
+  SmallVector<PostForward> postForwardOrder;
   auto firstGather = [&](const UnitInfo &unit, Phase phase) -> const Gather * {
     for (const Gather &g : unit.gathers)
       if (g.phase == phase)
@@ -274,15 +291,16 @@ LogicalResult LoomPrefetchPass::prefetchStep(func::FuncOp func) {
   for (auto [i, unit] : llvm::enumerate(units)) {
     if (firstGather(unit, Phase::forward))
       forwardOrder.push_back(i);
-    if (unit.lastForwardOp)
-      postForwardOrder.push_back(i);
+    for (auto [call, op] : unit.lastForwardOfCall)
+      postForwardOrder.push_back({unsigned(i), call});
   }
   llvm::sort(forwardOrder, [&](unsigned a, unsigned b) {
     return firstGather(units[a], Phase::forward)
         ->start->isBeforeInBlock(firstGather(units[b], Phase::forward)->start);
   });
-  llvm::sort(postForwardOrder, [&](unsigned a, unsigned b) {
-    return units[a].lastForwardOp->isBeforeInBlock(units[b].lastForwardOp);
+  llvm::sort(postForwardOrder, [&](PostForward a, PostForward b) {
+    return units[a.unit].lastForwardOfCall[a.call]->isBeforeInBlock(
+        units[b.unit].lastForwardOfCall[b.call]);
   });
 
   // The hook points.
@@ -297,6 +315,28 @@ LogicalResult LoomPrefetchPass::prefetchStep(func::FuncOp func) {
     if (unit.firstBackwardOp)
       return ProgramPoint::before(unit.firstBackwardOp);
     return std::nullopt;
+  };
+  // A later call's backward starts with its own pre-backward hook: after
+  // the unit's all-gather right before it, if loom-fsdp gathered again
+  // there, else before its first backward op.
+  auto preBackwardOfCall = [&](const UnitInfo &unit,
+                               int64_t call) -> std::optional<ProgramPoint> {
+    auto first = unit.firstBackwardOfCall.find(call);
+    if (first == unit.firstBackwardOfCall.end())
+      return std::nullopt;
+    if (first == unit.firstBackwardOfCall.begin())
+      return preBackward(unit);
+    Operation *op = first->second;
+    const Gather *last = nullptr;
+    for (const Gather &g : unit.gathers)
+      if (g.phase == Phase::backward && g.wait->isBeforeInBlock(op))
+        last = &g;
+    if (last && llvm::none_of(unit.firstBackwardOfCall, [&](auto &callAndOp) {
+          Operation *x = callAndOp.second;
+          return last->wait->isBeforeInBlock(x) && x->isBeforeInBlock(op);
+        }))
+      return ProgramPoint::afterOp(last->wait);
+    return ProgramPoint::before(op);
   };
   auto postBackward = [&](const UnitInfo &unit) -> std::optional<ProgramPoint> {
     if (unit.firstReduceScatter)
@@ -326,10 +366,12 @@ LogicalResult LoomPrefetchPass::prefetchStep(func::FuncOp func) {
          ++k)
       requests.push_back({*point, forwardOrder[pos + k], u});
   }
-  for (auto [pos, u] : llvm::enumerate(postForwardOrder)) {
+  for (auto [pos, entry] : llvm::enumerate(postForwardOrder)) {
+    unsigned u = entry.unit;
     auto it = backwardLists.find(units[u].name);
     if (it != backwardLists.end()) {
-      if (std::optional<ProgramPoint> point = preBackward(units[u]))
+      if (std::optional<ProgramPoint> point =
+              preBackwardOfCall(units[u], entry.call))
         for (const std::string &t : it->second)
           requests.push_back({*point, unitIndex[t], u});
       continue;
@@ -337,14 +379,16 @@ LogicalResult LoomPrefetchPass::prefetchStep(func::FuncOp func) {
     if (pos == 0 || backwardPrefetch == BackwardPrefetch::None)
       continue;
     std::optional<ProgramPoint> point =
-        backwardPrefetch == BackwardPrefetch::Post ? postBackward(units[u])
-                                                   : preBackward(units[u]);
+        backwardPrefetch == BackwardPrefetch::Post
+            ? postBackward(units[u])
+            : preBackwardOfCall(units[u], entry.call);
     if (!point)
       continue;
+    unsigned target = postForwardOrder[pos - 1].unit;
     if (backwardPrefetch == BackwardPrefetch::Bounded)
-      boundedRequests.push_back({*point, postForwardOrder[pos - 1], u});
+      boundedRequests.push_back({*point, target, u});
     else
-      requests.push_back({*point, postForwardOrder[pos - 1], u});
+      requests.push_back({*point, target, u});
   }
   // Units with an explicit backward list but no forward op (rare) still
   // issue at their pre-backward point.

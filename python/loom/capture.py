@@ -18,7 +18,9 @@ step (training cycles through them). The capture writes into DIR:
     The joint forward+loss+backward graph as a ``torch.export`` archive with
     the initial weights. Every ``call_function`` node carries
     ``meta["custom"] = {"loom.phase": "forward"|"backward",
-    "loom.module": "<dotted module path, '' for the root>"}``, which survives
+    "loom.module": "<dotted module path, '' for the root>"}`` (and, for a
+    node that ran in a module called more than once per forward,
+    ``"loom.calls": {"<path>": <call index from 1>}``), which survives
     ``torch.export.save`` (``partitioner_tag``/``seq_nr`` do not). A forward
     node that ran inside a ``torch.utils.checkpoint`` region also carries
     ``"loom.ac_region": R`` (regions numbered from 0 in call order, or
@@ -166,6 +168,7 @@ RUN_CONFIG_EXTRA = "loom_run.json"
 
 PHASE_KEY = "loom.phase"
 MODULE_KEY = "loom.module"
+CALLS_KEY = "loom.calls"
 AC_REGION_KEY = "loom.ac_region"
 AC_POLICY_KEY = "loom.ac_policy"
 # PyTorch's CheckpointPolicy as loom-import spells #loom.ac_policy.
@@ -803,6 +806,20 @@ def module_path(node: torch.fx.Node) -> str:
     return path
 
 
+def module_calls(node: torch.fx.Node) -> dict[str, int]:
+    """The call of each enclosing module that ran more than once in the
+    forward: torch.export keys a module's second call ``<key>@1`` in
+    ``nn_module_stack`` (its path stays the same), third ``@2``; a first
+    call has no suffix and is left out. A backward node carries the stack of
+    the forward node it differentiates (``_copy_forward_meta_to_backward``)."""
+    calls = {}
+    for key, (path, _type) in (node.meta.get("nn_module_stack") or {}).items():
+        _, at, index = key.rpartition("@")
+        if at and index.isdigit() and int(index) > 0 and path:
+            calls[path] = int(index)
+    return calls
+
+
 def annotate(ep: torch.export.ExportedProgram) -> tuple[int, int]:
     """Set Loom's phase/module labels; returns (forward, backward) node counts."""
     counts = {"forward": 0, "backward": 0}
@@ -813,6 +830,9 @@ def annotate(ep: torch.export.ExportedProgram) -> tuple[int, int]:
         counts[phase] += 1
         custom = dict(node.meta.get("custom") or {})
         custom.update({PHASE_KEY: phase, MODULE_KEY: module_path(node)})
+        calls = module_calls(node)
+        if calls:
+            custom[CALLS_KEY] = calls
         node.meta["custom"] = custom
     return counts["forward"], counts["backward"]
 

@@ -81,6 +81,17 @@ def repeated_blocks(names: list[str]) -> list[str]:
     return [b for blocks in containers.values() if len(blocks) == most for b in blocks]
 
 
+def fsdp_blocks(model: torch.nn.Module) -> list[str]:
+    """The modules ``fully_shard`` wraps before the root: the model's own
+    ``fsdp_units`` list where it has one (a model whose units are not
+    repeated blocks: PyTorch's multi-forward test shards ``inner``, which a
+    Loom compile names with ``--units``), else its repeated blocks."""
+    units = getattr(model, "fsdp_units", None)
+    if units is not None:
+        return list(units)
+    return repeated_blocks([n for n, _ in model.named_parameters()])
+
+
 def reshard_setting(text: str):
     """loom-compile's ``--reshard-after-forward`` as ``fully_shard`` takes it."""
     named = {"auto": None, "true": True, "false": False}
@@ -101,7 +112,7 @@ class ModuleSettings:
     root; ``"*"``: every ``fully_shard`` module, units then root).
 
     ``units``: the modules to ``fully_shard`` before the root (default:
-    :func:`repeated_blocks`). ``reshard_after_forward``: that module's
+    :func:`fsdp_blocks`). ``reshard_after_forward``: that module's
     ``fully_shard(reshard_after_forward=...)``, overriding the global one.
     ``per_microbatch``: module -> ``{setter: when}`` in order, later entries
     overriding earlier ones, the setter one of ``requires_gradient_sync``,
@@ -159,7 +170,7 @@ def apply_microbatch_flags(model: torch.nn.Module, settings: ModuleSettings, las
 def _units(model: torch.nn.Module, settings: ModuleSettings | None) -> list[str]:
     if settings is not None and settings.units is not None:
         return list(settings.units)
-    return repeated_blocks([n for n, _ in model.named_parameters()])
+    return fsdp_blocks(model)
 
 
 def wrap_replicate(model: torch.nn.Module, world: int) -> torch.nn.Module:

@@ -531,6 +531,18 @@ def LoomFsdp : Pass<"loom-fsdp", "::mlir::ModuleOp"> {
     rank chunk like the all-gather buffer), and the step returns the local
     shard gradients. Under HSDP an all-reduce over `"replicate"` follows.
 
+    Modules called more than once per forward. Ops carry the call of each
+    enclosing module they ran in (`loom.calls`, from capture), and the unit
+    is unsharded per call as FSDP2's hooks are: a unit that reshards after
+    forward is gathered again before each later call's first forward use
+    (from its post-forward shard under `reshard-after-forward=k`); in
+    backward, when one call's backward gives way to another's, the unit is
+    gathered again if the previous call's post-backward hook resharded it,
+    which FSDP2 runs only when that call's forward inputs require
+    gradients (and the unit reshards after backward). The reduce-scatter
+    stays one per unit, after the gradient's last term. Gathers made for
+    a call carry its `loom.calls`.
+
     Resharding to k ranks. `reshard-after-forward=k` with 1 < k < S (S the
     shard group size, k dividing S) is FSDP2's post-forward mesh
     `mesh.view(-1, k)`: the mesh factors the shard axis into
@@ -781,7 +793,10 @@ def LoomPrefetch : Pass<"loom-prefetch", "::mlir::ModuleOp"> {
     all-gathers). Backward targets: its `backward-targets` entry (issued at
     the pre-backward point), else with `backward-prefetch=pre` (FSDP2's
     default) the unit before it in post-forward order (the order in which
-    units finish their forward ops) issued at its pre-backward point, with
+    units finish their forward ops, one entry per call of a module called
+    more than once, as `loom.calls` tells them apart) issued at its
+    pre-backward point (per call: after the unit's gather for that call's
+    backward, or before its first backward op), with
     `post` the same unit issued at its post-backward point, and none with
     `none`.
 

@@ -5,8 +5,9 @@
 // declare the mesh (Options.cpp), read the parameters and form the units
 // (Units.cpp), then per microbatch (Microbatches.cpp) gather before forward
 // use (Gather.cpp), gather again before backward and reshard after it
-// (Reshard.cpp); then cast to the compute dtype (MixedPrecision.cpp) and
-// reduce the gradients (ReduceGradients.cpp). OpTagger.cpp builds the ops.
+// (Reshard.cpp), per call of a module called more than once (Calls.cpp);
+// then cast to the compute dtype (MixedPrecision.cpp) and reduce the
+// gradients (ReduceGradients.cpp). OpTagger.cpp builds the ops.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,7 +22,9 @@
 #include "llvm/ADT/DenseSet.h"
 
 #include <optional>
+#include <set>
 #include <string>
+#include <tuple>
 
 namespace loom::fsdp {
 
@@ -161,6 +164,16 @@ struct Unit {
   std::string label() const { return isRoot ? "<root>" : prefix; }
 };
 
+/// The call of `unit`'s module `op` ran in (`loom.calls`; 0 for a module
+/// called once, and for the root, which a step calls once).
+inline int64_t callOf(const Unit &unit, Operation *op) {
+  return unit.isRoot ? 0 : getCallIndex(op, unit.prefix);
+}
+
+/// The entries of `op`'s `loom.calls` for `unit`'s module and the modules
+/// around it: the calls an op inserted for the unit ran in (null if none).
+DictionaryAttr getUnitCalls(const Unit &unit, Operation *op);
+
 /// The microbatches loom-accumulate-gradients tagged the step with: FSDP2
 /// unshards and reshards per forward and backward, so every microbatch is a
 /// segment gathered on its own.
@@ -184,6 +197,9 @@ struct Microbatches {
 struct OpTagger {
   StringAttr module;
   Phase phase = Phase::forward;
+  /// The `loom.calls` of the module call a gather serves (null outside a
+  /// per-call gather), so that loom-prefetch finds each call's hooks.
+  DictionaryAttr calls;
 
   void tag(Operation *op) const;
   Value aten(OpBuilder &b, Location loc, StringRef kernel, Type result,
@@ -222,6 +238,10 @@ struct ShardingState {
   /// dtype already, so mixed precision leaves their ops alone.
   DenseSet<Value> gatheredValues;
   OpTagger tagger;
+  /// (unit, microbatch, call) of each call whose forward inputs require
+  /// gradients: FSDP2 runs the unit's post-backward hook (and reshards)
+  /// when that call's backward ends (Calls.cpp).
+  std::set<std::tuple<unsigned, int64_t, int64_t>> postBackwardCalls;
 
   Block &body() { return func.getBody().front(); }
   const MeshLayout &mesh() const { return config.mesh; }
@@ -237,6 +257,9 @@ struct ShardingState {
     return units[params[p].unit].reshard;
   }
 };
+
+/// Fills `postBackwardCalls` from the step as captured (Calls.cpp).
+void findPostBackwardCalls(ShardingState &s);
 
 /// Reads the parameters and their gradient results (Units.cpp).
 LogicalResult collectParams(ShardingState &s);
@@ -262,6 +285,9 @@ struct ForwardGathers {
   SmallVector<Value> full;
   /// Per unit, its post-forward shard (reshard-after-forward=k only).
   SmallVector<Value> postForward;
+  /// The unsharded values a later call of a module called more than once
+  /// reads (gathered again for that call), with their parameter.
+  SmallVector<std::pair<Value, unsigned>> laterCalls;
 };
 
 /// What one microbatch's backward gathered again.
@@ -281,14 +307,18 @@ SmallVector<Value> buildGather(ShardingState &s, OpBuilder &b, Location loc,
                                Value &flat);
 
 /// All-gathers each unit before its first forward use in microbatch `mb`
-/// (unless it is still unsharded) and reshards it after forward.
+/// (unless it is still unsharded) and reshards it after forward; a unit
+/// that reshards after forward is gathered again before each later call of
+/// its module.
 ForwardGathers gatherForForward(ShardingState &s, int64_t mb,
                                 Unsharded &unsharded);
 
 /// Gathers again before the backward of microbatch `mb` the units that
 /// resharded after forward, recomputing from them the forward values their
-/// backward reads; fails (with an error at the op) when a backward op
-/// needs a unit that does not unshard in backward.
+/// backward reads, and again before the backward of a module's next call
+/// when the previous call's post-backward hook resharded it; fails (with an
+/// error at the op) when a backward op needs a unit that does not unshard in
+/// backward.
 FailureOr<BackwardGathers> gatherForBackward(ShardingState &s, int64_t mb,
                                              const ForwardGathers &forward);
 

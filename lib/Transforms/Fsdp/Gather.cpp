@@ -2,6 +2,8 @@
 
 #include "Fsdp.h"
 
+#include "llvm/ADT/MapVector.h"
+
 using namespace mlir;
 using namespace loom;
 using namespace loom::fsdp;
@@ -167,6 +169,47 @@ static Operation *findFirstUse(ShardingState &s, const Unit &unit, int64_t mb) {
   return first;
 }
 
+/// Gathers `unit` again before each forward call of its module in
+/// microbatch `mb` after the one at `first` (FSDP2 resharded it after that
+/// call), from its post-forward shard under reshard-after-forward=k; those
+/// calls' uses read the new gather.
+static void gatherLaterCalls(ShardingState &s, OpBuilder &b, unsigned u,
+                             Operation *first, int64_t mb,
+                             ForwardGathers &forward) {
+  const Unit &unit = s.units[u];
+  int64_t firstCall = callOf(unit, first);
+  // Each later call's parameter uses, in the order the calls first use one.
+  llvm::MapVector<int64_t, SmallVector<std::pair<OpOperand *, unsigned>>> calls;
+  SmallVector<std::pair<OpOperand *, unsigned>> uses;
+  for (auto [i, p] : llvm::enumerate(unit.params))
+    for (OpOperand *use : s.uses[p])
+      if (getPhase(use->getOwner()) == Phase::forward &&
+          s.microbatches.of(use->getOwner()).value_or(0) == mb &&
+          callOf(unit, use->getOwner()) != firstCall)
+        uses.push_back({use, unsigned(i)});
+  llvm::stable_sort(uses, [](auto &a, auto &c) {
+    return a.first->getOwner()->isBeforeInBlock(c.first->getOwner());
+  });
+  for (auto &use : uses)
+    calls[callOf(unit, use.first->getOwner())].push_back(use);
+  for (auto &[call, callUses] : calls) {
+    Operation *at = callUses.front().first->getOwner();
+    b.setInsertionPoint(at);
+    Location loc = NameLoc::get(
+        b.getStringAttr("fsdp.all_gather:" + unit.label()), at->getLoc());
+    Value flat;
+    s.tagger.calls = getUnitCalls(unit, at);
+    SmallVector<Value> values =
+        buildGather(s, b, loc, unit, forward.postForward[u], flat);
+    s.tagger.calls = nullptr;
+    s.gatheredValues.insert(values.begin(), values.end());
+    for (auto [i, p] : llvm::enumerate(unit.params))
+      forward.laterCalls.push_back({values[i], p});
+    for (auto [use, i] : callUses)
+      use->set(values[i]);
+  }
+}
+
 ForwardGathers fsdp::gatherForForward(ShardingState &s, int64_t mb,
                                       Unsharded &unsharded) {
   OpBuilder b(s.func.getContext());
@@ -202,7 +245,9 @@ ForwardGathers fsdp::gatherForForward(ShardingState &s, int64_t mb,
         if (s.microbatches.of(use->getOwner()).value_or(0) == mb)
           use->set(value);
     }
-    // Post-forward reshard.
+    // Post-forward reshard, after each call of the unit's module.
+    if (unit.reshard)
+      gatherLaterCalls(s, b, u, first, mb, forward);
     if (unit.reshard) {
       live.clear();
       unsharded.flat[u] = Value();

@@ -39,6 +39,7 @@ LogicalResult fsdp::unshardPerMicrobatch(ShardingState &s) {
   Unsharded unsharded;
   unsharded.params.resize(s.units.size());
   unsharded.flat.resize(s.units.size());
+  findPostBackwardCalls(s);
   for (int64_t mb = 0; mb < s.microbatches.count; ++mb) {
     ForwardGathers forward = gatherForForward(s, mb, unsharded);
     FailureOr<BackwardGathers> backward = gatherForBackward(s, mb, forward);

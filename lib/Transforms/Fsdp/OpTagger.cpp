@@ -10,6 +10,8 @@ void OpTagger::tag(Operation *op) const {
   op->setAttr(LoomDialect::kModuleAttrName, module);
   op->setAttr(LoomDialect::kPhaseAttrName,
               PhaseAttr::get(op->getContext(), phase));
+  if (calls)
+    op->setAttr(LoomDialect::kCallsAttrName, calls);
 }
 
 Value OpTagger::aten(OpBuilder &b, Location loc, StringRef kernel, Type result,

@@ -30,7 +30,10 @@ private:
   void findDerivedValues();
   void findBackwardOps();
   void ensureGather(unsigned u, Operation *before);
+  bool needsBackwardValue(Value v) const;
   Value recompute(Value v, Operation *before);
+  void enterCall(Operation *op);
+  bool needsPreBackwardGather(unsigned u) const;
 
   ShardingState &s;
   int64_t mb;
@@ -38,13 +41,29 @@ private:
   OpBuilder b;
   /// The unsharded parameter values of the forward, to their parameter.
   DenseMap<Value, unsigned> paramOfFull;
-  /// Forward values computed only from gathered parameters, and whether
-  /// they depend on a unit that resharded.
-  DenseMap<Value, bool> derived;
+  /// Forward values computed only from gathered parameters, and the units
+  /// whose parameters they are computed from.
+  DenseMap<Value, SmallVector<unsigned, 1>> derived;
   SmallVector<Operation *> backwardOps;
-  /// Per unit, its first backward op: FSDP2 unshards in the unit's
-  /// pre-backward hook, before any of its backward ops runs.
+  /// Per unit, the first backward op of the call whose backward runs: FSDP2
+  /// unshards in the unit's pre-backward hook, before any of its backward
+  /// ops runs.
   SmallVector<Operation *> firstBackwardOp;
+  /// Per unit, what FSDP2's hooks have left so far in this backward.
+  struct UnitState {
+    /// The module call whose backward runs (-1: none yet) and those before.
+    int64_t call = -1;
+    SmallVector<int64_t> callsDone;
+    /// Whether backward reads the parameters from a backward gather (the
+    /// unit resharded after forward or after a call's backward), and
+    /// whether that gather is built.
+    bool fromBackwardGather = false;
+    bool gathered = false;
+    /// Whether the unit is still resharded to its post-forward group
+    /// (reshard-after-forward=k); a post-backward reshards it fully.
+    bool postForward = true;
+  };
+  SmallVector<UnitState> state;
   IRMapping recomputed;
   BackwardGathers gathers;
   /// Set once a backward op needed a unit that does not unshard in
@@ -57,26 +76,38 @@ void BackwardUnshard::findDerivedValues() {
   for (auto [p, value] : llvm::enumerate(forward.full))
     if (value)
       paramOfFull[value] = p;
+  for (auto [value, p] : forward.laterCalls)
+    paramOfFull[value] = p;
   for (auto [value, p] : paramOfFull)
-    derived[value] = s.reshardsAfterForward(p);
+    derived[value] = {s.params[p].unit};
   for (Operation &op : s.body()) {
     if (getPhase(&op) != Phase::forward || !inMicrobatch(&op) ||
         !isRecomputable(&op))
       continue;
-    bool all = true, anyRaf = false;
+    SmallVector<unsigned, 1> units;
+    bool all = true;
     for (Value v : op.getOperands()) {
       auto it = derived.find(v);
       if (it == derived.end()) {
         all = false;
         break;
       }
-      anyRaf |= it->second;
+      for (unsigned u : it->second)
+        if (!llvm::is_contained(units, u))
+          units.push_back(u);
     }
     if (!all)
       continue;
     for (Value r : op.getResults())
-      derived[r] = anyRaf;
+      derived[r] = units;
   }
+}
+
+bool BackwardUnshard::needsBackwardValue(Value v) const {
+  auto it = derived.find(v);
+  return it != derived.end() && llvm::any_of(it->second, [&](unsigned u) {
+           return state[u].fromBackwardGather;
+         });
 }
 
 void BackwardUnshard::findBackwardOps() {
@@ -92,8 +123,9 @@ void BackwardUnshard::findBackwardOps() {
 }
 
 void BackwardUnshard::ensureGather(unsigned u, Operation *before) {
-  if (gathers.gathered[u])
+  if (state[u].gathered)
     return;
+  state[u].gathered = true;
   gathers.gathered[u] = true;
   const Unit &unit = s.units[u];
   if (!unit.unshardInBackward) {
@@ -115,8 +147,14 @@ void BackwardUnshard::ensureGather(unsigned u, Operation *before) {
   b.setInsertionPoint(at);
   Location loc = NameLoc::get(
       b.getStringAttr("fsdp.all_gather:" + unit.label()), at->getLoc());
+  Value postForward = state[u].postForward ? forward.postForward[u] : Value();
+  // The gather serves the call whose backward starts at the unit's first
+  // backward op.
+  if (firstBackwardOp[u])
+    s.tagger.calls = getUnitCalls(unit, firstBackwardOp[u]);
   SmallVector<Value> values =
-      buildGather(s, b, loc, unit, forward.postForward[u], gathers.flat[u]);
+      buildGather(s, b, loc, unit, postForward, gathers.flat[u]);
+  s.tagger.calls = nullptr;
   s.gatheredValues.insert(values.begin(), values.end());
   for (auto [q, value] : llvm::zip(unit.params, values))
     gathers.full[q] = value;
@@ -131,7 +169,7 @@ Value BackwardUnshard::recompute(Value v, Operation *before) {
   auto full = paramOfFull.find(v);
   if (full != paramOfFull.end()) {
     unsigned p = full->second;
-    if (!s.reshardsAfterForward(p))
+    if (!state[s.params[p].unit].fromBackwardGather)
       return v;
     ensureGather(s.params[p].unit, before);
     if (failedUnshard)
@@ -140,11 +178,9 @@ Value BackwardUnshard::recompute(Value v, Operation *before) {
     return gathers.full[p];
   }
   Operation *def = v.getDefiningOp();
-  for (Value operand : def->getOperands()) {
-    auto it = derived.find(operand);
-    if (it != derived.end() && it->second)
+  for (Value operand : def->getOperands())
+    if (needsBackwardValue(operand))
       recompute(operand, before);
-  }
   b.setInsertionPoint(before);
   Operation *clone = b.clone(*def, recomputed);
   clone->setAttr(LoomDialect::kPhaseAttrName,
@@ -152,28 +188,74 @@ Value BackwardUnshard::recompute(Value v, Operation *before) {
   return recomputed.lookup(v);
 }
 
+/// A unit whose outputs get gradients is unsharded by its pre-backward
+/// hook even when no backward op reads its parameters (an input layer),
+/// as FSDP2 does unless set_unshard_in_backward(False).
+bool BackwardUnshard::needsPreBackwardGather(unsigned u) const {
+  const Unit &unit = s.units[u];
+  return state[u].fromBackwardGather && unit.unshardInBackward &&
+         !unit.params.empty() && firstBackwardOp[u] &&
+         llvm::any_of(unit.params,
+                      [&](unsigned p) { return bool(forward.full[p]); });
+}
+
+/// Runs FSDP2's hooks between the backward of one call of `op`'s unit and
+/// the next: the previous call's post-backward reshards the unit when its
+/// inputs required gradients (and the unit reshards after backward), so the
+/// next call's pre-backward gathers it again and backward reads the
+/// forward values recomputed from that gather.
+void BackwardUnshard::enterCall(Operation *op) {
+  unsigned u = s.unitOfPath(getModulePath(op));
+  const Unit &unit = s.units[u];
+  UnitState &st = state[u];
+  int64_t call = callOf(unit, op);
+  if (st.call < 0)
+    st.call = call;
+  if (call == st.call || llvm::is_contained(st.callsDone, call))
+    return;
+  bool lastMicrobatch = mb + 1 == s.microbatches.count;
+  bool resharded = s.postBackwardCalls.count({u, mb, st.call}) &&
+                   (lastMicrobatch || !unit.keepAfterBackward);
+  st.callsDone.push_back(st.call);
+  st.call = call;
+  if (!resharded)
+    return;
+  // The previous call's pre-backward gather, if nothing read it.
+  if (needsPreBackwardGather(u))
+    ensureGather(u, firstBackwardOp[u]);
+  st.fromBackwardGather = true;
+  st.gathered = false;
+  st.postForward = false;
+  for (auto &[value, units] : derived)
+    if (llvm::is_contained(units, u))
+      recomputed.erase(value);
+  firstBackwardOp[u] = op;
+  if (needsPreBackwardGather(u))
+    ensureGather(u, op);
+}
+
 FailureOr<BackwardGathers> BackwardUnshard::run() {
   gathers.full.resize(s.params.size());
   gathers.flat.resize(s.units.size());
   gathers.gathered.assign(s.units.size(), false);
+  state.resize(s.units.size());
+  for (auto [u, unit] : llvm::enumerate(s.units))
+    state[u].fromBackwardGather = unit.reshard;
   findDerivedValues();
   findBackwardOps();
-  for (Operation *op : backwardOps)
+  for (Operation *op : backwardOps) {
+    enterCall(op);
+    if (failedUnshard)
+      return failure();
     for (OpOperand &operand : op->getOpOperands()) {
-      auto it = derived.find(operand.get());
-      if (it != derived.end() && it->second)
+      if (needsBackwardValue(operand.get()))
         operand.set(recompute(operand.get(), op));
       if (failedUnshard)
         return failure();
     }
-  // A unit whose outputs get gradients is unsharded by its pre-backward
-  // hook even when no backward op reads its parameters (an input layer),
-  // as FSDP2 does unless set_unshard_in_backward(False).
-  for (auto [u, unit] : llvm::enumerate(s.units))
-    if (unit.reshard && unit.unshardInBackward && !unit.params.empty() &&
-        firstBackwardOp[u] && llvm::any_of(unit.params, [&](unsigned p) {
-          return bool(forward.full[p]);
-        }))
+  }
+  for (unsigned u = 0, e = s.units.size(); u < e; ++u)
+    if (needsPreBackwardGather(u))
       ensureGather(u, firstBackwardOp[u]);
   return std::move(gathers);
 }

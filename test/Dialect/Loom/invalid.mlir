@@ -796,3 +796,27 @@ func.func @f(%w: tensor<4xf32> {loom.name = "w", loom.role = #loom.role<paramete
 func.func @f(%x: tensor<4xf32> {loom.name = "x", loom.role = #loom.role<input>, loom.batch_index = -1 : i64}) attributes {loom.step} {
   return
 }
+
+// -----
+
+func.func @f(%x: tensor<2xf32>) {
+  // expected-error@+1 {{'loom.calls' gives module 'inner' call 0 : i64; expected a positive i64 (call 0 is left out)}}
+  %y = loom.aten "aten::neg.default"(%x) {args = [#loom.arg<0>], loom.module = "inner", loom.calls = {inner = 0 : i64}} : (tensor<2xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2xf32>) {
+  // expected-error@+1 {{'loom.calls' names module 'inner', which does not enclose the op's module 'outer'}}
+  %y = loom.aten "aten::neg.default"(%x) {args = [#loom.arg<0>], loom.module = "outer", loom.calls = {inner = 1 : i64}} : (tensor<2xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2xf32>) {
+  // expected-error@+1 {{'loom.calls' must be a non-empty dictionary from module path to call index}}
+  %y = loom.aten "aten::neg.default"(%x) {args = [#loom.arg<0>], loom.module = "inner", loom.calls = [1]} : (tensor<2xf32>) -> tensor<2xf32>
+  return
+}

@@ -55,6 +55,13 @@ AC_MUTATIONS = {
                     {"loom.ac_region": 0, "loom.ac_policy": "prefer_recompute"}),
 }
 
+# Module-call tags (`loom.calls`) that capture never writes, in the same form.
+CALL_MUTATIONS = {
+    "calls-zero": ("torch.ops.aten.addmm.default", {"loom.calls": {"fc1": 0}}),
+    "calls-not-object": ("torch.ops.aten.addmm.default", {"loom.calls": 1}),
+    "calls-elsewhere": ("torch.ops.aten.addmm.default", {"loom.calls": {"nowhere": 1}}),
+}
+
 
 def main():
     src, dst, mutation = sys.argv[1:4]
@@ -142,8 +149,8 @@ def main():
     elif mutation == "signature":
         rewrite(src, dst, edit_json=lambda m: m["graph_module"]["signature"][
             "input_specs"].pop())
-    elif mutation in AC_MUTATIONS:
-        target, keys = AC_MUTATIONS[mutation]
+    elif mutation in AC_MUTATIONS or mutation in CALL_MUTATIONS:
+        target, keys = {**AC_MUTATIONS, **CALL_MUTATIONS}[mutation]
         rewrite(src, dst, edit_json=lambda m: set_custom(first(m, target), keys))
     else:
         sys.exit(f"unknown mutation {mutation}")

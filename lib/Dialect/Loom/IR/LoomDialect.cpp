@@ -1,6 +1,7 @@
 //===- LoomDialect.cpp - loom dialect registration and attribute checks ---===//
 
 #include "loom/Dialect/Loom/IR/LoomOps.h"
+#include "loom/Dialect/Loom/IR/OpClassification.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -502,6 +503,28 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
       return op->emitOpError("'") << name << "' must be a #loom.ac_policy";
     return success();
   }
+  if (name == kCallsAttrName) {
+    auto calls = dyn_cast<DictionaryAttr>(attr.getValue());
+    if (!calls || calls.empty())
+      return op->emitOpError("'")
+             << name << "' must be a non-empty dictionary from module path "
+             << "to call index";
+    StringRef path = getModulePath(op);
+    for (NamedAttribute call : calls) {
+      auto index = dyn_cast<IntegerAttr>(call.getValue());
+      if (!index || !index.getType().isInteger(64) || index.getInt() < 1)
+        return op->emitOpError("'")
+               << name << "' gives module '" << call.getName().getValue()
+               << "' call " << call.getValue()
+               << "; expected a positive i64 (call 0 is left out)";
+      // Only a module the op ran in has a call of it.
+      if (!isInModule(path, call.getName().getValue()))
+        return op->emitOpError("'")
+               << name << "' names module '" << call.getName().getValue()
+               << "', which does not enclose the op's module '" << path << "'";
+    }
+    return success();
+  }
   if (name == kMicrobatchAttrName) {
     auto index = dyn_cast<IntegerAttr>(attr.getValue());
     if (!index || !index.getType().isInteger(64) || index.getInt() < 0)
@@ -704,6 +727,14 @@ StringRef loom::getModulePath(Operation *op) {
   if (auto attr = op->getAttrOfType<StringAttr>(LoomDialect::kModuleAttrName))
     return attr.getValue();
   return {};
+}
+
+int64_t loom::getCallIndex(Operation *op, StringRef modulePath) {
+  auto calls = op->getAttrOfType<DictionaryAttr>(LoomDialect::kCallsAttrName);
+  if (!calls || modulePath.empty())
+    return 0;
+  auto index = calls.getAs<IntegerAttr>(modulePath);
+  return index ? index.getInt() : 0;
 }
 
 int64_t loom::getElementBytes(Type type) {

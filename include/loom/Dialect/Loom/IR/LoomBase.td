@@ -21,6 +21,8 @@ def Loom_Dialect : Dialect {
     itself is a `func.func` whose arguments and results carry the graph
     signature (`loom.name`, `loom.role`, `loom.target`); every op carries the
     module path it came from (`loom.module`) and its phase (`loom.phase`);
+    an op of a module called more than once per forward also the call it
+    ran in (`loom.calls`);
     after `loom-accumulate-gradients` also its microbatch
     (`loom.microbatch`).
 
@@ -66,6 +68,12 @@ def Loom_Dialect : Dialect {
     /// belongs to, set by `loom-accumulate-gradients` on each copy.
     static constexpr ::llvm::StringLiteral kMicrobatchAttrName =
         "loom.microbatch";
+    /// On an op run inside a module called more than once per forward: the
+    /// 0-based call of each such enclosing module it ran in (a dictionary
+    /// from module path to i64, entries for call 0 left out). A backward op
+    /// carries the calls of the forward op it differentiates, so `loom-fsdp`
+    /// can gather per call as FSDP2's hooks do.
+    static constexpr ::llvm::StringLiteral kCallsAttrName = "loom.calls";
     /// What capture was asked (`#loom.run_config`), on the module.
     static constexpr ::llvm::StringLiteral kRunConfigAttrName =
         "loom.run_config";
