@@ -237,6 +237,9 @@ static std::string formatOptionValue(bool v) { return v ? "true" : "false"; }
 static std::string formatOptionValue(OptimizerKind v) {
   return stringifyOptimizerKind(v).str();
 }
+static std::string formatOptionValue(OptimizerImpl v) {
+  return stringifyOptimizerImpl(v).str();
+}
 static std::string formatOptionValue(LrDecay v) {
   return stringifyLrDecay(v).str();
 }
