@@ -498,15 +498,15 @@ struct LoomAttachOptimizerPass
     if (impl == OptimizerImpl::Forloop)
       return success();
     // PyTorch's fused optimizers refuse complex parameters (their kernels
-    // have no complex instantiation); refusing here says so at compile time
-    // rather than at the first step.
+    // have no complex instantiation): say so by name, before the update's
+    // verifier gives its general refusal of non-float parameters.
     for (auto [i, argIndex, target] : getGradientTargets(func)) {
       auto type = dyn_cast<ShapedType>(func.getArgument(argIndex).getType());
       if (type && isa<ComplexType>(type.getElementType()))
         return func.emitOpError("--loom-attach-optimizer: impl=fused does not "
                                 "support the complex parameter '")
                << target.getValue() << "' (" << type
-               << "), as torch.optim's fused=True does not; use impl=forloop";
+               << "), as torch.optim's fused=True does not";
     }
     func->setAttr(LoomDialect::kOptimizerImplAttrName,
                   StringAttr::get(&getContext(), stringifyOptimizerImpl(impl)));

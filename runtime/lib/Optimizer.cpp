@@ -116,8 +116,7 @@ void fusedStep(const OptimizerSpec &o, const at::Tensor &param,
   if (param.is_complex())
     throw Error("impl=fused does not support the complex parameter (" +
                 artifactDtypeName(param.scalar_type()) +
-                "), as torch.optim's fused=True does not; compile with "
-                "--optimizer-impl=forloop");
+                "), as torch.optim's fused=True does not");
   if (o.kind == OptimizerKind::SGD) {
     // torch.optim creates the momentum buffers at the first step and tells
     // the kernel so (is_first_step: copy the gradient in, as the loop's
