@@ -16,7 +16,8 @@ per step, after checking that the first losses agree within 1e-5.
     .venv/bin/python bench/fsdp_vs_fsdp2.py [--model examples/gpt.py]
         [--ranks 2 4] [--steps 30] [--rounds 3] [--warmup 5]
         [--reshard-after-forward auto|true|false] [--threads 1]
-        [--fsdp2-optimizer fused|foreach|forloop] [--compile] [--force-sum]
+        [--fsdp2-optimizer fused|foreach|forloop] [--loom-optimizer-impl forloop|fused]
+        [--compile] [--force-sum]
         [--json F]
 
 Rounds: every contestant runs `--steps` steps once per round, in an order
@@ -78,13 +79,16 @@ def run(cmd: list) -> str:
 
 # ----------------------------------------------------------------- Loom side
 
-def loom_compile(model: Path, ranks: int, reshard: str, work: Path) -> Path:
+def loom_compile(model: Path, ranks: int, reshard: str, work: Path,
+                 impl: str = "forloop") -> Path:
+    """The FSDP artifact, its AdamW as `impl` (loom-compile --optimizer-impl)."""
     run([sys.executable, "-m", "loom.capture", model, "--out", work, "--steps", "1",
-         "--optimizer", "adamw", "--split", ranks])
+         "--optimizer", "adamw", "--optimizer-impl", impl, "--split", ranks])
     run([BUILD / "bin" / "loom-import", work / "step.pt2", "-o", work / "step.mlir"])
     run([BUILD / "bin" / "loom-compile", work / "step.mlir", "-o", work / "step.loomx",
          "--optimizer=adamw", f"--lr={LR}", f"--weight-decay={WEIGHT_DECAY}",
-         "--dp=fsdp", f"--world-size={ranks}", f"--reshard-after-forward={reshard}"])
+         "--dp=fsdp", f"--world-size={ranks}", f"--reshard-after-forward={reshard}",
+         f"--optimizer-impl={impl}"])
     return work / "step.loomx"
 
 
@@ -309,6 +313,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="ATen threads per rank")
     parser.add_argument("--fsdp2-optimizer", choices=sorted(FSDP2_OPTIMIZERS), default="fused",
                         help="FSDP2's AdamW implementation (default: fused, the fastest)")
+    parser.add_argument("--loom-optimizer-impl", choices=("forloop", "fused"), default="forloop",
+                        help="Loom's AdamW: torch.optim's single-tensor loop (default) or its "
+                             "fused kernels (loom-compile --optimizer-impl)")
     parser.add_argument("--compile", action="store_true",
                         help="also run FSDP2 with torch.compile(model) (compiles anew in "
                              "every round: minutes on a small machine)")
@@ -325,7 +332,8 @@ def main() -> None:
     results = []
     for ranks in args.ranks:
         work = Path(tempfile.mkdtemp(prefix=f"loom-fsdp-bench-{ranks}-"))
-        artifact = loom_compile(model, ranks, args.reshard_after_forward, work)
+        artifact = loom_compile(model, ranks, args.reshard_after_forward, work,
+                                args.loom_optimizer_impl)
         times = {c: [] for c in contestants}
         rank0 = {c: [] for c in contestants}
         first = {}
@@ -372,7 +380,8 @@ def main() -> None:
         })
 
     cores = os.cpu_count()
-    print(f"model {name}, adamw (FSDP2: {args.fsdp2_optimizer}), reshard-after-forward "
+    print(f"model {name}, adamw (FSDP2: {args.fsdp2_optimizer}, Loom: "
+          f"{args.loom_optimizer_impl}), reshard-after-forward "
           f"{args.reshard_after_forward}, {args.threads} ATen thread(s) per rank, "
           f"{args.rounds} interleaved rounds x {args.steps} steps (median of the steps after "
           f"{warm} in each round, slowest rank per step), {cores} cores, "
@@ -404,7 +413,8 @@ def main() -> None:
         args.json.write_text(json.dumps({
             "model": name, "reshard_after_forward": args.reshard_after_forward,
             "threads": args.threads, "steps": args.steps, "rounds": args.rounds,
-            "warmup": args.warmup, "fsdp2_optimizer": args.fsdp2_optimizer, "cores": cores,
+            "warmup": args.warmup, "fsdp2_optimizer": args.fsdp2_optimizer,
+            "loom_optimizer_impl": args.loom_optimizer_impl, "cores": cores,
             "torch": torch.__version__, "results": results}, indent=2) + "\n")
 
 

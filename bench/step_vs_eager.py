@@ -20,7 +20,7 @@ artifact for as many steps: its instructions by phase, plus the
 interpreter's time between instructions).
 
     .venv/bin/python bench/step_vs_eager.py [--model examples/gpt.py]
-        [--optimizer adamw] [--steps 40] [--repeats 5] [--threads N]
+        [--optimizer adamw] [--loom-optimizer-impl forloop|fused] [--steps 40] [--repeats 5] [--threads N]
         [--peers eager eager-fused compiled-fused] [--profile] [--json F]
 
 Time: the median, over `repeats` rounds of `steps` steps, of the time of
@@ -70,10 +70,11 @@ def run(cmd: list) -> str:
     return result.stderr
 
 
-def compile_step(model: Path, optimizer: str, work: Path) -> tuple[Path, int]:
-    """capture -> import -> compile; returns the artifact and the predicted
-    peak bytes."""
-    capture_flags = ["--optimizer", optimizer]
+def compile_step(model: Path, optimizer: str, work: Path,
+                 impl: str = "forloop") -> tuple[Path, int]:
+    """capture -> import -> compile (the runtime's optimizer as `impl`);
+    returns the artifact and the predicted peak bytes."""
+    capture_flags = ["--optimizer", optimizer, "--optimizer-impl", impl]
     if optimizer == "sgd":
         capture_flags += ["--lr", "0.01", "--momentum", "0.9"]
     run([sys.executable, "-m", "loom.capture", model, "--out", work, "--steps", "1",
@@ -81,7 +82,7 @@ def compile_step(model: Path, optimizer: str, work: Path) -> tuple[Path, int]:
     run([BUILD / "bin" / "loom-import", work / "step.pt2", "-o", work / "step.mlir"])
     summary = run([BUILD / "bin" / "loom-compile", work / "step.mlir", "-o",
                    work / "step.loomx", f"--optimizer={optimizer}",
-                   *OPTIMIZERS[optimizer][2], "--summary"])
+                   *OPTIMIZERS[optimizer][2], f"--optimizer-impl={impl}", "--summary"])
     predicted = int(summary.split("predicted peak memory ")[1].split(" bytes")[0])
     return work / "step.loomx", predicted
 
@@ -174,11 +175,15 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true",
                         help="also split the timed steps of each into forward/backward/"
                              "optimizer (medians), Loom's from a traced run as long")
+    parser.add_argument("--loom-optimizer-impl", choices=("forloop", "fused"), default="forloop",
+                        help="Loom's optimizer: torch.optim's single-tensor loop (default) or "
+                             "its fused kernels (loom-compile --optimizer-impl)")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="loom-bench-"))
-    artifact, predicted = compile_step(args.model.resolve(), args.optimizer, work)
+    artifact, predicted = compile_step(args.model.resolve(), args.optimizer, work,
+                                       args.loom_optimizer_impl)
     rt = Runtime(BUILD / "runtime" / "lib" / "libloomrt.so")
     torch.set_num_threads(args.threads)
     rt.check(rt.lib.loomrt_set_num_threads(args.threads))
@@ -222,15 +227,17 @@ def main() -> None:
                 for name, peer in peers.items()}
     steppers["loom"] = lambda i: rt.step(session, i)
 
-    # Same computation. Eager with the default optimizer runs the same
+    # Same computation. Eager with the optimizer Loom runs (the default
+    # loop, or fused=True for --loom-optimizer-impl fused) runs the same
     # kernels as Loom in the same order: the losses are bitwise equal (see
-    # docs/runtime.md). The fused optimizer and Inductor's kernels round
+    # docs/runtime.md). The other optimizer and Inductor's kernels round
     # differently, so they only agree closely.
+    twin = "eager-fused" if args.loom_optimizer_impl == "fused" else "eager"
     losses = {name: [fn(i) for i in range(3)] for name, fn in steppers.items()}
     for peer in peers.values():
         peer.split = {k: [] for k in peer.split}
     for name, got in losses.items():
-        exact = name == "eager"
+        exact = name == twin
         diff = max(abs(a - b) / max(1.0, abs(b)) for a, b in zip(got, losses["loom"]))
         if (exact and got != losses["loom"]) or diff > 1e-4:
             sys.exit(f"bench: losses differ: {name} {got} vs Loom {losses['loom']}")
@@ -285,14 +292,16 @@ def main() -> None:
     strongest = min(args.peers, key=lambda name: ms[name])
     result = {
         "model": str(args.model.relative_to(REPO) if args.model.is_relative_to(REPO) else args.model),
-        "optimizer": args.optimizer, "threads": args.threads, "steps": args.steps,
+        "optimizer": args.optimizer, "loom_optimizer_impl": args.loom_optimizer_impl,
+        "threads": args.threads, "steps": args.steps,
         "repeats": args.repeats, "torch": torch.__version__,
         "ms": ms, "peak_bytes": peaks, "loom_predicted_peak_bytes": predicted,
         "strongest_peer": strongest, "time_ratio_vs_strongest": ms["loom"] / ms[strongest],
         "fastest_ms": fastest, "ms_steps": times, "profile_ms": split,
     }
     kib = 1024
-    print(f"model {result['model']}, {args.optimizer}, {args.threads} threads, "
+    print(f"model {result['model']}, {args.optimizer} (Loom {args.loom_optimizer_impl}), "
+          f"{args.threads} threads, "
           f"{args.repeats} rounds x {args.steps} steps each, torch {torch.__version__}")
     print(f"{'':16}{'step ms':>10}{'Loom/this':>11}{'fastest':>10}{'peak KiB':>12}{'Loom/this':>11}")
     for name in order:

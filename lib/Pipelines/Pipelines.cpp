@@ -127,6 +127,10 @@ LogicalResult loom::verifyCompileOptions(
                      Twine(options.microbatches));
   if (options.ppRanks < 0)
     return emitError("pp must not be negative, got " + Twine(options.ppRanks));
+  if (options.impl == OptimizerImpl::Fused && options.isGiven("optimizer") &&
+      options.optimizer == OptimizerKind::None)
+    return emitError("optimizer-impl=fused needs an optimizer (optimizer=none "
+                     "returns the gradients)");
   if (options.ppRanks > 1) {
     llvm::Expected<pipeline::ScheduleKind> kind =
         pipeline::parseScheduleKind(options.ppSchedule);
@@ -143,6 +147,11 @@ LogicalResult loom::verifyCompileOptions(
         options.lrDecay != LrDecay::Constant)
       return emitError("param-groups and lr schedules are not supported "
                        "with pp yet");
+    // Nor would impl=fused reach the stages' updates.
+    if (options.impl == OptimizerImpl::Fused)
+      return emitError("optimizer-impl=fused is not supported with pp yet: "
+                       "the stages' updates are attached outside "
+                       "loom-attach-optimizer");
     // World-size counts every rank of the [pp, dp] mesh.
     if (options.dp != DataParallel::None &&
         options.worldSize % options.ppRanks != 0)
@@ -236,6 +245,9 @@ static std::string formatOptionValue(int64_t v) { return std::to_string(v); }
 static std::string formatOptionValue(bool v) { return v ? "true" : "false"; }
 static std::string formatOptionValue(OptimizerKind v) {
   return stringifyOptimizerKind(v).str();
+}
+static std::string formatOptionValue(OptimizerImpl v) {
+  return stringifyOptimizerImpl(v).str();
 }
 static std::string formatOptionValue(LrDecay v) {
   return stringifyLrDecay(v).str();

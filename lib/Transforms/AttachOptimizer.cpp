@@ -31,6 +31,16 @@ StringRef loom::stringifyOptimizerKind(OptimizerKind kind) {
   llvm_unreachable("unknown optimizer kind");
 }
 
+StringRef loom::stringifyOptimizerImpl(OptimizerImpl impl) {
+  switch (impl) {
+  case OptimizerImpl::Forloop:
+    return "forloop";
+  case OptimizerImpl::Fused:
+    return "fused";
+  }
+  llvm_unreachable("unknown optimizer implementation");
+}
+
 StringRef loom::stringifyLrDecay(LrDecay decay) {
   switch (decay) {
   case LrDecay::Constant:
@@ -317,6 +327,8 @@ struct LoomAttachOptimizerPass
         assignGroups(func, options);
     if (failed(groups) || failed(attachSchedule(func)))
       return failure();
+    if (failed(attachImpl(func)))
+      return failure();
 
     auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
     OpBuilder builder(ret);
@@ -477,6 +489,27 @@ struct LoomAttachOptimizerPass
     fields.set("end_factor", b.getF64FloatAttr(lrEndFactor));
     func->setAttr(LoomDialect::kLrScheduleAttrName,
                   fields.getDictionary(&getContext()));
+    return success();
+  }
+
+  /// Records impl=fused on the step; forloop, the runtime's default, is
+  /// recorded by leaving the attribute out, so existing steps are unchanged.
+  LogicalResult attachImpl(func::FuncOp func) {
+    if (impl == OptimizerImpl::Forloop)
+      return success();
+    // PyTorch's fused optimizers refuse complex parameters (their kernels
+    // have no complex instantiation): say so by name, before the update's
+    // verifier gives its general refusal of non-float parameters.
+    for (auto [i, argIndex, target] : getGradientTargets(func)) {
+      auto type = dyn_cast<ShapedType>(func.getArgument(argIndex).getType());
+      if (type && isa<ComplexType>(type.getElementType()))
+        return func.emitOpError("--loom-attach-optimizer: impl=fused does not "
+                                "support the complex parameter '")
+               << target.getValue() << "' (" << type
+               << "), as torch.optim's fused=True does not";
+    }
+    func->setAttr(LoomDialect::kOptimizerImplAttrName,
+                  StringAttr::get(&getContext(), stringifyOptimizerImpl(impl)));
     return success();
   }
 

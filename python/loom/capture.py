@@ -42,7 +42,8 @@ step (training cycles through them). The capture writes into DIR:
                        "maximize": ...}}
 
     (Adam and AdamW record ``betas`` and ``eps`` instead of the three SGD
-    fields.) When FILE.py defines ``param_groups(model)`` (the list of
+    fields; ``--optimizer-impl fused`` adds ``"impl": "fused"``, and the
+    reference then runs torch.optim with ``fused=True``.) When FILE.py defines ``param_groups(model)`` (the list of
     dicts a user passes to ``torch.optim``, e.g. ``[{"params": decay,
     "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}]``),
     ``"param_groups"`` lists the resolved groups of the real optimizer:
@@ -157,6 +158,9 @@ OPTIMIZER_KEYS = {
     "adam": ("lr", "weight_decay", "betas", "eps", "maximize"),
     "adamw": ("lr", "weight_decay", "betas", "eps", "maximize"),
 }
+# How torch.optim computes the update; run.json records "impl" only for
+# fused, so a configuration without it is the single-tensor loop.
+OPTIMIZER_IMPLS = ("forloop", "fused")
 DEFAULT_OPTIMIZER = "adamw"  # what loom-compile attaches when not told otherwise
 
 RUN_CONFIG_FORMAT = "loom-run-config"
@@ -373,7 +377,11 @@ def resolve_optimizer(name: str, given: dict[str, Any]) -> dict[str, Any]:
 
 def optimizer_kwargs(config: dict[str, Any]) -> dict[str, Any]:
     """The constructor keywords of a resolved optimizer configuration."""
-    return {k: tuple(v) if k == "betas" else v for k, v in config.items() if k != "name"}
+    kwargs = {k: tuple(v) if k == "betas" else v for k, v in config.items()
+              if k not in ("name", "impl")}
+    if config.get("impl") == "fused":
+        kwargs["fused"] = True
+    return kwargs
 
 
 def resolve_param_groups(
@@ -955,6 +963,9 @@ def add_optimizer_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--eps", type=float, help="Adam/AdamW eps (default 1e-8)")
     group.add_argument("--maximize", action="store_true", default=None,
                        help="maximize the loss instead of minimizing it")
+    group.add_argument("--optimizer-impl", choices=OPTIMIZER_IMPLS, default="forloop",
+                       help="forloop (torch.optim's single-tensor default on CPU) or fused "
+                       "(fused=True); compile with the same loom-compile --optimizer-impl")
 
 
 LR_DECAYS = ("constant", "cosine", "linear")
@@ -1037,6 +1048,8 @@ def optimizer_config(parser: argparse.ArgumentParser, args: argparse.Namespace) 
             parser.error(f"--betas must lie in [0, 1), got {config['betas']}")
         if not config["eps"] >= 0:
             parser.error(f"--eps must be non-negative, got {config['eps']}")
+    if getattr(args, "optimizer_impl", "forloop") == "fused":
+        config["impl"] = "fused"
     return config
 
 

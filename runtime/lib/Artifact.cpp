@@ -898,6 +898,17 @@ void ProgramReader::readOptimizer(const json &v, const std::string &path) {
       (o.momentum <= 0 || o.dampening != 0))
     fail(join(path, schema::kOptimizerNesterov),
          "Nesterov momentum requires a momentum and zero dampening");
+  if (v.contains(schema::kOptimizerImpl)) {
+    std::string implPath = join(path, schema::kOptimizerImpl);
+    std::string impl = string(v[schema::kOptimizerImpl], implPath);
+    if (impl == schema::kOptimizerImplForloop)
+      o.impl = OptimizerImpl::Forloop;
+    else if (impl == schema::kOptimizerImplFused)
+      o.impl = OptimizerImpl::Fused;
+    else
+      fail(implPath,
+           "unknown implementation '" + impl + "' (expected forloop or fused)");
+  }
   a.optimizer = o;
 }
 

@@ -1,6 +1,8 @@
-//===- Optimizer.cpp - torch.optim's single-tensor SGD, Adam, AdamW -------===//
+//===- Optimizer.cpp - torch.optim's SGD, Adam, AdamW, looped or fused ----===//
 //
-// Each line mirrors one line of torch 2.9's torch/optim/sgd.py
+// impl=fused calls the ATen kernels torch/optim/{sgd,adam}.py's `_fused_*`
+// call, with the same arguments (see fusedStep). impl=forloop: each line
+// mirrors one line of torch 2.9's torch/optim/sgd.py
 // `_single_tensor_sgd` or torch/optim/adam.py `_single_tensor_adam` (AdamW
 // is Adam with decoupled_weight_decay=True). Python passes a float to a
 // Tensor method as a wrapped 0-d double tensor, C++ passes an at::Scalar;
@@ -15,7 +17,11 @@
 #include "loomrt/Dtype.h"
 #include "loomrt/Error.h"
 
+#include <ATen/ops/_fused_adam.h>
+#include <ATen/ops/_fused_adamw.h>
+#include <ATen/ops/_fused_sgd.h>
 #include <ATen/ops/neg.h>
+#include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/view_as_real.h>
 
 #include <algorithm>
@@ -100,6 +106,49 @@ void adamStep(const OptimizerSpec &o, const at::Tensor &paramIn,
   param.addcdiv_(expAvg, denom, -stepSize);
 }
 
+/// One parameter's update by the fused kernel, as torch.optim's `_fused_sgd`
+/// and `_fused_adam` call it on CPU: a float lr, no grad_scale/found_inf,
+/// amsgrad off. The kernels update each tensor of their lists on its own,
+/// so a one-element list gives the bits a whole-group call gives.
+void fusedStep(const OptimizerSpec &o, const at::Tensor &param,
+               const at::Tensor &grad, const std::vector<at::Tensor> &state,
+               float &step) {
+  if (param.is_complex())
+    throw Error("impl=fused does not support the complex parameter (" +
+                artifactDtypeName(param.scalar_type()) +
+                "), as torch.optim's fused=True does not");
+  if (o.kind == OptimizerKind::SGD) {
+    // torch.optim creates the momentum buffers at the first step and tells
+    // the kernel so (is_first_step: copy the gradient in, as the loop's
+    // clone); the runtime's buffers exist from the start as zeros.
+    std::vector<at::Tensor> buffers;
+    if (o.momentum != 0)
+      buffers.push_back(state[0]);
+    at::_fused_sgd_({param}, {grad}, buffers, o.weightDecay, o.momentum, o.lr,
+                    o.dampening, o.nesterov, o.maximize,
+                    /*is_first_step=*/o.momentum != 0 && step == 0);
+    step += 1;
+    return;
+  }
+  // torch._foreach_add_(state_steps, 1) on the float32 step tensors the
+  // fused path keeps, then the kernel reads the new count; the runtime
+  // keeps the count as a float32 scalar (the checkpoint format), so it
+  // makes the tensor from it.
+  step += 1.0f;
+  at::Tensor stepTensor = at::scalar_tensor(
+      step, at::TensorOptions().dtype(at::kFloat).device(param.device()));
+  if (o.kind == OptimizerKind::AdamW)
+    at::_fused_adamw_({param}, {grad}, {state[0]}, {state[1]},
+                      /*max_exp_avg_sqs=*/{}, {stepTensor}, o.lr, o.beta1,
+                      o.beta2, o.weightDecay, o.eps, /*amsgrad=*/false,
+                      o.maximize);
+  else
+    at::_fused_adam_({param}, {grad}, {state[0]}, {state[1]},
+                     /*max_exp_avg_sqs=*/{}, {stepTensor}, o.lr, o.beta1,
+                     o.beta2, o.weightDecay, o.eps, /*amsgrad=*/false,
+                     o.maximize);
+}
+
 } // namespace
 
 void optimizerStep(const OptimizerSpec &spec, const at::Tensor &param,
@@ -117,7 +166,9 @@ void optimizerStep(const OptimizerSpec &spec, const at::Tensor &param,
     throw Error(std::string(toString(spec.kind)) + " needs " +
                 std::to_string(spec.numStateSlots()) + " state tensors, got " +
                 std::to_string(state.size()));
-  if (spec.kind == OptimizerKind::SGD)
+  if (spec.impl == OptimizerImpl::Fused)
+    fusedStep(spec, param, grad, state, step);
+  else if (spec.kind == OptimizerKind::SGD)
     sgdStep(spec, param, grad, state, step);
   else
     adamStep(spec, param, grad, state, step);

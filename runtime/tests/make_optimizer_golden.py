@@ -3,7 +3,8 @@
 Usage: make_optimizer_golden.py OUT.safetensors
 
 For each configuration below, runs torch.optim (foreach=False, as the
-runtime's single-tensor algorithm) for a few steps with given gradients and
+runtime's single-tensor algorithm, or fused=True, as its impl=fused) for a
+few steps with given gradients and
 records the parameter after every step and the final state. The C++ test
 (OptimizerTest.cpp, OptimizerGolden.*) replays the same gradients through
 loomrt::optimizerStep and requires bitwise-equal results.
@@ -30,6 +31,14 @@ CONFIGS = [
     ("adamw", torch.float32, "adamw", dict(lr=1e-3, weight_decay=0.01)),
     ("adamw_bf16", torch.bfloat16, "adamw", dict(lr=1e-2, weight_decay=0.1)),
     ("adamw_complex", torch.complex64, "adamw", dict(lr=1e-2, betas=(0.5, 0.75), weight_decay=0.2)),
+    # fused=True: ATen's fused kernels, the runtime's impl=fused.
+    ("sgd_fused", torch.float32, "sgd", dict(lr=0.1, fused=True)),
+    ("sgd_momentum_fused", torch.float32, "sgd", dict(lr=0.1, momentum=0.9, dampening=0.1, weight_decay=0.01, fused=True)),
+    ("sgd_nesterov_maximize_fused", torch.float64, "sgd", dict(lr=0.05, momentum=0.8, nesterov=True, weight_decay=0.05, maximize=True, fused=True)),
+    ("adam_fused", torch.float32, "adam", dict(lr=1e-3, fused=True)),
+    ("adam_wd_maximize_fused", torch.float32, "adam", dict(lr=1e-2, betas=(0.8, 0.9), eps=1e-6, weight_decay=0.1, maximize=True, fused=True)),
+    ("adamw_fused", torch.float32, "adamw", dict(lr=1e-3, weight_decay=0.01, fused=True)),
+    ("adamw_bf16_fused", torch.bfloat16, "adamw", dict(lr=1e-2, weight_decay=0.1, fused=True)),
 ]
 
 CLASSES = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW}
@@ -48,6 +57,7 @@ def spec(kind: str, opt: torch.optim.Optimizer) -> dict:
         "dampening": g.get("dampening", 0.0),
         "nesterov": g.get("nesterov", False),
         "maximize": g["maximize"],
+        **({"impl": "fused"} if g.get("fused") else {}),
     }
 
 

@@ -87,6 +87,19 @@ enum class OptimizerKind { None, SGD, Adam, AdamW };
       clEnumValN(::loom::OptimizerKind::Adam, "adam", "torch.optim.Adam"),     \
       clEnumValN(::loom::OptimizerKind::AdamW, "adamw", "torch.optim.AdamW"))
 
+/// How the runtime computes an optimizer's update (`loom-attach-optimizer`):
+/// torch.optim's single-tensor loop op for op (its default on CPU), or the
+/// fused kernel a user selects with `fused=True`. Their results differ in
+/// rounding, so each is bitwise equal only to its own PyTorch counterpart.
+enum class OptimizerImpl { Forloop, Fused };
+
+#define LOOM_OPTIMIZER_IMPL_VALUES                                             \
+  ::llvm::cl::values(                                                          \
+      clEnumValN(::loom::OptimizerImpl::Forloop, "forloop",                    \
+                 "torch.optim's single-tensor algorithm (foreach=False)"),     \
+      clEnumValN(::loom::OptimizerImpl::Fused, "fused",                        \
+                 "ATen's fused kernel, as torch.optim's fused=True"))
+
 /// What follows the warm-up of a learning-rate schedule
 /// (`loom-attach-optimizer`): each is the torch.optim.lr_scheduler class a
 /// user chains after LinearLR with SequentialLR.
@@ -161,6 +174,9 @@ enum class RematMode { None, Full, Selective, Captured };
 /// The spelling of `kind` in options and diagnostics ("adamw").
 llvm::StringRef stringifyOptimizerKind(OptimizerKind kind);
 
+/// The spelling of `impl` in options and attributes ("fused").
+llvm::StringRef stringifyOptimizerImpl(OptimizerImpl impl);
+
 /// The spelling of `decay` in options and attributes ("cosine").
 llvm::StringRef stringifyLrDecay(LrDecay decay);
 
@@ -174,6 +190,12 @@ namespace llvm::cl {
 template <>
 class parser<loom::OptimizerKind>
     : public loom::EnumOptionParser<loom::OptimizerKind> {
+public:
+  using EnumOptionParser::EnumOptionParser;
+};
+template <>
+class parser<loom::OptimizerImpl>
+    : public loom::EnumOptionParser<loom::OptimizerImpl> {
 public:
   using EnumOptionParser::EnumOptionParser;
 };

@@ -281,6 +281,14 @@ def LoomAttachOptimizer
     formulas in float64, so the rate of step k equals
     `scheduler.get_last_lr()` after k `scheduler.step()` calls, bit for bit.
 
+    Implementation. `impl=fused` records `loom.optimizer_impl = "fused"` on
+    the step function; the runtime then updates each parameter with ATen's
+    fused kernel (`_fused_sgd_`, `_fused_adam_`, `_fused_adamw_`), as
+    `torch.optim`'s `fused=True` does, instead of the single-tensor loop
+    (`impl=forloop`, the default, records nothing). The state tensors are
+    the same either way, so checkpoints move between the two. Fused refuses
+    complex parameters, as PyTorch's fused optimizers do.
+
     Fails on a step that already has an optimizer attached, and on
     hyperparameters PyTorch would reject (negative learning rate, betas
     outside [0, 1), Nesterov without momentum, a negative max-grad-norm, a
@@ -292,6 +300,11 @@ def LoomAttachOptimizer
            /*default=*/"::loom::OptimizerKind::AdamW",
            "The algorithm: sgd, adam or adamw (none attaches nothing)",
            "LOOM_OPTIMIZER_KIND_VALUES">,
+    Option<"impl", "impl", "::loom::OptimizerImpl",
+           /*default=*/"::loom::OptimizerImpl::Forloop",
+           "How the runtime updates: forloop (torch.optim's single-tensor "
+           "algorithm) or fused (torch.optim's fused=True kernels)",
+           "LOOM_OPTIMIZER_IMPL_VALUES">,
     Option<"lr", "lr", "double", /*default=*/"1.0e-3", "Learning rate">,
     Option<"momentum", "momentum", "double", /*default=*/"0.0",
            "SGD momentum factor">,

@@ -329,6 +329,8 @@ static void buildProgram(func::FuncOp func, StepSignature &sig,
       sig.programRanks);
   if (Attribute schedule = func->getAttr(LoomDialect::kLrScheduleAttrName))
     program->setAttr(LoomDialect::kLrScheduleAttrName, schedule);
+  if (Attribute impl = func->getAttr(LoomDialect::kOptimizerImplAttrName))
+    program->setAttr(LoomDialect::kOptimizerImplAttrName, impl);
   program.getBody().takeBody(func.getBody());
   Block &block = program.getBody().front();
 

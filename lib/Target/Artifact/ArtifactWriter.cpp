@@ -589,6 +589,9 @@ std::string ArtifactWriter::buildProgram() {
         number(schema::kOptimizerDampening, config->dampening);
         j.attribute(schema::kOptimizerNesterov, config->nesterov);
         j.attribute(schema::kOptimizerMaximize, config->maximize);
+        if (auto impl = first->getAttrOfType<StringAttr>(
+                LoomDialect::kOptimizerImplAttrName))
+          j.attribute(schema::kOptimizerImpl, impl.getValue());
       });
     } else {
       j.value(nullptr);

@@ -130,6 +130,10 @@ struct OutputSpec {
 enum class OptimizerKind { SGD, Adam, AdamW };
 const char *toString(OptimizerKind kind);
 
+/// How an update is computed: torch.optim's single-tensor loop op for op,
+/// or ATen's fused kernel (torch.optim's `fused=True`).
+enum class OptimizerImpl { Forloop, Fused };
+
 /// The `optimizer` object: torch.optim hyperparameters, all of them present.
 struct OptimizerSpec {
   OptimizerKind kind = OptimizerKind::SGD;
@@ -142,6 +146,8 @@ struct OptimizerSpec {
   double dampening = 0;
   bool nesterov = false;
   bool maximize = false;
+  /// `impl`, absent in artifacts older than the key: forloop.
+  OptimizerImpl impl = OptimizerImpl::Forloop;
 
   /// How many state slots an optimizer instruction of this kind takes:
   /// SGD with momentum 1 (momentum_buffer), without 0; Adam/AdamW 2.

@@ -4,7 +4,8 @@
 //  * OptimizerMirror: torch/optim/{sgd,adam}.py's single-tensor loops written
 //    out in this file with plain ATen calls (on clones, step by step as
 //    torch.optim keeps its state), compared bitwise with optimizerStep.
-//  * OptimizerGolden: the numbers torch.optim itself produced in Python
+//  * OptimizerGolden: the numbers torch.optim itself produced in Python, with
+//    foreach=False and with fused=True (impl=fused)
 //    (make_optimizer_golden.py, run by ctest as a fixture; the path comes in
 //    LOOMRT_OPTIMIZER_GOLDEN), compared bitwise.
 //
@@ -19,6 +20,7 @@
 #include <ATen/ops/equal.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/ones.h>
+#include <ATen/ops/ones_like.h>
 #include <ATen/ops/randn.h>
 #include <ATen/ops/zeros.h>
 #include <ATen/ops/zeros_like.h>
@@ -203,6 +205,59 @@ TEST(Optimizer, GradientShapeMismatch) {
 
 // --- Against torch.optim's own output ---------------------------------------
 
+TEST(OptimizerFused, DiffersFromTheLoopAndSharesItsState) {
+  // The negative control of the fused goldens: the kernel rounds
+  // differently from the loop, so a runtime that ignored impl would fail
+  // them. The state is the same tensors, so either impl continues the
+  // other's (checkpoints move between them).
+  OptimizerSpec loop =
+      adam(OptimizerKind::AdamW, 1e-3, 0.9, 0.999, 1e-8, 0.01, false);
+  OptimizerSpec fused = loop;
+  fused.impl = OptimizerImpl::Fused;
+  at::manual_seed(7);
+  at::Tensor p0 = at::randn({64, 33});
+  at::Tensor a = p0.clone(), b = p0.clone();
+  std::vector<at::Tensor> sa = {at::zeros_like(a), at::zeros_like(a)};
+  std::vector<at::Tensor> sb = {at::zeros_like(b), at::zeros_like(b)};
+  float stepA = 0, stepB = 0;
+  for (int s = 0; s < 10; ++s) {
+    at::Tensor grad = at::randn({64, 33});
+    optimizerStep(loop, a, grad, sa, stepA);
+    optimizerStep(s < 5 ? loop : fused, b, grad, sb, stepB);
+  }
+  EXPECT_EQ(stepA, 10.0f);
+  EXPECT_EQ(stepB, 10.0f);
+  EXPECT_FALSE(at::equal(a, b));
+  EXPECT_LT(a.sub(b).abs().max().item<double>(), 1e-6);
+}
+
+TEST(OptimizerFused, SGDFirstStepBufferIsTheGradient) {
+  OptimizerSpec o = sgd(0.1, 0.9, 0.5, 0.0, false, false);
+  o.impl = OptimizerImpl::Fused;
+  at::Tensor param = at::ones({3});
+  at::Tensor grad = at::full({3}, 2.0);
+  std::vector<at::Tensor> state = {at::zeros({3})};
+  float step = 0;
+  optimizerStep(o, param, grad, state, step);
+  EXPECT_TRUE(at::equal(state[0], grad));
+  EXPECT_TRUE(at::equal(param, at::full({3}, 0.8)));
+  EXPECT_EQ(step, 1.0f);
+}
+
+TEST(OptimizerFused, RefusesComplexParameters) {
+  OptimizerSpec o =
+      adam(OptimizerKind::AdamW, 1e-3, 0.9, 0.999, 1e-8, 0.01, false);
+  o.impl = OptimizerImpl::Fused;
+  at::Tensor param = at::ones({3}, at::kComplexFloat);
+  std::vector<at::Tensor> state = {at::zeros_like(param),
+                                   at::zeros_like(param)};
+  float step = 0;
+  EXPECT_CONTAINS(errorOf([&] {
+                    optimizerStep(o, param, at::ones_like(param), state, step);
+                  }),
+                  "impl=fused does not support the complex parameter");
+}
+
 TEST(OptimizerGolden, MatchesTorchOptimBitwise) {
   const char *path = std::getenv("LOOMRT_OPTIMIZER_GOLDEN");
   if (!path)
@@ -210,7 +265,7 @@ TEST(OptimizerGolden, MatchesTorchOptimBitwise) {
                     "running make_optimizer_golden.py)";
   SafetensorsFile golden = SafetensorsFile::open(path);
   json configs = json::parse(golden.metadata().at("configs"));
-  ASSERT_GE(configs.size(), 10u);
+  ASSERT_GE(configs.size(), 17u);
   for (const json &c : configs) {
     std::string name = c["name"];
     SCOPED_TRACE(name);
@@ -229,6 +284,8 @@ TEST(OptimizerGolden, MatchesTorchOptimBitwise) {
     o.dampening = j["dampening"];
     o.nesterov = j["nesterov"];
     o.maximize = j["maximize"];
+    o.impl = j.value("impl", "forloop") == "fused" ? OptimizerImpl::Fused
+                                                   : OptimizerImpl::Forloop;
 
     at::Tensor param = golden.read(name + ".param0");
     std::vector<at::Tensor> state;

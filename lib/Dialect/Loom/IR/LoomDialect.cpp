@@ -574,6 +574,14 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
              << "#loom.adam or #loom.adamw) on a func.func";
     return success();
   }
+  if (name == kOptimizerImplAttrName) {
+    auto impl = dyn_cast<StringAttr>(attr.getValue());
+    if (!impl || impl.getValue() != "fused")
+      return op->emitOpError("'")
+             << name << "' must be \"fused\" (the single-tensor loop is "
+             << "the default and has no attribute)";
+    return success();
+  }
   if (name == kLrScheduleAttrName) {
     // Its values are checked where it is made (loom-attach-optimizer) and
     // read (the runtime, by field path); the writer relies on its shape.

@@ -64,6 +64,10 @@ def Loom_Dialect : Dialect {
     /// `loom-attach-optimizer`), on the step function and its loomrt.program.
     static constexpr ::llvm::StringLiteral kLrScheduleAttrName =
         "loom.lr_schedule";
+    /// How the runtime applies a step's optimizer ("fused"; absent: the
+    /// single-tensor loop), on the step function and its loomrt.program.
+    static constexpr ::llvm::StringLiteral kOptimizerImplAttrName =
+        "loom.optimizer_impl";
     /// The microbatch (0-based) an op of a gradient-accumulation step
     /// belongs to, set by `loom-accumulate-gradients` on each copy.
     static constexpr ::llvm::StringLiteral kMicrobatchAttrName =
