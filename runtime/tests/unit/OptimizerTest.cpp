@@ -180,15 +180,20 @@ TEST(OptimizerMirror, AdamWBFloat16) {
 
 TEST(Optimizer, SGDFirstStepBufferIsTheGradient) {
   // torch.optim creates the momentum buffer as a clone of the (decayed)
-  // gradient on the first step; the runtime's zero buffer must end up equal.
-  OptimizerSpec o = sgd(0.1, 0.9, 0.5, 0.0, false, false);
-  at::Tensor param = at::ones({3});
-  at::Tensor grad = at::full({3}, 2.0);
-  std::vector<at::Tensor> state = {at::zeros({3})};
-  float step = 0;
-  optimizerStep(o, param, grad, state, step);
-  EXPECT_TRUE(at::equal(state[0], grad));
-  EXPECT_TRUE(at::equal(param, at::full({3}, 0.8)));
+  // gradient on the first step, in the loop and in the fused kernel
+  // (is_first_step); the runtime's zero buffer must end up equal.
+  for (OptimizerImpl impl : {OptimizerImpl::Forloop, OptimizerImpl::Fused}) {
+    OptimizerSpec o = sgd(0.1, 0.9, 0.5, 0.0, false, false);
+    o.impl = impl;
+    at::Tensor param = at::ones({3});
+    at::Tensor grad = at::full({3}, 2.0);
+    std::vector<at::Tensor> state = {at::zeros({3})};
+    float step = 0;
+    optimizerStep(o, param, grad, state, step);
+    EXPECT_TRUE(at::equal(state[0], grad));
+    EXPECT_TRUE(at::equal(param, at::full({3}, 0.8)));
+    EXPECT_EQ(step, 1.0f);
+  }
 }
 
 TEST(Optimizer, GradientShapeMismatch) {
@@ -229,19 +234,6 @@ TEST(OptimizerFused, DiffersFromTheLoopAndSharesItsState) {
   EXPECT_EQ(stepB, 10.0f);
   EXPECT_FALSE(at::equal(a, b));
   EXPECT_LT(a.sub(b).abs().max().item<double>(), 1e-6);
-}
-
-TEST(OptimizerFused, SGDFirstStepBufferIsTheGradient) {
-  OptimizerSpec o = sgd(0.1, 0.9, 0.5, 0.0, false, false);
-  o.impl = OptimizerImpl::Fused;
-  at::Tensor param = at::ones({3});
-  at::Tensor grad = at::full({3}, 2.0);
-  std::vector<at::Tensor> state = {at::zeros({3})};
-  float step = 0;
-  optimizerStep(o, param, grad, state, step);
-  EXPECT_TRUE(at::equal(state[0], grad));
-  EXPECT_TRUE(at::equal(param, at::full({3}, 0.8)));
-  EXPECT_EQ(step, 1.0f);
 }
 
 TEST(OptimizerFused, RefusesComplexParameters) {
