@@ -77,8 +77,11 @@ def tolerance(mode: str, world: int) -> list[str]:
     step reduces its bucket in parameter order and Loom's in the order
     backward produces the gradients, and Gloo's 4-rank all-reduce sums an
     element in an order that depends on its offset (docs/distributed.md,
-    "PyTorch's test models"). 1e-6 relative is 8 ulps."""
-    return ["--rtol", "1e-6", "--atol", "1e-7"] if mode == "ddp" and world > 2 else EXACT
+    "PyTorch's test models"). 1e-6 relative is 8 ulps; AdamW's
+    normalised step turns a 1-ulp gradient difference on a small gradient
+    into up to 1.04e-7 (measured, at |ref| 0.088), hence atol 2e-7, still
+    five orders below one lr-1e-2 step."""
+    return ["--rtol", "1e-6", "--atol", "2e-7"] if mode == "ddp" and world > 2 else EXACT
 
 
 def check(artifact: Path, out: Path, world: int, reference: Path,
