@@ -157,9 +157,10 @@ def _modules(model: torch.nn.Module, units: list[str], name: str) -> list[torch.
     return [model.get_submodule(name)]
 
 
-def apply_microbatch_flags(model: torch.nn.Module, settings: ModuleSettings, last: bool) -> None:
-    """``settings.per_microbatch`` for one microbatch (FSDP2's setters)."""
-    units = _units(model, settings)
+def apply_microbatch_flags(model: torch.nn.Module, settings: ModuleSettings, units: list[str],
+                           last: bool) -> None:
+    """``settings.per_microbatch`` for one microbatch (FSDP2's setters);
+    ``units``: the modules ``_wrap`` sharded before the root."""
     for name, setters in settings.per_microbatch.items():
         for setter, when in setters.items():
             value = last if when == "last" else when == "always"
@@ -248,6 +249,8 @@ def train_on_ranks(model, opt, batches, rank: int, world: int, steps: int,
     import torch.distributed as dist
 
     losses = []
+    flagged = settings is not None and bool(settings.per_microbatch)
+    units = _units(model, settings) if flagged else []
     for step in range(steps):
         if before_step:
             before_step(step)
@@ -258,8 +261,8 @@ def train_on_ranks(model, opt, batches, rank: int, world: int, steps: int,
         for k in range(microbatches):
             first = (rank * microbatches + k) * rows
             last = k == microbatches - 1
-            if settings is not None and settings.per_microbatch:
-                apply_microbatch_flags(model, settings, last)
+            if flagged:
+                apply_microbatch_flags(model, settings, units, last)
                 sync = contextlib.nullcontext()
             else:
                 sync = _no_sync(model, last)
