@@ -53,8 +53,21 @@ if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; th
   if [ ! -x .venv/bin/python ] || ! .venv/bin/python -m pip --version >/dev/null 2>&1; then
     "$PYTHON" -m venv --clear .venv
   fi
-  .venv/bin/python -m pip install -q --upgrade pip
-  if ! .venv/bin/python -m pip install -q -r requirements.txt; then
+  .venv/bin/python -m pip install -q --retries 10 --timeout 60 --upgrade pip
+  # The CUDA wheels torch pulls in are hundreds of MB; a dropped connection
+  # near the end of one must resume, not fail the whole set-up. pip resumes a
+  # download (--resume-retries) and the install as a whole is tried 3 times.
+  installed=0
+  for attempt in 1 2 3; do
+    if .venv/bin/python -m pip install -q --retries 10 --timeout 60 \
+        --resume-retries 50 -r requirements.txt; then
+      installed=1
+      break
+    fi
+    echo "setup: pip install attempt $attempt failed; retrying" >&2
+    sleep $((attempt * 10))
+  done
+  if [ "$installed" != 1 ]; then
     echo "setup: error: could not install the pinned Python packages (see above)" >&2
     exit 1
   fi
