@@ -428,8 +428,6 @@ LogicalResult loom::applyRunConfig(CompileOptions &options, ModuleOp module) {
 // Building the pipeline
 //===----------------------------------------------------------------------===//
 
-/// Whether a schedule runs one stage per rank (GPipe, 1F1B); the options
-/// were verified, so the name parses.
 /// Sets what the split takes from the schedule: the stage count (one or
 /// two per rank) unless given, and whether backwards split into I and W. An
 /// unknown name is left to loom-pipeline-schedule to report.
@@ -444,6 +442,14 @@ static void configureSplit(LoomPipelineSplitOptions &split,
   if (!options.isGiven("pp-stages"))
     split.ppStages = options.ppRanks * (pipeline::isSingleStage(*kind) ? 1 : 2);
   split.ppSplitBackward = pipeline::splitsBackward(*kind);
+}
+
+/// The device spec the cost model prices the step with: the one asked for,
+/// else the one the artifact runs on (an H100 for cuda).
+static std::string costModelDevice(const CompileOptions &options) {
+  if (!options.scheduleDevice.empty())
+    return options.scheduleDevice;
+  return options.device == TargetDevice::Cuda ? "h100" : "cpu";
 }
 
 /// Everything after recompute: accumulation, data parallelism, the
@@ -520,12 +526,11 @@ static void buildDistributePipeline(OpPassManager &pm,
   }
   if (options.schedule) {
     auto schedule = forwardToPass<LoomScheduleOptions>(options);
-    // The artifact runs on the CPU runtime: its cost model by default.
-    schedule.device =
-        options.scheduleDevice.empty() ? "cpu" : options.scheduleDevice;
+    // The cost model of the device the artifact runs on by default.
+    schedule.device = costModelDevice(options);
     pm.addPass(createLoomSchedule(schedule));
   }
-  pm.addPass(createLoomLowerToRT());
+  pm.addPass(createLoomLowerToRT(forwardToPass<LoomLowerToRTOptions>(options)));
   buildFinishPipeline(pm);
 }
 
@@ -542,8 +547,7 @@ void loom::buildCompilePipeline(OpPassManager &pm,
                           options.rematModules.end());
     // Recompute time on the device the artifact runs on, as the scheduler
     // prices it.
-    sac.device =
-        options.scheduleDevice.empty() ? "cpu" : options.scheduleDevice;
+    sac.device = costModelDevice(options);
     // The budget bounds the program the rest of this pipeline makes.
     pm.addPass(createLoomSacIlp(sac, [options](OpPassManager &downstream) {
       buildDistributePipeline(downstream, options);

@@ -5,6 +5,7 @@
 
 #include "loom/Conversion/LoomToLoomRT/LoomToLoomRT.h"
 #include "loom/Dialect/LoomRT/IR/LoomRTDialect.h"
+#include "loom/Transforms/OptionEnums.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 

@@ -82,6 +82,14 @@ def LoomLowerToRT : Pass<"loom-lower-to-rt", "::mlir::ModuleOp"> {
     Each violation is reported where it is. Frees and slots are added by
     `loomrt-insert-frees` and `loomrt-assign-slots`.
   }];
+  let options = [
+    Option<"device", "device", "::loom::TargetDevice",
+           /*default=*/"::loom::TargetDevice::Cpu",
+           "The device the artifact runs on: cpu, or cuda (recorded as the "
+           "module's `loom.device`, which the artifact writes as `device`; "
+           "cpu leaves the module as it is)",
+           "LOOM_TARGET_DEVICE_VALUES">,
+  ];
   let dependentDialects = ["::loom::rt::LoomRTDialect"];
 }
 

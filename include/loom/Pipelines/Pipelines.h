@@ -10,6 +10,7 @@
 #ifndef LOOM_PIPELINES_PIPELINES_H
 #define LOOM_PIPELINES_PIPELINES_H
 
+#include "loom/Conversion/Passes.h"
 #include "loom/Transforms/OptionEnums.h"
 #include "loom/Transforms/Passes.h"
 

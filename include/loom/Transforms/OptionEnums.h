@@ -100,6 +100,18 @@ enum class OptimizerImpl { Forloop, Fused };
       clEnumValN(::loom::OptimizerImpl::Fused, "fused",                        \
                  "ATen's fused kernel, as torch.optim's fused=True"))
 
+/// The device a compiled step runs on (`loom-lower-to-rt`): the artifact
+/// records it and `loom-run --device` may override it. It also picks the
+/// cost model's default device spec (cpu, or h100 for cuda).
+enum class TargetDevice { Cpu, Cuda };
+
+#define LOOM_TARGET_DEVICE_VALUES                                              \
+  ::llvm::cl::values(                                                          \
+      clEnumValN(::loom::TargetDevice::Cpu, "cpu",                             \
+                 "ATen on the CPU with Gloo collectives"),                     \
+      clEnumValN(::loom::TargetDevice::Cuda, "cuda",                           \
+                 "ATen on CUDA devices with NCCL collectives"))
+
 /// What follows the warm-up of a learning-rate schedule
 /// (`loom-attach-optimizer`): each is the torch.optim.lr_scheduler class a
 /// user chains after LinearLR with SequentialLR.

@@ -482,6 +482,9 @@ struct LoomLowerToRTPass
       return signalPassFailure();
     for (size_t i = 0; i < steps.size(); ++i)
       buildProgram(steps[i], sigs[i], optimizers[i]);
+    if (device == TargetDevice::Cuda)
+      module->setAttr(LoomDialect::kDeviceAttrName,
+                      StringAttr::get(&getContext(), "cuda"));
 
     ConversionTarget target(getContext());
     target.addLegalDialect<rt::LoomRTDialect>();

@@ -567,6 +567,9 @@ std::string ArtifactWriter::buildProgram() {
     }
     if (!mpmd)
       j.attribute(schema::kProgramNumSlots, numSlots);
+    if (auto device =
+            module->getAttrOfType<StringAttr>(LoomDialect::kDeviceAttrName))
+      j.attribute(schema::kProgramDevice, device.getValue());
     j.attributeBegin(schema::kProgramOptimizer);
     if (std::optional<OptimizerConfig> config =
             first.getOptimizer() ? getOptimizerConfig(*first.getOptimizer())

@@ -820,3 +820,16 @@ func.func @f(%x: tensor<2xf32>) {
   %y = loom.aten "aten::neg.default"(%x) {args = [#loom.arg<0>], loom.module = "inner", loom.calls = [1]} : (tensor<2xf32>) -> tensor<2xf32>
   return
 }
+
+// -----
+
+// expected-error@+1 {{'loom.device' must be "cpu" or "cuda" on a module}}
+module attributes {loom.device = "tpu"} {
+}
+
+// -----
+
+// expected-error@+1 {{'loom.device' must be "cpu" or "cuda" on a module}}
+func.func @f() attributes {loom.device = "cuda"} {
+  return
+}

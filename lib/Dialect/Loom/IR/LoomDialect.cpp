@@ -574,6 +574,14 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
              << "#loom.adam or #loom.adamw) on a func.func";
     return success();
   }
+  if (name == kDeviceAttrName) {
+    auto device = dyn_cast<StringAttr>(attr.getValue());
+    if (!isa<ModuleOp>(op) || !device ||
+        (device.getValue() != "cpu" && device.getValue() != "cuda"))
+      return op->emitOpError("'")
+             << name << "' must be \"cpu\" or \"cuda\" on a module";
+    return success();
+  }
   if (name == kOptimizerImplAttrName) {
     auto impl = dyn_cast<StringAttr>(attr.getValue());
     if (!impl || impl.getValue() != "fused")

@@ -78,6 +78,9 @@ def Loom_Dialect : Dialect {
     /// carries the calls of the forward op it differentiates, so `loom-fsdp`
     /// can gather per call as FSDP2's hooks do.
     static constexpr ::llvm::StringLiteral kCallsAttrName = "loom.calls";
+    /// The device the compiled step runs on ("cpu" or "cuda"; absent: cpu),
+    /// on the module, set by `loom-lower-to-rt{device=...}`.
+    static constexpr ::llvm::StringLiteral kDeviceAttrName = "loom.device";
     /// What capture was asked (`#loom.run_config`), on the module.
     static constexpr ::llvm::StringLiteral kRunConfigAttrName =
         "loom.run_config";
