@@ -146,6 +146,27 @@ static LogicalResult resolveMesh(func::FuncOp func, StepSignature &sig) {
   return success();
 }
 
+/// Refuses, where it is, a kernel ATen has only for the CPU in a step
+/// compiled for cuda: a CPU capture records CPU variants (the `_for_cpu`
+/// attention kernels, mkldnn's), which CUDA cannot dispatch.
+static LogicalResult checkKernelsRunOn(func::FuncOp func, TargetDevice device) {
+  if (device != TargetDevice::Cuda)
+    return success();
+  WalkResult walk = func.walk([](loom::AtenOp aten) {
+    StringRef kernel = aten.getKernel();
+    if (!kernel.contains("_for_cpu") && !kernel.starts_with("aten::mkldnn") &&
+        !kernel.starts_with("mkldnn::"))
+      return WalkResult::advance();
+    aten.emitError("kernel '")
+        << kernel
+        << "' runs only on the CPU, so the step cannot be compiled for "
+           "device=cuda; capture it where CUDA runs it (on a GPU), which "
+           "records CUDA's kernel";
+    return WalkResult::interrupt();
+  });
+  return failure(walk.wasInterrupted());
+}
+
 /// Reports, where it is, everything in a step the lowering cannot carry
 /// into a loomrt program, and finds the step's one optimizer.
 static LogicalResult checkStep(func::FuncOp func, const StepSignature &sig,
@@ -475,7 +496,8 @@ struct LoomLowerToRTPass
       StepSignature &sig = sigs.emplace_back(readSignature(func));
       Attribute &optimizer = optimizers.emplace_back();
       if (failed(resolveMesh(func, sig)) ||
-          failed(checkStep(func, sig, optimizer)))
+          failed(checkStep(func, sig, optimizer)) ||
+          failed(checkKernelsRunOn(func, device)))
         return signalPassFailure();
     }
     if (failed(checkPrograms(steps, sigs)))
