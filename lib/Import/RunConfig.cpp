@@ -239,8 +239,20 @@ llvm::Expected<RunConfigAttr> loom::parseRunConfig(StringRef text,
   }
   if (error.empty() && (paramGroups || lrSchedule) && !optimizer)
     error = "'param_groups' and 'lr_schedule' need an 'optimizer'";
+  // "impl" is written only for fused=True; the loop is the default.
+  StringAttr optimizerImpl;
+  if (const json::Object *o = root->getObject("optimizer")) {
+    if (const json::Value *v = o->get("impl")) {
+      std::optional<StringRef> impl = v->getAsString();
+      if (impl == "fused")
+        optimizerImpl = StringAttr::get(ctx, *impl);
+      else if (impl != "forloop")
+        FieldReader(*o, "optimizer.", error)
+            .wrong("impl", "\"forloop\" or \"fused\"");
+    }
+  }
   if (!error.empty())
     return fail(error);
   return RunConfigAttr::get(ctx, *worldSize, *microbatches, *seed, optimizer,
-                            paramGroups, lrSchedule);
+                            paramGroups, lrSchedule, optimizerImpl);
 }

@@ -421,6 +421,13 @@ LogicalResult loom::applyRunConfig(CompileOptions &options, ModuleOp module) {
   if (!attached && !gradients && config.getLrSchedule() &&
       failed(apply.takeLrSchedule(config.getLrSchedule())))
     return failure();
+  // The kernels round differently, so the reference's implementation too.
+  OptimizerImpl impl =
+      config.getOptimizerImpl() ? OptimizerImpl::Fused : OptimizerImpl::Forloop;
+  if (!attached && !gradients && config.getOptimizer() &&
+      failed(apply.take("optimizer-impl", options.impl, impl,
+                        "optimizer.impl, capture --optimizer-impl")))
+    return failure();
   return success();
 }
 

@@ -14,6 +14,8 @@ fails the exact check against the fused reference.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from test_distributed_parity import (LOOM_COMPILE, LOOM_RUN, STEPS, capture_and_import,  # noqa: F401
@@ -59,9 +61,19 @@ def test_fused_gpt_bitwise_equal_to_eager_fused(optimizer, tmp_path):
         # SGD's fused update is the loop's arithmetic: no control.
         return
     # The negative control: the same step with the single-tensor loop, whose
-    # bias corrections round differently from the kernel's.
-    compile_step(tmp_path, *[f for f in compile_flags if not f.startswith("--optimizer-impl")],
-                 artifact="loop.loomx")
+    # bias corrections round differently from the kernel's. The fused
+    # capture's run configuration makes loom-compile refuse the loop, so the
+    # loop artifact comes from a loop capture of the same seeded model and
+    # batches, checked against the fused reference.
+    loop = tmp_path / "loop"
+    capture_and_import("gpt", 1, loop, optimizer=[f for f in capture_flags
+                                                  if f not in ("--optimizer-impl", "fused")])
+    refused = run([LOOM_COMPILE, tmp_path / "step.mlir", "-o", tmp_path / "x.loomx",
+                   *[f for f in compile_flags if not f.startswith("--optimizer-impl")],
+                   "--optimizer-impl=forloop"])
+    assert refused.returncode != 0 and "contradicts the run configuration" in refused.stderr
+    compile_step(loop, *[f for f in compile_flags if not f.startswith("--optimizer-impl")])
+    os.link(loop / "step.loomx", tmp_path / "loop.loomx")
     result = check_exact(tmp_path, "loop.loomx")
     assert result.returncode != 0, result.stdout
     assert "FAIL" in result.stdout + result.stderr

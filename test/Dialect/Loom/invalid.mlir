@@ -778,6 +778,16 @@ module attributes {loom.run_config = #loom.run_config<world_size = 2, optimizer 
 
 // -----
 
+// expected-error@+1 {{optimizer_impl must be "fused" (the single-tensor loop is the default), got "foreach"}}
+module attributes {loom.run_config = #loom.run_config<optimizer = #loom.adam<>, optimizer_impl = "foreach">} {}
+
+// -----
+
+// expected-error@+1 {{param_groups, lr_schedule and optimizer_impl need an optimizer}}
+module attributes {loom.run_config = #loom.run_config<optimizer_impl = "fused">} {}
+
+// -----
+
 // expected-error@+1 {{'loom.run_config' must be a #loom.run_config on a module}}
 func.func @f() attributes {loom.run_config = #loom.run_config<world_size = 2>} {
   return

@@ -117,7 +117,7 @@ LogicalResult
 RunConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                       int64_t worldSize, int64_t microbatches, int64_t seed,
                       Attribute optimizer, StringAttr paramGroups,
-                      DictionaryAttr lrSchedule) {
+                      DictionaryAttr lrSchedule, StringAttr optimizerImpl) {
   if (worldSize < 1)
     return emitError() << "world_size must be at least 1, got " << worldSize;
   if (microbatches < 1)
@@ -127,8 +127,13 @@ RunConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "optimizer must be #loom.sgd, #loom.adam or "
                           "#loom.adamw, got "
                        << optimizer;
-  if ((paramGroups || lrSchedule) && !optimizer)
-    return emitError() << "param_groups and lr_schedule need an optimizer";
+  if ((paramGroups || lrSchedule || optimizerImpl) && !optimizer)
+    return emitError()
+           << "param_groups, lr_schedule and optimizer_impl need an optimizer";
+  if (optimizerImpl && optimizerImpl.getValue() != "fused")
+    return emitError() << "optimizer_impl must be \"fused\" (the "
+                          "single-tensor loop is the default), got "
+                       << optimizerImpl;
   return success();
 }
 

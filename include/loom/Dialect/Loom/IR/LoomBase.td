@@ -388,8 +388,8 @@ def Loom_RunConfigAttr : Loom_Attr<"RunConfig", "run_config"> {
     was captured for (`--split`), the gradient-accumulation microbatches, the
     seed and the optimizer the eager reference trained with, every
     hyperparameter resolved, with its parameter groups (one rule per group
-    of the torch.optim optimizer, naming its parameters) and learning-rate
-    schedule when it had them. `loom-compile` takes the world size, the
+    of the torch.optim optimizer, naming its parameters), learning-rate
+    schedule and fused implementation when it had them. `loom-compile` takes the world size, the
     microbatches and the optimizer from it unless told otherwise, and
     refuses an option that contradicts it.
 
@@ -409,7 +409,10 @@ def Loom_RunConfigAttr : Loom_Attr<"RunConfig", "run_config"> {
     OptionalParameter<"::mlir::StringAttr",
         "its parameter groups, as loom-attach-optimizer's param-groups">:$param_groups,
     OptionalParameter<"::mlir::DictionaryAttr",
-        "its learning-rate schedule, as loom.lr_schedule">:$lr_schedule);
+        "its learning-rate schedule, as loom.lr_schedule">:$lr_schedule,
+    OptionalParameter<"::mlir::StringAttr",
+        "how torch.optim computed its update (\"fused\": fused=True; "
+        "absent: the single-tensor loop)">:$optimizer_impl);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }
