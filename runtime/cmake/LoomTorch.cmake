@@ -101,3 +101,42 @@ set_target_properties(loomrt_torch_cpu PROPERTIES
   # from linking against std::string symbols that do not exist in the .so.
   INTERFACE_COMPILE_DEFINITIONS "_GLIBCXX_USE_CXX11_ABI=1")
 add_library(loomrt::torch_cpu ALIAS loomrt_torch_cpu)
+
+# The CUDA half, `loomrt::torch_cuda`, whenever the wheel has one: its
+# libtorch_cuda + libc10_cuda, the CUDA 12 runtime it loads from the
+# `nvidia-cuda-runtime` wheel, and the headers of the `nvidia-*` wheels next
+# to torch (ATen/cuda/CUDAContext.h includes cuBLAS', cuSPARSE's and
+# cuSOLVER's; c10d's NCCLUtils.hpp includes nccl.h). No CUDA toolkit and no
+# nvcc: the backend is host C++ calling ATen, c10 and c10d. LOOMRT_HAVE_CUDA
+# says whether it was found (a CPU-only wheel has no libtorch_cuda.so).
+get_filename_component(_site "${LOOMRT_TORCH_ROOT}/.." ABSOLUTE)
+set(_nvidia "${_site}/nvidia")
+set(_torch_cuda "${LOOMRT_TORCH_ROOT}/lib/libtorch_cuda.so")
+set(_c10_cuda "${LOOMRT_TORCH_ROOT}/lib/libc10_cuda.so")
+file(GLOB _cudart "${_nvidia}/cuda_runtime/lib/libcudart.so*")
+set(LOOMRT_HAVE_CUDA OFF)
+if(EXISTS "${_torch_cuda}" AND EXISTS "${_c10_cuda}" AND _cudart
+   AND EXISTS "${_nvidia}/cuda_runtime/include/cuda_runtime_api.h"
+   AND EXISTS "${_nvidia}/nccl/include/nccl.h")
+  set(LOOMRT_HAVE_CUDA ON)
+  list(GET _cudart 0 _cudart)
+  file(GLOB _nvidia_includes LIST_DIRECTORIES true "${_nvidia}/*/include")
+  add_library(loomrt_c10_cuda SHARED IMPORTED)
+  set_target_properties(loomrt_c10_cuda PROPERTIES
+    IMPORTED_LOCATION "${_c10_cuda}")
+  add_library(loomrt_cudart SHARED IMPORTED)
+  set_target_properties(loomrt_cudart PROPERTIES
+    IMPORTED_LOCATION "${_cudart}")
+  add_library(loomrt_torch_cuda SHARED IMPORTED)
+  set_target_properties(loomrt_torch_cuda PROPERTIES
+    IMPORTED_LOCATION "${_torch_cuda}"
+    INTERFACE_LINK_LIBRARIES "loomrt_torch_cpu;loomrt_c10_cuda;loomrt_cudart"
+    INTERFACE_SYSTEM_INCLUDE_DIRECTORIES "${_nvidia_includes}"
+    INTERFACE_INCLUDE_DIRECTORIES "${_nvidia_includes}")
+  add_library(loomrt::torch_cuda ALIAS loomrt_torch_cuda)
+  message(STATUS "loomrt: LibTorch CUDA (libtorch_cuda, ${_cudart}): "
+                 "building the CUDA backend")
+else()
+  message(STATUS "loomrt: this LibTorch has no CUDA: no CUDA backend "
+                 "(loom-run --device cuda will say so)")
+endif()
