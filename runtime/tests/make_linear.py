@@ -118,6 +118,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("out")
     ap.add_argument("--optimizer", choices=["sgd", "adam", "adamw"], default="sgd")
     ap.add_argument("--steps", type=int, default=6)
+    # cuda: the artifact's `device` says cuda and the reference is PyTorch
+    # eager trained on the GPU (the initial weights and batches are the
+    # CPU's, drawn before anything moves).
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
 
@@ -126,8 +130,14 @@ def main(argv: list[str] | None = None) -> int:
     batches = [(torch.randn(BATCH, IN), torch.randn(BATCH, OUT)) for _ in range(3)]
     initial = {k: v.detach().clone() for k, v in model.state_dict().items()}
     opt_json = loomx.optimizer_json(make_optimizer(args.optimizer, copy.deepcopy(model).parameters()))
-    loomx.write_artifact(os.path.join(args.out, "step.loomx"), program(opt_json, model, batches[0]), initial)
+    prog = program(opt_json, model, batches[0])
+    if args.device != "cpu":
+        prog["device"] = args.device
+    loomx.write_artifact(os.path.join(args.out, "step.loomx"), prog, initial)
     loomx.save_batches(os.path.join(args.out, "batches.safetensors"), batches)
+    if args.device != "cpu":
+        model.to(args.device)
+        batches = [tuple(t.to(args.device) for t in b) for b in batches]
 
     loomx.train_reference(args.out, model, make_optimizer(args.optimizer, model.parameters()), batches, args.steps)
     return 0
