@@ -134,3 +134,23 @@ def test_cuda_peak_is_reported(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stdout + r.stderr
     lines = [json.loads(line) for line in report.read_text().splitlines()]
     assert lines and all(line["tracked_peak_bytes"] > 0 for line in lines)
+
+
+needs_two_gpus = pytest.mark.skipif(
+    not HAS_CUDA or torch.cuda.device_count() < 2, reason="fewer than 2 CUDA devices"
+)
+
+
+@needs_two_gpus
+@pytest.mark.parametrize("mode", ["ddp", "fsdp"])
+def test_cuda_two_ranks_over_nccl_match_eager(tmp_path: Path, mode: str) -> None:
+    # make_dp_linear's reference is single-process CPU eager on the whole
+    # batch; the ranks run cuBLAS kernels and NCCL reductions, so the
+    # comparison is to 1e-4 relative, not bitwise.
+    import make_dp_linear
+
+    assert make_dp_linear.main([str(tmp_path), "--mode", mode, "--nproc", "2"]) == 0
+    r = loom_run(tmp_path / "step.loomx", tmp_path, "--device", "cuda", "--timeout", "60",
+                 "--check", str(tmp_path / "reference.json"), "--rtol", "1e-4")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "PASS" in r.stdout
