@@ -138,6 +138,10 @@ public:
   }
 
   void beginStep(int64_t) override {
+    // The current device and stream are per thread: a session stepped from
+    // another thread than the one that made it runs on its GPU all the same.
+    c10::cuda::set_device(index_);
+    c10::cuda::setCurrentCUDAStream(compute_);
     // The allocator counts everything this process holds on the device, so
     // the step starts from its own count rather than the session's tensors.
     c10::cuda::CUDACachingAllocator::resetPeakStats(index_);
