@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +23,7 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-import loomx  # noqa: E402
+from test_loom_run import write_linear_program  # noqa: E402
 
 LOOM_RUN = os.environ.get("LOOM_RUN", "")
 
@@ -39,17 +38,6 @@ def make_linear(out: Path, device: str = "cpu", optimizer: str = "adam") -> Path
     import make_linear as generator
 
     assert generator.main([str(out), "--optimizer", optimizer, "--device", device]) == 0
-    return out
-
-
-def with_program(d: Path, mutate) -> Path:
-    """The artifact in `d` with its program JSON changed by `mutate`."""
-    data = (d / "step.loomx").read_bytes()
-    _, _, n, _ = struct.unpack("<IIQQ", data[8:32])
-    program = json.loads(data[32 : 32 + n])
-    mutate(program)
-    out = d / "changed.loomx"
-    out.write_bytes(loomx.artifact_bytes(program, data[32 + n :]))
     return out
 
 
@@ -82,13 +70,13 @@ def test_device_flag_cuda_fails_in_one_line(tmp_path: Path) -> None:
 @needs_no_gpu
 def test_cuda_artifact_fails_in_one_line(tmp_path: Path) -> None:
     d = make_linear(tmp_path)
-    assert_one_line_cuda_error(loom_run(with_program(d, set_device("cuda")), d))
+    assert_one_line_cuda_error(loom_run(write_linear_program(d, set_device("cuda")), d))
 
 
 def test_device_cpu_overrides_a_cuda_artifact(tmp_path: Path) -> None:
     # The reference is CPU eager; the artifact says cuda, the flag wins.
     d = make_linear(tmp_path)
-    artifact = with_program(d, set_device("cuda"))
+    artifact = write_linear_program(d, set_device("cuda"))
     r = loom_run(artifact, d, "--device", "cpu", "--check", str(d / "reference.json"))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "PASS" in r.stdout
@@ -97,7 +85,7 @@ def test_device_cpu_overrides_a_cuda_artifact(tmp_path: Path) -> None:
 def test_explicit_cpu_artifact_runs_as_before(tmp_path: Path) -> None:
     d = make_linear(tmp_path)
     plain = loom_run(d / "step.loomx", d, "--check", str(d / "reference.json"))
-    explicit = loom_run(with_program(d, set_device("cpu")), d, "--check", str(d / "reference.json"))
+    explicit = loom_run(write_linear_program(d, set_device("cpu")), d, "--check", str(d / "reference.json"))
     assert plain.returncode == 0 and explicit.returncode == 0, plain.stderr + explicit.stderr
     losses = [line.split("  time")[0] for line in plain.stdout.splitlines() if line.startswith("step")]
     assert losses and losses == [line.split("  time")[0] for line in explicit.stdout.splitlines() if line.startswith("step")]
@@ -105,7 +93,7 @@ def test_explicit_cpu_artifact_runs_as_before(tmp_path: Path) -> None:
 
 def test_unknown_device_key_is_a_located_error(tmp_path: Path) -> None:
     d = make_linear(tmp_path)
-    r = loom_run(with_program(d, set_device("tpu")), d)
+    r = loom_run(write_linear_program(d, set_device("tpu")), d)
     assert r.returncode == 2
     assert "device: unknown device 'tpu' (expected cpu or cuda)" in r.stderr
 
