@@ -3,9 +3,9 @@
 // Implements the collectives of docs/distributed.md over the c10d backend
 // the Device creates (ProcessGroupGloo on the CPU, ProcessGroupNCCL on
 // CUDA), with the same calls on both. Gloo has no AVG reduction: like
-// PyTorch's own Gloo path
-// for averaged gradients, `avg` is a SUM followed by a division by the group
-// size. reduce_scatter along any dim is ProcessGroupGloo's
+// PyTorch's own Gloo path for averaged gradients, `avg` is a SUM followed by
+// a division by the group size (NCCL gets the same, so both backends round
+// alike). reduce_scatter along any dim is ProcessGroupGloo's
 // _reduce_scatter_base (reduce_scatter_tensor, which Gloo supports in torch
 // 2.9) on the tensor with that dim moved to the front. That call clones the
 // whole input and all-reduces the clone, so while it is in flight the rank
