@@ -1,5 +1,6 @@
 # Locates the LibTorch inside a PyTorch wheel and defines `loomrt::torch_cpu`,
-# the CPU half of it (libtorch_cpu + libc10).
+# the CPU half of it (libtorch_cpu + libc10), and `loomrt::torch_cuda`, the
+# CUDA half, when the wheel has one (LOOMRT_HAVE_CUDA).
 #
 # Why not `find_package(Torch)` and `${TORCH_LIBRARIES}`: the PyPI wheel is a
 # CUDA build, so its TorchConfig.cmake (through Caffe2Config.cmake and
@@ -11,7 +12,7 @@
 # two CUDA versions in one process. The CPU runtime needs none of it: ATen,
 # the dispatcher and every CPU kernel live in libtorch_cpu.so (whose RPATH
 # finds its own dependencies), so we import exactly that and libc10.so. The
-# CUDA runtime will import libtorch_cuda/libc10_cuda the same way.
+# CUDA backend imports libtorch_cuda/libc10_cuda the same way (below).
 #
 # The wheel is found, in order, from LOOMRT_TORCH_ROOT (the `torch` package
 # directory), from Torch_DIR or a CMAKE_PREFIX_PATH entry holding
@@ -82,7 +83,7 @@ foreach(line IN LISTS _version_lines)
   string(APPEND LOOMRT_TORCH_VERSION ".${n}")
 endforeach()
 string(SUBSTRING "${LOOMRT_TORCH_VERSION}" 1 -1 LOOMRT_TORCH_VERSION)
-message(STATUS "loomrt: LibTorch ${LOOMRT_TORCH_VERSION} (CPU) from ${LOOMRT_TORCH_ROOT}")
+message(STATUS "loomrt: LibTorch ${LOOMRT_TORCH_VERSION} from ${LOOMRT_TORCH_ROOT}")
 
 add_library(loomrt_c10 SHARED IMPORTED)
 set_target_properties(loomrt_c10 PROPERTIES IMPORTED_LOCATION "${_c10}")
