@@ -124,6 +124,22 @@ def test_cuda_peak_is_reported(tmp_path: Path) -> None:
     assert lines and all(line["tracked_peak_bytes"] > 0 for line in lines)
 
 
+@needs_gpu
+@pytest.mark.parametrize("mode", ["ddp", "fsdp"])
+def test_cuda_one_rank_mesh_runs_collectives_over_nccl(tmp_path: Path, mode: str) -> None:
+    # One GPU is enough for the stream/event path: a one-rank mesh still
+    # issues every all-gather/reduce-scatter/all-reduce through NCCL on its
+    # kind's stream, with the events and releases of a real step.
+    import make_dp_linear
+
+    assert make_dp_linear.main([str(tmp_path), "--mode", mode, "--nproc", "1"]) == 0
+    r = loom_run(tmp_path / "step.loomx", tmp_path, "--device", "cuda",
+                 "--check", str(tmp_path / "reference.json"), "--rtol", "1e-4")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "PASS" in r.stdout
+    assert ("all_gather" if mode == "fsdp" else "all_reduce") in r.stdout
+
+
 needs_two_gpus = pytest.mark.skipif(
     not HAS_CUDA or torch.cuda.device_count() < 2, reason="fewer than 2 CUDA devices"
 )
