@@ -1,5 +1,6 @@
 # Locates the LibTorch inside a PyTorch wheel and defines `loomrt::torch_cpu`,
-# the CPU half of it (libtorch_cpu + libc10).
+# the CPU half of it (libtorch_cpu + libc10), and `loomrt::torch_cuda`, the
+# CUDA half, when the wheel has one (LOOMRT_HAVE_CUDA).
 #
 # Why not `find_package(Torch)` and `${TORCH_LIBRARIES}`: the PyPI wheel is a
 # CUDA build, so its TorchConfig.cmake (through Caffe2Config.cmake and
@@ -11,7 +12,7 @@
 # two CUDA versions in one process. The CPU runtime needs none of it: ATen,
 # the dispatcher and every CPU kernel live in libtorch_cpu.so (whose RPATH
 # finds its own dependencies), so we import exactly that and libc10.so. The
-# CUDA runtime will import libtorch_cuda/libc10_cuda the same way.
+# CUDA backend imports libtorch_cuda/libc10_cuda the same way (below).
 #
 # The wheel is found, in order, from LOOMRT_TORCH_ROOT (the `torch` package
 # directory), from Torch_DIR or a CMAKE_PREFIX_PATH entry holding
@@ -82,7 +83,7 @@ foreach(line IN LISTS _version_lines)
   string(APPEND LOOMRT_TORCH_VERSION ".${n}")
 endforeach()
 string(SUBSTRING "${LOOMRT_TORCH_VERSION}" 1 -1 LOOMRT_TORCH_VERSION)
-message(STATUS "loomrt: LibTorch ${LOOMRT_TORCH_VERSION} (CPU) from ${LOOMRT_TORCH_ROOT}")
+message(STATUS "loomrt: LibTorch ${LOOMRT_TORCH_VERSION} from ${LOOMRT_TORCH_ROOT}")
 
 add_library(loomrt_c10 SHARED IMPORTED)
 set_target_properties(loomrt_c10 PROPERTIES IMPORTED_LOCATION "${_c10}")
@@ -101,3 +102,42 @@ set_target_properties(loomrt_torch_cpu PROPERTIES
   # from linking against std::string symbols that do not exist in the .so.
   INTERFACE_COMPILE_DEFINITIONS "_GLIBCXX_USE_CXX11_ABI=1")
 add_library(loomrt::torch_cpu ALIAS loomrt_torch_cpu)
+
+# The CUDA half, `loomrt::torch_cuda`, whenever the wheel has one: its
+# libtorch_cuda + libc10_cuda, the CUDA 12 runtime it loads from the
+# `nvidia-cuda-runtime` wheel, and the headers of the `nvidia-*` wheels next
+# to torch (ATen/cuda/CUDAContext.h includes cuBLAS', cuSPARSE's and
+# cuSOLVER's; c10d's NCCLUtils.hpp includes nccl.h). No CUDA toolkit and no
+# nvcc: the backend is host C++ calling ATen, c10 and c10d. LOOMRT_HAVE_CUDA
+# says whether it was found (a CPU-only wheel has no libtorch_cuda.so).
+get_filename_component(_site "${LOOMRT_TORCH_ROOT}/.." ABSOLUTE)
+set(_nvidia "${_site}/nvidia")
+set(_torch_cuda "${LOOMRT_TORCH_ROOT}/lib/libtorch_cuda.so")
+set(_c10_cuda "${LOOMRT_TORCH_ROOT}/lib/libc10_cuda.so")
+file(GLOB _cudart "${_nvidia}/cuda_runtime/lib/libcudart.so*")
+set(LOOMRT_HAVE_CUDA OFF)
+if(EXISTS "${_torch_cuda}" AND EXISTS "${_c10_cuda}" AND _cudart
+   AND EXISTS "${_nvidia}/cuda_runtime/include/cuda_runtime_api.h"
+   AND EXISTS "${_nvidia}/nccl/include/nccl.h")
+  set(LOOMRT_HAVE_CUDA ON)
+  list(GET _cudart 0 _cudart)
+  file(GLOB _nvidia_includes LIST_DIRECTORIES true "${_nvidia}/*/include")
+  add_library(loomrt_c10_cuda SHARED IMPORTED)
+  set_target_properties(loomrt_c10_cuda PROPERTIES
+    IMPORTED_LOCATION "${_c10_cuda}")
+  add_library(loomrt_cudart SHARED IMPORTED)
+  set_target_properties(loomrt_cudart PROPERTIES
+    IMPORTED_LOCATION "${_cudart}")
+  add_library(loomrt_torch_cuda SHARED IMPORTED)
+  set_target_properties(loomrt_torch_cuda PROPERTIES
+    IMPORTED_LOCATION "${_torch_cuda}"
+    INTERFACE_LINK_LIBRARIES "loomrt_torch_cpu;loomrt_c10_cuda;loomrt_cudart"
+    INTERFACE_SYSTEM_INCLUDE_DIRECTORIES "${_nvidia_includes}"
+    INTERFACE_INCLUDE_DIRECTORIES "${_nvidia_includes}")
+  add_library(loomrt::torch_cuda ALIAS loomrt_torch_cuda)
+  message(STATUS "loomrt: LibTorch CUDA (libtorch_cuda, ${_cudart}): "
+                 "building the CUDA backend")
+else()
+  message(STATUS "loomrt: this LibTorch has no CUDA: no CUDA backend "
+                 "(loom-run --device cuda will say so)")
+endif()

@@ -66,6 +66,16 @@ const char *toString(OptimizerKind kind) {
   return "?";
 }
 
+const char *toString(DeviceKind device) {
+  switch (device) {
+  case DeviceKind::Cpu:
+    return schema::kDeviceCpu;
+  case DeviceKind::Cuda:
+    return schema::kDeviceCuda;
+  }
+  return "?";
+}
+
 size_t OptimizerSpec::numStateSlots() const {
   if (kind == OptimizerKind::SGD)
     return momentum != 0 ? 1 : 0;
@@ -623,6 +633,18 @@ void ProgramReader::read(const json &root) {
                           std::pair{schema::kProgramPipeline, &a.pipeline}})
     if (root.contains(key))
       *out = string(root[key], key);
+
+  if (root.contains(schema::kProgramDevice)) {
+    std::string device =
+        string(root[schema::kProgramDevice], schema::kProgramDevice);
+    if (device == schema::kDeviceCpu)
+      a.device = DeviceKind::Cpu;
+    else if (device == schema::kDeviceCuda)
+      a.device = DeviceKind::Cuda;
+    else
+      fail(schema::kProgramDevice,
+           "unknown device '" + device + "' (expected cpu or cuda)");
+  }
 
   a.worldSize =
       integer(field(root, "", schema::kProgramWorldSize), "world_size");

@@ -75,6 +75,25 @@ loomrt_status loomrt_session_create(const char *artifactPath,
   });
 }
 
+loomrt_status loomrt_session_create_on(const char *artifactPath,
+                                       const char *device,
+                                       loomrt_session **out) {
+  LOOMRT_REQUIRE(artifactPath && out, "artifact_path and out must not be NULL");
+  *out = nullptr;
+  loomrt::DistributedConfig config;
+  if (device) {
+    std::string d = device;
+    if (d == loomrt::toString(loomrt::DeviceKind::Cpu))
+      config.device = loomrt::DeviceKind::Cpu;
+    else if (d == loomrt::toString(loomrt::DeviceKind::Cuda))
+      config.device = loomrt::DeviceKind::Cuda;
+    LOOMRT_REQUIRE(config.device, "device must be \"cpu\", \"cuda\" or NULL");
+  }
+  return guarded([&] {
+    *out = new loomrt_session{loomrt::Session::load(artifactPath, config), {}};
+  });
+}
+
 void loomrt_session_destroy(loomrt_session *session) { delete session; }
 
 loomrt_status loomrt_session_load_weights(loomrt_session *session,

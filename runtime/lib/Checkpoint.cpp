@@ -328,9 +328,12 @@ std::string saveCheckpoint(Session &session, const std::string &dir,
     // A chunk's padding (past the global size) is not saved: it is zero and
     // a load on another layout pads again.
     at::Tensor local = localValue(session, state, t);
-    mine.emplace_back(t.name, t.shard ? local.narrow(t.shard->dim, 0,
-                                                     rows->second - rows->first)
-                                      : local);
+    // Written from host memory (on the CPU, the tensor itself).
+    mine.emplace_back(
+        t.name,
+        (t.shard ? local.narrow(t.shard->dim, 0, rows->second - rows->first)
+                 : local)
+            .cpu());
   }
   mine.emplace_back(kRngKey, rngState());
   const std::string file = rankFileName(rank);

@@ -1,9 +1,11 @@
-//===- Comm.cpp - Rendezvous, process groups and collectives over Gloo ----===//
+//===- Comm.cpp - Rendezvous, process groups and collectives --------------===//
 //
-// Implements the collectives of docs/distributed.md with c10d's
-// ProcessGroupGloo. Gloo has no AVG reduction: like PyTorch's own Gloo path
-// for averaged gradients, `avg` is a SUM followed by a division by the group
-// size. reduce_scatter along any dim is ProcessGroupGloo's
+// Implements the collectives of docs/distributed.md over the c10d backend
+// the Device creates (ProcessGroupGloo on the CPU, ProcessGroupNCCL on
+// CUDA), with the same calls on both. Gloo has no AVG reduction: like
+// PyTorch's own Gloo path for averaged gradients, `avg` is a SUM followed by
+// a division by the group size (NCCL gets the same, so both backends round
+// alike). reduce_scatter along any dim is ProcessGroupGloo's
 // _reduce_scatter_base (reduce_scatter_tensor, which Gloo supports in torch
 // 2.9) on the tensor with that dim moved to the front. That call clones the
 // whole input and all-reduces the clone, so while it is in flight the rank
@@ -25,7 +27,6 @@
 #include <ATen/ops/empty_like.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <unistd.h>
@@ -172,8 +173,9 @@ private:
 
 } // namespace
 
-Comm::Comm(const Artifact &artifact, const DistributedConfig &config)
-    : rank_(config.rank), worldSize_(config.worldSize),
+Comm::Comm(const Artifact &artifact, const DistributedConfig &config,
+           Device &device)
+    : rank_(config.rank), worldSize_(config.worldSize), device_(device),
       timeout_(
           std::chrono::milliseconds(int64_t(config.timeoutSeconds * 1000.0))) {
   std::string who = "rank " + std::to_string(rank_);
@@ -211,7 +213,6 @@ Comm::Comm(const Artifact &artifact, const DistributedConfig &config)
   // Every rank walks the same axes lists in the same order and joins the
   // one group of each it belongs to; groups of one axes list are disjoint,
   // so the creations cannot wait on each other in a cycle.
-  auto device = ::c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
   for (const std::vector<std::string> &axes : artifact.groupAxes()) {
     std::vector<int64_t> ranks = artifact.mesh->group(axes, rank_);
     CommGroup g;
@@ -222,11 +223,9 @@ Comm::Comm(const Artifact &artifact, const DistributedConfig &config)
     g.label = "axes " + listOf(axes) + " ranks " + listOf(ranks);
     std::string prefix = "loomrt/group/" + listOf(axes) + "/" + listOf(ranks);
     try {
-      auto opts = ::c10d::ProcessGroupGloo::Options::create(timeout_);
-      opts->devices.push_back(device);
       auto prefixed = c10::make_intrusive<::c10d::PrefixStore>(prefix, store_);
-      g.backend = c10::make_intrusive<::c10d::ProcessGroupGloo>(
-          prefixed, int(g.index), int(ranks.size()), opts);
+      g.backend = device_.createProcessGroup(prefixed, g.index,
+                                             int64_t(ranks.size()), timeout_);
     } catch (const std::exception &e) {
       throw Error(who + ": creating the process group over " + g.label +
                   " failed: " + e.what());
@@ -313,6 +312,8 @@ PendingCollective Comm::start(OpKind kind, const std::vector<std::string> &axes,
   PendingCollective p;
   p.kind = kind;
   p.group = &g;
+  p.device = &device_;
+  p.timeout = timeout_;
   p.dim = dim;
   p.reduce = reduce;
   if (!input.defined())
@@ -457,10 +458,14 @@ PendingCollective Comm::startPointToPoint(OpKind kind,
   PendingCollective p;
   p.kind = kind;
   p.group = &g;
+  p.device = &device_;
+  p.timeout = timeout_;
   if (send && !input.defined())
     throw Error("the input slot holds no tensor");
-  at::Tensor t = send ? input.contiguous()
-                      : at::empty(shape, at::TensorOptions().dtype(dtype));
+  at::Tensor t = send
+                     ? input.contiguous()
+                     : at::empty(shape, at::TensorOptions().dtype(dtype).device(
+                                            device_.device()));
   p.bytes = int64_t(t.numel()) * int64_t(t.element_size());
   // The peer's global rank and the tag: what a user needs to find the
   // other half of a transfer that never matched.
@@ -489,9 +494,9 @@ PendingCollective Comm::startPointToPoint(OpKind kind,
 at::Tensor Comm::finish(PendingCollective &p) {
   try {
     for (auto &w : p.earlierWorks)
-      w->wait();
+      p.device->waitWork(*w, p.timeout);
     if (p.work)
-      p.work->wait();
+      p.device->waitWork(*p.work, p.timeout);
   } catch (const std::exception &e) {
     std::string where;
     if (p.progress)
@@ -542,28 +547,37 @@ void Comm::releaseOnThisThread(PendingCollective &p) {
   // statements; at most 1 s, then release anyway) until only this
   // PendingCollective holds the work, and release it here, at the wait
   // instruction, on every run.
+  bool late = p.device && p.device->workerReleasesLate();
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   p.earlierWorks.push_back(std::move(p.work));
   for (auto &w : p.earlierWorks) {
-    while (w.use_count() > 1 && std::chrono::steady_clock::now() < deadline)
+    while (late && w.use_count() > 1 &&
+           std::chrono::steady_clock::now() < deadline)
       std::this_thread::yield();
     w.reset();
   }
   p.earlierWorks.clear();
 }
 
+at::Tensor Comm::onDevice(const at::Tensor &t) const {
+  // The runtime's own exchanges (the loss, checksums, saved parameters) may
+  // start from host tensors; NCCL moves only device memory. On the CPU
+  // this is the tensor itself.
+  return t.defined() ? t.to(device_.device()) : t;
+}
+
 at::Tensor Comm::allGather(const std::vector<std::string> &axes,
                            const at::Tensor &input, int64_t dim,
                            const std::string &origin) {
-  PendingCollective p = start(OpKind::AllGatherStart, axes, input, dim,
-                              ReduceOp::Sum, 0, false, origin);
+  PendingCollective p = start(OpKind::AllGatherStart, axes, onDevice(input),
+                              dim, ReduceOp::Sum, 0, false, origin);
   return finish(p);
 }
 
 at::Tensor Comm::broadcast(const std::vector<std::string> &axes,
                            const at::Tensor &input, int64_t root,
                            const std::string &origin) {
-  PendingCollective p = start(OpKind::BroadcastStart, axes, input, 0,
+  PendingCollective p = start(OpKind::BroadcastStart, axes, onDevice(input), 0,
                               ReduceOp::Sum, root, false, origin);
   return finish(p);
 }
@@ -571,8 +585,8 @@ at::Tensor Comm::broadcast(const std::vector<std::string> &axes,
 at::Tensor Comm::allReduce(const std::vector<std::string> &axes,
                            const at::Tensor &input, ReduceOp op,
                            const std::string &origin) {
-  PendingCollective p =
-      start(OpKind::AllReduceStart, axes, input, 0, op, 0, false, origin);
+  PendingCollective p = start(OpKind::AllReduceStart, axes, onDevice(input), 0,
+                              op, 0, false, origin);
   return finish(p);
 }
 

@@ -2,16 +2,18 @@
 //-*-===//
 //
 // The multi-rank half of a Session: a c10d::TCPStore for the rendezvous
-// (rank 0 hosts it), one ProcessGroupGloo per group of ranks the program
-// uses, and the collectives of docs/distributed.md issued asynchronously on
-// them. Kept out of the public headers so that users of libloomrt do not need
-// c10d's (and Gloo's) headers.
+// (rank 0 hosts it), one process group per group of ranks the program uses
+// (the Device makes it: Gloo on the CPU, NCCL on CUDA), and the collectives
+// of docs/distributed.md issued asynchronously on them. Kept out of the
+// public headers so that users of libloomrt do not need c10d's (and Gloo's)
+// headers.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef LOOMRT_LIB_COMM_H
 #define LOOMRT_LIB_COMM_H
 
+#include "Device.h"
 #include "Progress.h"
 
 #include "loomrt/Artifact.h"
@@ -72,14 +74,23 @@ struct PendingCollective {
   /// null for point-to-point transfers (their message names the peer).
   int64_t sequence = 0;
   ProgressBoard *progress = nullptr;
+  /// The device it runs on and the timeout its wait allows.
+  Device *device = nullptr;
+  std::chrono::milliseconds timeout{0};
+  /// The stream it was issued on and the event recorded there after it
+  /// (null on the CPU), which its wait makes compute wait on.
+  StreamKind stream = StreamKind::Compute;
+  std::shared_ptr<DeviceEvent> issued;
 };
 
 class Comm {
 public:
   /// Connects to the store (rank 0 hosts it) and creates the process
   /// groups for every axes list the artifact uses, in the order every rank
-  /// follows. Throws loomrt::Error naming the rank and what failed.
-  Comm(const Artifact &artifact, const DistributedConfig &config);
+  /// follows, on `device`, which must outlive it. Throws loomrt::Error
+  /// naming the rank and what failed.
+  Comm(const Artifact &artifact, const DistributedConfig &config,
+       Device &device);
   ~Comm();
 
   int64_t rank() const { return rank_; }
@@ -111,7 +122,8 @@ public:
   /// Waits for it and returns its result. Throws on failure or timeout.
   /// Releases the work on the calling thread (releaseOnThisThread).
   static at::Tensor finish(PendingCollective &pending);
-  /// Drops the finished work once Gloo's worker thread no longer holds it,
+  /// Drops the finished work once the backend's worker thread no longer
+  /// holds it (Gloo's; Device::workerReleasesLate),
   /// so the tensors it holds are freed on this thread, where the session's
   /// MemoryTracker sees the frees.
   static void releaseOnThisThread(PendingCollective &pending);
@@ -133,8 +145,11 @@ public:
                        const std::string &origin = std::string());
 
 private:
+  at::Tensor onDevice(const at::Tensor &t) const;
+
   int64_t rank_ = 0;
   int64_t worldSize_ = 1;
+  Device &device_;
   std::chrono::milliseconds timeout_;
   c10::intrusive_ptr<c10d::Store> store_;
   std::map<std::vector<std::string>, CommGroup> groups_;

@@ -401,6 +401,7 @@ Plan plan(const RunOptions &o) {
       p.launch = int(world);
   }
   p.config.timeoutSeconds = o.timeout;
+  p.config.device = o.device;
   return p;
 }
 

@@ -73,7 +73,8 @@ namespace {
 /// max(atol, rtol * |b|), in double.
 void score(const at::Tensor &got, const at::Tensor &want, double rtol,
            double atol, TensorComparison &c) {
-  at::Tensor a = got.is_complex() ? at::view_as_real(got) : got;
+  // A session on a GPU compares from host memory, as the reference is.
+  at::Tensor a = got.is_complex() ? at::view_as_real(got.cpu()) : got.cpu();
   at::Tensor b = want.is_complex() ? at::view_as_real(want) : want;
   a = a.to(at::kDouble);
   b = b.to(at::kDouble);

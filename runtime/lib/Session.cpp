@@ -3,6 +3,7 @@
 #include "loomrt/Session.h"
 
 #include "Comm.h"
+#include "Device.h"
 #include "Kernel.h"
 #include "MemoryTracker.h"
 #include "SlotTable.h"
@@ -55,6 +56,12 @@ at::Tensor shardOf(const at::Tensor &full, const ShardSpec &shard,
   return p.narrow(shard.dim, index * chunk, chunk).clone();
 }
 
+/// A value leaving its slot that other streams than its maker's read.
+struct Release {
+  int64_t slot = 0;
+  StreamSet usedOn = 0;
+};
+
 /// What an optimizer instruction updates, resolved at load time.
 struct OptimizerPlan {
   size_t paramInput = 0;
@@ -66,10 +73,14 @@ struct OptimizerPlan {
 class SessionImpl {
 public:
   Artifact artifact;
-  c10::Device device{c10::DeviceType::CPU};
   DistributedConfig config;
   /// The program this rank runs.
   size_t programIndex = 0;
+  std::shared_ptr<MemoryTracker> tracker = std::make_shared<MemoryTracker>();
+  /// Everything that differs per device (Device.h); outlives `comm`.
+  std::unique_ptr<Device> dev;
+  /// dev->device(), where the owned state and every kernel's tensors live.
+  c10::Device device{c10::DeviceType::CPU};
   /// Process groups and collectives; null for an artifact without a mesh.
   std::unique_ptr<Comm> comm;
   /// Collectives in flight, by future slot.
@@ -96,6 +107,11 @@ public:
   /// Per instruction: a collective start whose input the program never
   /// reads again (Comm::start may reduce in it).
   std::vector<char> donatesInput;
+  /// Per instruction: the values to release before it runs (Device::
+  /// release; the instruction frees or overwrites their slots), and those
+  /// still in their slots when the step ends.
+  std::vector<std::vector<Release>> releases;
+  std::vector<Release> endReleases;
 
   /// Per input: the owned tensor (parameter, buffer, constant), undefined
   /// for batch inputs.
@@ -109,7 +125,6 @@ public:
   std::map<std::string, at::Tensor> grads;
 
   SlotTable slots;
-  std::shared_ptr<MemoryTracker> tracker = std::make_shared<MemoryTracker>();
   StepStats last;
   int64_t stepsRun = 0;
   bool tracing = false;
@@ -130,6 +145,10 @@ public:
   void bind();
   /// Fills donatesInput from the program's frees and reads.
   void findDonatedInputs();
+  /// Fills releases and endReleases from the program's waits and frees.
+  void findReleases();
+  /// Hands the values of `rs` still in their slots to Device::release.
+  void release(const std::vector<Release> &rs);
   /// Tracing: a collective was issued by instruction `index` into `future`.
   void traceStart(size_t index, int64_t future, PendingCollective &p,
                   double issueUs);
@@ -254,6 +273,7 @@ void SessionImpl::bind() {
   if (artifact.lrSchedule)
     lrSchedule.emplace(*artifact.lrSchedule);
   findDonatedInputs();
+  findReleases();
 }
 
 /// The slots an instruction reads.
@@ -343,6 +363,40 @@ void SessionImpl::findDonatedInputs() {
   }
 }
 
+void SessionImpl::findReleases() {
+  // A wait's result was made on its collective's stream (the buffer the
+  // backend filled) and is read on compute from then on, so compute is
+  // recorded on it when its slot lets it go. The program is static: where
+  // each such value ends (a free, the next write of its slot, or the step's
+  // end) is known at load time, and a step does no bookkeeping of its own.
+  const std::vector<Instruction> &insts = program().instructions;
+  std::vector<StreamSet> usedOn(size_t(program().numSlots), 0);
+  releases.assign(insts.size(), {});
+  endReleases.clear();
+  for (size_t i = 0; i < insts.size(); ++i) {
+    const Instruction &inst = insts[i];
+    std::vector<int64_t> ends = slotsWritten(inst);
+    if (inst.op == OpKind::Free)
+      ends.insert(ends.end(), inst.slots.begin(), inst.slots.end());
+    for (int64_t slot : ends)
+      if (StreamSet &u = usedOn[size_t(slot)]) {
+        releases[i].push_back({slot, u});
+        u = 0;
+      }
+    if (inst.op == OpKind::Wait && inst.result >= 0)
+      usedOn[size_t(inst.result)] = streamBit(StreamKind::Compute);
+  }
+  for (size_t slot = 0; slot < usedOn.size(); ++slot)
+    if (usedOn[slot])
+      endReleases.push_back({int64_t(slot), usedOn[slot]});
+}
+
+void SessionImpl::release(const std::vector<Release> &rs) {
+  for (const Release &r : rs)
+    if (slots.live(r.slot) && slots.get(r.slot).defined())
+      dev->release(slots.get(r.slot), r.usedOn);
+}
+
 void SessionImpl::resetOptimizerState() {
   state.clear();
   for (const StateSpec &s : program().state)
@@ -422,7 +476,8 @@ void SessionImpl::checkBatch(const std::vector<at::Tensor> &batch) const {
                   std::to_string(in.batchIndex) + " is " + describe(t) +
                   ", but " + ip + " declares " + artifactDtypeName(in.dtype) +
                   " " + formatShape(want) + split);
-    if (t.device() != device)
+    // Host batches are copied to the device by step().
+    if (t.device() != device && !t.device().is_cpu())
       throw Error(artifact.what() + ": batch element " +
                   std::to_string(in.batchIndex) + " is on " + t.device().str() +
                   ", this session runs on " + device.str());
@@ -503,6 +558,32 @@ void SessionImpl::keepPending(size_t index, PendingCollective p,
   pending[inst.future] = std::move(p);
 }
 
+namespace {
+/// A collective start's stream switch: begins it, and ends it when the
+/// start is issued (keeping its event) or fails (back on compute).
+class OnCollectiveStream {
+public:
+  OnCollectiveStream(Device &dev, StreamKind stream)
+      : dev_(dev), stream_(stream) {
+    dev_.beginCollective(stream_);
+  }
+  ~OnCollectiveStream() {
+    if (!ended_)
+      dev_.endCollective(stream_);
+  }
+  void issued(PendingCollective &p) {
+    ended_ = true;
+    p.stream = stream_;
+    p.issued = dev_.endCollective(stream_);
+  }
+
+private:
+  Device &dev_;
+  StreamKind stream_;
+  bool ended_ = false;
+};
+} // namespace
+
 void SessionImpl::runInstruction(size_t index) {
   const Instruction &inst = program().instructions[index];
   switch (inst.op) {
@@ -512,19 +593,23 @@ void SessionImpl::runInstruction(size_t index) {
   case OpKind::BroadcastStart:
   case OpKind::AllSliceStart: {
     double issueUs = tracing ? microsSince(epoch, Clock::now()) : 0;
+    OnCollectiveStream on(*dev, streamFor(inst.op));
     PendingCollective p = comm->start(inst.op, inst.axes, slots.get(inst.input),
                                       inst.dim, inst.reduce, inst.root,
                                       donatesInput[index] != 0, origin(index));
+    on.issued(p);
     keepPending(index, std::move(p), issueUs);
     return;
   }
   case OpKind::SendStart:
   case OpKind::RecvStart: {
     double issueUs = tracing ? microsSince(epoch, Clock::now()) : 0;
+    OnCollectiveStream on(*dev, streamFor(inst.op));
     PendingCollective p = comm->startPointToPoint(
         inst.op, inst.axes,
         inst.op == OpKind::SendStart ? slots.get(inst.input) : at::Tensor(),
         inst.peer, inst.tag, inst.recvDtype, inst.recvShape, origin(index));
+    on.issued(p);
     keepPending(index, std::move(p), issueUs);
     return;
   }
@@ -536,6 +621,7 @@ void SessionImpl::runInstruction(size_t index) {
     if (tracing)
       tracePoll();
     double waitBeginUs = tracing ? microsSince(epoch, Clock::now()) : 0;
+    dev->waitCollective(it->second.stream, it->second.issued.get());
     at::Tensor result = Comm::finish(it->second);
     if (tracing)
       traceWait(index, inst.future, waitBeginUs);
@@ -548,8 +634,11 @@ void SessionImpl::runInstruction(size_t index) {
   }
   case OpKind::RecordEvent:
   case OpKind::WaitEvent:
-    // The CPU runtime issues collectives in program order from this thread;
-    // the load-time checks made sure every waited event was recorded.
+    // The compiled events order compute and comm; the device layer already
+    // keeps those edges for every start and wait (the start's stream waits
+    // for compute, compute waits for the wait's event), and instructions are
+    // issued in program order from this thread. The load-time checks made
+    // sure every waited event was recorded.
     return;
   case OpKind::Aten:
     kernels[index]->run(slots);
@@ -604,9 +693,15 @@ Session Session::load(const std::string &artifactPath,
   auto impl = std::make_unique<SessionImpl>();
   impl->artifact = Artifact::load(artifactPath);
   impl->config = config;
+  DeviceOptions device;
+  device.kind = config.device.value_or(impl->artifact.device);
+  device.tracker = impl->tracker;
+  device.localRank = config.localRank;
+  impl->dev = makeDevice(device);
+  impl->device = impl->dev->device();
   impl->bind();
   if (impl->artifact.mesh && !impl->artifact.groupAxes().empty())
-    impl->comm = std::make_unique<Comm>(impl->artifact, config);
+    impl->comm = std::make_unique<Comm>(impl->artifact, config, *impl->dev);
   // Allocate the owned state under the tracker so the CPU allocator's table
   // knows these blocks and reports their frees (e.g. when weights are
   // reloaded) instead of warning about blocks of unknown size.
@@ -617,7 +712,8 @@ Session Session::load(const std::string &artifactPath,
   for (size_t i = 0; i < impl->program().inputs.size(); ++i)
     if (impl->program().inputs[i].role != InputRole::Input)
       impl->owned[i] =
-          impl->ownedFromFull(i, weights.read(impl->program().inputs[i].name));
+          impl->ownedFromFull(i, weights.read(impl->program().inputs[i].name))
+              .to(impl->device);
   impl->resetOptimizerState();
   return Session(std::move(impl));
 }
@@ -659,11 +755,17 @@ double Session::step(const std::vector<at::Tensor> &batch) {
   s.checkBatch(batch);
   c10::AutoGradMode noGrad(false);
   MemoryTracker::Scope scope(s.tracker);
-  s.tracker->reset(s.heldBytes(batch));
+  // A host batch goes to the device once, before the step is timed.
+  std::vector<at::Tensor> onDevice;
+  if (!s.device.is_cpu())
+    for (const at::Tensor &t : batch)
+      onDevice.push_back(t.to(s.device));
+  const std::vector<at::Tensor> &b = s.device.is_cpu() ? batch : onDevice;
+  s.dev->beginStep(s.heldBytes(b));
 
   StepStats stats;
   stats.step = s.stepsRun;
-  stats.startBytes = s.tracker->current();
+  stats.startBytes = s.dev->memory().current;
   Clock::time_point start = Clock::now();
   stats.startUs = microsSince(s.epoch, start);
 
@@ -688,10 +790,10 @@ double Session::step(const std::vector<at::Tensor> &batch) {
     } else if (in.split) {
       int64_t index = s.groupPosition(in.split->axes).first;
       int64_t rows = in.shape[size_t(in.split->dim)];
-      s.slots.set(in.slot, batch[size_t(in.batchIndex)].narrow(
-                               in.split->dim, index * rows, rows));
+      s.slots.set(in.slot, b[size_t(in.batchIndex)].narrow(in.split->dim,
+                                                           index * rows, rows));
     } else {
-      s.slots.set(in.slot, batch[size_t(in.batchIndex)]);
+      s.slots.set(in.slot, b[size_t(in.batchIndex)]);
     }
   }
   for (size_t i = 0; i < s.program().state.size(); ++i)
@@ -703,6 +805,8 @@ double Session::step(const std::vector<at::Tensor> &batch) {
   for (size_t i = 0; i < insts.size(); ++i) {
     Clock::time_point t0 = s.tracing ? Clock::now() : Clock::time_point();
     try {
+      if (!s.releases[i].empty())
+        s.release(s.releases[i]);
       s.runInstruction(i);
     } catch (const CollectiveError &e) {
       throw CollectiveError(s.where(i) + ": " + e.what());
@@ -768,6 +872,7 @@ double Session::step(const std::vector<at::Tensor> &batch) {
       s.grads[out.target] = t;
     }
   }
+  s.release(s.endReleases);
   s.slots.clear();
   // MPMD: only the last stage's program computed the loss; its first rank
   // hands it to every rank (the runtime's own broadcast, not a step
@@ -795,9 +900,10 @@ double Session::step(const std::vector<at::Tensor> &batch) {
   Clock::time_point end = Clock::now();
   stats.loss = loss;
   stats.timeMs = std::chrono::duration<double, std::milli>(end - start).count();
-  stats.peakBytes = s.tracker->peak();
-  stats.endBytes = s.tracker->current();
-  stats.allocations = s.tracker->allocations();
+  DeviceMemory memory = s.dev->memory();
+  stats.peakBytes = memory.peak;
+  stats.endBytes = memory.current;
+  stats.allocations = memory.allocations;
   stats.collectives = s.counts;
   stats.collectiveTimings = std::move(s.collectiveTimings);
   stats.epochUs =
@@ -870,6 +976,10 @@ void Session::saveParameters(const std::string &path) const {
     for (auto &b : buffers())
       tensors.push_back(std::move(b));
   }
+  // The file is written from host memory (the tensors themselves on the
+  // CPU).
+  for (auto &named : tensors)
+    named.second = named.second.cpu();
   writeSafetensors(path, tensors,
                    {{"producer", "loomrt"},
                     {"artifact", impl_->artifact.what()},
@@ -1002,9 +1112,11 @@ at::Tensor Session::gatherFromAllRanks(const at::Tensor &t,
   const SessionImpl &s = *impl_;
   if (!s.comm || s.config.worldSize == 1)
     return t;
-  return s.comm->allGather(s.artifact.mesh->axes, t, 0,
-                           ", " + what + " (after step " +
-                               std::to_string(s.stepsRun) + ")");
+  return s.comm
+      ->allGather(s.artifact.mesh->axes, t, 0,
+                  ", " + what + " (after step " + std::to_string(s.stepsRun) +
+                      ")")
+      .cpu();
 }
 
 size_t Session::numBatchElements() const { return impl_->numBatchElements; }
@@ -1035,6 +1147,8 @@ std::optional<DistributedConfig> DistributedConfig::fromEnvironment() {
     c.masterAddr = addr;
   if (const char *port = std::getenv("MASTER_PORT"); port && *port)
     c.masterPort = int(number("MASTER_PORT", port, 1, 65535));
+  if (const char *local = std::getenv("LOCAL_RANK"); local && *local)
+    c.localRank = number("LOCAL_RANK", local, 0, 1 << 20);
   return c;
 }
 

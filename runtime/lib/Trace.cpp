@@ -122,8 +122,9 @@ void TraceWriter::addStep(const StepStats &stats) {
       args["phase"] = inst.phase;
     std::string cat = inst.phase.empty() ? op : inst.phase;
     if (collective || inst.op == OpKind::Wait) {
-      // On the CPU runtime the main thread issues and waits; the program's
-      // stream says where a GPU runtime would.
+      // The session's thread issues and waits on every device; the
+      // program's stream is recorded (on CUDA the collective itself runs on
+      // its kind's stream, Device.h).
       args["stream"] = streamOf(inst);
       cat = collective ? "comm_issue" : "comm_wait";
     }

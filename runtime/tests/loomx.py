@@ -383,4 +383,7 @@ def train_reference(directory, model, optimizer, batches, steps: int, extra: Map
         loss.backward()
         optimizer.step()
         losses.append(loss.item())
-    save_reference(directory, losses, model.state_dict(), extra=extra)
+    # From host memory when the reference trained on a GPU (on the CPU,
+    # .cpu() is the tensor itself, so tied tensors stay tied).
+    final = {k: v.cpu() for k, v in model.state_dict().items()}
+    save_reference(directory, losses, final, extra=extra)

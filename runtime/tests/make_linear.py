@@ -43,11 +43,13 @@ class Model(nn.Module):
 
 def make_optimizer(name: str, params) -> torch.optim.Optimizer:
     # Non-default hyperparameters, so every term of the update is exercised.
+    # foreach=False: the runtime's single-tensor loop, which torch.optim
+    # picks by itself for CPU tensors but not for CUDA ones.
     if name == "sgd":
-        return torch.optim.SGD(params, lr=0.05, momentum=0.9, weight_decay=0.01, nesterov=True)
+        return torch.optim.SGD(params, lr=0.05, momentum=0.9, weight_decay=0.01, nesterov=True, foreach=False)
     if name == "adam":
-        return torch.optim.Adam(params, lr=0.01, betas=(0.8, 0.95), eps=1e-6, weight_decay=0.02)
-    return torch.optim.AdamW(params, lr=0.01, weight_decay=0.1)
+        return torch.optim.Adam(params, lr=0.01, betas=(0.8, 0.95), eps=1e-6, weight_decay=0.02, foreach=False)
+    return torch.optim.AdamW(params, lr=0.01, weight_decay=0.1, foreach=False)
 
 
 def program(optimizer: dict, model: Model, batch) -> dict:
@@ -118,6 +120,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("out")
     ap.add_argument("--optimizer", choices=["sgd", "adam", "adamw"], default="sgd")
     ap.add_argument("--steps", type=int, default=6)
+    # cuda: the artifact's `device` says cuda and the reference is PyTorch
+    # eager trained on the GPU (the initial weights and batches are the
+    # CPU's, drawn before anything moves).
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
 
@@ -126,8 +132,14 @@ def main(argv: list[str] | None = None) -> int:
     batches = [(torch.randn(BATCH, IN), torch.randn(BATCH, OUT)) for _ in range(3)]
     initial = {k: v.detach().clone() for k, v in model.state_dict().items()}
     opt_json = loomx.optimizer_json(make_optimizer(args.optimizer, copy.deepcopy(model).parameters()))
-    loomx.write_artifact(os.path.join(args.out, "step.loomx"), program(opt_json, model, batches[0]), initial)
+    prog = program(opt_json, model, batches[0])
+    if args.device != "cpu":
+        prog["device"] = args.device
+    loomx.write_artifact(os.path.join(args.out, "step.loomx"), prog, initial)
     loomx.save_batches(os.path.join(args.out, "batches.safetensors"), batches)
+    if args.device != "cpu":
+        model.to(args.device)
+        batches = [tuple(t.to(args.device) for t in b) for b in batches]
 
     loomx.train_reference(args.out, model, make_optimizer(args.optimizer, model.parameters()), batches, args.steps)
     return 0

@@ -134,6 +134,11 @@ const char *toString(OptimizerKind kind);
 /// or ATen's fused kernel (torch.optim's `fused=True`).
 enum class OptimizerImpl { Forloop, Fused };
 
+/// Where the step runs: the artifact's top-level `device` (absent: cpu),
+/// which `loom-run --device` overrides.
+enum class DeviceKind { Cpu, Cuda };
+const char *toString(DeviceKind device);
+
 /// The `optimizer` object: torch.optim hyperparameters, all of them present.
 struct OptimizerSpec {
   OptimizerKind kind = OptimizerKind::SGD;
@@ -338,6 +343,8 @@ public:
   std::string pipeline;
   int64_t version = 1;
   int64_t worldSize = 1;
+  /// The device the step was compiled for.
+  DeviceKind device = DeviceKind::Cpu;
   /// Required when worldSize > 1.
   std::optional<Mesh> mesh;
   std::optional<OptimizerSpec> optimizer;

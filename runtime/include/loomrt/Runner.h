@@ -66,6 +66,8 @@ struct RunOptions {
   /// it (and WORLD_SIZE under an external launcher).
   int nproc = 0;
   double timeout = 60;
+  /// --device: overrides the artifact's device.
+  std::optional<DeviceKind> device;
   double rtol = kDefaultCheckRtol;
   /// Default: 0 for losses, rtol for tensors (rtol * max(1, |ref|)).
   std::optional<double> atol;

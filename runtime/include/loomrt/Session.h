@@ -8,8 +8,9 @@
 // instructions through the ATen dispatcher, applies the buffer mutations,
 // keeps the gradients it outputs, and returns the loss.
 //
-// On the CPU; a multi-rank artifact (docs/distributed.md) runs as one rank
-// per process, over Gloo.
+// On the artifact's device (or DistributedConfig::device): the CPU with
+// Gloo, or a CUDA GPU with NCCL (docs/runtime.md, "Devices"); a multi-rank
+// artifact (docs/distributed.md) runs as one rank per process.
 // Every failure throws loomrt::Error with a message that names the file,
 // field or instruction. A Session is not thread-safe; use one per thread.
 //
@@ -39,7 +40,8 @@ struct CollectiveCount {
   int64_t bytes = 0;
 };
 
-/// Where this process stands among the ranks of a multi-rank artifact.
+/// Where this process stands among the ranks of a multi-rank artifact, and
+/// the device it runs on.
 struct DistributedConfig {
   int64_t rank = 0;
   int64_t worldSize = 1;
@@ -48,6 +50,10 @@ struct DistributedConfig {
   int masterPort = 29500;
   /// For the rendezvous, process group creation and every collective.
   double timeoutSeconds = 60;
+  /// torchrun's LOCAL_RANK: which GPU of this machine the rank uses.
+  int64_t localRank = 0;
+  /// Runs the step here instead of on the artifact's `device`.
+  std::optional<DeviceKind> device;
 
   /// From RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (torchrun's variables);
   /// nullopt when RANK is not set. Throws on malformed values.
@@ -86,7 +92,8 @@ struct StepStats {
   /// state, the batch, the previous step's gradients.
   int64_t startBytes = 0;
   /// The most tensor memory alive at any point of the step, measured from
-  /// the CPU allocator's reports (see docs/runtime.md).
+  /// the CPU allocator's reports, or on CUDA the caching allocator's
+  /// statistics (see docs/runtime.md).
   int64_t peakBytes = 0;
   /// Tensor memory alive after the step, once its slots are dropped.
   int64_t endBytes = 0;

@@ -51,6 +51,12 @@ loomrt_status loomrt_set_num_threads(int num_threads);
 /* Loads and validates an artifact; *out receives the session. */
 loomrt_status loomrt_session_create(const char *artifact_path,
                                     loomrt_session **out);
+/* As loomrt_session_create, on `device` ("cpu" or "cuda"; NULL: the
+   artifact's own `device`). Without a usable GPU, "cuda" fails with
+   LOOMRT_ERROR and a one-line message starting "device cuda: ". */
+loomrt_status loomrt_session_create_on(const char *artifact_path,
+                                       const char *device,
+                                       loomrt_session **out);
 /* Frees a session; NULL is ignored. */
 void loomrt_session_destroy(loomrt_session *session);
 

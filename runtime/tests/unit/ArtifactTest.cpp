@@ -485,3 +485,39 @@ TEST(Artifact, WorldSizeTwoIsRefusedBySession) {
 }
 
 } // namespace
+
+TEST(Artifact, DeviceDefaultsToCpu) {
+  json p = linearProgram(sgdOptimizer());
+  std::string path = writeArtifact("a.loomx", p, linearWeights());
+  EXPECT_EQ(Artifact::load(path).device, DeviceKind::Cpu);
+}
+
+TEST(Artifact, DeviceIsRead) {
+  for (auto [name, kind] : {std::pair{"cpu", DeviceKind::Cpu},
+                            std::pair{"cuda", DeviceKind::Cuda}}) {
+    json p = linearProgram(sgdOptimizer());
+    p["version"] = 3;
+    p["device"] = name;
+    std::string path = writeArtifact("a.loomx", p, linearWeights());
+    Artifact a = Artifact::load(path);
+    EXPECT_EQ(a.device, kind) << name;
+    EXPECT_STREQ(toString(a.device), name);
+  }
+}
+
+TEST(Artifact, UnknownDevice) {
+  json p = linearProgram(sgdOptimizer());
+  p["version"] = 3;
+  p["device"] = "cuda:0";
+  EXPECT_CONTAINS(loadError(p),
+                  "device: unknown device 'cuda:0' (expected cpu or cuda)");
+  p["device"] = 1;
+  EXPECT_CONTAINS(loadError(p), "device: ");
+}
+
+TEST(Artifact, DeviceNeedsVersion3) {
+  json p = linearProgram(sgdOptimizer());
+  p["version"] = 2;
+  p["device"] = "cuda";
+  EXPECT_CONTAINS(loadError(p), "device: 'device' needs format version 3");
+}

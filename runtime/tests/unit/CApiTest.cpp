@@ -51,6 +51,30 @@ TEST(CApi, CreateFailsWithMessage) {
   EXPECT_CONTAINS(loomrt_last_error(), "must not be NULL");
 }
 
+TEST(CApi, CreateOnADevice) {
+  loomrt_session *s = nullptr;
+  ASSERT_EQ(loomrt_session_create_on(linearArtifact().c_str(), "cpu", &s),
+            LOOMRT_OK)
+      << loomrt_last_error();
+  loomrt_session_destroy(s);
+  ASSERT_EQ(loomrt_session_create_on(linearArtifact().c_str(), nullptr, &s),
+            LOOMRT_OK)
+      << loomrt_last_error();
+  loomrt_session_destroy(s);
+  EXPECT_EQ(loomrt_session_create_on(linearArtifact().c_str(), "tpu", &s),
+            LOOMRT_INVALID_ARGUMENT);
+  EXPECT_CONTAINS(loomrt_last_error(), "device must be \"cpu\", \"cuda\"");
+  loomrt_status cuda =
+      loomrt_session_create_on(linearArtifact().c_str(), "cuda", &s);
+  if (cuda == LOOMRT_OK) {
+    loomrt_session_destroy(s);
+    GTEST_SKIP() << "a CUDA device is present";
+  }
+  EXPECT_EQ(cuda, LOOMRT_ERROR);
+  EXPECT_EQ(s, nullptr);
+  EXPECT_CONTAINS(loomrt_last_error(), "device cuda: ");
+}
+
 TEST(CApi, StepFromRawBuffersAndFromBatchesFile) {
   loomrt_session *s = nullptr;
   ASSERT_EQ(loomrt_session_create(linearArtifact().c_str(), &s), LOOMRT_OK)

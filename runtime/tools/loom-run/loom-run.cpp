@@ -5,7 +5,7 @@
 //          [--weights FILE] [--save-params FILE] [--no-progress]
 //          [--nproc N] [--timeout SECONDS] [--rtol R] [--atol A]
 //          [--checkpoint-dir DIR --save-every K [--keep N]] [--resume PATH]
-//          [--memory-report FILE]
+//          [--memory-report FILE] [--device cpu|cuda]
 //
 // Option parsing over libloomrt's launcher and runner (loomrt/Launcher.h,
 // loomrt/Runner.h). Exit status: 0, 1 for a --check mismatch on any rank, 2
@@ -50,6 +50,7 @@ void usage(FILE *out) {
       "                [--rtol R] [--atol A]\n"
       "                [--checkpoint-dir DIR --save-every K [--keep N]]\n"
       "                [--resume PATH] [--memory-report FILE]\n"
+      "                [--device cpu|cuda]\n"
       "\n"
       "  --batches FILE     a capture's batches.safetensors (step s uses\n"
       "                     batch s mod num_steps)\n"
@@ -78,6 +79,9 @@ void usage(FILE *out) {
       "                     MASTER_ADDR/MASTER_PORT each process runs its "
       "rank\n"
       "  --timeout SECONDS  rendezvous and collective timeout (default 60)\n"
+      "  --device cpu|cuda  run on this device instead of the artifact's\n"
+      "                     (cuda: one GPU per rank, LOCAL_RANK selects\n"
+      "                     it; NCCL between ranks)\n"
       "  --checkpoint-dir DIR\n"
       "                     write checkpoints to DIR/step-NNNNNNNN: each\n"
       "                     rank's shards of parameters, buffers and\n"
@@ -152,6 +156,14 @@ RunOptions parseOptions(int argc, char **argv) {
       o.resume = value();
     } else if (a == "--memory-report") {
       o.memoryReport = value();
+    } else if (a == "--device") {
+      std::string d = value();
+      if (d == toString(DeviceKind::Cpu))
+        o.device = DeviceKind::Cpu;
+      else if (d == toString(DeviceKind::Cuda))
+        o.device = DeviceKind::Cuda;
+      else
+        usageError("--device expects cpu or cuda, found '" + d + "'");
     } else if (a == "--no-progress") {
       o.progress = false;
     } else if (a == "--nproc") {
