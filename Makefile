@@ -39,6 +39,8 @@ build: build-compiler build-runtime
 # runtime's (unit, loom-run end to end).
 test: build
 	cd $(BUILD)/runtime && ctest --output-on-failure -j $(JOBS)
+	@# ctest shows no output of a passing test: say which tests skipped, and why.
+	@grep -h '^SKIPPED' $(BUILD)/runtime/Testing/Temporary/LastTest.log || true
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 demo: build
