@@ -348,8 +348,13 @@ PendingCollective Comm::start(OpKind kind, const std::vector<std::string> &axes,
         int64_t rows = shape[0];
         shape[0] *= size;
         p.buffer = at::empty(shape, p.input.options());
-        p.buffer.narrow(0, g.index * rows, rows).copy_(p.input);
         StagingScope staging(p);
+        if (device_.gathersInPlace()) {
+          // NCCL writes every block, this rank's too, in one collective.
+          p.work = g.backend->_allgather_base(p.buffer, p.input);
+          break;
+        }
+        p.buffer.narrow(0, g.index * rows, rows).copy_(p.input);
         for (int64_t k = 0; k < size; ++k) {
           std::vector<at::Tensor> block{p.buffer.narrow(0, k * rows, rows)};
           ::c10d::BroadcastOptions o;

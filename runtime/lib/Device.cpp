@@ -101,6 +101,7 @@ public:
     work.wait();
   }
   bool workerReleasesLate() const override { return true; }
+  bool gathersInPlace() const override { return false; }
 
   // The CPU allocator has no streams to record: a block freed here is free.
   void release(const at::Tensor &, StreamSet) override {}

@@ -125,6 +125,10 @@ public:
   /// moment after wait() returns (Gloo's does; Comm then waits until it
   /// lets go, so the tensors it holds are freed on the session's thread).
   virtual bool workerReleasesLate() const = 0;
+  /// Whether the backend gathers dim 0 straight into one flat tensor
+  /// (NCCL's _allgather_base). Gloo's copies through a gathered-size buffer
+  /// of its own, so on the CPU each member broadcasts into its block.
+  virtual bool gathersInPlace() const = 0;
 
   /// `value` leaves its slot at a compiled free point (a free, the slot's
   /// next write, or the step's end) after `usedOn` read it besides the

@@ -127,6 +127,7 @@ public:
     work.wait(timeout);
   }
   bool workerReleasesLate() const override { return false; }
+  bool gathersInPlace() const override { return true; }
 
   void release(const at::Tensor &value, StreamSet usedOn) override {
     if (!value.is_cuda() || !value.has_storage())

@@ -37,9 +37,12 @@ public:
 /// The CPU backend, with every stream, event and release call logged.
 class RecordingDevice final : public Device {
 public:
-  RecordingDevice(const DeviceOptions &options, std::vector<std::string> &log)
+  /// `inPlace`: gather dim 0 as the CUDA backend does, with one
+  /// _allgather_base (which Gloo has too) instead of a broadcast per rank.
+  RecordingDevice(const DeviceOptions &options, std::vector<std::string> &log,
+                  bool inPlace)
       : Device(DeviceKind::Cpu, c10::Device(c10::DeviceType::CPU)),
-        cpu_(makeCpuDevice(options.tracker)), log_(log) {}
+        cpu_(makeCpuDevice(options.tracker)), log_(log), inPlace_(inPlace) {}
 
   c10::intrusive_ptr<c10d::Backend>
   createProcessGroup(const c10::intrusive_ptr<c10d::Store> &store,
@@ -67,6 +70,7 @@ public:
   bool workerReleasesLate() const override {
     return cpu_->workerReleasesLate();
   }
+  bool gathersInPlace() const override { return inPlace_; }
   void release(const at::Tensor &value, StreamSet usedOn) override {
     std::string streams;
     for (int k = 0; k < kNumStreamKinds; ++k)
@@ -82,15 +86,16 @@ public:
 private:
   std::unique_ptr<Device> cpu_;
   std::vector<std::string> &log_;
+  bool inPlace_;
   int events_ = 0;
 };
 
 /// Installs the recording device for its lifetime.
 class Recording {
 public:
-  Recording() {
-    setDeviceFactoryForTesting([this](const DeviceOptions &o) {
-      return std::make_unique<RecordingDevice>(o, log);
+  explicit Recording(bool inPlace = false) {
+    setDeviceFactoryForTesting([this, inPlace](const DeviceOptions &o) {
+      return std::make_unique<RecordingDevice>(o, log, inPlace);
     });
   }
   ~Recording() { setDeviceFactoryForTesting(nullptr); }
@@ -188,6 +193,32 @@ TEST(Device, StartsWaitsAndReleasesInProgramOrder) {
   ASSERT_EQ(rec.log.size(), want.size());
   EXPECT_EQ(rec.log[1], "end all_gather -> e3");
   EXPECT_EQ(rec.log.back(), "release [3] used on compute");
+}
+
+// The CUDA backend's gather, one _allgather_base into the gathered tensor,
+// computes the same step and makes the same device calls.
+TEST(Device, GatherInPlaceIsTheSameStep) {
+  json p = oneRankProgram();
+  insts(p).push_back(start("all_gather_start", 12, 20)); // 10
+  insts(p).push_back(wait(20, 21));                      // 11
+  p["outputs"][2]["slot"] = 21; // the weight's gradient, gathered
+  std::string path = writeArtifact("inplace.loomx", p, linearWeights());
+  Session ref = Session::load(
+      writeArtifact("plain.loomx", linearProgram(nullptr), linearWeights()));
+  ref.step(linearBatch(0));
+  std::vector<std::vector<std::string>> logs;
+  std::vector<at::Tensor> gathered;
+  for (bool inPlace : {false, true}) {
+    Recording rec(inPlace);
+    Session s = Session::load(path);
+    s.step(linearBatch(0));
+    gathered.push_back(s.gradients().at("fc.weight"));
+    logs.push_back(rec.log);
+  }
+  EXPECT_TRUE(at::equal(gathered[0], ref.gradients().at("fc.weight")));
+  EXPECT_TRUE(at::equal(gathered[1], ref.gradients().at("fc.weight")));
+  EXPECT_EQ(logs[0], logs[1]);
+  EXPECT_EQ(logs[1].front(), "begin all_gather");
 }
 
 // A value from a wait whose slot is written again is released before the
