@@ -7,7 +7,7 @@
 // CPU-NOT: loom.device
 func.func @step(%q: tensor<1x1x2x4xf32> {loom.name = "q", loom.role = #loom.role<input>})
     -> (tensor<f32> {loom.role = #loom.role<loss>}) attributes {loom.step} {
-  // expected-error@+1 {{kernel 'aten::_scaled_dot_product_flash_attention_for_cpu.default' runs only on the CPU, so the step cannot be compiled for device=cuda; capture it where CUDA runs it (on a GPU), which records CUDA's kernel}}
+  // expected-error@+1 {{kernel 'aten::_scaled_dot_product_flash_attention_for_cpu.default' runs only on the CPU, so the step cannot be compiled for device=cuda (loom.capture records the CPU's kernels; write the computation with operators both devices have, e.g. attention as matmul and softmax)}}
   %o = loom.aten "aten::_scaled_dot_product_flash_attention_for_cpu.default"(%q, %q, %q) {args = [#loom.arg<0>, #loom.arg<1>, #loom.arg<2>]} : (tensor<1x1x2x4xf32>, tensor<1x1x2x4xf32>, tensor<1x1x2x4xf32>) -> tensor<1x1x2x4xf32>
   %l = loom.aten "aten::sum.default"(%o) {args = [#loom.arg<0>]} : (tensor<1x1x2x4xf32>) -> tensor<f32>
   return %l : tensor<f32>

@@ -147,8 +147,8 @@ static LogicalResult resolveMesh(func::FuncOp func, StepSignature &sig) {
 }
 
 /// Refuses, where it is, a kernel ATen has only for the CPU in a step
-/// compiled for cuda: a CPU capture records CPU variants (the `_for_cpu`
-/// attention kernels, mkldnn's), which CUDA cannot dispatch.
+/// compiled for cuda: capture runs on the CPU and records CPU variants (the
+/// `_for_cpu` attention kernels, mkldnn's), which CUDA cannot dispatch.
 static LogicalResult checkKernelsRunOn(func::FuncOp func, TargetDevice device) {
   if (device != TargetDevice::Cuda)
     return success();
@@ -160,8 +160,9 @@ static LogicalResult checkKernelsRunOn(func::FuncOp func, TargetDevice device) {
     aten.emitError("kernel '")
         << kernel
         << "' runs only on the CPU, so the step cannot be compiled for "
-           "device=cuda; capture it where CUDA runs it (on a GPU), which "
-           "records CUDA's kernel";
+           "device=cuda (loom.capture records the CPU's kernels; write "
+           "the computation with operators both devices have, e.g. "
+           "attention as matmul and softmax)";
     return WalkResult::interrupt();
   });
   return failure(walk.wasInterrupted());
