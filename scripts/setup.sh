@@ -53,21 +53,26 @@ if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; th
   if [ ! -x .venv/bin/python ] || ! .venv/bin/python -m pip --version >/dev/null 2>&1; then
     "$PYTHON" -m venv --clear .venv
   fi
-  .venv/bin/python -m pip install -q --retries 10 --timeout 60 --upgrade pip
   # The CUDA wheels torch pulls in are hundreds of MB; a dropped connection
-  # near the end of one must resume, not fail the whole set-up. pip resumes a
-  # download (--resume-retries) and the install as a whole is tried 3 times.
-  installed=0
-  for attempt in 1 2 3; do
-    if .venv/bin/python -m pip install -q --retries 10 --timeout 60 \
-        --resume-retries 50 -r requirements.txt; then
-      installed=1
-      break
+  # near the end of one must not fail the whole set-up. Each install is
+  # tried 3 times, and a pip that can (25.1 and later) resumes a cut
+  # download (--resume-retries) instead of starting it again.
+  pip_install() {
+    local resume=() help
+    help=$(.venv/bin/python -m pip install --help 2>/dev/null || true)
+    if [[ $help == *--resume-retries* ]]; then
+      resume=(--resume-retries 50)
     fi
-    echo "setup: pip install attempt $attempt failed; retrying" >&2
-    sleep $((attempt * 10))
-  done
-  if [ "$installed" != 1 ]; then
+    for attempt in 1 2 3; do
+      if .venv/bin/python -m pip install -q --retries 10 --timeout 60 "${resume[@]}" "$@"; then
+        return 0
+      fi
+      echo "setup: pip install $* failed (attempt $attempt of 3)" >&2
+      sleep $((attempt * 10))
+    done
+    return 1
+  }
+  if ! pip_install --upgrade pip || ! pip_install -r requirements.txt; then
     echo "setup: error: could not install the pinned Python packages (see above)" >&2
     exit 1
   fi
