@@ -76,6 +76,13 @@ const char *toString(DeviceKind device) {
   return "?";
 }
 
+std::optional<DeviceKind> parseDeviceKind(const std::string &name) {
+  for (DeviceKind d : {DeviceKind::Cpu, DeviceKind::Cuda})
+    if (name == toString(d))
+      return d;
+  return std::nullopt;
+}
+
 size_t OptimizerSpec::numStateSlots() const {
   if (kind == OptimizerKind::SGD)
     return momentum != 0 ? 1 : 0;
@@ -637,13 +644,11 @@ void ProgramReader::read(const json &root) {
   if (root.contains(schema::kProgramDevice)) {
     std::string device =
         string(root[schema::kProgramDevice], schema::kProgramDevice);
-    if (device == schema::kDeviceCpu)
-      a.device = DeviceKind::Cpu;
-    else if (device == schema::kDeviceCuda)
-      a.device = DeviceKind::Cuda;
-    else
+    std::optional<DeviceKind> kind = parseDeviceKind(device);
+    if (!kind)
       fail(schema::kProgramDevice,
            "unknown device '" + device + "' (expected cpu or cuda)");
+    a.device = *kind;
   }
 
   a.worldSize =

@@ -82,11 +82,7 @@ loomrt_status loomrt_session_create_on(const char *artifactPath,
   *out = nullptr;
   loomrt::DistributedConfig config;
   if (device) {
-    std::string d = device;
-    if (d == loomrt::toString(loomrt::DeviceKind::Cpu))
-      config.device = loomrt::DeviceKind::Cpu;
-    else if (d == loomrt::toString(loomrt::DeviceKind::Cuda))
-      config.device = loomrt::DeviceKind::Cuda;
+    config.device = loomrt::parseDeviceKind(device);
     LOOMRT_REQUIRE(config.device, "device must be \"cpu\", \"cuda\" or NULL");
   }
   return guarded([&] {

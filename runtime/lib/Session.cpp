@@ -79,8 +79,8 @@ public:
   std::shared_ptr<MemoryTracker> tracker = std::make_shared<MemoryTracker>();
   /// Everything that differs per device (Device.h); outlives `comm`.
   std::unique_ptr<Device> dev;
-  /// dev->device(), where the owned state and every kernel's tensors live.
-  c10::Device device{c10::DeviceType::CPU};
+  /// Where the owned state and every kernel's tensors live.
+  c10::Device device() const { return dev->device(); }
   /// Process groups and collectives; null for an artifact without a mesh.
   std::unique_ptr<Comm> comm;
   /// Collectives in flight, by future slot.
@@ -249,7 +249,7 @@ void SessionImpl::bind() {
     std::string path =
         artifact.what() + ": " + artifact.instructionPath(programIndex, i);
     if (inst.op == OpKind::Aten) {
-      kernels[i] = BoundKernel::bind(inst, device, path);
+      kernels[i] = BoundKernel::bind(inst, device(), path);
     } else if (inst.op == OpKind::Optimizer) {
       // Artifact::load checked the names and slots; resolve them to indices.
       OptimizerPlan plan;
@@ -400,8 +400,8 @@ void SessionImpl::release(const std::vector<Release> &rs) {
 void SessionImpl::resetOptimizerState() {
   state.clear();
   for (const StateSpec &s : program().state)
-    state.push_back(
-        at::zeros(s.shape, at::TensorOptions().dtype(s.dtype).device(device)));
+    state.push_back(at::zeros(
+        s.shape, at::TensorOptions().dtype(s.dtype).device(device())));
   std::fill(stepCounts.begin(), stepCounts.end(), 0.0f);
   grads.clear();
 }
@@ -477,10 +477,10 @@ void SessionImpl::checkBatch(const std::vector<at::Tensor> &batch) const {
                   ", but " + ip + " declares " + artifactDtypeName(in.dtype) +
                   " " + formatShape(want) + split);
     // Host batches are copied to the device by step().
-    if (t.device() != device && !t.device().is_cpu())
+    if (t.device() != device() && !t.device().is_cpu())
       throw Error(artifact.what() + ": batch element " +
                   std::to_string(in.batchIndex) + " is on " + t.device().str() +
-                  ", this session runs on " + device.str());
+                  ", this session runs on " + device().str());
   }
 }
 
@@ -693,12 +693,11 @@ Session Session::load(const std::string &artifactPath,
   auto impl = std::make_unique<SessionImpl>();
   impl->artifact = Artifact::load(artifactPath);
   impl->config = config;
-  DeviceOptions device;
-  device.kind = config.device.value_or(impl->artifact.device);
-  device.tracker = impl->tracker;
-  device.localRank = config.localRank;
-  impl->dev = makeDevice(device);
-  impl->device = impl->dev->device();
+  DeviceOptions options;
+  options.kind = config.device.value_or(impl->artifact.device);
+  options.tracker = impl->tracker;
+  options.localRank = config.localRank;
+  impl->dev = makeDevice(options);
   impl->bind();
   if (impl->artifact.mesh && !impl->artifact.groupAxes().empty())
     impl->comm = std::make_unique<Comm>(impl->artifact, config, *impl->dev);
@@ -713,7 +712,7 @@ Session Session::load(const std::string &artifactPath,
     if (impl->program().inputs[i].role != InputRole::Input)
       impl->owned[i] =
           impl->ownedFromFull(i, weights.read(impl->program().inputs[i].name))
-              .to(impl->device);
+              .to(impl->device());
   impl->resetOptimizerState();
   return Session(std::move(impl));
 }
@@ -757,10 +756,11 @@ double Session::step(const std::vector<at::Tensor> &batch) {
   MemoryTracker::Scope scope(s.tracker);
   // A host batch goes to the device once, before the step is timed.
   std::vector<at::Tensor> onDevice;
-  if (!s.device.is_cpu())
+  const bool onCpu = s.device().is_cpu();
+  if (!onCpu)
     for (const at::Tensor &t : batch)
-      onDevice.push_back(t.to(s.device));
-  const std::vector<at::Tensor> &b = s.device.is_cpu() ? batch : onDevice;
+      onDevice.push_back(t.to(s.device()));
+  const std::vector<at::Tensor> &b = onCpu ? batch : onDevice;
   s.dev->beginStep(s.heldBytes(b));
 
   StepStats stats;

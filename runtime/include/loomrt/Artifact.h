@@ -138,6 +138,8 @@ enum class OptimizerImpl { Forloop, Fused };
 /// which `loom-run --device` overrides.
 enum class DeviceKind { Cpu, Cuda };
 const char *toString(DeviceKind device);
+/// The DeviceKind `name` spells ("cpu", "cuda"), nullopt for any other.
+std::optional<DeviceKind> parseDeviceKind(const std::string &name);
 
 /// The `optimizer` object: torch.optim hyperparameters, all of them present.
 struct OptimizerSpec {

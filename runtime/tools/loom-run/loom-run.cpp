@@ -158,11 +158,8 @@ RunOptions parseOptions(int argc, char **argv) {
       o.memoryReport = value();
     } else if (a == "--device") {
       std::string d = value();
-      if (d == toString(DeviceKind::Cpu))
-        o.device = DeviceKind::Cpu;
-      else if (d == toString(DeviceKind::Cuda))
-        o.device = DeviceKind::Cuda;
-      else
+      o.device = parseDeviceKind(d);
+      if (!o.device)
         usageError("--device expects cpu or cuda, found '" + d + "'");
     } else if (a == "--no-progress") {
       o.progress = false;
