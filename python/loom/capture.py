@@ -965,7 +965,7 @@ def add_optimizer_arguments(parser: argparse.ArgumentParser) -> None:
                        help="maximize the loss instead of minimizing it")
     group.add_argument("--optimizer-impl", choices=OPTIMIZER_IMPLS, default="forloop",
                        help="forloop (torch.optim's single-tensor default on CPU) or fused "
-                       "(fused=True); compile with the same loom-compile --optimizer-impl")
+                       "(fused=True); recorded in run.json, from which loom-compile takes it")
 
 
 LR_DECAYS = ("constant", "cosine", "linear")

@@ -271,10 +271,6 @@ def stages(args: argparse.Namespace, compile_args: list[str]) -> list[Stage]:
 
     compiler = tool("compile", "bin/loom-compile")
     dp = [f"--dp={args.dp}"] if args.dp else []
-    # The compiler takes the algorithm from run.json but not how the runtime
-    # computes it: the fused reference needs the fused kernels.
-    if args.optimizer_config.get("impl") == "fused":
-        dp.append("--optimizer-impl=fused")
     compile_stage = Stage(
         "compile",
         [str(compiler), str(out / "step.mlir"), "-o", str(out / "step.loomx"), *dp,
