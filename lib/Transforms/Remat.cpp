@@ -96,6 +96,23 @@ static RegionPlan planRegion(const RecomputeGroup &group,
   llvm::sort(ordered, [&](Operation *a, Operation *b) {
     return position.lookup(a) < position.lookup(b);
   });
+  // An alias of a value the group saves keeps that value's storage alive
+  // whether backward reads the forward's alias or takes it again, so it is
+  // not taken again: a region would move backward's reads from what the
+  // rest of the pipeline derives from the forward's alias (FSDP's bf16 cast
+  // of an f32 activation) to the saved value itself. (Aliases of values
+  // from outside the group, parameters included, are taken again as
+  // checkpoint_wrapper does.)
+  llvm::SmallPtrSet<Operation *, 32> inGroup(group.ops.begin(),
+                                             group.ops.end());
+  for (Operation *op : ordered) {
+    if (!recomputed.contains(op))
+      continue;
+    Value base = getAliasedOperand(op);
+    Operation *def = base ? base.getDefiningOp() : nullptr;
+    if (def && inGroup.contains(def) && !recomputed.contains(def))
+      recomputed.erase(op);
+  }
   for (Operation *op : ordered) {
     if (!recomputed.contains(op))
       continue;

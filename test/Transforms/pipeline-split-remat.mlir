@@ -15,18 +15,16 @@
 // RUN: not loom-opt %s --loom-pipeline-split="stages=2" --loom-remat="mode=full" 2>&1 | FileCheck %s --check-prefix=AFTER
 
 // layers.0's relu output is saved (layers.1 reads it, and so does
-// layers.1's weight gradient); its region re-runs the detach threshold_backward
-// reads. The forward no longer hands its backward the detach.
+// layers.1's weight gradient), so layers.0 recomputes nothing: the detach
+// threshold_backward reads shares the saved relu's storage, and the forward
+// hands it to its backward as it is (taking it again would free nothing).
 // CHECK-LABEL: func.func @step_s0_forward(
-// CHECK-SAME: -> (tensor<4x8xf32> {loom.pipeline_value = "relu"})
-// CHECK-NOT: aten::detach
-// CHECK: return
+// CHECK-SAME: -> (tensor<4x8xf32> {loom.pipeline_value = "relu"}, tensor<4x8xf32> {loom.pipeline_value = "detach"})
 // CHECK-LABEL: func.func @step_s0_backward(
+// CHECK-SAME: %[[D:[^:]*]]: tensor<4x8xf32> {loom.pipeline_value = "detach"}
 // CHECK-SAME: loom.pipeline_stage = 0 : i64
-// CHECK: loom.recompute "layers.0"
-// CHECK: "aten::detach.default"
-// CHECK: loom.yield
-// CHECK: "aten::threshold_backward.default"
+// CHECK-NOT: loom.recompute "layers.0"
+// CHECK: "aten::threshold_backward.default"(%{{[^,]*}}, %[[D]])
 // layers.1 re-runs its matmul and relu from its saved input and weight.
 // CHECK-LABEL: func.func @step_s1_forward(
 // CHECK-NOT: aten::detach
@@ -45,11 +43,14 @@
 // Stage 1's input part needs the recomputed relu (threshold_backward) and
 // the recomputed transpose of the weight (the gradient of the input); the
 // weight part reads the threshold_backward it made and recomputes nothing.
-// Stage 0 sends no gradient back: its region is in its weight part.
+// Stage 0 sends no gradient back: its whole backward is its weight part,
+// which reads the forward's detach (layers.0 recomputes nothing).
 // SPLIT-LABEL: func.func @step_s0_backward_input()
 // SPLIT-NEXT: return
 // SPLIT-LABEL: func.func @step_s0_backward_weight(
-// SPLIT: loom.recompute "layers.0"
+// SPLIT-SAME: {loom.pipeline_value = "detach"}
+// SPLIT-NOT: loom.recompute
+// SPLIT: "aten::threshold_backward.default"
 // SPLIT-LABEL: func.func @step_s1_backward_input(
 // SPLIT-SAME: -> (tensor<4x8xf32> {loom.pipeline_value = "threshold_backward"}, tensor<4x8xf32> {loom.pipeline_value = "mm"})
 // SPLIT-SAME: loom.pipeline_part = "input"

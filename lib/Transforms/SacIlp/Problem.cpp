@@ -77,7 +77,8 @@ FailureOr<Problem> sacilp::buildProblem(func::FuncOp step,
       if (!aten || !isForwardOp(aten) ||
           !isInModule(getModulePath(aten), module) || nodeOf.count(aten))
         continue;
-      // An alias allocates nothing: it is taken again wherever it is read.
+      // An alias allocates nothing: it is taken again where the value it
+      // aliases is recomputed, and read from forward where that is saved.
       if (getAliasedOperand(aten)) {
         block.views.push_back(position);
         continue;

@@ -75,8 +75,9 @@ struct BlockChoice {
   std::string module;
   llvm::SmallVector<unsigned> nodes;
   /// The block's forward ops that alias an operand (views, split pieces):
-  /// positions in the step body. They cost nothing to recompute, and are,
-  /// so that an alias backward reads does not keep its base alive.
+  /// positions in the step body. They cost nothing to recompute, and are
+  /// where what they alias is (applyRecompute), so that an alias backward
+  /// reads does not keep a recomputed base alive.
   llvm::SmallVector<size_t> views;
   /// Index into Problem::distinct.
   unsigned distinct = 0;

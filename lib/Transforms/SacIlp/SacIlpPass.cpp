@@ -200,9 +200,9 @@ void LoomSacIlpPass::runOnOperation() {
   };
 
   // The profile is measured with the regions every decision has: saving
-  // every node still takes the blocks' aliases again in backward, which
-  // moves what they read (the step as captured would be short of the
-  // runtime's peak by an activation per block on Llama).
+  // every node still takes the views of what the blocks read from outside
+  // (inputs, parameters) again in backward, which moves what they keep
+  // alive.
   SmallVector<bool> saveAll(problem->nodes.size(), true);
   auto downstream = [&](ModuleOp copy,
                         const std::function<void(Operation *)> &afterPass) {
