@@ -161,6 +161,57 @@ FailureOr<StageProgram> collectStages(ModuleOp module) {
   return p;
 }
 
+/// The ops of backward function `f` to run before it waits for any of the
+/// `inFlight` arguments: recompute regions that do not depend on them, with
+/// the ops of `f` they read. A region's values are made while the gradient
+/// is still in transfer instead of after it arrives. Hoisted are the
+/// regions whose values live to the end of the function anyway: every one
+/// of an input-gradient part (the weight part reads what they recompute),
+/// and the first of a full backward (read right away).
+static llvm::SmallPtrSet<Operation *, 16>
+regionsBeforeWaits(func::FuncOp f,
+                   const llvm::SmallDenseMap<Value, StringRef> &inFlight,
+                   bool everyRegion) {
+  llvm::SmallPtrSet<Operation *, 16> hoisted;
+  if (inFlight.empty())
+    return hoisted;
+  Block &body = f.getBody().front();
+  // Ops that read an in-flight value, directly or through another op.
+  llvm::SmallPtrSet<Operation *, 32> waits;
+  auto readsInFlight = [&](Operation *op) {
+    bool reads = false;
+    op->walk([&](Operation *nested) {
+      for (Value operand : nested->getOperands()) {
+        Operation *def = operand.getDefiningOp();
+        reads |= inFlight.count(operand) ||
+                 (def && def->getBlock() == &body && waits.contains(def));
+      }
+    });
+    return reads;
+  };
+  for (Operation &op : body.without_terminator()) {
+    if (readsInFlight(&op)) {
+      waits.insert(&op);
+      continue;
+    }
+    if (!isa<RecomputeOp>(op))
+      continue;
+    SmallVector<Operation *> worklist = {&op};
+    while (!worklist.empty()) {
+      Operation *next = worklist.pop_back_val();
+      if (!hoisted.insert(next).second)
+        continue;
+      for (Value operand : next->getOperands())
+        if (Operation *def = operand.getDefiningOp();
+            def && def->getBlock() == &body)
+          worklist.push_back(def);
+    }
+    if (!everyRegion)
+      break;
+  }
+  return hoisted;
+}
+
 /// A transfer's identity, which gives sender and receiver the same tag:
 /// (value, microbatch, receiving rank).
 using TransferId = std::tuple<std::string, int64_t, int64_t>;
@@ -402,7 +453,8 @@ void RankBuilder::runFunction(func::FuncOp f, int64_t stage, int64_t mb,
   IRMapping map;
   SmallVector<int64_t> gradientSources;
   // Values still in flight are waited for right before their first reader,
-  // so that what the function can do without them (a backward's recompute)
+  // and a backward's recompute regions that do not read them go first
+  // (regionsBeforeWaits), so that what the function can do without them
   // overlaps their transfer.
   llvm::SmallDenseMap<Value, StringRef> inFlight;
   for (unsigned i = 0, e = f.getNumArguments(); i < e; ++i) {
@@ -440,11 +492,19 @@ void RankBuilder::runFunction(func::FuncOp f, int64_t stage, int64_t mb,
         }
     });
   };
-  for (Operation &op : body.without_terminator()) {
-    arrive(&op);
-    b.clone(op, map)->setAttr(LoomDialect::kMicrobatchAttrName,
-                              b.getI64IntegerAttr(mb));
-  }
+  bool inputPart =
+      !forward && program.weights[stage] && f == program.stages[stage].second;
+  llvm::SmallPtrSet<Operation *, 16> early =
+      forward ? llvm::SmallPtrSet<Operation *, 16>()
+              : regionsBeforeWaits(f, inFlight, inputPart);
+  for (bool first : {true, false})
+    for (Operation &op : body.without_terminator()) {
+      if (early.contains(&op) != first)
+        continue;
+      arrive(&op);
+      b.clone(op, map)->setAttr(LoomDialect::kMicrobatchAttrName,
+                                b.getI64IntegerAttr(mb));
+    }
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   arrive(ret);
   for (auto [i, operand] : llvm::enumerate(ret.getOperands())) {
