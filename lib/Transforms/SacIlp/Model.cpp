@@ -22,10 +22,11 @@
 //   recomputed (s + r >= 1); recomputing a node needs each node of its block
 //   it reads to be saved or recomputed too (s_j + r_j >= r_i); random and
 //   in-place nodes are saved (s = 1).
-// - traceTradeOffCurves: the same choices for one distinct block alone,
-//   least recompute time for at most X MiB kept from forward to backward,
-//   for X falling from everything to the least the block can keep: the
-//   block's Pareto points, each one CBC solve.
+// - traceTradeOffCurves: the same choices for one distinct block alone:
+//   the corners of the lower convex hull of its trade-off between recompute
+//   time and MiB kept from forward to backward, from keeping everything to
+//   the least the block can keep, found exactly by a dichotomic search on
+//   the price per MiB (each corner one CBC solve, plus one per segment).
 // - Solver::solve: per block b and point k of its curve, x_bk in {0,1},
 //   one point per block. A block's terms are constants per point, so a row
 //   reads sum_k c_bk x_bk; where all of a block copy's terms apply (between
@@ -42,6 +43,7 @@
 
 #include <cmath>
 #include <map>
+#include <optional>
 
 using namespace mlir;
 using namespace loom;
@@ -51,15 +53,16 @@ static constexpr double kMiB = 1024.0 * 1024.0;
 /// Milliseconds of objective per MiB of peak: breaks ties between equally
 /// fast decisions towards the lower peak, too small to buy a slower one.
 static constexpr double kTieBreak = 1e-9;
-/// How many steps the curve's bound takes from keeping everything to
-/// keeping only what must be kept: each solve finds the fastest point
-/// within the step's bound, so the curve has at most this many points plus
-/// one, spread over the whole range (the exact Pareto front of a Llama
-/// block has more than 60, and each point costs a CBC solve here and
-/// variables in the step's program).
-static constexpr unsigned kCurveSteps = 16;
+/// Corners of a trade-off curve closer than this (in MiB kept) are one.
+static constexpr double kMinCurveStepMiB = 1.0 / 1024;
+/// The most CBC solves one curve may take (two per corner; a Llama block's
+/// lower hull has about 20 corners, its Pareto front more than 60 points).
+static constexpr unsigned kMaxCurveSolves = 96;
+/// How many corners of its curve on either side of the uniform optimum a
+/// block may take in the per-block program (Solver::solve).
+static constexpr size_t kCornersAround = 3;
 /// The per-block program's least relative gap (see Solver::solve).
-static constexpr double kPerBlockGap = 1e-3;
+static constexpr double kPerBlockGap = 1e-2;
 
 namespace {
 /// A term that applies on the positions [from, to).
@@ -280,6 +283,15 @@ FailureOr<Decision> sacilp::solveUniform(const Problem &problem,
   return decision;
 }
 
+namespace {
+/// One point of a trade-off curve: the policy, the MiB it keeps and the
+/// milliseconds it recomputes.
+struct CurvePoint {
+  BlockPolicy policy;
+  double keep = 0, time = 0;
+};
+} // namespace
+
 FailureOr<SmallVector<SmallVector<BlockPolicy>>>
 sacilp::traceTradeOffCurves(const Problem &problem, const Liveness &liveness,
                             const SolveOptions &options, std::string &error) {
@@ -296,108 +308,134 @@ sacilp::traceTradeOffCurves(const Problem &problem, const Liveness &liveness,
   SmallVector<SmallVector<BlockPolicy>> curves;
   for (const DistinctBlock &distinct : problem.distinct) {
     ArrayRef<unsigned> nodes = problem.blocks[distinct.representative].nodes;
-    SmallVector<BlockPolicy> &curve = curves.emplace_back();
-    SmallVector<double> keptAt, timeAt;
-    double bound = kMilpInfinity;
-    double mustKeep = 0, all = 0;
-    for (unsigned n : nodes) {
-      all += mib[n];
-      mustKeep += problem.nodes[n].mustSave ? mib[n] : 0;
-    }
-    // Less than a KiB apart is not worth a point.
-    double step = std::max((all - mustKeep) / kCurveSteps, 1.0 / 1024);
-    // Each solve keeps at least a step less than the last.
-    for (unsigned solves = 0; solves <= 2 * kCurveSteps + 1; ++solves) {
+    // The fastest policy for `perMs` per millisecond recomputed plus
+    // `perMiB` per MiB kept from forward to backward.
+    unsigned solves = 0;
+    auto solvePoint = [&](double perMs,
+                          double perMiB) -> FailureOr<CurvePoint> {
+      ++solves;
       MilpProblem lp;
       SmallVector<unsigned> save, recompute;
       addChoices(lp, problem, nodes, distinct.firstDecision, nodes.size(), save,
                  recompute);
-      std::vector<MilpProblem::Term> kept, objective;
+      std::vector<MilpProblem::Term> objective;
       for (auto [i, n] : llvm::enumerate(nodes)) {
-        kept.push_back({save[i], mib[n]});
-        objective.push_back({recompute[i], problem.nodes[n].seconds * 1e3});
-        // Of equally fast points, the one that keeps least.
-        objective.push_back({save[i], kTieBreak * mib[n]});
+        objective.push_back(
+            {recompute[i], perMs * problem.nodes[n].seconds * 1e3});
+        objective.push_back({save[i], perMiB * mib[n]});
       }
-      lp.addLessEqual(kept, bound);
       lp.setObjective(MilpProblem::Sense::Minimize, objective);
       MilpSolution result = solveMilp(lp, toMilpOptions(options));
-      if (result.status == MilpStatus::Infeasible)
-        break;
       if (!result.hasSolution()) {
         error = stringifyMilpStatus(result.status).str();
         return failure();
       }
-      BlockPolicy policy;
-      double keep = 0, time = 0;
+      CurvePoint point;
       for (auto [i, n] : llvm::enumerate(nodes)) {
-        policy.save.push_back(result.values[save[i]] > 0.5);
-        policy.recompute.push_back(result.values[recompute[i]] > 0.5);
-        keep += policy.save.back() ? mib[n] : 0;
-        time += policy.recompute.back() ? problem.nodes[n].seconds : 0;
+        point.policy.save.push_back(result.values[save[i]] > 0.5);
+        point.policy.recompute.push_back(result.values[recompute[i]] > 0.5);
+        point.keep += point.policy.save.back() ? mib[n] : 0;
+        point.time +=
+            point.policy.recompute.back() ? problem.nodes[n].seconds * 1e3 : 0;
       }
-      // A point no better in either than one already traced (CBC's
-      // tolerance can return an equally fast one that keeps more) adds
-      // nothing.
-      bool dominated = false;
-      for (auto [k, t] : llvm::zip(keptAt, timeAt))
-        dominated |= k <= keep && t <= time;
-      if (!dominated) {
-        curve.push_back(std::move(policy));
-        keptAt.push_back(keep);
-        timeAt.push_back(time);
+      return point;
+    };
+    // The two ends: fastest (of those, keeping least), and keeping least
+    // (of those, fastest).
+    FailureOr<CurvePoint> fastest = solvePoint(1, kTieBreak);
+    if (failed(fastest))
+      return failure();
+    FailureOr<CurvePoint> leanest = solvePoint(kTieBreak, 1);
+    if (failed(leanest))
+      return failure();
+    // The corners in between, by bisection on the slope (the dichotomic
+    // search of a lower convex hull): between two corners a and b, the
+    // fastest policy at b's price per MiB relative to a is a new corner if
+    // it is below the chord a-b, and none exists otherwise.
+    SmallVector<CurvePoint> corners = {std::move(*fastest)};
+    SmallVector<CurvePoint> pending = {std::move(*leanest)};
+    while (!pending.empty()) {
+      CurvePoint &a = corners.back(), &b = pending.back();
+      double slope = a.keep - b.keep > kMinCurveStepMiB
+                         ? (b.time - a.time) / (a.keep - b.keep)
+                         : -1;
+      std::optional<CurvePoint> between;
+      if (slope > 0 && solves < kMaxCurveSolves) {
+        FailureOr<CurvePoint> c = solvePoint(1, slope);
+        if (failed(c))
+          return failure();
+        double chord = a.time + slope * a.keep;
+        double value = c->time + slope * c->keep;
+        if (value < chord - 1e-6 * (1 + std::abs(chord)) &&
+            c->keep < a.keep - kMinCurveStepMiB &&
+            c->keep > b.keep + kMinCurveStepMiB)
+          between = std::move(*c);
       }
-      bound = keep - step;
+      if (between) {
+        pending.push_back(std::move(*between));
+        continue;
+      }
+      // No corner between a and b: b is the next one.
+      if (b.keep < a.keep - kMinCurveStepMiB || b.time < a.time)
+        corners.push_back(std::move(b));
+      pending.pop_back();
     }
-    // Only the lower convex hull: the blocks mix its corners, and a point
-    // above the chord between two of them is dearer than a mix of the two
-    // for all but a few blocks, which the uniform candidates cover. Points
-    // come in falling `kept` and rising time.
-    SmallVector<unsigned> hull;
-    for (unsigned k = 0; k < curve.size(); ++k) {
-      while (hull.size() >= 2) {
-        unsigned a = hull[hull.size() - 2], b = hull.back();
-        // b is on or above the chord from a to k.
-        double cross = (keptAt[a] - keptAt[b]) * (timeAt[k] - timeAt[b]) -
-                       (keptAt[b] - keptAt[k]) * (timeAt[b] - timeAt[a]);
-        if (cross > 0)
-          break;
-        hull.pop_back();
-      }
-      hull.push_back(k);
-    }
-    SmallVector<BlockPolicy> corners;
-    for (unsigned k : hull)
-      corners.push_back(std::move(curve[k]));
-    curve = std::move(corners);
+    SmallVector<BlockPolicy> &curve = curves.emplace_back();
+    for (CurvePoint &corner : corners)
+      curve.push_back(std::move(corner.policy));
   }
   return curves;
 }
 
 FailureOr<Decision> Solver::solve(int64_t budget, std::string &error) {
   if (!traced) {
-    auto curves = traceTradeOffCurves(problem, liveness, options, error);
-    if (failed(curves))
+    auto traced = traceTradeOffCurves(problem, liveness, options, error);
+    if (failed(traced))
       return failure();
-    policies = std::move(*curves);
-    traced = true;
+    curves = std::move(*traced);
+    uniforms.resize(problem.distinct.size());
+    this->traced = true;
   }
   // The uniform optimum under this bound is a candidate too: its points are
   // best where a block's own forward or region sets the peak, which the
   // curves, traced on what a block keeps across the gap, do not see.
   std::string uniformError;
-  if (FailureOr<Decision> uniform =
-          solveUniform(problem, liveness, budget, options, uniformError);
-      succeeded(uniform)) {
-    for (auto [d, distinct] : llvm::enumerate(problem.distinct)) {
+  FailureOr<Decision> uniform =
+      solveUniform(problem, liveness, budget, options, uniformError);
+  auto secondsOfPolicy = [&](const DistinctBlock &distinct,
+                             const BlockPolicy &policy) {
+    double seconds = 0;
+    for (auto [i, n] :
+         llvm::enumerate(problem.blocks[distinct.representative].nodes))
+      seconds += policy.recompute[i] ? problem.nodes[n].seconds : 0;
+    return seconds;
+  };
+  policies.assign(problem.distinct.size(), {});
+  for (auto [d, distinct] : llvm::enumerate(problem.distinct)) {
+    // The corners around the uniform optimum (all without one): blocks
+    // spread over a few neighbouring points, and every further candidate
+    // multiplies the symmetric choices CBC branches over.
+    ArrayRef<BlockPolicy> curve = curves[d];
+    size_t from = 0, to = curve.size();
+    if (succeeded(uniform)) {
       BlockPolicy policy;
       for (unsigned n : problem.blocks[distinct.representative].nodes) {
         policy.save.push_back(uniform->save[n]);
         policy.recompute.push_back(uniform->recompute[n]);
       }
-      if (!llvm::is_contained(policies[d], policy))
-        policies[d].push_back(std::move(policy));
+      double seconds = secondsOfPolicy(distinct, policy);
+      size_t at = llvm::count_if(curve, [&](const BlockPolicy &corner) {
+        return secondsOfPolicy(distinct, corner) < seconds;
+      });
+      from = at > kCornersAround ? at - kCornersAround : 0;
+      to = std::min(curve.size(), at + kCornersAround);
+      if (!llvm::is_contained(uniforms[d], policy))
+        uniforms[d].push_back(std::move(policy));
     }
+    policies[d].append(curve.begin() + from, curve.begin() + to);
+    for (const BlockPolicy &policy : uniforms[d])
+      if (!llvm::is_contained(policies[d], policy))
+        policies[d].push_back(policy);
   }
 
   MilpProblem lp;

@@ -210,7 +210,7 @@ public:
   /// none.
   FailureOr<Decision> solve(int64_t budget, std::string &error);
 
-  /// The candidates per distinct block (after the first solve).
+  /// The candidates per distinct block of the last solve.
   llvm::ArrayRef<llvm::SmallVector<BlockPolicy>> getPolicies() const {
     return policies;
   }
@@ -219,8 +219,11 @@ private:
   const Problem &problem;
   const Liveness &liveness;
   SolveOptions options;
-  /// Per distinct block, the points the blocks choose from.
-  llvm::SmallVector<llvm::SmallVector<BlockPolicy>> policies;
+  /// Per distinct block: its trade-off curve's corners (traced once), the
+  /// uniform optima of the bounds solved so far, and the points the blocks
+  /// choose from in the current solve (the corners around this bound's
+  /// uniform optimum, and every uniform optimum).
+  llvm::SmallVector<llvm::SmallVector<BlockPolicy>> curves, uniforms, policies;
   bool traced = false;
 };
 
