@@ -1,7 +1,7 @@
 """Loom's pipelined step vs torch.distributed.pipelining, on 2 CPU ranks over Gloo.
 
     .venv/bin/python bench/pipeline.py cpu [--steps 8] [--rounds 3] [--warmup 2]
-        [--cases llama-GPipe stack-1F1B ...] [--json F]
+        [--cases llama-GPipe stack-1F1B ...] [--loom-optimizer-impl forloop|fused] [--json F]
     .venv/bin/python bench/pipeline.py sim [...]
 
 ``sim`` is the simulated Llama-3-70B/405B comparison of the schedules with
@@ -115,27 +115,29 @@ def units_of(name: str) -> int:
 
 # ----------------------------------------------------------------- Loom side
 
-def loom_capture(name: str) -> Path:
-    """The capture and import of `name`, made once and kept under out/."""
+def loom_capture(name: str, impl: str) -> Path:
+    """The capture and import of `name` with AdamW as `impl` (capture's
+    --optimizer-impl), made once and kept under out/."""
     model, make_args, _ = MODELS[name]
-    work = CACHE / name
-    key = json.dumps([str(model), make_args, MICROBATCHES, model.stat().st_mtime])
+    work = CACHE / (name if impl == "forloop" else f"{name}-{impl}")
+    key = json.dumps([str(model), make_args, MICROBATCHES, impl, model.stat().st_mtime])
     if (work / "key").exists() and (work / "key").read_text() == key:
         return work
     work.mkdir(parents=True, exist_ok=True)
     run([sys.executable, "-m", "loom.capture", model, "--out", work, "--steps", "1",
-         "--optimizer", "adamw", "--microbatches", MICROBATCHES,
+         "--optimizer", "adamw", "--optimizer-impl", impl, "--microbatches", MICROBATCHES,
          *[a for k, v in make_args.items() for a in ("--make-arg", f"{k}={v}")]])
     run([BUILD / "bin" / "loom-import", work / "step.pt2", "-o", work / "step.mlir"])
     (work / "key").write_text(key)
     return work
 
 
-def loom_compile(name: str, schedule: str, work: Path) -> Path:
+def loom_compile(name: str, schedule: str, work: Path, impl: str) -> Path:
     stages = PP * SCHEDULES[schedule]
     artifact = work / f"{schedule}.loomx"
     run([BUILD / "bin" / "loom-compile", work / "step.mlir", "-o", artifact,
-         "--optimizer=adamw", f"--lr={LR}", f"--weight-decay={WEIGHT_DECAY}", f"--pp={PP}",
+         "--optimizer=adamw", f"--optimizer-impl={impl}", f"--lr={LR}",
+         f"--weight-decay={WEIGHT_DECAY}", f"--pp={PP}",
          f"--pp-schedule={schedule}", f"--pp-stages={stages}",
          f"--pp-boundaries={boundaries(MODELS[name][2], units_of(name), stages)}"])
     return artifact
@@ -313,8 +315,8 @@ def slowest_rank(rank_times: list) -> list:
 
 
 def bench_case(name: str, schedule: str, args) -> dict:
-    work = loom_capture(name)
-    artifact = loom_compile(name, schedule, work)
+    work = loom_capture(name, args.loom_optimizer_impl)
+    artifact = loom_compile(name, schedule, work, args.loom_optimizer_impl)
     warm = min(args.warmup, args.steps - 1)
     times = {"loom": [], "torch": []}
     waits, first = [], {}
@@ -361,6 +363,9 @@ def main() -> None:
                         help="first steps of each round left out of the median")
     cases = [f"{m}-{s}" for m in MODELS for s in SCHEDULES]
     parser.add_argument("--cases", nargs="+", choices=cases, default=cases)
+    parser.add_argument("--loom-optimizer-impl", choices=("forloop", "fused"), default="forloop",
+                        help="Loom's AdamW: one update per parameter (forloop) or ATen's "
+                             "fused kernel, as PyTorch's side runs (capture --optimizer-impl)")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
     if args.steps < 2:

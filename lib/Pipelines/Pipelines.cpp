@@ -147,11 +147,6 @@ LogicalResult loom::verifyCompileOptions(
         options.lrDecay != LrDecay::Constant)
       return emitError("param-groups and lr schedules are not supported "
                        "with pp yet");
-    // Nor would impl=fused reach the stages' updates.
-    if (options.impl == OptimizerImpl::Fused)
-      return emitError("optimizer-impl=fused is not supported with pp yet: "
-                       "the stages' updates are attached outside "
-                       "loom-attach-optimizer");
     // World-size counts every rank of the [pp, dp] mesh.
     if (options.dp != DataParallel::None &&
         options.worldSize % options.ppRanks != 0)
