@@ -141,12 +141,6 @@ LogicalResult loom::verifyCompileOptions(
     if (options.maxGradNorm != 0)
       return emitError("max-grad-norm is not supported with pp: the norm "
                        "spans every stage's gradients");
-    // The stages' updates are not attached by loom-attach-optimizer's step
-    // walk, so groups and schedules would silently not apply.
-    if (!options.paramGroups.empty() || options.lrWarmupSteps != 0 ||
-        options.lrDecay != LrDecay::Constant)
-      return emitError("param-groups and lr schedules are not supported "
-                       "with pp yet");
     // World-size counts every rank of the [pp, dp] mesh.
     if (options.dp != DataParallel::None &&
         options.worldSize % options.ppRanks != 0)
