@@ -20,8 +20,8 @@ checked at |a - b| <= 1e-7 + 1e-6 |b|, and the exact comparison must fail
 PyTorch eager on the whole batch (reference.json).
 
 Models: examples/mlp.py (three Linear layers: the split falls back to the
-root's children), examples/gpt.py (tied embedding and head on the first and
-last stage: the head's gradient contribution crosses back to the first
+root's children), examples/gpt.py under every schedule (tied embedding and
+head on the first and last stage: the head's gradient contribution crosses back to the first
 stage, and the reduced gradient goes to the last, so both copies take the
 same AdamW update; ``gpt-fused`` captures it with ``--optimizer-impl
 fused``, so both runs update with ATen's fused AdamW) and PyTorch's
@@ -57,11 +57,32 @@ MODELS = {
     "gpt-fused": (REPO / "examples" / "gpt.py",
                   ["--optimizer", "adamw", "--optimizer-impl", "fused"]),
 }
+# GPT has two blocks: the schedules with two stages per rank cut it into
+# four at the blocks and the final norm (the stack has eight blocks).
+MULTI_STAGE = {"Interleaved1F1B", "LoopedBFS", "InterleavedZeroBubble", "ZBVZeroBubble",
+               "DualPipeV"}
+
+
+def pp_flags(name: str, schedule: str, pp: int) -> list:
+    flags = [f"--pp={pp}", f"--pp-schedule={schedule}"]
+    if name.startswith("gpt") and schedule in MULTI_STAGE:
+        flags.append("--pp-boundaries=layers.0,layers.1,norm")
+    return flags
+
+
 # (model, schedule, pipeline ranks, microbatches, exact)
 CASES = [
     ("mlp", "GPipe", 2, 4, True),
+    ("gpt", "GPipe", 2, 4, True),
     ("gpt", "1F1B", 2, 4, True),
+    ("gpt", "Interleaved1F1B", 2, 4, True),
+    ("gpt", "LoopedBFS", 2, 4, False),
+    ("gpt", "InterleavedZeroBubble", 2, 4, True),
+    ("gpt", "ZBVZeroBubble", 2, 4, True),
+    ("gpt", "DualPipeV", 2, 4, True),
     ("gpt-fused", "1F1B", 2, 4, True),
+    ("stack", "GPipe", 2, 4, True),
+    ("stack", "1F1B", 2, 4, True),
     ("stack", "1F1B", 4, 4, True),
     ("stack", "Interleaved1F1B", 2, 4, True),
     ("stack", "LoopedBFS", 2, 4, False),
@@ -154,7 +175,7 @@ def test_pipeline_trains_like_accumulation(name, schedule, pp, microbatches, exa
     capture(name, microbatches, tmp_path)
     accumulated = train(tmp_path, "accumulate", [], 1)
     assert len(accumulated.losses) == STEPS
-    piped = train(tmp_path, "pipeline", [f"--pp={pp}", f"--pp-schedule={schedule}"], pp,
+    piped = train(tmp_path, "pipeline", pp_flags(name, schedule, pp), pp,
                   check=True)
     if name.endswith("-fused"):
         # Both runs update with the fused kernel (the loop's updates differ
@@ -170,7 +191,7 @@ def test_pipeline_trains_like_accumulation(name, schedule, pp, microbatches, exa
     # Negative control (once, to keep the suite short): the comparison sees
     # one step of training.
     if (name, schedule) == CASES[0][:2]:
-        short = train(tmp_path, "short", [f"--pp={pp}", f"--pp-schedule={schedule}"], pp,
+        short = train(tmp_path, "short", pp_flags(name, schedule, pp), pp,
                       steps=STEPS - 1)
         assert any(d.startswith("parameter ") for d in differences(short, accumulated))
 
