@@ -292,6 +292,94 @@ struct CurvePoint {
 };
 } // namespace
 
+/// The fastest policy of `distinct`'s block for `perMs` per millisecond
+/// recomputed plus `perMiB` per MiB (`mib` per node) kept from forward to
+/// backward: one CBC solve.
+static FailureOr<CurvePoint>
+cheapestPoint(const Problem &problem, const DistinctBlock &distinct,
+              ArrayRef<double> mib, double perMs, double perMiB,
+              const SolveOptions &options, std::string &error) {
+  ArrayRef<unsigned> nodes = problem.blocks[distinct.representative].nodes;
+  MilpProblem lp;
+  SmallVector<unsigned> save, recompute;
+  addChoices(lp, problem, nodes, distinct.firstDecision, nodes.size(), save,
+             recompute);
+  std::vector<MilpProblem::Term> objective;
+  for (auto [i, n] : llvm::enumerate(nodes)) {
+    objective.push_back({recompute[i], perMs * problem.nodes[n].seconds * 1e3});
+    objective.push_back({save[i], perMiB * mib[n]});
+  }
+  lp.setObjective(MilpProblem::Sense::Minimize, objective);
+  MilpSolution result = solveMilp(lp, toMilpOptions(options));
+  if (!result.hasSolution()) {
+    error = stringifyMilpStatus(result.status).str();
+    return failure();
+  }
+  CurvePoint point;
+  for (auto [i, n] : llvm::enumerate(nodes)) {
+    point.policy.save.push_back(result.values[save[i]] > 0.5);
+    point.policy.recompute.push_back(result.values[recompute[i]] > 0.5);
+    point.keep += point.policy.save.back() ? mib[n] : 0;
+    point.time +=
+        point.policy.recompute.back() ? problem.nodes[n].seconds * 1e3 : 0;
+  }
+  return point;
+}
+
+/// The corners of `distinct`'s lower convex hull of time against MiB kept,
+/// from keeping most to keeping least, by the dichotomic search: the two
+/// ends, then between two adjacent corners a and b the cheapest point at
+/// the chord's price per MiB, which is a new corner if it lies below the
+/// chord a-b; none exists between them otherwise.
+static FailureOr<SmallVector<BlockPolicy>>
+traceLowerHull(const Problem &problem, const DistinctBlock &distinct,
+               ArrayRef<double> mib, const SolveOptions &options,
+               std::string &error) {
+  unsigned solves = 0;
+  auto solve = [&](double perMs, double perMiB) {
+    ++solves;
+    return cheapestPoint(problem, distinct, mib, perMs, perMiB, options, error);
+  };
+  // Fastest (of those, keeping least), and keeping least (of those,
+  // fastest).
+  FailureOr<CurvePoint> fastest = solve(1, kTieBreak);
+  FailureOr<CurvePoint> leanest = solve(kTieBreak, 1);
+  if (failed(fastest) || failed(leanest))
+    return failure();
+  SmallVector<CurvePoint> corners = {std::move(*fastest)};
+  SmallVector<CurvePoint> pending = {std::move(*leanest)};
+  while (!pending.empty()) {
+    CurvePoint &a = corners.back(), &b = pending.back();
+    double slope = a.keep - b.keep > kMinCurveStepMiB
+                       ? (b.time - a.time) / (a.keep - b.keep)
+                       : -1;
+    std::optional<CurvePoint> between;
+    if (slope > 0 && solves < kMaxCurveSolves) {
+      FailureOr<CurvePoint> c = solve(1, slope);
+      if (failed(c))
+        return failure();
+      double chord = a.time + slope * a.keep;
+      double value = c->time + slope * c->keep;
+      if (value < chord - 1e-6 * (1 + std::abs(chord)) &&
+          c->keep < a.keep - kMinCurveStepMiB &&
+          c->keep > b.keep + kMinCurveStepMiB)
+        between = std::move(*c);
+    }
+    if (between) {
+      pending.push_back(std::move(*between));
+      continue;
+    }
+    // No corner between a and b: b is the next one.
+    if (b.keep < a.keep - kMinCurveStepMiB || b.time < a.time)
+      corners.push_back(std::move(b));
+    pending.pop_back();
+  }
+  SmallVector<BlockPolicy> curve;
+  for (CurvePoint &corner : corners)
+    curve.push_back(std::move(corner.policy));
+  return curve;
+}
+
 FailureOr<SmallVector<SmallVector<BlockPolicy>>>
 sacilp::traceTradeOffCurves(const Problem &problem, const Liveness &liveness,
                             const SolveOptions &options, std::string &error) {
@@ -304,97 +392,25 @@ sacilp::traceTradeOffCurves(const Problem &problem, const Liveness &liveness,
       mib[inst.node] = inst.bytes / kMiB;
       seen[inst.node] = true;
     }
-
   SmallVector<SmallVector<BlockPolicy>> curves;
   for (const DistinctBlock &distinct : problem.distinct) {
-    ArrayRef<unsigned> nodes = problem.blocks[distinct.representative].nodes;
-    // The fastest policy for `perMs` per millisecond recomputed plus
-    // `perMiB` per MiB kept from forward to backward.
-    unsigned solves = 0;
-    auto solvePoint = [&](double perMs,
-                          double perMiB) -> FailureOr<CurvePoint> {
-      ++solves;
-      MilpProblem lp;
-      SmallVector<unsigned> save, recompute;
-      addChoices(lp, problem, nodes, distinct.firstDecision, nodes.size(), save,
-                 recompute);
-      std::vector<MilpProblem::Term> objective;
-      for (auto [i, n] : llvm::enumerate(nodes)) {
-        objective.push_back(
-            {recompute[i], perMs * problem.nodes[n].seconds * 1e3});
-        objective.push_back({save[i], perMiB * mib[n]});
-      }
-      lp.setObjective(MilpProblem::Sense::Minimize, objective);
-      MilpSolution result = solveMilp(lp, toMilpOptions(options));
-      if (!result.hasSolution()) {
-        error = stringifyMilpStatus(result.status).str();
-        return failure();
-      }
-      CurvePoint point;
-      for (auto [i, n] : llvm::enumerate(nodes)) {
-        point.policy.save.push_back(result.values[save[i]] > 0.5);
-        point.policy.recompute.push_back(result.values[recompute[i]] > 0.5);
-        point.keep += point.policy.save.back() ? mib[n] : 0;
-        point.time +=
-            point.policy.recompute.back() ? problem.nodes[n].seconds * 1e3 : 0;
-      }
-      return point;
-    };
-    // The two ends: fastest (of those, keeping least), and keeping least
-    // (of those, fastest).
-    FailureOr<CurvePoint> fastest = solvePoint(1, kTieBreak);
-    if (failed(fastest))
+    FailureOr<SmallVector<BlockPolicy>> curve =
+        traceLowerHull(problem, distinct, mib, options, error);
+    if (failed(curve))
       return failure();
-    FailureOr<CurvePoint> leanest = solvePoint(kTieBreak, 1);
-    if (failed(leanest))
-      return failure();
-    // The corners in between, by bisection on the slope (the dichotomic
-    // search of a lower convex hull): between two corners a and b, the
-    // fastest policy at b's price per MiB relative to a is a new corner if
-    // it is below the chord a-b, and none exists otherwise.
-    SmallVector<CurvePoint> corners = {std::move(*fastest)};
-    SmallVector<CurvePoint> pending = {std::move(*leanest)};
-    while (!pending.empty()) {
-      CurvePoint &a = corners.back(), &b = pending.back();
-      double slope = a.keep - b.keep > kMinCurveStepMiB
-                         ? (b.time - a.time) / (a.keep - b.keep)
-                         : -1;
-      std::optional<CurvePoint> between;
-      if (slope > 0 && solves < kMaxCurveSolves) {
-        FailureOr<CurvePoint> c = solvePoint(1, slope);
-        if (failed(c))
-          return failure();
-        double chord = a.time + slope * a.keep;
-        double value = c->time + slope * c->keep;
-        if (value < chord - 1e-6 * (1 + std::abs(chord)) &&
-            c->keep < a.keep - kMinCurveStepMiB &&
-            c->keep > b.keep + kMinCurveStepMiB)
-          between = std::move(*c);
-      }
-      if (between) {
-        pending.push_back(std::move(*between));
-        continue;
-      }
-      // No corner between a and b: b is the next one.
-      if (b.keep < a.keep - kMinCurveStepMiB || b.time < a.time)
-        corners.push_back(std::move(b));
-      pending.pop_back();
-    }
-    SmallVector<BlockPolicy> &curve = curves.emplace_back();
-    for (CurvePoint &corner : corners)
-      curve.push_back(std::move(corner.policy));
+    curves.push_back(std::move(*curve));
   }
   return curves;
 }
 
 FailureOr<Decision> Solver::solve(int64_t budget, std::string &error) {
   if (!traced) {
-    auto traced = traceTradeOffCurves(problem, liveness, options, error);
-    if (failed(traced))
+    auto corners = traceTradeOffCurves(problem, liveness, options, error);
+    if (failed(corners))
       return failure();
-    curves = std::move(*traced);
+    curves = std::move(*corners);
     uniforms.resize(problem.distinct.size());
-    this->traced = true;
+    traced = true;
   }
   // The uniform optimum under this bound is a candidate too: its points are
   // best where a block's own forward or region sets the peak, which the
