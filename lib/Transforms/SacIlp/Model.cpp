@@ -292,6 +292,15 @@ struct CurvePoint {
 };
 } // namespace
 
+/// The seconds `policy` recomputes on a block with `nodes`.
+static double recomputeSeconds(const Problem &problem, ArrayRef<unsigned> nodes,
+                               const BlockPolicy &policy) {
+  double seconds = 0;
+  for (auto [i, n] : llvm::enumerate(nodes))
+    seconds += policy.recompute[i] ? problem.nodes[n].seconds : 0;
+  return seconds;
+}
+
 /// The fastest policy of `distinct`'s block for `perMs` per millisecond
 /// recomputed plus `perMiB` per MiB (`mib` per node) kept from forward to
 /// backward: one CBC solve.
@@ -320,9 +329,8 @@ cheapestPoint(const Problem &problem, const DistinctBlock &distinct,
     point.policy.save.push_back(result.values[save[i]] > 0.5);
     point.policy.recompute.push_back(result.values[recompute[i]] > 0.5);
     point.keep += point.policy.save.back() ? mib[n] : 0;
-    point.time +=
-        point.policy.recompute.back() ? problem.nodes[n].seconds * 1e3 : 0;
   }
+  point.time = recomputeSeconds(problem, nodes, point.policy) * 1e3;
   return point;
 }
 
@@ -418,30 +426,23 @@ FailureOr<Decision> Solver::solve(int64_t budget, std::string &error) {
   std::string uniformError;
   FailureOr<Decision> uniform =
       solveUniform(problem, liveness, budget, options, uniformError);
-  auto secondsOfPolicy = [&](const DistinctBlock &distinct,
-                             const BlockPolicy &policy) {
-    double seconds = 0;
-    for (auto [i, n] :
-         llvm::enumerate(problem.blocks[distinct.representative].nodes))
-      seconds += policy.recompute[i] ? problem.nodes[n].seconds : 0;
-    return seconds;
-  };
   policies.assign(problem.distinct.size(), {});
   for (auto [d, distinct] : llvm::enumerate(problem.distinct)) {
     // The corners around the uniform optimum (all without one): blocks
     // spread over a few neighbouring points, and every further candidate
     // multiplies the symmetric choices CBC branches over.
     ArrayRef<BlockPolicy> curve = curves[d];
+    ArrayRef<unsigned> nodes = problem.blocks[distinct.representative].nodes;
     size_t from = 0, to = curve.size();
     if (succeeded(uniform)) {
       BlockPolicy policy;
-      for (unsigned n : problem.blocks[distinct.representative].nodes) {
+      for (unsigned n : nodes) {
         policy.save.push_back(uniform->save[n]);
         policy.recompute.push_back(uniform->recompute[n]);
       }
-      double seconds = secondsOfPolicy(distinct, policy);
+      double seconds = recomputeSeconds(problem, nodes, policy);
       size_t at = llvm::count_if(curve, [&](const BlockPolicy &corner) {
-        return secondsOfPolicy(distinct, corner) < seconds;
+        return recomputeSeconds(problem, nodes, corner) < seconds;
       });
       from = at > kCornersAround ? at - kCornersAround : 0;
       to = std::min(curve.size(), at + kCornersAround);
@@ -463,9 +464,7 @@ FailureOr<Decision> Solver::solve(int64_t budget, std::string &error) {
     std::vector<MilpProblem::Term> one;
     for (auto [k, policy] : llvm::enumerate(policies[block.distinct])) {
       unsigned x = lp.addBinary(("x" + Twine(b) + "_" + Twine(k)).str());
-      double seconds = 0;
-      for (auto [i, n] : llvm::enumerate(block.nodes))
-        seconds += policy.recompute[i] ? problem.nodes[n].seconds : 0;
+      double seconds = recomputeSeconds(problem, block.nodes, policy);
       choose[b].push_back(x);
       secondsOf[b].push_back(seconds);
       one.push_back({x, 1});
