@@ -171,11 +171,13 @@ def sim_pipeline(args) -> str:
             f"loom-prefetch{{backward-prefetch=pre}},func.func(loom-attach-optimizer{{optimizer=adamw lr={args.lr}}})")
 
 
-def simulate(args, mlir: Path, prefix: str) -> dict:
-    """loom-opt with `prefix` then the FSDP pipeline and loom-simulate: the
-    simulator's JSON, the report of loom-sac-ilp if any, pass and wall times."""
+def simulate(args, mlir: Path, prefix: str, suffix: str = "") -> dict:
+    """loom-opt with `prefix`, the FSDP pipeline, `suffix` and loom-simulate:
+    the simulator's JSON, the report of loom-sac-ilp if any, pass and wall
+    times."""
     p = sim_pipeline(args)
-    pipeline = f"builtin.module({prefix}{p},loom-simulate{{device={args.device} json=true}})"
+    pipeline = (f"builtin.module({prefix}{p}{suffix},"
+                f"loom-simulate{{device={args.device} json=true}})")
     out, wall = must([BUILD / "bin" / "loom-opt", mlir, "-o", os.devnull, "--mlir-timing",
                       f"--pass-pipeline={pipeline}"])
     report, _ = json.JSONDecoder().raw_decode(out[out.index("{"):])
@@ -230,6 +232,7 @@ def main_sim(args) -> None:
                "step_s": r["step_time"], "recompute_s": r["recompute_time"],
                "exposed_comm_s": r["exposed_comm_time"],
                "tokens_per_s_per_gpu": tokens / r["step_time"], "ilp_s": ps.get("LoomSacIlp"),
+               "schedule_s": ps.get("LoomSchedule"),
                "plan_s": ps.get("Total"), "wall_s": r["wall_seconds"], "pass_seconds": ps,
                "ilp": r.get("ilp")}
         rows.append(out)
@@ -246,6 +249,10 @@ def main_sim(args) -> None:
     for b in budgets:
         prefix = f"loom-sac-ilp{{budget={b}B device={args.device} report=true pipeline={p}}},"
         row("ilp", b, simulate(args, mlir, prefix))
+        # The same decision, then loom-schedule under the same budget (as
+        # loom-compile --recompute-budget=B --schedule does).
+        row("ilp+sched", b, simulate(
+            args, mlir, prefix, f",loom-schedule{{device={args.device} memory-limit={b}}}"))
     milp = sac_milp_rows(args, work, budgets, row)
 
     print(f"Llama-3-8B-shaped step, {args.n_layers} layers, local batch {args.batch // args.split} x "
@@ -254,7 +261,8 @@ def main_sim(args) -> None:
     print(f"no-recompute peak {gb(top)} GB; smallest feasible budget {gb(least)} GB ({least} B)")
     none_step = fixed["none"]["step_s"]
     print(f"{'policy':>9} {'budget GB':>9} {'peak GB':>8} {'step ms':>8} {'recomp ms':>9} "
-          f"{'vs none':>7} {'tok/s/GPU':>9} {'vs 7890':>7} {'ILP s':>6} {'plan s':>6} {'ops':>9}")
+          f"{'vs none':>7} {'tok/s/GPU':>9} {'vs 7890':>7} {'ILP s':>6} {'sched s':>7} {'plan s':>6} "
+          f"{'ops':>9}")
     for r in rows:
         ilp = r["ilp"]
         ops = f"{ilp['recomputed_ops']}/{ilp['forward_ops']}" if ilp else "-"
@@ -262,9 +270,11 @@ def main_sim(args) -> None:
               f"{1e3 * r['step_s']:8.1f} {1e3 * r['recompute_s']:9.1f} "
               f"{r['step_s'] / none_step:7.3f} {r['tokens_per_s_per_gpu']:9.0f} "
               f"{r['tokens_per_s_per_gpu'] / TORCHTITAN_TPS:6.2f}x "
-              f"{r['ilp_s'] if r['ilp_s'] is not None else 0:6.2f} {r['plan_s']:6.2f} {ops:>9}")
+              f"{r['ilp_s'] if r['ilp_s'] is not None else 0:6.2f} "
+              f"{r['schedule_s'] if r['schedule_s'] is not None else 0:7.2f} {r['plan_s']:6.2f} "
+              f"{ops:>9}")
     for r in rows:
-        if r["policy"] == "ilp" and r["peak"] > r["budget"]:
+        if r["policy"].startswith("ilp") and r["peak"] > r["budget"]:
             print(f"ILP at {gb(r['budget'])} GB: predicted peak {gb(r['peak'])} GB "
                   "EXCEEDS the budget")
     targets(rows, fixed, "simulated")

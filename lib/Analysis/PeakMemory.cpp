@@ -7,7 +7,7 @@
 using namespace mlir;
 using namespace loom;
 
-static int64_t getValueBytes(Type type) {
+int64_t loom::getValueBytes(Type type) {
   if (auto future = dyn_cast<FutureType>(type))
     type = future.getValueType();
   else if (auto future = dyn_cast<rt::FutureType>(type))
@@ -24,7 +24,7 @@ static int64_t getValueBytes(Type type) {
 /// multiplies the gradient by the converted mask (one grad-sized temporary)
 /// and by the scale; the scalars are small tensors of their own (4 bytes in
 /// forward, 12 in backward). Measured with torch.profiler(profile_memory=True) on PyTorch 2.9.
-static int64_t getKernelScratchBytes(Operation *op) {
+int64_t loom::getKernelScratchBytes(Operation *op) {
   StringRef kernel;
   if (auto aten = dyn_cast<AtenOp>(op))
     kernel = aten.getKernel();

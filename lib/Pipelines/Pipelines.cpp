@@ -524,6 +524,18 @@ static void buildDistributePipeline(OpPassManager &pm,
     auto schedule = forwardToPass<LoomScheduleOptions>(options);
     // The cost model of the device the artifact runs on by default.
     schedule.device = costModelDevice(options);
+    // Under a recompute budget the scheduler keeps the budget too: the
+    // budget bounds the program in its order, and reordering may only use
+    // what is left under it.
+    if (!options.sacBudget.empty()) {
+      int64_t budget = parseByteSize(options.sacBudget);
+      int64_t limit =
+          options.memoryLimit.empty() || options.memoryLimit == "none"
+              ? 0
+              : parseByteSize(options.memoryLimit);
+      if (budget > 0 && (limit <= 0 || budget < limit))
+        schedule.memoryLimit = std::to_string(budget);
+    }
     pm.addPass(createLoomSchedule(schedule));
   }
   pm.addPass(createLoomLowerToRT(forwardToPass<LoomLowerToRTOptions>(options)));
@@ -544,9 +556,14 @@ void loom::buildCompilePipeline(OpPassManager &pm,
     // Recompute time on the device the artifact runs on, as the scheduler
     // prices it.
     sac.device = costModelDevice(options);
-    // The budget bounds the program the rest of this pipeline makes.
-    pm.addPass(createLoomSacIlp(sac, [options](OpPassManager &downstream) {
-      buildDistributePipeline(downstream, options);
+    // The budget bounds the program the rest of this pipeline makes, in
+    // program order: the scheduler that may follow keeps it (its limit is
+    // at most the budget), and could not start from the step without
+    // recompute the decision is measured against.
+    CompileOptions unscheduled = options;
+    unscheduled.schedule = false;
+    pm.addPass(createLoomSacIlp(sac, [unscheduled](OpPassManager &downstream) {
+      buildDistributePipeline(downstream, unscheduled);
     }));
   }
   buildDistributePipeline(pm, options);

@@ -14,19 +14,24 @@
 // - compute ops run in program order, except that a later ready op runs
 //   ahead of one that waits on an unfinished collective.
 //
-// Memory: every choice that departs from "the rest in program order" is
-// checked by computing the peak of (the ops scheduled so far, the choice,
-// the rest in program order with pending waits right before their first
-// users). The rest is always a valid completion, so the invariant "some
+// Memory: every choice that departs from "the rest in program order" must
+// keep the peak of (the ops scheduled so far, the choice, the rest in
+// program order with pending waits right before their first users) within
+// the limit. The rest is always a valid completion, so the invariant "some
 // completion stays within the limit" holds from the first op to the last
-// and the final order never exceeds the limit. The result is kept only if
-// the simulator says it is faster than program order.
+// and the final order never exceeds the limit. The check is exact but
+// mostly cheap: an upper and a lower bound of that peak (the last exact
+// sweep, raised or lowered by what the choices since may have added or
+// freed; range-max trees) decide most choices, and only the others sweep
+// the completion again (CompletionBound). The result is kept only if the
+// simulator says it is faster than program order.
 //
 // Everything depends only on the IR and the options: the order is
 // deterministic and identical on every rank.
 //
 //===----------------------------------------------------------------------===//
 
+#include "loom/Analysis/PeakMemory.h"
 #include "loom/Analysis/Simulator.h"
 #include "loom/Dialect/Loom/IR/OpClassification.h"
 #include "loom/Support/ByteSize.h"
@@ -37,6 +42,8 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <limits>
+#include <optional>
 #include <set>
 
 namespace loom {
@@ -69,13 +76,283 @@ static SmallVector<Value> getRecomputeViewsOf(RecomputeOp region,
 }
 
 namespace {
+/// Range addition and range maximum over a fixed array (a lazy segment
+/// tree): both in O(log n).
+class RangeMaxTree {
+public:
+  explicit RangeMaxTree(ArrayRef<int64_t> values)
+      : size(values.size()), maxOf(4 * values.size() + 4, 0),
+        addOf(4 * values.size() + 4, 0) {
+    if (size)
+      build(1, 0, size, values);
+  }
+  /// Adds `delta` to the entries [lo, hi).
+  void add(size_t lo, size_t hi, int64_t delta) {
+    if (lo < hi)
+      add(1, 0, size, lo, std::min(hi, size), delta);
+  }
+  /// The largest entry of [lo, hi); kNone for an empty range.
+  int64_t max(size_t lo, size_t hi) const {
+    return lo < std::min(hi, size) ? max(1, 0, size, lo, std::min(hi, size))
+                                   : kNone;
+  }
+  static constexpr int64_t kNone = std::numeric_limits<int64_t>::min() / 4;
+
+private:
+  void build(size_t node, size_t lo, size_t hi, ArrayRef<int64_t> values) {
+    if (hi - lo == 1) {
+      maxOf[node] = values[lo];
+      return;
+    }
+    size_t mid = (lo + hi) / 2;
+    build(2 * node, lo, mid, values);
+    build(2 * node + 1, mid, hi, values);
+    maxOf[node] = std::max(maxOf[2 * node], maxOf[2 * node + 1]);
+  }
+  void add(size_t node, size_t lo, size_t hi, size_t from, size_t to,
+           int64_t delta) {
+    if (to <= lo || hi <= from)
+      return;
+    if (from <= lo && hi <= to) {
+      maxOf[node] += delta;
+      addOf[node] += delta;
+      return;
+    }
+    size_t mid = (lo + hi) / 2;
+    add(2 * node, lo, mid, from, to, delta);
+    add(2 * node + 1, mid, hi, from, to, delta);
+    maxOf[node] = addOf[node] + std::max(maxOf[2 * node], maxOf[2 * node + 1]);
+  }
+  int64_t max(size_t node, size_t lo, size_t hi, size_t from, size_t to) const {
+    if (to <= lo || hi <= from)
+      return kNone;
+    if (from <= lo && hi <= to)
+      return maxOf[node];
+    size_t mid = (lo + hi) / 2;
+    return addOf[node] + std::max(max(2 * node, lo, mid, from, to),
+                                  max(2 * node + 1, mid, hi, from, to));
+  }
+
+  size_t size;
+  SmallVector<int64_t> maxOf, addOf;
+};
+
+/// Bytes `op` allocates that outlive its own step (a view's, an in-place
+/// update's and a wait's results allocate nothing).
+static int64_t getAllocatedBytes(Operation *op) {
+  if (isa<WaitOp, OptimizerUpdateOp>(op) ||
+      (isa<AtenOp>(op) && getAliasedOperand(op)))
+    return 0;
+  int64_t bytes = 0;
+  for (Value result : op->getResults())
+    bytes += getValueBytes(result.getType());
+  return bytes;
+}
+
+/// Bytes live while `op` itself runs beyond those before it: its results
+/// and kernel scratch, or for a recompute region everything its body
+/// allocates (its body's frees not counted).
+static int64_t getOwnStepBytes(Operation *op) {
+  int64_t bytes = getAllocatedBytes(op) + getKernelScratchBytes(op);
+  if (auto region = dyn_cast<RecomputeOp>(op))
+    for (Operation &inner : region.getBodyBlock())
+      bytes += getAllocatedBytes(&inner) + getKernelScratchBytes(&inner);
+  return bytes;
+}
+
+/// The bytes of the storage `v` uses, or -1 where it cannot tell (a region
+/// result may be a view of an input); 0 for a step argument, which the step
+/// keeps throughout.
+static int64_t getStorageBytes(Value v, Block &body) {
+  while (true) {
+    if (auto arg = dyn_cast<BlockArgument>(v))
+      return arg.getOwner() == &body ? 0 : -1;
+    Operation *def = v.getDefiningOp();
+    if (isa<OptimizerUpdateOp>(def))
+      return 0;
+    if (isa<RecomputeOp>(def))
+      return -1;
+    Value aliased = isa<AtenOp>(def) ? getAliasedOperand(def) : Value();
+    if (!aliased)
+      return getValueBytes(v.getType());
+    v = aliased;
+  }
+}
+
+/// Bounds, step by step, on the activation bytes of the scheduler's current
+/// completion (the ops placed, then the rest in program order with the
+/// waits of started collectives right before their first dependent). Both
+/// start from an exact sweep of a completion (the reference) and follow the
+/// moves made since without a sweep:
+///
+/// - the upper bound adds what a move may add: moving an op earlier
+///   allocates its results earlier (and can only free its inputs earlier);
+///   deferring a started collective's wait holds its input and buffer
+///   longer. A move it admits keeps the true peak within the limit.
+/// - the lower bound adds what a move surely adds and subtracts what it may
+///   free: an op moved earlier holds its results that are read later over
+///   the steps it crossed, and may free there the inputs nothing later
+///   reads; a wait placed early may free its collective's input; a
+///   collective started earlier holds its buffer until its wait. A move it
+///   refuses would exceed the limit.
+///
+/// Only a move neither bound decides needs a sweep.
+class CompletionBound {
+public:
+  enum class Verdict { Fits, Exceeds, Unknown };
+
+  CompletionBound(Block &body, PeakMemory exact, int64_t limit)
+      : body(body), limit(limit) {
+    reset(std::move(exact));
+  }
+
+  /// Makes `exact` (a sweep of the current completion) the reference.
+  void reset(PeakMemory exact) {
+    activationLimit = limit - exact.persistentBytes;
+    stepOf.clear();
+    topLevel.clear();
+    cursor = 0;
+    for (auto [i, op] : llvm::enumerate(exact.order)) {
+      if (op->getBlock() != &body)
+        continue;
+      stepOf[op] = i;
+      topLevel.push_back(op);
+    }
+    steps = exact.order.size();
+    upper.emplace(exact.activationBytesAt);
+    lower.emplace(exact.activationBytesAt);
+    lowerValid = true;
+    moved = false;
+  }
+
+  /// Whether the bounds are still the reference sweep (no move since).
+  bool isExact() const { return !moved; }
+
+  /// Whether placing `op` now keeps the peak within the limit, by the
+  /// bounds; on Fits the bounds follow the move. `wait` is `op`'s wait, if
+  /// any, and `waitDependents` the ops that wait must precede.
+  Verdict check(Operation *op, Operation *wait,
+                ArrayRef<Operation *> waitDependents,
+                const DenseSet<Operation *> &done) {
+    size_t now = currentStep(done);
+    size_t from = stepOf.lookup(op);
+    int64_t alloc = getAllocatedBytes(op);
+    // A started collective holds its buffer until its wait, after `from`;
+    // another op's results that are read later live from now to `from`, and
+    // it frees at most its inputs that nothing later reads.
+    int64_t freeable = wait ? 0 : getFreeableBytes(op, from, done);
+    int64_t surelyAdded = wait ? alloc : getKeptBytes(op) - freeable;
+    if (lowerValid && freeable >= 0 &&
+        lower->max(now, from) + surelyAdded > activationLimit)
+      return Verdict::Exceeds;
+    if (upper->max(now, now + 1) + getOwnStepBytes(op) > activationLimit ||
+        upper->max(now, from) + alloc > activationLimit)
+      return Verdict::Unknown;
+    size_t waitFrom = 0, waitTo = 0;
+    int64_t held = 0;
+    if (wait) {
+      waitFrom = stepOf.lookup(wait);
+      waitTo = steps;
+      for (Operation *dependent : waitDependents)
+        if (!done.count(dependent))
+          waitTo = std::min(waitTo, size_t(stepOf.lookup(dependent)));
+      held = alloc;
+      for (Value input : op->getOperands()) {
+        int64_t bytes = getStorageBytes(input, body);
+        if (bytes < 0)
+          return Verdict::Unknown;
+        held += bytes;
+      }
+      if (upper->max(waitFrom, waitTo) + held > activationLimit)
+        return Verdict::Unknown;
+    }
+    moved = true;
+    upper->add(now, from, alloc);
+    upper->add(waitFrom, waitTo, held);
+    if (!wait) {
+      if (freeable < 0)
+        lowerValid = false;
+      else
+        lower->add(now, from, surelyAdded);
+    }
+    return Verdict::Fits;
+  }
+
+  /// Follows a wait placed ahead of the completion's order: it may free its
+  /// collective's input earlier.
+  void placeWaitEarly(Operation *wait, Operation *start,
+                      const DenseSet<Operation *> &done) {
+    size_t until = stepOf.lookup(wait);
+    size_t now = currentStep(done);
+    if (now >= until)
+      return; // in the completion's order: nothing moves
+    moved = true;
+    int64_t freeable = getFreeableBytes(start, until, done);
+    if (freeable < 0)
+      lowerValid = false;
+    else
+      lower->add(now, until, -freeable);
+  }
+
+private:
+  /// Bytes of `op`'s results that are allocated and read later (an ATen
+  /// op's; 0 for others, whose results may alias their inputs).
+  static int64_t getKeptBytes(Operation *op) {
+    if (!isa<AtenOp>(op) || getAliasedOperand(op))
+      return 0;
+    int64_t bytes = 0;
+    for (Value result : op->getResults())
+      if (!result.use_empty())
+        bytes += getValueBytes(result.getType());
+    return bytes;
+  }
+  /// The storage bytes of `op`'s inputs that running it before step `until`
+  /// may free there (-1 when it cannot tell): not an input that another op
+  /// not placed yet reads at or after `until`.
+  int64_t getFreeableBytes(Operation *op, size_t until,
+                           const DenseSet<Operation *> &done) {
+    int64_t total = 0;
+    for (Value input : op->getOperands()) {
+      bool readLater = llvm::any_of(input.getUsers(), [&](Operation *user) {
+        Operation *top = body.findAncestorOpInBlock(*user);
+        return top && top != op && !done.count(top) &&
+               stepOf.lookup(top) >= until;
+      });
+      if (readLater)
+        continue;
+      int64_t bytes = getStorageBytes(input, body);
+      if (bytes < 0)
+        return -1;
+      total += bytes;
+    }
+    return total;
+  }
+  /// The reference step of the first op not placed yet.
+  size_t currentStep(const DenseSet<Operation *> &done) {
+    while (cursor < topLevel.size() && done.count(topLevel[cursor]))
+      ++cursor;
+    return cursor < topLevel.size() ? stepOf.lookup(topLevel[cursor]) : steps;
+  }
+
+  Block &body;
+  int64_t limit;
+  int64_t activationLimit = 0;
+  DenseMap<Operation *, size_t> stepOf;
+  SmallVector<Operation *> topLevel;
+  size_t cursor = 0;
+  size_t steps = 0;
+  std::optional<RangeMaxTree> upper, lower;
+  bool lowerValid = true;
+  bool moved = false;
+};
+
 /// The dependence graph of one step body and the list scheduler over it.
 class ListScheduler {
 public:
   ListScheduler(func::FuncOp step, const StepSimulator &sim,
-                int64_t memoryLimit, int64_t maxInFlight)
+                int64_t memoryLimit, int64_t maxInFlight, bool sweepEveryCheck)
       : step(step), sim(sim), memoryLimit(memoryLimit),
-        maxInFlight(maxInFlight) {}
+        maxInFlight(maxInFlight), sweepEveryCheck(sweepEveryCheck) {}
 
   /// Builds the dependence graph: data, in-place optimizer updates, the
   /// random stream, and barriers at ops the scheduler does not model.
@@ -95,10 +372,15 @@ private:
       preds[to].push_back(from);
     }
   }
-  /// The peak of prefix + `pick` + the rest in program order (pending
-  /// waits just before their first remaining user).
-  int64_t peakWith(ArrayRef<Operation *> prefix, Operation *pick,
-                   const DenseSet<Operation *> &done);
+  /// The sweep of prefix + `pick` (if any) + the rest in program order
+  /// (pending waits just before their first remaining user).
+  PeakMemory sweepWith(ArrayRef<Operation *> prefix, Operation *pick,
+                       const DenseSet<Operation *> &done);
+  /// Whether placing `pick` now keeps a completion within the limit; if so
+  /// the bound follows the move.
+  bool admit(Operation *pick, ArrayRef<Operation *> prefix,
+             const DenseSet<Operation *> &done,
+             const DenseSet<Operation *> &pendingWaits);
   /// The op the completion "rest in program order" would run next.
   Operation *nextInRestOrder(const DenseSet<Operation *> &done,
                              const DenseSet<Operation *> &pendingWaits);
@@ -107,6 +389,7 @@ private:
   const StepSimulator &sim;
   int64_t memoryLimit;
   int64_t maxInFlight;
+  bool sweepEveryCheck;
   DenseMap<Operation *, int64_t> position;
   DenseMap<Operation *, llvm::SetVector<Operation *>> succs;
   DenseMap<Operation *, SmallVector<Operation *>> preds;
@@ -115,6 +398,12 @@ private:
   DenseMap<Operation *, int64_t> indegree;
   /// The wait of each collective start.
   DenseMap<Operation *, Operation *> waitOf;
+  /// The bound on the current completion's memory (with a limit).
+  std::optional<CompletionBound> bound;
+
+public:
+  /// Choices the bounds admitted and refused, and those a sweep decided.
+  int64_t boundAdmits = 0, boundRefusals = 0, sweeps = 0;
 };
 } // namespace
 
@@ -224,12 +513,15 @@ ListScheduler::nextInRestOrder(const DenseSet<Operation *> &done,
   return nullptr;
 }
 
-int64_t ListScheduler::peakWith(ArrayRef<Operation *> prefix, Operation *pick,
-                                const DenseSet<Operation *> &done) {
+PeakMemory ListScheduler::sweepWith(ArrayRef<Operation *> prefix,
+                                    Operation *pick,
+                                    const DenseSet<Operation *> &done) {
   SmallVector<Operation *> order(prefix.begin(), prefix.end());
-  order.push_back(pick);
   DenseSet<Operation *> placed(done);
-  placed.insert(pick);
+  if (pick) {
+    order.push_back(pick);
+    placed.insert(pick);
+  }
   // The rest in program order; a wait whose start is placed goes right
   // before its first user.
   DenseSet<Operation *> deferred;
@@ -251,7 +543,51 @@ int64_t ListScheduler::peakWith(ArrayRef<Operation *> prefix, Operation *pick,
   for (Operation *op : program)
     if (deferred.count(op))
       order.push_back(op);
-  return PeakMemory(step, order).peakBytes;
+  return PeakMemory(step, order);
+}
+
+bool ListScheduler::admit(Operation *pick, ArrayRef<Operation *> prefix,
+                          const DenseSet<Operation *> &done,
+                          const DenseSet<Operation *> &pendingWaits) {
+  if (memoryLimit <= 0 || nextInRestOrder(done, pendingWaits) == pick)
+    return true;
+  if (sweepEveryCheck) {
+    ++sweeps;
+    return sweepWith(prefix, pick, done).peakBytes <= memoryLimit;
+  }
+  if (!bound)
+    bound.emplace(step.getBody().front(), PeakMemory(step, program),
+                  memoryLimit);
+  Operation *wait = waitOf.lookup(pick);
+  SmallVector<Operation *> waitDependents;
+  if (wait)
+    waitDependents.assign(succs[wait].begin(), succs[wait].end());
+  CompletionBound::Verdict verdict =
+      bound->check(pick, wait, waitDependents, done);
+  // Bounds loosened by the moves since the last sweep: tighten them with a
+  // sweep of the current completion and ask again (the scheduler asks
+  // about the same ops step after step, and tight bounds refuse them).
+  if (verdict == CompletionBound::Verdict::Unknown && !bound->isExact()) {
+    ++sweeps;
+    bound->reset(sweepWith(prefix, nullptr, done));
+    verdict = bound->check(pick, wait, waitDependents, done);
+  }
+  switch (verdict) {
+  case CompletionBound::Verdict::Fits:
+    ++boundAdmits;
+    return true;
+  case CompletionBound::Verdict::Exceeds:
+    ++boundRefusals;
+    return false;
+  case CompletionBound::Verdict::Unknown:
+    break;
+  }
+  ++sweeps;
+  PeakMemory exact = sweepWith(prefix, pick, done);
+  if (exact.peakBytes > memoryLimit)
+    return false;
+  bound->reset(std::move(exact));
+  return true;
 }
 
 SmallVector<Operation *> ListScheduler::schedule() {
@@ -281,6 +617,8 @@ SmallVector<Operation *> ListScheduler::schedule() {
   int64_t inFlight = 0;
 
   auto place = [&](Operation *op) {
+    if (auto wait = dyn_cast<WaitOp>(op); wait && bound)
+      bound->placeWaitEarly(op, wait.getFuture().getDefiningOp(), done);
     order.push_back(op);
     done.insert(op);
     int64_t pos = position[op];
@@ -313,13 +651,10 @@ SmallVector<Operation *> ListScheduler::schedule() {
       if (--remaining[succ] == 0)
         enqueue(succ);
   };
-  // Whether placing `op` now keeps a completion within the limit.
+  // Whether placing `op` now keeps a completion within the limit (the
+  // caller places it right after).
   auto fits = [&](Operation *op) {
-    if (memoryLimit <= 0)
-      return true;
-    if (nextInRestOrder(done, pendingWaits) == op)
-      return true;
-    return peakWith(order, op, done) <= memoryLimit;
+    return admit(op, order, done, pendingWaits);
   };
   auto startOf = [](Operation *wait) {
     return cast<WaitOp>(wait).getFuture().getDefiningOp();
@@ -436,7 +771,7 @@ struct LoomSchedulePass
             << "'); the scheduler reorders ops and cannot lower it";
         return signalPassFailure();
       }
-      ListScheduler scheduler(func, *sim, limit, maxInFlight);
+      ListScheduler scheduler(func, *sim, limit, maxInFlight, sweepEveryCheck);
       scheduler.buildGraph();
       SmallVector<Operation *> order = scheduler.schedule();
       FailureOr<SimulationResult> after = sim->run(order);
@@ -457,13 +792,16 @@ struct LoomSchedulePass
             "{3:f3} us, peak {4} B\n"
             "  scheduled:      step {5:f3} us, exposed communication "
             "{6:f3} us, peak {7} B\n"
-            "  kept:           {8} (limit {9}, max-in-flight {10})\n",
+            "  kept:           {8} (limit {9}, max-in-flight {10})\n"
+            "  memory checks:  {11} admitted and {12} refused by the bounds, "
+            "{13} swept\n",
             func.getSymName(), model->getSpec().name, before.stepTime * 1e6,
             before.exposedCommTime * 1e6, before.memory->peakBytes,
             after->stepTime * 1e6, after->exposedCommTime * 1e6,
             after->memory->peakBytes, keep ? "scheduled" : "program order",
             limit > 0 ? std::to_string(limit) + " B" : std::string("none"),
-            int64_t(maxInFlight));
+            int64_t(maxInFlight), scheduler.boundAdmits,
+            scheduler.boundRefusals, scheduler.sweeps);
       }
     }
   }

@@ -21,6 +21,7 @@ import pytest
 
 from test_distributed_parity import (  # noqa: F401
     LOOM_COMPILE, LOOM_RUN, OPTIMIZERS, STEPS, capture_and_import, pytestmark, run, train)
+from build_tools import LOOM_OPT
 from test_fsdp_parity import compile_fsdp, count, issued
 from test_prefetch_parity import in_flight_at_most
 
@@ -107,3 +108,38 @@ def test_schedule_memory_limit_holds_the_measured_peak(tmp_path):
     assert sorted(peaks) == list(range(world)), peaks
     over = {rank: peak for rank, peak in peaks.items() if peak > limit}
     assert not over, f"measured peaks {peaks} above the limit {limit} on ranks {sorted(over)}"
+
+
+def test_bounds_decide_as_sweeping_every_check(tmp_path):
+    """The scheduler decides most memory checks by an upper and a lower bound
+    of the completion's peak and sweeps only where they cannot tell: on GPT
+    with FSDP on 4 ranks, at limits from program order's peak to the
+    unlimited schedule's, the order is the one sweeping every check gives,
+    and both the bounds and the sweeps decide some checks."""
+    world = 4
+    capture_and_import("gpt", world, tmp_path)
+    fsdp = ["--loom-fsdp=mesh-shape=4 reshard-after-forward=true",
+            "--loom-attach-optimizer=optimizer=adamw lr=0.001"]
+
+    def schedule(limit: str, sweep: bool) -> tuple[str, str]:
+        result = run([LOOM_OPT, tmp_path / "step.mlir", *fsdp,
+                      f"--loom-schedule=device=cpu memory-limit={limit} report=true "
+                      f"sweep-every-check={'true' if sweep else 'false'}"])
+        assert result.returncode == 0, result.stderr
+        return result.stdout, result.stderr
+
+    _, report = schedule("none", False)
+    peaks = [int(p) for p in re.findall(r"peak (\d+) B", report)]
+    plain, free = peaks[0], peaks[1]
+    assert free > plain, report
+    counts = []
+    for limit in (plain, (3 * plain + free) // 4, (plain + free) // 2):
+        bounded, report = schedule(str(limit), False)
+        swept, sweep_report = schedule(str(limit), True)
+        assert bounded == swept, f"limit {limit}: the bounds decided a check differently"
+        checks = re.search(r"memory checks:  (\d+) admitted and (\d+) refused by the bounds, "
+                           r"(\d+) swept", report)
+        counts.append(tuple(int(c) for c in checks.groups()))
+        assert re.search(r"0 admitted and 0 refused by the bounds, [1-9]\d* swept", sweep_report)
+    admitted, refused, swept = (sum(c) for c in zip(*counts))
+    assert admitted > 0 and refused > 0 and swept > 0, counts

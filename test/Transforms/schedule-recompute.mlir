@@ -3,6 +3,9 @@
 // RUN: loom-opt %s --split-input-file --loom-schedule="device=%S/../Analysis/Inputs/round-device.json report=true" -o /dev/null 2>&1 | FileCheck %s --check-prefix=REPORT
 // RUN: loom-opt %s --split-input-file --loom-schedule="device=%S/../Analysis/Inputs/round-device.json memory-limit=344064" | FileCheck %s --check-prefix=LIMIT
 // RUN: loom-opt %s --split-input-file --loom-schedule="device=%S/../Analysis/Inputs/round-device.json memory-limit=344064 report=true" -o /dev/null 2>&1 | FileCheck %s --check-prefix=LIMIT-REPORT
+// RUN: loom-opt %s --split-input-file --loom-schedule="device=%S/../Analysis/Inputs/round-device.json memory-limit=344064" > %t.bounds
+// RUN: loom-opt %s --split-input-file --loom-schedule="device=%S/../Analysis/Inputs/round-device.json memory-limit=344064 sweep-every-check=true" > %t.sweep
+// RUN: diff %t.bounds %t.sweep
 
 // loom-schedule treats a recompute region as one node: its body is never
 // split or reordered, its time is its body's, and the memory limit counts
@@ -49,6 +52,10 @@
 // LIMIT-REPORT-NEXT:   program order:  step 23.581 us, exposed communication 7.915 us, peak 344064 B
 // LIMIT-REPORT-NEXT:   scheduled:      step 23.581 us, exposed communication 7.915 us, peak 344064 B
 // LIMIT-REPORT-NEXT:   kept:           program order (limit 344064 B, max-in-flight 2)
+// The lower bound refuses the prefetch without a sweep: the gathered buffer
+// would be live from the start through the region, whose step already
+// reaches the limit.
+// LIMIT-REPORT-NEXT:   memory checks:  0 admitted and 1 refused by the bounds, 0 swept
 
 // LIMIT-LABEL: func.func @step
 // LIMIT:      %[[S:.*]] = loom.recompute "blk"

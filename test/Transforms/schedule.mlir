@@ -9,6 +9,11 @@
 // RUN: loom-opt %s --split-input-file --loom-schedule="device=%S/../Analysis/Inputs/round-device.json memory-limit=311296" > %t.1
 // RUN: loom-opt %s --split-input-file --loom-schedule="device=%S/../Analysis/Inputs/round-device.json memory-limit=311296" > %t.2
 // RUN: diff %t.1 %t.2
+// The bounds decide the memory checks as sweeping the whole completion
+// every time does:
+// RUN: loom-opt %s --split-input-file --loom-schedule="device=%S/../Analysis/Inputs/round-device.json memory-limit=311296 sweep-every-check=true" > %t.3
+// RUN: diff %t.1 %t.3
+// RUN: loom-opt %s --split-input-file --loom-schedule="device=%S/../Analysis/Inputs/round-device.json memory-limit=304KiB report=true sweep-every-check=true" -o /dev/null 2>&1 | FileCheck %s --check-prefix=SWEEP-REPORT
 
 // Three FSDP-like units on 4 ranks, on Inputs/round-device.json (fp32
 // 1e12 FLOP/s, 1e11 B/s, 1 us per op; intra-node link 1e10 B/s, 1 us):
@@ -59,6 +64,10 @@
 // LIMIT-REPORT-NEXT:   program order:  step 39.329 us, exposed communication 23.746 us, peak 311296 B
 // LIMIT-REPORT-NEXT:   scheduled:      step 34.134 us, exposed communication 18.551 us, peak 311296 B
 // LIMIT-REPORT-NEXT:   kept:           scheduled (limit 311296 B, max-in-flight 2)
+// LIMIT-REPORT-NEXT:   memory checks:  1 admitted and 3 refused by the bounds, 0 swept
+// SWEEP-REPORT-LABEL: === loom-schedule @three on round ===
+// SWEEP-REPORT:         scheduled:      step 34.134 us, exposed communication 18.551 us, peak 311296 B
+// SWEEP-REPORT:         memory checks:  0 admitted and 0 refused by the bounds, 4 swept
 // LIMIT-LABEL: func.func @three
 // LIMIT:      %[[F0:.*]] = loom.all_gather_start %arg0
 // LIMIT-NEXT: %[[F1:.*]] = loom.all_gather_start %arg1

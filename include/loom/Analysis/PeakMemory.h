@@ -69,6 +69,14 @@ public:
   llvm::json::Value toJSON() const;
 };
 
+/// The bytes a value of `type` occupies (a future's: its value's; 0 for a
+/// non-tensor).
+int64_t getValueBytes(mlir::Type type);
+
+/// Bytes an ATen kernel allocates and frees while it runs beyond its results
+/// (0 for most kernels and for non-ATen ops); counted at the op's step.
+int64_t getKernelScratchBytes(mlir::Operation *op);
+
 } // namespace loom
 
 #endif // LOOM_ANALYSIS_PEAKMEMORY_H

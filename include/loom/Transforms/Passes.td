@@ -152,8 +152,12 @@ def LoomSchedule : Pass<"loom-schedule", "::mlir::ModuleOp"> {
     `loom-stats`, with a collective's input held until its wait as the
     runtime does). Every choice that departs from program order is taken
     only if finishing the rest in program order stays within the limit, so
-    the result never exceeds it. A limit below the peak of program order is
-    an error. The new order is kept only if the simulator predicts a
+    the result never exceeds it. The check is exact but mostly cheap: an
+    upper and a lower bound of that peak, kept in range-max trees over the
+    last exact sweep, decide most choices, and only the others sweep the
+    whole completion again (`report=true` counts both;
+    `sweep-every-check=true` sweeps every time, for comparison). A limit
+    below the peak of program order is an error. The new order is kept only if the simulator predicts a
     shorter step; with `report=true` the pass prints both predictions to
     stderr. The order depends only on the IR and the options, so every
     rank computes the same one.
@@ -172,6 +176,11 @@ def LoomSchedule : Pass<"loom-schedule", "::mlir::ModuleOp"> {
     Option<"report", "report", "bool", /*default=*/"false",
            "Print the predicted step time, exposed communication and peak "
            "memory before and after to stderr">,
+    Option<"sweepEveryCheck", "sweep-every-check", "bool",
+           /*default=*/"false",
+           "Decide every memory check by sweeping the whole completion "
+           "instead of consulting the bounds first (slower; the order is "
+           "the same)">,
   ]);
   let dependentDialects = ["::loom::LoomDialect"];
 }
