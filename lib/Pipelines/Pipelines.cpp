@@ -527,13 +527,13 @@ static void buildDistributePipeline(OpPassManager &pm,
     // Under a recompute budget the scheduler keeps the budget too: the
     // budget bounds the program in its order, and reordering may only use
     // what is left under it.
+    // A malformed limit stays as given, for the pass to report.
     if (!options.sacBudget.empty()) {
       int64_t budget = parseByteSize(options.sacBudget);
-      int64_t limit =
-          options.memoryLimit.empty() || options.memoryLimit == "none"
-              ? 0
-              : parseByteSize(options.memoryLimit);
-      if (budget > 0 && (limit <= 0 || budget < limit))
+      bool unlimited =
+          options.memoryLimit.empty() || options.memoryLimit == "none";
+      int64_t limit = unlimited ? 0 : parseByteSize(options.memoryLimit);
+      if (budget > 0 && (unlimited || (limit > 0 && budget < limit)))
         schedule.memoryLimit = std::to_string(budget);
     }
     pm.addPass(createLoomSchedule(schedule));
