@@ -559,9 +559,9 @@ bool ListScheduler::admit(Operation *pick, ArrayRef<Operation *> prefix,
     bound.emplace(step.getBody().front(), PeakMemory(step, program),
                   memoryLimit);
   Operation *wait = waitOf.lookup(pick);
-  SmallVector<Operation *> waitDependents;
+  ArrayRef<Operation *> waitDependents;
   if (wait)
-    waitDependents.assign(succs[wait].begin(), succs[wait].end());
+    waitDependents = succs[wait].getArrayRef();
   CompletionBound::Verdict verdict =
       bound->check(pick, wait, waitDependents, done);
   // Bounds loosened by the moves since the last sweep: tighten them with a

@@ -157,9 +157,9 @@ def LoomSchedule : Pass<"loom-schedule", "::mlir::ModuleOp"> {
     last exact sweep, decide most choices, and only the others sweep the
     whole completion again (`report=true` counts both;
     `sweep-every-check=true` sweeps every time, for comparison). A limit
-    below the peak of program order is an error. The new order is kept only if the simulator predicts a
-    shorter step; with `report=true` the pass prints both predictions to
-    stderr. The order depends only on the IR and the options, so every
+    below the peak of program order is an error. The new order is kept
+    only if the simulator predicts a shorter step; with `report=true` the
+    pass prints both predictions to stderr. The order depends only on the IR and the options, so every
     rank computes the same one.
 
     ```
