@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <string>
+
 using namespace loom;
 
 namespace {
@@ -106,6 +109,99 @@ TEST(MilpTest, TimeLimitWithAndWithoutASolution) {
   EXPECT_LE(feasible.bound, feasible.objective);
   MilpSolution none = solveMilp(marketSplit(/*withSlacks=*/false), options);
   EXPECT_EQ(none.status, MilpStatus::TimeLimitNoSolution);
+  EXPECT_TRUE(none.values.empty());
+}
+
+/// A memory profile like loom-sac-ilp's: 16 values, each kept (x = 1) or
+/// dropped at a cost, live over a stretch of 240 positions on top of a base;
+/// the peak variable is at least every position's row and at most `cap`.
+/// The rows are lazy or ordinary constraints.
+MilpProblem profileProblem(bool lazy, double cap) {
+  MilpProblem problem;
+  std::vector<unsigned> keep;
+  std::vector<double> size, cost;
+  std::vector<std::pair<int, int>> live;
+  uint32_t state = 12345;
+  auto next = [&](uint32_t range) {
+    state = state * 1664525u + 1013904223u;
+    return (state >> 8) % range;
+  };
+  for (int i = 0; i < 16; ++i) {
+    keep.push_back(problem.addBinary("x" + std::to_string(i)));
+    size.push_back(10 + next(90));
+    cost.push_back(1 + next(20));
+    int from = next(200);
+    live.push_back({from, from + 10 + static_cast<int>(next(30))});
+  }
+  unsigned peak = problem.addContinuous("peak", 0, cap);
+  std::vector<MilpProblem::Term> objective = {{peak, 1e-6}};
+  for (int i = 0; i < 16; ++i)
+    objective.push_back({keep[i], -cost[i]});
+  problem.setObjective(MilpProblem::Sense::Minimize, objective, 0);
+  for (int p = 0; p < 240; ++p) {
+    std::vector<MilpProblem::Term> row = {{peak, -1}};
+    for (int i = 0; i < 16; ++i)
+      if (live[i].first <= p && p < live[i].second)
+        row.push_back({keep[i], size[i]});
+    double base = 50 + 30 * std::sin(p / 17.0);
+    if (lazy)
+      problem.addLazyLessEqual(row, -base);
+    else
+      problem.addLessEqual(row, -base);
+  }
+  return problem;
+}
+
+TEST(MilpTest, LazyConstraintsGiveTheWholeProgramsOptimum) {
+  MilpOptions exact;
+  exact.relativeGap = 0;
+  for (double cap : {150.0, 200.0, 260.0}) {
+    MilpSolution eager = solveMilp(profileProblem(false, cap), exact);
+    MilpSolution lazy = solveMilp(profileProblem(true, cap), exact);
+    ASSERT_EQ(eager.status, MilpStatus::Optimal) << cap;
+    ASSERT_EQ(lazy.status, MilpStatus::Optimal) << cap;
+    EXPECT_NEAR(lazy.objective, eager.objective, 1e-9) << cap;
+    // Its solution meets every row (the optimum may be another of equal
+    // cost).
+    MilpProblem whole = profileProblem(false, cap);
+    for (const MilpProblem::Constraint &row : whole.getConstraints()) {
+      double activity = 0;
+      for (const MilpProblem::Term &term : row.terms)
+        activity += term.coeff * lazy.value(term.var);
+      EXPECT_LE(activity, row.upper + 1e-6) << cap;
+    }
+    // A few rows decide it; CBC saw only those.
+    EXPECT_GE(lazy.solves, 2u) << cap;
+    EXPECT_LT(lazy.lazyConstraintsUsed, 60u) << cap;
+    EXPECT_EQ(eager.solves, 1u);
+    // The rows bind: without them every value would be kept.
+    MilpProblem unconstrained = profileProblem(true, cap);
+    MilpProblem bare;
+    for (const auto &v : unconstrained.getVariables())
+      bare.addVariable(v.name, v.kind, v.lower, v.upper);
+    bare.setObjective(unconstrained.getSense(), unconstrained.getObjective());
+    EXPECT_LT(solveMilp(bare, exact).objective, eager.objective - 1) << cap;
+  }
+}
+
+TEST(MilpTest, LazyConstraintsOnBothSidesAndInfeasible) {
+  // min x + y, lazily x + y >= 3 and x - y <= 1 (integers in [0, 5]): the
+  // first solve (0, 0) breaks the first, then (3, 0) breaks the second.
+  MilpProblem problem;
+  unsigned x = problem.addInteger("x", 0, 5);
+  unsigned y = problem.addInteger("y", 0, 5);
+  problem.addLazyConstraint({{x, 1}, {y, 1}}, 3, kMilpInfinity);
+  problem.addLazyLessEqual({{x, 1}, {y, -1}}, 1);
+  problem.setObjective(MilpProblem::Sense::Minimize, {{x, 1}, {y, 1.001}});
+  MilpSolution solution = solveMilp(problem);
+  ASSERT_EQ(solution.status, MilpStatus::Optimal);
+  EXPECT_EQ(solution.value(x), 2);
+  EXPECT_EQ(solution.value(y), 1);
+  EXPECT_EQ(solution.lazyConstraintsUsed, 2u);
+
+  problem.addLazyLessEqual({{x, 1}, {y, 1}}, 2);
+  MilpSolution none = solveMilp(problem);
+  EXPECT_EQ(none.status, MilpStatus::Infeasible);
   EXPECT_TRUE(none.values.empty());
 }
 

@@ -12,6 +12,7 @@
 #include <OsiClpSolverInterface.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <exception>
@@ -26,21 +27,35 @@ unsigned MilpProblem::addVariable(llvm::StringRef name, VarKind kind,
   return variables.size() - 1;
 }
 
-void MilpProblem::addConstraint(llvm::ArrayRef<Term> terms, double lower,
-                                double upper, llvm::StringRef name) {
-  // CBC's matrix must not hold a column twice in a row, so merge here; a
-  // builder may then write `x_i - x_j` without checking i != j.
-  std::vector<Term> merged;
+/// `terms` with the terms on one variable summed: CBC's matrix must not
+/// hold a column twice in a row, and a builder may then write `x_i - x_j`
+/// without checking i != j.
+static std::vector<MilpProblem::Term>
+mergeTerms(llvm::ArrayRef<MilpProblem::Term> terms, size_t numVariables) {
+  std::vector<MilpProblem::Term> merged;
   llvm::DenseMap<unsigned, unsigned> slot;
-  for (const Term &term : terms) {
-    assert(term.var < variables.size() && "term on an unknown variable");
+  for (const MilpProblem::Term &term : terms) {
+    assert(term.var < numVariables && "term on an unknown variable");
+    (void)numVariables;
     auto [it, inserted] = slot.try_emplace(term.var, merged.size());
     if (inserted)
       merged.push_back(term);
     else
       merged[it->second].coeff += term.coeff;
   }
-  constraints.push_back({name.str(), std::move(merged), lower, upper});
+  return merged;
+}
+
+void MilpProblem::addConstraint(llvm::ArrayRef<Term> terms, double lower,
+                                double upper, llvm::StringRef name) {
+  constraints.push_back(
+      {name.str(), mergeTerms(terms, variables.size()), lower, upper});
+}
+
+void MilpProblem::addLazyConstraint(llvm::ArrayRef<Term> terms, double lower,
+                                    double upper, llvm::StringRef name) {
+  lazyConstraints.push_back(
+      {name.str(), mergeTerms(terms, variables.size()), lower, upper});
 }
 
 void MilpProblem::setObjective(Sense newSense, llvm::ArrayRef<Term> terms,
@@ -81,7 +96,9 @@ double toCoin(double bound, double infinity) {
   return bound;
 }
 
+/// Solves `problem`'s variables, objective and constraints, plus `extra`.
 MilpSolution solveWithCbc(const MilpProblem &problem,
+                          llvm::ArrayRef<const MilpProblem::Constraint *> extra,
                           const MilpOptions &options) {
   llvm::ArrayRef<MilpProblem::Variable> vars = problem.getVariables();
   int numCols = vars.size();
@@ -103,7 +120,7 @@ MilpSolution solveWithCbc(const MilpProblem &problem,
   CoinPackedMatrix matrix(/*colordered=*/false, 0, 0);
   matrix.setDimensions(0, numCols);
   std::vector<double> rowLower, rowUpper;
-  for (const MilpProblem::Constraint &c : problem.getConstraints()) {
+  auto addRow = [&](const MilpProblem::Constraint &c) {
     CoinPackedVector row;
     for (const MilpProblem::Term &term : c.terms)
       if (term.coeff != 0)
@@ -111,7 +128,11 @@ MilpSolution solveWithCbc(const MilpProblem &problem,
     matrix.appendRow(row);
     rowLower.push_back(toCoin(c.lower, inf));
     rowUpper.push_back(toCoin(c.upper, inf));
-  }
+  };
+  for (const MilpProblem::Constraint &c : problem.getConstraints())
+    addRow(c);
+  for (const MilpProblem::Constraint *c : extra)
+    addRow(*c);
   solver.loadProblem(matrix, colLower.data(), colUpper.data(), cost.data(),
                      rowLower.data(), rowUpper.data());
   for (int i = 0; i < numCols; ++i)
@@ -152,6 +173,8 @@ MilpSolution solveWithCbc(const MilpProblem &problem,
   CbcMain1(argv.size(), argv.data(), model, noCallback, data);
 
   MilpSolution result;
+  result.solves = 1;
+  result.lazyConstraintsUsed = extra.size();
   const double *best = model.bestSolution();
   bool timeLimit = model.isSecondsLimitReached();
   if (best) {
@@ -182,6 +205,74 @@ MilpSolution solveWithCbc(const MilpProblem &problem,
     result.status = MilpStatus::Error;
   return result;
 }
+/// How far `values` are outside `c`'s bounds (0 inside), and the tolerance
+/// below which that is CBC's rounding, not a broken row.
+std::pair<double, double> getExcess(const MilpProblem::Constraint &c,
+                                    llvm::ArrayRef<double> values) {
+  double activity = 0, scale = 1;
+  for (const MilpProblem::Term &term : c.terms) {
+    activity += term.coeff * values[term.var];
+    scale += std::abs(term.coeff * values[term.var]);
+  }
+  double excess = std::max({c.lower - activity, activity - c.upper, 0.0});
+  return {excess, 1e-6 * scale};
+}
+
+/// The lazy-constraint loop (Milp.h). A solve that stops short of proving
+/// its optimum, or a solution that breaks only constraints CBC already had
+/// (beyond its tolerance), ends it with one solve with every constraint.
+MilpSolution solveWithLazyConstraints(const MilpProblem &problem,
+                                      const MilpOptions &options) {
+  /// How many broken constraints join per solve.
+  constexpr size_t kPerSolve = 8;
+  llvm::ArrayRef<MilpProblem::Constraint> lazy = problem.getLazyConstraints();
+  auto start = std::chrono::steady_clock::now();
+  auto remaining = [&] {
+    MilpOptions left = options;
+    std::chrono::duration<double> spent =
+        std::chrono::steady_clock::now() - start;
+    left.timeLimitSeconds =
+        std::max(options.timeLimitSeconds - spent.count(), 1e-3);
+    return left;
+  };
+  std::vector<const MilpProblem::Constraint *> active;
+  std::vector<bool> isActive(lazy.size(), false);
+  unsigned solves = 0;
+  while (true) {
+    MilpSolution result = solveWithCbc(problem, active, remaining());
+    result.solves = ++solves;
+    if (result.status != MilpStatus::Optimal)
+      break;
+    std::vector<std::pair<double, size_t>> broken;
+    for (auto [i, c] : llvm::enumerate(lazy)) {
+      auto [excess, tolerance] = getExcess(c, result.values);
+      if (excess > tolerance)
+        broken.push_back({excess, i});
+    }
+    if (broken.empty())
+      return result;
+    std::stable_sort(
+        broken.begin(), broken.end(),
+        [](const auto &a, const auto &b) { return a.first > b.first; });
+    size_t before = active.size();
+    for (auto [excess, i] : broken) {
+      if (active.size() - before == kPerSolve)
+        break;
+      if (!isActive[i]) {
+        isActive[i] = true;
+        active.push_back(&lazy[i]);
+      }
+    }
+    if (active.size() == before)
+      break;
+  }
+  std::vector<const MilpProblem::Constraint *> all;
+  for (const MilpProblem::Constraint &c : lazy)
+    all.push_back(&c);
+  MilpSolution result = solveWithCbc(problem, all, remaining());
+  result.solves = ++solves;
+  return result;
+}
 } // namespace
 
 MilpSolution loom::solveMilp(const MilpProblem &problem,
@@ -192,7 +283,9 @@ MilpSolution loom::solveMilp(const MilpProblem &problem,
   std::lock_guard<std::mutex> lock(cbcMutex);
   // The rest of Loom has no exceptions: CBC's stop here.
   try {
-    return solveWithCbc(problem, options);
+    if (problem.getLazyConstraints().empty())
+      return solveWithCbc(problem, {}, options);
+    return solveWithLazyConstraints(problem, options);
   } catch (const CoinError &e) {
     MilpSolution result;
     result.status = MilpStatus::Error;

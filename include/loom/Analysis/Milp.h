@@ -5,6 +5,15 @@
 // solve. CBC's headers stay in Milp.cpp, so code that builds problems (the
 // activation-checkpointing solvers, their tests) compiles without them.
 //
+// Lazy constraints are for programs with many rows of which few bind (one
+// row per point of a memory profile): CBC's preprocessing and cuts pay for
+// every row it is given, so it is given only those that a solution breaks.
+// solveMilp solves without them, adds the ones the solution breaks (the
+// most broken first, a few at a time) and solves again, until a solution
+// breaks none. The optimum of a relaxation that meets every row is the
+// optimum of the whole program, so the answer is the whole program's
+// (within the gap, since the relaxation's bound is at most the program's).
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef LOOM_ANALYSIS_MILP_H
@@ -78,6 +87,13 @@ public:
                 llvm::StringRef name = "") {
     addConstraint(terms, rhs, rhs, name);
   }
+  /// A constraint given to CBC only once a solution breaks it (above).
+  void addLazyConstraint(llvm::ArrayRef<Term> terms, double lower, double upper,
+                         llvm::StringRef name = "");
+  void addLazyLessEqual(llvm::ArrayRef<Term> terms, double rhs,
+                        llvm::StringRef name = "") {
+    addLazyConstraint(terms, -kMilpInfinity, rhs, name);
+  }
   /// Fixes one variable, as a constraint (PuLP's `prob += x == v`), so the
   /// model keeps the same rows as a PuLP model of the same formulation.
   void fix(unsigned var, double value, llvm::StringRef name = "") {
@@ -89,13 +105,16 @@ public:
 
   llvm::ArrayRef<Variable> getVariables() const { return variables; }
   llvm::ArrayRef<Constraint> getConstraints() const { return constraints; }
+  llvm::ArrayRef<Constraint> getLazyConstraints() const {
+    return lazyConstraints;
+  }
   llvm::ArrayRef<Term> getObjective() const { return objective; }
   double getObjectiveConstant() const { return objectiveConstant; }
   Sense getSense() const { return sense; }
 
 private:
   std::vector<Variable> variables;
-  std::vector<Constraint> constraints;
+  std::vector<Constraint> constraints, lazyConstraints;
   std::vector<Term> objective;
   double objectiveConstant = 0;
   Sense sense = Sense::Minimize;
@@ -139,6 +158,9 @@ struct MilpSolution {
   std::vector<double> values;
   /// Why CBC failed, for MilpStatus::Error.
   std::string message;
+  /// How many times CBC ran, and how many lazy constraints it had the last
+  /// time.
+  unsigned solves = 0, lazyConstraintsUsed = 0;
 
   bool hasSolution() const {
     return status == MilpStatus::Optimal || status == MilpStatus::Feasible;
@@ -146,7 +168,9 @@ struct MilpSolution {
   double value(unsigned var) const { return values[var]; }
 };
 
-/// Solves `problem` with CBC on one thread with its log off.
+/// Solves `problem` with CBC on one thread with its log off; with lazy
+/// constraints, as often as they need (above). The time limit is for all
+/// the solves together.
 MilpSolution solveMilp(const MilpProblem &problem,
                        const MilpOptions &options = {});
 

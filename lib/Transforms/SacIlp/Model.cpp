@@ -13,7 +13,10 @@
 //     max base(segment) + sum(terms) <= P,  P <= budget - persistent.
 // The objective is the recompute time in milliseconds, plus a tie-break of
 // 1e-9 ms per MiB of peak, so that of equally fast decisions the lower peak
-// wins.
+// wins. Segments that read the same terms are one row (the largest base),
+// and the rows are lazy constraints (Milp.h), given to CBC as they bind:
+// the 8B step's profile has about 3,400 of them, a handful of which decide
+// the peak.
 //
 // Three programs share these terms:
 //
@@ -21,7 +24,8 @@
 //   shared by identical blocks. A node that backward reads is saved or
 //   recomputed (s + r >= 1); recomputing a node needs each node of its block
 //   it reads to be saved or recomputed too (s_j + r_j >= r_i); random and
-//   in-place nodes are saved (s = 1).
+//   in-place nodes are saved (s = 1). Identical blocks share these rules
+//   and their region's room variable, so each is stated once.
 // - traceTradeOffCurves: the same choices for one distinct block alone:
 //   the corners of the lower convex hull of its trade-off between recompute
 //   time and MiB kept from forward to backward, from keeping everything to
@@ -42,8 +46,11 @@
 #include "llvm/ADT/MapVector.h"
 
 #include <cmath>
+#include <limits>
 #include <map>
 #include <optional>
+#include <set>
+#include <tuple>
 
 using namespace mlir;
 using namespace loom;
@@ -174,6 +181,47 @@ static MilpOptions toMilpOptions(const SolveOptions &options) {
   return milpOptions;
 }
 
+namespace {
+/// The profile's rows, `sum(coef * var) + constant <= peak`: one per set of
+/// terms, with the largest constant of the segments that read it.
+using ProfileRows = std::map<std::vector<std::pair<unsigned, double>>, double>;
+} // namespace
+
+/// Adds a segment's row to `rows`; segments that read the same terms keep
+/// the largest constant only.
+static void addProfileRow(ProfileRows &rows,
+                          std::vector<std::pair<unsigned, double>> row,
+                          double constant) {
+  llvm::sort(row);
+  auto [it, inserted] = rows.try_emplace(std::move(row), constant);
+  if (!inserted)
+    it->second = std::max(it->second, constant);
+}
+
+/// The highest row of `rows` at `values`: the modelled peak, in MiB.
+static double getProfilePeak(const ProfileRows &rows, ArrayRef<double> values) {
+  double peak = -std::numeric_limits<double>::infinity();
+  for (const auto &[row, constant] : rows) {
+    double value = constant;
+    for (auto [var, c] : row)
+      value += c * values[var];
+    peak = std::max(peak, value);
+  }
+  return peak;
+}
+
+/// Adds `rows` to `lp` as lazy constraints `sum(coef * var) - peak <=
+/// -constant`: of the thousands of segments, a handful decide the peak.
+static void addProfileRows(MilpProblem &lp, unsigned peak,
+                           const ProfileRows &rows) {
+  for (const auto &[row, constant] : rows) {
+    std::vector<MilpProblem::Term> terms = {{peak, -1}};
+    for (auto [var, c] : row)
+      terms.push_back({var, c});
+    lp.addLazyLessEqual(terms, -constant);
+  }
+}
+
 /// The save/recompute variables of decisions [first, first + count) and the
 /// rules every decision obeys.
 static void addChoices(MilpProblem &lp, const Problem &problem,
@@ -184,20 +232,29 @@ static void addChoices(MilpProblem &lp, const Problem &problem,
     save.push_back(lp.addBinary(("s" + Twine(first + d)).str()));
     recompute.push_back(lp.addBinary(("r" + Twine(first + d)).str()));
   }
+  // Identical blocks share decisions, and so their rules: each rule once.
+  std::set<std::tuple<unsigned, unsigned, unsigned>> rules;
+  auto addRule = [&](unsigned kind, unsigned decision, unsigned other,
+                     auto add) {
+    if (rules.insert({kind, decision, other}).second)
+      add();
+  };
   for (unsigned n : nodes) {
     const Node &node = problem.nodes[n];
-    unsigned s = save[node.decision - first],
-             r = recompute[node.decision - first];
+    unsigned d = node.decision - first;
+    unsigned s = save[d], r = recompute[d];
     if (node.mustSave)
-      lp.addConstraint({{s, 1}}, 1, 1);
+      addRule(0, d, 0, [&] { lp.addConstraint({{s, 1}}, 1, 1); });
     if (node.backwardUsed)
-      lp.addConstraint({{s, 1}, {r, 1}}, 1, kMilpInfinity);
+      addRule(1, d, 0, [&] {
+        lp.addConstraint({{s, 1}, {r, 1}}, 1, kMilpInfinity);
+      });
     for (unsigned in : node.inputs) {
-      const Node &input = problem.nodes[in];
-      lp.addConstraint({{save[input.decision - first], 1},
-                        {recompute[input.decision - first], 1},
-                        {r, -1}},
-                       0, kMilpInfinity);
+      unsigned i = problem.nodes[in].decision - first;
+      addRule(2, d, i, [&] {
+        lp.addConstraint({{save[i], 1}, {recompute[i], 1}, {r, -1}}, 0,
+                         kMilpInfinity);
+      });
     }
   }
 }
@@ -227,19 +284,28 @@ FailureOr<Decision> sacilp::solveUniform(const Problem &problem,
     else
       terms.push_back({t.from, t.to, s, t.mib, 0});
   }
+  // The room a block copy's region needs: at least each recomputed
+  // forward-only node. Copies that recompute the same nodes of the same
+  // sizes (identical blocks) share one variable.
+  std::map<std::vector<std::pair<unsigned, int64_t>>, unsigned> room;
   for (auto [c, copy] : llvm::enumerate(held.copies)) {
     if (held.forwardOnly[c].empty())
       continue;
-    unsigned t = lp.addContinuous(
-        ("t" + Twine(copy.block) + "_" + Twine(copy.copy)).str());
+    std::vector<std::pair<unsigned, int64_t>> key;
     for (unsigned i : held.forwardOnly[c]) {
       const Instance &inst = liveness.instances[i];
-      lp.addConstraint(
-          {{t, 1},
-           {recompute[problem.nodes[inst.node].decision], -inst.bytes / kMiB}},
-          0, kMilpInfinity);
+      key.push_back({recompute[problem.nodes[inst.node].decision], inst.bytes});
     }
-    terms.push_back({copy.region, copy.region + 1, t, 1, 0});
+    llvm::sort(key);
+    auto [it, inserted] = room.try_emplace(key, 0);
+    if (inserted) {
+      it->second = lp.addContinuous(
+          ("t" + Twine(copy.block) + "_" + Twine(copy.copy)).str());
+      for (auto [r, bytes] : key)
+        lp.addConstraint({{it->second, 1}, {r, -bytes / kMiB}}, 0,
+                         kMilpInfinity);
+    }
+    terms.push_back({copy.region, copy.region + 1, it->second, 1, 0});
   }
 
   double limit = (budget - liveness.persistentBytes) / kMiB;
@@ -250,20 +316,22 @@ FailureOr<Decision> sacilp::solveUniform(const Problem &problem,
   lp.setObjective(MilpProblem::Sense::Minimize, objective);
 
   // One row per segment of positions where the same terms apply.
+  ProfileRows rows;
   int64_t end = liveness.activationBytesAt.size();
   SmallVector<int64_t> cuts = getCuts(held, end);
   for (size_t k = 0; k + 1 < cuts.size(); ++k) {
     int64_t from = cuts[k], to = cuts[k + 1];
     double constant = maxBase(liveness, from, to) / kMiB;
-    std::vector<MilpProblem::Term> row = {{peak, -1}};
+    std::map<unsigned, double> coefs;
     for (const Term &t : terms)
       if (t.from <= from && to <= t.to) {
-        row.push_back({t.var, t.coef});
+        coefs[t.var] += t.coef;
         constant += t.constant;
       }
-    lp.addConstraint(row, -kMilpInfinity, -constant);
+    addProfileRow(rows, {coefs.begin(), coefs.end()}, constant);
   }
 
+  addProfileRows(lp, peak, rows);
   MilpSolution result = solveMilp(lp, toMilpOptions(options));
   if (!result.hasSolution()) {
     error = stringifyMilpStatus(result.status).str();
@@ -278,7 +346,8 @@ FailureOr<Decision> sacilp::solveUniform(const Problem &problem,
   for (auto [var, s] : seconds)
     decision.recomputeSeconds += s * (result.values[var] > 0.5);
   decision.modelPeakBytes =
-      liveness.persistentBytes + std::llround(result.values[peak] * kMiB);
+      liveness.persistentBytes +
+      std::llround(getProfilePeak(rows, result.values) * kMiB);
   decision.policyOfBlock.assign(problem.blocks.size(), 0);
   return decision;
 }
@@ -534,7 +603,7 @@ FailureOr<Decision> Solver::solve(int64_t budget, std::string &error) {
 
   // One row per segment; segments whose rows read the same terms keep the
   // largest base only.
-  std::map<std::vector<std::pair<unsigned, double>>, double> rows;
+  ProfileRows rows;
   int64_t end = liveness.activationBytesAt.size();
   SmallVector<int64_t> cuts = getCuts(held, end);
   SmallVector<double> coef;
@@ -576,16 +645,7 @@ FailureOr<Decision> Solver::solve(int64_t budget, std::string &error) {
         if (coef[k] != least)
           row.push_back({x, coef[k] - least});
     }
-    llvm::sort(row);
-    auto [it, inserted] = rows.try_emplace(std::move(row), constant);
-    if (!inserted)
-      it->second = std::max(it->second, constant);
-  }
-  for (auto &[row, constant] : rows) {
-    std::vector<MilpProblem::Term> terms = {{peak, -1}};
-    for (auto [var, c] : row)
-      terms.push_back({var, c});
-    lp.addLessEqual(terms, -constant);
+    addProfileRow(rows, std::move(row), constant);
   }
 
   // Blocks in the same state (between their forward and their region) are
@@ -594,6 +654,7 @@ FailureOr<Decision> Solver::solve(int64_t budget, std::string &error) {
   // kPerBlockGap of the bound is as good as the model is exact.
   MilpOptions milpOptions = toMilpOptions(options);
   milpOptions.relativeGap = std::max(milpOptions.relativeGap, kPerBlockGap);
+  addProfileRows(lp, peak, rows);
   MilpSolution result = solveMilp(lp, milpOptions);
   if (!result.hasSolution()) {
     error = stringifyMilpStatus(result.status).str();
@@ -617,14 +678,8 @@ FailureOr<Decision> Solver::solve(int64_t budget, std::string &error) {
   }
   // The peak of the decision, from the rows: at a nonzero gap CBC may leave
   // the peak variable anywhere between it and the bound.
-  double modelPeak = 0;
-  for (auto &[row, constant] : rows) {
-    double value = constant;
-    for (auto [var, c] : row)
-      value += c * result.values[var];
-    modelPeak = std::max(modelPeak, value);
-  }
   decision.modelPeakBytes =
-      liveness.persistentBytes + std::llround(modelPeak * kMiB);
+      liveness.persistentBytes +
+      std::llround(std::max(getProfilePeak(rows, result.values), 0.0) * kMiB);
   return decision;
 }
