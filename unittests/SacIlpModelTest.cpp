@@ -171,6 +171,15 @@ TEST(SacIlpModelTest, IdenticalBlocksTakeDifferentPointsOfTheirCurve) {
   // joins again as the uniform optimum.
   ASSERT_EQ(solver.getPolicies().size(), 1u);
   EXPECT_EQ(solver.getPolicies()[0].size(), 4u);
+  ASSERT_EQ(solver.getCurves().size(), 1u);
+  ArrayRef<CurveCorner> curve = solver.getCurves()[0];
+  ASSERT_EQ(curve.size(), 3u);
+  EXPECT_DOUBLE_EQ(curve[0].keptMiB, 160);
+  EXPECT_DOUBLE_EQ(curve[0].recomputeMs, 0);
+  EXPECT_DOUBLE_EQ(curve[1].keptMiB, 100);
+  EXPECT_DOUBLE_EQ(curve[1].recomputeMs, 0.4);
+  EXPECT_DOUBLE_EQ(curve[2].keptMiB, 0);
+  EXPECT_DOUBLE_EQ(curve[2].recomputeMs, 1.4);
 }
 
 TEST(SacIlpModelTest, BelowWhatTheEarlyBlockCanFreeIsInfeasible) {

@@ -1244,7 +1244,8 @@ def LoomSacIlp : Pass<"loom-sac-ilp", "::mlir::ModuleOp"> {
     Option<"sacGap", "gap", "double", /*default=*/"0",
            "CBC's relative optimality gap (0: optimal)">,
     Option<"sacReport", "report", "bool", /*default=*/"false",
-           "Print the decision, predicted peak and recompute time to stderr">,
+           "Print the decision, predicted peak and recompute time, and each "
+           "distinct block's trade-off curve, to stderr">,
   ]);
   let dependentDialects = ["::loom::LoomDialect"];
 }

@@ -352,15 +352,6 @@ FailureOr<Decision> sacilp::solveUniform(const Problem &problem,
   return decision;
 }
 
-namespace {
-/// One point of a trade-off curve: the policy, the MiB it keeps and the
-/// milliseconds it recomputes.
-struct CurvePoint {
-  BlockPolicy policy;
-  double keep = 0, time = 0;
-};
-} // namespace
-
 /// The seconds `policy` recomputes on a block with `nodes`.
 static double recomputeSeconds(const Problem &problem, ArrayRef<unsigned> nodes,
                                const BlockPolicy &policy) {
@@ -373,7 +364,7 @@ static double recomputeSeconds(const Problem &problem, ArrayRef<unsigned> nodes,
 /// The fastest policy of `distinct`'s block for `perMs` per millisecond
 /// recomputed plus `perMiB` per MiB (`mib` per node) kept from forward to
 /// backward: one CBC solve.
-static FailureOr<CurvePoint>
+static FailureOr<CurveCorner>
 cheapestPoint(const Problem &problem, const DistinctBlock &distinct,
               ArrayRef<double> mib, double perMs, double perMiB,
               const SolveOptions &options, std::string &error) {
@@ -393,13 +384,13 @@ cheapestPoint(const Problem &problem, const DistinctBlock &distinct,
     error = stringifyMilpStatus(result.status).str();
     return failure();
   }
-  CurvePoint point;
+  CurveCorner point;
   for (auto [i, n] : llvm::enumerate(nodes)) {
     point.policy.save.push_back(result.values[save[i]] > 0.5);
     point.policy.recompute.push_back(result.values[recompute[i]] > 0.5);
-    point.keep += point.policy.save.back() ? mib[n] : 0;
+    point.keptMiB += point.policy.save.back() ? mib[n] : 0;
   }
-  point.time = recomputeSeconds(problem, nodes, point.policy) * 1e3;
+  point.recomputeMs = recomputeSeconds(problem, nodes, point.policy) * 1e3;
   return point;
 }
 
@@ -408,7 +399,7 @@ cheapestPoint(const Problem &problem, const DistinctBlock &distinct,
 /// ends, then between two adjacent corners a and b the cheapest point at
 /// the chord's price per MiB, which is a new corner if it lies below the
 /// chord a-b; none exists between them otherwise.
-static FailureOr<SmallVector<BlockPolicy>>
+static FailureOr<SmallVector<CurveCorner>>
 traceLowerHull(const Problem &problem, const DistinctBlock &distinct,
                ArrayRef<double> mib, const SolveOptions &options,
                std::string &error) {
@@ -419,27 +410,28 @@ traceLowerHull(const Problem &problem, const DistinctBlock &distinct,
   };
   // Fastest (of those, keeping least), and keeping least (of those,
   // fastest).
-  FailureOr<CurvePoint> fastest = solve(1, kTieBreak);
-  FailureOr<CurvePoint> leanest = solve(kTieBreak, 1);
+  FailureOr<CurveCorner> fastest = solve(1, kTieBreak);
+  FailureOr<CurveCorner> leanest = solve(kTieBreak, 1);
   if (failed(fastest) || failed(leanest))
     return failure();
-  SmallVector<CurvePoint> corners = {std::move(*fastest)};
-  SmallVector<CurvePoint> pending = {std::move(*leanest)};
+  SmallVector<CurveCorner> corners = {std::move(*fastest)};
+  SmallVector<CurveCorner> pending = {std::move(*leanest)};
   while (!pending.empty()) {
-    CurvePoint &a = corners.back(), &b = pending.back();
-    double slope = a.keep - b.keep > kMinCurveStepMiB
-                       ? (b.time - a.time) / (a.keep - b.keep)
-                       : -1;
-    std::optional<CurvePoint> between;
+    CurveCorner &a = corners.back(), &b = pending.back();
+    double slope =
+        a.keptMiB - b.keptMiB > kMinCurveStepMiB
+            ? (b.recomputeMs - a.recomputeMs) / (a.keptMiB - b.keptMiB)
+            : -1;
+    std::optional<CurveCorner> between;
     if (slope > 0 && solves < kMaxCurveSolves) {
-      FailureOr<CurvePoint> c = solve(1, slope);
+      FailureOr<CurveCorner> c = solve(1, slope);
       if (failed(c))
         return failure();
-      double chord = a.time + slope * a.keep;
-      double value = c->time + slope * c->keep;
+      double chord = a.recomputeMs + slope * a.keptMiB;
+      double value = c->recomputeMs + slope * c->keptMiB;
       if (value < chord - 1e-6 * (1 + std::abs(chord)) &&
-          c->keep < a.keep - kMinCurveStepMiB &&
-          c->keep > b.keep + kMinCurveStepMiB)
+          c->keptMiB < a.keptMiB - kMinCurveStepMiB &&
+          c->keptMiB > b.keptMiB + kMinCurveStepMiB)
         between = std::move(*c);
     }
     if (between) {
@@ -447,17 +439,15 @@ traceLowerHull(const Problem &problem, const DistinctBlock &distinct,
       continue;
     }
     // No corner between a and b: b is the next one.
-    if (b.keep < a.keep - kMinCurveStepMiB || b.time < a.time)
+    if (b.keptMiB < a.keptMiB - kMinCurveStepMiB ||
+        b.recomputeMs < a.recomputeMs)
       corners.push_back(std::move(b));
     pending.pop_back();
   }
-  SmallVector<BlockPolicy> curve;
-  for (CurvePoint &corner : corners)
-    curve.push_back(std::move(corner.policy));
-  return curve;
+  return corners;
 }
 
-FailureOr<SmallVector<SmallVector<BlockPolicy>>>
+FailureOr<SmallVector<SmallVector<CurveCorner>>>
 sacilp::traceTradeOffCurves(const Problem &problem, const Liveness &liveness,
                             const SolveOptions &options, std::string &error) {
   // What each node keeps: its bytes in the finished program (the first
@@ -469,9 +459,9 @@ sacilp::traceTradeOffCurves(const Problem &problem, const Liveness &liveness,
       mib[inst.node] = inst.bytes / kMiB;
       seen[inst.node] = true;
     }
-  SmallVector<SmallVector<BlockPolicy>> curves;
+  SmallVector<SmallVector<CurveCorner>> curves;
   for (const DistinctBlock &distinct : problem.distinct) {
-    FailureOr<SmallVector<BlockPolicy>> curve =
+    FailureOr<SmallVector<CurveCorner>> curve =
         traceLowerHull(problem, distinct, mib, options, error);
     if (failed(curve))
       return failure();
@@ -500,7 +490,7 @@ FailureOr<Decision> Solver::solve(int64_t budget, std::string &error) {
     // The corners around the uniform optimum (all without one): blocks
     // spread over a few neighbouring points, and every further candidate
     // multiplies the symmetric choices CBC branches over.
-    ArrayRef<BlockPolicy> curve = curves[d];
+    ArrayRef<CurveCorner> curve = curves[d];
     ArrayRef<unsigned> nodes = problem.blocks[distinct.representative].nodes;
     size_t from = 0, to = curve.size();
     if (succeeded(uniform)) {
@@ -510,15 +500,16 @@ FailureOr<Decision> Solver::solve(int64_t budget, std::string &error) {
         policy.recompute.push_back(uniform->recompute[n]);
       }
       double seconds = recomputeSeconds(problem, nodes, policy);
-      size_t at = llvm::count_if(curve, [&](const BlockPolicy &corner) {
-        return recomputeSeconds(problem, nodes, corner) < seconds;
+      size_t at = llvm::count_if(curve, [&](const CurveCorner &corner) {
+        return recomputeSeconds(problem, nodes, corner.policy) < seconds;
       });
       from = at > kCornersAround ? at - kCornersAround : 0;
       to = std::min(curve.size(), at + kCornersAround);
       if (!llvm::is_contained(uniforms[d], policy))
         uniforms[d].push_back(std::move(policy));
     }
-    policies[d].append(curve.begin() + from, curve.begin() + to);
+    for (const CurveCorner &corner : curve.slice(from, to - from))
+      policies[d].push_back(corner.policy);
     for (const BlockPolicy &policy : uniforms[d])
       if (!llvm::is_contained(policies[d], policy))
         policies[d].push_back(policy);

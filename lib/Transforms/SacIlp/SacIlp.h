@@ -162,6 +162,13 @@ struct BlockPolicy {
   }
 };
 
+/// A corner of a distinct block's trade-off curve: the policy, the MiB it
+/// keeps from forward to backward and the milliseconds it recomputes.
+struct CurveCorner {
+  BlockPolicy policy;
+  double keptMiB = 0, recomputeMs = 0;
+};
+
 struct Decision {
   /// Per node: saved (true) or recomputed when backward needs it.
   llvm::SmallVector<bool> save;
@@ -188,7 +195,7 @@ FailureOr<Decision> solveUniform(const Problem &problem,
 /// recompute time is least for the bytes it keeps from its forward to its
 /// backward (the Pareto points, from keeping everything to the least it
 /// can keep), one CBC solve each.
-FailureOr<llvm::SmallVector<llvm::SmallVector<BlockPolicy>>>
+FailureOr<llvm::SmallVector<llvm::SmallVector<CurveCorner>>>
 traceTradeOffCurves(const Problem &problem, const Liveness &liveness,
                     const SolveOptions &options, std::string &error);
 
@@ -214,6 +221,11 @@ public:
   llvm::ArrayRef<llvm::SmallVector<BlockPolicy>> getPolicies() const {
     return policies;
   }
+  /// Per distinct block, its curve's corners, from keeping most to keeping
+  /// least (empty before the first solve).
+  llvm::ArrayRef<llvm::SmallVector<CurveCorner>> getCurves() const {
+    return curves;
+  }
 
 private:
   const Problem &problem;
@@ -223,7 +235,8 @@ private:
   /// uniform optima of the bounds solved so far, and the points the blocks
   /// choose from in the current solve (the corners around this bound's
   /// uniform optimum, and every uniform optimum).
-  llvm::SmallVector<llvm::SmallVector<BlockPolicy>> curves, uniforms, policies;
+  llvm::SmallVector<llvm::SmallVector<CurveCorner>> curves;
+  llvm::SmallVector<llvm::SmallVector<BlockPolicy>> uniforms, policies;
   bool traced = false;
 };
 

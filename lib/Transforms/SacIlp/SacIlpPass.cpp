@@ -153,6 +153,23 @@ LogicalResult LoomSacIlpPass::apply(func::FuncOp step, const Problem &problem,
   return applyRecompute(step, groups);
 }
 
+/// Prints a distinct block's trade-off curve: its corners, from keeping
+/// most to keeping least, as bytes kept from forward to backward and
+/// milliseconds recomputed. (Where two points differ by under a KiB kept,
+/// the curve has the faster one only.)
+static void reportCurve(StringRef module, size_t alike,
+                        ArrayRef<CurveCorner> curve) {
+  llvm::errs() << llvm::formatv(
+      "loom-sac-ilp: block '{0}' ({1} alike): {2} corner{3} (bytes kept, ms "
+      "recomputed):",
+      module, alike, curve.size(), curve.size() == 1 ? "" : "s");
+  for (const CurveCorner &corner : curve)
+    llvm::errs() << llvm::formatv(" ({0}, {1:f4})",
+                                  std::llround(corner.keptMiB * 1024 * 1024),
+                                  corner.recomputeMs);
+  llvm::errs() << "\n";
+}
+
 void LoomSacIlpPass::runOnOperation() {
   ModuleOp module = getOperation();
   SmallVector<func::FuncOp> steps = getStepFunctions(module);
@@ -252,6 +269,10 @@ void LoomSacIlpPass::runOnOperation() {
         llvm::count_if(problem->nodes,
                        [](const Node &n) { return n.mustSave; }),
         problem->distinct.size(), problem->blocks.size(), policies.size());
+    for (auto [distinct, curve] :
+         llvm::zip(problem->distinct, solver.getCurves()))
+      reportCurve(problem->blocks[distinct.representative].module,
+                  distinct.blocks.size(), curve);
   };
 
   // The model is an estimate of the measured peak (a region's working room,
