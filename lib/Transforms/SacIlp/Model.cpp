@@ -60,8 +60,11 @@ static constexpr double kMiB = 1024.0 * 1024.0;
 /// Milliseconds of objective per MiB of peak: breaks ties between equally
 /// fast decisions towards the lower peak, too small to buy a slower one.
 static constexpr double kTieBreak = 1e-9;
-/// Corners of a trade-off curve closer than this (in MiB kept) are one.
-static constexpr double kMinCurveStepMiB = 1.0 / 1024;
+/// Corners of a trade-off curve closer than this (in MiB kept) are one:
+/// half a byte, so that points that keep different bytes are different
+/// corners however small the model, and sums of the same bytes in another
+/// order are not.
+static constexpr double kMinCurveStepMiB = 0.5 / (1024 * 1024);
 /// The most CBC solves one curve may take (two per corner; a Llama block's
 /// lower hull has about 20 corners, its Pareto front more than 60 points).
 static constexpr unsigned kMaxCurveSolves = 96;

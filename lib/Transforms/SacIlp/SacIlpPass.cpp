@@ -155,8 +155,7 @@ LogicalResult LoomSacIlpPass::apply(func::FuncOp step, const Problem &problem,
 
 /// Prints a distinct block's trade-off curve: its corners, from keeping
 /// most to keeping least, as bytes kept from forward to backward and
-/// milliseconds recomputed. (Where two points differ by under a KiB kept,
-/// the curve has the faster one only.)
+/// milliseconds recomputed.
 static void reportCurve(StringRef module, size_t alike,
                         ArrayRef<CurveCorner> curve) {
   llvm::errs() << llvm::formatv(
