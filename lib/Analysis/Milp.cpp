@@ -218,9 +218,10 @@ std::pair<double, double> getExcess(const MilpProblem::Constraint &c,
   return {excess, 1e-6 * scale};
 }
 
-/// The lazy-constraint loop (Milp.h). A solve that stops short of proving
-/// its optimum, or a solution that breaks only constraints CBC already had
-/// (beyond its tolerance), ends it with one solve with every constraint.
+/// The lazy-constraint loop (Milp.h). A solve that the time limit stopped
+/// with constraints still broken, or without a solution, or a solution that
+/// breaks only constraints CBC already had (beyond its tolerance), ends it
+/// with one solve with every constraint in the time left.
 MilpSolution solveWithLazyConstraints(const MilpProblem &problem,
                                       const MilpOptions &options) {
   /// How many broken constraints join per solve.
@@ -241,7 +242,10 @@ MilpSolution solveWithLazyConstraints(const MilpProblem &problem,
   while (true) {
     MilpSolution result = solveWithCbc(problem, active, remaining());
     result.solves = ++solves;
-    if (result.status != MilpStatus::Optimal)
+    // With fewer rows infeasible, infeasible with all of them.
+    if (result.status == MilpStatus::Infeasible)
+      return result;
+    if (!result.hasSolution())
       break;
     std::vector<std::pair<double, size_t>> broken;
     for (auto [i, c] : llvm::enumerate(lazy)) {
@@ -249,8 +253,12 @@ MilpSolution solveWithLazyConstraints(const MilpProblem &problem,
       if (excess > tolerance)
         broken.push_back({excess, i});
     }
+    // A solution that meets every row is the program's (proven optimal
+    // within the gap, or the best the time limit left).
     if (broken.empty())
       return result;
+    if (result.status != MilpStatus::Optimal)
+      break;
     std::stable_sort(
         broken.begin(), broken.end(),
         [](const auto &a, const auto &b) { return a.first > b.first; });
