@@ -82,7 +82,15 @@ TORCHTITAN_TPS = 7890.0
 SMALLEST = re.compile(r"the smallest feasible budget is .*?\((\d+) B\)")
 REPORT = re.compile(r"loom-sac-ilp: budget .*?: predicted peak .*?\((\d+) B\); recompute (\d+) of "
                     r"(\d+) forward ops \(([\d.]+) ms on [^;]*; (\d+) must be saved\); (\d+) "
-                    r"distinct of (\d+) blocks(?:; (\d+) block policies)?")
+                    r"distinct of (\d+) blocks(?:; (\d+) block policies)?"
+                    r"(?:; peak at '([^']*)' in module '([^']*)')?")
+# Each distinct block's trade-off curve, and where the blocks sit on it, as
+# (bytes kept from forward to backward, ms recomputed).
+CURVE = re.compile(r"loom-sac-ilp: block '([^']*)' \((\d+) alike\): \d+ corners? "
+                   r"\(bytes kept, ms recomputed\):(.*)")
+CHOICES = re.compile(r"loom-sac-ilp: block '([^']*)': blocks x \(bytes kept, ms recomputed\):(.*)")
+PAIR = re.compile(r"\((\d+), ([\d.]+)\)")
+COUNTED_PAIR = re.compile(r"(\d+) x \((\d+), ([\d.]+)\)")
 PREDICTED = re.compile(r"predicted peak memory (\d+) bytes")
 TIMING = re.compile(r"^\s+([\d.]+) \(\s*[\d.]+%\)\s+(\S.*?)\s*$")
 # About 1 s a step on one core of this machine (AMD EPYC).
@@ -188,14 +196,29 @@ def simulate(args, mlir: Path, prefix: str, suffix: str = "") -> dict:
             passes[m.group(2)] = float(m.group(1))
     report["pass_seconds"] = passes
     report["wall_seconds"] = wall
-    m = REPORT.search(out)
-    if m:
-        report["ilp"] = {"predicted_peak": int(m.group(1)), "recomputed_ops": int(m.group(2)),
-                         "forward_ops": int(m.group(3)), "model_recompute_ms": float(m.group(4)),
-                         "must_save": int(m.group(5)), "distinct_blocks": int(m.group(6)),
-                         "blocks": int(m.group(7)),
-                         "block_policies": int(m.group(8)) if m.group(8) else None}
+    report["ilp"] = parse_ilp_report(out)
     return report
+
+
+def parse_ilp_report(out: str) -> dict | None:
+    """loom-sac-ilp's report (report=true) in `out`: the decision, and each
+    distinct block's curve and where its blocks sit, as [bytes, ms]."""
+    m = REPORT.search(out)
+    if not m:
+        return None
+    return {"predicted_peak": int(m.group(1)), "recomputed_ops": int(m.group(2)),
+            "forward_ops": int(m.group(3)), "model_recompute_ms": float(m.group(4)),
+            "must_save": int(m.group(5)), "distinct_blocks": int(m.group(6)),
+            "blocks": int(m.group(7)),
+            "block_policies": int(m.group(8)) if m.group(8) else None,
+            "peak_op": m.group(9), "peak_module": m.group(10),
+            "curves": {c.group(1): {"alike": int(c.group(2)),
+                                    "corners": [[int(b), float(t)] for b, t in
+                                                PAIR.findall(c.group(3))]}
+                       for c in CURVE.finditer(out)},
+            "choices": {c.group(1): [[int(n), int(b), float(t)] for n, b, t in
+                                     COUNTED_PAIR.findall(c.group(2))]
+                        for c in CHOICES.finditer(out)}}
 
 
 def smallest_budget(probe, what: str) -> int:
@@ -279,6 +302,7 @@ def main_sim(args) -> None:
                   "EXCEEDS the budget")
     targets(rows, fixed, "simulated")
     print_sac_milp(rows, milp)
+    curve_bounds(rows, fixed)
     if args.json:
         args.json.write_text(json.dumps({"part": "sim", "shape": shape, "split": args.split,
                                          "least": least, "rows": rows, "sac_milp": milp},
@@ -367,6 +391,60 @@ def print_sac_milp(rows: list, milp: dict) -> None:
               f"{solve['milp_s']:6.2f}")
 
 
+def on_curve(corners: list, kept: float) -> float:
+    """The trade-off curve's recompute time (ms) at `kept` bytes: between two
+    corners of the lower hull, on the segment joining them; past the ends,
+    the end's."""
+    pts = sorted(corners)
+    if kept <= pts[0][0]:
+        return pts[0][1]
+    for (b0, t0), (b1, t1) in zip(pts, pts[1:]):
+        if kept <= b1:
+            return t0 + (t1 - t0) * (kept - b0) / (b1 - b0)
+    return pts[-1][1]
+
+
+def curve_bounds(rows: list, fixed: dict) -> None:
+    """What the blocks' trade-off curve (loom-sac-ilp's report) says no plan
+    can beat, for a step of identical blocks (docs/bench/sac.md, "Reading
+    the numbers"). Where the peak is at a point every block's kept bytes are
+    alive at (after the last block's forward, before the first region), a
+    plan within the budget keeps at most what the ILP's decision keeps plus
+    the budget's slack, and, the curve being convex, n blocks keeping K bytes
+    recompute at least n times the curve at K / n. At full AC's peak, freeing
+    each block's lean keep too (only regions across blocks could) and
+    spending it at the curve's rate bounds the gain over full AC."""
+    for r in rows:
+        ilp = r.get("ilp") if r["policy"] == "ilp" else None
+        if not ilp or len(ilp.get("curves") or {}) != 1:
+            continue
+        (name, curve), = ilp["curves"].items()
+        n, corners = curve["alike"], curve["corners"]
+        kept = sum(k * b for k, b, _ in ilp["choices"][name])
+        most = kept + max(r["budget"] - r["peak"], 0)
+        least = n * on_curve(corners, most / n)
+        r["curve_least_recompute_ms"] = least
+        milp = [m for m in rows if m["policy"] == "sac_milp" and m["budget"] == r["budget"]
+                and m["recompute_s"]]
+        versus = (f"; {least / (1e3 * milp[0]['recompute_s']):.3f}x sac_milp's "
+                  f"{1e3 * milp[0]['recompute_s']:.1f}" if milp else "")
+        print(f"curve: at {gb(r['budget'])} GB the {n} blocks keep {kept / 2**20:,.0f} MiB where "
+              f"the step peaks ('{ilp['peak_op']}'); a plan keeping at most "
+              f"{most / 2**20:,.0f} MiB there recomputes at least {least:.1f} ms (the ILP "
+              f"{1e3 * r['recompute_s']:.1f}{versus})")
+    curves = [r["ilp"]["curves"] for r in rows if r["policy"] == "ilp" and r.get("ilp")
+              and len(r["ilp"].get("curves") or {}) == 1]
+    if curves and "full" in fixed:
+        (curve,) = curves[0].values()
+        n, lean = curve["alike"], min(curve["corners"])
+        gain = n * (lean[1] - on_curve(curve["corners"], 2 * lean[0]))
+        full = fixed["full"]["step_s"] * 1e3
+        print(f"curve: full AC at its peak, with each block's lean keep ({lean[0]:,} B) freed "
+              f"for nothing and spent on the curve: at most {gain:.1f} ms less recompute, step "
+              f"{full - gain:.1f} ms for {full:.1f} (+{100 * (full / (full - gain) - 1):.1f}% "
+              f"tokens/s/GPU)")
+
+
 def targets(rows: list, fixed: dict, how: str, size=gb, unit="GB") -> None:
     """The issue's equal-peak comparisons, from the ILP rows budgeted at the
     fixed policies' peaks."""
@@ -389,11 +467,10 @@ def compile_cpu(args, work: Path, tag: str, flags: list) -> dict:
                      "-o", work / f"{tag}.loomx", "--summary", *dp, *flags])
     result = {"artifact": work / f"{tag}.loomx", "predicted": int(PREDICTED.search(out).group(1)),
               "compile_s": wall}
-    m = REPORT.search(out)
-    if m:
-        result["ilp"] = {"recomputed_ops": int(m.group(2)), "forward_ops": int(m.group(3)),
-                         "model_recompute_ms": float(m.group(4)),
-                         "distinct_blocks": int(m.group(6)), "blocks": int(m.group(7))}
+    ilp = parse_ilp_report(out)
+    if ilp:
+        result["ilp"] = {k: ilp[k] for k in ("recomputed_ops", "forward_ops",
+                                             "model_recompute_ms", "distinct_blocks", "blocks")}
     return result
 
 

@@ -10,11 +10,13 @@
 
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <optional>
 #include <set>
+#include <tuple>
 
 namespace loom {
 #define GEN_PASS_DEF_LOOMSACILP
@@ -169,6 +171,43 @@ static void reportCurve(StringRef module, size_t alike,
   llvm::errs() << "\n";
 }
 
+/// Prints where the blocks of `distinct` sit: how many take each policy of
+/// the decision, as (bytes kept from forward to backward, ms recomputed), in
+/// the curve's units, so the decision can be read against the curve.
+static void reportChoices(StringRef module, const Problem &problem,
+                          const Liveness &liveness,
+                          const DistinctBlock &distinct, ArrayRef<bool> save,
+                          ArrayRef<bool> recompute) {
+  SmallVector<int64_t> bytes(problem.nodes.size(), -1);
+  for (const Instance &inst : liveness.instances)
+    if (bytes[inst.node] < 0)
+      bytes[inst.node] = inst.bytes;
+  // Per policy (what the block saves and recomputes), in order of first
+  // appearance: its blocks, bytes kept and milliseconds.
+  llvm::MapVector<SmallVector<bool>, std::tuple<unsigned, int64_t, double>>
+      choices;
+  for (unsigned b : distinct.blocks) {
+    SmallVector<bool> policy;
+    int64_t kept = 0;
+    double ms = 0;
+    for (unsigned n : problem.blocks[b].nodes) {
+      policy.push_back(save[n]);
+      policy.push_back(recompute[n]);
+      kept += save[n] ? std::max<int64_t>(bytes[n], 0) : 0;
+      ms += recompute[n] ? problem.nodes[n].seconds * 1e3 : 0;
+    }
+    auto [it, inserted] = choices.try_emplace(policy, 0, kept, ms);
+    ++std::get<0>(it->second);
+  }
+  llvm::errs() << llvm::formatv("loom-sac-ilp: block '{0}': blocks x (bytes "
+                                "kept, ms recomputed):",
+                                module);
+  for (auto &[policy, choice] : choices)
+    llvm::errs() << llvm::formatv(" {0} x ({1}, {2:f4})", std::get<0>(choice),
+                                  std::get<1>(choice), std::get<2>(choice));
+  llvm::errs() << "\n";
+}
+
 void LoomSacIlpPass::runOnOperation() {
   ModuleOp module = getOperation();
   SmallVector<func::FuncOp> steps = getStepFunctions(module);
@@ -261,17 +300,20 @@ void LoomSacIlpPass::runOnOperation() {
     llvm::errs() << llvm::formatv(
         "loom-sac-ilp: budget {0}: predicted peak {1}; recompute {2} of {3} "
         "forward ops ({4:f4} ms on {5}; {6} must be saved); {7} distinct of "
-        "{8} blocks; {9} block policies\n",
+        "{8} blocks; {9} block policies; peak at '{10}' in module '{11}'\n",
         formatByteSize(budgetBytes), formatByteSize(measured.peakBytes),
         llvm::count(recompute, true), problem->nodes.size(), seconds * 1e3,
         costs->getSpec().name,
         llvm::count_if(problem->nodes,
                        [](const Node &n) { return n.mustSave; }),
-        problem->distinct.size(), problem->blocks.size(), policies.size());
+        problem->distinct.size(), problem->blocks.size(), policies.size(),
+        measured.peakOp, measured.peakModule);
     for (auto [distinct, curve] :
-         llvm::zip(problem->distinct, solver.getCurves()))
-      reportCurve(problem->blocks[distinct.representative].module,
-                  distinct.blocks.size(), curve);
+         llvm::zip(problem->distinct, solver.getCurves())) {
+      StringRef module = problem->blocks[distinct.representative].module;
+      reportCurve(module, distinct.blocks.size(), curve);
+      reportChoices(module, *problem, *liveness, distinct, save, recompute);
+    }
   };
 
   // The model is an estimate of the measured peak (a region's working room,
