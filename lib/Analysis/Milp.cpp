@@ -205,6 +205,7 @@ MilpSolution solveWithCbc(const MilpProblem &problem,
     result.status = MilpStatus::Error;
   return result;
 }
+
 /// How far `values` are outside `c`'s bounds (0 inside), and the tolerance
 /// below which that is CBC's rounding, not a broken row.
 std::pair<double, double> getExcess(const MilpProblem::Constraint &c,
