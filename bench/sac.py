@@ -414,6 +414,7 @@ def curve_bounds(rows: list, fixed: dict) -> None:
     recompute at least n times the curve at K / n. At full AC's peak, freeing
     each block's lean keep too (only regions across blocks could) and
     spending it at the curve's rate bounds the gain over full AC."""
+    curve = None
     for r in rows:
         ilp = r.get("ilp") if r["policy"] == "ilp" else None
         if not ilp or len(ilp.get("curves") or {}) != 1:
@@ -432,10 +433,8 @@ def curve_bounds(rows: list, fixed: dict) -> None:
               f"the step peaks ('{ilp['peak_op']}'); a plan keeping at most "
               f"{most / 2**20:,.0f} MiB there recomputes at least {least:.1f} ms (the ILP "
               f"{1e3 * r['recompute_s']:.1f}{versus})")
-    curves = [r["ilp"]["curves"] for r in rows if r["policy"] == "ilp" and r.get("ilp")
-              and len(r["ilp"].get("curves") or {}) == 1]
-    if curves and "full" in fixed:
-        (curve,) = curves[0].values()
+    # The curve is the same in every row (traced once per step).
+    if curve and "full" in fixed:
         n, lean = curve["alike"], min(curve["corners"])
         gain = n * (lean[1] - on_curve(curve["corners"], 2 * lean[0]))
         full = fixed["full"]["step_s"] * 1e3

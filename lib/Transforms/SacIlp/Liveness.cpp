@@ -272,3 +272,15 @@ void sacilp::priceNodes(Problem &problem, const Liveness &liveness,
     if (!seen)
       node.seconds = costs.opCost(node.op).seconds;
 }
+
+SmallVector<int64_t> sacilp::getKeptBytes(const Problem &problem,
+                                          const Liveness &liveness) {
+  SmallVector<int64_t> bytes(problem.nodes.size(), 0);
+  SmallVector<bool> seen(problem.nodes.size(), false);
+  for (const Instance &inst : liveness.instances)
+    if (!seen[inst.node]) {
+      bytes[inst.node] = inst.bytes;
+      seen[inst.node] = true;
+    }
+  return bytes;
+}

@@ -453,15 +453,9 @@ traceLowerHull(const Problem &problem, const DistinctBlock &distinct,
 FailureOr<SmallVector<SmallVector<CurveCorner>>>
 sacilp::traceTradeOffCurves(const Problem &problem, const Liveness &liveness,
                             const SolveOptions &options, std::string &error) {
-  // What each node keeps: its bytes in the finished program (the first
-  // copy's; the copies of a microbatched block are alike).
-  SmallVector<double> mib(problem.nodes.size(), 0);
-  SmallVector<bool> seen(problem.nodes.size(), false);
-  for (const Instance &inst : liveness.instances)
-    if (!seen[inst.node]) {
-      mib[inst.node] = inst.bytes / kMiB;
-      seen[inst.node] = true;
-    }
+  SmallVector<double> mib;
+  for (int64_t bytes : getKeptBytes(problem, liveness))
+    mib.push_back(bytes / kMiB);
   SmallVector<SmallVector<CurveCorner>> curves;
   for (const DistinctBlock &distinct : problem.distinct) {
     FailureOr<SmallVector<CurveCorner>> curve =

@@ -148,6 +148,12 @@ FailureOr<Liveness> measureLiveness(ModuleOp module, func::FuncOp step,
 void priceNodes(Problem &problem, const Liveness &liveness,
                 const CostModel &costs);
 
+/// What each node keeps while saved: its bytes in the finished program (the
+/// first copy's; the copies of a microbatched block are alike), 0 for a
+/// node the finished program does not have.
+llvm::SmallVector<int64_t> getKeptBytes(const Problem &problem,
+                                        const Liveness &liveness);
+
 struct SolveOptions {
   double timeLimitSeconds = 10;
   double relativeGap = 0;

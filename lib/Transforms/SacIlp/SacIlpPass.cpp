@@ -178,10 +178,7 @@ static void reportChoices(StringRef module, const Problem &problem,
                           const Liveness &liveness,
                           const DistinctBlock &distinct, ArrayRef<bool> save,
                           ArrayRef<bool> recompute) {
-  SmallVector<int64_t> bytes(problem.nodes.size(), -1);
-  for (const Instance &inst : liveness.instances)
-    if (bytes[inst.node] < 0)
-      bytes[inst.node] = inst.bytes;
+  SmallVector<int64_t> bytes = getKeptBytes(problem, liveness);
   // Per policy (what the block saves and recomputes), in order of first
   // appearance: its blocks, bytes kept and milliseconds.
   llvm::MapVector<SmallVector<bool>, std::tuple<unsigned, int64_t, double>>
@@ -193,7 +190,7 @@ static void reportChoices(StringRef module, const Problem &problem,
     for (unsigned n : problem.blocks[b].nodes) {
       policy.push_back(save[n]);
       policy.push_back(recompute[n]);
-      kept += save[n] ? std::max<int64_t>(bytes[n], 0) : 0;
+      kept += save[n] ? bytes[n] : 0;
       ms += recompute[n] ? problem.nodes[n].seconds * 1e3 : 0;
     }
     auto [it, inserted] = choices.try_emplace(policy, 0, kept, ms);
