@@ -194,3 +194,146 @@ TEST(SacIlpModelTest, BelowWhatTheEarlyBlockCanFreeIsInfeasible) {
   EXPECT_DOUBLE_EQ(d->recomputeSeconds, 1.4e-3);
   EXPECT_TRUE(failed(Solver(p, l, SolveOptions{}).solve(159 * MiB, error)));
 }
+
+// A block's region runs before the first backward read of what it
+// recomputes, not of what it keeps. n0 (100 MiB, 3 ms) is read first, at 4
+// (as the next block's backward reads a block's output); n1 (100 MiB, 1 ms)
+// at 7:
+//
+//   position      0    1    2    3    4    5    6    7    8    9
+//   base (MiB)  100  200  200  200  200  250  250  200  100    0
+//
+// Recomputing n1 alone runs the region at 7, so n1's 100 MiB are freed at
+// 3..6 and the peak is 200 (at 1, 2 and 7). Recomputing n0 runs it at 4,
+// before 5..6. So 220 MiB is met by n1 alone (1 ms) and by nothing that
+// recomputes n0: a model that runs every region at the block's first
+// backward read (4) finds 220 MiB infeasible.
+namespace {
+Problem makeEarlyRead() {
+  Problem p;
+  p.blocks.push_back({"layers.0", {0, 1}, {}, 0});
+  p.distinct.push_back({0, 0, {0}});
+  Node n0, n1;
+  n0.decision = 0;
+  n1.decision = 1;
+  n0.backwardUsed = n1.backwardUsed = true;
+  n0.seconds = 3e-3;
+  n1.seconds = 1e-3;
+  p.nodes = {n0, n1};
+  p.numDecisions = 2;
+  return p;
+}
+
+Liveness makeEarlyReadLiveness() {
+  Liveness l;
+  for (int64_t mib : {100, 200, 200, 200, 200, 250, 250, 200, 100, 0})
+    l.activationBytesAt.push_back(mib * MiB);
+  l.instances.push_back({0, 100 * MiB, 0, 1, 4, 4, 0});
+  l.instances.push_back({1, 100 * MiB, 1, 2, 7, 8, 0});
+  return l;
+}
+} // namespace
+
+TEST(SacIlpModelTest, TheRegionRunsAtTheFirstReadOfWhatItRecomputes) {
+  Problem p = makeEarlyRead();
+  Liveness l = makeEarlyReadLiveness();
+  EXPECT_EQ(getModelPeak(p, l, {true, true}, {false, false}), 250 * MiB);
+  EXPECT_EQ(getModelPeak(p, l, {true, false}, {false, true}), 200 * MiB);
+  EXPECT_EQ(getModelPeak(p, l, {false, false}, {true, true}), 250 * MiB);
+  EXPECT_EQ(getModelPeak(p, l, {false, true}, {true, false}), 250 * MiB);
+
+  std::string error;
+  FailureOr<Decision> uniform =
+      solveUniform(p, l, 220 * MiB, SolveOptions{}, error);
+  ASSERT_TRUE(succeeded(uniform)) << error;
+  EXPECT_EQ(uniform->save, (SmallVector<bool>{true, false}));
+  EXPECT_DOUBLE_EQ(uniform->recomputeSeconds, 1e-3);
+  EXPECT_EQ(uniform->modelPeakBytes, 200 * MiB);
+
+  FailureOr<Decision> d = Solver(p, l, SolveOptions{}).solve(220 * MiB, error);
+  ASSERT_TRUE(succeeded(d)) << error;
+  EXPECT_EQ(d->save, (SmallVector<bool>{true, false}));
+  EXPECT_EQ(d->recompute, (SmallVector<bool>{false, true}));
+  EXPECT_EQ(d->modelPeakBytes, 200 * MiB);
+  EXPECT_TRUE(failed(Solver(p, l, SolveOptions{}).solve(199 * MiB, error)));
+}
+
+// The room a region needs is what is alive while it runs beyond what it
+// leaves for backward. a (30 MiB, 0.1 ms) only forward reads; b (50 MiB,
+// 1 ms) reads a; c (50 MiB, 1 ms) reads b; backward reads b and c at 5:
+//
+//   position      0    1    2    3    4    5    6    7
+//   base (MiB)   30   80  100  120  120  100  100    0
+//
+// Recomputing a, b and c frees b at 3..4 and c at 4; the region at 5 holds
+// a while it computes b (30 MiB), when c is not back yet (50): no room
+// beyond the 100 MiB it leaves, so the peak is 100 (2.1 ms). Keeping c and
+// recomputing a and b, the region holds a beside c: 130. Recomputing c
+// alone frees it at 4 only, not at 3: 120. So any budget under 120 MiB
+// takes all three; a model that sets the room at the largest forward-only
+// node (30 MiB on top of the 100 at 5) finds it infeasible.
+namespace {
+Problem makeRoom() {
+  Problem p;
+  p.blocks.push_back({"layers.0", {0, 1, 2}, {}, 0});
+  p.distinct.push_back({0, 0, {0}});
+  Node a, b, c;
+  a.decision = 0;
+  b.decision = 1;
+  c.decision = 2;
+  b.backwardUsed = c.backwardUsed = true;
+  a.seconds = 0.1e-3;
+  b.seconds = c.seconds = 1e-3;
+  b.inputs = {0};
+  c.inputs = {1};
+  p.nodes = {a, b, c};
+  p.numDecisions = 3;
+  return p;
+}
+
+Liveness makeRoomLiveness() {
+  Liveness l;
+  for (int64_t mib : {30, 80, 100, 120, 120, 100, 100, 0})
+    l.activationBytesAt.push_back(mib * MiB);
+  l.instances.push_back({0, 30 * MiB, 0, 1, -1, 1, 0});
+  l.instances.push_back({1, 50 * MiB, 1, 2, 5, 6, 0});
+  l.instances.push_back({2, 50 * MiB, 2, 3, 5, 6, 0});
+  return l;
+}
+} // namespace
+
+TEST(SacIlpModelTest, RegionRoomCountsWhatItHoldsBeforeItsOutputsAreBack) {
+  Problem p = makeRoom();
+  Liveness l = makeRoomLiveness();
+  EXPECT_EQ(getModelPeak(p, l, {false, false, false}, {true, true, true}),
+            100 * MiB);
+  EXPECT_EQ(getModelPeak(p, l, {false, false, true}, {true, true, false}),
+            130 * MiB);
+  EXPECT_EQ(getModelPeak(p, l, {false, true, false}, {false, false, true}),
+            120 * MiB);
+  // Keeping a for b's recompute holds it from 2 until the region reads it.
+  EXPECT_EQ(getModelPeak(p, l, {true, false, false}, {false, true, true}),
+            130 * MiB);
+
+  std::string error;
+  for (bool uniform : {true, false}) {
+    SCOPED_TRACE(uniform ? "solveUniform" : "Solver");
+    auto solve = [&](int64_t budget) {
+      return uniform ? solveUniform(p, l, budget, SolveOptions{}, error)
+                     : Solver(p, l, SolveOptions{}).solve(budget, error);
+    };
+    FailureOr<Decision> all = solve(110 * MiB);
+    ASSERT_TRUE(succeeded(all)) << error;
+    EXPECT_EQ(all->save, (SmallVector<bool>{false, false, false}));
+    EXPECT_EQ(all->recompute, (SmallVector<bool>{true, true, true}));
+    EXPECT_DOUBLE_EQ(all->recomputeSeconds, 2.1e-3);
+    EXPECT_EQ(all->modelPeakBytes, 100 * MiB);
+
+    FailureOr<Decision> none = solve(120 * MiB);
+    ASSERT_TRUE(succeeded(none)) << error;
+    EXPECT_EQ(none->recompute, (SmallVector<bool>{false, false, false}));
+    EXPECT_EQ(none->modelPeakBytes, 120 * MiB);
+
+    EXPECT_TRUE(failed(solve(99 * MiB)));
+  }
+}

@@ -549,7 +549,12 @@ PeakMemory ListScheduler::sweepWith(ArrayRef<Operation *> prefix,
 bool ListScheduler::admit(Operation *pick, ArrayRef<Operation *> prefix,
                           const DenseSet<Operation *> &done,
                           const DenseSet<Operation *> &pendingWaits) {
-  if (memoryLimit <= 0 || nextInRestOrder(done, pendingWaits) == pick)
+  // Taking the completion's next op leaves the completion as it is, but
+  // for a collective start: its wait, at its own position until then, is
+  // deferred to its first dependent once the start is placed, which holds
+  // the collective's input and buffer longer.
+  if (memoryLimit <= 0 ||
+      (nextInRestOrder(done, pendingWaits) == pick && !waitOf.count(pick)))
     return true;
   if (sweepEveryCheck) {
     ++sweeps;
@@ -712,10 +717,18 @@ SmallVector<Operation *> ListScheduler::schedule() {
       continue;
     }
     // 5. The rest in program order always fits (the invariant); take its
-    // next op.
+    // next op. A collective start whose wait may not be deferred is
+    // waited at once: a wait earlier than in the completion never adds
+    // memory.
     Operation *next = nextInRestOrder(done, pendingWaits);
     assert(next && remaining[next] == 0 && "rest order is topological");
+    Operation *wait = waitOf.lookup(next);
+    bool waitNow = wait && !fits(next);
     place(next);
+    if (waitNow) {
+      assert(remaining[wait] == 0 && "a wait depends on its start only");
+      place(wait);
+    }
   }
   return order;
 }

@@ -55,7 +55,7 @@
 // The lower bound refuses the prefetch without a sweep: the gathered buffer
 // would be live from the start through the region, whose step already
 // reaches the limit.
-// LIMIT-REPORT-NEXT:   memory checks:  0 admitted and 1 refused by the bounds, 0 swept
+// LIMIT-REPORT-NEXT:   memory checks:  1 admitted and 1 refused by the bounds, 0 swept
 
 // LIMIT-LABEL: func.func @step
 // LIMIT:      %[[S:.*]] = loom.recompute "blk"

@@ -64,7 +64,7 @@
 // LIMIT-REPORT-NEXT:   program order:  step 39.329 us, exposed communication 23.746 us, peak 311296 B
 // LIMIT-REPORT-NEXT:   scheduled:      step 34.134 us, exposed communication 18.551 us, peak 311296 B
 // LIMIT-REPORT-NEXT:   kept:           scheduled (limit 311296 B, max-in-flight 2)
-// LIMIT-REPORT-NEXT:   memory checks:  1 admitted and 3 refused by the bounds, 0 swept
+// LIMIT-REPORT-NEXT:   memory checks:  3 admitted and 3 refused by the bounds, 0 swept
 // SWEEP-REPORT-LABEL: === loom-schedule @three on round ===
 // SWEEP-REPORT:         scheduled:      step 34.134 us, exposed communication 18.551 us, peak 311296 B
 // SWEEP-REPORT:         memory checks:  0 admitted and 0 refused by the bounds, 4 swept

@@ -3,20 +3,26 @@
 // Memory, in MiB, over the profile of the finished program (positions p): a
 // node's outputs live from their allocation to their last read there.
 // Recomputing a backward-read node frees them between its last forward read
-// and the point q where its block's recompute region runs (the first
-// backward read of any node of that block); saving a node that only forward
-// reads keeps it alive until q instead. While the region runs, its
-// intermediates need room: the largest of the block's recomputed nodes that
-// backward does not read (they are computed one after another, and the
-// outputs it recomputes are already counted from q on). The profile is cut
-// into segments where the same terms apply; each gives one row
+// and the point q where its block's recompute region runs. loom-remat puts
+// the region before the first backward read of what it recomputes, so q
+// depends on the decision: it is the earliest first backward read of the
+// block's nodes that are not saved (a block whose output the next block's
+// backward reads first runs there only if it recomputes that output).
+// Saving a node that only forward reads keeps it alive until q instead.
+// While the region runs it needs room beyond what it leaves alive for
+// backward: computing a node, that node if only forward reads it and its
+// recomputed forward-only inputs are alive, while the backward-read nodes
+// it recomputes after it are not back yet; the room is the most of that
+// over its nodes, none below 0. getModelPeak evaluates this for one
+// decision; the programs below are exact formulations of it. The profile
+// is cut into segments where the same terms apply; each gives one row
 //     max base(segment) + sum(terms) <= P,  P <= budget - persistent.
 // The objective is the recompute time in milliseconds, plus a tie-break of
 // 1e-9 ms per MiB of peak, so that of equally fast decisions the lower peak
 // wins. Segments that read the same terms are one row (the largest base),
 // and the rows are lazy constraints (Milp.h), given to CBC as they bind:
-// the 8B step's profile has about 3,400 of them, a handful of which decide
-// the peak.
+// the 8B step's profile has several thousand of them, a handful of which
+// decide the peak.
 //
 // Three programs share these terms:
 //
@@ -24,18 +30,20 @@
 //   shared by identical blocks. A node that backward reads is saved or
 //   recomputed (s + r >= 1); recomputing a node needs each node of its block
 //   it reads to be saved or recomputed too (s_j + r_j >= r_i); random and
-//   in-place nodes are saved (s = 1). Identical blocks share these rules
-//   and their region's room variable, so each is stated once.
+//   in-place nodes are saved (s = 1). Where the region runs is a variable
+//   per candidate point (addRegionTerms). Identical blocks share these
+//   rules and variables, so each is stated once.
 // - traceTradeOffCurves: the same choices for one distinct block alone:
 //   the corners of the lower convex hull of its trade-off between recompute
 //   time and MiB kept from forward to backward, from keeping everything to
 //   the least the block can keep, found exactly by a dichotomic search on
 //   the price per MiB (each corner one CBC solve, plus one per segment).
 // - Solver::solve: per block b and point k of its curve, x_bk in {0,1},
-//   one point per block. A block's terms are constants per point, so a row
-//   reads sum_k c_bk x_bk; where all of a block copy's terms apply (between
-//   its forward and its region, most of the profile) the row reads one
-//   variable g_b = sum_k gap_bk x_bk instead, which keeps rows short.
+//   one point per block. A block's terms, where its region runs included,
+//   are constants per point, so a row reads sum_k c_bk x_bk; where all of a
+//   block copy's terms apply (between its forward and its region, most of the
+//   profile) the row reads one variable g_b = sum_k gap_bk x_bk instead, which
+//   keeps rows short.
 //
 //===----------------------------------------------------------------------===//
 
@@ -83,51 +91,84 @@ struct Term {
   double constant;
 };
 
-/// One copy (microbatch) of a block whose region runs somewhere.
+/// One copy (microbatch) of a block whose region may run.
 struct BlockCopy {
   unsigned block;
   int64_t copy;
-  /// Where its region runs (q).
-  int64_t region;
+  /// Where its region may run, ascending: the first backward reads of the
+  /// nodes it can recompute. It runs at the first of them whose node is not
+  /// saved (loom-remat puts a region before the first backward read of what
+  /// it recomputes), so a block whose output the next block's backward reads
+  /// first runs its region there only if it recomputes that output.
+  SmallVector<int64_t> points;
+  /// The instances of the nodes that move it.
+  SmallVector<unsigned> movers;
 };
 
 /// What one node instance adds to the profile, as a function of its
-/// decision: a backward-read node frees `mib` on [from, to) unless saved; a
-/// forward-only node keeps `mib` there if saved.
+/// decision: a backward-read node frees `mib` from `from` until its block
+/// copy's region runs, unless saved; a forward-only node keeps `mib` from
+/// `from` until the region has read it, if saved (and a region runs). On
+/// [from, to) that holds whatever the decision: `to` is the copy's first
+/// point (+1 for a forward-only node, which the region reads there).
 struct HeldTerm {
   int64_t from, to;
   unsigned instance;
   unsigned blockCopy;
   double mib;
   bool backwardUsed;
+  /// A backward-read node's first backward read: where the region runs at
+  /// the latest when the node is recomputed.
+  int64_t firstBackward;
 };
 
-/// The terms both programs share: the block copies with a region, and what
-/// each node instance holds.
+/// What a region needs while it recomputes the node `instance`, beyond
+/// what it leaves alive for backward: that node if only forward reads it,
+/// and its recomputed forward-only inputs, are alive; the backward-read
+/// nodes the region recomputes after it (`later`) are not yet.
+struct RoomTerm {
+  unsigned instance;
+  bool forwardOnly;
+  SmallVector<unsigned> inputs, later;
+};
+
+/// The terms every program shares: the block copies with a region, and
+/// what each node instance holds.
 struct Terms {
   SmallVector<BlockCopy> copies;
   SmallVector<HeldTerm> held;
-  /// Per block copy, the forward-only node instances (for the room its
-  /// region needs).
+  /// Per block copy, the forward-only node instances.
   SmallVector<SmallVector<unsigned>> forwardOnly;
+  /// Per block copy, the room its region needs (the most of these).
+  SmallVector<SmallVector<RoomTerm>> room;
 };
 } // namespace
+
+/// Whether `node`, unless saved, sets where its block's region runs.
+static bool movesRegion(const Node &node) {
+  return node.backwardUsed && !node.mustSave;
+}
 
 static Terms collectTerms(const Problem &problem, const Liveness &liveness) {
   Terms terms;
   std::map<std::pair<unsigned, int64_t>, unsigned> copyIndex;
-  // Where each block copy's region runs: its first backward read.
-  for (const Instance &inst : liveness.instances) {
+  // Where each block copy's region may run: the first backward reads of
+  // the nodes that may be recomputed.
+  for (auto [i, inst] : llvm::enumerate(liveness.instances)) {
     const Node &node = problem.nodes[inst.node];
-    if (!node.backwardUsed || inst.firstBackward < 0)
+    if (!movesRegion(node) || inst.firstBackward < 0)
       continue;
     auto [it, inserted] = copyIndex.try_emplace(
         std::make_pair(node.block, inst.copy), terms.copies.size());
     if (inserted)
-      terms.copies.push_back({node.block, inst.copy, inst.firstBackward});
-    else
-      terms.copies[it->second].region =
-          std::min(terms.copies[it->second].region, inst.firstBackward);
+      terms.copies.push_back({node.block, inst.copy, {}, {}});
+    terms.copies[it->second].points.push_back(inst.firstBackward);
+    terms.copies[it->second].movers.push_back(i);
+  }
+  for (BlockCopy &copy : terms.copies) {
+    llvm::sort(copy.points);
+    copy.points.erase(std::unique(copy.points.begin(), copy.points.end()),
+                      copy.points.end());
   }
   terms.forwardOnly.resize(terms.copies.size());
   for (auto [i, inst] : llvm::enumerate(liveness.instances)) {
@@ -135,21 +176,78 @@ static Terms collectTerms(const Problem &problem, const Liveness &liveness) {
     auto it = copyIndex.find({node.block, inst.copy});
     if (it == copyIndex.end())
       continue;
-    int64_t q = terms.copies[it->second].region;
+    int64_t q = terms.copies[it->second].points.front();
     double mib = inst.bytes / kMiB;
     unsigned index = i;
     if (node.backwardUsed) {
       if (inst.lastForward + 1 < q)
-        terms.held.push_back(
-            {inst.lastForward + 1, q, index, it->second, mib, true});
+        terms.held.push_back({inst.lastForward + 1, q, index, it->second, mib,
+                              true, inst.firstBackward});
       continue;
     }
     if (inst.lastForward + 1 <= q)
       terms.held.push_back(
-          {inst.lastForward + 1, q + 1, index, it->second, mib, false});
+          {inst.lastForward + 1, q + 1, index, it->second, mib, false, -1});
     terms.forwardOnly[it->second].push_back(index);
   }
+  terms.room.resize(terms.copies.size());
+  for (auto [c, copy] : llvm::enumerate(terms.copies)) {
+    DenseMap<unsigned, unsigned> forwardOnlyOf;
+    for (unsigned i : terms.forwardOnly[c])
+      forwardOnlyOf[liveness.instances[i].node] = i;
+    SmallVector<unsigned> computed(copy.movers);
+    llvm::append_range(computed, terms.forwardOnly[c]);
+    for (unsigned i : computed) {
+      unsigned node = liveness.instances[i].node;
+      RoomTerm room{i, !problem.nodes[node].backwardUsed, {}, {}};
+      for (unsigned in : problem.nodes[node].inputs)
+        if (auto it = forwardOnlyOf.find(in); it != forwardOnlyOf.end())
+          room.inputs.push_back(it->second);
+      // Nodes come in forward order, which the region keeps.
+      for (unsigned m : copy.movers)
+        if (liveness.instances[m].node > node)
+          room.later.push_back(m);
+      if (room.forwardOnly || !room.inputs.empty())
+        terms.room[c].push_back(std::move(room));
+    }
+  }
   return terms;
+}
+
+/// The room `terms`' region of copy `c` needs (bytes): the most any node it
+/// recomputes needs, none below 0.
+static int64_t
+getRoomBytes(const Terms &terms, unsigned c, const Liveness &liveness,
+             llvm::function_ref<bool(unsigned node)> saved,
+             llvm::function_ref<bool(unsigned node)> recomputed) {
+  auto bytesOf = [&](unsigned i) { return liveness.instances[i].bytes; };
+  auto nodeOf = [&](unsigned i) { return liveness.instances[i].node; };
+  int64_t most = 0;
+  for (const RoomTerm &room : terms.room[c]) {
+    if (!recomputed(nodeOf(room.instance)))
+      continue;
+    int64_t bytes = room.forwardOnly ? bytesOf(room.instance) : 0;
+    for (unsigned i : room.inputs)
+      bytes += recomputed(nodeOf(i)) ? bytesOf(i) : 0;
+    for (unsigned i : room.later)
+      bytes -= saved(nodeOf(i)) ? 0 : bytesOf(i);
+    most = std::max(most, bytes);
+  }
+  return most;
+}
+
+/// Where `copy`'s region runs when the nodes for which `saved` is false
+/// are recomputed: the first backward read of those that move it, or -1
+/// when none of them is recomputed.
+static int64_t getRegionPoint(const BlockCopy &copy, const Liveness &liveness,
+                              llvm::function_ref<bool(unsigned node)> saved) {
+  int64_t point = -1;
+  for (unsigned i : copy.movers) {
+    const Instance &inst = liveness.instances[i];
+    if (!saved(inst.node) && (point < 0 || inst.firstBackward < point))
+      point = inst.firstBackward;
+  }
+  return point;
 }
 
 /// The positions where the set of applying terms changes.
@@ -159,10 +257,11 @@ static SmallVector<int64_t> getCuts(const Terms &terms, int64_t end) {
     cuts.push_back(t.from);
     cuts.push_back(t.to);
   }
-  for (const BlockCopy &c : terms.copies) {
-    cuts.push_back(c.region);
-    cuts.push_back(c.region + 1);
-  }
+  for (const BlockCopy &c : terms.copies)
+    for (int64_t point : c.points) {
+      cuts.push_back(point);
+      cuts.push_back(point + 1);
+    }
   llvm::sort(cuts);
   cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
   while (!cuts.empty() && cuts.back() > end)
@@ -175,6 +274,47 @@ static int64_t maxBase(const Liveness &liveness, int64_t from, int64_t to) {
   for (int64_t p = from; p < to; ++p)
     base = std::max(base, liveness.activationBytesAt[p]);
   return base;
+}
+
+int64_t sacilp::getModelPeak(const Problem &problem, const Liveness &liveness,
+                             ArrayRef<bool> save, ArrayRef<bool> recompute) {
+  Terms terms = collectTerms(problem, liveness);
+  int64_t end = liveness.activationBytesAt.size();
+  SmallVector<int64_t> delta(end + 1, 0);
+  auto add = [&](int64_t from, int64_t to, int64_t bytes) {
+    from = std::max<int64_t>(from, 0);
+    to = std::min(to, end);
+    if (from < to) {
+      delta[from] += bytes;
+      delta[to] -= bytes;
+    }
+  };
+  SmallVector<int64_t> points;
+  for (auto [c, copy] : llvm::enumerate(terms.copies)) {
+    int64_t q = getRegionPoint(copy, liveness,
+                               [&](unsigned node) { return save[node]; });
+    points.push_back(q);
+    if (q < 0)
+      continue;
+    add(q, q + 1,
+        getRoomBytes(
+            terms, c, liveness, [&](unsigned node) { return save[node]; },
+            [&](unsigned node) { return recompute[node]; }));
+  }
+  for (const HeldTerm &t : terms.held) {
+    const Instance &inst = liveness.instances[t.instance];
+    int64_t q = points[t.blockCopy];
+    if (t.backwardUsed && !save[inst.node] && q >= 0)
+      add(t.from, q, -inst.bytes);
+    else if (!t.backwardUsed && save[inst.node] && q >= 0)
+      add(t.from, q + 1, inst.bytes);
+  }
+  int64_t peak = 0, running = 0;
+  for (int64_t p = 0; p < end; ++p) {
+    running += delta[p];
+    peak = std::max(peak, liveness.activationBytesAt[p] + running);
+  }
+  return liveness.persistentBytes + peak;
 }
 
 static MilpOptions toMilpOptions(const SolveOptions &options) {
@@ -199,18 +339,6 @@ static void addProfileRow(ProfileRows &rows,
   auto [it, inserted] = rows.try_emplace(std::move(row), constant);
   if (!inserted)
     it->second = std::max(it->second, constant);
-}
-
-/// The highest row of `rows` at `values`: the modelled peak, in MiB.
-static double getProfilePeak(const ProfileRows &rows, ArrayRef<double> values) {
-  double peak = -std::numeric_limits<double>::infinity();
-  for (const auto &[row, constant] : rows) {
-    double value = constant;
-    for (auto [var, c] : row)
-      value += c * values[var];
-    peak = std::max(peak, value);
-  }
-  return peak;
 }
 
 /// Adds `rows` to `lp` as lazy constraints `sum(coef * var) - peak <=
@@ -262,6 +390,217 @@ static void addChoices(MilpProblem &lp, const Problem &problem,
   }
 }
 
+namespace {
+/// The uniform program's terms for where each block copy's region runs, at
+/// its points p_1 < ... < p_m:
+/// - z_j = 1 when the region has run by p_j: some node whose first backward
+///   read is at or before p_j is not saved (z_j >= 1 - s_n, and z_j at most
+///   z_{j-1} plus the sum of those, so it is exactly their "or");
+/// - on [p_j, p_j+1): a backward-read node read after p_j is freed while
+///   the region has not run: A_j <= sum mib_n (1 - s_n), A_j <= M (1 - z_j);
+/// - on [p_j + 1, p_j+1 + 1): a saved forward-only node is held until the
+///   region reads it: H_j >= sum mib_n s_n - M z_j (none after the last
+///   point: a block that never runs its region does not read it);
+/// - at p_j: the region's room t if it runs there: R_j >= t - T (1 - z_j +
+///   z_{j-1}).
+/// Before p_1 the terms do not depend on where the region runs (the held
+/// terms have them); A_j and R_j are at most, H_j at least what they stand
+/// for, and the peak is least where they are exact. Variables are keyed by
+/// the constraints that define them (kind first): identical blocks state
+/// the same ones, so they share them.
+class RegionTerms {
+public:
+  RegionTerms(MilpProblem &lp, const Problem &problem, const Liveness &liveness,
+              const Terms &held, ArrayRef<unsigned> save,
+              ArrayRef<unsigned> recompute, SmallVectorImpl<Term> &terms)
+      : lp(lp), problem(problem), liveness(liveness), held(held), save(save),
+        recompute(recompute), terms(terms) {}
+
+  void addCopy(unsigned c) {
+    const BlockCopy &copy = held.copies[c];
+    suffix = (Twine(copy.block) + "_" + Twine(copy.copy)).str();
+    std::optional<unsigned> room = addRoom(c);
+    std::optional<unsigned> previous;
+    for (auto [j, point] : llvm::enumerate(copy.points)) {
+      unsigned z = addRegionRan(copy, j, previous);
+      if (room)
+        terms.push_back(
+            {point, point + 1, addRoomAt(*room, z, previous, j), 1, 0});
+      previous = z;
+      if (j + 1 == copy.points.size())
+        break;
+      int64_t next = copy.points[j + 1];
+      if (std::optional<unsigned> a = addFreed(c, point, z, j))
+        terms.push_back({point, next, *a, -1, 0});
+      if (std::optional<unsigned> h = addHeld(c, z, j))
+        terms.push_back({point + 1, next + 1, *h, 1, 0});
+    }
+  }
+
+private:
+  /// The variable of `key`, calling `define(var)` when new.
+  unsigned get(std::vector<double> key, const Twine &name, double upper,
+               llvm::function_ref<void(unsigned)> define) {
+    auto [it, inserted] = vars.try_emplace(std::move(key), 0);
+    if (inserted) {
+      it->second = lp.addContinuous(name.str(), 0, upper);
+      define(it->second);
+    }
+    return it->second;
+  }
+  double mibOf(unsigned instance) const {
+    return liveness.instances[instance].bytes / kMiB;
+  }
+  unsigned varOf(ArrayRef<unsigned> vars, unsigned instance) const {
+    return vars[problem.nodes[liveness.instances[instance].node].decision];
+  }
+  /// Appends `sign * mib * s` for each saved-variable pair of `key` from
+  /// `from` on.
+  static void appendSaved(std::vector<MilpProblem::Term> &row,
+                          ArrayRef<double> key, size_t from, double sign) {
+    for (size_t k = from; k < key.size(); k += 2)
+      row.push_back({static_cast<unsigned>(key[k]), sign * key[k + 1]});
+  }
+
+  /// The room t: per node f the region computes, f if only forward reads
+  /// it and its recomputed forward-only inputs g, less the backward-read
+  /// nodes n recomputed after it:
+  ///   t >= [mib_f r_f] + sum mib_g (r_g + r_f - 1) - sum mib_n (1 - s_n)
+  /// (r_g + r_f - 1 is r_g r_f where r_f is 1, and leaves the row below 0
+  /// where it is 0). Sets roomMax, the most t can be.
+  std::optional<unsigned> addRoom(unsigned c) {
+    std::vector<std::pair<std::vector<MilpProblem::Term>, double>> rows;
+    std::vector<double> key = {0};
+    roomMax = 0;
+    for (const RoomTerm &f : held.room[c]) {
+      double most = f.forwardOnly ? mibOf(f.instance) : 0, rhs = 0;
+      std::vector<MilpProblem::Term> row;
+      for (unsigned g : f.inputs) {
+        most += mibOf(g);
+        rhs -= mibOf(g);
+        row.push_back({varOf(recompute, g), -mibOf(g)});
+      }
+      row.push_back({varOf(recompute, f.instance), -most});
+      for (unsigned n : f.later) {
+        rhs -= mibOf(n);
+        row.push_back({varOf(save, n), -mibOf(n)});
+      }
+      roomMax = std::max(roomMax, most);
+      key.push_back(std::numeric_limits<double>::max());
+      for (MilpProblem::Term term : row) {
+        key.push_back(term.var);
+        key.push_back(term.coeff);
+      }
+      key.push_back(rhs);
+      rows.push_back({std::move(row), rhs});
+    }
+    if (roomMax <= 0)
+      return std::nullopt;
+    return get(key, "t" + suffix, kMilpInfinity, [&](unsigned t) {
+      for (auto &[row, rhs] : rows) {
+        row.push_back({t, 1});
+        lp.addConstraint(row, rhs, kMilpInfinity);
+      }
+    });
+  }
+
+  /// z_j: whether the region has run by the copy's j-th point.
+  unsigned addRegionRan(const BlockCopy &copy, size_t j,
+                        std::optional<unsigned> previous) {
+    std::vector<double> key = {1, previous ? double(*previous) : -1.0};
+    for (unsigned i : copy.movers)
+      if (liveness.instances[i].firstBackward == copy.points[j])
+        key.push_back(varOf(save, i));
+    std::sort(key.begin() + 2, key.end());
+    return get(key, "z" + suffix + "_" + Twine(j), 1, [&](unsigned z) {
+      std::vector<MilpProblem::Term> most = {{z, 1}};
+      if (previous) {
+        lp.addConstraint({{z, 1}, {*previous, -1}}, 0, kMilpInfinity);
+        most.push_back({*previous, -1});
+      }
+      for (size_t k = 2; k < key.size(); ++k) {
+        unsigned s = key[k];
+        lp.addConstraint({{z, 1}, {s, 1}}, 1, kMilpInfinity);
+        most.push_back({s, 1});
+      }
+      lp.addConstraint(most, -kMilpInfinity, key.size() - 2);
+    });
+  }
+
+  /// R_j: the room t where the region runs at the j-th point.
+  unsigned addRoomAt(unsigned t, unsigned z, std::optional<unsigned> previous,
+                     size_t j) {
+    return get(
+        {2, double(t), double(z), previous ? double(*previous) : -1.0, roomMax},
+        "R" + suffix + "_" + Twine(j), kMilpInfinity, [&](unsigned r) {
+          std::vector<MilpProblem::Term> row = {{r, 1}, {t, -1}, {z, -roomMax}};
+          if (previous)
+            row.push_back({*previous, roomMax});
+          lp.addConstraint(row, -roomMax, kMilpInfinity);
+        });
+  }
+
+  /// The (save variable, MiB) pairs of copy `c`'s held terms that `pick`
+  /// selects, after `key`'s first two entries; returns their MiB.
+  double collectSaved(unsigned c, std::vector<double> &key,
+                      llvm::function_ref<bool(const HeldTerm &)> pick) {
+    double total = 0;
+    for (const HeldTerm &t : held.held)
+      if (t.blockCopy == c && pick(t)) {
+        key.push_back(varOf(save, t.instance));
+        key.push_back(t.mib);
+        total += t.mib;
+      }
+    return total;
+  }
+
+  /// A_j: what is freed after the j-th point while the region has not run.
+  std::optional<unsigned> addFreed(unsigned c, int64_t point, unsigned z,
+                                   size_t j) {
+    std::vector<double> key = {3, double(z)};
+    double most = collectSaved(c, key, [&](const HeldTerm &t) {
+      return t.backwardUsed && t.firstBackward > point &&
+             movesRegion(problem.nodes[liveness.instances[t.instance].node]);
+    });
+    if (most <= 0)
+      return std::nullopt;
+    return get(key, "A" + suffix + "_" + Twine(j), kMilpInfinity,
+               [&](unsigned a) {
+                 std::vector<MilpProblem::Term> row = {{a, 1}};
+                 appendSaved(row, key, 2, 1);
+                 lp.addConstraint(row, -kMilpInfinity, most);
+                 lp.addConstraint({{a, 1}, {z, most}}, -kMilpInfinity, most);
+               });
+  }
+
+  /// H_j: the saved forward-only nodes held after the j-th point while the
+  /// region has not run.
+  std::optional<unsigned> addHeld(unsigned c, unsigned z, size_t j) {
+    std::vector<double> key = {4, double(z)};
+    double kept =
+        collectSaved(c, key, [](const HeldTerm &t) { return !t.backwardUsed; });
+    if (kept <= 0)
+      return std::nullopt;
+    return get(key, "H" + suffix + "_" + Twine(j), kMilpInfinity,
+               [&](unsigned h) {
+                 std::vector<MilpProblem::Term> row = {{h, 1}, {z, kept}};
+                 appendSaved(row, key, 2, -1);
+                 lp.addConstraint(row, 0, kMilpInfinity);
+               });
+  }
+
+  MilpProblem &lp;
+  const Problem &problem;
+  const Liveness &liveness;
+  const Terms &held;
+  ArrayRef<unsigned> save, recompute;
+  SmallVectorImpl<Term> &terms;
+  std::map<std::vector<double>, unsigned> vars;
+  std::string suffix;
+  double roomMax = 0;
+};
+} // namespace
+
 FailureOr<Decision> sacilp::solveUniform(const Problem &problem,
                                          const Liveness &liveness,
                                          int64_t budget,
@@ -287,29 +626,9 @@ FailureOr<Decision> sacilp::solveUniform(const Problem &problem,
     else
       terms.push_back({t.from, t.to, s, t.mib, 0});
   }
-  // The room a block copy's region needs: at least each recomputed
-  // forward-only node. Copies that recompute the same nodes of the same
-  // sizes (identical blocks) share one variable.
-  std::map<std::vector<std::pair<unsigned, int64_t>>, unsigned> room;
-  for (auto [c, copy] : llvm::enumerate(held.copies)) {
-    if (held.forwardOnly[c].empty())
-      continue;
-    std::vector<std::pair<unsigned, int64_t>> key;
-    for (unsigned i : held.forwardOnly[c]) {
-      const Instance &inst = liveness.instances[i];
-      key.push_back({recompute[problem.nodes[inst.node].decision], inst.bytes});
-    }
-    llvm::sort(key);
-    auto [it, inserted] = room.try_emplace(key, 0);
-    if (inserted) {
-      it->second = lp.addContinuous(
-          ("t" + Twine(copy.block) + "_" + Twine(copy.copy)).str());
-      for (auto [r, bytes] : key)
-        lp.addConstraint({{it->second, 1}, {r, -bytes / kMiB}}, 0,
-                         kMilpInfinity);
-    }
-    terms.push_back({copy.region, copy.region + 1, it->second, 1, 0});
-  }
+  RegionTerms regions(lp, problem, liveness, held, save, recompute, terms);
+  for (unsigned c = 0; c < held.copies.size(); ++c)
+    regions.addCopy(c);
 
   double limit = (budget - liveness.persistentBytes) / kMiB;
   unsigned peak = lp.addContinuous("peak", 0, std::max(limit, 0.0));
@@ -349,8 +668,7 @@ FailureOr<Decision> sacilp::solveUniform(const Problem &problem,
   for (auto [var, s] : seconds)
     decision.recomputeSeconds += s * (result.values[var] > 0.5);
   decision.modelPeakBytes =
-      liveness.persistentBytes +
-      std::llround(getProfilePeak(rows, result.values) * kMiB);
+      getModelPeak(problem, liveness, decision.save, decision.recompute);
   decision.policyOfBlock.assign(problem.blocks.size(), 0);
   return decision;
 }
@@ -530,58 +848,76 @@ FailureOr<Decision> Solver::solve(int64_t budget, std::string &error) {
     lp.addEqual(one, 1);
   }
 
-  // Per held term, its coefficient at each point of its block.
-  Terms held = collectTerms(problem, liveness);
-  auto positionOf = [&](const HeldTerm &t) {
-    const Node &node = problem.nodes[liveness.instances[t.instance].node];
-    return node.decision -
-           problem.distinct[problem.blocks[node.block].distinct].firstDecision;
-  };
-  auto coefficients = [&](const HeldTerm &t, SmallVectorImpl<double> &into) {
-    const BlockChoice &block = problem.blocks[held.copies[t.blockCopy].block];
-    unsigned position = positionOf(t);
-    for (auto [k, policy] : llvm::enumerate(policies[block.distinct])) {
-      bool save = policy.save[position];
-      into[k] += t.backwardUsed ? (save ? 0 : -t.mib) : (save ? t.mib : 0);
-    }
-  };
-  // Per block copy: its terms, the span they cover, the span all of them
-  // cover (its gap), and the room its region needs at each point.
+  // Per block copy: its terms, where its region runs at each point, the
+  // span they cover, the span all of them cover at every point (its gap),
+  // and the room its region needs at each point.
   struct CopyTerms {
     SmallVector<unsigned> terms;
+    SmallVector<int64_t> regionAt;
     int64_t from = INT64_MAX, to = INT64_MIN;
     int64_t gapFrom = INT64_MIN, gapTo = INT64_MAX;
     SmallVector<double> region, gap;
     std::optional<unsigned> gapVar;
   };
-  SmallVector<CopyTerms> copies(held.copies.size());
+  Terms held = collectTerms(problem, liveness);
+  std::vector<CopyTerms> copies(held.copies.size());
+  auto positionOf = [&](unsigned node) {
+    const Node &n = problem.nodes[node];
+    return n.decision -
+           problem.distinct[problem.blocks[n.block].distinct].firstDecision;
+  };
+  // Adds each point's coefficient of `t` on the segment [from, to) to
+  // `into`.
+  auto coefficients = [&](const HeldTerm &t, int64_t from, int64_t to,
+                          SmallVectorImpl<double> &into) {
+    const BlockChoice &block = problem.blocks[held.copies[t.blockCopy].block];
+    unsigned position = positionOf(liveness.instances[t.instance].node);
+    const CopyTerms &c = copies[t.blockCopy];
+    if (from < t.from)
+      return;
+    for (auto [k, policy] : llvm::enumerate(policies[block.distinct])) {
+      bool save = policy.save[position];
+      int64_t q = c.regionAt[k];
+      if (t.backwardUsed && !save && q >= 0 && to <= q)
+        into[k] -= t.mib;
+      else if (!t.backwardUsed && save && q >= 0 && to <= q + 1)
+        into[k] += t.mib;
+    }
+  };
   for (auto [i, t] : llvm::enumerate(held.held)) {
     CopyTerms &c = copies[t.blockCopy];
     c.terms.push_back(i);
     c.from = std::min(c.from, t.from);
-    c.to = std::max(c.to, t.to);
     c.gapFrom = std::max(c.gapFrom, t.from);
-    c.gapTo = std::min(c.gapTo, t.to);
   }
   for (auto [ci, copy] : llvm::enumerate(held.copies)) {
     CopyTerms &c = copies[ci];
     const BlockChoice &block = problem.blocks[copy.block];
-    unsigned numPoints = policies[block.distinct].size();
-    c.region.assign(numPoints, 0);
-    for (unsigned i : held.forwardOnly[ci]) {
-      const Instance &inst = liveness.instances[i];
-      const Node &node = problem.nodes[inst.node];
-      unsigned position =
-          node.decision - problem.distinct[block.distinct].firstDecision;
-      for (auto [k, policy] : llvm::enumerate(policies[block.distinct]))
-        if (policy.recompute[position])
-          c.region[k] = std::max(c.region[k], inst.bytes / kMiB);
+    for (const BlockPolicy &policy : policies[block.distinct]) {
+      int64_t q = getRegionPoint(copy, liveness, [&](unsigned node) {
+        return policy.save[positionOf(node)];
+      });
+      c.regionAt.push_back(q);
+      if (q < 0)
+        continue;
+      c.from = std::min(c.from, q);
+      c.to = std::max(c.to, q + 1);
+      c.gapTo = std::min(c.gapTo, q);
     }
-    c.from = std::min(c.from, copy.region);
-    c.to = std::max(c.to, copy.region + 1);
+    unsigned numPoints = policies[block.distinct].size();
+    for (const BlockPolicy &policy : policies[block.distinct])
+      c.region.push_back(
+          getRoomBytes(
+              held, ci, liveness,
+              [&](unsigned node) { return policy.save[positionOf(node)]; },
+              [&](unsigned node) {
+                return policy.recompute[positionOf(node)];
+              }) /
+          kMiB);
     c.gap.assign(numPoints, 0);
-    for (unsigned i : c.terms)
-      coefficients(held.held[i], c.gap);
+    if (c.gapFrom < c.gapTo)
+      for (unsigned i : c.terms)
+        coefficients(held.held[i], c.gapFrom, c.gapTo, c.gap);
   }
 
   double limit = (budget - liveness.persistentBytes) / kMiB;
@@ -603,8 +939,7 @@ FailureOr<Decision> Solver::solve(int64_t budget, std::string &error) {
       CopyTerms &c = copies[ci];
       if (to <= c.from || from >= c.to)
         continue;
-      bool inRegion = from == copy.region;
-      if (!inRegion && !c.terms.empty() && c.gapFrom <= from && to <= c.gapTo) {
+      if (!c.terms.empty() && c.gapFrom <= from && to <= c.gapTo) {
         if (!c.gapVar) {
           c.gapVar = lp.addContinuous(
               ("g" + Twine(copy.block) + "_" + Twine(copy.copy)).str(),
@@ -618,13 +953,10 @@ FailureOr<Decision> Solver::solve(int64_t budget, std::string &error) {
         continue;
       }
       coef.assign(choose[copy.block].size(), 0);
-      for (unsigned i : c.terms) {
-        const HeldTerm &t = held.held[i];
-        if (t.from <= from && to <= t.to)
-          coefficients(t, coef);
-      }
-      if (inRegion)
-        for (auto [k, r] : llvm::enumerate(c.region))
+      for (unsigned i : c.terms)
+        coefficients(held.held[i], from, to, coef);
+      for (auto [k, r] : llvm::enumerate(c.region))
+        if (from == c.regionAt[k])
           coef[k] += r;
       // One point per block: the least coefficient is a constant.
       double least = *llvm::min_element(coef);
@@ -664,10 +996,9 @@ FailureOr<Decision> Solver::solve(int64_t budget, std::string &error) {
     decision.recomputeSeconds += secondsOf[b][k];
     decision.policyOfBlock.push_back(k);
   }
-  // The peak of the decision, from the rows: at a nonzero gap CBC may leave
-  // the peak variable anywhere between it and the bound.
+  // The peak of the decision, not CBC's peak variable: at a nonzero gap CBC
+  // may leave it anywhere between the peak and the bound.
   decision.modelPeakBytes =
-      liveness.persistentBytes +
-      std::llround(std::max(getProfilePeak(rows, result.values), 0.0) * kMiB);
+      getModelPeak(problem, liveness, decision.save, decision.recompute);
   return decision;
 }

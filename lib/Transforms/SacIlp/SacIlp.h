@@ -154,6 +154,13 @@ void priceNodes(Problem &problem, const Liveness &liveness,
 llvm::SmallVector<int64_t> getKeptBytes(const Problem &problem,
                                         const Liveness &liveness);
 
+/// The model's peak of a decision (per node: saved, recomputed), in bytes:
+/// the profile with what the decision frees, keeps and recomputes where its
+/// regions run. Both programs (solveUniform, Solver) are exact formulations
+/// of it; the measured peak of the decision applied is what it estimates.
+int64_t getModelPeak(const Problem &problem, const Liveness &liveness,
+                     llvm::ArrayRef<bool> save, llvm::ArrayRef<bool> recompute);
+
 struct SolveOptions {
   double timeLimitSeconds = 10;
   double relativeGap = 0;
