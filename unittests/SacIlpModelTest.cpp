@@ -113,7 +113,7 @@ TEST(SacIlpModelTest, PersistentBytesCountAgainstTheBudget) {
 // both blocks must recompute a in both (b alone frees 60 < 100 at
 // position 5): 2 ms.
 namespace {
-Problem makeTwoBlocks() {
+Problem makeTwoBlocks(double bSeconds = 0.4e-3) {
   Problem p;
   p.blocks.push_back({"layers.0", {0, 1}, {}, 0});
   p.blocks.push_back({"layers.1", {2, 3}, {}, 0});
@@ -125,7 +125,7 @@ Problem makeTwoBlocks() {
     b.decision = 1;
     a.backwardUsed = b.backwardUsed = true;
     a.seconds = 1e-3;
-    b.seconds = 0.4e-3;
+    b.seconds = bSeconds;
     p.nodes.push_back(a);
     p.nodes.push_back(b);
   }
@@ -145,26 +145,37 @@ Liveness makeTwoBlockLiveness() {
 }
 } // namespace
 
+namespace {
+/// Checks that the uniform program recomputes `uniformSeconds` at `budget`
+/// and the solver `seconds`, with `save` and `recompute`, at a modelled peak
+/// of `budget`.
+void expectBelowUniform(Solver &solver, const Problem &p, const Liveness &l,
+                        int64_t budget, double uniformSeconds,
+                        SmallVector<bool> save, SmallVector<bool> recompute,
+                        double seconds) {
+  std::string error;
+  FailureOr<Decision> uniform =
+      solveUniform(p, l, budget, SolveOptions{}, error);
+  ASSERT_TRUE(succeeded(uniform)) << error;
+  EXPECT_DOUBLE_EQ(uniform->recomputeSeconds, uniformSeconds);
+  FailureOr<Decision> d = solver.solve(budget, error);
+  ASSERT_TRUE(succeeded(d)) << error;
+  EXPECT_EQ(d->save, save);
+  EXPECT_EQ(d->recompute, recompute);
+  EXPECT_NE(d->policyOfBlock[0], d->policyOfBlock[1]);
+  EXPECT_DOUBLE_EQ(d->recomputeSeconds, seconds);
+  EXPECT_EQ(d->modelPeakBytes, budget);
+}
+} // namespace
+
 TEST(SacIlpModelTest, IdenticalBlocksTakeDifferentPointsOfTheirCurve) {
   Problem p = makeTwoBlocks();
   Liveness l = makeTwoBlockLiveness();
-  std::string error;
-
-  FailureOr<Decision> uniform =
-      solveUniform(p, l, 220 * MiB, SolveOptions{}, error);
-  ASSERT_TRUE(succeeded(uniform)) << error;
-  EXPECT_DOUBLE_EQ(uniform->recomputeSeconds, 2e-3);
-
+  // The early block recomputes a, the late one nothing: 1 ms, where every
+  // shared policy takes 2.
   Solver solver(p, l, SolveOptions{});
-  FailureOr<Decision> d = solver.solve(220 * MiB, error);
-  ASSERT_TRUE(succeeded(d)) << error;
-  // The early block recomputes a, the late one nothing.
-  EXPECT_EQ(d->save, (SmallVector<bool>{false, true, true, true}));
-  EXPECT_EQ(d->recompute, (SmallVector<bool>{true, false, false, false}));
-  EXPECT_NE(d->policyOfBlock[0], d->policyOfBlock[1]);
-  EXPECT_DOUBLE_EQ(d->recomputeSeconds, 1e-3);
-  EXPECT_LT(d->recomputeSeconds, uniform->recomputeSeconds);
-  EXPECT_EQ(d->modelPeakBytes, 220 * MiB);
+  expectBelowUniform(solver, p, l, 220 * MiB, 2e-3, {false, true, true, true},
+                     {true, false, false, false}, 1e-3);
 
   // The curve: keep everything (0 ms), recompute b (0.4 ms), a (1 ms), both
   // (1.4 ms); a lies above the chord from b to both and is dropped, and
@@ -336,4 +347,41 @@ TEST(SacIlpModelTest, RegionRoomCountsWhatItHoldsBeforeItsOutputsAreBack) {
 
     EXPECT_TRUE(failed(solve(99 * MiB)));
   }
+}
+
+// The two blocks above with c (their b) at 0.7 ms: a (100 MiB, 1 ms) and c
+// (60 MiB, 0.7 ms), where recomputing c alone lies above the block's
+// trade-off hull (keep all: 160 MiB, 0 ms; a: 60 MiB, 1 ms; both: 0 MiB,
+// 1.7 ms). Block 0's c is read by the loss (last forward read 4), block 1's
+// is not:
+//
+//   position      0    1    2    3    4    5    6    7
+//   event        a0   c0   a1   c1 loss  bw1  bw0
+//   base (MiB)  100  160  260  320  380  320  160    0
+//
+// Under 220 MiB, position 5 needs block 0 to free 100 (a0), and position 4
+// needs 160 freed: a0 and c1, 1.7 ms. Sharing a policy costs 2 ms (a in
+// both), and so do the hull's corners (c1 is not one of them). The program
+// where each block decides on its own finds 1.7 ms.
+namespace {
+Liveness makeAboveTheHullLiveness() {
+  Liveness l;
+  for (int64_t mib : {100, 160, 260, 320, 380, 320, 160, 0})
+    l.activationBytesAt.push_back(mib * MiB);
+  l.instances.push_back({0, 100 * MiB, 0, 0, 6, 6, 0});
+  l.instances.push_back({1, 60 * MiB, 1, 4, 6, 6, 0});
+  l.instances.push_back({2, 100 * MiB, 2, 2, 5, 5, 0});
+  l.instances.push_back({3, 60 * MiB, 3, 3, 5, 5, 0});
+  return l;
+}
+} // namespace
+
+TEST(SacIlpModelTest, FewBlocksMayTakePointsAboveTheHull) {
+  Problem p = makeTwoBlocks(0.7e-3);
+  Liveness l = makeAboveTheHullLiveness();
+  Solver solver(p, l, SolveOptions{});
+  expectBelowUniform(solver, p, l, 220 * MiB, 2e-3, {false, true, true, false},
+                     {true, false, false, true}, 1.7e-3);
+  ASSERT_EQ(solver.getCurves().size(), 1u);
+  EXPECT_EQ(solver.getCurves()[0].size(), 3u);
 }

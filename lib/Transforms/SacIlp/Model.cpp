@@ -31,8 +31,9 @@
 //   recomputed (s + r >= 1); recomputing a node needs each node of its block
 //   it reads to be saved or recomputed too (s_j + r_j >= r_i); random and
 //   in-place nodes are saved (s = 1). Where the region runs is a variable
-//   per candidate point (addRegionTerms). Identical blocks share these
-//   rules and variables, so each is stated once.
+//   per candidate point (RegionTerms). Identical blocks share these rules
+//   and variables, so each is stated once. On a small step it also runs
+//   with a decision per node (Solver::addOwnOptimum).
 // - traceTradeOffCurves: the same choices for one distinct block alone:
 //   the corners of the lower convex hull of its trade-off between recompute
 //   time and MiB kept from forward to backward, from keeping everything to
@@ -81,6 +82,9 @@ static constexpr unsigned kMaxCurveSolves = 96;
 static constexpr size_t kCornersAround = 3;
 /// The per-block program's least relative gap (see Solver::solve).
 static constexpr double kPerBlockGap = 1e-2;
+/// Steps with at most this many nodes also solve the program in which every
+/// block decides on its own (Solver::solve).
+static constexpr size_t kOwnDecisionNodes = 256;
 
 namespace {
 /// A term that applies on the positions [from, to).
@@ -785,6 +789,41 @@ sacilp::traceTradeOffCurves(const Problem &problem, const Liveness &liveness,
   return curves;
 }
 
+/// The policy `decision` gives `block`.
+static BlockPolicy getPolicy(const BlockChoice &block,
+                             const Decision &decision) {
+  BlockPolicy policy;
+  for (unsigned n : block.nodes) {
+    policy.save.push_back(decision.save[n]);
+    policy.recompute.push_back(decision.recompute[n]);
+  }
+  return policy;
+}
+
+void Solver::addOwnOptimum(int64_t budget) {
+  // Mixing the curve's corners is as good as any point between them only
+  // when many blocks share the curve: two blocks may do best at points
+  // above the hull, or where their regions run later than the corner's.
+  // A small step's program with a decision per node is small too, and
+  // its optimum is the model's; its blocks' policies join the candidates.
+  if (problem.nodes.size() > kOwnDecisionNodes)
+    return;
+  Problem own = problem;
+  for (auto [i, node] : llvm::enumerate(own.nodes))
+    node.decision = i;
+  own.numDecisions = own.nodes.size();
+  std::string error;
+  FailureOr<Decision> decision =
+      solveUniform(own, liveness, budget, options, error);
+  if (failed(decision))
+    return;
+  for (const BlockChoice &block : problem.blocks) {
+    BlockPolicy policy = getPolicy(block, *decision);
+    if (!llvm::is_contained(uniforms[block.distinct], policy))
+      uniforms[block.distinct].push_back(std::move(policy));
+  }
+}
+
 FailureOr<Decision> Solver::solve(int64_t budget, std::string &error) {
   if (!traced) {
     auto corners = traceTradeOffCurves(problem, liveness, options, error);
@@ -800,6 +839,7 @@ FailureOr<Decision> Solver::solve(int64_t budget, std::string &error) {
   std::string uniformError;
   FailureOr<Decision> uniform =
       solveUniform(problem, liveness, budget, options, uniformError);
+  addOwnOptimum(budget);
   policies.assign(problem.distinct.size(), {});
   for (auto [d, distinct] : llvm::enumerate(problem.distinct)) {
     // The corners around the uniform optimum (all without one): blocks
@@ -809,11 +849,8 @@ FailureOr<Decision> Solver::solve(int64_t budget, std::string &error) {
     ArrayRef<unsigned> nodes = problem.blocks[distinct.representative].nodes;
     size_t from = 0, to = curve.size();
     if (succeeded(uniform)) {
-      BlockPolicy policy;
-      for (unsigned n : nodes) {
-        policy.save.push_back(uniform->save[n]);
-        policy.recompute.push_back(uniform->recompute[n]);
-      }
+      BlockPolicy policy =
+          getPolicy(problem.blocks[distinct.representative], *uniform);
       double seconds = recomputeSeconds(problem, nodes, policy);
       size_t at = llvm::count_if(curve, [&](const CurveCorner &corner) {
         return recomputeSeconds(problem, nodes, corner.policy) < seconds;

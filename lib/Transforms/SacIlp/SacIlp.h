@@ -241,6 +241,10 @@ public:
   }
 
 private:
+  /// On a small step, adds each block's policy in the optimum of the
+  /// program where every block decides on its own to its candidates.
+  void addOwnOptimum(int64_t budget);
+
   const Problem &problem;
   const Liveness &liveness;
   SolveOptions options;
