@@ -26,30 +26,46 @@ using namespace loom::sacilp;
 namespace {
 constexpr int64_t MiB = 1024 * 1024;
 
-Problem makeProblem() {
+/// A node: whether backward reads it, its recompute time and the nodes of
+/// its block it reads.
+Node makeNode(bool backwardUsed, double seconds,
+              SmallVector<unsigned> inputs = {}) {
+  Node node;
+  node.backwardUsed = backwardUsed;
+  node.seconds = seconds;
+  node.inputs = std::move(inputs);
+  return node;
+}
+
+/// One block, "layers.0", of `nodes`, each its own decision.
+Problem makeOneBlock(SmallVector<Node> nodes) {
   Problem p;
-  p.blocks.push_back({"layers.0", {0, 1, 2}, {}, 0});
+  p.blocks.push_back({"layers.0", {}, {}, 0});
   p.distinct.push_back({0, 0, {0}});
-  Node n0, n1, n2;
-  n0.decision = 0;
-  n0.backwardUsed = true;
-  n0.seconds = 2e-3;
-  n1.decision = 1;
-  n1.backwardUsed = true;
-  n1.seconds = 0.5e-3;
-  n1.inputs = {0};
-  n2.decision = 2;
-  n2.seconds = 1e-3;
-  n2.inputs = {1};
-  p.nodes = {n0, n1, n2};
-  p.numDecisions = 3;
+  for (auto [i, node] : llvm::enumerate(nodes)) {
+    node.decision = i;
+    p.blocks[0].nodes.push_back(i);
+  }
+  p.nodes = std::move(nodes);
+  p.numDecisions = p.nodes.size();
   return p;
 }
 
-Liveness makeLiveness() {
+/// A profile of `mib` MiB of activations per position, without instances.
+Liveness makeProfile(ArrayRef<int64_t> mib) {
   Liveness l;
-  for (int64_t mib : {100, 200, 250, 250, 200, 200, 200, 200, 100, 0})
-    l.activationBytesAt.push_back(mib * MiB);
+  for (int64_t m : mib)
+    l.activationBytesAt.push_back(m * MiB);
+  return l;
+}
+
+Problem makeProblem() {
+  return makeOneBlock({makeNode(true, 2e-3), makeNode(true, 0.5e-3, {0}),
+                       makeNode(false, 1e-3, {1})});
+}
+
+Liveness makeLiveness() {
+  Liveness l = makeProfile({100, 200, 250, 250, 200, 200, 200, 200, 100, 0});
   l.instances.push_back({0, 100 * MiB, 0, 1, 6, 8, 0});
   l.instances.push_back({1, 100 * MiB, 1, 2, 5, 7, 0});
   l.instances.push_back({2, 50 * MiB, 2, 3, -1, 3, 0});
@@ -119,13 +135,10 @@ Problem makeTwoBlocks(double bSeconds = 0.4e-3) {
   p.blocks.push_back({"layers.1", {2, 3}, {}, 0});
   p.distinct.push_back({0, 0, {0, 1}});
   for (unsigned block : {0u, 1u}) {
-    Node a, b;
+    Node a = makeNode(true, 1e-3), b = makeNode(true, bSeconds);
     a.block = b.block = block;
     a.decision = 0;
     b.decision = 1;
-    a.backwardUsed = b.backwardUsed = true;
-    a.seconds = 1e-3;
-    b.seconds = bSeconds;
     p.nodes.push_back(a);
     p.nodes.push_back(b);
   }
@@ -134,9 +147,7 @@ Problem makeTwoBlocks(double bSeconds = 0.4e-3) {
 }
 
 Liveness makeTwoBlockLiveness() {
-  Liveness l;
-  for (int64_t mib : {100, 160, 260, 320, 320, 320, 160, 160, 0})
-    l.activationBytesAt.push_back(mib * MiB);
+  Liveness l = makeProfile({100, 160, 260, 320, 320, 320, 160, 160, 0});
   l.instances.push_back({0, 100 * MiB, 0, 0, 7, 7, 0});
   l.instances.push_back({1, 60 * MiB, 1, 1, 7, 7, 0});
   l.instances.push_back({2, 100 * MiB, 2, 2, 5, 5, 0});
@@ -221,24 +232,11 @@ TEST(SacIlpModelTest, BelowWhatTheEarlyBlockCanFreeIsInfeasible) {
 // backward read (4) finds 220 MiB infeasible.
 namespace {
 Problem makeEarlyRead() {
-  Problem p;
-  p.blocks.push_back({"layers.0", {0, 1}, {}, 0});
-  p.distinct.push_back({0, 0, {0}});
-  Node n0, n1;
-  n0.decision = 0;
-  n1.decision = 1;
-  n0.backwardUsed = n1.backwardUsed = true;
-  n0.seconds = 3e-3;
-  n1.seconds = 1e-3;
-  p.nodes = {n0, n1};
-  p.numDecisions = 2;
-  return p;
+  return makeOneBlock({makeNode(true, 3e-3), makeNode(true, 1e-3)});
 }
 
 Liveness makeEarlyReadLiveness() {
-  Liveness l;
-  for (int64_t mib : {100, 200, 200, 200, 200, 250, 250, 200, 100, 0})
-    l.activationBytesAt.push_back(mib * MiB);
+  Liveness l = makeProfile({100, 200, 200, 200, 200, 250, 250, 200, 100, 0});
   l.instances.push_back({0, 100 * MiB, 0, 1, 4, 4, 0});
   l.instances.push_back({1, 100 * MiB, 1, 2, 7, 8, 0});
   return l;
@@ -285,27 +283,12 @@ TEST(SacIlpModelTest, TheRegionRunsAtTheFirstReadOfWhatItRecomputes) {
 // node (30 MiB on top of the 100 at 5) finds it infeasible.
 namespace {
 Problem makeRoom() {
-  Problem p;
-  p.blocks.push_back({"layers.0", {0, 1, 2}, {}, 0});
-  p.distinct.push_back({0, 0, {0}});
-  Node a, b, c;
-  a.decision = 0;
-  b.decision = 1;
-  c.decision = 2;
-  b.backwardUsed = c.backwardUsed = true;
-  a.seconds = 0.1e-3;
-  b.seconds = c.seconds = 1e-3;
-  b.inputs = {0};
-  c.inputs = {1};
-  p.nodes = {a, b, c};
-  p.numDecisions = 3;
-  return p;
+  return makeOneBlock({makeNode(false, 0.1e-3), makeNode(true, 1e-3, {0}),
+                       makeNode(true, 1e-3, {1})});
 }
 
 Liveness makeRoomLiveness() {
-  Liveness l;
-  for (int64_t mib : {30, 80, 100, 120, 120, 100, 100, 0})
-    l.activationBytesAt.push_back(mib * MiB);
+  Liveness l = makeProfile({30, 80, 100, 120, 120, 100, 100, 0});
   l.instances.push_back({0, 30 * MiB, 0, 1, -1, 1, 0});
   l.instances.push_back({1, 50 * MiB, 1, 2, 5, 6, 0});
   l.instances.push_back({2, 50 * MiB, 2, 3, 5, 6, 0});
@@ -365,9 +348,7 @@ TEST(SacIlpModelTest, RegionRoomCountsWhatItHoldsBeforeItsOutputsAreBack) {
 // where each block decides on its own finds 1.7 ms.
 namespace {
 Liveness makeAboveTheHullLiveness() {
-  Liveness l;
-  for (int64_t mib : {100, 160, 260, 320, 380, 320, 160, 0})
-    l.activationBytesAt.push_back(mib * MiB);
+  Liveness l = makeProfile({100, 160, 260, 320, 380, 320, 160, 0});
   l.instances.push_back({0, 100 * MiB, 0, 0, 6, 6, 0});
   l.instances.push_back({1, 60 * MiB, 1, 4, 6, 6, 0});
   l.instances.push_back({2, 100 * MiB, 2, 2, 5, 5, 0});

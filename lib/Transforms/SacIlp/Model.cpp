@@ -144,8 +144,8 @@ struct RoomTerm {
 struct Terms {
   SmallVector<BlockCopy> copies;
   SmallVector<HeldTerm> held;
-  /// Per block copy, the forward-only node instances.
-  SmallVector<SmallVector<unsigned>> forwardOnly;
+  /// Per block copy, its held terms (indices into `held`).
+  SmallVector<SmallVector<unsigned>> heldOf;
   /// Per block copy, the room its region needs (the most of these).
   SmallVector<SmallVector<RoomTerm>> room;
 };
@@ -177,7 +177,13 @@ static Terms collectTerms(const Problem &problem, const Liveness &liveness) {
     copy.points.erase(std::unique(copy.points.begin(), copy.points.end()),
                       copy.points.end());
   }
-  terms.forwardOnly.resize(terms.copies.size());
+  // Per block copy, the forward-only node instances.
+  SmallVector<SmallVector<unsigned>> forwardOnly(terms.copies.size());
+  terms.heldOf.resize(terms.copies.size());
+  auto hold = [&](HeldTerm term) {
+    terms.heldOf[term.blockCopy].push_back(terms.held.size());
+    terms.held.push_back(term);
+  };
   for (auto [i, inst] : llvm::enumerate(liveness.instances)) {
     const Node &node = problem.nodes[inst.node];
     auto it = copyIndex.find({node.block, inst.copy});
@@ -188,22 +194,21 @@ static Terms collectTerms(const Problem &problem, const Liveness &liveness) {
     unsigned index = i;
     if (node.backwardUsed) {
       if (inst.lastForward + 1 < q)
-        terms.held.push_back({inst.lastForward + 1, q, index, it->second, mib,
-                              true, inst.firstBackward});
+        hold({inst.lastForward + 1, q, index, it->second, mib, true,
+              inst.firstBackward});
       continue;
     }
     if (inst.lastForward + 1 <= q)
-      terms.held.push_back(
-          {inst.lastForward + 1, q + 1, index, it->second, mib, false, -1});
-    terms.forwardOnly[it->second].push_back(index);
+      hold({inst.lastForward + 1, q + 1, index, it->second, mib, false, -1});
+    forwardOnly[it->second].push_back(index);
   }
   terms.room.resize(terms.copies.size());
   for (auto [c, copy] : llvm::enumerate(terms.copies)) {
     DenseMap<unsigned, unsigned> forwardOnlyOf;
-    for (unsigned i : terms.forwardOnly[c])
+    for (unsigned i : forwardOnly[c])
       forwardOnlyOf[liveness.instances[i].node] = i;
     SmallVector<unsigned> computed(copy.movers);
-    llvm::append_range(computed, terms.forwardOnly[c]);
+    llvm::append_range(computed, forwardOnly[c]);
     for (unsigned i : computed) {
       unsigned node = liveness.instances[i].node;
       RoomTerm room{i, !problem.nodes[node].backwardUsed, {}, {}};
@@ -283,9 +288,10 @@ static int64_t maxBase(const Liveness &liveness, int64_t from, int64_t to) {
   return base;
 }
 
-int64_t sacilp::getModelPeak(const Problem &problem, const Liveness &liveness,
-                             ArrayRef<bool> save, ArrayRef<bool> recompute) {
-  Terms terms = collectTerms(problem, liveness);
+/// getModelPeak over `terms`, collected once by the caller.
+static int64_t getModelPeak(const Terms &terms, const Liveness &liveness,
+                            ArrayRef<bool> save, ArrayRef<bool> recompute) {
+  auto saved = [&](unsigned node) { return save[node]; };
   int64_t end = liveness.activationBytesAt.size();
   SmallVector<int64_t> delta(end + 1, 0);
   auto add = [&](int64_t from, int64_t to, int64_t bytes) {
@@ -298,15 +304,13 @@ int64_t sacilp::getModelPeak(const Problem &problem, const Liveness &liveness,
   };
   SmallVector<int64_t> points;
   for (auto [c, copy] : llvm::enumerate(terms.copies)) {
-    int64_t q = getRegionPoint(copy, liveness,
-                               [&](unsigned node) { return save[node]; });
+    int64_t q = getRegionPoint(copy, liveness, saved);
     points.push_back(q);
     if (q < 0)
       continue;
-    add(q, q + 1,
-        getRoomBytes(
-            terms, c, liveness, [&](unsigned node) { return save[node]; },
-            [&](unsigned node) { return recompute[node]; }));
+    add(q, q + 1, getRoomBytes(terms, c, liveness, saved, [&](unsigned node) {
+          return recompute[node];
+        }));
   }
   for (const HeldTerm &t : terms.held) {
     const Instance &inst = liveness.instances[t.instance];
@@ -322,6 +326,12 @@ int64_t sacilp::getModelPeak(const Problem &problem, const Liveness &liveness,
     peak = std::max(peak, liveness.activationBytesAt[p] + running);
   }
   return liveness.persistentBytes + peak;
+}
+
+int64_t sacilp::getModelPeak(const Problem &problem, const Liveness &liveness,
+                             ArrayRef<bool> save, ArrayRef<bool> recompute) {
+  return ::getModelPeak(collectTerms(problem, liveness), liveness, save,
+                        recompute);
 }
 
 static MilpOptions toMilpOptions(const SolveOptions &options) {
@@ -552,8 +562,8 @@ private:
   double collectSaved(unsigned c, std::vector<double> &key,
                       llvm::function_ref<bool(const HeldTerm &)> pick) {
     double total = 0;
-    for (const HeldTerm &t : held.held)
-      if (t.blockCopy == c && pick(t)) {
+    for (unsigned i : held.heldOf[c])
+      if (const HeldTerm &t = held.held[i]; pick(t)) {
         key.push_back(varOf(save, t.instance));
         key.push_back(t.mib);
         total += t.mib;
@@ -675,7 +685,7 @@ FailureOr<Decision> sacilp::solveUniform(const Problem &problem,
   for (auto [var, s] : seconds)
     decision.recomputeSeconds += s * (result.values[var] > 0.5);
   decision.modelPeakBytes =
-      getModelPeak(problem, liveness, decision.save, decision.recompute);
+      ::getModelPeak(held, liveness, decision.save, decision.recompute);
   decision.policyOfBlock.assign(problem.blocks.size(), 0);
   return decision;
 }
@@ -895,7 +905,7 @@ FailureOr<Decision> Solver::solve(int64_t budget, std::string &error) {
   // span they cover, the span all of them cover at every point (its gap),
   // and the room its region needs at each point.
   struct CopyTerms {
-    SmallVector<unsigned> terms;
+    ArrayRef<unsigned> terms;
     SmallVector<int64_t> regionAt;
     int64_t from = INT64_MAX, to = INT64_MIN;
     int64_t gapFrom = INT64_MIN, gapTo = INT64_MAX;
@@ -927,37 +937,30 @@ FailureOr<Decision> Solver::solve(int64_t budget, std::string &error) {
         into[k] += t.mib;
     }
   };
-  for (auto [i, t] : llvm::enumerate(held.held)) {
-    CopyTerms &c = copies[t.blockCopy];
-    c.terms.push_back(i);
-    c.from = std::min(c.from, t.from);
-    c.gapFrom = std::max(c.gapFrom, t.from);
-  }
   for (auto [ci, copy] : llvm::enumerate(held.copies)) {
     CopyTerms &c = copies[ci];
+    c.terms = held.heldOf[ci];
+    for (unsigned i : c.terms) {
+      c.from = std::min(c.from, held.held[i].from);
+      c.gapFrom = std::max(c.gapFrom, held.held[i].from);
+    }
     const BlockChoice &block = problem.blocks[copy.block];
     for (const BlockPolicy &policy : policies[block.distinct]) {
-      int64_t q = getRegionPoint(copy, liveness, [&](unsigned node) {
-        return policy.save[positionOf(node)];
-      });
+      auto saved = [&](unsigned node) { return policy.save[positionOf(node)]; };
+      auto recomputed = [&](unsigned node) {
+        return policy.recompute[positionOf(node)];
+      };
+      int64_t q = getRegionPoint(copy, liveness, saved);
       c.regionAt.push_back(q);
+      c.region.push_back(getRoomBytes(held, ci, liveness, saved, recomputed) /
+                         kMiB);
       if (q < 0)
         continue;
       c.from = std::min(c.from, q);
       c.to = std::max(c.to, q + 1);
       c.gapTo = std::min(c.gapTo, q);
     }
-    unsigned numPoints = policies[block.distinct].size();
-    for (const BlockPolicy &policy : policies[block.distinct])
-      c.region.push_back(
-          getRoomBytes(
-              held, ci, liveness,
-              [&](unsigned node) { return policy.save[positionOf(node)]; },
-              [&](unsigned node) {
-                return policy.recompute[positionOf(node)];
-              }) /
-          kMiB);
-    c.gap.assign(numPoints, 0);
+    c.gap.assign(policies[block.distinct].size(), 0);
     if (c.gapFrom < c.gapTo)
       for (unsigned i : c.terms)
         coefficients(held.held[i], c.gapFrom, c.gapTo, c.gap);
@@ -1042,6 +1045,6 @@ FailureOr<Decision> Solver::solve(int64_t budget, std::string &error) {
   // The peak of the decision, not CBC's peak variable: at a nonzero gap CBC
   // may leave it anywhere between the peak and the bound.
   decision.modelPeakBytes =
-      getModelPeak(problem, liveness, decision.save, decision.recompute);
+      ::getModelPeak(held, liveness, decision.save, decision.recompute);
   return decision;
 }
