@@ -17,6 +17,40 @@ int64_t loom::getValueBytes(Type type) {
   return 0;
 }
 
+/// The ATen kernel an op calls ("aten::mse_loss", overload stripped), or "".
+static StringRef getAtenName(Operation *op) {
+  if (auto aten = dyn_cast<AtenOp>(op))
+    return stripAtenOverload(aten.getKernel());
+  if (auto aten = dyn_cast<rt::AtenOp>(op))
+    return stripAtenOverload(aten.getKernel());
+  return {};
+}
+
+/// These CPU kernels compute the elementwise loss into an input-sized buffer
+/// and reduce it in place, so the 0-dim result of reduction `mean` or `sum`
+/// keeps the whole buffer as its storage until it dies (PyTorch 2.9.1:
+/// `untyped_storage().nbytes()` of the result is the input's bytes; l1,
+/// huber, the BCE with logits, NLL and the margin losses return 4 bytes).
+int64_t loom::getResultStorageBytes(Value result) {
+  int64_t bytes = getValueBytes(result.getType());
+  auto opResult = dyn_cast<OpResult>(result);
+  if (!opResult || opResult.getResultNumber() != 0)
+    return bytes;
+  Operation *op = opResult.getOwner();
+  StringRef name = getAtenName(op);
+  if (op->getNumOperands() == 0 ||
+      !llvm::is_contained({"aten::mse_loss", "aten::smooth_l1_loss",
+                           "aten::binary_cross_entropy",
+                           "aten::soft_margin_loss"},
+                          name))
+    return bytes;
+  auto input = dyn_cast<RankedTensorType>(op->getOperand(0).getType());
+  auto type = dyn_cast<RankedTensorType>(result.getType());
+  if (!input || !type || input.getElementType() != type.getElementType())
+    return bytes;
+  return std::max(bytes, getTensorBytes(input));
+}
+
 /// Bytes an ATen kernel allocates and frees while it runs, beyond its
 /// results, where that is large enough to matter. On the CPU,
 /// native_dropout multiplies its input by its boolean mask converted to the
@@ -24,22 +58,25 @@ int64_t loom::getValueBytes(Type type) {
 /// multiplies the gradient by the converted mask (one grad-sized temporary)
 /// and by the scale; the scalars are small tensors of their own (4 bytes in
 /// forward, 12 in backward). Measured with torch.profiler(profile_memory=True) on PyTorch 2.9.
+/// native_batch_norm_backward holds one grad-sized temporary (measured with
+/// the runtime's allocator tracker, runtime/lib/MemoryTracker.h, on PyTorch
+/// 2.9.1: f32, bf16 and f64, 2- to 5-D, training and eval, with and without
+/// affine parameters). Not counted: the per-thread buffers the kernel uses
+/// instead where the batch (times the spatial size) is under twice the
+/// intra-op threads, the forward kernels' few channel vectors, and
+/// convolutions' workspace, which depends on the CPU and the thread count
+/// (docs/recompute.md, "What the budget covers").
 int64_t loom::getKernelScratchBytes(Operation *op) {
-  StringRef kernel;
-  if (auto aten = dyn_cast<AtenOp>(op))
-    kernel = aten.getKernel();
-  else if (auto aten = dyn_cast<rt::AtenOp>(op))
-    kernel = aten.getKernel();
-  else
-    return 0;
-  if (op->getNumOperands() == 0)
+  StringRef name = getAtenName(op);
+  if (name.empty() || op->getNumOperands() == 0)
     return 0;
   int64_t input = getValueBytes(op->getOperand(0).getType());
-  StringRef name = stripAtenOverload(kernel);
   if (name == "aten::native_dropout")
     return input + 4;
   if (name == "aten::native_dropout_backward")
     return input + 12;
+  if (name == "aten::native_batch_norm_backward")
+    return input;
   return 0;
 }
 
@@ -161,7 +198,7 @@ struct Sweep {
 
     SmallVector<int64_t> delta(end + 2, 0);
     for (auto &[s, span] : lifetime) {
-      int64_t bytes = getValueBytes(s.getType());
+      int64_t bytes = getResultStorageBytes(s);
       delta[span.first] += bytes;
       delta[span.second + 1] -= bytes;
     }

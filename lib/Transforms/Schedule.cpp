@@ -145,7 +145,7 @@ static int64_t getAllocatedBytes(Operation *op) {
     return 0;
   int64_t bytes = 0;
   for (Value result : op->getResults())
-    bytes += getValueBytes(result.getType());
+    bytes += getResultStorageBytes(result);
   return bytes;
 }
 
@@ -174,7 +174,7 @@ static int64_t getStorageBytes(Value v, Block &body) {
       return -1;
     Value aliased = isa<AtenOp>(def) ? getAliasedOperand(def) : Value();
     if (!aliased)
-      return getValueBytes(v.getType());
+      return getResultStorageBytes(v);
     v = aliased;
   }
 }
@@ -303,7 +303,7 @@ private:
     int64_t bytes = 0;
     for (Value result : op->getResults())
       if (!result.use_empty())
-        bytes += getValueBytes(result.getType());
+        bytes += getResultStorageBytes(result);
     return bytes;
   }
   /// The storage bytes of `op`'s inputs that running it before step `until`

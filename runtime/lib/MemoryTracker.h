@@ -25,9 +25,11 @@
 //
 // Limits, documented in docs/runtime.md: ATen's OpenMP workers do not
 // inherit the debug info, so an allocation made inside a parallel region is
-// not seen; memory that kernels get from elsewhere (oneDNN/MKL scratch) is
-// not tensor memory and is not seen either; a block allocated while the
-// tracker was not installed is never subtracted when it is freed.
+// not seen; memory that kernels get from elsewhere (MKL's scratch) is not
+// tensor memory and is not seen either, but what they take from c10's
+// allocator (oneDNN convolutions' reorders, im2col columns) is; a block
+// allocated while the tracker was not installed is never subtracted when it
+// is freed.
 //
 //===----------------------------------------------------------------------===//
 

@@ -73,6 +73,11 @@ public:
 /// non-tensor).
 int64_t getValueBytes(mlir::Type type);
 
+/// The bytes of the storage an op result allocates: its value's, or more
+/// where the kernel returns a small result over a larger buffer (a reduced
+/// mse_loss keeps its input-sized elementwise buffer).
+int64_t getResultStorageBytes(mlir::Value result);
+
 /// Bytes an ATen kernel allocates and frees while it runs beyond its results
 /// (0 for most kernels and for non-ATen ops); counted at the op's step.
 int64_t getKernelScratchBytes(mlir::Operation *op);
