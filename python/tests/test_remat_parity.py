@@ -1,8 +1,9 @@
 """Recompute changes no number: loom-remat on and off train bitwise the same.
 
-GPT and ViT (examples/) and a two-block model with dropout
-(remat_dropout_model.py) are captured for 1, 2 and 4 ranks (GPT also with
-2 microbatches) and compiled three times: without recompute, with ``--remat=full`` (checkpoint_wrapper
+GPT and ViT (examples/), a two-block model with dropout
+(remat_dropout_model.py) and a batch-norm MLP (remat_batchnorm_model.py,
+whose blocks return running statistics) are captured for 1, 2 and 4 ranks
+(GPT also with 2 microbatches) and compiled three times: without recompute, with ``--remat=full`` (checkpoint_wrapper
 on every ``layers.N``) and with ``--remat=selective`` (torchtitan's
 op-level SAC: matmul outputs saved, the rest recomputed). One rank runs the
 single-device step, more ranks FSDP (``--dp=fsdp``). loom-run trains each
@@ -39,11 +40,12 @@ MODELS = {
     "gpt": REPO / "examples" / "gpt.py",
     "vit": REPO / "examples" / "vit.py",
     "dropout": REPO / "python" / "tests" / "remat_dropout_model.py",
+    "batchnorm": REPO / "python" / "tests" / "remat_batchnorm_model.py",
 }
 # (model, ranks, microbatches): loom-accumulate-gradients copies the regions
 # into every microbatch.
 CASES = [("gpt", 1, 1), ("gpt", 4, 1), ("gpt", 2, 2), ("vit", 1, 1),
-         ("vit", 2, 1), ("dropout", 1, 1), ("dropout", 2, 1)]
+         ("vit", 2, 1), ("dropout", 1, 1), ("dropout", 2, 1), ("batchnorm", 2, 1)]
 MODES = ("full", "selective")
 
 

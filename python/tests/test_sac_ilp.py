@@ -2,8 +2,8 @@
 matches the prediction, never rises when the budget falls, and training is
 bitwise the same as without recompute.
 
-For GPT on one rank and with FSDP on two and four, and for the two-block dropout
-model on one rank, the step is compiled without recompute and then with
+For GPT on one rank and with FSDP on two and four, for the two-block dropout
+model on one rank and for a batch-norm MLP with an MSE loss on one and two, the step is compiled without recompute and then with
 ``--recompute-budget`` at three budgets: the peak without recompute, the
 smallest feasible budget (which loom-compile names when asked for less) and
 the midpoint. loom-run trains each for STEPS steps and reports, per step,
@@ -14,7 +14,8 @@ the peak the CPU allocator saw (``--trace``). For each budget:
 - the measured peak does not rise when the budget falls;
 - every rank's loss at every step and the final parameters equal the run
   without recompute (tolerance 0);
-- a budget one byte under the smallest feasible one fails, naming it.
+- a budget one byte under the smallest feasible one fails, naming it, and
+  that smallest budget is at most the peak of ``--remat=full``.
 
 Negative controls: the run without recompute stopped one step early
 differs (test_remat_parity's), and a budget at the smallest feasible peak
@@ -33,7 +34,8 @@ from test_remat_parity import STEPS, Run, capture, differences, run
 
 pytestmark = needs_tools(LOOM_IMPORT, LOOM_COMPILE, LOOM_RUN)
 
-CASES = [("gpt", 1), ("gpt", 2), ("gpt", 4), ("vit", 2), ("dropout", 1)]
+CASES = [("gpt", 1), ("gpt", 2), ("gpt", 4), ("vit", 2), ("dropout", 1), ("batchnorm", 1),
+         ("batchnorm", 2)]
 PREDICTED = re.compile(r"predicted peak memory (\d+) bytes")
 RECOMPUTED = re.compile(r"loom-sac-ilp: budget .*?; recompute (\d+) of \d+ forward ops \(([0-9.]+) ms")
 SMALLEST = re.compile(r"the smallest feasible budget is .*?\((\d+) B\)")
@@ -77,6 +79,12 @@ def test_measured_peak_within_budget_and_bitwise(name, world, tmp_path):
 
     least = smallest_budget(tmp_path, world)
     assert least < no_recompute, "recompute must be able to lower this step's peak"
+    # Recomputing every block as --remat=full does is one of the ILP's
+    # decisions, so no budget it reaches is infeasible. (On batchnorm the
+    # ILP used to save every batch norm, because the step returns its
+    # running statistics, and named a smallest budget above full's peak.)
+    full, _ = compile_step(tmp_path, world, "full", "--remat=full")
+    assert least <= full, f"smallest feasible budget {least} above --remat=full's peak {full}"
     budgets = [no_recompute, (no_recompute + least) // 2, least]
     peaks, recomputed = [], []
     for budget in budgets:

@@ -169,9 +169,19 @@ static void findInserted(Value v, StringRef module,
 static int64_t getResultBytes(Operation *op) {
   int64_t bytes = 0;
   for (Value r : op->getResults())
-    if (auto type = dyn_cast<RankedTensorType>(r.getType()))
-      bytes += getTensorBytes(type);
+    bytes += getResultStorageBytes(r);
   return bytes;
+}
+
+/// Whether the step returns `v` or an alias of it: it then lives to the end
+/// whatever is decided, and no decision holds or frees it.
+static bool isReturned(Value v) {
+  return llvm::any_of(v.getUsers(), [&](Operation *user) {
+    if (isa<func::ReturnOp, rt::OutputOp>(user))
+      return true;
+    return getAliasedOperand(user) == v &&
+           llvm::any_of(user->getResults(), isReturned);
+  });
 }
 
 static Liveness measure(const PeakMemory &peak, const Prices &prices,
@@ -211,12 +221,17 @@ static Liveness measure(const PeakMemory &peak, const Prices &prices,
     int64_t heldBytes = 0;
     for (auto &[storage, reads] : storages) {
       reads.def = reads.lastForward = reads.last = position[storage];
-      for (Value r : storage->getResults())
+      int64_t bytes = 0;
+      for (Value r : storage->getResults()) {
+        if (isReturned(r))
+          continue;
         addReaders(r, position, end, reads);
+        bytes += getResultStorageBytes(r);
+      }
       inst.lastForward = std::max(inst.lastForward, reads.lastForward);
       inst.last = std::max(inst.last, reads.last);
       if (reads.firstBackward >= 0) {
-        heldBytes += getResultBytes(storage);
+        heldBytes += bytes;
         if (inst.firstBackward < 0 || reads.firstBackward < inst.firstBackward)
           inst.firstBackward = reads.firstBackward;
       }
