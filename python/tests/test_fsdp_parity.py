@@ -197,6 +197,35 @@ def test_fsdp_bf16_leaves_float_buffers_alone(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_fsdp_bf16_on_pytorchs_test_transformer(tmp_path):
+    """PyTorch's test Transformer (torch_test_models.py) ends its forward
+    with ``.float()``, which export guards with ``_assert_tensor_metadata``
+    stating the traced dtype, f32. Under bf16 mixed precision the logits it
+    checks are bf16, so the check must say bf16 (it said f32 and failed at
+    run time, "Tensor dtype mismatch"), and the attention kernel's
+    logsumexp stays f32. 5 AdamW steps on 2 ranks, bitwise equal to the
+    emulation of FSDP2's MixedPrecisionPolicy, which equals the real
+    fully_shard bitwise here too."""
+    model = Path(__file__).parent / "torch_test_models.py"
+    result = loom_capture([model, "--out", tmp_path, "--steps", "5", "--optimizer", "adamw",
+                           "--split", "2"])
+    assert result.returncode == 0, result.stderr
+    result = run([LOOM_IMPORT, tmp_path / "step.pt2", "-o", tmp_path / "step.mlir"])
+    assert result.returncode == 0, result.stderr
+    assert "aten::_assert_tensor_metadata" in (tmp_path / "step.mlir").read_text()
+    result = run([LOOM_COMPILE, tmp_path / "step.mlir", "-o", tmp_path / "step.loomx",
+                  "--optimizer=adamw", "--lr=0.001", "--dp=fsdp", "--world-size=2",
+                  "--param-dtype=bf16", "--reduce-dtype=f32"])
+    assert result.returncode == 0, result.stderr
+    emulate(model, tmp_path, tmp_path / "fsdp2", 2)
+    assert compare_with_fsdp2(model, tmp_path / "fsdp2", 2)
+    result = run([LOOM_RUN, tmp_path / "step.loomx", "--nproc", "2", "--batches",
+                  tmp_path / "batches.safetensors", "--check", tmp_path / "fsdp2" / "reference.json",
+                  "--no-progress", "--rtol", "0", "--atol", "0"], timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "PASS" in result.stdout
+
+
 @pytest.mark.parametrize("name", ["gpt", "vit"])
 def test_fsdp_bf16_on_4_ranks_within_bf16_tolerance(name, tmp_path):
     """bf16 parameters / f32 reduction on 4 ranks (20 AdamW steps) against

@@ -37,6 +37,24 @@ static bool promotesTypes(StringRef opName) {
       .Default(false);
 }
 
+/// A float32 statistic of a reduced-precision kernel (attention's
+/// logsumexp): the kernel returns it in float32 and its backward reads it so.
+/// A recompute region's result is the body value it yields, a body
+/// argument the region's input.
+static bool isFloat32Statistic(Value v) {
+  if (auto arg = dyn_cast<BlockArgument>(v)) {
+    auto region = dyn_cast_or_null<RecomputeOp>(arg.getOwner()->getParentOp());
+    return region && isFloat32Statistic(region.getInputs()[arg.getArgNumber()]);
+  }
+  auto result = cast<OpResult>(v);
+  if (auto region = dyn_cast<RecomputeOp>(result.getOwner()))
+    return isFloat32Statistic(
+        region.getYield().getValues()[result.getResultNumber()]);
+  auto aten = dyn_cast<AtenOp>(result.getOwner());
+  return aten &&
+         isFloat32StatisticResult(aten.getKernel(), result.getResultNumber());
+}
+
 static Type dtypeOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getElementType();
 }
@@ -71,6 +89,11 @@ private:
   /// Runs `atenOp` in the compute dtype: its original-dtype operands are
   /// cast (once per value), its results and dtype arguments retyped.
   void lowerToCompute(AtenOp atenOp);
+  /// Its ScalarType arguments that named the original dtype name the
+  /// compute dtype.
+  void retypeDtypeArgs(AtenOp atenOp);
+  /// A check without results whose operand now runs in the compute dtype.
+  void lowerCheck(AtenOp check);
   /// Whether type promotion keeps an op with compute-dtype operands in the
   /// original dtype.
   bool staysOriginal(Operation &op) const;
@@ -148,7 +171,7 @@ void ComputeLowering::lowerToCompute(AtenOp atenOp) {
   s.tagger.phase = getPhase(&op).value_or(Phase::forward);
   for (OpOperand &operand : op.getOpOperands()) {
     Value v = operand.get();
-    if (dtypeOf(v) != original)
+    if (dtypeOf(v) != original || isFloat32Statistic(v))
       continue;
     // Values defined before the loop dominate every later use, so one
     // cast serves all of them.
@@ -159,10 +182,46 @@ void ComputeLowering::lowerToCompute(AtenOp atenOp) {
   }
   for (Value result : op.getResults()) {
     auto type = cast<RankedTensorType>(result.getType());
-    if (type.getElementType() == original)
+    if (isFloat32Statistic(result))
+      result.setType(type.clone(
+          compute.getIntOrFloatBitWidth() < 32 ? b.getF32Type() : compute));
+    else if (type.getElementType() == original)
       result.setType(type.clone(compute));
   }
   // ScalarType arguments that named the original dtype follow it.
+  retypeDtypeArgs(atenOp);
+}
+
+void ComputeLowering::lowerCheck(AtenOp check) {
+  // Export writes a `.to(dtype)` that was a no-op when traced (`.float()` on
+  // an f32 tensor) as `_assert_tensor_metadata(x, dtype=f32)` and reads x
+  // itself after it. With x now in the compute dtype that conversion is
+  // real again, as in eager under FSDP2's mixed precision: what runs after
+  // the check reads x cast back to the dtype the check states.
+  auto stated = check.getArgs().size() > 3
+                    ? dyn_cast<TypeAttr>(check.getArgs()[3])
+                    : TypeAttr();
+  if (check.getOpName() == "aten::_assert_tensor_metadata" &&
+      check->getNumOperands() == 1 && stated && stated.getValue() == original &&
+      dtypeOf(check->getOperand(0)) == compute) {
+    Value x = check->getOperand(0);
+    OpBuilder ob(check->getContext());
+    ob.setInsertionPointAfter(check);
+    s.tagger.module = b.getStringAttr(getModulePath(check));
+    s.tagger.phase = getPhase(check).value_or(Phase::forward);
+    Value converted = s.tagger.castTo(ob, check.getLoc(), x, original);
+    Operation *cast = converted.getDefiningOp();
+    x.replaceUsesWithIf(converted, [&](OpOperand &use) {
+      Operation *user = use.getOwner();
+      return user != cast && user->getBlock() == check->getBlock() &&
+             check->isBeforeInBlock(user);
+    });
+  }
+  // The check states the dtype its operand has now.
+  retypeDtypeArgs(check);
+}
+
+void ComputeLowering::retypeDtypeArgs(AtenOp atenOp) {
   auto retype = [&](Attribute a) -> Attribute {
     if (auto t = dyn_cast<TypeAttr>(a))
       if (t.getValue() == original)
@@ -213,14 +272,22 @@ void ComputeLowering::lowerBlock(Block &block) {
       continue;
     }
     auto atenOp = dyn_cast<AtenOp>(&op);
-    if (!atenOp || atenOp->getNumResults() == 0 ||
-        s.gatheredValues.contains(atenOp->getResult(0)))
+    if (!atenOp)
+      continue;
+    bool lowered = llvm::any_of(op.getOperands(),
+                                [&](Value v) { return dtypeOf(v) == compute; });
+    // A check without results (export's `_assert_tensor_metadata` before a
+    // `.float()`) states the dtype its operand now has.
+    if (atenOp->getNumResults() == 0) {
+      if (lowered)
+        lowerCheck(atenOp);
+      continue;
+    }
+    if (s.gatheredValues.contains(atenOp->getResult(0)))
       continue;
     // A cast the model wrote (`.float()`) keeps its dtype.
     if (atenOp.getOpName() == "aten::_to_copy")
       continue;
-    bool lowered = llvm::any_of(op.getOperands(),
-                                [&](Value v) { return dtypeOf(v) == compute; });
     if (!lowered)
       continue;
     if (promotesTypes(atenOp.getOpName()) && staysOriginal(op))

@@ -173,6 +173,19 @@ Value loom::getAliasedOperand(Operation *op) {
   return {};
 }
 
+bool loom::isFloat32StatisticResult(StringRef schemaName, unsigned index) {
+  StringRef name = stripAtenOverload(schemaName);
+  return index == 1 &&
+         llvm::is_contained({"aten::_scaled_dot_product_flash_attention",
+                             "aten::_scaled_dot_product_flash_attention_for_cpu",
+                             "aten::_scaled_dot_product_efficient_attention",
+                             "aten::_scaled_dot_product_cudnn_attention",
+                             "aten::_flash_attention_forward",
+                             "aten::_efficient_attention_forward",
+                             "aten::_fused_rms_norm"},
+                            name);
+}
+
 bool loom::isInPlaceAtenOp(StringRef schemaName) {
   StringRef name = stripAtenOverload(schemaName);
   size_t colons = name.find("::");

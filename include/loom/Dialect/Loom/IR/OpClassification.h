@@ -45,6 +45,14 @@ bool isViewAtenOp(llvm::StringRef schemaName);
 /// `_to_copy` are not in place. `schemaName` may carry an overload.
 bool isInPlaceAtenOp(llvm::StringRef schemaName);
 
+/// Whether result `index` of an ATen operator is a float32 statistic
+/// whatever the floating dtype of its inputs: the logsumexp of the fused
+/// attention kernels and the rstd of `_fused_rms_norm` (PyTorch 2.9.1: a
+/// bf16 call returns them in float32, on the CPU and on CUDA). Mixed
+/// precision leaves such a result, and the operands it feeds, in float32.
+/// `schemaName` may carry an overload.
+bool isFloat32StatisticResult(llvm::StringRef schemaName, unsigned index);
+
 /// The above for an op: true only for a `loom.aten` of such an operator
 /// (`loomrt.aten` callers pass its name).
 bool isRandomAtenOp(mlir::Operation *op);
