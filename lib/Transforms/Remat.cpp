@@ -436,8 +436,9 @@ struct LoomRematPass : public loom::impl::LoomRematBase<LoomRematPass> {
       prefixes = getLayerBlocks(params);
       if (prefixes.empty())
         return emitRematError(func)
-               << "the step has no 'layers.N' blocks to checkpoint; name "
-                  "the modules with modules=...";
+               << "the step has no repeated blocks (such as 'layers.N') to "
+                  "checkpoint; name the modules with modules=... "
+                  "(loom-compile: --remat-modules=...)";
     }
     llvm::StringSet<> seen;
     for (const std::string &prefix : prefixes) {

@@ -32,7 +32,7 @@ func.func @block(%w: tensor<4xf32> {loom.name = "layers.0.w", loom.role = #loom.
 // -----
 
 // A model without layers.N blocks needs the modules named.
-// expected-error@+1 {{--loom-remat: the step has no 'layers.N' blocks to checkpoint; name the modules with modules=...}}
+// expected-error@+1 {{--loom-remat: the step has no repeated blocks (such as 'layers.N') to checkpoint; name the modules with modules=... (loom-compile: --remat-modules=...)}}
 func.func @no_blocks(%w: tensor<4xf32> {loom.name = "fc.w", loom.role = #loom.role<parameter>})
     -> (tensor<f32> {loom.role = #loom.role<loss>},
         tensor<4xf32> {loom.role = #loom.role<grad>, loom.target = "fc.w"})

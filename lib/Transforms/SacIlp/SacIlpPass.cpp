@@ -231,8 +231,9 @@ void LoomSacIlpPass::runOnOperation() {
   if (blocks.empty())
     blocks = getLayerBlocks(getParameterNames(step));
   if (blocks.empty()) {
-    emitPassError(step) << "the step has no layers.N blocks; name the "
-                           "blocks to recompute with modules=...";
+    emitPassError(step) << "the step has no repeated blocks (such as "
+                           "'layers.N'); name the blocks to recompute with "
+                           "modules=... (loom-compile: --remat-modules=...)";
     return signalPassFailure();
   }
   FailureOr<Problem> problem = buildProblem(step, blocks);
