@@ -214,11 +214,12 @@ TEST(OptimizerFused, DiffersFromTheLoopAndSharesItsState) {
   // The negative control of the fused goldens: the kernel computes
   // differently from the loop, so a runtime that ignored impl would fail
   // them. On f32 whether the roundings differ depends on the CPU (this
-  // step's f32 results are bitwise equal on an AVX-512 Xeon and differ on
-  // an AVX2 EPYC), so the difference is checked on bf16 parameters, where
-  // the loop rounds every intermediate to bf16 and the kernel computes in
-  // f32 and rounds once, on any CPU. The state is the same tensors, so
-  // either impl continues the other's (checkpoints move between them).
+  // step's f32 results are bitwise equal on an AVX-512 Xeon, and differed
+  // on the machine the test was written on), so the difference is checked
+  // on bf16 parameters, where the loop rounds every intermediate to bf16
+  // and the kernel computes in f32 and rounds once, on any CPU. The state
+  // is the same tensors, so either impl continues the other's (checkpoints
+  // move between them).
   OptimizerSpec loop =
       adam(OptimizerKind::AdamW, 1e-3, 0.9, 0.999, 1e-8, 0.01, false);
   OptimizerSpec fused = loop;
