@@ -48,6 +48,7 @@ import dataclasses
 import datetime
 import faulthandler
 import json
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -315,10 +316,26 @@ def start_rank(rank: int, world: int, store: str) -> None:
 
 
 def stop_rank() -> None:
+    """Ends a rank, from the ``finally`` of its function. After a success
+    every rank waits for the others and the process ends there, without
+    tearing the group down: ``~ProcessGroupGloo`` (run by
+    ``destroy_process_group`` or at the interpreter's exit) can deadlock
+    with DDP, holding the GIL while it waits for the group's lock, which a
+    Gloo thread holds while it waits for the GIL to run a future's callback
+    (a fresh clone's DDP reference hung so, with rank 0's result already
+    saved; gdb showed both threads). Rank 0 saves the result before this,
+    so nothing is lost. After a failure the group is destroyed and the
+    deadline stays armed, so the exception, or the deadline, ends it."""
     import torch.distributed as dist
 
-    dist.destroy_process_group()
+    if sys.exc_info()[0] is not None:
+        dist.destroy_process_group()
+        return
+    dist.barrier()
     faulthandler.cancel_dump_traceback_later()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def spawn_ranks(fn, world: int, *args):
