@@ -19,11 +19,7 @@ int64_t loom::getValueBytes(Type type) {
 
 /// The ATen kernel an op calls ("aten::mse_loss", overload stripped), or "".
 static StringRef getAtenName(Operation *op) {
-  if (auto aten = dyn_cast<AtenOp>(op))
-    return stripAtenOverload(aten.getKernel());
-  if (auto aten = dyn_cast<rt::AtenOp>(op))
-    return stripAtenOverload(aten.getKernel());
-  return {};
+  return stripAtenOverload(getAtenKernel(op));
 }
 
 /// These CPU kernels compute the elementwise loss into an input-sized buffer
@@ -301,11 +297,8 @@ std::string PeakMemory::peakOpName() const {
     return name.getName().str();
   // IR read back from text has lost the graph node names; the kernel says
   // nearly as much.
-  if (auto aten = dyn_cast<AtenOp>(peakOp))
-    return aten.getKernel().str();
-  if (auto aten = dyn_cast<rt::AtenOp>(peakOp))
-    return aten.getKernel().str();
-  return peakOp->getName().getStringRef().str();
+  StringRef kernel = getAtenKernel(peakOp);
+  return (kernel.empty() ? peakOp->getName().getStringRef() : kernel).str();
 }
 
 llvm::json::Value PeakMemory::toJSON() const {

@@ -96,6 +96,10 @@ static AtenCall getAtenCall(Operation *op) {
           argsAttr ? argsAttr : ArrayAttr::get(op->getContext(), {})};
 }
 
+StringRef loom::getAtenKernel(Operation *op) {
+  return getAtenCall(op).kernel;
+}
+
 /// The tensor operand the call's first argument refers to.
 static Value getFirstTensorArg(Operation *op, ArrayAttr args) {
   if (!args || args.empty())

@@ -59,6 +59,10 @@ bool isRandomAtenOp(mlir::Operation *op);
 bool isViewAtenOp(mlir::Operation *op);
 bool isInPlaceAtenOp(mlir::Operation *op);
 
+/// The ATen schema name a `loom.aten` or `loomrt.aten` calls
+/// ("aten::mse_loss.default"), or "" for any other op.
+llvm::StringRef getAtenKernel(mlir::Operation *op);
+
 /// The operand whose storage the results of ATen call `op` (`loom.aten` or
 /// `loomrt.aten`) share at runtime, or null when they are allocated: its
 /// first argument for the view ops (isViewAtenOp); for the splits (`split`,
