@@ -4,6 +4,9 @@
 
 #include "loom/Dialect/Loom/IR/OpClassification.h"
 
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringExtras.h"
+
 using namespace mlir;
 using namespace loom;
 
@@ -59,12 +62,68 @@ int64_t loom::getResultStorageBytes(Value result) {
 /// 2.9.1: f32, bf16 and f64, 2- to 5-D, training and eval, with and without
 /// affine parameters). Not counted: the per-thread buffers the kernel uses
 /// instead where the batch (times the spatial size) is under twice the
-/// intra-op threads, the forward kernels' few channel vectors, and
-/// convolutions' workspace, which depends on the CPU and the thread count
-/// (docs/recompute.md, "What the budget covers").
+/// intra-op threads and the forward kernels' few channel vectors. What
+/// depends on the CPU and the thread count (oneDNN's convolution and bf16
+/// matmul workspace) comes from the module's measured profile, which
+/// replaces these rules for the signatures it lists (docs/recompute.md,
+/// "Kernel workspace").
+std::string loom::getKernelSignature(Operation *op) {
+  StringRef kernel = getAtenKernel(op);
+  if (kernel.empty())
+    return "";
+  auto spell = [](Type type, SmallVectorImpl<std::string> &out) {
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    StringRef dtype = tensor ? rt::getDtypeName(tensor.getElementType()) : "";
+    if (dtype.empty())
+      return false;
+    std::string s = dtype.str() + "[";
+    for (auto [i, d] : llvm::enumerate(tensor.getShape()))
+      s += (i ? "," : "") + std::to_string(d);
+    out.push_back(s + "]");
+    return true;
+  };
+  SmallVector<std::string> inputs, results;
+  for (Type t : op->getOperandTypes())
+    if (!spell(t, inputs))
+      return "";
+  for (Type t : op->getResultTypes())
+    if (!spell(t, results))
+      return "";
+  auto join = [](SmallVectorImpl<std::string> &parts) {
+    llvm::sort(parts);
+    return llvm::join(parts, ",");
+  };
+  auto [name, overload] = kernel.split('.');
+  return (name + "." + overload + "(" + join(inputs) + ")->(" + join(results) +
+          ")")
+      .str();
+}
+
+/// The measured workspace of `op`'s signature, if the module has a profile
+/// that lists it.
+static std::optional<int64_t> getMeasuredWorkspace(Operation *op) {
+  auto module = op->getParentOfType<ModuleOp>();
+  auto table = module ? module->getAttrOfType<DictionaryAttr>(
+                            LoomDialect::kKernelWorkspaceAttrName)
+                      : DictionaryAttr();
+  if (!table || table.empty())
+    return std::nullopt;
+  std::string signature = getKernelSignature(op);
+  auto bytes = signature.empty()
+                   ? IntegerAttr()
+                   : dyn_cast_or_null<IntegerAttr>(table.get(signature));
+  if (!bytes)
+    return std::nullopt;
+  return bytes.getInt();
+}
+
 int64_t loom::getKernelScratchBytes(Operation *op) {
   StringRef name = getAtenName(op);
-  if (name.empty() || op->getNumOperands() == 0)
+  if (name.empty())
+    return 0;
+  if (std::optional<int64_t> measured = getMeasuredWorkspace(op))
+    return *measured;
+  if (op->getNumOperands() == 0)
     return 0;
   int64_t input = getValueBytes(op->getOperand(0).getType());
   if (name == "aten::native_dropout")

@@ -544,6 +544,9 @@ static void buildDistributePipeline(OpPassManager &pm,
 
 void loom::buildCompilePipeline(OpPassManager &pm,
                                 const CompileOptions &options) {
+  if (!options.kernelWorkspaceFile.empty())
+    pm.addPass(createLoomKernelWorkspace(
+        forwardToPass<LoomKernelWorkspaceOptions>(options)));
   // Checkpointing first, as checkpoint_wrapper comes before fully_shard: the
   // distribution passes and the microbatch copies then carry the regions.
   if (options.rematMode != RematMode::None)

@@ -41,6 +41,8 @@ MODELS = {
     "vit": REPO / "examples" / "vit.py",
     "dropout": REPO / "python" / "tests" / "remat_dropout_model.py",
     "batchnorm": REPO / "python" / "tests" / "remat_batchnorm_model.py",
+    # test_kernel_workspace.py's
+    "conv": REPO / "python" / "tests" / "remat_conv_model.py",
 }
 # (model, ranks, microbatches): loom-accumulate-gradients copies the regions
 # into every microbatch.

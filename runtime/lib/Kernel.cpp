@@ -2,6 +2,9 @@
 
 #include "Kernel.h"
 
+#include "MemoryTracker.h"
+#include "loomrt/Dtype.h"
+
 #include "loomrt/Error.h"
 
 #include <ATen/ScalarOps.h>
@@ -9,6 +12,7 @@
 #include <ATen/core/stack.h>
 #include <torch/version.h>
 
+#include <algorithm>
 #include <sstream>
 
 namespace loomrt {
@@ -204,6 +208,7 @@ std::optional<c10::OperatorHandle> findOperator(const std::string &kernel,
 BoundKernel BoundKernel::bind(const Instruction &inst, c10::Device device,
                               const std::string &path) {
   BoundKernel k;
+  k.qualifiedKernel_ = inst.qualifiedKernel();
   k.op_ = findOperator(inst.kernel, inst.overload);
   if (!k.op_)
     throw Error(path + ": unknown kernel " + inst.qualifiedKernel() +
@@ -282,7 +287,43 @@ BoundKernel BoundKernel::bind(const Instruction &inst, c10::Device device,
   return k;
 }
 
-void BoundKernel::run(SlotTable &slots) const {
+std::string kernelSignature(const std::string &qualifiedKernel,
+                            std::vector<std::string> inputs,
+                            std::vector<std::string> results) {
+  auto join = [](std::vector<std::string> &parts) {
+    std::sort(parts.begin(), parts.end());
+    std::string s;
+    for (const std::string &p : parts)
+      s += (s.empty() ? "" : ",") + p;
+    return s;
+  };
+  return qualifiedKernel + "(" + join(inputs) + ")->(" + join(results) + ")";
+}
+
+namespace {
+/// "f32[8,16]" for a tensor, nothing for None; every tensor of a list.
+void describeTensors(const c10::IValue &v, std::vector<std::string> &out) {
+  auto one = [&](const at::Tensor &t) {
+    if (!t.defined())
+      return;
+    std::string s = artifactDtypeName(t.scalar_type()) + "[";
+    for (size_t d = 0; d < size_t(t.dim()); ++d)
+      s += (d ? "," : "") + std::to_string(t.size(int64_t(d)));
+    out.push_back(s + "]");
+  };
+  if (v.isTensor())
+    one(v.toTensor());
+  else if (v.isTensorList())
+    for (const at::Tensor &t : v.toTensorVector())
+      one(t);
+  else if (v.isList())
+    for (const c10::IValue &e : v.toListRef())
+      if (e.isTensor())
+        one(e.toTensor());
+}
+} // namespace
+
+void BoundKernel::run(SlotTable &slots, KernelMeasurement *measured) const {
   torch::jit::Stack stack;
   stack.reserve(args_.size());
   for (const BoundArg &a : args_) {
@@ -324,7 +365,22 @@ void BoundKernel::run(SlotTable &slots) const {
     }
   }
 
+  MemoryTracker *tracker = measured ? MemoryTracker::installed() : nullptr;
+  std::vector<std::string> inputs;
+  if (tracker) {
+    for (const c10::IValue &v : stack)
+      describeTensors(v, inputs);
+    tracker->beginWindow();
+  }
   op_->callBoxed(stack);
+  if (tracker) {
+    measured->workspaceBytes = tracker->windowPeak() - tracker->current();
+    std::vector<std::string> results;
+    for (const c10::IValue &v : stack)
+      describeTensors(v, results);
+    measured->signature =
+        kernelSignature(qualifiedKernel_, std::move(inputs), std::move(results));
+  }
 
   if (stack.size() != results_.size())
     throw Error("the kernel left " + std::to_string(stack.size()) +

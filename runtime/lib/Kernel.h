@@ -50,6 +50,24 @@ BoundArg bindArgument(const ArgValue &arg, const c10::Argument &schemaArg,
 c10::IValue defaultArgument(const c10::Argument &schemaArg,
                             const std::string &path);
 
+/// What one run of a kernel allocated beyond its results, for the kernel
+/// workspace profile (docs/recompute.md, "Kernel workspace").
+struct KernelMeasurement {
+  /// kernelSignature() of the call.
+  std::string signature;
+  /// The most tensor bytes the kernel held while it ran beyond what was in
+  /// use when it returned (its results included): its own temporaries.
+  int64_t workspaceBytes = 0;
+};
+
+/// "aten::convolution.default(f32[16,3,3,3],f32[8,3,8,8])->(f32[8,16,8,8])":
+/// the qualified kernel, then its tensor inputs and its tensor results (None
+/// left out), each spelled as the artifact's dtype and the sizes, each list
+/// sorted. The compiler's getKernelSignature spells an op the same way.
+std::string kernelSignature(const std::string &qualifiedKernel,
+                            std::vector<std::string> inputs,
+                            std::vector<std::string> results);
+
 /// "aten::addmm.default" -> the dispatcher's handle, or nullopt.
 std::optional<c10::OperatorHandle> findOperator(const std::string &kernel,
                                                 const std::string &overload);
@@ -64,13 +82,17 @@ public:
   /// Calls the operator on the slots' tensors and stores its returns.
   /// Errors are c10::Error from the kernel or loomrt::Error for a result
   /// that does not fit its `results` entry; the caller adds the location.
-  void run(SlotTable &slots) const;
+  /// With `measured` (and a MemoryTracker installed on this thread), also
+  /// measures the call's workspace.
+  void run(SlotTable &slots, KernelMeasurement *measured = nullptr) const;
 
   const c10::FunctionSchema &schema() const { return op_->schema(); }
   const std::vector<BoundArg> &args() const { return args_; }
 
 private:
   std::optional<c10::OperatorHandle> op_;
+  /// inst.qualifiedKernel(), for kernelSignature.
+  std::string qualifiedKernel_;
   std::vector<BoundArg> args_;
   std::vector<ResultSpec> results_;
 };

@@ -12,6 +12,7 @@
 #include "loomrt/Trace.h"
 
 #include "FileUtil.h"
+#include "KernelWorkspace.h"
 
 #include <c10/util/Exception.h>
 
@@ -33,6 +34,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace loomrt {
@@ -298,15 +300,23 @@ int launchRanks(char **argv, int nproc) {
 
 namespace {
 
-/// Merges the ranks' traces into options.trace once all have written one
-/// (also when a check failed afterwards: the trace helps to see why).
-int mergeRankTraces(const RunOptions &o, int worldSize, int rc) {
+/// The files the ranks write for `path` (rankTracePath), and whether every
+/// rank wrote its own.
+std::pair<std::vector<std::string>, bool> rankParts(const std::string &path,
+                                                    int worldSize) {
   std::vector<std::string> parts;
   bool all = true;
   for (int k = 0; k < worldSize; ++k) {
-    parts.push_back(rankTracePath(o.trace, k));
+    parts.push_back(rankTracePath(path, k));
     all = all && ::access(parts.back().c_str(), R_OK) == 0;
   }
+  return {parts, all};
+}
+
+/// Merges the ranks' traces into options.trace once all have written one
+/// (also when a check failed afterwards: the trace helps to see why).
+int mergeRankTraces(const RunOptions &o, int worldSize, int rc) {
+  auto [parts, all] = rankParts(o.trace, worldSize);
   try {
     if (all || rc == 0) {
       mergeTraces(parts, o.trace);
@@ -357,6 +367,35 @@ int mergeMemoryReports(const RunOptions &o, int worldSize, int rc) {
   return rc;
 }
 
+/// Merges the ranks' kernel workspace profiles into options.kernelWorkspace
+/// (the most per signature) when every rank wrote one.
+int mergeKernelWorkspaceParts(const RunOptions &o, int worldSize, int rc) {
+  auto [parts, all] = rankParts(o.kernelWorkspace, worldSize);
+  try {
+    if (all) {
+      mergeKernelWorkspaces(parts, o.kernelWorkspace);
+      std::fprintf(stderr,
+                   "loom-run: wrote the kernel workspace profile %s (%d "
+                   "ranks)\n",
+                   o.kernelWorkspace.c_str(), worldSize);
+    } else if (rc == 0) {
+      std::fprintf(stderr,
+                   "loom-run: error: a rank wrote no kernel workspace "
+                   "profile\n");
+      rc = kExitError;
+    }
+  } catch (const std::exception &e) {
+    std::fprintf(stderr,
+                 "loom-run: error: merging the kernel workspace profiles: "
+                 "%s\n",
+                 e.what());
+    rc = kExitError;
+  }
+  for (const std::string &part : parts)
+    std::remove(part.c_str());
+  return rc;
+}
+
 /// Launches `worldSize` ranks and merges what they wrote per rank (traces,
 /// memory reports) into the files the options name.
 int launchAndMerge(const RunOptions &o, char **argv, int worldSize) {
@@ -368,6 +407,8 @@ int launchAndMerge(const RunOptions &o, char **argv, int worldSize) {
     rc = mergeRankTraces(o, worldSize, rc);
   if (!o.memoryReport.empty())
     rc = mergeMemoryReports(o, worldSize, rc);
+  if (!o.kernelWorkspace.empty())
+    rc = mergeKernelWorkspaceParts(o, worldSize, rc);
   return rc;
 }
 

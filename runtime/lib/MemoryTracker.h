@@ -78,6 +78,7 @@ public:
     }
     current_ += allocSize;
     peak_ = std::max(peak_, current_);
+    windowPeak_ = std::max(windowPeak_, current_);
   }
   bool memoryProfilingEnabled() const override { return true; }
 
@@ -137,6 +138,17 @@ public:
     std::lock_guard<std::mutex> lock(mutex_);
     return allocations_;
   }
+  /// A window inside the measurement (one kernel's run, for the kernel
+  /// workspace profile): its peak starts at the current bytes and follows
+  /// them, without touching peak().
+  void beginWindow() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    windowPeak_ = current_;
+  }
+  int64_t windowPeak() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return windowPeak_;
+  }
 
   /// Routes this thread's CPU allocator reports to `tracker` while alive,
   /// and makes this thread the one whose allocations it counts.
@@ -168,6 +180,7 @@ private:
   int64_t lastStaging_ = 0;
   int64_t current_ = 0;
   int64_t peak_ = 0;
+  int64_t windowPeak_ = 0;
   int64_t allocations_ = 0;
 };
 

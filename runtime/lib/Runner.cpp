@@ -7,6 +7,8 @@
 #include "loomrt/Error.h"
 #include "loomrt/Trace.h"
 
+#include "KernelWorkspace.h"
+
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
 
@@ -276,6 +278,9 @@ int runRank(const RunOptions &o, const DistributedConfig &config) {
     session.setTracing(true);
   }
 
+  if (!o.kernelWorkspace.empty())
+    session.setMeasuringKernels(true);
+
   std::optional<MemoryReport> memoryReport;
   if (!o.memoryReport.empty())
     memoryReport.emplace(session.worldSize() > 1
@@ -354,6 +359,23 @@ int runRank(const RunOptions &o, const DistributedConfig &config) {
   } else if (trace) {
     trace->write(o.trace);
     std::fprintf(stderr, "loom-run: wrote trace %s\n", o.trace.c_str());
+  }
+  if (!o.kernelWorkspace.empty()) {
+    KernelWorkspace w;
+    w.device = "cpu";
+    w.threads = at::get_num_threads();
+    for (const auto &[signature, bytes] : session.kernelWorkspace())
+      w.add(signature, bytes);
+    // Every rank writes its own; the launcher merges them.
+    std::string path = session.worldSize() > 1
+                           ? rankTracePath(o.kernelWorkspace, session.rank())
+                           : o.kernelWorkspace;
+    w.write(path);
+    if (session.worldSize() == 1)
+      std::fprintf(stderr,
+                   "loom-run: wrote the workspace of %zu kernel signatures "
+                   "to %s\n",
+                   w.bytes.size(), path.c_str());
   }
   if (!o.saveParams.empty())
     session.saveParameters(o.saveParams); // every rank: shards are gathered

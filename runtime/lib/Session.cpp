@@ -128,6 +128,9 @@ public:
   StepStats last;
   int64_t stepsRun = 0;
   bool tracing = false;
+  /// setMeasuringKernels: the workspace of each kernel signature run.
+  bool measuringKernels = false;
+  std::map<std::string, int64_t> kernelWorkspace;
   Clock::time_point epoch = Clock::now();
   size_t numBatchElements = 0;
 
@@ -640,9 +643,17 @@ void SessionImpl::runInstruction(size_t index) {
     // issued in program order from this thread. The load-time checks made
     // sure every waited event was recorded.
     return;
-  case OpKind::Aten:
-    kernels[index]->run(slots);
+  case OpKind::Aten: {
+    if (!measuringKernels) {
+      kernels[index]->run(slots);
+      return;
+    }
+    KernelMeasurement m;
+    kernels[index]->run(slots, &m);
+    int64_t &bytes = kernelWorkspace[m.signature];
+    bytes = std::max(bytes, m.workspaceBytes);
     return;
+  }
   case OpKind::Free:
     for (int64_t s : inst.slots)
       slots.free(s);
@@ -1122,6 +1133,16 @@ at::Tensor Session::gatherFromAllRanks(const at::Tensor &t,
 size_t Session::numBatchElements() const { return impl_->numBatchElements; }
 int64_t Session::stepsRun() const { return impl_->stepsRun; }
 void Session::setTracing(bool on) { impl_->tracing = on; }
+void Session::setMeasuringKernels(bool on) {
+  if (on && !impl_->device().is_cpu())
+    throw Error("measuring kernel workspace needs the CPU: on " +
+                impl_->device().str() +
+                " the runtime does not see each kernel's allocations");
+  impl_->measuringKernels = on;
+}
+const std::map<std::string, int64_t> &Session::kernelWorkspace() const {
+  return impl_->kernelWorkspace;
+}
 const StepStats &Session::lastStats() const { return impl_->last; }
 
 std::optional<DistributedConfig> DistributedConfig::fromEnvironment() {

@@ -79,8 +79,17 @@ int64_t getValueBytes(mlir::Type type);
 int64_t getResultStorageBytes(mlir::Value result);
 
 /// Bytes an ATen kernel allocates and frees while it runs beyond its results
-/// (0 for most kernels and for non-ATen ops); counted at the op's step.
+/// (0 for most kernels and for non-ATen ops); counted at the op's step. The
+/// module's measured profile (`loom.kernel_workspace`, loom-kernel-workspace)
+/// gives it for the signatures it lists; the analysis' own rules the rest.
 int64_t getKernelScratchBytes(mlir::Operation *op);
+
+/// The kernel signature of an ATen call (`loom.aten` or `loomrt.aten`) as the
+/// runtime's kernel workspace profile spells it: the qualified kernel, then
+/// its tensor operands and its results as dtype and sizes, each list sorted:
+/// "aten::mm.default(bf16[16,8],bf16[8,4])->(bf16[16,4])". Empty for any
+/// other op or a type the artifact has no dtype for.
+std::string getKernelSignature(mlir::Operation *op);
 
 } // namespace loom
 

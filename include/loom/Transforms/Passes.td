@@ -1191,6 +1191,39 @@ def LoomAccumulateGradients
   let dependentDialects = ["::loom::LoomDialect"];
 }
 
+def LoomKernelWorkspace : Pass<"loom-kernel-workspace", "::mlir::ModuleOp"> {
+  let summary = "Attach a measured kernel workspace profile to the module";
+  let description = [{
+    Reads the profile `loom-run --kernel-workspace FILE` wrote (on the
+    machine and with the threads the step will run with) and attaches it to
+    the module as `loom.kernel_workspace`: a dictionary from kernel
+    signature (the qualified ATen kernel, its tensor inputs and results as
+    dtype and sizes, each list sorted, e.g.
+    `aten::mm.default(bf16[16,8],bf16[8,4])->(bf16[16,4])`) to the bytes a
+    run of that kernel held beyond its results. The peak-memory analysis
+    then counts those bytes while each such op runs, in place of its own
+    rules (`getKernelScratchBytes`), so `loom-sac-ilp`, `loom-schedule`,
+    the bounded prefetch and the compile summary see the oneDNN reorders,
+    im2col columns and bf16 packing buffers no formula predicts
+    (docs/recompute.md, "Kernel workspace"). Ops whose signature the
+    profile lacks keep the analysis' rules.
+
+    A file that is not such a profile, or that was measured on another
+    device than the CPU, is an error naming the file and the key.
+
+    ```
+    loom-run step.loomx --batches batches.safetensors --steps 2 \
+        --kernel-workspace ws.json
+    loom-opt step.mlir --loom-kernel-workspace=file=ws.json ...
+    ```
+  }];
+  let options = [
+    Option<"kernelWorkspaceFile", "file", "std::string", /*default=*/"\"\"",
+           "The profile loom-run --kernel-workspace wrote">,
+  ];
+  let dependentDialects = ["::loom::LoomDialect"];
+}
+
 def LoomSacIlp : Pass<"loom-sac-ilp", "::mlir::ModuleOp"> {
   let summary = "Choose what to save and what to recompute under a memory budget";
   let description = [{

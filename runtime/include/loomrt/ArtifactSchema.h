@@ -49,6 +49,8 @@ enum class Object {
   Split,
   Reduce,
   RankProgram,
+  /// Not in an artifact: the kernel workspace profile.
+  KernelWorkspace,
 };
 
 struct FieldInfo {

@@ -59,6 +59,11 @@ struct RunOptions {
   /// tensor bytes. A multi-rank run's ranks each write rankTracePath(
   /// memoryReport, rank), which the launcher concatenates into memoryReport.
   std::string memoryReport;
+  /// The kernel workspace profile to write (KernelWorkspace.h): every ATen
+  /// instruction's workspace, the most per kernel signature over the steps
+  /// and ranks run. A multi-rank run's ranks each write rankTracePath(
+  /// kernelWorkspace, rank), which the launcher merges. CPU only.
+  std::string kernelWorkspace;
   /// ATen intra-op threads; 0: one per rank on several ranks, else ATen's.
   int threads = 0;
   bool progress = true;

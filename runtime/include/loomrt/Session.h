@@ -211,6 +211,14 @@ public:
 
   /// Record per-instruction timings in lastStats().instructions.
   void setTracing(bool on);
+  /// Measure every ATen instruction's workspace (CPU only; see
+  /// kernelWorkspace()).
+  void setMeasuringKernels(bool on);
+  /// Per kernel signature ("aten::mm.default(bf16[8,16],bf16[16,4])->
+  /// (bf16[8,4])"), the most tensor bytes a run of it held beyond its
+  /// results, over the steps measured so far (docs/recompute.md, "Kernel
+  /// workspace").
+  const std::map<std::string, int64_t> &kernelWorkspace() const;
   const StepStats &lastStats() const;
 
 private:

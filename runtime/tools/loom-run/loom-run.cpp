@@ -5,7 +5,8 @@
 //          [--weights FILE] [--save-params FILE] [--no-progress]
 //          [--nproc N] [--timeout SECONDS] [--rtol R] [--atol A]
 //          [--checkpoint-dir DIR --save-every K [--keep N]] [--resume PATH]
-//          [--memory-report FILE] [--device cpu|cuda]
+//          [--memory-report FILE] [--kernel-workspace FILE]
+//          [--device cpu|cuda]
 //
 // Option parsing over libloomrt's launcher and runner (loomrt/Launcher.h,
 // loomrt/Runner.h). Exit status: 0, 1 for a --check mismatch on any rank, 2
@@ -50,6 +51,7 @@ void usage(FILE *out) {
       "                [--rtol R] [--atol A]\n"
       "                [--checkpoint-dir DIR --save-every K [--keep N]]\n"
       "                [--resume PATH] [--memory-report FILE]\n"
+      "                [--kernel-workspace FILE]\n"
       "                [--device cpu|cuda]\n"
       "\n"
       "  --batches FILE     a capture's batches.safetensors (step s uses\n"
@@ -101,7 +103,11 @@ void usage(FILE *out) {
       "                     tracked_end_bytes (the runtime's own count of\n"
       "                     tensor memory: the step's peak, what stays\n"
       "                     after it), checkpoint (a save followed); all\n"
-      "                     ranks' lines in one file, rank by rank\n");
+      "                     ranks' lines in one file, rank by rank\n"
+      "  --kernel-workspace FILE\n"
+      "                     measure every kernel's own temporaries (CPU)\n"
+      "                     and write the most per kernel signature, for\n"
+      "                     loom-compile --kernel-workspace\n");
 }
 
 [[noreturn]] void usageError(const std::string &message) {
@@ -156,6 +162,8 @@ RunOptions parseOptions(int argc, char **argv) {
       o.resume = value();
     } else if (a == "--memory-report") {
       o.memoryReport = value();
+    } else if (a == "--kernel-workspace") {
+      o.kernelWorkspace = value();
     } else if (a == "--device") {
       std::string d = value();
       o.device = parseDeviceKind(d);

@@ -843,3 +843,22 @@ module attributes {loom.device = "tpu"} {
 func.func @f() attributes {loom.device = "cuda"} {
   return
 }
+
+// -----
+
+// expected-error@+1 {{'loom.kernel_workspace' must be a dictionary from kernel signature to non-negative i64 bytes, on a module}}
+module attributes {loom.kernel_workspace = {"aten::mm.default(f32[2,2],f32[2,2])->(f32[2,2])" = -1 : i64}} {
+}
+
+// -----
+
+// expected-error@+1 {{'loom.kernel_workspace' must be a dictionary from kernel signature to non-negative i64 bytes, on a module}}
+module attributes {loom.kernel_workspace = {"aten::mm.default(f32[2,2],f32[2,2])->(f32[2,2])" = "big"}} {
+}
+
+// -----
+
+// expected-error@+1 {{'loom.kernel_workspace' must be a dictionary from kernel signature to non-negative i64 bytes, on a module}}
+func.func @f() attributes {loom.kernel_workspace = {}} {
+  return
+}

@@ -566,6 +566,18 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
       return op->emitOpError("'") << name << "' must be a string on a module";
     return success();
   }
+  if (name == kKernelWorkspaceAttrName) {
+    auto table = dyn_cast<DictionaryAttr>(attr.getValue());
+    auto isBytes = [](NamedAttribute entry) {
+      auto bytes = dyn_cast<IntegerAttr>(entry.getValue());
+      return bytes && bytes.getType().isInteger(64) && bytes.getInt() >= 0;
+    };
+    if (!isa<ModuleOp>(op) || !table || !llvm::all_of(table, isBytes))
+      return op->emitOpError("'")
+             << name << "' must be a dictionary from kernel signature to "
+             << "non-negative i64 bytes, on a module";
+    return success();
+  }
   if (name == kRunConfigAttrName) {
     if (!isa<ModuleOp>(op) || !isa<RunConfigAttr>(attr.getValue()))
       return op->emitOpError("'")

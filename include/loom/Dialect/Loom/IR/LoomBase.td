@@ -81,6 +81,10 @@ def Loom_Dialect : Dialect {
     /// The device the compiled step runs on ("cpu" or "cuda"; absent: cpu),
     /// on the module, set by `loom-lower-to-rt{device=...}`.
     static constexpr ::llvm::StringLiteral kDeviceAttrName = "loom.device";
+    /// The measured kernel workspace profile (`loom-kernel-workspace`), on
+    /// the module: a dictionary from kernel signature to i64 bytes.
+    static constexpr ::llvm::StringLiteral kKernelWorkspaceAttrName =
+        "loom.kernel_workspace";
     /// What capture was asked (`#loom.run_config`), on the module.
     static constexpr ::llvm::StringLiteral kRunConfigAttrName =
         "loom.run_config";

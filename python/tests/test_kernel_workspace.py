@@ -1,0 +1,95 @@
+"""The measured kernel workspace profile: with it, the budget bounds the
+measured peak of a network of convolutions too.
+
+oneDNN's CPU convolutions hold reorders and im2col columns while they run,
+which no rule of the peak-memory analysis predicts (docs/recompute.md,
+"Kernel workspace"). For a small ResNet (remat_conv_model.py) on one rank
+and with FSDP on two:
+
+- without a profile the measured peak is above the prediction (the
+  negative control: this is the workspace the profile is for), and a
+  recompute budget between the peaks is exceeded;
+- ``loom-run --kernel-workspace`` on the step without recompute writes the
+  profile (every rank's, merged); ``loom-compile --kernel-workspace`` then
+  predicts the measured peak exactly;
+- with the profile, at three budgets from the peak without recompute to
+  the smallest feasible one, the measured peak is at most the budget,
+  equals the prediction, does not rise when the budget falls, and training
+  is bitwise that of the step without recompute (every rank's loss at every
+  step, the final parameters); the smallest feasible budget is at most
+  ``--remat=full``'s peak.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from build_tools import LOOM_COMPILE, LOOM_IMPORT, LOOM_RUN, needs_tools
+from test_remat_parity import STEPS, Run, capture, differences, run
+from test_sac_ilp import SMALLEST, compile_step
+
+pytestmark = needs_tools(LOOM_IMPORT, LOOM_COMPILE, LOOM_RUN)
+
+
+def train(out, world, tag, *flags):
+    result = run([LOOM_RUN, out / f"{tag}.loomx", "--nproc", str(world), "--batches",
+                  out / "batches.safetensors", "--steps", str(STEPS), "--no-progress",
+                  "--trace", out / f"{tag}.trace.json", "--save-params",
+                  out / f"{tag}.safetensors", *flags])
+    assert result.returncode == 0, result.stdout + result.stderr
+    return Run(out, tag)
+
+
+@pytest.mark.parametrize("world", [1, 2], ids=["1rank", "2ranks"])
+def test_profiled_budget_bounds_the_measured_peak(world, tmp_path):
+    capture("conv", world, tmp_path)
+    profile = tmp_path / "workspace.json"
+    unprofiled, _ = compile_step(tmp_path, world, "plain")
+    plain = train(tmp_path, world, "plain", "--kernel-workspace", profile)
+    assert plain.peak > unprofiled, \
+        f"measured {plain.peak}, predicted {unprofiled}: the convolutions' workspace is gone"
+
+    table = json.loads(profile.read_text())
+    assert table["format"] == "loom-kernel-workspace" and table["device"] == "cpu"
+    convolutions = {k: v for k, v in table["kernels"].items()
+                    if k.startswith("aten::convolution")}
+    assert convolutions and max(convolutions.values()) > 0, table["kernels"]
+    # Every rank runs the same kernels here; the merged profile has each once.
+    assert all(isinstance(v, int) and v >= 0 for v in table["kernels"].values())
+
+    ws = f"--kernel-workspace={profile}"
+    no_recompute, _ = compile_step(tmp_path, world, "profiled", ws)
+    assert no_recompute == plain.peak, f"predicted {no_recompute}, measured {plain.peak}"
+
+    least = smallest_budget_with(tmp_path, world, ws)
+    full, _ = compile_step(tmp_path, world, "full", "--remat=full", ws)
+    assert least <= full < no_recompute
+
+    # The negative control for the contract: the same budget without the
+    # profile is exceeded at run time.
+    middle = (no_recompute + least) // 2
+    predicted, _ = compile_step(tmp_path, world, "blind", f"--recompute-budget={middle}B")
+    blind = train(tmp_path, world, "blind")
+    assert blind.peak > predicted, f"measured {blind.peak}, predicted {predicted}"
+
+    peaks = []
+    for budget in (no_recompute, middle, least):
+        tag = f"budget{budget}"
+        predicted, _ = compile_step(tmp_path, world, tag, f"--recompute-budget={budget}B", ws)
+        got = train(tmp_path, world, tag)
+        assert got.peak <= budget, f"budget {budget}: measured peak {got.peak}"
+        assert got.peak == predicted, f"budget {budget}: measured {got.peak}, predicted {predicted}"
+        assert differences(got, plain) == [], f"budget {budget}"
+        peaks.append(got.peak)
+    assert peaks == sorted(peaks, reverse=True) and peaks[-1] < plain.peak, peaks
+
+
+def smallest_budget_with(out, world, *flags):
+    dp = ["--dp=fsdp"] if world > 1 else []
+    result = run([LOOM_COMPILE, out / "step.mlir", "-o", out / "x.loomx", *dp,
+                  "--recompute-budget=1B", *flags])
+    assert result.returncode != 0
+    return int(SMALLEST.search(result.stderr).group(1))
+
