@@ -5,6 +5,7 @@ Usage (from the repository root)::
     PYTHONPATH=python python -m loom run FILE.py --nproc N [--dp none|replicate|fsdp] \\
         [--steps K] [--check] [--out DIR] [--make-arg KEY=VALUE ...] [--seed S] \\
         [--microbatches M] [--optimizer sgd|adam|adamw --lr X ...] [--no-cache] \\
+        [--measure-workspace] \\
         [loom-compile options, e.g. --reshard-after-forward=false --schedule]
 
 It runs the four stages a user would otherwise type one by one, each on the
@@ -25,6 +26,16 @@ previous one's files in DIR (default ``out/<model file stem>``):
 ``train``
     ``loom-run step.loomx --steps K [--check reference.json]`` on the world
     size the artifact records.
+
+With ``--measure-workspace`` two stages come before ``compile``:
+``profile-compile`` compiles the step with the same options but without a
+recompute budget or a memory limit (``plain.loomx``), ``profile`` runs it for
+one step with ``loom-run --kernel-workspace workspace.json``, and ``compile``
+then passes
+``--kernel-workspace=workspace.json``: the peak-memory analysis counts the
+workspace oneDNN's convolutions and bf16 matmuls take on this machine, so a
+``--recompute-budget`` bounds the measured peak of such steps too
+(docs/recompute.md, "Kernel workspace").
 
 Each stage is cached by content: its key hashes its input files, its options
 and the tool that runs it (the binary, and libloomrt for ``train``; for
@@ -57,6 +68,10 @@ PROG = "loom run"
 REPO = Path(__file__).resolve().parents[2]
 CACHE_DIR = ".loom-cache"
 
+
+# loom-compile options the profile's compile leaves out: what would make it
+# fail or change nothing the kernels see (a budget, a memory limit).
+UNPROFILED_FLAGS = ("--recompute-", "--memory-limit")
 
 class StageError(Exception):
     """A stage failed; the message names it and says why."""
@@ -208,6 +223,10 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str
     parser.add_argument("--make-arg", action="append", default=[], metavar="KEY=VALUE",
                         help="pass KEY=VALUE to make(); repeatable")
     parser.add_argument("--no-cache", action="store_true", help="run every stage again")
+    parser.add_argument("--measure-workspace", action="store_true",
+                        help="measure the kernels' workspace on a run of the step without a "
+                             "recompute budget first, and compile with it (loom-compile "
+                             "--kernel-workspace)")
     capture.add_optimizer_arguments(parser)
     args, compile_args = parser.parse_known_args(argv)
     for name in ("nproc", "steps", "microbatches"):
@@ -270,18 +289,36 @@ def stages(args: argparse.Namespace, compile_args: list[str]) -> list[Stage]:
         outputs=[out / "step.mlir", out / "step.weights.safetensors"])
 
     compiler = tool("compile", "bin/loom-compile")
+    runner = tool("train", "runtime/bin/loom-run")
+    # loom-run is a thin tool over libloomrt, where the runtime's code lives.
+    runtime_libraries = sorted((build_dir() / "runtime" / "lib").glob("libloomrt*.so*"))
     dp = [f"--dp={args.dp}"] if args.dp else []
+    step_inputs = [compiler, out / "step.mlir", out / "step.weights.safetensors",
+                   out / capture.RUN_CONFIG_FILE]
+    profile_stages = []
+    if args.measure_workspace:
+        workspace = out / "workspace.json"
+        plain = [a for a in compile_args if not a.startswith(UNPROFILED_FLAGS)]
+        profile_stages.append(Stage(
+            "profile-compile",
+            [str(compiler), str(out / "step.mlir"), "-o", str(out / "plain.loomx"), *dp, *plain],
+            inputs=list(step_inputs),
+            outputs=[out / "plain.loomx"]))
+        profile_stages.append(Stage(
+            "profile",
+            [str(runner), str(out / "plain.loomx"), "--batches", str(out / "batches.safetensors"),
+             "--steps", "1", "--no-progress", "--kernel-workspace", str(workspace)],
+            inputs=[runner, *runtime_libraries, out / "plain.loomx", out / "batches.safetensors"],
+            outputs=[workspace]))
+        compile_args = [*compile_args, f"--kernel-workspace={workspace}"]
+        step_inputs.append(workspace)
     compile_stage = Stage(
         "compile",
         [str(compiler), str(out / "step.mlir"), "-o", str(out / "step.loomx"), *dp,
          *compile_args],
-        inputs=[compiler, out / "step.mlir", out / "step.weights.safetensors",
-                out / capture.RUN_CONFIG_FILE],
+        inputs=step_inputs,
         outputs=[out / "step.loomx"])
 
-    runner = tool("train", "runtime/bin/loom-run")
-    # loom-run is a thin tool over libloomrt, where the runtime's code lives.
-    runtime_libraries = sorted((build_dir() / "runtime" / "lib").glob("libloomrt*.so*"))
     check = ["--check", str(out / "reference.json")] if args.check else []
     train_stage = Stage(
         "train",
@@ -291,7 +328,7 @@ def stages(args: argparse.Namespace, compile_args: list[str]) -> list[Stage]:
                 *([out / "reference.json", out / "reference.safetensors"] if args.check else [])],
         outputs=[],
         replay=True)
-    return [capture_stage, import_stage, compile_stage, train_stage]
+    return [capture_stage, import_stage, *profile_stages, compile_stage, train_stage]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -93,6 +93,26 @@ def test_failing_stage_is_named(first, tmp_path):
     assert "--split 3" in result.stderr
 
 
+def test_measure_workspace_profiles_before_compiling(tmp_path):
+    """``--measure-workspace``: the step compiled without the budget runs one
+    step measuring the kernels' workspace, and compile counts it."""
+    out = tmp_path / "conv"
+    result = loom_run("python/tests/remat_conv_model.py", "--steps", "2", "--check",
+                      "--measure-workspace", "--recompute-budget=1GB", "--summary", out=out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = {line.split("] ", 1)[0][1:]: line.split("] ", 1)[1]
+             for line in result.stdout.splitlines() if line.startswith("[")}
+    assert list(lines) == ["capture", "import", "profile-compile", "profile", "compile",
+                           "train"], lines
+    assert "--recompute-budget" not in lines["profile-compile"]
+    assert "--kernel-workspace" in lines["profile"]
+    assert f"--kernel-workspace={out / 'workspace.json'}" in lines["compile"]
+    assert "--recompute-budget=1GB" in lines["compile"]
+    table = json.loads((out / "workspace.json").read_text())["kernels"]
+    assert any(k.startswith("aten::convolution") and v > 0 for k, v in table.items()), table
+    assert "PASS" in result.stdout
+
+
 @pytest.mark.parametrize("flags, fragment", [
     (["--optimizer", "sgd"], "--optimizer sgd needs --lr"),
     (["--nproc", "0"], "--nproc must be at least 1"),
