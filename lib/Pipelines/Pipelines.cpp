@@ -155,8 +155,6 @@ LogicalResult loom::verifyCompileOptions(
       return emitError("reshard-after-forward=" + options.reshardAfterForward +
                        " with pp: a stage stays unsharded from its first "
                        "forward to REDUCE_GRAD; use auto or false");
-    if (!options.sacBudget.empty())
-      return emitError("recompute-budget with pp is not supported yet");
   } else if (options.isGiven("pp-schedule") || options.isGiven("pp-stages") ||
              !options.ppBoundaries.empty()) {
     return emitError("pp-schedule, pp-stages and pp-boundaries need pp > 1");

@@ -150,8 +150,11 @@ struct LoomPipelineSplitPass
 
 private:
   LogicalResult checkStep(func::FuncOp step);
-  FailureOr<SmallVector<int64_t>> boundaryStarts(func::FuncOp step,
-                                                 const ForwardOrder &order);
+  /// Where each stage after the first starts, in forward order; `names`
+  /// gets the module paths that start them.
+  FailureOr<SmallVector<int64_t>>
+  boundaryStarts(func::FuncOp step, const ForwardOrder &order,
+                 SmallVectorImpl<std::string> &names);
   LogicalResult assignStages(func::FuncOp step, const ForwardOrder &order,
                              ArrayRef<int64_t> starts);
   FailureOr<std::optional<int64_t>>
@@ -194,15 +197,25 @@ LogicalResult LoomPipelineSplitPass::checkStep(func::FuncOp step) {
 
 FailureOr<SmallVector<int64_t>>
 LoomPipelineSplitPass::boundaryStarts(func::FuncOp step,
-                                      const ForwardOrder &order) {
+                                      const ForwardOrder &order,
+                                      SmallVectorImpl<std::string> &names) {
   SmallVector<int64_t> starts;
-  if (!ppBoundaries.empty()) {
-    if (static_cast<int64_t>(ppBoundaries.size()) != ppStages - 1)
+  // The cut asked for, else the one an earlier pass planned under and
+  // pinned on the module (loom-sac-ilp), else a balanced one.
+  SmallVector<std::string> given(ppBoundaries.begin(), ppBoundaries.end());
+  if (given.empty())
+    if (auto pinned = getOperation()->getAttrOfType<ArrayAttr>(
+            LoomDialect::kPipelineBoundariesAttrName))
+      for (auto name : pinned.getAsRange<StringAttr>())
+        given.push_back(name.str());
+  if (!given.empty()) {
+    if (static_cast<int64_t>(given.size()) != ppStages - 1)
       return step.emitOpError("--loom-pipeline-split: ")
-             << ppBoundaries.size() << " boundaries for "
+             << given.size() << " boundaries for "
              << static_cast<int64_t>(ppStages) << " stages; give one module "
              << "path per stage after the first";
-    for (const std::string &module : ppBoundaries) {
+    names.assign(given.begin(), given.end());
+    for (const std::string &module : given) {
       std::optional<int64_t> start = order.start(module);
       if (!start)
         return step.emitOpError("--loom-pipeline-split: boundary '")
@@ -250,8 +263,10 @@ LoomPipelineSplitPass::boundaryStarts(func::FuncOp step,
     else
       tail += flops;
   });
-  for (int64_t unit : balance(costs, head, tail, ppStages))
+  for (int64_t unit : balance(costs, head, tail, ppStages)) {
     starts.push_back(*order.start(units[unit]));
+    names.push_back(units[unit]);
+  }
   return starts;
 }
 
@@ -595,10 +610,16 @@ void LoomPipelineSplitPass::runOnOperation() {
   if (failed(checkStep(step)))
     return signalPassFailure();
   ForwardOrder order(step.getBody().front());
-  FailureOr<SmallVector<int64_t>> starts = boundaryStarts(step, order);
+  SmallVector<std::string> names;
+  FailureOr<SmallVector<int64_t>> starts = boundaryStarts(step, order, names);
   if (failed(starts) || failed(assignStages(step, order, *starts)))
     return signalPassFailure();
   buildFunctions(step);
+  // The cut, for whoever plans on it (loom-sac-ilp pins it).
+  Builder b(module.getContext());
+  module->setAttr(LoomDialect::kPipelineBoundariesAttrName,
+                  b.getStrArrayAttr(SmallVector<StringRef>(names.begin(),
+                                                           names.end())));
 }
 
 } // namespace

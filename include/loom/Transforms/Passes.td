@@ -1049,7 +1049,10 @@ def LoomPipelineSplit : Pass<"loom-pipeline-split", "::mlir::ModuleOp"> {
     repeated blocks (`layers.N`) are cut into contiguous groups whose
     forward and backward FLOPs are as even as possible, what precedes the
     first block joins stage 0 and what follows the last joins the last
-    stage. An op of a module takes the module's stage; an op of the root
+    stage. Without `boundaries`, a cut pinned on the module
+    (`loom.pipeline_boundaries`, which `loom-sac-ilp` sets so that the
+    regions it adds do not move the cut it decided on) is taken instead;
+    either way the pass records the cut it made there. An op of a module takes the module's stage; an op of the root
     module (the loss, activations between blocks) takes, in forward, the
     latest stage of its operands, and in backward the stage of the forward
     values it reads, so each stage's backward differentiates its own
@@ -1250,6 +1253,11 @@ def LoomSacIlp : Pass<"loom-sac-ilp", "::mlir::ModuleOp"> {
     profile's peak exceeds the budget (the model's estimate of a region's
     working room was short) it tightens the bound by the excess and solves
     again.
+
+    A pipelined step (the `pipeline` splits and schedules it) is one
+    program per pipeline rank, each with its own peak: the pass decides
+    each program's blocks against that program's profile, and pins the
+    stage cut it planned under on the module (`loom.pipeline_boundaries`).
 
     A budget no decision meets is an error that names the smallest peak the
     step reaches with every block recomputed, and the op where that peak

@@ -245,7 +245,8 @@ static Liveness measure(const PeakMemory &peak, const Prices &prices,
 FailureOr<Liveness> sacilp::measureLiveness(ModuleOp module, func::FuncOp step,
                                             const Problem &problem,
                                             const CostModel &costs,
-                                            const Downstream &downstream) {
+                                            const Downstream &downstream,
+                                            unsigned program) {
   Builder b(module.getContext());
   for (auto [i, node] : llvm::enumerate(problem.nodes))
     node.op->setAttr(kNodeAttrName, b.getI64IntegerAttr(i));
@@ -265,13 +266,24 @@ FailureOr<Liveness> sacilp::measureLiveness(ModuleOp module, func::FuncOp step,
   price(*copy);
   if (downstream && failed(downstream(*copy, price)))
     return failure();
-  for (auto program : copy->getOps<rt::ProgramOp>())
-    return measure(PeakMemory(program), prices, problem);
-  for (auto func : copy->getOps<func::FuncOp>())
-    if (func.getSymName() == step.getSymName())
-      return measure(PeakMemory(func), prices, problem);
-  return mlir::emitError(step.getLoc(), "--loom-sac-ilp: the pipeline after "
-                                        "it left no step to measure");
+  SmallVector<Operation *> programs = getPrograms(*copy);
+  if (program >= programs.size())
+    return mlir::emitError(step.getLoc(), "--loom-sac-ilp: the pipeline after "
+                                          "it left no step to measure");
+  if (auto rtProgram = dyn_cast<rt::ProgramOp>(programs[program]))
+    return measure(PeakMemory(rtProgram), prices, problem);
+  return measure(PeakMemory(cast<func::FuncOp>(programs[program])), prices,
+                 problem);
+}
+
+SmallVector<Operation *> sacilp::getPrograms(ModuleOp module) {
+  SmallVector<Operation *> programs;
+  for (auto program : module.getOps<rt::ProgramOp>())
+    programs.push_back(program);
+  if (programs.empty())
+    for (func::FuncOp step : getStepFunctions(module))
+      programs.push_back(step);
+  return programs;
 }
 
 void sacilp::priceNodes(Problem &problem, const Liveness &liveness,

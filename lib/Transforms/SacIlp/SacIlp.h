@@ -132,16 +132,24 @@ struct Liveness {
 using Downstream = std::function<LogicalResult(
     ModuleOp, const std::function<void(Operation *)> &afterPass)>;
 
+/// The programs the rest of the pipeline made of the step, in order: the
+/// `loomrt.program`s once lowered, else the step functions (one per
+/// pipeline rank once pipelined). Each runs on its own ranks, so each has
+/// its own peak.
+SmallVector<Operation *> getPrograms(ModuleOp module);
+
 /// Tags every node's op in `step` (of `module`) with kNodeAttrName, copies the
 /// module, runs `downstream` (the rest of the compile pipeline) on the copy
-/// and measures it; the tags are removed from `step` again. Each instance is
+/// and measures its program number `program` (getPrograms); the tags are
+/// removed from `step` again. Each instance is
 /// priced with `costs` on its op as the last pass that still had `loom.aten`
 /// ops left it: the op the simulator and scheduler price (after FSDP's
 /// mixed-precision casts, say), not the one in the step as it stands.
 FailureOr<Liveness> measureLiveness(ModuleOp module, func::FuncOp step,
                                     const Problem &problem,
                                     const CostModel &costs,
-                                    const Downstream &downstream);
+                                    const Downstream &downstream,
+                                    unsigned program = 0);
 
 /// Sets each node's recompute time: the sum of its instances' in
 /// `liveness`, or its op as it stands when the finished program has none.

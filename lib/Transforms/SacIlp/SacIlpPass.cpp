@@ -37,6 +37,13 @@ struct Measured {
   std::string peakOp, peakModule;
 };
 
+/// What the pass decided for the blocks of one program: per node of
+/// `problem`, saved (true) or recomputed where backward needs it.
+struct ProgramChoice {
+  Problem problem;
+  SmallVector<bool> save;
+};
+
 struct LoomSacIlpPass : public loom::impl::LoomSacIlpBase<LoomSacIlpPass> {
   using LoomSacIlpBase::LoomSacIlpBase;
   LoomSacIlpPass(const LoomSacIlpOptions &options,
@@ -51,18 +58,37 @@ private:
   InFlightDiagnostic emitPassError(Operation *op) {
     return mlir::emitError(op->getLoc(), "--loom-sac-ilp: ");
   }
+  /// Adds the rest of the pipeline to `pm`; errors are located at `at`.
+  LogicalResult buildDownstream(OpPassManager &pm, Operation *at);
   /// Runs the rest of the pipeline on `copy`, calling `afterPass` (when
   /// given) after each of its passes.
   LogicalResult
   runDownstream(ModuleOp copy,
                 const std::function<void(Operation *)> &afterPass = {});
-  FailureOr<Measured> measure(ModuleOp module, func::FuncOp step);
-  /// Builds the regions of `decision` in `step`; `nodeOps` are the node ops
-  /// of `step` in problem order.
-  LogicalResult apply(func::FuncOp step, const Problem &problem,
-                      ArrayRef<Operation *> nodeOps, ArrayRef<bool> save);
+  /// The peak of program number `program` (getPrograms) of `module` once the
+  /// rest of the pipeline has run on a copy.
+  FailureOr<Measured> measure(ModuleOp module, func::FuncOp step,
+                              unsigned program);
+  /// Builds the regions of `choices` in `target`: the step or a copy of it.
+  LogicalResult apply(func::FuncOp target, ArrayRef<ProgramChoice> choices);
+  /// Decides for the blocks `blocks`, all of program number `program`,
+  /// under the budget; `label` names the program in reports and errors
+  /// (empty for a step that is one program).
+  FailureOr<ProgramChoice> decide(ModuleOp module, func::FuncOp step,
+                                  ArrayRef<std::string> blocks,
+                                  unsigned program, StringRef label);
+  /// With pipelining: the blocks of each program of the pipelined step
+  /// (empty: the step is one program), after pinning the stage cut on
+  /// `module` so that every copy and the step itself are cut alike.
+  FailureOr<SmallVector<std::pair<std::string, SmallVector<std::string>>>>
+  splitByProgram(ModuleOp module, func::FuncOp step,
+                 ArrayRef<std::string> blocks);
 
   std::function<void(OpPassManager &)> downstreamBuilder;
+  /// Per op of the step's body, its position: a copy's ops are found there.
+  DenseMap<Operation *, size_t> position;
+  int64_t budgetBytes = 0;
+  std::optional<CostModel> costs;
 };
 } // namespace
 
@@ -76,20 +102,44 @@ struct AfterEachPass : public PassInstrumentation {
 };
 } // namespace
 
+LogicalResult LoomSacIlpPass::buildDownstream(OpPassManager &pm,
+                                              Operation *at) {
+  if (downstreamBuilder)
+    downstreamBuilder(pm);
+  else if (!sacPipeline.empty() &&
+           failed(parsePassPipeline(sacPipeline, pm, llvm::errs())))
+    return emitPassError(at)
+           << "cannot parse pipeline '" << sacPipeline << "'";
+  return success();
+}
+
 LogicalResult LoomSacIlpPass::runDownstream(
     ModuleOp copy, const std::function<void(Operation *)> &afterPass) {
   PassManager pm(copy.getContext(), ModuleOp::getOperationName());
   if (afterPass)
     pm.addInstrumentation(std::make_unique<AfterEachPass>(afterPass));
-  if (downstreamBuilder)
-    downstreamBuilder(pm);
-  else if (!sacPipeline.empty() &&
-           failed(parsePassPipeline(sacPipeline, pm, llvm::errs())))
-    return emitPassError(copy)
-           << "cannot parse pipeline '" << sacPipeline << "'";
+  if (failed(buildDownstream(pm, copy)))
+    return failure();
   if (pm.empty())
     return success();
   return pm.run(copy);
+}
+
+/// Whether `pm` runs the pass `argument`, at any nesting.
+static bool runsPass(OpPassManager &pm, StringRef argument) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  pm.printAsTextualPipeline(os);
+  // Pass names are separated by `,` and `(` and followed by `{`, `,` or `)`.
+  for (size_t at = text.find(argument); at != std::string::npos;
+       at = text.find(argument, at + 1)) {
+    char before = at ? text[at - 1] : ',';
+    size_t end = at + argument.size();
+    char after = end < text.size() ? text[end] : ')';
+    if (StringRef(",( ").contains(before) && StringRef("{,) ").contains(after))
+      return true;
+  }
+  return false;
 }
 
 /// The fully-qualified names of the step's parameters, in argument order.
@@ -121,7 +171,8 @@ static func::FuncOp findStep(ModuleOp module, StringRef name) {
 }
 
 FailureOr<Measured> LoomSacIlpPass::measure(ModuleOp module,
-                                            func::FuncOp step) {
+                                            func::FuncOp step,
+                                            unsigned program) {
   OwningOpRef<ModuleOp> copy(cast<ModuleOp>(module->clone()));
   if (failed(runDownstream(*copy)))
     return failure();
@@ -129,30 +180,33 @@ FailureOr<Measured> LoomSacIlpPass::measure(ModuleOp module,
     return Measured{peak.peakBytes, peak.peakOpName(),
                     peak.peakOp ? getModulePath(peak.peakOp).str() : ""};
   };
-  for (auto program : copy->getOps<rt::ProgramOp>())
-    return report(PeakMemory(program));
-  if (func::FuncOp copied = findStep(*copy, step.getSymName()))
-    return report(PeakMemory(copied));
-  return emitPassError(step) << "the pipeline after it left no step";
+  SmallVector<Operation *> programs = getPrograms(*copy);
+  if (program >= programs.size())
+    return emitPassError(step) << "the pipeline after it left no step";
+  if (auto rtProgram = dyn_cast<rt::ProgramOp>(programs[program]))
+    return report(PeakMemory(rtProgram));
+  return report(PeakMemory(cast<func::FuncOp>(programs[program])));
 }
 
-LogicalResult LoomSacIlpPass::apply(func::FuncOp step, const Problem &problem,
-                                    ArrayRef<Operation *> nodeOps,
-                                    ArrayRef<bool> save) {
-  SmallVector<Operation *> ops = bodyOps(step);
+LogicalResult LoomSacIlpPass::apply(func::FuncOp target,
+                                    ArrayRef<ProgramChoice> choices) {
+  SmallVector<Operation *> ops = bodyOps(target);
   SmallVector<RecomputeGroup> groups;
-  for (const BlockChoice &block : problem.blocks) {
-    RecomputeGroup &group = groups.emplace_back();
-    group.module = block.module;
-    for (unsigned n : block.nodes) {
-      group.ops.push_back(nodeOps[n]);
-      if (save[n])
-        group.saved.insert(nodeOps[n]);
+  for (const ProgramChoice &choice : choices) {
+    for (const BlockChoice &block : choice.problem.blocks) {
+      RecomputeGroup &group = groups.emplace_back();
+      group.module = block.module;
+      for (unsigned n : block.nodes) {
+        Operation *op = ops[position.lookup(choice.problem.nodes[n].op)];
+        group.ops.push_back(op);
+        if (choice.save[n])
+          group.saved.insert(op);
+      }
+      for (size_t at : block.views)
+        group.ops.push_back(ops[at]);
     }
-    for (size_t position : block.views)
-      group.ops.push_back(ops[position]);
   }
-  return applyRecompute(step, groups);
+  return applyRecompute(target, groups);
 }
 
 /// Prints a distinct block's trade-off curve: its corners, from keeping
@@ -214,7 +268,7 @@ void LoomSacIlpPass::runOnOperation() {
     return signalPassFailure();
   }
   func::FuncOp step = steps.front();
-  int64_t budgetBytes = parseByteSize(sacBudget);
+  budgetBytes = parseByteSize(sacBudget);
   if (sacBudget.empty() || budgetBytes <= 0) {
     emitPassError(step) << "budget '" << sacBudget
                         << "' is not a byte count such as 1073741824, 512MiB "
@@ -223,10 +277,11 @@ void LoomSacIlpPass::runOnOperation() {
   }
   CostModelConfig config{device, deviceDir, algorithm, nodes, devicesPerNode,
                          tf32};
-  FailureOr<CostModel> costs =
+  FailureOr<CostModel> built =
       buildCostModel(config, step.getLoc(), "loom-sac-ilp");
-  if (failed(costs))
+  if (failed(built))
     return signalPassFailure();
+  costs.emplace(std::move(*built));
   SmallVector<std::string> blocks(sacModules.begin(), sacModules.end());
   if (blocks.empty())
     blocks = getLayerBlocks(getParameterNames(step));
@@ -236,20 +291,126 @@ void LoomSacIlpPass::runOnOperation() {
                            "modules=... (loom-compile: --remat-modules=...)";
     return signalPassFailure();
   }
+  position.clear();
+  for (auto [i, op] : llvm::enumerate(bodyOps(step)))
+    position[op] = i;
+
+  auto byProgram = splitByProgram(module, step, blocks);
+  if (failed(byProgram))
+    return signalPassFailure();
+  std::vector<ProgramChoice> choices;
+  if (byProgram->empty()) {
+    FailureOr<ProgramChoice> choice = decide(module, step, blocks, 0, "");
+    if (failed(choice))
+      return signalPassFailure();
+    choices.push_back(std::move(*choice));
+  }
+  // A pipelined step: each pipeline rank's program has its own peak, and
+  // the blocks of one program change no other's, so each decides alone.
+  // Every program is decided, so that an infeasible budget names the
+  // smallest feasible one of each program that misses it.
+  bool infeasible = false;
+  for (auto [program, entry] : llvm::enumerate(*byProgram)) {
+    auto &[label, programBlocks] = entry;
+    if (programBlocks.empty()) {
+      // Nothing to recompute here (the stages of the embedding and the
+      // head, say): the budget must hold as the program stands.
+      FailureOr<Measured> measured = measure(module, step, program);
+      if (failed(measured))
+        return signalPassFailure();
+      if (measured->peakBytes > budgetBytes) {
+        emitPassError(step)
+            << "program '" << label << "': budget "
+            << formatByteSize(budgetBytes)
+            << " is infeasible: the smallest feasible budget is "
+            << formatByteSize(measured->peakBytes)
+            << " (the program runs no recompute block), with the peak at '"
+            << measured->peakOp << "' in module '" << measured->peakModule
+            << "'";
+        infeasible = true;
+      }
+      continue;
+    }
+    FailureOr<ProgramChoice> choice =
+        decide(module, step, programBlocks, program, label);
+    if (failed(choice))
+      infeasible = true;
+    else
+      choices.push_back(std::move(*choice));
+  }
+  if (infeasible || failed(apply(step, choices)))
+    return signalPassFailure();
+}
+
+FailureOr<SmallVector<std::pair<std::string, SmallVector<std::string>>>>
+LoomSacIlpPass::splitByProgram(ModuleOp module, func::FuncOp step,
+                               ArrayRef<std::string> blocks) {
+  SmallVector<std::pair<std::string, SmallVector<std::string>>> out;
+  // Only a pipelined step has several programs: no copy needed otherwise.
+  OpPassManager planned(ModuleOp::getOperationName());
+  if (failed(buildDownstream(planned, step)))
+    return failure();
+  if (!runsPass(planned, "loom-pipeline-split"))
+    return out;
+  OwningOpRef<ModuleOp> copy(cast<ModuleOp>(module->clone()));
+  if (failed(runDownstream(*copy)))
+    return failure();
+  SmallVector<Operation *> programs = getPrograms(*copy);
+  if (programs.size() <= 1)
+    return out;
+  // The cut the split made without recompute: every copy the decision is
+  // measured on, and the step itself, are cut there, whatever the regions
+  // add to the stages' FLOPs (loom-pipeline-split balances them).
+  if (Attribute cut =
+          (*copy)->getAttr(LoomDialect::kPipelineBoundariesAttrName))
+    module->setAttr(LoomDialect::kPipelineBoundariesAttrName, cut);
+  DenseMap<StringRef, unsigned> programOf;
+  for (auto [index, program] : llvm::enumerate(programs)) {
+    auto name = program->getAttrOfType<StringAttr>(
+        SymbolTable::getSymbolAttrName());
+    StringRef label = name ? name.getValue()
+                           : cast<rt::ProgramOp>(program).getStepName();
+    auto &[programLabel, programBlocks] = out.emplace_back();
+    programLabel = label.str();
+    program->walk([&](Operation *op) {
+      if (!isa<AtenOp, rt::AtenOp>(op) || !isForwardOp(op))
+        return;
+      StringRef path = getModulePath(op);
+      for (const std::string &block : blocks) {
+        if (!isInModule(path, block))
+          continue;
+        auto [it, inserted] = programOf.try_emplace(block, index);
+        if (inserted)
+          programBlocks.push_back(block);
+        else if (it->second != index && it->second != ~0u) {
+          emitPassError(step)
+              << "block '" << block << "' runs in two pipeline programs ('"
+              << out[it->second].first << "' and '" << label
+              << "'); cut the stages at block boundaries (--pp-boundaries) "
+                 "or name smaller blocks (--remat-modules)";
+          programOf[block] = ~0u;
+        }
+      }
+    });
+  }
+  if (llvm::is_contained(llvm::make_second_range(programOf), ~0u))
+    return failure();
+  return out;
+}
+
+FailureOr<ProgramChoice> LoomSacIlpPass::decide(ModuleOp module,
+                                                func::FuncOp step,
+                                                ArrayRef<std::string> blocks,
+                                                unsigned program,
+                                                StringRef label) {
   FailureOr<Problem> problem = buildProblem(step, blocks);
   if (failed(problem))
-    return signalPassFailure();
-  // The node ops by body position, to find them in copies.
-  SmallVector<Operation *> ops = bodyOps(step);
-  DenseMap<Operation *, size_t> position;
-  for (auto [i, op] : llvm::enumerate(ops))
-    position[op] = i;
-  auto nodeOpsIn = [&](func::FuncOp target) {
-    SmallVector<Operation *> targetOps = bodyOps(target);
-    SmallVector<Operation *> nodeOps;
-    for (const Node &node : problem->nodes)
-      nodeOps.push_back(targetOps[position[node.op]]);
-    return nodeOps;
+    return failure();
+  // "program 'step_pp0': " in reports and errors of a pipelined step.
+  std::string in =
+      label.empty() ? std::string() : ("program '" + label + "': ").str();
+  auto choose = [&](ArrayRef<bool> save) {
+    return ProgramChoice{*problem, SmallVector<bool>(save)};
   };
 
   // The profile is measured with the regions every decision has: saving
@@ -260,32 +421,31 @@ void LoomSacIlpPass::runOnOperation() {
   auto downstream = [&](ModuleOp copy,
                         const std::function<void(Operation *)> &afterPass) {
     func::FuncOp copied = findStep(copy, step.getSymName());
-    if (failed(apply(copied, *problem, nodeOpsIn(copied), saveAll)))
+    if (failed(apply(copied, choose(saveAll))))
       return failure();
     return runDownstream(copy, afterPass);
   };
   FailureOr<Liveness> liveness =
-      measureLiveness(module, step, *problem, *costs, downstream);
+      measureLiveness(module, step, *problem, *costs, downstream, program);
   if (failed(liveness))
-    return signalPassFailure();
+    return failure();
   priceNodes(*problem, *liveness, *costs);
   // The peak of `save` applied to a copy of the module.
   auto tryDecision = [&](ArrayRef<bool> save) -> FailureOr<Measured> {
     OwningOpRef<ModuleOp> trial(cast<ModuleOp>(module->clone()));
     func::FuncOp trialStep = findStep(*trial, step.getSymName());
-    if (failed(apply(trialStep, *problem, nodeOpsIn(trialStep), save)))
+    if (failed(apply(trialStep, choose(save))))
       return failure();
-    return measure(*trial, trialStep);
+    return measure(*trial, trialStep, program);
   };
 
   SolveOptions solveOptions{sacTimeLimit, sacGap};
   Solver solver(*problem, *liveness, solveOptions);
   auto accept = [&](ArrayRef<bool> save, ArrayRef<bool> recompute,
-                    double seconds, const Measured &measured) {
-    if (failed(apply(step, *problem, nodeOpsIn(step), save)))
-      return signalPassFailure();
+                    double seconds,
+                    const Measured &measured) -> FailureOr<ProgramChoice> {
     if (!sacReport)
-      return;
+      return choose(save);
     // How many different things the blocks recompute: identical blocks may
     // sit at different points of their curve.
     std::set<std::pair<unsigned, SmallVector<bool>>> policies;
@@ -296,7 +456,7 @@ void LoomSacIlpPass::runOnOperation() {
       policies.insert({block.distinct, recomputed});
     }
     llvm::errs() << llvm::formatv(
-        "loom-sac-ilp: budget {0}: predicted peak {1}; recompute {2} of {3} "
+        "loom-sac-ilp: {12}budget {0}: predicted peak {1}; recompute {2} of {3} "
         "forward ops ({4:f4} ms on {5}; {6} must be saved); {7} distinct of "
         "{8} blocks; {9} block policies; peak at '{10}' in module '{11}'\n",
         formatByteSize(budgetBytes), formatByteSize(measured.peakBytes),
@@ -305,13 +465,14 @@ void LoomSacIlpPass::runOnOperation() {
         llvm::count_if(problem->nodes,
                        [](const Node &n) { return n.mustSave; }),
         problem->distinct.size(), problem->blocks.size(), policies.size(),
-        measured.peakOp, measured.peakModule);
+        measured.peakOp, measured.peakModule, in);
     for (auto [distinct, curve] :
          llvm::zip(problem->distinct, solver.getCurves())) {
       StringRef module = problem->blocks[distinct.representative].module;
       reportCurve(module, distinct.blocks.size(), curve);
       reportChoices(module, *problem, *liveness, distinct, save, recompute);
     }
+    return choose(save);
   };
 
   // The model is an estimate of the measured peak (a region's working room,
@@ -335,7 +496,7 @@ void LoomSacIlpPass::runOnOperation() {
       break; // A lower bound is infeasible too.
     FailureOr<Measured> measured = tryDecision(decision->save);
     if (failed(measured))
-      return signalPassFailure();
+      return failure();
     int64_t corrected =
         budgetBytes - (measured->peakBytes - decision->modelPeakBytes);
     if (measured->peakBytes <= budgetBytes) {
@@ -381,13 +542,13 @@ void LoomSacIlpPass::runOnOperation() {
     allSeconds += recomputed ? node.seconds : 0;
   FailureOr<Measured> least = tryDecision(leastMemory);
   if (failed(least))
-    return signalPassFailure();
+    return failure();
   if (least->peakBytes <= budgetBytes)
     return accept(leastMemory, recomputeAll, allSeconds, *least);
   // The smallest budget is that of recomputing everything or nothing
   // (recompute regions need room of their own), with where its peak is.
   InFlightDiagnostic diag = emitPassError(step)
-                            << "budget " << formatByteSize(budgetBytes)
+                            << in << "budget " << formatByteSize(budgetBytes)
                             << " is infeasible: the smallest feasible budget is ";
   if (baseline <= least->peakBytes)
     diag << formatByteSize(baseline) << " (nothing recomputed)";
@@ -395,8 +556,9 @@ void LoomSacIlpPass::runOnOperation() {
     diag << formatByteSize(least->peakBytes)
          << " (every block recomputed), with the peak at '" << least->peakOp
          << "' in module '" << least->peakModule << "'";
-  signalPassFailure();
+  return failure();
 }
+
 
 std::unique_ptr<Pass>
 loom::createLoomSacIlp(const LoomSacIlpOptions &options,

@@ -545,6 +545,14 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
              << name << "' must be a non-negative i64 on a func.func";
     return success();
   }
+  if (name == kPipelineBoundariesAttrName) {
+    auto names = dyn_cast<ArrayAttr>(attr.getValue());
+    if (!isa<ModuleOp>(op) || !names ||
+        !llvm::all_of(names, [](Attribute a) { return isa<StringAttr>(a); }))
+      return op->emitOpError("'")
+             << name << "' must be an array of module paths on a module";
+    return success();
+  }
   if (name == kPipelinePartAttrName) {
     auto part = dyn_cast<StringAttr>(attr.getValue());
     if (!isa<func::FuncOp>(op) || !part ||

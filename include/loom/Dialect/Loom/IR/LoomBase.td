@@ -95,6 +95,12 @@ def Loom_Dialect : Dialect {
         "loom.ac_region";
     static constexpr ::llvm::StringLiteral kAcPolicyAttrName =
         "loom.ac_policy";
+    /// On the module: the module paths where each pipeline stage after the
+    /// first starts. `loom-pipeline-split` records the cut it made here, and
+    /// cuts there when its `boundaries` option is empty; `loom-sac-ilp`
+    /// sets it before the split runs, so the cut it planned under stays.
+    static constexpr ::llvm::StringLiteral kPipelineBoundariesAttrName =
+        "loom.pipeline_boundaries";
     /// On a stage function of `loom-pipeline-split`: its stage (0-based).
     static constexpr ::llvm::StringLiteral kPipelineStageAttrName =
         "loom.pipeline_stage";
