@@ -36,7 +36,15 @@ struct LoomKernelWorkspacePass
     if (failed(table))
       return signalPassFailure();
     module->setAttr(LoomDialect::kKernelWorkspaceAttrName, *table);
+    if (threads > 0)
+      module->setAttr(LoomDialect::kKernelWorkspaceThreadsAttrName,
+                      Builder(module.getContext()).getI64IntegerAttr(threads));
+    else
+      module->removeAttr(LoomDialect::kKernelWorkspaceThreadsAttrName);
   }
+
+  /// The profile's `threads` (0: not given).
+  int64_t threads = 0;
 
   /// The profile as the module attribute, or an error on the module.
   FailureOr<DictionaryAttr> read(ModuleOp module) {
@@ -61,6 +69,14 @@ struct LoomKernelWorkspacePass
       return fail(Twine("not a profile of loom-run --kernel-workspace (\"") +
                   schema::kKernelWorkspaceFormat + "\" is not \"" +
                   kProfileFormat + "\")");
+    if (const llvm::json::Value *t =
+            root->get(schema::kKernelWorkspaceThreads)) {
+      std::optional<int64_t> n = t->getAsInteger();
+      if (!n || *n < 1)
+        return fail(Twine("\"") + schema::kKernelWorkspaceThreads +
+                    "\" must be a positive integer");
+      threads = *n;
+    }
     std::optional<StringRef> device =
         root->getString(schema::kKernelWorkspaceDevice);
     if (device && *device != "cpu")

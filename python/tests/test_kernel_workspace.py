@@ -85,6 +85,19 @@ def test_profiled_budget_bounds_the_measured_peak(world, tmp_path):
         peaks.append(got.peak)
     assert peaks == sorted(peaks, reverse=True) and peaks[-1] < plain.peak, peaks
 
+    # The artifact records the profile's threads; a run with others is
+    # warned that its peak may differ from the prediction.
+    other = table["threads"] + 1
+    result = run([LOOM_RUN, tmp_path / "profiled.loomx", "--nproc", str(world), "--batches",
+                  tmp_path / "batches.safetensors", "--steps", "1", "--no-progress",
+                  "--threads", str(other)])
+    assert result.returncode == 0, result.stderr
+    assert (f"compiled with the kernel workspace measured with {table['threads']} ATen threads, "
+            f"and runs with {other}") in result.stderr, result.stderr
+    result = run([LOOM_RUN, tmp_path / "profiled.loomx", "--nproc", str(world), "--batches",
+                  tmp_path / "batches.safetensors", "--steps", "1", "--no-progress"])
+    assert result.returncode == 0 and "warning" not in result.stderr, result.stderr
+
 
 def smallest_budget_with(out, world, *flags):
     dp = ["--dp=fsdp"] if world > 1 else []

@@ -651,6 +651,15 @@ void ProgramReader::read(const json &root) {
     a.device = *kind;
   }
 
+  if (root.contains(schema::kProgramKernelWorkspaceThreads)) {
+    int64_t threads = integer(root[schema::kProgramKernelWorkspaceThreads],
+                              schema::kProgramKernelWorkspaceThreads);
+    if (threads < 1)
+      fail(schema::kProgramKernelWorkspaceThreads,
+           "must be at least 1, found " + std::to_string(threads));
+    a.kernelWorkspaceThreads = threads;
+  }
+
   a.worldSize =
       integer(field(root, "", schema::kProgramWorldSize), "world_size");
   if (a.worldSize < 1)

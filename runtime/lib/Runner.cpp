@@ -272,6 +272,18 @@ int runRank(const RunOptions &o, const DistributedConfig &config) {
             ? (", " + std::to_string(a.worldSize) + " ranks").c_str()
             : "");
 
+  if (leader && a.kernelWorkspaceThreads &&
+      *a.kernelWorkspaceThreads != at::get_num_threads())
+    std::fprintf(stderr,
+                 "loom-run: warning: %s was compiled with the kernel "
+                 "workspace measured with %lld ATen threads, and runs with "
+                 "%d: the measured peak can differ from the prediction "
+                 "(measure again with --threads %d, or run with --threads "
+                 "%lld)\n",
+                 o.artifact.c_str(), (long long)*a.kernelWorkspaceThreads,
+                 at::get_num_threads(), at::get_num_threads(),
+                 (long long)*a.kernelWorkspaceThreads);
+
   std::optional<TraceWriter> trace;
   if (!o.trace.empty()) {
     trace.emplace(a, session.rank(), session.worldSize());

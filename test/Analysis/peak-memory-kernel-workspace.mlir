@@ -31,7 +31,14 @@
 // ATTR-SAME: "aten::mm.default(f32[16,8],f32[8,8])->(f32[16,8])" = 3000 : i64
 // ATTR-SAME: "aten::native_batch_norm_backward.default(f32[16,8],f32[16,8],f32[8],f32[8],f32[8],f32[8],f32[8])->(f32[16,8],f32[8],f32[8])" = 0 : i64
 // ATTR-NOT: "aten::relu
+// ATTR-SAME: loom.kernel_workspace_threads = 2 : i64
 // ATTR: func.func @step
+// The artifact records the profile's threads (loom-run warns when it runs
+// with others):
+// RUN: loom-compile %s --optimizer=none --emit=program --kernel-workspace=%S/Inputs/kernel-workspace.json -o - | FileCheck %s --check-prefix=PROGRAM
+// RUN: loom-compile %s --optimizer=none --emit=program -o - | FileCheck %s --check-prefix=NO-PROFILE
+// PROGRAM: "kernel_workspace_threads":2
+// NO-PROFILE-NOT: kernel_workspace_threads
 
 !a = tensor<16x8xf32>
 !c = tensor<8xf32>

@@ -23,6 +23,9 @@
 // RUN: printf '{"format": "loom-kernel-workspace", "kernels": {"aten::mm.default(f32[2,2],f32[2,2])->(f32[2,2])": 1.5}}' > %t.float.json
 // RUN: not loom-opt %s --loom-kernel-workspace=file=%t.float.json 2>&1 | FileCheck %s --check-prefix=FLOAT
 // FLOAT: error: kernel workspace profile '{{.*}}float.json': kernels["aten::mm.default(f32[2,2],f32[2,2])->(f32[2,2])"] must be a non-negative integer
+// RUN: printf '{"format": "loom-kernel-workspace", "threads": 0, "kernels": {}}' > %t.threads.json
+// RUN: not loom-opt %s --loom-kernel-workspace=file=%t.threads.json 2>&1 | FileCheck %s --check-prefix=THREADS
+// THREADS: error: kernel workspace profile '{{.*}}threads.json': "threads" must be a positive integer
 // The same from loom-compile:
 // RUN: not loom-compile %s --kernel-workspace=%t.cuda.json -o %t.loomx 2>&1 | FileCheck %s --check-prefix=CUDA
 

@@ -570,6 +570,9 @@ std::string ArtifactWriter::buildProgram() {
     if (auto device =
             module->getAttrOfType<StringAttr>(LoomDialect::kDeviceAttrName))
       j.attribute(schema::kProgramDevice, device.getValue());
+    if (auto threads = module->getAttrOfType<IntegerAttr>(
+            LoomDialect::kKernelWorkspaceThreadsAttrName))
+      j.attribute(schema::kProgramKernelWorkspaceThreads, threads.getInt());
     j.attributeBegin(schema::kProgramOptimizer);
     if (std::optional<OptimizerConfig> config =
             first.getOptimizer() ? getOptimizerConfig(*first.getOptimizer())

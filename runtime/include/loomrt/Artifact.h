@@ -347,6 +347,9 @@ public:
   int64_t worldSize = 1;
   /// The device the step was compiled for.
   DeviceKind device = DeviceKind::Cpu;
+  /// The ATen threads of the kernel workspace profile the compiler counted,
+  /// if it counted one.
+  std::optional<int64_t> kernelWorkspaceThreads;
   /// Required when worldSize > 1.
   std::optional<Mesh> mesh;
   std::optional<OptimizerSpec> optimizer;

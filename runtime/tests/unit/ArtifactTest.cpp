@@ -515,6 +515,21 @@ TEST(Artifact, UnknownDevice) {
   EXPECT_CONTAINS(loadError(p), "device: ");
 }
 
+TEST(Artifact, KernelWorkspaceThreads) {
+  json p = linearProgram(sgdOptimizer());
+  p["version"] = 3;
+  EXPECT_FALSE(Artifact::load(writeArtifact("a.loomx", p, linearWeights()))
+                   .kernelWorkspaceThreads);
+  p["kernel_workspace_threads"] = 4;
+  EXPECT_EQ(Artifact::load(writeArtifact("a.loomx", p, linearWeights()))
+                .kernelWorkspaceThreads,
+            4);
+  p["kernel_workspace_threads"] = 0;
+  EXPECT_CONTAINS(loadError(p), "kernel_workspace_threads: must be at least 1");
+  p["kernel_workspace_threads"] = "two";
+  EXPECT_CONTAINS(loadError(p), "kernel_workspace_threads: ");
+}
+
 TEST(Artifact, DeviceNeedsVersion3) {
   json p = linearProgram(sgdOptimizer());
   p["version"] = 2;

@@ -862,3 +862,9 @@ module attributes {loom.kernel_workspace = {"aten::mm.default(f32[2,2],f32[2,2])
 func.func @f() attributes {loom.kernel_workspace = {}} {
   return
 }
+
+// -----
+
+// expected-error@+1 {{'loom.kernel_workspace_threads' must be a positive i64 thread count on a module}}
+module attributes {loom.kernel_workspace_threads = 0 : i64} {
+}

@@ -586,6 +586,14 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
              << "non-negative i64 bytes, on a module";
     return success();
   }
+  if (name == kKernelWorkspaceThreadsAttrName) {
+    auto threads = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!isa<ModuleOp>(op) || !threads || !threads.getType().isInteger(64) ||
+        threads.getInt() < 1)
+      return op->emitOpError("'")
+             << name << "' must be a positive i64 thread count on a module";
+    return success();
+  }
   if (name == kRunConfigAttrName) {
     if (!isa<ModuleOp>(op) || !isa<RunConfigAttr>(attr.getValue()))
       return op->emitOpError("'")

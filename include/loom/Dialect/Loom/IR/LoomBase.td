@@ -85,6 +85,11 @@ def Loom_Dialect : Dialect {
     /// the module: a dictionary from kernel signature to i64 bytes.
     static constexpr ::llvm::StringLiteral kKernelWorkspaceAttrName =
         "loom.kernel_workspace";
+    /// The ATen intra-op threads that profile was measured with, on the
+    /// module (the artifact records it; loom-run warns when it runs with
+    /// other threads).
+    static constexpr ::llvm::StringLiteral kKernelWorkspaceThreadsAttrName =
+        "loom.kernel_workspace_threads";
     /// What capture was asked (`#loom.run_config`), on the module.
     static constexpr ::llvm::StringLiteral kRunConfigAttrName =
         "loom.run_config";
