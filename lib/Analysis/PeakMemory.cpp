@@ -4,8 +4,9 @@
 
 #include "loom/Dialect/Loom/IR/OpClassification.h"
 
+#include "loomrt/KernelSignature.h"
+
 #include "mlir/IR/BuiltinOps.h"
-#include "llvm/ADT/StringExtras.h"
 
 using namespace mlir;
 using namespace loom;
@@ -71,32 +72,25 @@ std::string loom::getKernelSignature(Operation *op) {
   StringRef kernel = getAtenKernel(op);
   if (kernel.empty())
     return "";
-  auto spell = [](Type type, SmallVectorImpl<std::string> &out) {
+  auto spell = [](Type type, std::vector<std::string> &out) {
     auto tensor = dyn_cast<RankedTensorType>(type);
     StringRef dtype = tensor ? rt::getDtypeName(tensor.getElementType()) : "";
     if (dtype.empty())
       return false;
-    std::string s = dtype.str() + "[";
-    for (auto [i, d] : llvm::enumerate(tensor.getShape()))
-      s += (i ? "," : "") + std::to_string(d);
-    out.push_back(s + "]");
+    out.push_back(loomrt::spellSignatureTensor(dtype.str(), tensor.getShape()));
     return true;
   };
-  SmallVector<std::string> inputs, results;
+  std::vector<std::string> inputs, results;
   for (Type t : op->getOperandTypes())
     if (!spell(t, inputs))
       return "";
   for (Type t : op->getResultTypes())
     if (!spell(t, results))
       return "";
-  auto join = [](SmallVectorImpl<std::string> &parts) {
-    llvm::sort(parts);
-    return llvm::join(parts, ",");
-  };
+  // The runtime's qualified kernel: name, ".", overload (rt.aten's split).
   auto [name, overload] = kernel.split('.');
-  return (name + "." + overload + "(" + join(inputs) + ")->(" + join(results) +
-          ")")
-      .str();
+  return loomrt::kernelSignature((name + "." + overload).str(),
+                                 std::move(inputs), std::move(results));
 }
 
 /// The measured workspace of `op`'s signature, if the module has a profile

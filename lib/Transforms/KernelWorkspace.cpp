@@ -26,28 +26,33 @@ namespace {
 /// What `format` says in a profile (runtime/lib/KernelWorkspace.cpp).
 constexpr llvm::StringLiteral kProfileFormat = "loom-kernel-workspace";
 
+/// A profile as the module's attributes.
+struct Profile {
+  DictionaryAttr kernels;
+  /// Its `threads` (0: not given).
+  int64_t threads = 0;
+};
+
 struct LoomKernelWorkspacePass
     : public loom::impl::LoomKernelWorkspaceBase<LoomKernelWorkspacePass> {
   using LoomKernelWorkspaceBase::LoomKernelWorkspaceBase;
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    FailureOr<DictionaryAttr> table = read(module);
-    if (failed(table))
+    FailureOr<Profile> profile = read(module);
+    if (failed(profile))
       return signalPassFailure();
-    module->setAttr(LoomDialect::kKernelWorkspaceAttrName, *table);
-    if (threads > 0)
-      module->setAttr(LoomDialect::kKernelWorkspaceThreadsAttrName,
-                      Builder(module.getContext()).getI64IntegerAttr(threads));
+    module->setAttr(LoomDialect::kKernelWorkspaceAttrName, profile->kernels);
+    if (profile->threads > 0)
+      module->setAttr(
+          LoomDialect::kKernelWorkspaceThreadsAttrName,
+          Builder(module.getContext()).getI64IntegerAttr(profile->threads));
     else
       module->removeAttr(LoomDialect::kKernelWorkspaceThreadsAttrName);
   }
 
-  /// The profile's `threads` (0: not given).
-  int64_t threads = 0;
-
-  /// The profile as the module attribute, or an error on the module.
-  FailureOr<DictionaryAttr> read(ModuleOp module) {
+  /// The profile the file holds, or an error on the module.
+  FailureOr<Profile> read(ModuleOp module) {
     auto fail = [&](const Twine &what) {
       module.emitError("kernel workspace profile '")
           << kernelWorkspaceFile << "': " << what;
@@ -69,13 +74,14 @@ struct LoomKernelWorkspacePass
       return fail(Twine("not a profile of loom-run --kernel-workspace (\"") +
                   schema::kKernelWorkspaceFormat + "\" is not \"" +
                   kProfileFormat + "\")");
+    Profile profile;
     if (const llvm::json::Value *t =
             root->get(schema::kKernelWorkspaceThreads)) {
       std::optional<int64_t> n = t->getAsInteger();
       if (!n || *n < 1)
         return fail(Twine("\"") + schema::kKernelWorkspaceThreads +
                     "\" must be a positive integer");
-      threads = *n;
+      profile.threads = *n;
     }
     std::optional<StringRef> device =
         root->getString(schema::kKernelWorkspaceDevice);
@@ -94,9 +100,11 @@ struct LoomKernelWorkspacePass
       if (!bytes || *bytes < 0)
         return fail(Twine(schema::kKernelWorkspaceKernels) + "[\"" +
                     signature.str() + "\"] must be a non-negative integer");
-      entries.push_back(b.getNamedAttr(signature.str(), b.getI64IntegerAttr(*bytes)));
+      entries.push_back(
+          b.getNamedAttr(signature.str(), b.getI64IntegerAttr(*bytes)));
     }
-    return b.getDictionaryAttr(entries);
+    profile.kernels = b.getDictionaryAttr(entries);
+    return profile;
   }
 };
 } // namespace

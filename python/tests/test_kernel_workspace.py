@@ -28,7 +28,7 @@ import pytest
 
 from build_tools import LOOM_COMPILE, LOOM_IMPORT, LOOM_RUN, needs_tools
 from test_remat_parity import STEPS, Run, capture, differences, run
-from test_sac_ilp import SMALLEST, compile_step
+from test_sac_ilp import compile_step, smallest_budget
 
 pytestmark = needs_tools(LOOM_IMPORT, LOOM_COMPILE, LOOM_RUN)
 
@@ -63,7 +63,7 @@ def test_profiled_budget_bounds_the_measured_peak(world, tmp_path):
     no_recompute, _ = compile_step(tmp_path, world, "profiled", ws)
     assert no_recompute == plain.peak, f"predicted {no_recompute}, measured {plain.peak}"
 
-    least = smallest_budget_with(tmp_path, world, ws)
+    least = smallest_budget(tmp_path, world, ws)
     full, _ = compile_step(tmp_path, world, "full", "--remat=full", ws)
     assert least <= full < no_recompute
 
@@ -97,12 +97,4 @@ def test_profiled_budget_bounds_the_measured_peak(world, tmp_path):
     result = run([LOOM_RUN, tmp_path / "profiled.loomx", "--nproc", str(world), "--batches",
                   tmp_path / "batches.safetensors", "--steps", "1", "--no-progress"])
     assert result.returncode == 0 and "warning" not in result.stderr, result.stderr
-
-
-def smallest_budget_with(out, world, *flags):
-    dp = ["--dp=fsdp"] if world > 1 else []
-    result = run([LOOM_COMPILE, out / "step.mlir", "-o", out / "x.loomx", *dp,
-                  "--recompute-budget=1B", *flags])
-    assert result.returncode != 0
-    return int(SMALLEST.search(result.stderr).group(1))
 

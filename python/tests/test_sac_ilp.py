@@ -62,10 +62,10 @@ def train(out: Path, world: int, tag: str) -> Run:
     return Run(out, tag)
 
 
-def smallest_budget(out: Path, world: int) -> int:
+def smallest_budget(out: Path, world: int, *flags: str) -> int:
     dp = ["--dp=fsdp"] if world > 1 else []
     result = run([LOOM_COMPILE, out / "step.mlir", "-o", out / "none.loomx", *dp,
-                  "--recompute-budget=1B"])
+                  "--recompute-budget=1B", *flags])
     assert result.returncode != 0
     return int(SMALLEST.search(result.stderr).group(1))
 

@@ -4,6 +4,7 @@
 
 #include "MemoryTracker.h"
 #include "loomrt/Dtype.h"
+#include "loomrt/KernelSignature.h"
 
 #include "loomrt/Error.h"
 
@@ -12,7 +13,6 @@
 #include <ATen/core/stack.h>
 #include <torch/version.h>
 
-#include <algorithm>
 #include <sstream>
 
 namespace loomrt {
@@ -287,29 +287,13 @@ BoundKernel BoundKernel::bind(const Instruction &inst, c10::Device device,
   return k;
 }
 
-std::string kernelSignature(const std::string &qualifiedKernel,
-                            std::vector<std::string> inputs,
-                            std::vector<std::string> results) {
-  auto join = [](std::vector<std::string> &parts) {
-    std::sort(parts.begin(), parts.end());
-    std::string s;
-    for (const std::string &p : parts)
-      s += (s.empty() ? "" : ",") + p;
-    return s;
-  };
-  return qualifiedKernel + "(" + join(inputs) + ")->(" + join(results) + ")";
-}
-
 namespace {
 /// "f32[8,16]" for a tensor, nothing for None; every tensor of a list.
 void describeTensors(const c10::IValue &v, std::vector<std::string> &out) {
   auto one = [&](const at::Tensor &t) {
-    if (!t.defined())
-      return;
-    std::string s = artifactDtypeName(t.scalar_type()) + "[";
-    for (size_t d = 0; d < size_t(t.dim()); ++d)
-      s += (d ? "," : "") + std::to_string(t.size(int64_t(d)));
-    out.push_back(s + "]");
+    if (t.defined())
+      out.push_back(
+          spellSignatureTensor(artifactDtypeName(t.scalar_type()), t.sizes()));
   };
   if (v.isTensor())
     one(v.toTensor());

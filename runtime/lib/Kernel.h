@@ -53,20 +53,12 @@ c10::IValue defaultArgument(const c10::Argument &schemaArg,
 /// What one run of a kernel allocated beyond its results, for the kernel
 /// workspace profile (docs/recompute.md, "Kernel workspace").
 struct KernelMeasurement {
-  /// kernelSignature() of the call.
+  /// kernelSignature() of the call (loomrt/KernelSignature.h).
   std::string signature;
   /// The most tensor bytes the kernel held while it ran beyond what was in
   /// use when it returned (its results included): its own temporaries.
   int64_t workspaceBytes = 0;
 };
-
-/// "aten::convolution.default(f32[16,3,3,3],f32[8,3,8,8])->(f32[8,16,8,8])":
-/// the qualified kernel, then its tensor inputs and its tensor results (None
-/// left out), each spelled as the artifact's dtype and the sizes, each list
-/// sorted. The compiler's getKernelSignature spells an op the same way.
-std::string kernelSignature(const std::string &qualifiedKernel,
-                            std::vector<std::string> inputs,
-                            std::vector<std::string> results);
 
 /// "aten::addmm.default" -> the dispatcher's handle, or nullopt.
 std::optional<c10::OperatorHandle> findOperator(const std::string &kernel,

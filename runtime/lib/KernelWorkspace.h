@@ -5,7 +5,7 @@
 // (oneDNN's reorders and im2col columns, bf16 packing buffers, f32 working
 // copies): what depends on the CPU and the thread count and no formula in
 // the compiler predicts. The profile keeps the most per kernel signature
-// (Kernel.h, kernelSignature) over every run of every step and rank;
+// (loomrt/KernelSignature.h) over every run of every step and rank;
 // `loom-compile --kernel-workspace FILE` gives it to the peak-memory
 // analysis (docs/recompute.md, "Kernel workspace"). Its keys are declared
 // in ArtifactSchema.def (object KernelWorkspace).

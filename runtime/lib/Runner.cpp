@@ -376,8 +376,7 @@ int runRank(const RunOptions &o, const DistributedConfig &config) {
     KernelWorkspace w;
     w.device = "cpu";
     w.threads = at::get_num_threads();
-    for (const auto &[signature, bytes] : session.kernelWorkspace())
-      w.add(signature, bytes);
+    w.bytes = session.kernelWorkspace();
     // Every rank writes its own; the launcher merges them.
     std::string path = session.worldSize() > 1
                            ? rankTracePath(o.kernelWorkspace, session.rank())

@@ -270,10 +270,13 @@ FailureOr<Liveness> sacilp::measureLiveness(ModuleOp module, func::FuncOp step,
   if (program >= programs.size())
     return mlir::emitError(step.getLoc(), "--loom-sac-ilp: the pipeline after "
                                           "it left no step to measure");
-  if (auto rtProgram = dyn_cast<rt::ProgramOp>(programs[program]))
-    return measure(PeakMemory(rtProgram), prices, problem);
-  return measure(PeakMemory(cast<func::FuncOp>(programs[program])), prices,
-                 problem);
+  return measure(getProgramPeak(programs[program]), prices, problem);
+}
+
+PeakMemory sacilp::getProgramPeak(Operation *program) {
+  if (auto rtProgram = dyn_cast<rt::ProgramOp>(program))
+    return PeakMemory(rtProgram);
+  return PeakMemory(cast<func::FuncOp>(program));
 }
 
 SmallVector<Operation *> sacilp::getPrograms(ModuleOp module) {

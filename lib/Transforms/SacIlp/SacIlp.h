@@ -25,6 +25,7 @@
 #define LOOM_LIB_TRANSFORMS_SACILP_SACILP_H
 
 #include "loom/Analysis/CostModel.h"
+#include "loom/Analysis/PeakMemory.h"
 #include "loom/Dialect/Loom/IR/LoomOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -137,6 +138,9 @@ using Downstream = std::function<LogicalResult(
 /// pipeline rank once pipelined). Each runs on its own ranks, so each has
 /// its own peak.
 SmallVector<Operation *> getPrograms(ModuleOp module);
+
+/// The peak-memory sweep of one of them.
+PeakMemory getProgramPeak(Operation *program);
 
 /// Tags every node's op in `step` (of `module`) with kNodeAttrName, copies the
 /// module, runs `downstream` (the rest of the compile pipeline) on the copy

@@ -176,16 +176,12 @@ FailureOr<Measured> LoomSacIlpPass::measure(ModuleOp module,
   OwningOpRef<ModuleOp> copy(cast<ModuleOp>(module->clone()));
   if (failed(runDownstream(*copy)))
     return failure();
-  auto report = [](const PeakMemory &peak) {
-    return Measured{peak.peakBytes, peak.peakOpName(),
-                    peak.peakOp ? getModulePath(peak.peakOp).str() : ""};
-  };
   SmallVector<Operation *> programs = getPrograms(*copy);
   if (program >= programs.size())
     return emitPassError(step) << "the pipeline after it left no step";
-  if (auto rtProgram = dyn_cast<rt::ProgramOp>(programs[program]))
-    return report(PeakMemory(rtProgram));
-  return report(PeakMemory(cast<func::FuncOp>(programs[program])));
+  PeakMemory peak = getProgramPeak(programs[program]);
+  return Measured{peak.peakBytes, peak.peakOpName(),
+                  peak.peakOp ? getModulePath(peak.peakOp).str() : ""};
 }
 
 LogicalResult LoomSacIlpPass::apply(func::FuncOp target,
