@@ -111,6 +111,39 @@ static std::optional<int64_t> getMeasuredWorkspace(Operation *op) {
   return bytes.getInt();
 }
 
+bool loom::hasMeasuredWorkspace(Operation *op) {
+  return getMeasuredWorkspace(op).has_value();
+}
+
+bool loom::hasMachineDependentWorkspace(Operation *op) {
+  StringRef name = getAtenName(op);
+  if (llvm::is_contained({"aten::convolution", "aten::_convolution",
+                          "aten::convolution_backward", "aten::conv1d",
+                          "aten::conv2d", "aten::conv3d",
+                          "aten::conv_transpose1d", "aten::conv_transpose2d",
+                          "aten::conv_transpose3d"},
+                         name))
+    return true;
+  if (!llvm::is_contained({"aten::mm", "aten::addmm", "aten::bmm",
+                           "aten::baddbmm", "aten::addbmm", "aten::matmul",
+                           "aten::linear", "aten::_addmm_activation"},
+                          name))
+    return false;
+  return llvm::any_of(op->getOperandTypes(), [](Type type) {
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    return tensor && (tensor.getElementType().isBF16() ||
+                      tensor.getElementType().isF16());
+  });
+}
+
+void loom::recordMemoryBudget(ModuleOp module, int64_t bytes) {
+  if (auto recorded = module->getAttrOfType<IntegerAttr>(
+          LoomDialect::kMemoryBudgetAttrName))
+    bytes = std::min(bytes, recorded.getInt());
+  module->setAttr(LoomDialect::kMemoryBudgetAttrName,
+                  Builder(module.getContext()).getI64IntegerAttr(bytes));
+}
+
 int64_t loom::getKernelScratchBytes(Operation *op) {
   StringRef name = getAtenName(op);
   if (name.empty())

@@ -817,6 +817,8 @@ struct LoomSchedulePass
             scheduler.boundRefusals, scheduler.sweeps);
       }
     }
+    if (limit > 0)
+      recordMemoryBudget(module, limit);
   }
 };
 } // namespace

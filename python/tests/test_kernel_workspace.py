@@ -8,7 +8,9 @@ and with FSDP on two:
 
 - without a profile the measured peak is above the prediction (the
   negative control: this is the workspace the profile is for), and a
-  recompute budget between the peaks is exceeded;
+  recompute budget between the peaks is exceeded; loom-compile warns that
+  the budget does not count the convolutions' workspace, and loom-run that
+  every rank's measured peak is above the budget the step was compiled for;
 - ``loom-run --kernel-workspace`` on the step without recompute writes the
   profile (every rank's, merged); ``loom-compile --kernel-workspace`` then
   predicts the measured peak exactly;
@@ -16,7 +18,8 @@ and with FSDP on two:
   the smallest feasible one, the measured peak is at most the budget,
   equals the prediction, does not rise when the budget falls, and training
   is bitwise that of the step without recompute (every rank's loss at every
-  step, the final parameters); the smallest feasible budget is at most
+  step, the final parameters), and loom-run warns of nothing; the smallest
+  feasible budget is at most
   ``--remat=full``'s peak.
 """
 
@@ -28,7 +31,7 @@ import pytest
 
 from build_tools import LOOM_COMPILE, LOOM_IMPORT, LOOM_RUN, needs_tools
 from test_remat_parity import STEPS, Run, capture, differences, run
-from test_sac_ilp import compile_step, smallest_budget
+from test_sac_ilp import PREDICTED, compile_step, smallest_budget
 
 pytestmark = needs_tools(LOOM_IMPORT, LOOM_COMPILE, LOOM_RUN)
 
@@ -39,7 +42,9 @@ def train(out, world, tag, *flags):
                   "--trace", out / f"{tag}.trace.json", "--save-params",
                   out / f"{tag}.safetensors", *flags])
     assert result.returncode == 0, result.stdout + result.stderr
-    return Run(out, tag)
+    got = Run(out, tag)
+    got.stderr = result.stderr
+    return got
 
 
 @pytest.mark.parametrize("world", [1, 2], ids=["1rank", "2ranks"])
@@ -69,10 +74,22 @@ def test_profiled_budget_bounds_the_measured_peak(world, tmp_path):
 
     # The negative control for the contract: the same budget without the
     # profile is exceeded at run time.
+    # loom-compile warns that the budget does not count the convolutions'
+    # workspace, and loom-run that every rank's peak is above the budget.
     middle = (no_recompute + least) // 2
-    predicted, _ = compile_step(tmp_path, world, "blind", f"--recompute-budget={middle}B")
+    dp = ["--dp=fsdp"] if world > 1 else []
+    result = run([LOOM_COMPILE, tmp_path / "step.mlir", "-o", tmp_path / "blind.loomx",
+                  "--summary", *dp, f"--recompute-budget={middle}B"])
+    assert result.returncode == 0, result.stderr
+    assert (f"warning: the memory budget ({middle} B) does not count the CPU workspace of "
+            in result.stderr and "such as this 'aten::convolution" in result.stderr), result.stderr
+    predicted = int(PREDICTED.search(result.stderr).group(1))
     blind = train(tmp_path, world, "blind")
     assert blind.peak > predicted, f"measured {blind.peak}, predicted {predicted}"
+    for rank in range(world):
+        assert f"warning: rank {rank}: the measured peak, " in blind.stderr, blind.stderr
+    assert (f"B above the memory budget the step was compiled for ({middle} B): the prediction "
+            "does not know some kernels' temporaries") in blind.stderr, blind.stderr
 
     peaks = []
     for budget in (no_recompute, middle, least):
@@ -80,6 +97,7 @@ def test_profiled_budget_bounds_the_measured_peak(world, tmp_path):
         predicted, _ = compile_step(tmp_path, world, tag, f"--recompute-budget={budget}B", ws)
         got = train(tmp_path, world, tag)
         assert got.peak <= budget, f"budget {budget}: measured peak {got.peak}"
+        assert "warning" not in got.stderr, got.stderr
         assert got.peak == predicted, f"budget {budget}: measured {got.peak}, predicted {predicted}"
         assert differences(got, plain) == [], f"budget {budget}"
         peaks.append(got.peak)

@@ -651,13 +651,17 @@ void ProgramReader::read(const json &root) {
     a.device = *kind;
   }
 
-  if (root.contains(schema::kProgramKernelWorkspaceThreads)) {
-    int64_t threads = integer(root[schema::kProgramKernelWorkspaceThreads],
-                              schema::kProgramKernelWorkspaceThreads);
-    if (threads < 1)
-      fail(schema::kProgramKernelWorkspaceThreads,
-           "must be at least 1, found " + std::to_string(threads));
-    a.kernelWorkspaceThreads = threads;
+  // Optional positive counts.
+  for (auto [key, out] :
+       {std::pair{schema::kProgramKernelWorkspaceThreads,
+                  &a.kernelWorkspaceThreads},
+        std::pair{schema::kProgramMemoryBudget, &a.memoryBudget}}) {
+    if (!root.contains(key))
+      continue;
+    int64_t n = integer(root[key], key);
+    if (n < 1)
+      fail(key, "must be at least 1, found " + std::to_string(n));
+    *out = n;
   }
 
   a.worldSize =

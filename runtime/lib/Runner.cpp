@@ -94,6 +94,26 @@ ProcessMemory readProcessMemory() {
   return m;
 }
 
+/// Every rank whose measured peak broke the compiler's plan says so: the
+/// budget is a promise (loom-sac-ilp and loom-schedule fail rather than
+/// exceed it), so a peak above it means the prediction missed memory.
+static void warnOverBudget(int64_t rank, int64_t peak, int64_t step,
+                           int64_t budget, DeviceKind device) {
+  std::fprintf(
+      stderr,
+      "loom-run: warning: rank %lld: the measured peak, %lld B at step %lld, "
+      "is %lld B above the memory budget the step was compiled for (%lld "
+      "B)%s\n",
+      (long long)rank, (long long)peak, (long long)step,
+      (long long)(peak - budget), (long long)budget,
+      device == DeviceKind::Cpu
+          ? ": the prediction does not know some kernels' temporaries on "
+            "this machine; measure them (loom-run --kernel-workspace FILE "
+            "on the step compiled without the budget) and compile with "
+            "loom-compile --kernel-workspace FILE"
+          : "");
+}
+
 /// --memory-report: one JSON line per step, flushed as it is written, so a
 /// run that fails or hangs still shows how its memory went.
 class MemoryReport {
@@ -310,6 +330,9 @@ int runRank(const RunOptions &o, const DistributedConfig &config) {
   int64_t worstLossStep = -1;
   CheckpointSaveOptions saveOptions;
   saveOptions.keep = o.keep;
+  // The highest measured peak and its step, against the budget the step
+  // was compiled under.
+  int64_t worstPeak = -1, worstPeakStep = -1;
   for (int64_t s = first; s < steps; ++s) {
     if (o.beforeStep)
       o.beforeStep(session.rank(), s);
@@ -332,6 +355,10 @@ int runRank(const RunOptions &o, const DistributedConfig &config) {
     }
     if (memoryReport)
       memoryReport->add(s, loss, st, save);
+    if (st.peakBytes > worstPeak) {
+      worstPeak = st.peakBytes;
+      worstPeakStep = s;
+    }
     if (!leader)
       continue;
     progress.clear();
@@ -360,6 +387,9 @@ int runRank(const RunOptions &o, const DistributedConfig &config) {
     progress.draw(s + 1);
   }
   progress.clear();
+  if (a.memoryBudget && worstPeak > *a.memoryBudget)
+    warnOverBudget(session.rank(), worstPeak, worstPeakStep, *a.memoryBudget,
+                   config.device.value_or(a.device));
 
   if (trace && session.worldSize() > 1) {
     // Every rank writes its own; the launcher merges them into o.trace.

@@ -160,6 +160,40 @@ static mlir::OwningOpRef<mlir::ModuleOp> readModule(mlir::MLIRContext &context,
   return mlir::parseSourceFile<mlir::ModuleOp>(sourceMgr, &context);
 }
 
+/// A CPU step compiled under a memory budget (loom.memory_budget) is
+/// warned, at the first such call, when it runs kernels whose temporaries
+/// no rule predicts and the kernel workspace profile does not list: the
+/// budget holds for the prediction, and the measured peak can be above it.
+static void warnUnmeasuredWorkspace(mlir::ModuleOp module) {
+  auto budget = module->getAttrOfType<mlir::IntegerAttr>(
+      loom::LoomDialect::kMemoryBudgetAttrName);
+  auto device =
+      module->getAttrOfType<mlir::StringAttr>(loom::LoomDialect::kDeviceAttrName);
+  if (!budget || (device && device.getValue() != "cpu"))
+    return;
+  mlir::Operation *first = nullptr;
+  int64_t calls = 0;
+  module.walk([&](mlir::Operation *op) {
+    if (!loom::hasMachineDependentWorkspace(op) ||
+        loom::hasMeasuredWorkspace(op))
+      return;
+    if (!first)
+      first = op;
+    ++calls;
+  });
+  if (!first)
+    return;
+  mlir::emitWarning(first->getLoc())
+      << "the memory budget (" << budget.getInt()
+      << " B) does not count the CPU workspace of " << calls
+      << " kernel call" << (calls == 1 ? "" : "s") << ", such as this '"
+      << loom::getAtenKernel(first)
+      << "', which depends on the machine (oneDNN convolutions, bf16/f16 "
+         "matmuls): the measured peak can be above the budget; measure it "
+         "with loom-run --kernel-workspace FILE on the step compiled without "
+         "the budget, then compile with --kernel-workspace FILE";
+}
+
 /// Writes what --emit asks for.
 static int writeOutput(mlir::ModuleOp module, StringRef pipeline) {
   loom::ArtifactOptions options;
@@ -267,6 +301,8 @@ int main(int argc, char **argv) {
     printUnits(*module, options);
   if (failed(pm.run(*module)))
     return 1;
+  if (compiling)
+    warnUnmeasuredWorkspace(*module);
   if (summary)
     printSummary(*module);
   return writeOutput(*module, pipeline);

@@ -6,6 +6,7 @@
 #include "loom/Dialect/Loom/IR/LoomOps.h"
 #include "loom/Dialect/Loom/IR/OpClassification.h"
 #include "loom/Dialect/LoomRT/IR/LoomRTOps.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/JSON.h"
 
 namespace loom {
@@ -90,6 +91,22 @@ int64_t getKernelScratchBytes(mlir::Operation *op);
 /// "aten::mm.default(bf16[16,8],bf16[8,4])->(bf16[16,4])". Empty for any
 /// other op or a type the artifact has no dtype for.
 std::string getKernelSignature(mlir::Operation *op);
+
+/// Whether the module's kernel workspace profile lists `op`'s signature.
+bool hasMeasuredWorkspace(mlir::Operation *op);
+
+/// Whether no rule predicts the CPU temporaries of `op`'s kernel because
+/// they depend on the machine (the vector width, the threads) more than on
+/// the shapes, and they can be as large as an operand: oneDNN's
+/// convolutions (blocked-layout reorders, im2col columns) and matmuls over
+/// bf16 or f16 (per-thread packing buffers). Only a measured profile
+/// (`loom.kernel_workspace`) counts them.
+bool hasMachineDependentWorkspace(mlir::Operation *op);
+
+/// Records on `module` that the compiled step was planned to stay within
+/// `bytes` per rank (`loom.memory_budget`), keeping the tightest bound
+/// recorded.
+void recordMemoryBudget(mlir::ModuleOp module, int64_t bytes);
 
 } // namespace loom
 

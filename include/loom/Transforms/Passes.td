@@ -157,7 +157,10 @@ def LoomSchedule : Pass<"loom-schedule", "::mlir::ModuleOp"> {
     last exact sweep, decide most choices, and only the others sweep the
     whole completion again (`report=true` counts both;
     `sweep-every-check=true` sweeps every time, for comparison). A limit
-    below the peak of program order is an error. The new order is kept
+    below the peak of program order is an error; a kept limit is recorded
+    on the module (`loom.memory_budget`, the tightest recorded; the
+    artifact carries it and loom-run warns on a rank that measures more).
+    The new order is kept
     only if the simulator predicts a shorter step; with `report=true` the
     pass prints both predictions to stderr. The order depends only on the IR and the options, so every
     rank computes the same one.
@@ -1258,6 +1261,10 @@ def LoomSacIlp : Pass<"loom-sac-ilp", "::mlir::ModuleOp"> {
     program per pipeline rank, each with its own peak: the pass decides
     each program's blocks against that program's profile, and pins the
     stage cut it planned under on the module (`loom.pipeline_boundaries`).
+
+    The module records the budget (`loom.memory_budget`, the tightest
+    recorded); the artifact carries it, and loom-run warns on every rank
+    whose measured peak is above it.
 
     A budget no decision meets is an error that names the smallest peak the
     step reaches with every block recomputed, and the op where that peak

@@ -573,6 +573,9 @@ std::string ArtifactWriter::buildProgram() {
     if (auto threads = module->getAttrOfType<IntegerAttr>(
             LoomDialect::kKernelWorkspaceThreadsAttrName))
       j.attribute(schema::kProgramKernelWorkspaceThreads, threads.getInt());
+    if (auto budget = module->getAttrOfType<IntegerAttr>(
+            LoomDialect::kMemoryBudgetAttrName))
+      j.attribute(schema::kProgramMemoryBudget, budget.getInt());
     j.attributeBegin(schema::kProgramOptimizer);
     if (std::optional<OptimizerConfig> config =
             first.getOptimizer() ? getOptimizerConfig(*first.getOptimizer())

@@ -336,6 +336,7 @@ void LoomSacIlpPass::runOnOperation() {
   }
   if (infeasible || failed(apply(step, choices)))
     return signalPassFailure();
+  recordMemoryBudget(module, budgetBytes);
 }
 
 FailureOr<SmallVector<std::pair<std::string, SmallVector<std::string>>>>

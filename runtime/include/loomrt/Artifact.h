@@ -350,6 +350,9 @@ public:
   /// The ATen threads of the kernel workspace profile the compiler counted,
   /// if it counted one.
   std::optional<int64_t> kernelWorkspaceThreads;
+  /// The per-rank peak memory the compiler planned the step to stay within,
+  /// if it was given one.
+  std::optional<int64_t> memoryBudget;
   /// Required when worldSize > 1.
   std::optional<Mesh> mesh;
   std::optional<OptimizerSpec> optimizer;

@@ -530,6 +530,24 @@ TEST(Artifact, KernelWorkspaceThreads) {
   EXPECT_CONTAINS(loadError(p), "kernel_workspace_threads: ");
 }
 
+TEST(Artifact, MemoryBudget) {
+  json p = linearProgram(sgdOptimizer());
+  p["version"] = 3;
+  EXPECT_FALSE(
+      Artifact::load(writeArtifact("a.loomx", p, linearWeights())).memoryBudget);
+  p["memory_budget"] = 1 << 20;
+  EXPECT_EQ(
+      Artifact::load(writeArtifact("a.loomx", p, linearWeights())).memoryBudget,
+      1 << 20);
+  p["memory_budget"] = 0;
+  EXPECT_CONTAINS(loadError(p), "memory_budget: must be at least 1");
+  p["memory_budget"] = "lots";
+  EXPECT_CONTAINS(loadError(p), "memory_budget: ");
+  p["version"] = 2;
+  p["memory_budget"] = 1024;
+  EXPECT_CONTAINS(loadError(p), "'memory_budget' needs format version 3");
+}
+
 TEST(Artifact, DeviceNeedsVersion3) {
   json p = linearProgram(sgdOptimizer());
   p["version"] = 2;

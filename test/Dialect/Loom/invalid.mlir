@@ -868,3 +868,16 @@ func.func @f() attributes {loom.kernel_workspace = {}} {
 // expected-error@+1 {{'loom.kernel_workspace_threads' must be a positive i64 thread count on a module}}
 module attributes {loom.kernel_workspace_threads = 0 : i64} {
 }
+
+// -----
+
+// expected-error@+1 {{'loom.memory_budget' must be positive i64 bytes on a module}}
+module attributes {loom.memory_budget = 0 : i64} {
+}
+
+// -----
+
+// expected-error@+1 {{'loom.memory_budget' must be positive i64 bytes on a module}}
+func.func @f() attributes {loom.memory_budget = 1024 : i64} {
+  return
+}

@@ -586,6 +586,14 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
              << "non-negative i64 bytes, on a module";
     return success();
   }
+  if (name == kMemoryBudgetAttrName) {
+    auto bytes = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!isa<ModuleOp>(op) || !bytes || !bytes.getType().isInteger(64) ||
+        bytes.getInt() < 1)
+      return op->emitOpError("'")
+             << name << "' must be positive i64 bytes on a module";
+    return success();
+  }
   if (name == kKernelWorkspaceThreadsAttrName) {
     auto threads = dyn_cast<IntegerAttr>(attr.getValue());
     if (!isa<ModuleOp>(op) || !threads || !threads.getType().isInteger(64) ||

@@ -90,6 +90,13 @@ def Loom_Dialect : Dialect {
     /// other threads).
     static constexpr ::llvm::StringLiteral kKernelWorkspaceThreadsAttrName =
         "loom.kernel_workspace_threads";
+    /// The per-rank peak memory the compiled step was planned to stay
+    /// within, on the module: the tightest of `loom-sac-ilp`'s budget and
+    /// `loom-schedule`'s memory limit, both of which fail rather than exceed
+    /// it (the artifact records it; loom-run warns when a rank's measured
+    /// peak is above it).
+    static constexpr ::llvm::StringLiteral kMemoryBudgetAttrName =
+        "loom.memory_budget";
     /// What capture was asked (`#loom.run_config`), on the module.
     static constexpr ::llvm::StringLiteral kRunConfigAttrName =
         "loom.run_config";
