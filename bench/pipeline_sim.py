@@ -1,7 +1,7 @@
 """Simulated Llama-3-70B and 405B pipelined training steps on H100s: 1F1B, Interleaved1F1B and the zero-bubble schedules with activation checkpointing.
 
     .venv/bin/python bench/pipeline.py sim [--flavors 70B 405B] [--schedules ...]
-        [--remat full selective] [--pp 70B=8 405B=16] [--microbatches-per-rank 2]
+        [--remat full selective ilp] [--budget GB] [--pp 70B=8 405B=16] [--microbatches-per-rank 2]
         [--n-layers N] [--seq 8192] [--dp 8] [--dp-mode fsdp|replicate] [--device h100]
         [--timeline DIR] [--json FILE] [--cache out/bench-pipeline-sim]
 
@@ -22,7 +22,9 @@
    the step is retyped to bf16 throughout (pure bf16 training);
 3. per activation-checkpointing mode and schedule, one ``loom-opt`` run:
    ``loom-remat{mode=R}`` (every ``layers.N`` block, as torchtitan's
-   ``activation_checkpoint.mode``), ``loom-pipeline-split{stages=P*V}``
+   ``activation_checkpoint.mode``; ``ilp`` is ``loom-sac-ilp{budget=B}``
+   instead, deciding each pipeline rank's blocks under ``--budget``, as
+   ``loom-compile --recompute-budget --pp`` does), ``loom-pipeline-split{stages=P*V}``
    (V = 1 stage per rank for 1F1B, 2 for the others; the cut balances the
    stages' FLOPs; ``split-backward`` for the zero-bubble schedules and
    DualPipeV), ``loom-pipeline-schedule{schedule=S pp=P microbatches=M}``
@@ -72,10 +74,21 @@ DEFAULT_PP = {"70B": 8, "405B": 16}
 F32 = re.compile(r"(?<=[x<, ])f32(?=[>\],])")
 
 
+INFEASIBLE = re.compile(r"program '(\w+)': budget .* is infeasible: the smallest feasible budget "
+                        r"is .*?\((\d+) B\)")
+
+
+class Infeasible(Exception):
+    """loom-sac-ilp found the budget infeasible: (program, smallest bytes) per
+    program that misses it."""
+
+
 def run(cmd: list, what: str) -> tuple[str, float]:
     t0 = time.perf_counter()
     r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True,
                        env=dict(os.environ, PYTHONPATH=str(REPO / "python")))
+    if r.returncode and INFEASIBLE.search(r.stderr):
+        raise Infeasible([(m.group(1), int(m.group(2))) for m in INFEASIBLE.finditer(r.stderr)])
     if r.returncode:
         sys.exit(f"pipeline sim: {what} failed: {' '.join(map(str, cmd))}\n{r.stderr}{r.stdout}")
     return r.stdout + r.stderr, time.perf_counter() - t0
@@ -109,10 +122,11 @@ def capture(cache: Path, shape: dict) -> tuple[Path, float | None]:
 
 
 def pass_pipeline(schedule: str, remat: str, pp: int, microbatches: int, dp: int,
-                  dp_mode: str, device: str, nodes: int, timeline: Path | None) -> str:
+                  dp_mode: str, device: str, nodes: int, timeline: Path | None,
+                  budget: int | None = None) -> str:
     stages = pp * SCHEDULES[schedule]
     passes = []
-    if remat != "none":
+    if remat not in ("none", "ilp"):
         passes.append(f"func.func(loom-remat{{mode={remat}}})")
     split = f"stages={stages}" + (" split-backward=true" if schedule in SPLIT_BACKWARD else "")
     passes.append(f"loom-pipeline-split{{{split}}}")
@@ -128,6 +142,12 @@ def pass_pipeline(schedule: str, remat: str, pp: int, microbatches: int, dp: int
                       "param-dtype=bf16 reduce-dtype=f32}")
         passes.append("loom-prefetch")
     passes.append("func.func(loom-attach-optimizer{optimizer=adamw lr=3.0e-04})")
+    if remat == "ilp":
+        # What loom-compile --recompute-budget --pp runs: the ILP decides each
+        # pipeline rank's blocks against that rank's program, which it
+        # measures by running the rest of the pipeline on a copy.
+        passes.insert(0, f"loom-sac-ilp{{budget={budget}B device={device} nodes={nodes} "
+                         f"pipeline={','.join(passes)}}}")
     sim = f"device={device} nodes={nodes} json=true"
     if timeline:
         sim += f" timeline={timeline}"
@@ -156,7 +176,7 @@ def simulate(work: Path, args, flavor: str, schedule: str, remat: str) -> dict:
         args.timeline.mkdir(parents=True, exist_ok=True)
         timeline = args.timeline / f"{flavor}-{remat}-{schedule}.trace.json"
     pipeline = pass_pipeline(schedule, remat, pp, microbatches, args.dp, args.dp_mode,
-                             args.device, nodes, timeline)
+                             args.device, nodes, timeline, args.budget)
     out, seconds = run([BUILD / "bin" / "loom-opt", mlir, "-o", os.devnull,
                         f"--pass-pipeline={pipeline}"], f"{flavor} {remat} {schedule}")
     report, _ = json.JSONDecoder().raw_decode(out[out.index("{"):])
@@ -178,6 +198,7 @@ def simulate(work: Path, args, flavor: str, schedule: str, remat: str) -> dict:
                    "dp_exposed_s": exposed(p, lambda k: k != "send_recv")}
                   for p in programs],
         "pipeline": pipeline, "simulate_seconds": seconds,
+        "budget_bytes": args.budget if remat == "ilp" else None,
     }
 
 
@@ -228,8 +249,11 @@ def main(argv=None) -> int:
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("--flavors", nargs="+", choices=sorted(DEFAULT_PP), default=["70B", "405B"])
     ap.add_argument("--schedules", nargs="+", choices=list(SCHEDULES), default=list(SCHEDULES))
-    ap.add_argument("--remat", nargs="+", choices=["none", "full", "selective"],
-                    default=["full"], help="activation checkpointing modes (default: full)")
+    ap.add_argument("--remat", nargs="+", choices=["none", "full", "selective", "ilp"],
+                    default=["full"], help="activation checkpointing modes (default: full; "
+                    "ilp: loom-sac-ilp under --budget)")
+    ap.add_argument("--budget", type=float, metavar="GB",
+                    help="with --remat ilp: the per-rank budget in GB (10^9 bytes)")
     ap.add_argument("--pp", nargs="*", default=[], metavar="FLAVOR=P",
                     help="pipeline ranks per flavor (default 70B=8 405B=16)")
     ap.add_argument("--microbatches-per-rank", type=int, default=2,
@@ -251,9 +275,13 @@ def main(argv=None) -> int:
         ap.error(str(e))
     if args.microbatches_per_rank < 1 or args.dp < 1:
         ap.error("--microbatches-per-rank and --dp must be at least 1")
+    if ("ilp" in args.remat) != (args.budget is not None):
+        ap.error("--remat ilp and --budget go together")
+    if args.budget is not None:
+        args.budget = int(args.budget * 1e9)
 
     started = time.perf_counter()
-    results, captures = [], {}
+    results, captures, infeasible = [], {}, []
     for flavor in args.flavors:
         shape = flavor_shape(flavor, args.n_layers, args.seq)
         work, capture_s = capture(args.cache, shape)
@@ -266,7 +294,17 @@ def main(argv=None) -> int:
               f"{'cached' if capture_s is None else f'{capture_s:.0f} s'}", flush=True)
         for remat in args.remat:
             for schedule in args.schedules:
-                r = simulate(work, args, flavor, schedule, remat)
+                try:
+                    r = simulate(work, args, flavor, schedule, remat)
+                except Infeasible as e:
+                    smallest = max(b for _, b in e.args[0])
+                    print(f"  {remat:>9} {schedule:>22}: budget {args.budget / 2**30:.2f} GiB "
+                          f"infeasible: the smallest feasible is {smallest / 2**30:.2f} GiB "
+                          f"({', '.join(f'{p} {b} B' for p, b in e.args[0])})", flush=True)
+                    infeasible.append({"flavor": flavor, "remat": remat, "schedule": schedule,
+                                       "budget_bytes": args.budget,
+                                       "smallest_feasible": dict(e.args[0])})
+                    continue
                 print(f"  {remat:>9} {schedule:>22}: step {r['step_s']:.3f} s, bubble "
                       f"{r['bubble_fraction']:.1%} ({r['simulate_seconds']:.0f} s)", flush=True)
                 results.append(r)
@@ -277,8 +315,8 @@ def main(argv=None) -> int:
           "collectives)")
     print(time_table(results))
     if args.json:
-        args.json.write_text(json.dumps({"captures": captures, "results": results},
-                                        indent=2) + "\n")
+        args.json.write_text(json.dumps({"captures": captures, "results": results,
+                                         "infeasible": infeasible}, indent=2) + "\n")
     return 0
 
 
