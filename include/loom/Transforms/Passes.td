@@ -1261,6 +1261,9 @@ def LoomSacIlp : Pass<"loom-sac-ilp", "::mlir::ModuleOp"> {
     program per pipeline rank, each with its own peak: the pass decides
     each program's blocks against that program's profile, and pins the
     stage cut it planned under on the module (`loom.pipeline_boundaries`).
+    With the cut pinned the programs are independent, so one copy gives
+    every program's profile and one copy per round checks every program's
+    decision.
 
     The module records the budget (`loom.memory_budget`, the tightest
     recorded); the artifact carries it, and loom-run warns on every rank

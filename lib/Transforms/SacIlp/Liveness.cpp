@@ -184,8 +184,10 @@ static bool isReturned(Value v) {
   });
 }
 
+/// The liveness of `problem`'s nodes in `peak`'s program, whose node ops
+/// are tagged with `offset` + their index in `problem`.
 static Liveness measure(const PeakMemory &peak, const Prices &prices,
-                        const Problem &problem) {
+                        const Problem &problem, unsigned offset) {
   Liveness out;
   out.persistentBytes = peak.persistentBytes;
   out.activationBytesAt = peak.activationBytesAt;
@@ -197,6 +199,11 @@ static Liveness measure(const PeakMemory &peak, const Prices &prices,
     auto key = getInstanceKey(op);
     if (!key)
       continue;
+    // Another problem's node (none runs in this program).
+    if (key->first < offset || key->first - offset >= problem.nodes.size())
+      continue;
+    auto price = prices.find(*key);
+    key->first -= offset;
     // The node's own outputs, and what the pipeline derived from them for
     // its kernels: when backward reads the derived copy (FSDP's bf16 cast
     // of an f32 activation) rather than the node, the copy is what lives
@@ -215,7 +222,6 @@ static Liveness measure(const PeakMemory &peak, const Prices &prices,
     inst.node = key->first;
     inst.copy = key->second;
     inst.def = inst.lastForward = inst.last = i;
-    auto price = prices.find(*key);
     if (price != prices.end())
       inst.seconds = price->second;
     int64_t heldBytes = 0;
@@ -242,17 +248,25 @@ static Liveness measure(const PeakMemory &peak, const Prices &prices,
   return out;
 }
 
-FailureOr<Liveness> sacilp::measureLiveness(ModuleOp module, func::FuncOp step,
-                                            const Problem &problem,
-                                            const CostModel &costs,
-                                            const Downstream &downstream,
-                                            unsigned program) {
+FailureOr<SmallVector<Liveness>>
+sacilp::measureLiveness(ModuleOp module, func::FuncOp step,
+                        ArrayRef<ProgramProblem> problems,
+                        const CostModel &costs, const Downstream &downstream) {
+  // Every problem's nodes are tagged apart (problem k's node i with the
+  // offset of k plus i), so that one copy prices and measures them all.
   Builder b(module.getContext());
-  for (auto [i, node] : llvm::enumerate(problem.nodes))
-    node.op->setAttr(kNodeAttrName, b.getI64IntegerAttr(i));
+  SmallVector<unsigned> offsets;
+  unsigned offset = 0;
+  for (const ProgramProblem &p : problems) {
+    offsets.push_back(offset);
+    for (auto [i, node] : llvm::enumerate(p.problem->nodes))
+      node.op->setAttr(kNodeAttrName, b.getI64IntegerAttr(offset + i));
+    offset += p.problem->nodes.size();
+  }
   OwningOpRef<ModuleOp> copy(cast<ModuleOp>(module->clone()));
-  for (const Node &node : problem.nodes)
-    node.op->removeAttr(kNodeAttrName);
+  for (const ProgramProblem &p : problems)
+    for (const Node &node : p.problem->nodes)
+      node.op->removeAttr(kNodeAttrName);
 
   // After every pass, the node ops still at the `loom` level are priced
   // again, so the prices kept are those of the last pass before lowering
@@ -267,10 +281,15 @@ FailureOr<Liveness> sacilp::measureLiveness(ModuleOp module, func::FuncOp step,
   if (downstream && failed(downstream(*copy, price)))
     return failure();
   SmallVector<Operation *> programs = getPrograms(*copy);
-  if (program >= programs.size())
-    return mlir::emitError(step.getLoc(), "--loom-sac-ilp: the pipeline after "
-                                          "it left no step to measure");
-  return measure(getProgramPeak(programs[program]), prices, problem);
+  SmallVector<Liveness> out;
+  for (auto [p, offset] : llvm::zip(problems, offsets)) {
+    if (p.program >= programs.size())
+      return mlir::emitError(step.getLoc(), "--loom-sac-ilp: the pipeline "
+                                            "after it left no step to measure");
+    out.push_back(
+        measure(getProgramPeak(programs[p.program]), prices, *p.problem, offset));
+  }
+  return out;
 }
 
 PeakMemory sacilp::getProgramPeak(Operation *program) {

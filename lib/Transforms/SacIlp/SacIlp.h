@@ -142,18 +142,24 @@ SmallVector<Operation *> getPrograms(ModuleOp module);
 /// The peak-memory sweep of one of them.
 PeakMemory getProgramPeak(Operation *program);
 
+/// A problem and the program (getPrograms' number) whose blocks it decides.
+struct ProgramProblem {
+  const Problem *problem;
+  unsigned program = 0;
+};
+
 /// Tags every node's op in `step` (of `module`) with kNodeAttrName, copies the
 /// module, runs `downstream` (the rest of the compile pipeline) on the copy
-/// and measures its program number `program` (getPrograms); the tags are
-/// removed from `step` again. Each instance is
+/// once and measures each problem's program in it; the tags are removed from
+/// `step` again. The programs of a pipelined step are independent once its
+/// cut is pinned, so one copy serves them all. Each instance is
 /// priced with `costs` on its op as the last pass that still had `loom.aten`
 /// ops left it: the op the simulator and scheduler price (after FSDP's
 /// mixed-precision casts, say), not the one in the step as it stands.
-FailureOr<Liveness> measureLiveness(ModuleOp module, func::FuncOp step,
-                                    const Problem &problem,
-                                    const CostModel &costs,
-                                    const Downstream &downstream,
-                                    unsigned program = 0);
+FailureOr<llvm::SmallVector<Liveness>>
+measureLiveness(ModuleOp module, func::FuncOp step,
+                llvm::ArrayRef<ProgramProblem> problems, const CostModel &costs,
+                const Downstream &downstream);
 
 /// Sets each node's recompute time: the sum of its instances' in
 /// `liveness`, or its op as it stands when the finished program has none.

@@ -44,6 +44,41 @@ struct ProgramChoice {
   SmallVector<bool> save;
 };
 
+/// One program's search for its decision. The model is an estimate of the
+/// measured peak (a region's working room, where it runs), so the bound it
+/// is solved under is searched: the largest bound whose decision measures
+/// within the budget recomputes least. The first bound is the budget; after
+/// each solve the model's error on that decision (measured - modelled peak)
+/// corrects the next bound, and where that repeats a bound already tried,
+/// the search bisects between the bounds known too tight (infeasible, or
+/// within the budget) and too loose.
+struct Search {
+  /// The program's name in reports and errors ("" for an unpipelined step)
+  /// and number (getPrograms).
+  std::string label;
+  unsigned program = 0;
+  Problem problem;
+  Liveness liveness;
+  std::unique_ptr<Solver> solver;
+  /// The peak with nothing recomputed (the profile's).
+  int64_t baseline = 0;
+  int64_t tight = 0, loose = 0, bound = 0;
+  /// This round's decision, and the best one measured within the budget.
+  std::optional<Decision> trial, best;
+  std::optional<Measured> bestMeasured;
+  bool searching = true;
+
+  /// "program 'step_pp0': " in reports and errors of a pipelined step.
+  std::string in() const {
+    return label.empty() ? std::string() : "program '" + label + "': ";
+  }
+  ProgramChoice choose(ArrayRef<bool> save) const {
+    return ProgramChoice{problem, SmallVector<bool>(save)};
+  }
+  /// What a copy measured for this round's decision moves the search to.
+  void update(const Measured &measured, int64_t budget);
+};
+
 struct LoomSacIlpPass : public loom::impl::LoomSacIlpBase<LoomSacIlpPass> {
   using LoomSacIlpBase::LoomSacIlpBase;
   LoomSacIlpPass(const LoomSacIlpOptions &options,
@@ -65,18 +100,29 @@ private:
   LogicalResult
   runDownstream(ModuleOp copy,
                 const std::function<void(Operation *)> &afterPass = {});
-  /// The peak of program number `program` (getPrograms) of `module` once the
-  /// rest of the pipeline has run on a copy.
-  FailureOr<Measured> measure(ModuleOp module, func::FuncOp step,
-                              unsigned program);
+  /// The peak of every program (getPrograms) of `module` once the rest of
+  /// the pipeline has run on a copy.
+  FailureOr<SmallVector<Measured>> measure(ModuleOp module, func::FuncOp step);
+  /// The peak of every program of a copy of `module` with `choices` applied.
+  FailureOr<SmallVector<Measured>>
+  measureChoices(ModuleOp module, func::FuncOp step,
+                 ArrayRef<ProgramChoice> choices);
   /// Builds the regions of `choices` in `target`: the step or a copy of it.
   LogicalResult apply(func::FuncOp target, ArrayRef<ProgramChoice> choices);
-  /// Decides for the blocks `blocks`, all of program number `program`,
-  /// under the budget; `label` names the program in reports and errors
-  /// (empty for a step that is one program).
-  FailureOr<ProgramChoice> decide(ModuleOp module, func::FuncOp step,
-                                  ArrayRef<std::string> blocks,
-                                  unsigned program, StringRef label);
+  /// Starts a search per program that has blocks: its problem, and its
+  /// profile measured with every program's blocks in regions that save
+  /// everything, on one copy.
+  LogicalResult startSearches(ModuleOp module, func::FuncOp step,
+                              std::vector<std::unique_ptr<Search>> &searches);
+  /// Runs the searches' rounds in step: each round solves every program
+  /// still searching and measures all their decisions on one copy.
+  LogicalResult runRounds(ModuleOp module, func::FuncOp step,
+                          ArrayRef<std::unique_ptr<Search>> searches);
+  /// The search's decision (reported with `report`), or, when no decision
+  /// of the model met the budget, recomputing all it can if that fits, or
+  /// the error naming the smallest feasible budget.
+  FailureOr<ProgramChoice> finish(ModuleOp module, func::FuncOp step,
+                                  Search &search);
   /// With pipelining: the blocks of each program of the pipelined step
   /// (empty: the step is one program), after pinning the stage cut on
   /// `module` so that every copy and the step itself are cut alike.
@@ -170,18 +216,29 @@ static func::FuncOp findStep(ModuleOp module, StringRef name) {
   return {};
 }
 
-FailureOr<Measured> LoomSacIlpPass::measure(ModuleOp module,
-                                            func::FuncOp step,
-                                            unsigned program) {
+FailureOr<SmallVector<Measured>> LoomSacIlpPass::measure(ModuleOp module,
+                                                         func::FuncOp step) {
   OwningOpRef<ModuleOp> copy(cast<ModuleOp>(module->clone()));
   if (failed(runDownstream(*copy)))
     return failure();
-  SmallVector<Operation *> programs = getPrograms(*copy);
-  if (program >= programs.size())
+  SmallVector<Measured> out;
+  for (Operation *program : getPrograms(*copy)) {
+    PeakMemory peak = getProgramPeak(program);
+    out.push_back({peak.peakBytes, peak.peakOpName(),
+                   peak.peakOp ? getModulePath(peak.peakOp).str() : ""});
+  }
+  if (out.empty())
     return emitPassError(step) << "the pipeline after it left no step";
-  PeakMemory peak = getProgramPeak(programs[program]);
-  return Measured{peak.peakBytes, peak.peakOpName(),
-                  peak.peakOp ? getModulePath(peak.peakOp).str() : ""};
+  return out;
+}
+
+FailureOr<SmallVector<Measured>>
+LoomSacIlpPass::measureChoices(ModuleOp module, func::FuncOp step,
+                               ArrayRef<ProgramChoice> choices) {
+  OwningOpRef<ModuleOp> trial(cast<ModuleOp>(module->clone()));
+  if (failed(apply(findStep(*trial, step.getSymName()), choices)))
+    return failure();
+  return measure(*trial, step);
 }
 
 LogicalResult LoomSacIlpPass::apply(func::FuncOp target,
@@ -294,45 +351,79 @@ void LoomSacIlpPass::runOnOperation() {
   auto byProgram = splitByProgram(module, step, blocks);
   if (failed(byProgram))
     return signalPassFailure();
-  std::vector<ProgramChoice> choices;
-  if (byProgram->empty()) {
-    FailureOr<ProgramChoice> choice = decide(module, step, blocks, 0, "");
-    if (failed(choice))
-      return signalPassFailure();
-    choices.push_back(std::move(*choice));
-  }
-  // A pipelined step: each pipeline rank's program has its own peak, and
-  // the blocks of one program change no other's, so each decides alone.
-  // Every program is decided, so that an infeasible budget names the
-  // smallest feasible one of each program that misses it.
-  bool infeasible = false;
+  // One search per program with blocks (an unpipelined step is one program
+  // with every block); programs without blocks (the stages of the
+  // embedding and the head, say) must fit as they stand.
+  std::vector<std::unique_ptr<Search>> searches;
+  SmallVector<unsigned> blockless;
+  auto addSearch = [&](ArrayRef<std::string> searchBlocks, StringRef label,
+                       unsigned program) {
+    FailureOr<Problem> problem = buildProblem(step, searchBlocks);
+    if (failed(problem))
+      return failure();
+    auto &search = searches.emplace_back(std::make_unique<Search>());
+    search->label = label.str();
+    search->program = program;
+    search->problem = std::move(*problem);
+    return success();
+  };
+  if (byProgram->empty() && failed(addSearch(blocks, "", 0)))
+    return signalPassFailure();
   for (auto [program, entry] : llvm::enumerate(*byProgram)) {
     auto &[label, programBlocks] = entry;
     if (programBlocks.empty()) {
-      // Nothing to recompute here (the stages of the embedding and the
-      // head, say): the budget must hold as the program stands.
-      FailureOr<Measured> measured = measure(module, step, program);
-      if (failed(measured))
-        return signalPassFailure();
-      if (measured->peakBytes > budgetBytes) {
-        emitPassError(step)
-            << "program '" << label << "': budget "
-            << formatByteSize(budgetBytes)
-            << " is infeasible: the smallest feasible budget is "
-            << formatByteSize(measured->peakBytes)
-            << " (the program runs no recompute block), with the peak at '"
-            << measured->peakOp << "' in module '" << measured->peakModule
-            << "'";
-        infeasible = true;
-      }
+      blockless.push_back(program);
       continue;
     }
-    FailureOr<ProgramChoice> choice =
-        decide(module, step, programBlocks, program, label);
+    if (failed(addSearch(programBlocks, label, program)))
+      return signalPassFailure();
+  }
+  if (failed(startSearches(module, step, searches)) ||
+      failed(runRounds(module, step, searches)))
+    return signalPassFailure();
+
+  // Every program is decided, so that an infeasible budget names the
+  // smallest feasible one of each program that misses it; in program order.
+  std::optional<SmallVector<Measured>> asItStands;
+  if (!blockless.empty()) {
+    FailureOr<SmallVector<Measured>> measured = measure(module, step);
+    if (failed(measured))
+      return signalPassFailure();
+    asItStands = std::move(*measured);
+  }
+  bool infeasible = false;
+  std::vector<ProgramChoice> choices;
+  auto next = searches.begin();
+  auto finishNext = [&] {
+    FailureOr<ProgramChoice> choice = finish(module, step, **next++);
     if (failed(choice))
       infeasible = true;
     else
       choices.push_back(std::move(*choice));
+  };
+  if (byProgram->empty())
+    finishNext();
+  for (auto [program, entry] : llvm::enumerate(*byProgram)) {
+    if (!llvm::is_contained(blockless, program)) {
+      finishNext();
+      continue;
+    }
+    if (program >= asItStands->size()) {
+      emitPassError(step) << "the pipeline after it left no program "
+                          << program;
+      return signalPassFailure();
+    }
+    const Measured &measured = (*asItStands)[program];
+    if (measured.peakBytes > budgetBytes) {
+      emitPassError(step)
+          << "program '" << entry.first << "': budget "
+          << formatByteSize(budgetBytes)
+          << " is infeasible: the smallest feasible budget is "
+          << formatByteSize(measured.peakBytes)
+          << " (the program runs no recompute block), with the peak at '"
+          << measured.peakOp << "' in module '" << measured.peakModule << "'";
+      infeasible = true;
+    }
   }
   if (infeasible || failed(apply(step, choices)))
     return signalPassFailure();
@@ -395,58 +486,129 @@ LoomSacIlpPass::splitByProgram(ModuleOp module, func::FuncOp step,
   return out;
 }
 
-FailureOr<ProgramChoice> LoomSacIlpPass::decide(ModuleOp module,
-                                                func::FuncOp step,
-                                                ArrayRef<std::string> blocks,
-                                                unsigned program,
-                                                StringRef label) {
-  FailureOr<Problem> problem = buildProblem(step, blocks);
-  if (failed(problem))
-    return failure();
-  // "program 'step_pp0': " in reports and errors of a pipelined step.
-  std::string in =
-      label.empty() ? std::string() : ("program '" + label + "': ").str();
-  auto choose = [&](ArrayRef<bool> save) {
-    return ProgramChoice{*problem, SmallVector<bool>(save)};
-  };
-
+LogicalResult LoomSacIlpPass::startSearches(
+    ModuleOp module, func::FuncOp step,
+    std::vector<std::unique_ptr<Search>> &searches) {
+  if (searches.empty())
+    return success();
   // The profile is measured with the regions every decision has: saving
   // every node still takes the views of what the blocks read from outside
   // (inputs, parameters) again in backward, which moves what they keep
   // alive.
-  SmallVector<bool> saveAll(problem->nodes.size(), true);
+  std::vector<ProgramChoice> saveAll;
+  SmallVector<ProgramProblem> problems;
+  for (const std::unique_ptr<Search> &search : searches) {
+    saveAll.push_back(search->choose(
+        SmallVector<bool>(search->problem.nodes.size(), true)));
+    problems.push_back({&search->problem, search->program});
+  }
   auto downstream = [&](ModuleOp copy,
                         const std::function<void(Operation *)> &afterPass) {
-    func::FuncOp copied = findStep(copy, step.getSymName());
-    if (failed(apply(copied, choose(saveAll))))
+    if (failed(apply(findStep(copy, step.getSymName()), saveAll)))
       return failure();
     return runDownstream(copy, afterPass);
   };
-  FailureOr<Liveness> liveness =
-      measureLiveness(module, step, *problem, *costs, downstream, program);
-  if (failed(liveness))
+  FailureOr<SmallVector<Liveness>> livenesses =
+      measureLiveness(module, step, problems, *costs, downstream);
+  if (failed(livenesses))
     return failure();
-  priceNodes(*problem, *liveness, *costs);
-  // The peak of `save` applied to a copy of the module.
-  auto tryDecision = [&](ArrayRef<bool> save) -> FailureOr<Measured> {
-    OwningOpRef<ModuleOp> trial(cast<ModuleOp>(module->clone()));
-    func::FuncOp trialStep = findStep(*trial, step.getSymName());
-    if (failed(apply(trialStep, choose(save))))
-      return failure();
-    return measure(*trial, trialStep, program);
-  };
-
   SolveOptions solveOptions{sacTimeLimit, sacGap};
-  Solver solver(*problem, *liveness, solveOptions);
+  for (auto [search, liveness] : llvm::zip(searches, *livenesses)) {
+    search->liveness = std::move(liveness);
+    priceNodes(search->problem, search->liveness, *costs);
+    search->solver = std::make_unique<Solver>(search->problem,
+                                              search->liveness, solveOptions);
+    search->baseline = search->liveness.persistentBytes;
+    for (int64_t bytes : search->liveness.activationBytesAt)
+      search->baseline = std::max(search->baseline,
+                                  search->liveness.persistentBytes + bytes);
+    search->loose = std::max(search->baseline, budgetBytes) + 1;
+    search->bound = budgetBytes;
+  }
+  return success();
+}
+
+void Search::update(const Measured &measured, int64_t budget) {
+  int64_t corrected = budget - (measured.peakBytes - trial->modelPeakBytes);
+  if (measured.peakBytes <= budget) {
+    if (!best || trial->recomputeSeconds < best->recomputeSeconds) {
+      best = *trial;
+      bestMeasured = measured;
+    }
+    // Close enough to the budget: nothing worth another solve.
+    if (budget - measured.peakBytes <= budget / 100) {
+      searching = false;
+      return;
+    }
+    tight = std::max(tight, bound);
+  } else {
+    loose = std::min(loose, bound);
+  }
+  int64_t next = corrected;
+  if (next <= tight || next >= loose || next == bound)
+    next = tight + (loose - tight) / 2;
+  if (next <= tight || next >= loose || next == bound)
+    searching = false;
+  else
+    bound = next;
+}
+
+LogicalResult
+LoomSacIlpPass::runRounds(ModuleOp module, func::FuncOp step,
+                          ArrayRef<std::unique_ptr<Search>> searches) {
+  for (int round = 0; round < kMaxRounds; ++round) {
+    // The programs are independent once the cut is pinned, so one copy
+    // measures every program's decision of this round; a program done
+    // searching keeps its best decision there (or none).
+    std::vector<ProgramChoice> choices;
+    bool any = false;
+    for (const std::unique_ptr<Search> &search : searches) {
+      if (search->searching) {
+        std::string error;
+        FailureOr<Decision> decision =
+            search->solver->solve(search->bound, error);
+        if (failed(decision)) {
+          search->searching = false; // A lower bound is infeasible too.
+        } else {
+          search->trial = std::move(*decision);
+          any = true;
+          choices.push_back(search->choose(search->trial->save));
+          continue;
+        }
+      }
+      if (search->best)
+        choices.push_back(search->choose(search->best->save));
+    }
+    if (!any)
+      return success();
+    FailureOr<SmallVector<Measured>> measured =
+        measureChoices(module, step, choices);
+    if (failed(measured))
+      return failure();
+    for (const std::unique_ptr<Search> &search : searches) {
+      if (!search->searching)
+        continue;
+      if (search->program >= measured->size())
+        return emitPassError(step) << "the pipeline after it left no program "
+                                   << search->program;
+      search->update((*measured)[search->program], budgetBytes);
+    }
+  }
+  return success();
+}
+
+FailureOr<ProgramChoice>
+LoomSacIlpPass::finish(ModuleOp module, func::FuncOp step, Search &search) {
+  const Problem &problem = search.problem;
   auto accept = [&](ArrayRef<bool> save, ArrayRef<bool> recompute,
                     double seconds,
                     const Measured &measured) -> FailureOr<ProgramChoice> {
     if (!sacReport)
-      return choose(save);
+      return search.choose(save);
     // How many different things the blocks recompute: identical blocks may
     // sit at different points of their curve.
     std::set<std::pair<unsigned, SmallVector<bool>>> policies;
-    for (const BlockChoice &block : problem->blocks) {
+    for (const BlockChoice &block : problem.blocks) {
       SmallVector<bool> recomputed;
       for (unsigned n : block.nodes)
         recomputed.push_back(recompute[n]);
@@ -457,67 +619,24 @@ FailureOr<ProgramChoice> LoomSacIlpPass::decide(ModuleOp module,
         "forward ops ({4:f4} ms on {5}; {6} must be saved); {7} distinct of "
         "{8} blocks; {9} block policies; peak at '{10}' in module '{11}'\n",
         formatByteSize(budgetBytes), formatByteSize(measured.peakBytes),
-        llvm::count(recompute, true), problem->nodes.size(), seconds * 1e3,
+        llvm::count(recompute, true), problem.nodes.size(), seconds * 1e3,
         costs->getSpec().name,
-        llvm::count_if(problem->nodes,
+        llvm::count_if(problem.nodes,
                        [](const Node &n) { return n.mustSave; }),
-        problem->distinct.size(), problem->blocks.size(), policies.size(),
-        measured.peakOp, measured.peakModule, in);
+        problem.distinct.size(), problem.blocks.size(), policies.size(),
+        measured.peakOp, measured.peakModule, search.in());
     for (auto [distinct, curve] :
-         llvm::zip(problem->distinct, solver.getCurves())) {
-      StringRef module = problem->blocks[distinct.representative].module;
+         llvm::zip(problem.distinct, search.solver->getCurves())) {
+      StringRef module = problem.blocks[distinct.representative].module;
       reportCurve(module, distinct.blocks.size(), curve);
-      reportChoices(module, *problem, *liveness, distinct, save, recompute);
+      reportChoices(module, problem, search.liveness, distinct, save,
+                    recompute);
     }
-    return choose(save);
+    return search.choose(save);
   };
-
-  // The model is an estimate of the measured peak (a region's working room,
-  // where it runs), so the bound it is solved under is searched: the largest
-  // bound whose decision measures within the budget recomputes least. The
-  // first bound is the budget; after each solve the model's error on that
-  // decision (measured - modelled peak) corrects the next bound, and where
-  // that repeats a bound already tried, the search bisects between the
-  // bounds known too tight (infeasible, or within the budget) and too loose.
-  int64_t baseline = liveness->persistentBytes;
-  for (int64_t bytes : liveness->activationBytesAt)
-    baseline = std::max(baseline, liveness->persistentBytes + bytes);
-  int64_t tight = 0, loose = std::max(baseline, budgetBytes) + 1;
-  int64_t bound = budgetBytes;
-  std::optional<Decision> best;
-  std::optional<Measured> bestMeasured;
-  for (int round = 0; round < kMaxRounds; ++round) {
-    std::string error;
-    FailureOr<Decision> decision = solver.solve(bound, error);
-    if (failed(decision))
-      break; // A lower bound is infeasible too.
-    FailureOr<Measured> measured = tryDecision(decision->save);
-    if (failed(measured))
-      return failure();
-    int64_t corrected =
-        budgetBytes - (measured->peakBytes - decision->modelPeakBytes);
-    if (measured->peakBytes <= budgetBytes) {
-      if (!best || decision->recomputeSeconds < best->recomputeSeconds) {
-        best = *decision;
-        bestMeasured = *measured;
-      }
-      // Close enough to the budget: nothing worth another solve.
-      if (budgetBytes - measured->peakBytes <= budgetBytes / 100)
-        break;
-      tight = std::max(tight, bound);
-    } else {
-      loose = std::min(loose, bound);
-    }
-    int64_t next = corrected;
-    if (next <= tight || next >= loose || next == bound)
-      next = tight + (loose - tight) / 2;
-    if (next <= tight || next >= loose || next == bound)
-      break;
-    bound = next;
-  }
-  if (best)
-    return accept(best->save, best->recompute, best->recomputeSeconds,
-                  *bestMeasured);
+  if (search.best)
+    return accept(search.best->save, search.best->recompute,
+                  search.best->recomputeSeconds, *search.bestMeasured);
 
   // No decision of the model meets the budget. Recomputing all it can is
   // the least memory the blocks can take; the model's room for a region's
@@ -526,33 +645,39 @@ FailureOr<ProgramChoice> LoomSacIlpPass::decide(ModuleOp module,
   // read in turn, back to the saved ones (nodes come in forward order, so
   // one backward sweep finds them all).
   SmallVector<bool> leastMemory, recomputeAll;
-  for (const Node &node : problem->nodes) {
+  for (const Node &node : problem.nodes) {
     leastMemory.push_back(node.mustSave);
     recomputeAll.push_back(!node.mustSave && node.backwardUsed);
   }
-  for (size_t n = problem->nodes.size(); n-- > 0;)
+  for (size_t n = problem.nodes.size(); n-- > 0;)
     if (recomputeAll[n])
-      for (unsigned in : problem->nodes[n].inputs)
+      for (unsigned in : problem.nodes[n].inputs)
         recomputeAll[in] = recomputeAll[in] || !leastMemory[in];
   double allSeconds = 0;
-  for (auto [node, recomputed] : llvm::zip(problem->nodes, recomputeAll))
+  for (auto [node, recomputed] : llvm::zip(problem.nodes, recomputeAll))
     allSeconds += recomputed ? node.seconds : 0;
-  FailureOr<Measured> least = tryDecision(leastMemory);
-  if (failed(least))
+  FailureOr<SmallVector<Measured>> measured =
+      measureChoices(module, step, {search.choose(leastMemory)});
+  if (failed(measured))
     return failure();
-  if (least->peakBytes <= budgetBytes)
-    return accept(leastMemory, recomputeAll, allSeconds, *least);
+  if (search.program >= measured->size())
+    return emitPassError(step) << "the pipeline after it left no program "
+                               << search.program;
+  const Measured &least = (*measured)[search.program];
+  if (least.peakBytes <= budgetBytes)
+    return accept(leastMemory, recomputeAll, allSeconds, least);
   // The smallest budget is that of recomputing everything or nothing
   // (recompute regions need room of their own), with where its peak is.
   InFlightDiagnostic diag = emitPassError(step)
-                            << in << "budget " << formatByteSize(budgetBytes)
+                            << search.in() << "budget "
+                            << formatByteSize(budgetBytes)
                             << " is infeasible: the smallest feasible budget is ";
-  if (baseline <= least->peakBytes)
-    diag << formatByteSize(baseline) << " (nothing recomputed)";
+  if (search.baseline <= least.peakBytes)
+    diag << formatByteSize(search.baseline) << " (nothing recomputed)";
   else
-    diag << formatByteSize(least->peakBytes)
-         << " (every block recomputed), with the peak at '" << least->peakOp
-         << "' in module '" << least->peakModule << "'";
+    diag << formatByteSize(least.peakBytes)
+         << " (every block recomputed), with the peak at '" << least.peakOp
+         << "' in module '" << least.peakModule << "'";
   return failure();
 }
 
