@@ -150,12 +150,17 @@ MilpSolution solveWithCbc(const MilpProblem &problem,
   data.useSignalHandler_ = false;
   CbcMain0(model, data);
   // The time limit is wall-clock (`elapsed`), as PuLP sets it, not CBC's
-  // default CPU time.
+  // default CPU time. No threads: CBC's `-threads 1` is not serial but one
+  // worker thread, and its hand-off to the main thread
+  // (CbcBaseModel::waitForThreadsInTree) now and then waited until the time
+  // limit on a problem that solves in milliseconds (about 1 run in 10 of
+  // the 226 solves of a 70B pipelined plan), which then returned another
+  // answer; `-threads 0` runs the search in the calling thread.
   std::string seed = std::to_string(options.seed);
   std::pair<const char *, std::string> settings[] = {
       {"-log", "0"},
       {"-slog", "0"},
-      {"-threads", "1"},
+      {"-threads", "0"},
       {"-randomCbcSeed", seed},
       {"-randomSeed", seed},
       {"-timeMode", "elapsed"},

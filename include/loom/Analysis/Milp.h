@@ -125,8 +125,9 @@ struct MilpOptions {
   double timeLimitSeconds = 60;
   /// Stop once (best - bound) / |best| is at most this (CBC's ratioGap).
   double relativeGap = 1e-4;
-  /// CBC's and CLP's random seeds; with one thread, the same problem and
-  /// seed give the same answer on every run and every rank.
+  /// CBC's and CLP's random seeds; CBC runs without threads, so the same
+  /// problem and seed give the same answer on every run and every rank
+  /// (unless the time limit stops it).
   int seed = 1;
 };
 
