@@ -483,6 +483,12 @@ static LogicalResult verifyProgramRanks(Operation *op, NamedAttribute attr) {
   return success();
 }
 
+/// Whether `attr` is an i64 of at least `least`.
+static bool isI64AtLeast(Attribute attr, int64_t least) {
+  auto value = dyn_cast_or_null<IntegerAttr>(attr);
+  return value && value.getType().isInteger(64) && value.getInt() >= least;
+}
+
 LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
@@ -497,8 +503,7 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
     return success();
   }
   if (name == kAcRegionAttrName) {
-    auto region = dyn_cast<IntegerAttr>(attr.getValue());
-    if (!region || !region.getType().isInteger(64) || region.getInt() < 0)
+    if (!isI64AtLeast(attr.getValue(), 0))
       return op->emitOpError("'")
              << name << "' must be a non-negative i64 checkpoint region id";
     return success();
@@ -516,8 +521,7 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
              << "to call index";
     StringRef path = getModulePath(op);
     for (NamedAttribute call : calls) {
-      auto index = dyn_cast<IntegerAttr>(call.getValue());
-      if (!index || !index.getType().isInteger(64) || index.getInt() < 1)
+      if (!isI64AtLeast(call.getValue(), 1))
         return op->emitOpError("'")
                << name << "' gives module '" << call.getName().getValue()
                << "' call " << call.getValue()
@@ -531,16 +535,13 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
     return success();
   }
   if (name == kMicrobatchAttrName) {
-    auto index = dyn_cast<IntegerAttr>(attr.getValue());
-    if (!index || !index.getType().isInteger(64) || index.getInt() < 0)
+    if (!isI64AtLeast(attr.getValue(), 0))
       return op->emitOpError("'")
              << name << "' must be a non-negative i64 microbatch index";
     return success();
   }
   if (name == kPipelineStageAttrName) {
-    auto stage = dyn_cast<IntegerAttr>(attr.getValue());
-    if (!isa<func::FuncOp>(op) || !stage || !stage.getType().isInteger(64) ||
-        stage.getInt() < 0)
+    if (!isa<func::FuncOp>(op) || !isI64AtLeast(attr.getValue(), 0))
       return op->emitOpError("'")
              << name << "' must be a non-negative i64 on a func.func";
     return success();
@@ -577,8 +578,7 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
   if (name == kKernelWorkspaceAttrName) {
     auto table = dyn_cast<DictionaryAttr>(attr.getValue());
     auto isBytes = [](NamedAttribute entry) {
-      auto bytes = dyn_cast<IntegerAttr>(entry.getValue());
-      return bytes && bytes.getType().isInteger(64) && bytes.getInt() >= 0;
+      return isI64AtLeast(entry.getValue(), 0);
     };
     if (!isa<ModuleOp>(op) || !table || !llvm::all_of(table, isBytes))
       return op->emitOpError("'")
@@ -587,17 +587,13 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
     return success();
   }
   if (name == kMemoryBudgetAttrName) {
-    auto bytes = dyn_cast<IntegerAttr>(attr.getValue());
-    if (!isa<ModuleOp>(op) || !bytes || !bytes.getType().isInteger(64) ||
-        bytes.getInt() < 1)
+    if (!isa<ModuleOp>(op) || !isI64AtLeast(attr.getValue(), 1))
       return op->emitOpError("'")
              << name << "' must be positive i64 bytes on a module";
     return success();
   }
   if (name == kKernelWorkspaceThreadsAttrName) {
-    auto threads = dyn_cast<IntegerAttr>(attr.getValue());
-    if (!isa<ModuleOp>(op) || !threads || !threads.getType().isInteger(64) ||
-        threads.getInt() < 1)
+    if (!isa<ModuleOp>(op) || !isI64AtLeast(attr.getValue(), 1))
       return op->emitOpError("'")
              << name << "' must be a positive i64 thread count on a module";
     return success();
@@ -673,8 +669,7 @@ LogicalResult LoomDialect::verifyRegionArgAttribute(Operation *op,
     return success();
   }
   if (name == kBatchIndexAttrName) {
-    auto index = dyn_cast<IntegerAttr>(attr.getValue());
-    if (!index || !index.getType().isInteger(64) || index.getInt() < 0)
+    if (!isI64AtLeast(attr.getValue(), 0))
       return op->emitOpError("'")
              << name << "' of argument #" << argIndex
              << " must be a non-negative i64 batch element index";
