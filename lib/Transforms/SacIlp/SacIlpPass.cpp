@@ -44,6 +44,22 @@ struct ProgramChoice {
   SmallVector<bool> save;
 };
 
+/// One program of a pipelined step: its name, the blocks it runs, and for
+/// a program without blocks, its peak (the copy that found them measured
+/// it: no decision changes it).
+struct ProgramBlocks {
+  std::string label;
+  SmallVector<std::string> blocks;
+  Measured asItStands;
+};
+
+/// The peak of a finished program (getPrograms) and where it is reached.
+static Measured measureProgram(Operation *program) {
+  PeakMemory peak = getProgramPeak(program);
+  return {peak.peakBytes, peak.peakOpName(),
+          peak.peakOp ? getModulePath(peak.peakOp).str() : ""};
+}
+
 /// One program's search for its decision. The model is an estimate of the
 /// measured peak (a region's working room, where it runs), so the bound it
 /// is solved under is searched: the largest bound whose decision measures
@@ -100,9 +116,10 @@ private:
   LogicalResult
   runDownstream(ModuleOp copy,
                 const std::function<void(Operation *)> &afterPass = {});
-  /// The peak of every program (getPrograms) of `module` once the rest of
-  /// the pipeline has run on a copy.
-  FailureOr<SmallVector<Measured>> measure(ModuleOp module, func::FuncOp step);
+  /// The peak of every program (getPrograms) of `finished`, a copy the rest
+  /// of the pipeline has run on.
+  FailureOr<SmallVector<Measured>> measurePrograms(ModuleOp finished,
+                                                   func::FuncOp step);
   /// The peak of every program of a copy of `module` with `choices` applied.
   FailureOr<SmallVector<Measured>>
   measureChoices(ModuleOp module, func::FuncOp step,
@@ -123,10 +140,10 @@ private:
   /// the error naming the smallest feasible budget.
   FailureOr<ProgramChoice> finish(ModuleOp module, func::FuncOp step,
                                   Search &search);
-  /// With pipelining: the blocks of each program of the pipelined step
-  /// (empty: the step is one program), after pinning the stage cut on
-  /// `module` so that every copy and the step itself are cut alike.
-  FailureOr<SmallVector<std::pair<std::string, SmallVector<std::string>>>>
+  /// With pipelining: each program of the pipelined step (empty: the step
+  /// is one program), after pinning the stage cut on `module` so that every
+  /// copy and the step itself are cut alike.
+  FailureOr<SmallVector<ProgramBlocks>>
   splitByProgram(ModuleOp module, func::FuncOp step,
                  ArrayRef<std::string> blocks);
 
@@ -216,17 +233,11 @@ static func::FuncOp findStep(ModuleOp module, StringRef name) {
   return {};
 }
 
-FailureOr<SmallVector<Measured>> LoomSacIlpPass::measure(ModuleOp module,
-                                                         func::FuncOp step) {
-  OwningOpRef<ModuleOp> copy(cast<ModuleOp>(module->clone()));
-  if (failed(runDownstream(*copy)))
-    return failure();
+FailureOr<SmallVector<Measured>>
+LoomSacIlpPass::measurePrograms(ModuleOp finished, func::FuncOp step) {
   SmallVector<Measured> out;
-  for (Operation *program : getPrograms(*copy)) {
-    PeakMemory peak = getProgramPeak(program);
-    out.push_back({peak.peakBytes, peak.peakOpName(),
-                   peak.peakOp ? getModulePath(peak.peakOp).str() : ""});
-  }
+  for (Operation *program : getPrograms(finished))
+    out.push_back(measureProgram(program));
   if (out.empty())
     return emitPassError(step) << "the pipeline after it left no step";
   return out;
@@ -236,9 +247,10 @@ FailureOr<SmallVector<Measured>>
 LoomSacIlpPass::measureChoices(ModuleOp module, func::FuncOp step,
                                ArrayRef<ProgramChoice> choices) {
   OwningOpRef<ModuleOp> trial(cast<ModuleOp>(module->clone()));
-  if (failed(apply(findStep(*trial, step.getSymName()), choices)))
+  if (failed(apply(findStep(*trial, step.getSymName()), choices)) ||
+      failed(runDownstream(*trial)))
     return failure();
-  return measure(*trial, step);
+  return measurePrograms(*trial, step);
 }
 
 LogicalResult LoomSacIlpPass::apply(func::FuncOp target,
@@ -355,7 +367,6 @@ void LoomSacIlpPass::runOnOperation() {
   // with every block); programs without blocks (the stages of the
   // embedding and the head, say) must fit as they stand.
   std::vector<std::unique_ptr<Search>> searches;
-  SmallVector<unsigned> blockless;
   auto addSearch = [&](ArrayRef<std::string> searchBlocks, StringRef label,
                        unsigned program) {
     FailureOr<Problem> problem = buildProblem(step, searchBlocks);
@@ -369,28 +380,16 @@ void LoomSacIlpPass::runOnOperation() {
   };
   if (byProgram->empty() && failed(addSearch(blocks, "", 0)))
     return signalPassFailure();
-  for (auto [program, entry] : llvm::enumerate(*byProgram)) {
-    auto &[label, programBlocks] = entry;
-    if (programBlocks.empty()) {
-      blockless.push_back(program);
-      continue;
-    }
-    if (failed(addSearch(programBlocks, label, program)))
+  for (auto [program, entry] : llvm::enumerate(*byProgram))
+    if (!entry.blocks.empty() &&
+        failed(addSearch(entry.blocks, entry.label, program)))
       return signalPassFailure();
-  }
   if (failed(startSearches(module, step, searches)) ||
       failed(runRounds(module, step, searches)))
     return signalPassFailure();
 
   // Every program is decided, so that an infeasible budget names the
   // smallest feasible one of each program that misses it; in program order.
-  std::optional<SmallVector<Measured>> asItStands;
-  if (!blockless.empty()) {
-    FailureOr<SmallVector<Measured>> measured = measure(module, step);
-    if (failed(measured))
-      return signalPassFailure();
-    asItStands = std::move(*measured);
-  }
   bool infeasible = false;
   std::vector<ProgramChoice> choices;
   auto next = searches.begin();
@@ -403,20 +402,15 @@ void LoomSacIlpPass::runOnOperation() {
   };
   if (byProgram->empty())
     finishNext();
-  for (auto [program, entry] : llvm::enumerate(*byProgram)) {
-    if (!llvm::is_contained(blockless, program)) {
+  for (const ProgramBlocks &entry : *byProgram) {
+    if (!entry.blocks.empty()) {
       finishNext();
       continue;
     }
-    if (program >= asItStands->size()) {
-      emitPassError(step) << "the pipeline after it left no program "
-                          << program;
-      return signalPassFailure();
-    }
-    const Measured &measured = (*asItStands)[program];
+    const Measured &measured = entry.asItStands;
     if (measured.peakBytes > budgetBytes) {
       emitPassError(step)
-          << "program '" << entry.first << "': budget "
+          << "program '" << entry.label << "': budget "
           << formatByteSize(budgetBytes)
           << " is infeasible: the smallest feasible budget is "
           << formatByteSize(measured.peakBytes)
@@ -430,10 +424,10 @@ void LoomSacIlpPass::runOnOperation() {
   recordMemoryBudget(module, budgetBytes);
 }
 
-FailureOr<SmallVector<std::pair<std::string, SmallVector<std::string>>>>
+FailureOr<SmallVector<ProgramBlocks>>
 LoomSacIlpPass::splitByProgram(ModuleOp module, func::FuncOp step,
                                ArrayRef<std::string> blocks) {
-  SmallVector<std::pair<std::string, SmallVector<std::string>>> out;
+  SmallVector<ProgramBlocks> out;
   // Only a pipelined step has several programs: no copy needed otherwise.
   OpPassManager planned(ModuleOp::getOperationName());
   if (failed(buildDownstream(planned, step)))
@@ -446,6 +440,7 @@ LoomSacIlpPass::splitByProgram(ModuleOp module, func::FuncOp step,
   SmallVector<Operation *> programs = getPrograms(*copy);
   if (programs.size() <= 1)
     return out;
+
   // The cut the split made without recompute: every copy the decision is
   // measured on, and the step itself, are cut there, whatever the regions
   // add to the stages' FLOPs (loom-pipeline-split balances them).
@@ -458,8 +453,9 @@ LoomSacIlpPass::splitByProgram(ModuleOp module, func::FuncOp step,
         SymbolTable::getSymbolAttrName());
     StringRef label = name ? name.getValue()
                            : cast<rt::ProgramOp>(program).getStepName();
-    auto &[programLabel, programBlocks] = out.emplace_back();
-    programLabel = label.str();
+    ProgramBlocks &entry = out.emplace_back();
+    entry.label = label.str();
+
     program->walk([&](Operation *op) {
       if (!isa<AtenOp, rt::AtenOp>(op) || !isForwardOp(op))
         return;
@@ -469,17 +465,19 @@ LoomSacIlpPass::splitByProgram(ModuleOp module, func::FuncOp step,
           continue;
         auto [it, inserted] = programOf.try_emplace(block, index);
         if (inserted)
-          programBlocks.push_back(block);
+          entry.blocks.push_back(block);
         else if (it->second != index && it->second != ~0u) {
           emitPassError(step)
               << "block '" << block << "' runs in two pipeline programs ('"
-              << out[it->second].first << "' and '" << label
+              << out[it->second].label << "' and '" << label
               << "'); cut the stages at block boundaries (--pp-boundaries) "
                  "or name smaller blocks (--remat-modules)";
           programOf[block] = ~0u;
         }
       }
     });
+    if (entry.blocks.empty())
+      entry.asItStands = measureProgram(program);
   }
   if (llvm::is_contained(llvm::make_second_range(programOf), ~0u))
     return failure();
