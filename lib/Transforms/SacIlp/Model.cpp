@@ -658,16 +658,49 @@ FailureOr<Decision> sacilp::solveUniform(const Problem &problem,
   ProfileRows rows;
   int64_t end = liveness.activationBytesAt.size();
   SmallVector<int64_t> cuts = getCuts(held, end);
-  for (size_t k = 0; k + 1 < cuts.size(); ++k) {
-    int64_t from = cuts[k], to = cuts[k + 1];
-    double constant = maxBase(liveness, from, to) / kMiB;
-    std::map<unsigned, double> coefs;
-    for (const Term &t : terms)
-      if (t.from <= from && to <= t.to) {
-        coefs[t.var] += t.coef;
-        constant += t.constant;
-      }
-    addProfileRow(rows, {coefs.begin(), coefs.end()}, constant);
+  // Every term's ends are cuts: a term applies from the segment that starts
+  // at its `from` to the one before its `to`, so the rows are kept as
+  // running sums. Coefficients and constants are whole numbers of bytes
+  // over a power of two, or +-1, so the sums are exact whatever the order.
+  size_t segments = cuts.size() - 1;
+  std::vector<SmallVector<unsigned>> starting(segments), ending(segments + 1);
+  auto segmentAt = [&](int64_t point) -> size_t {
+    return llvm::lower_bound(cuts, point) - cuts.begin();
+  };
+  for (auto [i, t] : llvm::enumerate(terms)) {
+    size_t first = segmentAt(t.from);
+    size_t last = std::min(segmentAt(t.to), segments);
+    if (first >= last)
+      continue;
+    starting[first].push_back(i);
+    ending[last].push_back(i);
+  }
+  std::vector<double> coefOf(lp.getVariables().size(), 0);
+  std::vector<unsigned> termsOf(lp.getVariables().size(), 0);
+  std::set<unsigned> applying;
+  double termConstants = 0;
+  auto apply = [&](const Term &t, int sign) {
+    coefOf[t.var] += sign * t.coef;
+    termConstants += sign * t.constant;
+    if (sign > 0 && termsOf[t.var]++ == 0)
+      applying.insert(t.var);
+    if (sign < 0 && --termsOf[t.var] == 0) {
+      applying.erase(t.var);
+      coefOf[t.var] = 0;
+    }
+  };
+  for (size_t k = 0; k < segments; ++k) {
+    for (unsigned i : ending[k])
+      apply(terms[i], -1);
+    for (unsigned i : starting[k])
+      apply(terms[i], +1);
+    std::vector<std::pair<unsigned, double>> row;
+    row.reserve(applying.size());
+    for (unsigned var : applying)
+      row.push_back({var, coefOf[var]});
+    addProfileRow(rows, std::move(row),
+                  maxBase(liveness, cuts[k], cuts[k + 1]) / kMiB +
+                      termConstants);
   }
 
   addProfileRows(lp, peak, rows);

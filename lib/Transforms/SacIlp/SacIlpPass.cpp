@@ -179,6 +179,9 @@ LogicalResult LoomSacIlpPass::buildDownstream(OpPassManager &pm,
 LogicalResult LoomSacIlpPass::runDownstream(
     ModuleOp copy, const std::function<void(Operation *)> &afterPass) {
   PassManager pm(copy.getContext(), ModuleOp::getOperationName());
+  // The copy is measured and dropped; the pipeline's own run on the step
+  // verifies what these passes build.
+  pm.enableVerifier(false);
   if (afterPass)
     pm.addInstrumentation(std::make_unique<AfterEachPass>(afterPass));
   if (failed(buildDownstream(pm, copy)))
