@@ -417,8 +417,7 @@ struct LoomRematPass : public loom::impl::LoomRematBase<LoomRematPass> {
   using GroupKey = std::pair<int64_t, int64_t>;
 
   static int64_t microbatchOf(Operation *op) {
-    auto mb = op->getAttrOfType<IntegerAttr>(LoomDialect::kMicrobatchAttrName);
-    return mb ? mb.getInt() : -1;
+    return getMicrobatch(op).value_or(-1);
   }
 
   FailureOr<SmallVector<RecomputeGroup>> blockGroups(func::FuncOp func) {

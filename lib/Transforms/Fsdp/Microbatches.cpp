@@ -18,10 +18,9 @@ using namespace loom::fsdp;
 Microbatches Microbatches::find(Block &body) {
   Microbatches found;
   for (Operation &op : body)
-    if (auto mb =
-            op.getAttrOfType<IntegerAttr>(LoomDialect::kMicrobatchAttrName)) {
+    if (std::optional<int64_t> mb = getMicrobatch(&op)) {
       found.tagged = true;
-      found.count = std::max(found.count, mb.getInt() + 1);
+      found.count = std::max(found.count, *mb + 1);
     }
   return found;
 }
@@ -29,10 +28,7 @@ Microbatches Microbatches::find(Block &body) {
 std::optional<int64_t> Microbatches::of(Operation *op) const {
   if (!tagged)
     return 0;
-  if (auto mb =
-          op->getAttrOfType<IntegerAttr>(LoomDialect::kMicrobatchAttrName))
-    return mb.getInt();
-  return std::nullopt;
+  return getMicrobatch(op);
 }
 
 LogicalResult fsdp::unshardPerMicrobatch(ShardingState &s) {

@@ -73,11 +73,8 @@ getInstanceKey(Operation *op) {
   auto tag = op->getAttrOfType<IntegerAttr>(kNodeAttrName);
   if (!tag)
     return std::nullopt;
-  int64_t copy = 0;
-  if (auto mb =
-          op->getAttrOfType<IntegerAttr>(LoomDialect::kMicrobatchAttrName))
-    copy = mb.getInt();
-  return std::make_pair(static_cast<unsigned>(tag.getInt()), copy);
+  return std::make_pair(static_cast<unsigned>(tag.getInt()),
+                        getMicrobatch(op).value_or(0));
 }
 
 using Prices = std::map<std::pair<unsigned, int64_t>, double>;

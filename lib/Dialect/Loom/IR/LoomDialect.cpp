@@ -38,6 +38,9 @@ void LoomDialect::initialize() {
 #define GET_TYPEDEF_LIST
 #include "loom/Dialect/Loom/IR/LoomOpsTypes.cpp.inc"
       >();
+  phaseAttrName = StringAttr::get(getContext(), kPhaseAttrName);
+  moduleAttrName = StringAttr::get(getContext(), kModuleAttrName);
+  microbatchAttrName = StringAttr::get(getContext(), kMicrobatchAttrName);
 }
 
 //===----------------------------------------------------------------------===//
@@ -769,16 +772,35 @@ SmallVector<func::FuncOp> loom::getStepFunctions(ModuleOp module) {
   return steps;
 }
 
+/// `op`'s discardable attribute `name`; on a Loom op by the dialect's
+/// `cached` copy of the name (a pointer compare per attribute).
+template <typename T>
+static T getLoomAttr(Operation *op, StringAttr LoomDialect::*cached,
+                     StringRef name) {
+  if (auto *dialect = dyn_cast_if_present<LoomDialect>(op->getDialect()))
+    return dyn_cast_if_present<T>(op->getDiscardableAttr(dialect->*cached));
+  return op->getAttrOfType<T>(name);
+}
+
 std::optional<Phase> loom::getPhase(Operation *op) {
-  if (auto attr = op->getAttrOfType<PhaseAttr>(LoomDialect::kPhaseAttrName))
+  if (auto attr = getLoomAttr<PhaseAttr>(op, &LoomDialect::phaseAttrName,
+                                         LoomDialect::kPhaseAttrName))
     return attr.getValue();
   return std::nullopt;
 }
 
 StringRef loom::getModulePath(Operation *op) {
-  if (auto attr = op->getAttrOfType<StringAttr>(LoomDialect::kModuleAttrName))
+  if (auto attr = getLoomAttr<StringAttr>(op, &LoomDialect::moduleAttrName,
+                                          LoomDialect::kModuleAttrName))
     return attr.getValue();
   return {};
+}
+
+std::optional<int64_t> loom::getMicrobatch(Operation *op) {
+  if (auto attr = getLoomAttr<IntegerAttr>(op, &LoomDialect::microbatchAttrName,
+                                           LoomDialect::kMicrobatchAttrName))
+    return attr.getInt();
+  return std::nullopt;
 }
 
 int64_t loom::getCallIndex(Operation *op, StringRef modulePath) {

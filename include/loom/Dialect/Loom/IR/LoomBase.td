@@ -44,6 +44,11 @@ def Loom_Dialect : Dialect {
   let hasRegionResultAttrVerify = 1;
   let dependentDialects = ["::mlir::func::FuncDialect"];
   let extraClassDeclaration = [{
+    /// The names of the attributes nearly every analysis reads on every op
+    /// (loom.phase, loom.module, loom.microbatch), made once: a Loom op's
+    /// lookup by them compares pointers instead of strings.
+    ::mlir::StringAttr phaseAttrName, moduleAttrName, microbatchAttrName;
+
     /// Discardable attribute names used on ops, step arguments and results.
     static constexpr ::llvm::StringLiteral kModuleAttrName = "loom.module";
     static constexpr ::llvm::StringLiteral kPhaseAttrName = "loom.phase";

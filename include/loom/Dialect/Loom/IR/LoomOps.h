@@ -52,6 +52,8 @@ AtenOp buildSplitWithSizes(mlir::OpBuilder &b, mlir::Location loc,
 std::optional<Phase> getPhase(mlir::Operation *op);
 /// The module path of an op (from `loom.module`); empty for the root module.
 llvm::StringRef getModulePath(mlir::Operation *op);
+/// The microbatch of an op (from `loom.microbatch`), if tagged.
+std::optional<int64_t> getMicrobatch(mlir::Operation *op);
 /// Which call (0-based, from `loom.calls`) of the module at `modulePath`
 /// `op` ran in: 0 unless that module ran more than once per forward.
 int64_t getCallIndex(mlir::Operation *op, llvm::StringRef modulePath);
