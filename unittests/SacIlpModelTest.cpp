@@ -204,6 +204,37 @@ TEST(SacIlpModelTest, IdenticalBlocksTakeDifferentPointsOfTheirCurve) {
   EXPECT_DOUBLE_EQ(curve[2].recomputeMs, 1.4);
 }
 
+TEST(SacIlpModelTest, SolversSharingACacheTraceAnIdenticalCurveOnce) {
+  // Two programs of a pipelined step whose blocks are alike: the second
+  // Solver takes the first's curve; a block whose node is priced otherwise
+  // is traced again. Decisions are those of Solvers without the cache.
+  Problem p = makeTwoBlocks(), q = makeTwoBlocks(), slower = makeTwoBlocks(0.5e-3);
+  for (Problem *problem : {&p, &q, &slower})
+    problem->distinct[0].computation = "a;b;";
+  Liveness l = makeTwoBlockLiveness();
+  CurveCache cache;
+  Solver first(p, l, SolveOptions{}, cache), second(q, l, SolveOptions{}, cache);
+  std::string error;
+  FailureOr<Decision> a = first.solve(220 * MiB, error);
+  ASSERT_TRUE(succeeded(a)) << error;
+  EXPECT_EQ(cache.size(), 1u);
+  FailureOr<Decision> b = second.solve(220 * MiB, error);
+  ASSERT_TRUE(succeeded(b)) << error;
+  EXPECT_EQ(cache.size(), 1u);
+  FailureOr<Decision> alone = Solver(q, l, SolveOptions{}).solve(220 * MiB, error);
+  ASSERT_TRUE(succeeded(alone)) << error;
+  EXPECT_EQ(b->save, alone->save);
+  EXPECT_EQ(b->recompute, alone->recompute);
+  EXPECT_EQ(b->save, a->save);
+  ASSERT_EQ(second.getCurves().size(), 1u);
+  EXPECT_EQ(second.getCurves()[0].size(), first.getCurves()[0].size());
+
+  Solver third(slower, l, SolveOptions{}, cache);
+  ASSERT_TRUE(succeeded(third.solve(220 * MiB, error))) << error;
+  EXPECT_EQ(cache.size(), 2u);
+  EXPECT_DOUBLE_EQ(third.getCurves()[0].back().recomputeMs, 1.5);
+}
+
 TEST(SacIlpModelTest, BelowWhatTheEarlyBlockCanFreeIsInfeasible) {
   // Position 5 holds block 1's 160 MiB and block 0's 160, of which block 0
   // can free all: 160 MiB is the least; 159 is infeasible.

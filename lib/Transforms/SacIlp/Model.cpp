@@ -818,18 +818,38 @@ traceLowerHull(const Problem &problem, const DistinctBlock &distinct,
   return corners;
 }
 
+/// What `distinct`'s curve is traced from: its computation, and per node
+/// its time and the MiB it keeps (exactly, as bits).
+static std::string getCurveKey(const Problem &problem,
+                               const DistinctBlock &distinct,
+                               ArrayRef<double> mib) {
+  std::string key = distinct.computation;
+  llvm::raw_string_ostream os(key);
+  for (unsigned n : problem.blocks[distinct.representative].nodes)
+    os << llvm::bit_cast<uint64_t>(problem.nodes[n].seconds) << ':'
+       << llvm::bit_cast<uint64_t>(mib[n]) << ';';
+  return key;
+}
+
 FailureOr<SmallVector<SmallVector<CurveCorner>>>
 sacilp::traceTradeOffCurves(const Problem &problem, const Liveness &liveness,
-                            const SolveOptions &options, std::string &error) {
+                            const SolveOptions &options, CurveCache &cache,
+                            std::string &error) {
   SmallVector<double> mib;
   for (int64_t bytes : getKeptBytes(problem, liveness))
     mib.push_back(bytes / kMiB);
   SmallVector<SmallVector<CurveCorner>> curves;
   for (const DistinctBlock &distinct : problem.distinct) {
+    std::string key = getCurveKey(problem, distinct, mib);
+    if (auto it = cache.find(key); it != cache.end()) {
+      curves.push_back(it->second);
+      continue;
+    }
     FailureOr<SmallVector<CurveCorner>> curve =
         traceLowerHull(problem, distinct, mib, options, error);
     if (failed(curve))
       return failure();
+    cache[key] = *curve;
     curves.push_back(std::move(*curve));
   }
   return curves;
@@ -875,7 +895,8 @@ void Solver::addOwnOptimum(int64_t budget) {
 
 FailureOr<Decision> Solver::solve(int64_t budget, std::string &error) {
   if (!traced) {
-    auto corners = traceTradeOffCurves(problem, liveness, options, error);
+    auto corners =
+        traceTradeOffCurves(problem, liveness, options, cache, error);
     if (failed(corners))
       return failure();
     curves = std::move(*corners);

@@ -121,10 +121,12 @@ FailureOr<Problem> sacilp::buildProblem(func::FuncOp step,
   // decisions of its first block's, position by position.
   llvm::StringMap<unsigned> distinctWithText;
   for (auto [b, block] : llvm::enumerate(problem.blocks)) {
-    auto [it, inserted] = distinctWithText.try_emplace(
-        describeBlock(problem, block), problem.distinct.size());
+    std::string computation = describeBlock(problem, block);
+    auto [it, inserted] =
+        distinctWithText.try_emplace(computation, problem.distinct.size());
     if (inserted) {
       DistinctBlock &d = problem.distinct.emplace_back();
+      d.computation = std::move(computation);
       d.representative = b;
       d.firstDecision = problem.numDecisions;
       problem.numDecisions += block.nodes.size();

@@ -30,6 +30,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringMap.h"
 
 #include <functional>
 #include <string>
@@ -91,6 +92,9 @@ struct DistinctBlock {
   /// The decisions of its nodes are firstDecision + position in the block.
   unsigned firstDecision = 0;
   llvm::SmallVector<unsigned> blocks;
+  /// What makes blocks identical: each node's kernel, arguments, types and
+  /// inputs by position in the block.
+  std::string computation;
 };
 
 struct Problem {
@@ -222,13 +226,20 @@ FailureOr<Decision> solveUniform(const Problem &problem,
                                  const SolveOptions &options,
                                  std::string &error);
 
+/// Trade-off curves already traced, by what they were traced from: the
+/// block's computation and each node's time and kept bytes. Identical
+/// blocks of different pipeline programs share one.
+using CurveCache = llvm::StringMap<llvm::SmallVector<CurveCorner>>;
+
 /// Each distinct block's trade-off curve: the policies at which its
 /// recompute time is least for the bytes it keeps from its forward to its
 /// backward (the Pareto points, from keeping everything to the least it
-/// can keep), one CBC solve each.
+/// can keep), one CBC solve each; taken from `cache` when there, and added
+/// to it.
 FailureOr<llvm::SmallVector<llvm::SmallVector<CurveCorner>>>
 traceTradeOffCurves(const Problem &problem, const Liveness &liveness,
-                    const SolveOptions &options, std::string &error);
+                    const SolveOptions &options, CurveCache &cache,
+                    std::string &error);
 
 /// The decision of the whole step, block by block: every block takes one
 /// point of its distinct block's curve, chosen by one MILP over the step's
@@ -241,7 +252,14 @@ traceTradeOffCurves(const Problem &problem, const Liveness &liveness,
 class Solver {
 public:
   Solver(const Problem &problem, const Liveness &liveness, SolveOptions options)
-      : problem(problem), liveness(liveness), options(options) {}
+      : Solver(problem, liveness, options, ownCache) {}
+  /// `cache` holds the curves traced so far (shared by the Solvers of a
+  /// pipelined step's programs) and outlives the Solver.
+  Solver(const Problem &problem, const Liveness &liveness, SolveOptions options,
+         CurveCache &cache)
+      : problem(problem), liveness(liveness), options(options), cache(cache) {}
+  Solver(const Solver &) = delete;
+  Solver &operator=(const Solver &) = delete;
 
   /// The cheapest decision whose modelled peak is at most `budget` bytes,
   /// or failure (no diagnostic; `error` says why) when the model finds
@@ -266,6 +284,8 @@ private:
   const Problem &problem;
   const Liveness &liveness;
   SolveOptions options;
+  CurveCache ownCache;
+  CurveCache &cache;
   /// Per distinct block: its trade-off curve's corners (traced once), the
   /// uniform optima of the bounds solved so far, and the points the blocks
   /// choose from in the current solve (the corners around this bound's
