@@ -39,7 +39,7 @@
 //   time and MiB kept from forward to backward, from keeping everything to
 //   the least the block can keep, found exactly by a dichotomic search on
 //   the price per MiB (each corner one CBC solve, plus one per segment).
-// - Solver::solve: per block b and point k of its curve, x_bk in {0,1},
+// - Solver::solve (PerBlockProgram): per block b and point k of its curve, x_bk in {0,1},
 //   one point per block. A block's terms, where its region runs included,
 //   are constants per point, so a row reads sum_k c_bk x_bk; where all of a
 //   block copy's terms apply (between its forward and its region, most of the
@@ -78,9 +78,9 @@ static constexpr double kMinCurveStepMiB = 0.5 / (1024 * 1024);
 /// lower hull has about 20 corners, its Pareto front more than 60 points).
 static constexpr unsigned kMaxCurveSolves = 96;
 /// How many corners of its curve on either side of the uniform optimum a
-/// block may take in the per-block program (Solver::solve).
+/// block may take in the per-block program (Solver::chooseCandidates).
 static constexpr size_t kCornersAround = 3;
-/// The per-block program's least relative gap (see Solver::solve).
+/// The per-block program's least relative gap (see PerBlockProgram::solve).
 static constexpr double kPerBlockGap = 1e-2;
 /// Steps with at most this many nodes also solve the program in which every
 /// block decides on its own (Solver::addOwnOptimum), at kPerBlockGap: 0.2 s
@@ -893,16 +893,249 @@ void Solver::addOwnOptimum(int64_t budget) {
   }
 }
 
-FailureOr<Decision> Solver::solve(int64_t budget, std::string &error) {
-  if (!traced) {
-    auto corners =
-        traceTradeOffCurves(problem, liveness, options, cache, error);
-    if (failed(corners))
-      return failure();
-    curves = std::move(*corners);
-    uniforms.resize(problem.distinct.size());
-    traced = true;
+namespace {
+/// The per-block program: x[b][k] is 1 when block b takes candidate k of
+/// its distinct block; one row per segment of the profile bounds the peak.
+class PerBlockProgram {
+public:
+  PerBlockProgram(const Problem &problem, const Liveness &liveness,
+                  ArrayRef<SmallVector<BlockPolicy>> policies)
+      : problem(problem), liveness(liveness), policies(policies),
+        held(collectTerms(problem, liveness)) {}
+
+  /// The cheapest choice whose modelled peak is at most `budget`.
+  FailureOr<Decision> solve(int64_t budget, const SolveOptions &options,
+                            std::string &error);
+
+private:
+  /// Per block copy: its terms, where its region runs at each candidate,
+  /// the span they cover, the span all of them cover at every candidate
+  /// (its gap), and the room its region needs at each candidate.
+  struct CopyTerms {
+    ArrayRef<unsigned> terms;
+    SmallVector<int64_t> regionAt;
+    int64_t from = INT64_MAX, to = INT64_MIN;
+    int64_t gapFrom = INT64_MIN, gapTo = INT64_MAX;
+    SmallVector<double> region, gap;
+    std::optional<unsigned> gapVar;
+  };
+
+  /// The x variables (one candidate per block) and their recompute times.
+  void addChoices();
+  /// Where each copy's region runs and what its terms cover.
+  void collectCopies();
+  /// A node's position in its block.
+  unsigned positionOf(unsigned node) const;
+  /// Adds each candidate's coefficient of `t` on the segment [from, to) to
+  /// `into`.
+  void addCoefficients(const HeldTerm &t, int64_t from, int64_t to,
+                       SmallVectorImpl<double> &into) const;
+  /// The row of the segment [from, to): the blocks' variables, with what
+  /// is the same at every candidate added to `constant`.
+  std::vector<std::pair<unsigned, double>>
+  getSegmentRow(int64_t from, int64_t to, double &constant);
+  /// The decision of CBC's values.
+  Decision decode(const MilpSolution &result) const;
+
+  const Problem &problem;
+  const Liveness &liveness;
+  ArrayRef<SmallVector<BlockPolicy>> policies;
+  Terms held;
+  MilpProblem lp;
+  SmallVector<SmallVector<unsigned>> choose;
+  SmallVector<SmallVector<double>> secondsOf;
+  std::vector<MilpProblem::Term> objective;
+  std::vector<CopyTerms> copies;
+  SmallVector<double> coef;
+};
+} // namespace
+
+void PerBlockProgram::addChoices() {
+  choose.resize(problem.blocks.size());
+  secondsOf.resize(problem.blocks.size());
+  for (auto [b, block] : llvm::enumerate(problem.blocks)) {
+    std::vector<MilpProblem::Term> one;
+    for (auto [k, policy] : llvm::enumerate(policies[block.distinct])) {
+      unsigned x = lp.addBinary(("x" + Twine(b) + "_" + Twine(k)).str());
+      double seconds = recomputeSeconds(problem, block.nodes, policy);
+      choose[b].push_back(x);
+      secondsOf[b].push_back(seconds);
+      one.push_back({x, 1});
+      objective.push_back({x, seconds * 1e3});
+    }
+    lp.addEqual(one, 1);
   }
+}
+
+unsigned PerBlockProgram::positionOf(unsigned node) const {
+  const Node &n = problem.nodes[node];
+  return n.decision -
+         problem.distinct[problem.blocks[n.block].distinct].firstDecision;
+}
+
+void PerBlockProgram::addCoefficients(const HeldTerm &t, int64_t from,
+                                      int64_t to,
+                                      SmallVectorImpl<double> &into) const {
+  const BlockChoice &block = problem.blocks[held.copies[t.blockCopy].block];
+  unsigned position = positionOf(liveness.instances[t.instance].node);
+  const CopyTerms &c = copies[t.blockCopy];
+  if (from < t.from)
+    return;
+  for (auto [k, policy] : llvm::enumerate(policies[block.distinct])) {
+    bool save = policy.save[position];
+    int64_t q = c.regionAt[k];
+    if (t.backwardUsed && !save && q >= 0 && to <= q)
+      into[k] -= t.mib;
+    else if (!t.backwardUsed && save && q >= 0 && to <= q + 1)
+      into[k] += t.mib;
+  }
+}
+
+void PerBlockProgram::collectCopies() {
+  copies.resize(held.copies.size());
+  for (auto [ci, copy] : llvm::enumerate(held.copies)) {
+    CopyTerms &c = copies[ci];
+    c.terms = held.heldOf[ci];
+    for (unsigned i : c.terms) {
+      c.from = std::min(c.from, held.held[i].from);
+      c.gapFrom = std::max(c.gapFrom, held.held[i].from);
+    }
+    const BlockChoice &block = problem.blocks[copy.block];
+    for (const BlockPolicy &policy : policies[block.distinct]) {
+      auto saved = [&](unsigned node) { return policy.save[positionOf(node)]; };
+      auto recomputed = [&](unsigned node) {
+        return policy.recompute[positionOf(node)];
+      };
+      int64_t q = getRegionPoint(copy, liveness, saved);
+      c.regionAt.push_back(q);
+      c.region.push_back(getRoomBytes(held, ci, liveness, saved, recomputed) /
+                         kMiB);
+      if (q < 0)
+        continue;
+      c.from = std::min(c.from, q);
+      c.to = std::max(c.to, q + 1);
+      c.gapTo = std::min(c.gapTo, q);
+    }
+    c.gap.assign(policies[block.distinct].size(), 0);
+    if (c.gapFrom < c.gapTo)
+      for (unsigned i : c.terms)
+        addCoefficients(held.held[i], c.gapFrom, c.gapTo, c.gap);
+  }
+}
+
+std::vector<std::pair<unsigned, double>>
+PerBlockProgram::getSegmentRow(int64_t from, int64_t to, double &constant) {
+  std::vector<std::pair<unsigned, double>> row;
+  for (auto [ci, copy] : llvm::enumerate(held.copies)) {
+    CopyTerms &c = copies[ci];
+    if (to <= c.from || from >= c.to)
+      continue;
+    if (!c.terms.empty() && c.gapFrom <= from && to <= c.gapTo) {
+      // Within its gap a copy's coefficients are the same on every
+      // segment: one variable stands for them.
+      if (!c.gapVar) {
+        c.gapVar = lp.addContinuous(
+            ("g" + Twine(copy.block) + "_" + Twine(copy.copy)).str(),
+            -kMilpInfinity, kMilpInfinity);
+        std::vector<MilpProblem::Term> define = {{*c.gapVar, 1}};
+        for (auto [k, x] : llvm::enumerate(choose[copy.block]))
+          define.push_back({x, -c.gap[k]});
+        lp.addEqual(define, 0);
+      }
+      row.push_back({*c.gapVar, 1});
+      continue;
+    }
+    coef.assign(choose[copy.block].size(), 0);
+    for (unsigned i : c.terms)
+      addCoefficients(held.held[i], from, to, coef);
+    for (auto [k, r] : llvm::enumerate(c.region))
+      if (from == c.regionAt[k])
+        coef[k] += r;
+    // One point per block: the least coefficient is a constant.
+    double least = *llvm::min_element(coef);
+    constant += least;
+    for (auto [k, x] : llvm::enumerate(choose[copy.block]))
+      if (coef[k] != least)
+        row.push_back({x, coef[k] - least});
+  }
+  return row;
+}
+
+Decision PerBlockProgram::decode(const MilpSolution &result) const {
+  Decision decision;
+  decision.save.assign(problem.nodes.size(), false);
+  decision.recompute.assign(problem.nodes.size(), false);
+  for (auto [b, block] : llvm::enumerate(problem.blocks)) {
+    unsigned k = 0;
+    for (auto [i, x] : llvm::enumerate(choose[b]))
+      if (result.values[x] > 0.5)
+        k = i;
+    const BlockPolicy &policy = policies[block.distinct][k];
+    for (auto [i, n] : llvm::enumerate(block.nodes)) {
+      decision.save[n] = policy.save[i];
+      decision.recompute[n] = policy.recompute[i];
+    }
+    decision.recomputeSeconds += secondsOf[b][k];
+    decision.policyOfBlock.push_back(k);
+  }
+  // The peak of the decision, not CBC's peak variable: at a nonzero gap CBC
+  // may leave it anywhere between the peak and the bound.
+  decision.modelPeakBytes =
+      ::getModelPeak(held, liveness, decision.save, decision.recompute);
+  return decision;
+}
+
+FailureOr<Decision> PerBlockProgram::solve(int64_t budget,
+                                           const SolveOptions &options,
+                                           std::string &error) {
+  addChoices();
+  collectCopies();
+  double limit = (budget - liveness.persistentBytes) / kMiB;
+  unsigned peak = lp.addContinuous("peak", 0, std::max(limit, 0.0));
+  objective.push_back({peak, kTieBreak});
+  lp.setObjective(MilpProblem::Sense::Minimize, objective);
+
+  // One row per segment; segments whose rows read the same terms keep the
+  // largest base only.
+  ProfileRows rows;
+  int64_t end = liveness.activationBytesAt.size();
+  SmallVector<int64_t> cuts = getCuts(held, end);
+  for (size_t s = 0; s + 1 < cuts.size(); ++s) {
+    int64_t from = cuts[s], to = cuts[s + 1];
+    double constant = maxBase(liveness, from, to) / kMiB;
+    std::vector<std::pair<unsigned, double>> row =
+        getSegmentRow(from, to, constant);
+    addProfileRow(rows, std::move(row), constant);
+  }
+
+  // Blocks in the same state (between their forward and their region) are
+  // nearly interchangeable, so proving the last fraction of a percent
+  // optimal takes CBC seconds of symmetric branching; a decision within
+  // kPerBlockGap of the bound is as good as the model is exact.
+  MilpOptions milpOptions = toMilpOptions(options);
+  milpOptions.relativeGap = std::max(milpOptions.relativeGap, kPerBlockGap);
+  addProfileRows(lp, peak, rows);
+  MilpSolution result = solveMilp(lp, milpOptions);
+  if (!result.hasSolution()) {
+    error = stringifyMilpStatus(result.status).str();
+    return failure();
+  }
+  return decode(result);
+}
+
+LogicalResult Solver::traceCurves(std::string &error) {
+  if (traced)
+    return success();
+  auto corners = traceTradeOffCurves(problem, liveness, options, cache, error);
+  if (failed(corners))
+    return failure();
+  curves = std::move(*corners);
+  uniforms.resize(problem.distinct.size());
+  traced = true;
+  return success();
+}
+
+void Solver::chooseCandidates(int64_t budget) {
   // The uniform optimum under this bound is a candidate too: its points are
   // best where a block's own forward or region sets the peak, which the
   // curves, traced on what a block keeps across the gap, do not see.
@@ -936,169 +1169,12 @@ FailureOr<Decision> Solver::solve(int64_t budget, std::string &error) {
       if (!llvm::is_contained(policies[d], policy))
         policies[d].push_back(policy);
   }
+}
 
-  MilpProblem lp;
-  // x[b][k]: block b takes point k of its distinct block's curve.
-  SmallVector<SmallVector<unsigned>> choose(problem.blocks.size());
-  SmallVector<SmallVector<double>> secondsOf(problem.blocks.size());
-  std::vector<MilpProblem::Term> objective;
-  for (auto [b, block] : llvm::enumerate(problem.blocks)) {
-    std::vector<MilpProblem::Term> one;
-    for (auto [k, policy] : llvm::enumerate(policies[block.distinct])) {
-      unsigned x = lp.addBinary(("x" + Twine(b) + "_" + Twine(k)).str());
-      double seconds = recomputeSeconds(problem, block.nodes, policy);
-      choose[b].push_back(x);
-      secondsOf[b].push_back(seconds);
-      one.push_back({x, 1});
-      objective.push_back({x, seconds * 1e3});
-    }
-    lp.addEqual(one, 1);
-  }
-
-  // Per block copy: its terms, where its region runs at each point, the
-  // span they cover, the span all of them cover at every point (its gap),
-  // and the room its region needs at each point.
-  struct CopyTerms {
-    ArrayRef<unsigned> terms;
-    SmallVector<int64_t> regionAt;
-    int64_t from = INT64_MAX, to = INT64_MIN;
-    int64_t gapFrom = INT64_MIN, gapTo = INT64_MAX;
-    SmallVector<double> region, gap;
-    std::optional<unsigned> gapVar;
-  };
-  Terms held = collectTerms(problem, liveness);
-  std::vector<CopyTerms> copies(held.copies.size());
-  auto positionOf = [&](unsigned node) {
-    const Node &n = problem.nodes[node];
-    return n.decision -
-           problem.distinct[problem.blocks[n.block].distinct].firstDecision;
-  };
-  // Adds each point's coefficient of `t` on the segment [from, to) to
-  // `into`.
-  auto coefficients = [&](const HeldTerm &t, int64_t from, int64_t to,
-                          SmallVectorImpl<double> &into) {
-    const BlockChoice &block = problem.blocks[held.copies[t.blockCopy].block];
-    unsigned position = positionOf(liveness.instances[t.instance].node);
-    const CopyTerms &c = copies[t.blockCopy];
-    if (from < t.from)
-      return;
-    for (auto [k, policy] : llvm::enumerate(policies[block.distinct])) {
-      bool save = policy.save[position];
-      int64_t q = c.regionAt[k];
-      if (t.backwardUsed && !save && q >= 0 && to <= q)
-        into[k] -= t.mib;
-      else if (!t.backwardUsed && save && q >= 0 && to <= q + 1)
-        into[k] += t.mib;
-    }
-  };
-  for (auto [ci, copy] : llvm::enumerate(held.copies)) {
-    CopyTerms &c = copies[ci];
-    c.terms = held.heldOf[ci];
-    for (unsigned i : c.terms) {
-      c.from = std::min(c.from, held.held[i].from);
-      c.gapFrom = std::max(c.gapFrom, held.held[i].from);
-    }
-    const BlockChoice &block = problem.blocks[copy.block];
-    for (const BlockPolicy &policy : policies[block.distinct]) {
-      auto saved = [&](unsigned node) { return policy.save[positionOf(node)]; };
-      auto recomputed = [&](unsigned node) {
-        return policy.recompute[positionOf(node)];
-      };
-      int64_t q = getRegionPoint(copy, liveness, saved);
-      c.regionAt.push_back(q);
-      c.region.push_back(getRoomBytes(held, ci, liveness, saved, recomputed) /
-                         kMiB);
-      if (q < 0)
-        continue;
-      c.from = std::min(c.from, q);
-      c.to = std::max(c.to, q + 1);
-      c.gapTo = std::min(c.gapTo, q);
-    }
-    c.gap.assign(policies[block.distinct].size(), 0);
-    if (c.gapFrom < c.gapTo)
-      for (unsigned i : c.terms)
-        coefficients(held.held[i], c.gapFrom, c.gapTo, c.gap);
-  }
-
-  double limit = (budget - liveness.persistentBytes) / kMiB;
-  unsigned peak = lp.addContinuous("peak", 0, std::max(limit, 0.0));
-  objective.push_back({peak, kTieBreak});
-  lp.setObjective(MilpProblem::Sense::Minimize, objective);
-
-  // One row per segment; segments whose rows read the same terms keep the
-  // largest base only.
-  ProfileRows rows;
-  int64_t end = liveness.activationBytesAt.size();
-  SmallVector<int64_t> cuts = getCuts(held, end);
-  SmallVector<double> coef;
-  for (size_t s = 0; s + 1 < cuts.size(); ++s) {
-    int64_t from = cuts[s], to = cuts[s + 1];
-    double constant = maxBase(liveness, from, to) / kMiB;
-    std::vector<std::pair<unsigned, double>> row;
-    for (auto [ci, copy] : llvm::enumerate(held.copies)) {
-      CopyTerms &c = copies[ci];
-      if (to <= c.from || from >= c.to)
-        continue;
-      if (!c.terms.empty() && c.gapFrom <= from && to <= c.gapTo) {
-        if (!c.gapVar) {
-          c.gapVar = lp.addContinuous(
-              ("g" + Twine(copy.block) + "_" + Twine(copy.copy)).str(),
-              -kMilpInfinity, kMilpInfinity);
-          std::vector<MilpProblem::Term> define = {{*c.gapVar, 1}};
-          for (auto [k, x] : llvm::enumerate(choose[copy.block]))
-            define.push_back({x, -c.gap[k]});
-          lp.addEqual(define, 0);
-        }
-        row.push_back({*c.gapVar, 1});
-        continue;
-      }
-      coef.assign(choose[copy.block].size(), 0);
-      for (unsigned i : c.terms)
-        coefficients(held.held[i], from, to, coef);
-      for (auto [k, r] : llvm::enumerate(c.region))
-        if (from == c.regionAt[k])
-          coef[k] += r;
-      // One point per block: the least coefficient is a constant.
-      double least = *llvm::min_element(coef);
-      constant += least;
-      for (auto [k, x] : llvm::enumerate(choose[copy.block]))
-        if (coef[k] != least)
-          row.push_back({x, coef[k] - least});
-    }
-    addProfileRow(rows, std::move(row), constant);
-  }
-
-  // Blocks in the same state (between their forward and their region) are
-  // nearly interchangeable, so proving the last fraction of a percent
-  // optimal takes CBC seconds of symmetric branching; a decision within
-  // kPerBlockGap of the bound is as good as the model is exact.
-  MilpOptions milpOptions = toMilpOptions(options);
-  milpOptions.relativeGap = std::max(milpOptions.relativeGap, kPerBlockGap);
-  addProfileRows(lp, peak, rows);
-  MilpSolution result = solveMilp(lp, milpOptions);
-  if (!result.hasSolution()) {
-    error = stringifyMilpStatus(result.status).str();
+FailureOr<Decision> Solver::solve(int64_t budget, std::string &error) {
+  if (failed(traceCurves(error)))
     return failure();
-  }
-  Decision decision;
-  decision.save.assign(problem.nodes.size(), false);
-  decision.recompute.assign(problem.nodes.size(), false);
-  for (auto [b, block] : llvm::enumerate(problem.blocks)) {
-    unsigned k = 0;
-    for (auto [i, x] : llvm::enumerate(choose[b]))
-      if (result.values[x] > 0.5)
-        k = i;
-    const BlockPolicy &policy = policies[block.distinct][k];
-    for (auto [i, n] : llvm::enumerate(block.nodes)) {
-      decision.save[n] = policy.save[i];
-      decision.recompute[n] = policy.recompute[i];
-    }
-    decision.recomputeSeconds += secondsOf[b][k];
-    decision.policyOfBlock.push_back(k);
-  }
-  // The peak of the decision, not CBC's peak variable: at a nonzero gap CBC
-  // may leave it anywhere between the peak and the bound.
-  decision.modelPeakBytes =
-      ::getModelPeak(held, liveness, decision.save, decision.recompute);
-  return decision;
+  chooseCandidates(budget);
+  return PerBlockProgram(problem, liveness, policies)
+      .solve(budget, options, error);
 }

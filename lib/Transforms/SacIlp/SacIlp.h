@@ -277,6 +277,10 @@ public:
   }
 
 private:
+  /// Traces each distinct block's curve, once.
+  LogicalResult traceCurves(std::string &error);
+  /// Sets `policies` for `budget`.
+  void chooseCandidates(int64_t budget);
   /// On a small step, adds each block's policy in the optimum of the
   /// program where every block decides on its own to its candidates.
   void addOwnOptimum(int64_t budget);
