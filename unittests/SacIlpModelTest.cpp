@@ -208,12 +208,14 @@ TEST(SacIlpModelTest, SolversSharingACacheTraceAnIdenticalCurveOnce) {
   // Two programs of a pipelined step whose blocks are alike: the second
   // Solver takes the first's curve; a block whose node is priced otherwise
   // is traced again. Decisions are those of Solvers without the cache.
-  Problem p = makeTwoBlocks(), q = makeTwoBlocks(), slower = makeTwoBlocks(0.5e-3);
+  Problem p = makeTwoBlocks(), q = makeTwoBlocks(),
+          slower = makeTwoBlocks(0.5e-3);
   for (Problem *problem : {&p, &q, &slower})
     problem->distinct[0].computation = "a;b;";
   Liveness l = makeTwoBlockLiveness();
   CurveCache cache;
-  Solver first(p, l, SolveOptions{}, cache), second(q, l, SolveOptions{}, cache);
+  Solver first(p, l, SolveOptions{}, cache),
+      second(q, l, SolveOptions{}, cache);
   std::string error;
   FailureOr<Decision> a = first.solve(220 * MiB, error);
   ASSERT_TRUE(succeeded(a)) << error;
@@ -221,7 +223,8 @@ TEST(SacIlpModelTest, SolversSharingACacheTraceAnIdenticalCurveOnce) {
   FailureOr<Decision> b = second.solve(220 * MiB, error);
   ASSERT_TRUE(succeeded(b)) << error;
   EXPECT_EQ(cache.size(), 1u);
-  FailureOr<Decision> alone = Solver(q, l, SolveOptions{}).solve(220 * MiB, error);
+  FailureOr<Decision> alone =
+      Solver(q, l, SolveOptions{}).solve(220 * MiB, error);
   ASSERT_TRUE(succeeded(alone)) << error;
   EXPECT_EQ(b->save, alone->save);
   EXPECT_EQ(b->recompute, alone->recompute);

@@ -40,11 +40,11 @@
 //   the least the block can keep, found exactly by a dichotomic search on
 //   the price per MiB (each corner one CBC solve, plus one per segment).
 // - Solver::solve (PerBlockProgram): per block b and point k of its curve,
-//   x_bk in {0,1}, one point per block. A block's terms, where its region runs included,
-//   are constants per point, so a row reads sum_k c_bk x_bk; where all of a
-//   block copy's terms apply (between its forward and its region, most of the
-//   profile) the row reads one variable g_b = sum_k gap_bk x_bk instead, which
-//   keeps rows short.
+//   x_bk in {0,1}, one point per block. A block's terms, where its region runs
+//   included, are constants per point, so a row reads sum_k c_bk x_bk; where
+//   all of a block copy's terms apply (between its forward and its region, most
+//   of the profile) the row reads one variable g_b = sum_k gap_bk x_bk instead,
+//   which keeps rows short.
 //
 //===----------------------------------------------------------------------===//
 

@@ -519,8 +519,8 @@ LogicalResult LoomSacIlpPass::startSearches(
   for (auto [search, liveness] : llvm::zip(searches, *livenesses)) {
     search->liveness = std::move(liveness);
     priceNodes(search->problem, search->liveness, *costs);
-    search->solver = std::make_unique<Solver>(
-        search->problem, search->liveness, solveOptions, curveCache);
+    search->solver = std::make_unique<Solver>(search->problem, search->liveness,
+                                              solveOptions, curveCache);
     search->baseline = search->liveness.persistentBytes;
     for (int64_t bytes : search->liveness.activationBytesAt)
       search->baseline = std::max(search->baseline,
