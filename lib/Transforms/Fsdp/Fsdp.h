@@ -313,13 +313,14 @@ SmallVector<Value> buildGather(ShardingState &s, OpBuilder &b, Location loc,
 ForwardGathers gatherForForward(ShardingState &s, int64_t mb,
                                 Unsharded &unsharded);
 
-/// Gathers again before the backward of microbatch `mb` the units that
-/// resharded after forward, recomputing from them the forward values their
-/// backward reads, and again before the backward of a module's next call
-/// when the previous call's post-backward hook resharded it; fails (with an
-/// error at the op) when a backward op needs a unit that does not unshard in
-/// backward.
+/// Gathers again before the backward of microbatch `mb` (whose ops, in
+/// order, are `ops`) the units that resharded after forward, recomputing
+/// from them the forward values their backward reads, and again before the
+/// backward of a module's next call when the previous call's post-backward
+/// hook resharded it; fails (with an error at the op) when a backward op
+/// needs a unit that does not unshard in backward.
 FailureOr<BackwardGathers> gatherForBackward(ShardingState &s, int64_t mb,
+                                             ArrayRef<Operation *> ops,
                                              const ForwardGathers &forward);
 
 /// Reshards after the backward of microbatch `mb`, or keeps units unsharded

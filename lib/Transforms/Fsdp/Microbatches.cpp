@@ -36,9 +36,18 @@ LogicalResult fsdp::unshardPerMicrobatch(ShardingState &s) {
   unsharded.params.resize(s.units.size());
   unsharded.flat.resize(s.units.size());
   findPostBackwardCalls(s);
+  // Each microbatch's ops, in order, taken once before any gather: what the
+  // pass adds before a microbatch's backward reads them (its forward's
+  // gathers, other microbatches' recomputed values) is neither computed
+  // from that microbatch's gathered parameters nor its backward.
+  std::vector<SmallVector<Operation *>> opsOf(s.microbatches.count);
+  for (Operation &op : s.body())
+    if (std::optional<int64_t> mb = s.microbatches.of(&op))
+      opsOf[*mb].push_back(&op);
   for (int64_t mb = 0; mb < s.microbatches.count; ++mb) {
     ForwardGathers forward = gatherForForward(s, mb, unsharded);
-    FailureOr<BackwardGathers> backward = gatherForBackward(s, mb, forward);
+    FailureOr<BackwardGathers> backward =
+        gatherForBackward(s, mb, opsOf[mb], forward);
     if (failed(backward))
       return failure();
     reshardAfterBackward(s, mb, *backward, unsharded);

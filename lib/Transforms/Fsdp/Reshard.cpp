@@ -20,13 +20,13 @@ namespace {
 /// Re-gathers and recomputes for the backward of one microbatch.
 class BackwardUnshard {
 public:
-  BackwardUnshard(ShardingState &s, int64_t mb, const ForwardGathers &forward)
-      : s(s), mb(mb), forward(forward), b(s.func.getContext()) {}
+  BackwardUnshard(ShardingState &s, int64_t mb, ArrayRef<Operation *> ops,
+                  const ForwardGathers &forward)
+      : s(s), mb(mb), ops(ops), forward(forward), b(s.func.getContext()) {}
 
   FailureOr<BackwardGathers> run();
 
 private:
-  bool inMicrobatch(Operation *op) const { return s.microbatches.of(op) == mb; }
   void findDerivedValues();
   void findBackwardOps();
   void ensureGather(unsigned u, Operation *before);
@@ -37,6 +37,8 @@ private:
 
   ShardingState &s;
   int64_t mb;
+  /// The microbatch's ops, in order.
+  ArrayRef<Operation *> ops;
   const ForwardGathers &forward;
   OpBuilder b;
   /// The unsharded parameter values of the forward, to their parameter.
@@ -80,13 +82,12 @@ void BackwardUnshard::findDerivedValues() {
     paramOfFull[value] = p;
   for (auto [value, p] : paramOfFull)
     derived[value] = {s.params[p].unit};
-  for (Operation &op : s.body()) {
-    if (getPhase(&op) != Phase::forward || !inMicrobatch(&op) ||
-        !isRecomputable(&op))
+  for (Operation *op : ops) {
+    if (getPhase(op) != Phase::forward || !isRecomputable(op))
       continue;
     SmallVector<unsigned, 1> units;
     bool all = true;
-    for (Value v : op.getOperands()) {
+    for (Value v : op->getOperands()) {
       auto it = derived.find(v);
       if (it == derived.end()) {
         all = false;
@@ -98,7 +99,7 @@ void BackwardUnshard::findDerivedValues() {
     }
     if (!all)
       continue;
-    for (Value r : op.getResults())
+    for (Value r : op->getResults())
       derived[r] = units;
   }
 }
@@ -112,13 +113,13 @@ bool BackwardUnshard::needsBackwardValue(Value v) const {
 
 void BackwardUnshard::findBackwardOps() {
   firstBackwardOp.assign(s.units.size(), nullptr);
-  for (Operation &op : s.body()) {
-    if (getPhase(&op) != Phase::backward || !inMicrobatch(&op))
+  for (Operation *op : ops) {
+    if (getPhase(op) != Phase::backward)
       continue;
-    backwardOps.push_back(&op);
-    Operation *&first = firstBackwardOp[s.unitOfPath(getModulePath(&op))];
+    backwardOps.push_back(op);
+    Operation *&first = firstBackwardOp[s.unitOfPath(getModulePath(op))];
     if (!first)
-      first = &op;
+      first = op;
   }
 }
 
@@ -262,8 +263,9 @@ FailureOr<BackwardGathers> BackwardUnshard::run() {
 
 FailureOr<BackwardGathers>
 fsdp::gatherForBackward(ShardingState &s, int64_t mb,
+                        ArrayRef<Operation *> ops,
                         const ForwardGathers &forward) {
-  return BackwardUnshard(s, mb, forward).run();
+  return BackwardUnshard(s, mb, ops, forward).run();
 }
 
 void fsdp::reshardAfterBackward(ShardingState &s, int64_t mb,
