@@ -59,6 +59,11 @@ StringRef displayName(StringRef unit) {
   return unit.empty() ? StringRef("<root>") : unit;
 }
 
+/// Per unit named in forward-targets or backward-targets, its targets.
+using TargetLists = std::map<std::string, SmallVector<std::string>>;
+class StepUnits;
+struct Request;
+
 struct LoomPrefetchPass
     : public loom::impl::LoomPrefetchBase<LoomPrefetchPass> {
   using LoomPrefetchBase::LoomPrefetchBase;
@@ -67,6 +72,12 @@ struct LoomPrefetchPass
 
 private:
   LogicalResult prefetchStep(func::FuncOp func);
+  /// The all-gathers each hook issues under the pass's options, in issue
+  /// order; `bounded`'s backward ones apart.
+  void addRequests(const StepUnits &units, const TargetLists &forwardLists,
+                   const TargetLists &backwardLists,
+                   SmallVectorImpl<Request> &requests,
+                   SmallVectorImpl<Request> &boundedRequests);
 };
 
 /// Bytes a tensor or a future of one occupies.
@@ -131,7 +142,7 @@ void moveWithinPeak(func::FuncOp func, AllGatherStartOp start,
 
 /// Parses `UNIT:T1+T2` entries into (unit, targets), in option order.
 LogicalResult parseTargets(ArrayRef<std::string> entries, StringRef option,
-                           std::map<std::string, SmallVector<std::string>> &out,
+                           TargetLists &out,
                            function_ref<InFlightDiagnostic()> emitError) {
   auto unitName = [](StringRef text) {
     text = text.trim();
@@ -176,32 +187,64 @@ void LoomPrefetchPass::runOnOperation() {
   }
 }
 
-LogicalResult LoomPrefetchPass::prefetchStep(func::FuncOp func) {
-  auto emitError = [&]() { return func.emitOpError(); };
-  if (forwardPrefetch < 0)
-    return emitError() << "--loom-prefetch: forward-prefetch "
-                       << static_cast<int64_t>(forwardPrefetch)
-                       << " is negative";
-  std::map<std::string, SmallVector<std::string>> forwardLists, backwardLists;
-  if (failed(parseTargets(forwardTargets, "forward-targets", forwardLists,
-                          emitError)) ||
-      failed(parseTargets(backwardTargets, "backward-targets", backwardLists,
-                          emitError)))
-    return failure();
+/// The step's units as its collectives show them, and FSDP2's hook points
+/// in them.
+class StepUnits {
+public:
+  /// Collects the units of `body`, in order of first appearance; fails
+  /// (with an error) on an all-gather without a phase or a single wait.
+  LogicalResult collect(Block &body);
+  /// Checks that every unit `lists` name has a collective.
+  LogicalResult checkListed(ArrayRef<const TargetLists *> lists,
+                            function_ref<InFlightDiagnostic()> emitError) const;
+  /// Finds each unit's last forward and first backward op per call.
+  void findComputeOps(Block &body);
+  /// FSDP2's forward order (by forward all-gather) and post-forward order
+  /// (by the last forward op of each call, as its post_forward_order).
+  void findOrders();
 
-  // Units, named by their collectives, in order of first appearance.
-  Block &body = func.getBody().front();
+  bool empty() const { return units.empty(); }
+  unsigned indexOf(StringRef name) const { return index.lookup(name); }
+  const UnitInfo &operator[](unsigned u) const { return units[u]; }
+
+  std::optional<ProgramPoint> preForward(const UnitInfo &unit) const;
+  std::optional<ProgramPoint> preBackward(const UnitInfo &unit) const;
+  std::optional<ProgramPoint> preBackwardOfCall(const UnitInfo &unit,
+                                                int64_t call) const;
+  std::optional<ProgramPoint> postBackward(const UnitInfo &unit) const;
+
+  SmallVector<unsigned> forwardOrder;
+  SmallVector<PostForward> postForwardOrder;
+
+private:
+  UnitInfo &getUnit(StringRef name);
+  /// The unit whose name is the longest prefix of `path`, or -1.
+  int unitOfPath(StringRef path) const;
+  static const Gather *firstGather(const UnitInfo &unit, Phase phase);
+
   SmallVector<UnitInfo> units;
-  llvm::StringMap<unsigned> unitIndex;
-  auto getUnit = [&](StringRef name) -> UnitInfo & {
-    auto [it, inserted] = unitIndex.try_emplace(name, units.size());
-    if (inserted) {
-      units.emplace_back();
-      units.back().name = name.str();
-    }
-    return units[it->second];
-  };
+  llvm::StringMap<unsigned> index;
   DenseSet<Operation *> collectiveOps;
+};
+
+/// A unit's all-gather to issue at `point`, at the hook of `issuer`.
+struct Request {
+  ProgramPoint point;
+  unsigned target;
+  unsigned issuer;
+};
+} // namespace
+
+UnitInfo &StepUnits::getUnit(StringRef name) {
+  auto [it, inserted] = index.try_emplace(name, units.size());
+  if (inserted) {
+    units.emplace_back();
+    units.back().name = name.str();
+  }
+  return units[it->second];
+}
+
+LogicalResult StepUnits::collect(Block &body) {
   for (Operation &op : body) {
     if (auto start = dyn_cast<AllGatherStartOp>(op)) {
       WaitOp wait = getWaitOf(start);
@@ -221,23 +264,43 @@ LogicalResult LoomPrefetchPass::prefetchStep(func::FuncOp func) {
       collectiveOps.insert(&op);
     }
   }
-  for (auto *lists : {&forwardLists, &backwardLists})
-    for (auto &[unit, targets] : *lists)
+  return success();
+}
+
+LogicalResult
+StepUnits::checkListed(ArrayRef<const TargetLists *> lists,
+                       function_ref<InFlightDiagnostic()> emitError) const {
+  auto allUnits = [&] {
+    std::string all;
+    for (const UnitInfo &u : units)
+      all += (all.empty() ? "" : ", ") + displayName(u.name).str();
+    return all;
+  };
+  for (const auto *list : lists)
+    for (auto &[unit, targets] : *list)
       for (const std::string &name :
            llvm::concat<const std::string>(ArrayRef(unit), targets))
-        if (!unitIndex.count(name))
-          return emitError() << "--loom-prefetch: unit '" << displayName(name)
-                             << "' has no collective in this step (units: " <<
-                 [&] {
-                   std::string all;
-                   for (const UnitInfo &u : units)
-                     all +=
-                         (all.empty() ? "" : ", ") + displayName(u.name).str();
-                   return all;
-                 }() << ")";
-  if (units.empty())
-    return success();
+        if (!index.count(name))
+          return emitError()
+                 << "--loom-prefetch: unit '" << displayName(name)
+                 << "' has no collective in this step (units: " << allUnits()
+                 << ")";
+  return success();
+}
 
+int StepUnits::unitOfPath(StringRef path) const {
+  int best = -1;
+  size_t bestLength = 0;
+  for (auto [i, unit] : llvm::enumerate(units))
+    if (isInModule(path, unit.name) &&
+        (best < 0 || unit.name.size() > bestLength)) {
+      best = i;
+      bestLength = unit.name.size();
+    }
+  return best;
+}
+
+void StepUnits::findComputeOps(Block &body) {
   // Ops that compute gather inputs move with their starts; they are not the
   // unit's compute.
   DenseSet<Operation *> gatherInputs;
@@ -248,17 +311,6 @@ LogicalResult LoomPrefetchPass::prefetchStep(func::FuncOp func) {
       if (succeeded(slice))
         gatherInputs.insert(slice->begin(), slice->end());
     }
-  auto unitOfPath = [&](StringRef path) -> int {
-    int best = -1;
-    size_t bestLength = 0;
-    for (auto [i, unit] : llvm::enumerate(units))
-      if (isInModule(path, unit.name) &&
-          (best < 0 || unit.name.size() > bestLength)) {
-        best = i;
-        bestLength = unit.name.size();
-      }
-    return best;
-  };
   for (Operation &op : body) {
     if (collectiveOps.contains(&op) || gatherInputs.contains(&op) ||
         op.hasTrait<OpTrait::IsTerminator>())
@@ -277,17 +329,16 @@ LogicalResult LoomPrefetchPass::prefetchStep(func::FuncOp func) {
       units[u].firstBackwardOfCall.insert({call, &op});
     }
   }
+}
 
-  // Forward order (by forward all-gather) and post-forward order (by the
-  // last forward op of each call, as FSDP2's post_forward_order).
-  SmallVector<unsigned> forwardOrder;
-  SmallVector<PostForward> postForwardOrder;
-  auto firstGather = [&](const UnitInfo &unit, Phase phase) -> const Gather * {
-    for (const Gather &g : unit.gathers)
-      if (g.phase == phase)
-        return &g;
-    return nullptr;
-  };
+const Gather *StepUnits::firstGather(const UnitInfo &unit, Phase phase) {
+  for (const Gather &g : unit.gathers)
+    if (g.phase == phase)
+      return &g;
+  return nullptr;
+}
+
+void StepUnits::findOrders() {
   for (auto [i, unit] : llvm::enumerate(units)) {
     if (firstGather(unit, Phase::forward))
       forwardOrder.push_back(i);
@@ -302,89 +353,115 @@ LogicalResult LoomPrefetchPass::prefetchStep(func::FuncOp func) {
     return units[a.unit].lastForwardOfCall[a.call]->isBeforeInBlock(
         units[b.unit].lastForwardOfCall[b.call]);
   });
+}
 
-  // The hook points.
-  auto preForward = [&](const UnitInfo &unit) -> std::optional<ProgramPoint> {
-    if (const Gather *g = firstGather(unit, Phase::forward))
-      return ProgramPoint::afterOp(g->wait);
-    return std::nullopt;
-  };
-  auto preBackward = [&](const UnitInfo &unit) -> std::optional<ProgramPoint> {
-    if (const Gather *g = firstGather(unit, Phase::backward))
-      return ProgramPoint::afterOp(g->wait);
-    if (unit.firstBackwardOp)
-      return ProgramPoint::before(unit.firstBackwardOp);
-    return std::nullopt;
-  };
+std::optional<ProgramPoint> StepUnits::preForward(const UnitInfo &unit) const {
+  if (const Gather *g = firstGather(unit, Phase::forward))
+    return ProgramPoint::afterOp(g->wait);
+  return std::nullopt;
+}
+
+std::optional<ProgramPoint> StepUnits::preBackward(const UnitInfo &unit) const {
+  if (const Gather *g = firstGather(unit, Phase::backward))
+    return ProgramPoint::afterOp(g->wait);
+  if (unit.firstBackwardOp)
+    return ProgramPoint::before(unit.firstBackwardOp);
+  return std::nullopt;
+}
+
+std::optional<ProgramPoint> StepUnits::preBackwardOfCall(const UnitInfo &unit,
+                                                         int64_t call) const {
   // A later call's backward starts with its own pre-backward hook: after
   // the unit's all-gather right before it, if loom-fsdp gathered again
   // there, else before its first backward op.
-  auto preBackwardOfCall = [&](const UnitInfo &unit,
-                               int64_t call) -> std::optional<ProgramPoint> {
-    auto first = unit.firstBackwardOfCall.find(call);
-    if (first == unit.firstBackwardOfCall.end())
-      return std::nullopt;
-    if (first == unit.firstBackwardOfCall.begin())
-      return preBackward(unit);
-    Operation *op = first->second;
-    const Gather *last = nullptr;
-    for (const Gather &g : unit.gathers)
-      if (g.phase == Phase::backward && g.wait->isBeforeInBlock(op))
-        last = &g;
-    if (last && llvm::none_of(unit.firstBackwardOfCall, [&](auto &callAndOp) {
-          Operation *x = callAndOp.second;
-          return last->wait->isBeforeInBlock(x) && x->isBeforeInBlock(op);
-        }))
-      return ProgramPoint::afterOp(last->wait);
-    return ProgramPoint::before(op);
-  };
-  auto postBackward = [&](const UnitInfo &unit) -> std::optional<ProgramPoint> {
-    if (unit.firstReduceScatter)
-      return ProgramPoint::before(unit.firstReduceScatter);
+  auto first = unit.firstBackwardOfCall.find(call);
+  if (first == unit.firstBackwardOfCall.end())
     return std::nullopt;
-  };
+  if (first == unit.firstBackwardOfCall.begin())
+    return preBackward(unit);
+  Operation *op = first->second;
+  const Gather *last = nullptr;
+  for (const Gather &g : unit.gathers)
+    if (g.phase == Phase::backward && g.wait->isBeforeInBlock(op))
+      last = &g;
+  if (last && llvm::none_of(unit.firstBackwardOfCall, [&](auto &callAndOp) {
+        Operation *x = callAndOp.second;
+        return last->wait->isBeforeInBlock(x) && x->isBeforeInBlock(op);
+      }))
+    return ProgramPoint::afterOp(last->wait);
+  return ProgramPoint::before(op);
+}
 
-  // Requests: (point, target unit) in issue order.
-  struct Request {
-    ProgramPoint point;
-    unsigned target;
-    unsigned issuer;
-  };
-  SmallVector<Request> requests;
-  // `bounded`'s requests, placed last against the step's peak as the other
-  // moves leave it.
-  SmallVector<Request> boundedRequests;
-  for (auto [pos, u] : llvm::enumerate(forwardOrder)) {
-    std::optional<ProgramPoint> point = preForward(units[u]);
+std::optional<ProgramPoint>
+StepUnits::postBackward(const UnitInfo &unit) const {
+  if (unit.firstReduceScatter)
+    return ProgramPoint::before(unit.firstReduceScatter);
+  return std::nullopt;
+}
+
+/// The target's next all-gather whose wait follows the request's point,
+/// unless it is already issued there.
+static const Gather *gatherToMove(const StepUnits &units,
+                                  const Request &request) {
+  const Gather *next = nullptr;
+  for (const Gather &g : units[request.target].gathers)
+    if (!request.point.isAfter(g.wait)) {
+      next = &g;
+      break;
+    }
+  if (!next || request.point.isAfter(next->start))
+    return nullptr;
+  return next;
+}
+
+static void warnCannotMove(AllGatherStartOp start, StringRef issuer,
+                           Operation *culprit) {
+  InFlightDiagnostic diag = start.emitWarning()
+                            << "--loom-prefetch: cannot issue the "
+                               "all-gather of unit '"
+                            << displayName(getModulePath(start))
+                            << "' at unit '" << displayName(issuer)
+                            << "''s prefetch point: its input depends on "
+                               "an op computed later";
+  diag.attachNote(culprit->getLoc()) << "this op";
+}
+
+void LoomPrefetchPass::addRequests(const StepUnits &units,
+                                   const TargetLists &forwardLists,
+                                   const TargetLists &backwardLists,
+                                   SmallVectorImpl<Request> &requests,
+                                   SmallVectorImpl<Request> &boundedRequests) {
+  for (auto [pos, u] : llvm::enumerate(units.forwardOrder)) {
+    std::optional<ProgramPoint> point = units.preForward(units[u]);
     auto it = forwardLists.find(units[u].name);
     if (it != forwardLists.end()) {
       for (const std::string &t : it->second)
-        requests.push_back({*point, unitIndex[t], u});
+        requests.push_back({*point, units.indexOf(t), u});
       continue;
     }
-    for (int64_t k = 1; k <= forwardPrefetch && pos + k < forwardOrder.size();
-         ++k)
-      requests.push_back({*point, forwardOrder[pos + k], u});
+    for (int64_t k = 1;
+         k <= forwardPrefetch && pos + k < units.forwardOrder.size(); ++k)
+      requests.push_back({*point, units.forwardOrder[pos + k], u});
   }
-  for (auto [pos, entry] : llvm::enumerate(postForwardOrder)) {
+  for (auto [pos, entry] : llvm::enumerate(units.postForwardOrder)) {
     unsigned u = entry.unit;
     auto it = backwardLists.find(units[u].name);
     if (it != backwardLists.end()) {
       if (std::optional<ProgramPoint> point =
-              preBackwardOfCall(units[u], entry.call))
+              units.preBackwardOfCall(units[u], entry.call))
         for (const std::string &t : it->second)
-          requests.push_back({*point, unitIndex[t], u});
+          requests.push_back({*point, units.indexOf(t), u});
       continue;
     }
     if (pos == 0 || backwardPrefetch == BackwardPrefetch::None)
       continue;
     std::optional<ProgramPoint> point =
         backwardPrefetch == BackwardPrefetch::Post
-            ? postBackward(units[u])
-            : preBackwardOfCall(units[u], entry.call);
+            ? units.postBackward(units[u])
+            : units.preBackwardOfCall(units[u], entry.call);
     if (!point)
       continue;
-    unsigned target = postForwardOrder[pos - 1].unit;
+    unsigned target = units.postForwardOrder[pos - 1].unit;
     if (backwardPrefetch == BackwardPrefetch::Bounded)
       boundedRequests.push_back({*point, target, u});
     else
@@ -393,43 +470,21 @@ LogicalResult LoomPrefetchPass::prefetchStep(func::FuncOp func) {
   // Units with an explicit backward list but no forward op (rare) still
   // issue at their pre-backward point.
   for (auto &[name, targets] : backwardLists) {
-    unsigned u = unitIndex[name];
+    unsigned u = units.indexOf(name);
     if (units[u].lastForwardOp)
       continue;
-    if (std::optional<ProgramPoint> point = preBackward(units[u]))
+    if (std::optional<ProgramPoint> point = units.preBackward(units[u]))
       for (const std::string &t : targets)
-        requests.push_back({*point, unitIndex[t], u});
+        requests.push_back({*point, units.indexOf(t), u});
   }
+}
 
-  // The target's next all-gather whose wait follows the point, unless it is
-  // already issued there.
-  auto gatherToMove = [&](const Request &request) -> const Gather * {
-    const Gather *next = nullptr;
-    for (const Gather &g : units[request.target].gathers)
-      if (!request.point.isAfter(g.wait)) {
-        next = &g;
-        break;
-      }
-    if (!next || request.point.isAfter(next->start))
-      return nullptr;
-    return next;
-  };
-  auto warnCannotMove = [&](AllGatherStartOp start, StringRef issuer,
-                            Operation *culprit) {
-    InFlightDiagnostic diag = start.emitWarning()
-                              << "--loom-prefetch: cannot issue the "
-                                 "all-gather of unit '"
-                              << displayName(getModulePath(start))
-                              << "' at unit '" << displayName(issuer)
-                              << "''s prefetch point: its input depends on "
-                                 "an op computed later";
-    diag.attachNote(culprit->getLoc()) << "this op";
-  };
-
-  // Each request moves its gather; the earliest request wins.
+/// Moves each requested all-gather to the earliest point requested for it;
+/// several starts at one point go in issue order.
+static void moveGathers(const StepUnits &units, ArrayRef<Request> requests) {
   llvm::MapVector<Operation *, Move> moves;
   for (auto [sequence, request] : llvm::enumerate(requests)) {
-    const Gather *next = gatherToMove(request);
+    const Gather *next = gatherToMove(units, request);
     if (!next)
       continue;
     auto [it, inserted] = moves.try_emplace(
@@ -448,8 +503,8 @@ LogicalResult LoomPrefetchPass::prefetchStep(func::FuncOp func) {
     return a.point < b.point;
   });
 
-  // Several starts at one point go in issue order: after a wait each goes
-  // after the previous one, before an op each goes right before it.
+  // After a wait each start goes after the previous one, before an op each
+  // goes right before it.
   DenseMap<Operation *, Operation *> cursor;
   for (const Move &move : ordered) {
     AllGatherStartOp start = move.start;
@@ -472,18 +527,21 @@ LogicalResult LoomPrefetchPass::prefetchStep(func::FuncOp func) {
       }
     }
   }
+}
 
-  // `bounded`: the limit is the peak before any backward prefetch; starts
-  // are placed in program order of their points, each against the sweep
-  // that counts the ones placed before it.
-  if (boundedRequests.empty())
-    return success();
+/// `bounded`: the limit is the peak before any backward prefetch; starts
+/// are placed in program order of their points, each against the sweep
+/// that counts the ones placed before it.
+static void placeWithinPeak(func::FuncOp func, const StepUnits &units,
+                            SmallVector<Request> requests) {
+  if (requests.empty())
+    return;
   int64_t limit = PeakMemory(func).peakActivationBytes;
-  llvm::stable_sort(boundedRequests, [](const Request &a, const Request &b) {
+  llvm::stable_sort(requests, [](const Request &a, const Request &b) {
     return a.point < b.point;
   });
-  for (const Request &request : boundedRequests) {
-    const Gather *next = gatherToMove(request);
+  for (const Request &request : requests) {
+    const Gather *next = gatherToMove(units, request);
     if (!next)
       continue;
     Operation *culprit = nullptr;
@@ -495,7 +553,36 @@ LogicalResult LoomPrefetchPass::prefetchStep(func::FuncOp func) {
     }
     moveWithinPeak(func, next->start, request.point, *slice, limit);
   }
-  return success();
 }
 
-} // namespace
+LogicalResult LoomPrefetchPass::prefetchStep(func::FuncOp func) {
+  auto emitError = [&]() { return func.emitOpError(); };
+  if (forwardPrefetch < 0)
+    return emitError() << "--loom-prefetch: forward-prefetch "
+                       << static_cast<int64_t>(forwardPrefetch)
+                       << " is negative";
+  TargetLists forwardLists, backwardLists;
+  if (failed(parseTargets(forwardTargets, "forward-targets", forwardLists,
+                          emitError)) ||
+      failed(parseTargets(backwardTargets, "backward-targets", backwardLists,
+                          emitError)))
+    return failure();
+
+  Block &body = func.getBody().front();
+  StepUnits units;
+  if (failed(units.collect(body)) ||
+      failed(units.checkListed({&forwardLists, &backwardLists}, emitError)))
+    return failure();
+  if (units.empty())
+    return success();
+  units.findComputeOps(body);
+  units.findOrders();
+
+  // Requests: (point, target unit) in issue order; `bounded`'s are placed
+  // last, against the step's peak as the other moves leave it.
+  SmallVector<Request> requests, boundedRequests;
+  addRequests(units, forwardLists, backwardLists, requests, boundedRequests);
+  moveGathers(units, requests);
+  placeWithinPeak(func, units, std::move(boundedRequests));
+  return success();
+}
