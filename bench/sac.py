@@ -12,11 +12,12 @@ feasible one, and compiles the step five ways:
   matmul and attention outputs, recompute the rest; torchtitan's op-level
   SAC policy);
 - ``none``: no recompute;
-- ``sac_milp`` (``sim`` only): PyTorch's own ``sac_milp`` and per-module
-  knapsack on statistics of this step from Loom's analysis
-  (bench/sac_milp.py), the decision compiled with
-  ``loom-remat{mode=captured}``, at each budget of the sweep, with the ILP
-  also run at the peak that decision reaches (equal peak).
+- ``sac_milp``: PyTorch's own ``sac_milp`` and per-module knapsack on
+  statistics of this step from Loom's analysis (bench/sac_milp.py), the
+  decision compiled with ``loom-remat{mode=captured}``, at each budget of
+  the sweep; in ``sim`` with the ILP also run at the peak that decision
+  reaches (equal peak), in ``cpu`` on the CPU cost model's op times and
+  trained with the other variants.
 
 ``full``, ``selective`` and ``none`` do not depend on the budget and are
 shown once, with their peaks. The smallest feasible budget is the one
@@ -460,10 +461,13 @@ def targets(rows: list, fixed: dict, how: str, size=gb, unit="GB") -> None:
 
 # ------------------------------------------------------------------ measured
 
-def compile_cpu(args, work: Path, tag: str, flags: list) -> dict:
-    dp = ["--dp=fsdp", f"--world-size={args.ranks}"] if args.ranks > 1 else []
-    out, wall = run([BUILD / "bin" / "loom-compile", work / "step.mlir",
-                     "-o", work / f"{tag}.loomx", "--summary", *dp, *flags])
+def cpu_dp_flags(args) -> list:
+    return ["--dp=fsdp", f"--world-size={args.ranks}"] if args.ranks > 1 else []
+
+
+def compile_cpu(args, work: Path, tag: str, flags: list, step: Path | None = None) -> dict:
+    out, wall = run([BUILD / "bin" / "loom-compile", step or work / "step.mlir",
+                     "-o", work / f"{tag}.loomx", "--summary", *cpu_dp_flags(args), *flags])
     result = {"artifact": work / f"{tag}.loomx", "predicted": int(PREDICTED.search(out).group(1)),
               "compile_s": wall}
     ilp = parse_ilp_report(out)
@@ -471,6 +475,81 @@ def compile_cpu(args, work: Path, tag: str, flags: list) -> dict:
         result["ilp"] = {k: ilp[k] for k in ("recomputed_ops", "forward_ops",
                                              "model_recompute_ms", "distinct_blocks", "blocks")}
     return result
+
+
+def cpu_sac_milp(args, work: Path, budgets: list[int], variants: dict) -> dict:
+    """PyTorch's sac_milp at each budget on the CPU step's statistics: per-op
+    times from loom-simulate{device=cpu}, the cost model loom-sac-ilp prices
+    the CPU step with, on the step as loom-compile builds it before lowering
+    (bench/sac_milp.py). Each decision that checkpoints something is compiled
+    as a captured checkpoint policy (--remat=captured) and joins `variants`;
+    one that checkpoints nothing is `none`."""
+    import sac_milp
+
+    step = work / "step.mlir"
+    text, _ = must([BUILD / "bin" / "loom-compile", "--print-pipeline", *cpu_dp_flags(args), step])
+    pipeline = text.strip()
+    if not pipeline.startswith("builtin.module(") or ",loom-lower-to-rt" not in pipeline:
+        raise SystemExit(f"sac: unexpected loom-compile pipeline: {pipeline}")
+    distribute = pipeline[len("builtin.module("):pipeline.index(",loom-lower-to-rt")]
+    compiled, timeline = work / "compiled.mlir", work / "none.trace.json"
+    must([BUILD / "bin" / "loom-opt", step, "-o", compiled, "--mlir-print-debuginfo",
+          f"--pass-pipeline=builtin.module({distribute},"
+          f"loom-simulate{{device=cpu timeline={timeline}}})"])
+    facts = sac_milp.StepFacts(step, compiled, json.loads(timeline.read_text()))
+    graph = sac_milp.ModuleGraph(facts)
+    info = {"stats_s": graph.seconds, "distinct_fits": graph.distinct_fits,
+            "unmatched_ops": facts.unmatched, "nodes": len(graph.graph.nodes), "solves": {}}
+    for b in budgets:
+        d = sac_milp.solve(graph, b, args.ranks)
+        info["solves"][b] = {k: v for k, v in d.items() if k != "policies"}
+        if not d["feasible"] or not d["ac"]:
+            continue
+        tagged = work / f"sac_milp{b}.mlir"
+        sac_milp.tag(step, tagged, graph, d)
+        compiled = compile_cpu(args, work, f"sac_milp{b}", ["--remat=captured"], tagged)
+        variants[f"sac_milp@{b}"] = dict(compiled, budget=b)
+        # The ILP at the peak that decision reaches (Loom's prediction, which
+        # the runtime measures exactly): equal memory.
+        peak = compiled["predicted"]
+        if f"ilp@{peak}" not in variants:
+            variants[f"ilp@{peak}"] = dict(
+                compile_cpu(args, work, f"ilp{peak}",
+                            [f"--recompute-budget={peak}B", "--recompute-report"]), budget=peak)
+    return info
+
+
+def print_cpu_sac_milp(rows: list, milp: dict) -> None:
+    """sac_milp's decisions measured against the ILP's at equal budget."""
+    print(f"sac_milp: statistics of {milp['nodes']} modules in {milp['stats_s']:.1f} s "
+          f"({milp['distinct_fits']} distinct trade-off fits)")
+    print(f"{'budget MB':>9} {'AC blocks':>9} {'pred MB':>8} {'meas MB':>8} {'<=budget':>8} "
+          f"{'knap ms':>8} {'meas ms':>8} {'ILP ms':>8} {'ILP/milp':>8} {'<=0.8':>5} "
+          f"{'ILP@peak':>8} {'ratio':>6}")
+    ilp = {r["budget"]: r for r in rows if r["policy"] == "ilp"}
+    measured = {r["budget"]: r for r in rows if r["policy"] == "sac_milp"}
+    for b, solve in milp["solves"].items():
+        if not solve["feasible"]:
+            print(f"{b / 1e6:9.2f} sac_milp: infeasible ({{}}, 0, -1)")
+            continue
+        if not solve["ac"]:
+            print(f"{b / 1e6:9.2f} sac_milp: nothing checkpointed (none's row)")
+            continue
+        r, i = measured[b], ilp.get(b)
+        ratio = i["recompute_ms"] / r["recompute_ms"] if i and r["recompute_ms"] else None
+        r["ilp_over_sac_milp"] = ratio
+        same = ilp.get(r["predicted"])
+        same_ratio = same["recompute_ms"] / r["recompute_ms"] if same and r["recompute_ms"] \
+            else None
+        r["ilp_at_peak_over_sac_milp"] = same_ratio
+        print(f"{b / 1e6:9.2f} {len(solve['ac']):>9} {solve['model_max_m'] / 1e6:8.2f} "
+              f"{r['peak'] / 1e6:8.2f} {'yes' if r['peak'] <= b else 'NO':>8} "
+              f"{solve['knapsack_recompute_ms']:8.1f} {r['recompute_ms']:8.1f} "
+              f"{i['recompute_ms'] if i else float('nan'):8.1f} "
+              f"{ratio if ratio is not None else float('nan'):8.3f} "
+              f"{'-' if ratio is None else 'yes' if ratio <= 0.8 else 'no':>5} "
+              f"{same['recompute_ms'] if same else float('nan'):8.1f} "
+              f"{same_ratio if same_ratio is not None else float('nan'):6.3f}")
 
 
 def smallest_cpu(args, work: Path) -> int:
@@ -525,8 +604,12 @@ def main_cpu(args) -> None:
         variants[f"ilp@{b}"] = compile_cpu(args, work, f"ilp{b}",
                                            [f"--recompute-budget={b}B", "--recompute-report"])
         variants[f"ilp@{b}"]["budget"] = b
+    milp = cpu_sac_milp(args, work, budgets, variants)
 
-    order = list(variants)
+    # The fixed policies, then each budgeted one from the largest budget down.
+    budgeted = sorted((v for v in variants if "@" in v),
+                      key=lambda v: (v.split("@")[0] != "ilp", -variants[v]["budget"]))
+    order = [v for v in variants if "@" not in v] + budgeted
     runs = {v: {"times_ms": [], "recompute_ms": [], "peak": 0, "losses": None} for v in order}
     for r in range(args.rounds):
         rotated = order[r % len(order):] + order[:r % len(order)]
@@ -570,9 +653,11 @@ def main_cpu(args) -> None:
     for name in ("selective", "full"):
         fixed[name] = dict(fixed[name], peak=variants[name]["predicted"])
     targets(rows, fixed, "measured", lambda n: f"{n / 1e6:.2f}", "MB")
+    print_cpu_sac_milp(rows, milp)
     if args.json:
         args.json.write_text(json.dumps({"part": "cpu", "shape": shape, "ranks": args.ranks,
-                                         "least": least, "rows": rows}, indent=2) + "\n")
+                                         "least": least, "rows": rows, "sac_milp": milp},
+                                        indent=2) + "\n")
 
 
 def main(argv=None) -> int:

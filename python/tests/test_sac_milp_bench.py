@@ -164,3 +164,31 @@ def test_a_timeline_of_another_program_is_refused(step):
     del events[first]
     with pytest.raises(sac_milp.StatsError, match="compute events"):
         sac_milp.StepFacts(step / "step.mlir", step / "compiled.mlir", timeline)
+
+
+def test_cpu_part_trains_sac_milps_decisions(tmp_path):
+    """`bench/sac.py cpu`: sac_milp's decisions on the CPU cost model's
+    statistics are compiled, trained beside the other variants and measured;
+    the ILP is also run at the peak each reaches. Every run trains as without
+    recompute and measures the peak Loom predicts; the ILP at a decision's
+    peak stays within it."""
+    out = tmp_path / "cpu.json"
+    cmd = [sys.executable, REPO / "bench" / "sac.py", "cpu", "--points", "3", "--rounds", "1",
+           "--steps", "2", "--cache", tmp_path / "cache", "--json", out]
+    for k, v in SHAPE.items():
+        cmd += ["--make-arg", f"{k}={v}"]
+    run(*cmd)
+    result = json.loads(out.read_text())
+    rows = result["rows"]
+    milp = [r for r in rows if r["policy"] == "sac_milp"]
+    checkpointing = [b for b, s in result["sac_milp"]["solves"].items()
+                     if s["feasible"] and s["ac"]]
+    assert checkpointing and len(milp) == len(checkpointing)
+    ilp = {r["budget"]: r for r in rows if r["policy"] == "ilp"}
+    for r in rows:
+        assert r["losses_equal_none"], r["policy"]
+        assert r["peak"] == r["predicted"], r
+    for r in milp:
+        same = ilp[r["predicted"]]
+        assert same["peak"] <= r["peak"]
+        assert r["ilp_at_peak_over_sac_milp"] == same["recompute_ms"] / r["recompute_ms"]
