@@ -310,21 +310,35 @@ def main_sim(args) -> None:
                                         indent=2, default=str) + "\n")
 
 
+def sac_milp_statistics(work: Path, passes: str, device: str):
+    """sac_milp's module graph of work/step.mlir (bench/sac_milp.py), from the
+    step compiled by `passes` (no recompute) and simulated on `device`, and
+    the record of how it was made, with an empty "solves" to fill."""
+    import sac_milp
+
+    compiled, timeline = work / "compiled.mlir", work / "none.trace.json"
+    must([BUILD / "bin" / "loom-opt", work / "step.mlir", "-o", compiled, "--mlir-print-debuginfo",
+          f"--pass-pipeline=builtin.module({passes},"
+          f"loom-simulate{{device={device} timeline={timeline}}})"])
+    facts = sac_milp.StepFacts(work / "step.mlir", compiled, json.loads(timeline.read_text()))
+    graph = sac_milp.ModuleGraph(facts)
+    info = {"stats_s": graph.seconds, "distinct_fits": graph.distinct_fits,
+            "unmatched_ops": facts.unmatched, "nodes": len(graph.graph.nodes), "solves": {}}
+    return graph, info
+
+
+def print_statistics(milp: dict) -> None:
+    print(f"sac_milp: statistics of {milp['nodes']} modules in {milp['stats_s']:.1f} s "
+          f"({milp['distinct_fits']} distinct trade-off fits)")
+
+
 def sac_milp_rows(args, work: Path, budgets: list[int], row) -> dict:
     """PyTorch's sac_milp at each budget, on statistics of the step compiled
     without recompute (bench/sac_milp.py), its decision compiled with
     loom-remat{mode=captured} and simulated like the other rows."""
     import sac_milp
 
-    compiled, timeline = work / "compiled.mlir", work / "none.trace.json"
-    pipeline = (f"builtin.module({sim_pipeline(args)},"
-                f"loom-simulate{{device={args.device} timeline={timeline}}})")
-    must([BUILD / "bin" / "loom-opt", work / "step.mlir", "-o", compiled, "--mlir-print-debuginfo",
-          f"--pass-pipeline={pipeline}"])
-    facts = sac_milp.StepFacts(work / "step.mlir", compiled, json.loads(timeline.read_text()))
-    graph = sac_milp.ModuleGraph(facts)
-    info = {"stats_s": graph.seconds, "distinct_fits": graph.distinct_fits,
-            "unmatched_ops": facts.unmatched, "nodes": len(graph.graph.nodes), "solves": {}}
+    graph, info = sac_milp_statistics(work, sim_pipeline(args), args.device)
     for b in budgets:
         d = sac_milp.solve(graph, b, args.split)
         solve = {k: v for k, v in d.items() if k != "policies"}
@@ -359,8 +373,7 @@ def sac_milp_rows(args, work: Path, budgets: list[int], row) -> dict:
 def print_sac_milp(rows: list, milp: dict) -> None:
     """sac_milp's own predictions against the simulation of its decisions,
     and the issue's target against the ILP at each budget."""
-    print(f"sac_milp: statistics of {milp['nodes']} modules in {milp['stats_s']:.1f} s "
-          f"({milp['distinct_fits']} distinct trade-off fits)")
+    print_statistics(milp)
     print(f"{'budget GB':>9} {'AC blocks':>9} {'discard':>11} {'pred GB':>8} {'sim GB':>8} "
           f"{'sim/pred':>8} {'<=budget':>8} {'pred ms':>8} {'knap ms':>8} {'sim ms':>8} "
           f"{'ILP ms':>8} {'ILP/milp':>8} {'<=0.8':>5} {'ILP@peak':>8} {'ratio':>6} "
@@ -477,6 +490,13 @@ def compile_cpu(args, work: Path, tag: str, flags: list, step: Path | None = Non
     return result
 
 
+def compile_ilp_cpu(args, work: Path, budget: int) -> dict:
+    """The step compiled with loom-sac-ilp under `budget` bytes."""
+    return dict(compile_cpu(args, work, f"ilp{budget}",
+                            [f"--recompute-budget={budget}B", "--recompute-report"]),
+                budget=budget)
+
+
 def cpu_sac_milp(args, work: Path, budgets: list[int], variants: dict) -> dict:
     """PyTorch's sac_milp at each budget on the CPU step's statistics: per-op
     times from loom-simulate{device=cpu}, the cost model loom-sac-ilp prices
@@ -492,14 +512,7 @@ def cpu_sac_milp(args, work: Path, budgets: list[int], variants: dict) -> dict:
     if not pipeline.startswith("builtin.module(") or ",loom-lower-to-rt" not in pipeline:
         raise SystemExit(f"sac: unexpected loom-compile pipeline: {pipeline}")
     distribute = pipeline[len("builtin.module("):pipeline.index(",loom-lower-to-rt")]
-    compiled, timeline = work / "compiled.mlir", work / "none.trace.json"
-    must([BUILD / "bin" / "loom-opt", step, "-o", compiled, "--mlir-print-debuginfo",
-          f"--pass-pipeline=builtin.module({distribute},"
-          f"loom-simulate{{device=cpu timeline={timeline}}})"])
-    facts = sac_milp.StepFacts(step, compiled, json.loads(timeline.read_text()))
-    graph = sac_milp.ModuleGraph(facts)
-    info = {"stats_s": graph.seconds, "distinct_fits": graph.distinct_fits,
-            "unmatched_ops": facts.unmatched, "nodes": len(graph.graph.nodes), "solves": {}}
+    graph, info = sac_milp_statistics(work, distribute, "cpu")
     for b in budgets:
         d = sac_milp.solve(graph, b, args.ranks)
         info["solves"][b] = {k: v for k, v in d.items() if k != "policies"}
@@ -513,16 +526,14 @@ def cpu_sac_milp(args, work: Path, budgets: list[int], variants: dict) -> dict:
         # the runtime measures exactly): equal memory.
         peak = compiled["predicted"]
         if f"ilp@{peak}" not in variants:
-            variants[f"ilp@{peak}"] = dict(
-                compile_cpu(args, work, f"ilp{peak}",
-                            [f"--recompute-budget={peak}B", "--recompute-report"]), budget=peak)
+            variants[f"ilp@{peak}"] = compile_ilp_cpu(args, work, peak)
     return info
 
 
 def print_cpu_sac_milp(rows: list, milp: dict) -> None:
-    """sac_milp's decisions measured against the ILP's at equal budget."""
-    print(f"sac_milp: statistics of {milp['nodes']} modules in {milp['stats_s']:.1f} s "
-          f"({milp['distinct_fits']} distinct trade-off fits)")
+    """sac_milp's decisions measured against the ILP's at equal budget and
+    at the peak each reaches."""
+    print_statistics(milp)
     print(f"{'budget MB':>9} {'AC blocks':>9} {'pred MB':>8} {'meas MB':>8} {'<=budget':>8} "
           f"{'knap ms':>8} {'meas ms':>8} {'ILP ms':>8} {'ILP/milp':>8} {'<=0.8':>5} "
           f"{'ILP@peak':>8} {'ratio':>6}")
@@ -601,9 +612,7 @@ def main_cpu(args) -> None:
     budgets = sweep(top, least, args.points,
                     [variants["selective"]["predicted"], variants["full"]["predicted"]])
     for b in budgets:
-        variants[f"ilp@{b}"] = compile_cpu(args, work, f"ilp{b}",
-                                           [f"--recompute-budget={b}B", "--recompute-report"])
-        variants[f"ilp@{b}"]["budget"] = b
+        variants[f"ilp@{b}"] = compile_ilp_cpu(args, work, b)
     milp = cpu_sac_milp(args, work, budgets, variants)
 
     # The fixed policies, then each budgeted one from the largest budget down.
