@@ -54,7 +54,13 @@ against its budget, and every variant's losses against ``none``'s (bit for
 bit):
 
     .venv/bin/python bench/sac.py cpu [--ranks 1] [--points 3] [--steps 6]
-        [--rounds 3] [--threads 1] [--make-arg KEY=VALUE ...] [--json F]
+        [--rounds 3] [--threads 1] [--op-times] [--make-arg KEY=VALUE ...]
+        [--json F]
+
+With ``--op-times`` the step without recompute is run once first, and its
+trace prices the ops of the ILP (``loom-compile --op-times``) and of
+``sac_milp``'s statistics (``loom-simulate{op-times=...}``) instead of the
+CPU cost model.
 
 Captures are cached under ``--cache`` (default out/bench-sac), keyed by the
 shape, and redone when the model or the capture code changes.
@@ -310,16 +316,18 @@ def main_sim(args) -> None:
                                         indent=2, default=str) + "\n")
 
 
-def sac_milp_statistics(work: Path, passes: str, device: str):
+def sac_milp_statistics(work: Path, passes: str, device: str, op_times: Path | None = None):
     """sac_milp's module graph of work/step.mlir (bench/sac_milp.py), from the
-    step compiled by `passes` (no recompute) and simulated on `device`, and
-    the record of how it was made, with an empty "solves" to fill."""
+    step compiled by `passes` (no recompute) and simulated on `device` (with
+    the trace `op_times`' measured op times when given), and the record of
+    how it was made, with an empty "solves" to fill."""
     import sac_milp
 
     compiled, timeline = work / "compiled.mlir", work / "none.trace.json"
+    measured = f" op-times={op_times}" if op_times else ""
     must([BUILD / "bin" / "loom-opt", work / "step.mlir", "-o", compiled, "--mlir-print-debuginfo",
           f"--pass-pipeline=builtin.module({passes},"
-          f"loom-simulate{{device={device} timeline={timeline}}})"])
+          f"loom-simulate{{device={device} timeline={timeline}{measured}}})"])
     facts = sac_milp.StepFacts(work / "step.mlir", compiled, json.loads(timeline.read_text()))
     graph = sac_milp.ModuleGraph(facts)
     info = {"stats_s": graph.seconds, "distinct_fits": graph.distinct_fits,
@@ -492,8 +500,9 @@ def compile_cpu(args, work: Path, tag: str, flags: list, step: Path | None = Non
 
 def compile_ilp_cpu(args, work: Path, budget: int) -> dict:
     """The step compiled with loom-sac-ilp under `budget` bytes."""
+    measured = [f"--op-times={args.profile}"] if args.profile else []
     return dict(compile_cpu(args, work, f"ilp{budget}",
-                            [f"--recompute-budget={budget}B", "--recompute-report"]),
+                            [f"--recompute-budget={budget}B", "--recompute-report", *measured]),
                 budget=budget)
 
 
@@ -512,7 +521,7 @@ def cpu_sac_milp(args, work: Path, budgets: list[int], variants: dict) -> dict:
     if not pipeline.startswith("builtin.module(") or ",loom-lower-to-rt" not in pipeline:
         raise SystemExit(f"sac: unexpected loom-compile pipeline: {pipeline}")
     distribute = pipeline[len("builtin.module("):pipeline.index(",loom-lower-to-rt")]
-    graph, info = sac_milp_statistics(work, distribute, "cpu")
+    graph, info = sac_milp_statistics(work, distribute, "cpu", args.profile)
     for b in budgets:
         d = sac_milp.solve(graph, b, args.ranks)
         info["solves"][b] = {k: v for k, v in d.items() if k != "policies"}
@@ -607,6 +616,12 @@ def main_cpu(args) -> None:
     work = capture(args.cache, shape, flags)
     variants = {name: compile_cpu(args, work, name, [f"--remat={name}"] if name != "none" else [])
                 for name in ("none", "full", "selective")}
+    # With --op-times both planners price ops by what a run of the step
+    # without recompute measured (loom-run's trace), not by the roofline.
+    args.profile = None
+    if args.op_times:
+        train(args, work, "profile", variants["none"]["artifact"])
+        args.profile = work / "profile.trace.json"
     least = smallest_cpu(args, work)
     top = variants["none"]["predicted"]
     budgets = sweep(top, least, args.points,
@@ -632,7 +647,8 @@ def main_cpu(args) -> None:
     print(f"small Llama {shape}, {args.ranks} rank(s){' (FSDP)' if args.ranks > 1 else ''}, AdamW; "
           f"{args.rounds} interleaved rounds x {args.steps - 1} steps (after the first), "
           f"{args.threads} ATen thread(s) per rank, {os.cpu_count()} cores")
-    print(f"no-recompute peak {top} B; smallest feasible budget {least} B")
+    print(f"no-recompute peak {top} B; smallest feasible budget {least} B; op times: "
+          f"{'measured (' + str(args.profile) + ')' if args.profile else 'the CPU cost model'}")
     none_ms = statistics.median(runs["none"]["times_ms"])
     print(f"{'policy':>9} {'budget MB':>9} {'pred MB':>8} {'meas MB':>8} {'<=budget':>8} "
           f"{'step ms':>8} {'vs none':>7} {'recomp ms':>9} {'compile s':>9} {'ops':>9} "
@@ -665,6 +681,7 @@ def main_cpu(args) -> None:
     print_cpu_sac_milp(rows, milp)
     if args.json:
         args.json.write_text(json.dumps({"part": "cpu", "shape": shape, "ranks": args.ranks,
+                                         "op_times": "measured" if args.profile else "model",
                                          "least": least, "rows": rows, "sac_milp": milp},
                                         indent=2) + "\n")
 
@@ -692,6 +709,9 @@ def main(argv=None) -> int:
     c.add_argument("--steps", type=int, default=6, help="steps per run; the first is not timed")
     c.add_argument("--rounds", type=int, default=3)
     c.add_argument("--threads", type=int, default=1, help="ATen threads per rank")
+    c.add_argument("--op-times", action="store_true",
+                   help="price ops for the ILP and sac_milp by a loom-run trace of the step "
+                        "without recompute (op-times) instead of the CPU cost model")
     for p in (s, c):
         p.add_argument("--cache", type=Path, default=REPO / "out" / "bench-sac")
         p.add_argument("--json", type=Path, help="also write the results here")

@@ -301,6 +301,32 @@ TEST(SacIlpModelTest, TheRegionRunsAtTheFirstReadOfWhatItRecomputes) {
   EXPECT_TRUE(failed(Solver(p, l, SolveOptions{}).solve(199 * MiB, error)));
 }
 
+// Every region of a block takes again the views of what it reads from
+// outside (a transposed weight), so where backward reads such a view first,
+// at 4 here, the region runs at the latest, whatever it recomputes: n1
+// recomputed alone is back at 4, not 7, and frees its 100 MiB at 3 only.
+// No decision then gets under the 250 MiB at 5..6 (measured on GPT with
+// op-times, a model that ran the region at 7 predicted 17 KB under the
+// measured peak).
+TEST(SacIlpModelTest, TheRegionRunsWhereBackwardFirstReadsAViewItTakesAgain) {
+  Problem p = makeEarlyRead();
+  Liveness l = makeEarlyReadLiveness();
+  for (Instance &inst : l.instances)
+    inst.viewPoint = 4;
+  EXPECT_EQ(l.instances[1].regionBy(), 4);
+  EXPECT_EQ(getModelPeak(p, l, {true, false}, {false, true}), 250 * MiB);
+  EXPECT_EQ(getModelPeak(p, l, {false, false}, {true, true}), 250 * MiB);
+  std::string error;
+  EXPECT_TRUE(failed(Solver(p, l, SolveOptions{}).solve(220 * MiB, error)));
+  FailureOr<Decision> d = Solver(p, l, SolveOptions{}).solve(250 * MiB, error);
+  ASSERT_TRUE(succeeded(d)) << error;
+  EXPECT_EQ(d->save, (SmallVector<bool>{true, true}));
+  // A view point after the first backward read changes nothing.
+  for (Instance &inst : l.instances)
+    inst.viewPoint = 9;
+  EXPECT_EQ(getModelPeak(p, l, {true, false}, {false, true}), 200 * MiB);
+}
+
 // The room a region needs is what is alive while it runs beyond what it
 // leaves for backward. a (30 MiB, 0.1 ms) only forward reads; b (50 MiB,
 // 1 ms) reads a; c (50 MiB, 1 ms) reads b; backward reads b and c at 5:

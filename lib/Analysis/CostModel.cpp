@@ -175,34 +175,41 @@ private:
 };
 } // namespace
 
+llvm::Expected<llvm::json::Value> loom::parseJsonText(StringRef text,
+                                                      StringRef fileName) {
+  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(text);
+  if (parsed)
+    return parsed;
+  // llvm::json reports "[LINE:COL, byte=N]: message"; put it in the
+  // file:line:col form editors understand.
+  std::string msg = llvm::toString(parsed.takeError());
+  StringRef m(msg);
+  unsigned line = 0, col = 0;
+  if (m.consume_front("[")) {
+    StringRef l = m.take_until([](char c) { return c == ':'; });
+    m = m.drop_front(l.size() + 1);
+    StringRef c = m.take_until([](char ch) { return ch == ','; });
+    if (!l.getAsInteger(10, line) && !c.getAsInteger(10, col)) {
+      size_t close = m.find("]: ");
+      if (close != StringRef::npos)
+        m = m.drop_front(close + 3);
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          llvm::formatv("{0}:{1}:{2}: invalid JSON: {3}", fileName, line, col,
+                        m)
+              .str());
+    }
+  }
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 fileName + ": invalid JSON: " + msg);
+}
+
 llvm::Expected<DeviceSpec> DeviceSpec::parse(StringRef json,
                                              StringRef fileName) {
   SpecReader r(json, fileName);
-  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(json);
-  if (!parsed) {
-    // llvm::json reports "[LINE:COL, byte=N]: message"; put it in the
-    // file:line:col form editors understand.
-    std::string msg = llvm::toString(parsed.takeError());
-    StringRef m(msg);
-    unsigned line = 0, col = 0;
-    if (m.consume_front("[")) {
-      StringRef l = m.take_until([](char c) { return c == ':'; });
-      m = m.drop_front(l.size() + 1);
-      StringRef c = m.take_until([](char ch) { return ch == ','; });
-      if (!l.getAsInteger(10, line) && !c.getAsInteger(10, col)) {
-        size_t close = m.find("]: ");
-        if (close != StringRef::npos)
-          m = m.drop_front(close + 3);
-        return llvm::createStringError(
-            llvm::inconvertibleErrorCode(),
-            llvm::formatv("{0}:{1}:{2}: invalid JSON: {3}", fileName, line, col,
-                          m)
-                .str());
-      }
-    }
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   fileName + ": invalid JSON: " + msg);
-  }
+  llvm::Expected<llvm::json::Value> parsed = parseJsonText(json, fileName);
+  if (!parsed)
+    return parsed.takeError();
   const llvm::json::Object *root = parsed->getAsObject();
   if (!root)
     return r.error({}, "expected a JSON object at the top level");
@@ -534,34 +541,46 @@ static std::pair<double, int> optimizerTraffic(Attribute optimizer) {
   return {traffic, kernels};
 }
 
+OpCost CostModel::atenCost(AtenOp aten) const {
+  OpCost cost;
+  if (isViewAtenOp(aten.getKernel())) {
+    cost.isView = true;
+    cost.seconds = spec.viewOverhead;
+    return cost;
+  }
+  Operation *op = aten;
+  cost.flops = static_cast<double>(countFlops(aten));
+  for (Value v : op->getOperands())
+    cost.bytes += valueBytes(v.getType());
+  for (Value v : op->getResults())
+    cost.bytes += valueBytes(v.getType());
+  Type element;
+  if (op->getNumOperands())
+    element =
+        cast<RankedTensorType>(op->getOperand(0).getType()).getElementType();
+  else if (op->getNumResults())
+    element =
+        cast<RankedTensorType>(op->getResult(0).getType()).getElementType();
+  cost.precision = element
+                       ? precisionOf(element, cost.flops > 0, options.allowTf32)
+                       : Precision::fp32;
+  double compute =
+      cost.flops / (spec.peakFlops(cost.precision) * spec.computeEfficiency);
+  double memory = cost.bytes / (spec.memoryBandwidth * spec.memoryEfficiency);
+  cost.computeBound = cost.flops > 0 && compute >= memory;
+  cost.seconds = rooflineTime(cost.flops, cost.bytes, cost.precision);
+  return cost;
+}
+
 OpCost CostModel::opCost(Operation *op) const {
   OpCost cost;
   if (auto aten = dyn_cast<AtenOp>(op)) {
-    if (isViewAtenOp(aten.getKernel())) {
-      cost.isView = true;
-      cost.seconds = spec.viewOverhead;
-      return cost;
-    }
-    cost.flops = static_cast<double>(countFlops(aten));
-    for (Value v : op->getOperands())
-      cost.bytes += valueBytes(v.getType());
-    for (Value v : op->getResults())
-      cost.bytes += valueBytes(v.getType());
-    Type element;
-    if (op->getNumOperands())
-      element =
-          cast<RankedTensorType>(op->getOperand(0).getType()).getElementType();
-    else if (op->getNumResults())
-      element =
-          cast<RankedTensorType>(op->getResult(0).getType()).getElementType();
-    cost.precision =
-        element ? precisionOf(element, cost.flops > 0, options.allowTf32)
-                : Precision::fp32;
-    double compute =
-        cost.flops / (spec.peakFlops(cost.precision) * spec.computeEfficiency);
-    double memory = cost.bytes / (spec.memoryBandwidth * spec.memoryEfficiency);
-    cost.computeBound = cost.flops > 0 && compute >= memory;
-    cost.seconds = rooflineTime(cost.flops, cost.bytes, cost.precision);
+    cost = atenCost(aten);
+    if (measured)
+      if (std::optional<double> seconds = measured->lookup(op)) {
+        cost.seconds = *seconds;
+        cost.measured = true;
+      }
     return cost;
   }
   if (auto region = dyn_cast<RecomputeOp>(op)) {
@@ -665,10 +684,39 @@ CostModel::collectiveCost(Operation *start,
   return collectiveCost(*kind, bytes, *group);
 }
 
+/// Reads `config.opTimes` into `model`; fails (through `fail`) when the
+/// file does not load or knows none of `scope`'s ATen ops.
+template <typename Fail>
+static LogicalResult loadOpTimes(CostModel &model,
+                                 const CostModelConfig &config,
+                                 Operation *scope, Fail fail) {
+  llvm::Expected<MeasuredOpTimes> times = MeasuredOpTimes::load(config.opTimes);
+  if (!times) {
+    fail() << "op-times: " << llvm::toString(times.takeError());
+    return failure();
+  }
+  int64_t atenOps = 0, known = 0;
+  scope->walk([&](AtenOp aten) {
+    ++atenOps;
+    known += times->lookup(aten).has_value();
+  });
+  if (atenOps > 0 && known == 0) {
+    fail() << "op-times: none of the " << atenOps
+           << " ATen ops here was traced in '" << config.opTimes
+           << "' (same kernel, operand and result types); trace the step "
+              "compiled with the same world size, batch and precision";
+    return failure();
+  }
+  model.setMeasuredOpTimes(
+      std::make_shared<const MeasuredOpTimes>(std::move(*times)));
+  return success();
+}
+
 FailureOr<CostModel> loom::buildCostModel(const CostModelConfig &config,
-                                          Location loc, StringRef passName) {
+                                          Operation *scope,
+                                          StringRef passName) {
   auto fail = [&]() {
-    InFlightDiagnostic diag = mlir::emitError(loc);
+    InFlightDiagnostic diag = mlir::emitError(scope->getLoc());
     diag << passName << ": ";
     return diag;
   };
@@ -701,5 +749,9 @@ FailureOr<CostModel> loom::buildCostModel(const CostModelConfig &config,
     return failure();
   }
   options.topology = {config.nodes, perNode};
-  return CostModel(std::move(*spec), options);
+  CostModel model(std::move(*spec), options);
+  if (!config.opTimes.empty() &&
+      failed(loadOpTimes(model, config, scope, fail)))
+    return failure();
+  return model;
 }

@@ -203,6 +203,7 @@ SimulationResult StepSimulator::replay(ArrayRef<Operation *> order) const {
         const OpCost &c = getOpCost(&inner);
         result.numOps++;
         result.numRecomputeOps++;
+        result.numMeasuredOps += c.measured;
         if (options.recordTimeline)
           result.timeline.push_back(
               {&inner, 0, at, at + c.seconds, 0, c.flops, c.bytes, op});
@@ -210,6 +211,7 @@ SimulationResult StepSimulator::replay(ArrayRef<Operation *> order) const {
       }
     } else {
       result.numOps++;
+      result.numMeasuredOps += cost.measured;
     }
     if (options.recordTimeline && !isa<RecomputeOp>(op))
       result.timeline.push_back(
@@ -390,6 +392,7 @@ loom::simulatePipeline(ArrayRef<func::FuncOp> programs, const CostModel &model,
         const OpCost &ic = c.sim->getOpCost(&inner);
         result.numOps++;
         result.numRecomputeOps++;
+        result.numMeasuredOps += ic.measured;
         if (options.recordTimeline)
           result.timeline.push_back(
               {&inner, 0, at, at + ic.seconds, 0, ic.flops, ic.bytes, op});
@@ -397,6 +400,7 @@ loom::simulatePipeline(ArrayRef<func::FuncOp> programs, const CostModel &model,
       }
     } else {
       result.numOps++;
+      result.numMeasuredOps += cost.measured;
       if (options.recordTimeline)
         result.timeline.push_back({op, 0, c.clock, c.clock + cost.seconds, 0,
                                    cost.flops, cost.bytes});
@@ -492,6 +496,10 @@ void SimulationResult::print(raw_ostream &os) const {
                        "of which recompute", us(recomputeTime).c_str(),
                        (long long)numRecomputeOps,
                        (long long)numRecomputeRegions, recomputeFlops);
+  if (numMeasuredOps)
+    os << llvm::format("  %-22s %lld of %lld ops (op-times)\n",
+                       "measured op times", (long long)numMeasuredOps,
+                       (long long)numOps);
   os << llvm::format("  %-22s %s (%lld collectives)\n", "communication",
                      us(commTime).c_str(), (long long)numCollectives);
   os << llvm::format("  %-22s %s (%.1f%% of communication)\n",
@@ -528,6 +536,7 @@ llvm::json::Value SimulationResult::toJSON() const {
                          {"exposed_comm_time", exposedCommTime},
                          {"hidden_comm_time", hiddenCommTime()},
                          {"ops", numOps},
+                         {"measured_ops", numMeasuredOps},
                          {"recompute_time", recomputeTime},
                          {"recompute_flops", recomputeFlops},
                          {"recompute_ops", numRecomputeOps},

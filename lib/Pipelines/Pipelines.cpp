@@ -214,6 +214,10 @@ LogicalResult loom::verifyCompileOptions(
                      "recompute-budget");
   if (!options.rematSaveOps.empty() && options.rematMode == RematMode::None)
     return emitError("remat-save-ops needs remat=full, selective or captured");
+  // Only a cost model reads the measured times.
+  if (!options.opTimes.empty() && !budget && !options.schedule)
+    return emitError("op-times needs recompute-budget or schedule (the "
+                     "passes that price ops)");
   return success();
 }
 
@@ -520,8 +524,11 @@ static void buildDistributePipeline(OpPassManager &pm,
   }
   if (options.schedule) {
     auto schedule = forwardToPass<LoomScheduleOptions>(options);
-    // The cost model of the device the artifact runs on by default.
+    // The cost model of the device the artifact runs on by default, with
+    // the measured times recompute-budget uses (declared once, as
+    // loom-sac-ilp's).
     schedule.device = costModelDevice(options);
+    schedule.opTimes = options.opTimes;
     // Under a recompute budget the scheduler keeps the budget too: the
     // budget bounds the program in its order, and reordering may only use
     // what is left under it.

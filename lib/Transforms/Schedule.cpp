@@ -741,9 +741,9 @@ struct LoomSchedulePass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     CostModelConfig config{device,         deviceDir, algorithm, nodes,
-                           devicesPerNode, tf32};
+                           devicesPerNode, tf32,      opTimes};
     FailureOr<CostModel> model =
-        buildCostModel(config, module.getLoc(), "loom-schedule");
+        buildCostModel(config, module, "loom-schedule");
     if (failed(model))
       return signalPassFailure();
     if (maxInFlight < 1) {

@@ -24,9 +24,9 @@ struct LoomSimulatePass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     CostModelConfig config{device,         deviceDir, algorithm, nodes,
-                           devicesPerNode, tf32};
+                           devicesPerNode, tf32,      opTimes};
     FailureOr<CostModel> built =
-        buildCostModel(config, module.getLoc(), "loom-simulate");
+        buildCostModel(config, module, "loom-simulate");
     if (failed(built))
       return signalPassFailure();
     const CostModel &model = *built;

@@ -11,6 +11,7 @@
 #ifndef LOOM_ANALYSIS_COSTMODEL_H
 #define LOOM_ANALYSIS_COSTMODEL_H
 
+#include "loom/Analysis/OpTimes.h"
 #include "loom/Dialect/Loom/IR/LoomOps.h"
 #include "loom/Dialect/Loom/IR/OpClassification.h"
 #include "llvm/ADT/ArrayRef.h"
@@ -18,6 +19,7 @@
 #include "llvm/Support/Error.h"
 #include "llvm/Support/JSON.h"
 
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -92,6 +94,11 @@ struct DeviceSpec {
   llvm::json::Value toJSON() const;
 };
 
+/// Parses JSON `text` read from `fileName`; a syntax error names the file,
+/// line and column (`file:LINE:COL: invalid JSON: ...`).
+llvm::Expected<llvm::json::Value> parseJsonText(llvm::StringRef text,
+                                                llvm::StringRef fileName);
+
 /// The folder of the device specs Loom ships (the source tree's
 /// `data/devices`, overridden by the environment variable
 /// `LOOM_DEVICE_DIR`).
@@ -157,6 +164,9 @@ struct OpCost {
   bool computeBound = false;
   /// An aliasing view: no kernel, no traffic.
   bool isView = false;
+  /// `seconds` is the op's measured time (CostModelConfig::opTimes), not the
+  /// roofline's.
+  bool measured = false;
 };
 
 /// The cost of one collective.
@@ -186,13 +196,21 @@ public:
   const DeviceSpec &getSpec() const { return spec; }
   const CostModelOptions &getOptions() const { return options; }
 
+  /// Measured times that replace the roofline of the ATen ops they know
+  /// (null: the roofline prices every op).
+  void setMeasuredOpTimes(std::shared_ptr<const MeasuredOpTimes> times) {
+    measured = std::move(times);
+  }
+  const MeasuredOpTimes *getMeasuredOpTimes() const { return measured.get(); }
+
   /// The roofline: max(flops / (peak(p) * eff_compute),
   ///                   bytes / (memory_bandwidth * eff_memory)) + op_overhead.
   double rooflineTime(double flops, double bytes, Precision p) const;
 
   /// The cost of a compute-stream op: `loom.aten` (FLOPs from
   /// countFlops(), bytes = its operands plus results; view ops cost
-  /// view_overhead only) and `loom.optimizer_update` (the memory traffic and
+  /// view_overhead only; an op the measured times know costs its median
+  /// measured time instead) and `loom.optimizer_update` (the memory traffic and
   /// kernel launches of PyTorch's single-tensor SGD/Adam/AdamW) and
   /// `loom.recompute` (the sum of its body's ops: the recompute time; the
   /// precision and bound of its longest op). Other ops (return, wait,
@@ -213,8 +231,12 @@ public:
                  mlir::SymbolTableCollection &symbols) const;
 
 private:
+  /// The roofline cost of a `loom.aten` op.
+  OpCost atenCost(AtenOp aten) const;
+
   DeviceSpec spec;
   CostModelOptions options;
+  std::shared_ptr<const MeasuredOpTimes> measured;
 };
 
 /// The cost-model options of the passes that build one (`loom-simulate`,
@@ -229,13 +251,19 @@ struct CostModelConfig {
   /// 0: the spec's devices_per_node.
   int64_t devicesPerNode = 0;
   bool tf32 = false;
+  /// A `loom-run --trace` file whose ATen times replace the roofline (empty:
+  /// none).
+  std::string opTimes;
 };
 
 /// Loads the device spec of `config` and checks the options against it
 /// (a known algorithm, positive nodes, no more devices per node than the
-/// device has). Errors are reported at `loc`, prefixed with `passName`.
+/// device has), and the measured op times when given, which must know at
+/// least one ATen op of `scope` (the module or step the pass prices): a
+/// trace of another step is an error, not a silent fall-back to the
+/// roofline. Errors are reported at `scope`, prefixed with `passName`.
 mlir::FailureOr<CostModel> buildCostModel(const CostModelConfig &config,
-                                          mlir::Location loc,
+                                          mlir::Operation *scope,
                                           llvm::StringRef passName);
 
 } // namespace loom

@@ -65,6 +65,9 @@ struct SimulationResult {
   /// Op and collective counts (the ops of a recompute body count one by
   /// one; the region itself does not).
   int64_t numOps = 0, numCollectives = 0;
+  /// Ops priced by measured times (CostModelConfig::opTimes) rather than the
+  /// roofline.
+  int64_t numMeasuredOps = 0;
   /// The part of computeTime spent re-running forward ops in
   /// `loom.recompute` regions, with their FLOPs, ops and regions.
   double recomputeTime = 0, recomputeFlops = 0;

@@ -47,8 +47,9 @@ def LoomStats : Pass<"loom-stats", "::mlir::ModuleOp"> {
   let dependentDialects = ["::loom::LoomDialect"];
 }
 
-// The cost-model options loom-simulate and loom-schedule share: the device,
-// the topology and the collective algorithm.
+// The cost-model options loom-simulate, loom-schedule and loom-sac-ilp
+// share: the device, the topology, the collective algorithm and measured op
+// times.
 defvar Loom_CostModelOptions = [
   Option<"device", "device", "std::string", /*default=*/"\"h100\"",
          "Device spec: a name in device-dir or a path to a .json file">,
@@ -65,6 +66,9 @@ defvar Loom_CostModelOptions = [
          "Collective algorithm: ring, tree or auto (the faster)">,
   Option<"tf32", "tf32", "bool", /*default=*/"false",
          "Run fp32 matmuls at the tf32 peak (allow_tf32)">,
+  Option<"opTimes", "op-times", "std::string", /*default=*/"\"\"",
+         "A loom-run --trace of this step: its median time per ATen kernel "
+         "and operand/result types replaces the roofline of those ops">,
 ];
 
 def LoomSimulate : Pass<"loom-simulate", "::mlir::ModuleOp"> {

@@ -3,6 +3,7 @@
 #include "loom/Target/Artifact/ArtifactWriter.h"
 
 #include "Weights.h"
+#include "loom/Analysis/OpTimes.h"
 #include "loom/Analysis/StepStats.h"
 #include "loom/Dialect/LoomRT/IR/LoomRTOps.h"
 #include "loomrt/ArtifactSchema.h"
@@ -461,6 +462,8 @@ std::string ArtifactWriter::buildInstruction(Operation *op) {
             result(cast<IntegerAttr>(entry).getInt());
         }
       });
+      // What a trace matches measured times by (loom/Analysis/OpTimes.h).
+      j.attribute(schema::kInstTypes, printOpTypes(op));
     } else if (auto free = dyn_cast<rt::FreeOp>(op)) {
       j.attribute(schema::kInstOp, schema::kOpFree);
       j.attributeArray(schema::kInstSlots, [&] {

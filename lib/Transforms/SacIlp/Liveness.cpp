@@ -181,10 +181,32 @@ static bool isReturned(Value v) {
   });
 }
 
+/// Per block copy of `problem` (blocks tagged with `blockOffset` + their
+/// index), the first position of `peak`'s program where a region of it
+/// takes a view again: where every region of that copy runs at the latest.
+static std::map<std::pair<unsigned, int64_t>, int64_t>
+getViewPoints(const PeakMemory &peak, const Problem &problem,
+              unsigned blockOffset) {
+  std::map<std::pair<unsigned, int64_t>, int64_t> points;
+  for (auto [i, op] : llvm::enumerate(peak.order)) {
+    auto tag = op->getAttrOfType<IntegerAttr>(kViewAttrName);
+    if (!tag || (isForwardOp(op) && !op->getParentOfType<RecomputeOp>()))
+      continue;
+    int64_t block = tag.getInt() - int64_t(blockOffset);
+    if (block < 0 || block >= int64_t(problem.blocks.size()))
+      continue;
+    points.try_emplace({unsigned(block), getMicrobatch(op).value_or(0)},
+                       int64_t(i));
+  }
+  return points;
+}
+
 /// The liveness of `problem`'s nodes in `peak`'s program, whose node ops
-/// are tagged with `offset` + their index in `problem`.
+/// are tagged with `offset` + their index in `problem`, and the views of
+/// its blocks with `blockOffset` + the block's index.
 static Liveness measure(const PeakMemory &peak, const Prices &prices,
-                        const Problem &problem, unsigned offset) {
+                        const Problem &problem, unsigned offset,
+                        unsigned blockOffset) {
   Liveness out;
   out.persistentBytes = peak.persistentBytes;
   out.activationBytesAt = peak.activationBytesAt;
@@ -242,6 +264,13 @@ static Liveness measure(const PeakMemory &peak, const Prices &prices,
     inst.bytes = inst.firstBackward >= 0 ? heldBytes : getResultBytes(op);
     out.instances.push_back(inst);
   }
+  std::map<std::pair<unsigned, int64_t>, int64_t> viewPoints =
+      getViewPoints(peak, problem, blockOffset);
+  for (Instance &inst : out.instances) {
+    auto it = viewPoints.find({problem.nodes[inst.node].block, inst.copy});
+    if (it != viewPoints.end())
+      inst.viewPoint = it->second;
+  }
   return out;
 }
 
@@ -252,18 +281,31 @@ sacilp::measureLiveness(ModuleOp module, func::FuncOp step,
   // Every problem's nodes are tagged apart (problem k's node i with the
   // offset of k plus i), so that one copy prices and measures them all.
   Builder b(module.getContext());
-  SmallVector<unsigned> offsets;
-  unsigned offset = 0;
+  SmallVector<Operation *> body;
+  for (Operation &op : step.getBody().front())
+    body.push_back(&op);
+  SmallVector<unsigned> offsets, blockOffsets;
+  SmallVector<Operation *> views;
+  unsigned offset = 0, blockOffset = 0;
   for (const ProgramProblem &p : problems) {
     offsets.push_back(offset);
+    blockOffsets.push_back(blockOffset);
     for (auto [i, node] : llvm::enumerate(p.problem->nodes))
       node.op->setAttr(kNodeAttrName, b.getI64IntegerAttr(offset + i));
+    for (auto [i, block] : llvm::enumerate(p.problem->blocks))
+      for (size_t at : block.views) {
+        body[at]->setAttr(kViewAttrName, b.getI64IntegerAttr(blockOffset + i));
+        views.push_back(body[at]);
+      }
     offset += p.problem->nodes.size();
+    blockOffset += p.problem->blocks.size();
   }
   OwningOpRef<ModuleOp> copy(cast<ModuleOp>(module->clone()));
   for (const ProgramProblem &p : problems)
     for (const Node &node : p.problem->nodes)
       node.op->removeAttr(kNodeAttrName);
+  for (Operation *view : views)
+    view->removeAttr(kViewAttrName);
 
   // After every pass, the node ops still at the `loom` level are priced
   // again, so the prices kept are those of the last pass before lowering
@@ -279,12 +321,13 @@ sacilp::measureLiveness(ModuleOp module, func::FuncOp step,
     return failure();
   SmallVector<Operation *> programs = getPrograms(*copy);
   SmallVector<Liveness> out;
-  for (auto [p, offset] : llvm::zip(problems, offsets)) {
+  for (auto [p, offset, blockOffset] :
+       llvm::zip(problems, offsets, blockOffsets)) {
     if (p.program >= programs.size())
       return mlir::emitError(step.getLoc(), "--loom-sac-ilp: the pipeline "
                                             "after it left no step to measure");
-    out.push_back(
-        measure(getProgramPeak(programs[p.program]), prices, *p.problem, offset));
+    out.push_back(measure(getProgramPeak(programs[p.program]), prices,
+                          *p.problem, offset, blockOffset));
   }
   return out;
 }

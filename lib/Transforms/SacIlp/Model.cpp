@@ -7,7 +7,9 @@
 // the region before the first backward read of what it recomputes, so q
 // depends on the decision: it is the earliest first backward read of the
 // block's nodes that are not saved (a block whose output the next block's
-// backward reads first runs there only if it recomputes that output).
+// backward reads first runs there only if it recomputes that output), or
+// earlier, where backward first reads a view every region of the block
+// takes again of a value from outside it (Instance::regionBy).
 // Saving a node that only forward reads keeps it alive until q instead.
 // While the region runs it needs room beyond what it leaves alive for
 // backward: computing a node, that node if only forward reads it and its
@@ -124,9 +126,9 @@ struct HeldTerm {
   unsigned blockCopy;
   double mib;
   bool backwardUsed;
-  /// A backward-read node's first backward read: where the region runs at
+  /// A backward-read node's Instance::regionBy(): where the region runs at
   /// the latest when the node is recomputed.
-  int64_t firstBackward;
+  int64_t regionBy;
 };
 
 /// What a region needs while it recomputes the node `instance`, beyond
@@ -163,13 +165,13 @@ static Terms collectTerms(const Problem &problem, const Liveness &liveness) {
   // the nodes that may be recomputed.
   for (auto [i, inst] : llvm::enumerate(liveness.instances)) {
     const Node &node = problem.nodes[inst.node];
-    if (!movesRegion(node) || inst.firstBackward < 0)
+    if (!movesRegion(node) || inst.regionBy() < 0)
       continue;
     auto [it, inserted] = copyIndex.try_emplace(
         std::make_pair(node.block, inst.copy), terms.copies.size());
     if (inserted)
       terms.copies.push_back({node.block, inst.copy, {}, {}});
-    terms.copies[it->second].points.push_back(inst.firstBackward);
+    terms.copies[it->second].points.push_back(inst.regionBy());
     terms.copies[it->second].movers.push_back(i);
   }
   for (BlockCopy &copy : terms.copies) {
@@ -195,7 +197,7 @@ static Terms collectTerms(const Problem &problem, const Liveness &liveness) {
     if (node.backwardUsed) {
       if (inst.lastForward + 1 < q)
         hold({inst.lastForward + 1, q, index, it->second, mib, true,
-              inst.firstBackward});
+              inst.regionBy()});
       continue;
     }
     if (inst.lastForward + 1 <= q)
@@ -256,8 +258,8 @@ static int64_t getRegionPoint(const BlockCopy &copy, const Liveness &liveness,
   int64_t point = -1;
   for (unsigned i : copy.movers) {
     const Instance &inst = liveness.instances[i];
-    if (!saved(inst.node) && (point < 0 || inst.firstBackward < point))
-      point = inst.firstBackward;
+    if (!saved(inst.node) && (point < 0 || inst.regionBy() < point))
+      point = inst.regionBy();
   }
   return point;
 }
@@ -526,7 +528,7 @@ private:
                         std::optional<unsigned> previous) {
     std::vector<double> key = {1, previous ? double(*previous) : -1.0};
     for (unsigned i : copy.movers)
-      if (liveness.instances[i].firstBackward == copy.points[j])
+      if (liveness.instances[i].regionBy() == copy.points[j])
         key.push_back(varOf(save, i));
     std::sort(key.begin() + 2, key.end());
     return get(key, "z" + suffix + "_" + Twine(j), 1, [&](unsigned z) {
@@ -576,7 +578,7 @@ private:
                                    size_t j) {
     std::vector<double> key = {3, double(z)};
     double most = collectSaved(c, key, [&](const HeldTerm &t) {
-      return t.backwardUsed && t.firstBackward > point &&
+      return t.backwardUsed && t.regionBy > point &&
              movesRegion(problem.nodes[liveness.instances[t.instance].node]);
     });
     if (most <= 0)

@@ -32,7 +32,9 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <algorithm>
 #include <functional>
+#include <optional>
 #include <string>
 
 namespace loom::sacilp {
@@ -47,6 +49,9 @@ inline bool isForwardOp(Operation *op) {
 /// The attribute that names a node on the op of a copy of the step, so that
 /// the node can be found again after the rest of the pipeline has run.
 constexpr llvm::StringLiteral kNodeAttrName = "sac_ilp.node";
+/// The attribute that names the block of a view op (BlockChoice::views) on
+/// a copy of the step.
+constexpr llvm::StringLiteral kViewAttrName = "sac_ilp.view";
 
 /// One forward op of a recompute block whose outputs are allocated.
 struct Node {
@@ -122,6 +127,19 @@ struct Instance {
   /// Its op's time on the cost model's device in the finished program
   /// (before lowering, where the simulator reads it).
   double seconds = 0;
+  /// Where backward first reads a view that every region of its block copy
+  /// takes again of a value from outside the block (a transposed weight):
+  /// the region runs there at the latest.
+  std::optional<int64_t> viewPoint;
+
+  /// Where its block copy's region runs at the latest when it is recomputed
+  /// (-1 when backward does not read it): its first backward read, or the
+  /// view point when that comes first.
+  int64_t regionBy() const {
+    if (firstBackward < 0 || !viewPoint)
+      return firstBackward;
+    return std::min(firstBackward, *viewPoint);
+  }
 };
 
 struct Liveness {

@@ -345,10 +345,9 @@ void LoomSacIlpPass::runOnOperation() {
                            "or 1.6GiB";
     return signalPassFailure();
   }
-  CostModelConfig config{device, deviceDir, algorithm, nodes, devicesPerNode,
-                         tf32};
-  FailureOr<CostModel> built =
-      buildCostModel(config, step.getLoc(), "loom-sac-ilp");
+  CostModelConfig config{device,         deviceDir, algorithm, nodes,
+                         devicesPerNode, tf32,      opTimes};
+  FailureOr<CostModel> built = buildCostModel(config, step, "loom-sac-ilp");
   if (failed(built))
     return signalPassFailure();
   costs.emplace(std::move(*built));
@@ -617,15 +616,19 @@ LoomSacIlpPass::finish(ModuleOp module, func::FuncOp step, Search &search) {
         recomputed.push_back(recompute[n]);
       policies.insert({block.distinct, recomputed});
     }
+    // The times are the roofline's unless a trace measured them.
+    std::string device = costs->getSpec().name;
+    if (const MeasuredOpTimes *times = costs->getMeasuredOpTimes())
+      device += ", op times of " + times->getPath().str();
     llvm::errs() << llvm::formatv(
-        "loom-sac-ilp: {12}budget {0}: predicted peak {1}; recompute {2} of {3} "
+        "loom-sac-ilp: {12}budget {0}: predicted peak {1}; recompute {2} of "
+        "{3} "
         "forward ops ({4:f4} ms on {5}; {6} must be saved); {7} distinct of "
         "{8} blocks; {9} block policies; peak at '{10}' in module '{11}'\n",
         formatByteSize(budgetBytes), formatByteSize(measured.peakBytes),
         llvm::count(recompute, true), problem.nodes.size(), seconds * 1e3,
-        costs->getSpec().name,
-        llvm::count_if(problem.nodes,
-                       [](const Node &n) { return n.mustSave; }),
+        device,
+        llvm::count_if(problem.nodes, [](const Node &n) { return n.mustSave; }),
         problem.distinct.size(), problem.blocks.size(), policies.size(),
         measured.peakOp, measured.peakModule, search.in());
     for (auto [distinct, curve] :

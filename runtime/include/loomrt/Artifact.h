@@ -263,6 +263,9 @@ struct Instruction {
   std::vector<ArgValue> args;
   std::vector<std::pair<std::string, ArgValue>> kwargs;
   std::vector<ResultSpec> results;
+  /// Trace metadata: the operand and result types, as the compiler printed
+  /// them (empty when absent).
+  std::string types;
 
   // op == Free
   std::vector<int64_t> slots;

@@ -401,7 +401,11 @@ class Checker:
             if "phase" in inst:
                 need(inst["phase"] in self.enum("Phase"), f"{ip}.phase", "unknown phase")
             if op == "aten":
-                only_keys(inst, common + ["kernel", "overload", "args", "kwargs", "results"], ip)
+                only_keys(inst, common + ["kernel", "overload", "args", "kwargs", "results",
+                                          "types"], ip)
+                if "types" in inst:
+                    need(isinstance(inst["types"], str) and "->" in inst["types"],
+                         f"{ip}.types", "not '(operand types)->(result types)'")
                 need("::" in field(inst, "kernel", ip, str), f"{ip}.kernel", "not namespace::name")
                 need(field(inst, "overload", ip, str) != "", f"{ip}.overload", "empty")
                 reads = []

@@ -1,0 +1,164 @@
+//===- OpTimes.cpp - Measured op times from a loom-run trace --------------===//
+
+#include "loom/Analysis/OpTimes.h"
+
+#include "loom/Analysis/CostModel.h"
+#include "loom/Dialect/Loom/IR/LoomOps.h"
+#include "loom/Dialect/LoomRT/IR/LoomRTOps.h"
+
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+using namespace mlir;
+using namespace loom;
+
+std::string loom::printOpTypes(Operation *op) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  auto list = [&](TypeRange types) {
+    os << '(';
+    llvm::interleave(
+        types, os, [&](Type t) { t.print(os); }, ",");
+    os << ')';
+  };
+  list(op->getOperandTypes());
+  os << "->";
+  list(op->getResultTypes());
+  return text;
+}
+
+std::string loom::measuredOpKey(Operation *op) {
+  StringRef name, overload;
+  if (auto aten = dyn_cast<AtenOp>(op)) {
+    name = aten.getOpName();
+    overload = aten.getOverload();
+  } else if (auto aten = dyn_cast<rt::AtenOp>(op)) {
+    name = aten.getOpName();
+    overload = aten.getOverload();
+  } else {
+    return "";
+  }
+  // The runtime's Instruction::qualifiedKernel().
+  return (name + "." + overload + printOpTypes(op)).str();
+}
+
+static llvm::Error traceError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+namespace {
+/// One ATen instruction's duration, in microseconds, in step `step`.
+struct Sample {
+  std::string key;
+  int64_t step;
+  double us;
+};
+} // namespace
+
+/// The ATen instruction of event `e` (`where` names it), or nullopt for
+/// every other event. An event that says it is an ATen instruction with
+/// `types` must have a kernel, a step and a duration.
+static llvm::Expected<std::optional<Sample>>
+readSample(const llvm::json::Value &e, const llvm::Twine &where) {
+  const llvm::json::Object *event = e.getAsObject();
+  if (!event || event->getString("ph") != "X")
+    return std::nullopt;
+  const llvm::json::Object *args = event->getObject("args");
+  if (!args || args->getString("op") != "aten" || !args->get("types"))
+    return std::nullopt;
+  std::optional<StringRef> types = args->getString("types");
+  std::optional<StringRef> kernel = args->getString("kernel");
+  std::optional<int64_t> step = args->getInteger("step");
+  std::optional<double> dur = event->getNumber("dur");
+  if (!types)
+    return traceError(where + ".args.types: expected a string");
+  if (!kernel)
+    return traceError(where + ".args.kernel: expected a string");
+  if (!step)
+    return traceError(where + ".args.step: expected an integer");
+  if (!dur || !std::isfinite(*dur) || *dur < 0)
+    return traceError(where + ".dur: expected a non-negative number");
+  return Sample{(*kernel + *types).str(), *step, *dur};
+}
+
+static double median(std::vector<double> &values) {
+  size_t mid = values.size() / 2;
+  std::nth_element(values.begin(), values.begin() + mid, values.end());
+  double upper = values[mid];
+  if (values.size() % 2)
+    return upper;
+  double lower = *std::max_element(values.begin(), values.begin() + mid);
+  return (lower + upper) / 2;
+}
+
+llvm::Expected<MeasuredOpTimes> MeasuredOpTimes::parse(StringRef json,
+                                                       StringRef fileName) {
+  llvm::Expected<llvm::json::Value> parsed = parseJsonText(json, fileName);
+  if (!parsed)
+    return parsed.takeError();
+  // Chrome's two forms: {"traceEvents": [...]} or a bare array.
+  const llvm::json::Array *events = parsed->getAsArray();
+  std::string prefix = (fileName + ": ").str();
+  if (const llvm::json::Object *root = parsed->getAsObject()) {
+    events = root->getArray("traceEvents");
+    prefix += "traceEvents";
+  }
+  if (!events)
+    return traceError(fileName + ": expected a Chrome trace (an object with a "
+                                 "'traceEvents' array, or an array of events)");
+
+  std::vector<Sample> samples;
+  int64_t firstStep = std::numeric_limits<int64_t>::max();
+  int64_t lastStep = std::numeric_limits<int64_t>::min();
+  for (auto [i, e] : llvm::enumerate(*events)) {
+    auto sample = readSample(e, llvm::formatv("{0}[{1}]", prefix, i).str());
+    if (!sample)
+      return sample.takeError();
+    if (!*sample)
+      continue;
+    firstStep = std::min(firstStep, (*sample)->step);
+    lastStep = std::max(lastStep, (*sample)->step);
+    samples.push_back(std::move(**sample));
+  }
+  if (samples.empty())
+    return traceError(fileName +
+                      ": no ATen instruction in the trace records its "
+                      "'types'; write it with `loom-run --trace` from an "
+                      "artifact this Loom compiled");
+
+  // The first step allocates and warms the caches; later steps are the
+  // steady state the plan runs in.
+  llvm::StringMap<std::vector<double>> byKey;
+  for (Sample &s : samples)
+    if (s.step != firstStep || firstStep == lastStep)
+      byKey[s.key].push_back(s.us);
+  MeasuredOpTimes times;
+  times.path = fileName.str();
+  for (auto &entry : byKey)
+    times.seconds[entry.getKey()] = median(entry.getValue()) * 1e-6;
+  return times;
+}
+
+llvm::Expected<MeasuredOpTimes> MeasuredOpTimes::load(StringRef path) {
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer)
+    return traceError("cannot read op times '" + path +
+                      "': " + buffer.getError().message());
+  return parse((*buffer)->getBuffer(), path);
+}
+
+std::optional<double> MeasuredOpTimes::lookup(Operation *op) const {
+  std::string key = measuredOpKey(op);
+  if (key.empty())
+    return std::nullopt;
+  auto it = seconds.find(key);
+  if (it == seconds.end())
+    return std::nullopt;
+  return it->second;
+}
