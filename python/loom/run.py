@@ -5,7 +5,7 @@ Usage (from the repository root)::
     PYTHONPATH=python python -m loom run FILE.py --nproc N [--dp none|replicate|fsdp] \\
         [--steps K] [--check] [--out DIR] [--make-arg KEY=VALUE ...] [--seed S] \\
         [--microbatches M] [--optimizer sgd|adam|adamw --lr X ...] [--no-cache] \\
-        [--measure-workspace] \\
+        [--measure-workspace] [--measure-op-times] \\
         [loom-compile options, e.g. --reshard-after-forward=false --schedule]
 
 It runs the four stages a user would otherwise type one by one, each on the
@@ -35,7 +35,13 @@ then passes
 ``--kernel-workspace=workspace.json``: the peak-memory analysis counts the
 workspace oneDNN's convolutions and bf16 matmuls take on this machine, so a
 ``--recompute-budget`` bounds the measured peak of such steps too
-(docs/recompute.md, "Kernel workspace").
+(docs/recompute.md, "Kernel workspace"). ``--measure-op-times`` takes the
+same two stages (``profile`` then runs 3 steps with ``loom-run --trace
+profile.trace.json``) and ``compile`` passes ``--op-times=profile.trace.json``:
+the recompute budget's and the scheduler's cost model price each op by its
+time measured here (docs/simulator.md, "Measured op times"); it needs
+``--recompute-budget`` or ``--schedule``. The two flags combine into one
+profile run.
 
 Each stage is cached by content: its key hashes its input files, its options
 and the tool that runs it (the binary, and libloomrt for ``train``; for
@@ -71,7 +77,7 @@ CACHE_DIR = ".loom-cache"
 
 # loom-compile options the profile's compile leaves out: what would make it
 # fail or change nothing the kernels see (a budget, a memory limit).
-UNPROFILED_FLAGS = ("--recompute-", "--memory-limit")
+UNPROFILED_FLAGS = ("--recompute-", "--memory-limit", "--op-times")
 
 class StageError(Exception):
     """A stage failed; the message names it and says why."""
@@ -227,8 +233,17 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str
                         help="measure the kernels' workspace on a run of the step without a "
                              "recompute budget first, and compile with it (loom-compile "
                              "--kernel-workspace)")
+    parser.add_argument("--measure-op-times", action="store_true",
+                        help="trace a run of the step without a recompute budget first, and "
+                             "price ops by its measured times (loom-compile --op-times; needs "
+                             "--recompute-budget or --schedule)")
     capture.add_optimizer_arguments(parser)
     args, compile_args = parser.parse_known_args(argv)
+    if args.measure_op_times and not any(
+            a.startswith(("--recompute-budget", "--schedule")) and
+            not a.startswith("--schedule-") for a in compile_args):
+        parser.error("--measure-op-times needs --recompute-budget or --schedule (the passes "
+                     "that price ops)")
     for name in ("nproc", "steps", "microbatches"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be at least 1")
@@ -296,22 +311,33 @@ def stages(args: argparse.Namespace, compile_args: list[str]) -> list[Stage]:
     step_inputs = [compiler, out / "step.mlir", out / "step.weights.safetensors",
                    out / capture.RUN_CONFIG_FILE]
     profile_stages = []
-    if args.measure_workspace:
-        workspace = out / "workspace.json"
+    if args.measure_workspace or args.measure_op_times:
         plain = [a for a in compile_args if not a.startswith(UNPROFILED_FLAGS)]
         profile_stages.append(Stage(
             "profile-compile",
             [str(compiler), str(out / "step.mlir"), "-o", str(out / "plain.loomx"), *dp, *plain],
             inputs=list(step_inputs),
             outputs=[out / "plain.loomx"]))
+        # What the profile run measures, and what compile then reads.
+        measured, flags, produced = [], [], []
+        if args.measure_workspace:
+            measured += ["--kernel-workspace", str(out / "workspace.json")]
+            flags.append(f"--kernel-workspace={out / 'workspace.json'}")
+            produced.append(out / "workspace.json")
+        if args.measure_op_times:
+            # The first traced step is a warm-up the op times leave out.
+            measured += ["--trace", str(out / "profile.trace.json")]
+            flags.append(f"--op-times={out / 'profile.trace.json'}")
+            produced.append(out / "profile.trace.json")
+        steps = "3" if args.measure_op_times else "1"
         profile_stages.append(Stage(
             "profile",
             [str(runner), str(out / "plain.loomx"), "--batches", str(out / "batches.safetensors"),
-             "--steps", "1", "--no-progress", "--kernel-workspace", str(workspace)],
+             "--steps", steps, "--no-progress", *measured],
             inputs=[runner, *runtime_libraries, out / "plain.loomx", out / "batches.safetensors"],
-            outputs=[workspace]))
-        compile_args = [*compile_args, f"--kernel-workspace={workspace}"]
-        step_inputs.append(workspace)
+            outputs=produced))
+        compile_args = [*compile_args, *flags]
+        step_inputs += produced
     compile_stage = Stage(
         "compile",
         [str(compiler), str(out / "step.mlir"), "-o", str(out / "step.loomx"), *dp,

@@ -113,7 +113,27 @@ def test_measure_workspace_profiles_before_compiling(tmp_path):
     assert "PASS" in result.stdout
 
 
+def test_measure_op_times_profiles_before_compiling(tmp_path):
+    """``--measure-op-times``: the step compiled without the budget runs 3
+    traced steps, and compile prices the recompute budget by that trace."""
+    out = tmp_path / "gpt"
+    result = loom_run("examples/gpt.py", "--steps", "2", "--check", "--measure-op-times",
+                      "--recompute-budget=640000", "--recompute-report", out=out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = {line.split("] ", 1)[0][1:]: line.split("] ", 1)[1]
+             for line in result.stdout.splitlines() if line.startswith("[")}
+    assert list(lines) == ["capture", "import", "profile-compile", "profile", "compile",
+                           "train"], lines
+    assert "--recompute-" not in lines["profile-compile"]
+    assert "--trace" in lines["profile"] and "--steps 3" in lines["profile"]
+    trace = out / "profile.trace.json"
+    assert f"--op-times={trace}" in lines["compile"]
+    assert f"op times of {trace}" in result.stdout + result.stderr
+    assert "PASS" in result.stdout
+
+
 @pytest.mark.parametrize("flags, fragment", [
+    (["--measure-op-times"], "--measure-op-times needs --recompute-budget or --schedule"),
     (["--optimizer", "sgd"], "--optimizer sgd needs --lr"),
     (["--nproc", "0"], "--nproc must be at least 1"),
     (["--units", "fc1"], "unexpected argument 'fc1'"),
