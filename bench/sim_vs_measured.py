@@ -10,7 +10,9 @@ the runtime's own "compute busy" time), and loom-opt with the same
 distribution pass, the optimizer and `--loom-simulate=device=<device>
 comm-streams=1` (the CPU runtime has one communication stream: Gloo's
 asynchronous work) on the loom-level step. Prints a markdown table of
-simulated vs measured times and the ratio (simulated / measured).
+simulated vs measured times and the ratio (simulated / measured); for the
+single-rank cases also the simulation with the run's trace as measured op
+times (`op-times`: the ATen ops at their medians, the optimizer modelled).
 
 Cases: mlp, vit, gpt, gpt-wide (bench/models/gpt_wide.py, 3.4 M
 parameters, where compute dominates): one rank, 1 intra-op thread; gpt-fsdpN: GPT with
@@ -94,6 +96,16 @@ def measure(name: str, device: str, steps: int, work: Path) -> dict:
                   simulated_exposed_ms=report["exposed_comm_time"] * 1e3,
                   ops=report["ops"], collectives=report["collectives"])
     result["ratio"] = result["simulated_ms"] / result["measured_ms"]
+    if trace:
+        # The same step priced by the run's own trace (op-times): the ATen
+        # ops at their measured medians; the optimizer stays modelled.
+        sim = run([BUILD / "bin" / "loom-opt", work / "step.mlir", *passes, ATTACH,
+                   f"--loom-simulate=device={device} comm-streams=1 json=true "
+                   f"op-times={work / 'trace.json'}", "-o", os.devnull])
+        measured = json.loads(sim[sim.index("{"):])
+        result.update(op_times_ms=measured["step_time"] * 1e3,
+                      op_times_ratio=measured["step_time"] * 1e3 / result["measured_ms"],
+                      measured_ops=measured["measured_ops"])
     return result
 
 
@@ -107,14 +119,17 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="loom-simvs-"))
     rows = [measure(c, args.device, args.steps, work / c) for c in args.cases]
     print("| case | ranks x threads | measured ms (median / min) | loom-run op busy ms "
-          "| simulated ms | sim compute / comm / exposed ms | sim / measured |")
-    print("|---|---|---|---|---|---|---|")
+          "| simulated ms | sim compute / comm / exposed ms | sim / measured "
+          "| sim with op-times ms (/ measured) |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         busy = f"{r['measured_op_busy_ms']:.3f}" if "measured_op_busy_ms" in r else "-"
+        timed = (f"{r['op_times_ms']:.3f} ({r['op_times_ratio']:.2f})" if "op_times_ms" in r
+                 else "-")
         print(f"| {r['case']} | {r['ranks']} x {r['threads']} | {r['measured_ms']:.3f} / "
               f"{r['measured_min_ms']:.3f} | {busy} | {r['simulated_ms']:.3f} | "
               f"{r['simulated_compute_ms']:.3f} / {r['simulated_comm_ms']:.3f} / "
-              f"{r['simulated_exposed_ms']:.3f} | {r['ratio']:.2f} |")
+              f"{r['simulated_exposed_ms']:.3f} | {r['ratio']:.2f} | {timed} |")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2) + "\n")
 
