@@ -690,7 +690,8 @@ template <typename Fail>
 static LogicalResult loadOpTimes(CostModel &model,
                                  const CostModelConfig &config,
                                  Operation *scope, Fail fail) {
-  llvm::Expected<MeasuredOpTimes> times = MeasuredOpTimes::load(config.opTimes);
+  llvm::Expected<std::shared_ptr<const MeasuredOpTimes>> times =
+      MeasuredOpTimes::loadShared(config.opTimes);
   if (!times) {
     fail() << "op-times: " << llvm::toString(times.takeError());
     return failure();
@@ -698,7 +699,7 @@ static LogicalResult loadOpTimes(CostModel &model,
   int64_t atenOps = 0, known = 0;
   scope->walk([&](AtenOp aten) {
     ++atenOps;
-    known += times->lookup(aten).has_value();
+    known += (*times)->lookup(aten).has_value();
   });
   if (atenOps > 0 && known == 0) {
     fail() << "op-times: none of the " << atenOps
@@ -707,8 +708,7 @@ static LogicalResult loadOpTimes(CostModel &model,
               "compiled with the same world size, batch and precision";
     return failure();
   }
-  model.setMeasuredOpTimes(
-      std::make_shared<const MeasuredOpTimes>(std::move(*times)));
+  model.setMeasuredOpTimes(std::move(*times));
   return success();
 }
 

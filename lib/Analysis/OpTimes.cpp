@@ -6,6 +6,7 @@
 #include "loom/Dialect/Loom/IR/LoomOps.h"
 #include "loom/Dialect/LoomRT/IR/LoomRTOps.h"
 
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
@@ -13,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <mutex>
 #include <vector>
 
 using namespace mlir;
@@ -151,6 +153,29 @@ llvm::Expected<MeasuredOpTimes> MeasuredOpTimes::load(StringRef path) {
     return traceError("cannot read op times '" + path +
                       "': " + buffer.getError().message());
   return parse((*buffer)->getBuffer(), path);
+}
+
+llvm::Expected<std::shared_ptr<const MeasuredOpTimes>>
+MeasuredOpTimes::loadShared(StringRef path) {
+  llvm::sys::fs::file_status status;
+  if (std::error_code ec = llvm::sys::fs::status(path, status))
+    return traceError("cannot read op times '" + path + "': " + ec.message());
+  using Key = std::pair<uint64_t, int64_t>;
+  Key key{status.getSize(),
+          status.getLastModificationTime().time_since_epoch().count()};
+  static std::mutex mutex;
+  static llvm::StringMap<std::pair<Key, std::shared_ptr<const MeasuredOpTimes>>>
+      cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(path);
+  if (it != cache.end() && it->second.first == key)
+    return it->second.second;
+  llvm::Expected<MeasuredOpTimes> times = load(path);
+  if (!times)
+    return times.takeError();
+  auto shared = std::make_shared<const MeasuredOpTimes>(std::move(*times));
+  cache[path] = {key, shared};
+  return shared;
 }
 
 std::optional<double> MeasuredOpTimes::lookup(Operation *op) const {

@@ -19,6 +19,7 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Error.h"
 
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -40,6 +41,12 @@ public:
   /// Reads the Chrome trace `loom-run --trace` wrote at `path` (one rank's
   /// or the launcher's merged file).
   static llvm::Expected<MeasuredOpTimes> load(llvm::StringRef path);
+  /// load(), once per process for a file of the same size and modification
+  /// time: loom-sac-ilp runs the rest of the pipeline (loom-schedule
+  /// included) on copies of the step many times, and a trace of a large
+  /// step is tens of MB of JSON.
+  static llvm::Expected<std::shared_ptr<const MeasuredOpTimes>>
+  loadShared(llvm::StringRef path);
   /// Parses trace JSON read from `fileName`. Events other than ATen
   /// instructions with `types` are ignored; the trace's first step is a
   /// warm-up and is left out when it has later ones. Errors name the file
