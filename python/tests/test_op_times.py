@@ -20,8 +20,8 @@ op with the same kernel and types by the median duration the trace measured
   while the region runs where backward first reads the transposed weights
   it takes again: its model was 17-58 KB under the measured peak, the
   search ran out of bounds and fell back to recomputing everything (0.1 ms
-  in these times, more than the 0.0235 ms of its decision at the smallest
-  feasible budget). Now it recomputes less than at that budget (0.0145 ms);
+  in these times, at this budget as at the smallest feasible one). Now it
+  recomputes less than at the smallest budget (0.0145 against 0.0235 ms);
 - a trace of another step, or a file that is no trace, is an error naming
   the file (and the event), not a silent fall-back to the roofline.
 """
