@@ -378,6 +378,11 @@ def sac_milp_rows(args, work: Path, budgets: list[int], row) -> dict:
     return info
 
 
+def by_budget(rows: list, policy: str) -> dict:
+    """`policy`'s rows by their budget."""
+    return {r["budget"]: r for r in rows if r["policy"] == policy}
+
+
 def print_sac_milp(rows: list, milp: dict) -> None:
     """sac_milp's own predictions against the simulation of its decisions,
     and the issue's target against the ILP at each budget."""
@@ -386,8 +391,7 @@ def print_sac_milp(rows: list, milp: dict) -> None:
           f"{'sim/pred':>8} {'<=budget':>8} {'pred ms':>8} {'knap ms':>8} {'sim ms':>8} "
           f"{'ILP ms':>8} {'ILP/milp':>8} {'<=0.8':>5} {'ILP@peak':>8} {'ratio':>6} "
           f"{'MILP s':>6}")
-    ilp = {r["budget"]: r for r in rows if r["policy"] == "ilp"}
-    milp_rows = {r["budget"]: r for r in rows if r["policy"] == "sac_milp"}
+    ilp, milp_rows = by_budget(rows, "ilp"), by_budget(rows, "sac_milp")
     for b, solve in milp["solves"].items():
         if not solve["feasible"]:
             print(f"{gb(b):>9} sac_milp: infeasible ({{}}, 0, -1)")
@@ -546,8 +550,7 @@ def print_cpu_sac_milp(rows: list, milp: dict) -> None:
     print(f"{'budget MB':>9} {'AC blocks':>9} {'pred MB':>8} {'meas MB':>8} {'<=budget':>8} "
           f"{'knap ms':>8} {'meas ms':>8} {'ILP ms':>8} {'ILP/milp':>8} {'<=0.8':>5} "
           f"{'ILP@peak':>8} {'ratio':>6}")
-    ilp = {r["budget"]: r for r in rows if r["policy"] == "ilp"}
-    measured = {r["budget"]: r for r in rows if r["policy"] == "sac_milp"}
+    ilp, measured = by_budget(rows, "ilp"), by_budget(rows, "sac_milp")
     for b, solve in milp["solves"].items():
         if not solve["feasible"]:
             print(f"{b / 1e6:9.2f} sac_milp: infeasible ({{}}, 0, -1)")

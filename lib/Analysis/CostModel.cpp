@@ -704,7 +704,7 @@ static LogicalResult loadOpTimes(CostModel &model,
   if (atenOps > 0 && known == 0) {
     fail() << "op-times: none of the " << atenOps
            << " ATen ops here was traced in '" << config.opTimes
-           << "' (same kernel, operand and result types); trace the step "
+           << "' (same kernel signature); trace the step "
               "compiled with the same world size, batch and precision";
     return failure();
   }

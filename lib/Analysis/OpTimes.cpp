@@ -3,13 +3,11 @@
 #include "loom/Analysis/OpTimes.h"
 
 #include "loom/Analysis/CostModel.h"
-#include "loom/Dialect/Loom/IR/LoomOps.h"
-#include "loom/Dialect/LoomRT/IR/LoomRTOps.h"
+#include "loom/Analysis/PeakMemory.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
 #include <cmath>
@@ -20,36 +18,6 @@
 using namespace mlir;
 using namespace loom;
 
-std::string loom::printOpTypes(Operation *op) {
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  auto list = [&](TypeRange types) {
-    os << '(';
-    llvm::interleave(
-        types, os, [&](Type t) { t.print(os); }, ",");
-    os << ')';
-  };
-  list(op->getOperandTypes());
-  os << "->";
-  list(op->getResultTypes());
-  return text;
-}
-
-std::string loom::measuredOpKey(Operation *op) {
-  StringRef name, overload;
-  if (auto aten = dyn_cast<AtenOp>(op)) {
-    name = aten.getOpName();
-    overload = aten.getOverload();
-  } else if (auto aten = dyn_cast<rt::AtenOp>(op)) {
-    name = aten.getOpName();
-    overload = aten.getOverload();
-  } else {
-    return "";
-  }
-  // The runtime's Instruction::qualifiedKernel().
-  return (name + "." + overload + printOpTypes(op)).str();
-}
-
 static llvm::Error traceError(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
@@ -57,36 +25,33 @@ static llvm::Error traceError(const llvm::Twine &message) {
 namespace {
 /// One ATen instruction's duration, in microseconds, in step `step`.
 struct Sample {
-  std::string key;
+  std::string signature;
   int64_t step;
   double us;
 };
 } // namespace
 
 /// The ATen instruction of event `e` (`where` names it), or nullopt for
-/// every other event. An event that says it is an ATen instruction with
-/// `types` must have a kernel, a step and a duration.
+/// every other event. An event that says it is an ATen instruction with a
+/// `signature` must have a step and a duration.
 static llvm::Expected<std::optional<Sample>>
 readSample(const llvm::json::Value &e, const llvm::Twine &where) {
   const llvm::json::Object *event = e.getAsObject();
   if (!event || event->getString("ph") != "X")
     return std::nullopt;
   const llvm::json::Object *args = event->getObject("args");
-  if (!args || args->getString("op") != "aten" || !args->get("types"))
+  if (!args || args->getString("op") != "aten" || !args->get("signature"))
     return std::nullopt;
-  std::optional<StringRef> types = args->getString("types");
-  std::optional<StringRef> kernel = args->getString("kernel");
+  std::optional<StringRef> signature = args->getString("signature");
   std::optional<int64_t> step = args->getInteger("step");
   std::optional<double> dur = event->getNumber("dur");
-  if (!types)
-    return traceError(where + ".args.types: expected a string");
-  if (!kernel)
-    return traceError(where + ".args.kernel: expected a string");
+  if (!signature)
+    return traceError(where + ".args.signature: expected a string");
   if (!step)
     return traceError(where + ".args.step: expected an integer");
   if (!dur || !std::isfinite(*dur) || *dur < 0)
     return traceError(where + ".dur: expected a non-negative number");
-  return Sample{(*kernel + *types).str(), *step, *dur};
+  return Sample{signature->str(), *step, *dur};
 }
 
 static double median(std::vector<double> &values) {
@@ -131,18 +96,18 @@ llvm::Expected<MeasuredOpTimes> MeasuredOpTimes::parse(StringRef json,
   if (samples.empty())
     return traceError(fileName +
                       ": no ATen instruction in the trace records its "
-                      "'types'; write it with `loom-run --trace` from an "
+                      "'signature'; write it with `loom-run --trace` from an "
                       "artifact this Loom compiled");
 
   // The first step allocates and warms the caches; later steps are the
   // steady state the plan runs in.
-  llvm::StringMap<std::vector<double>> byKey;
+  llvm::StringMap<std::vector<double>> bySignature;
   for (Sample &s : samples)
     if (s.step != firstStep || firstStep == lastStep)
-      byKey[s.key].push_back(s.us);
+      bySignature[s.signature].push_back(s.us);
   MeasuredOpTimes times;
   times.path = fileName.str();
-  for (auto &entry : byKey)
+  for (auto &entry : bySignature)
     times.seconds[entry.getKey()] = median(entry.getValue()) * 1e-6;
   return times;
 }
@@ -179,10 +144,10 @@ MeasuredOpTimes::loadShared(StringRef path) {
 }
 
 std::optional<double> MeasuredOpTimes::lookup(Operation *op) const {
-  std::string key = measuredOpKey(op);
-  if (key.empty())
+  std::string signature = getKernelSignature(op);
+  if (signature.empty())
     return std::nullopt;
-  auto it = seconds.find(key);
+  auto it = seconds.find(signature);
   if (it == seconds.end())
     return std::nullopt;
   return it->second;

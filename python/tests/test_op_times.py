@@ -1,16 +1,17 @@
 """Measured op times (`op-times`): a loom-run trace prices the ops it ran.
 
-The artifact records each ATen instruction's operand and result types
-(`types`), loom-run's trace carries them, and the cost model of
-loom-simulate, loom-schedule and loom-sac-ilp replaces the roofline of every
-op with the same kernel and types by the median duration the trace measured
-(the first step, a warm-up, left out). GPT on one rank:
+The artifact records each ATen instruction's kernel signature
+(`signature`, spelled as the kernel workspace profile spells it), loom-run's
+trace carries it, and the cost model of loom-simulate, loom-schedule and
+loom-sac-ilp replaces the roofline of every op with the same signature by
+the median duration the trace measured (the first step, a warm-up, left
+out). GPT on one rank:
 
-- every ATen instruction of the artifact has `types`, and every ATen event
-  of the trace carries its instruction's;
+- every ATen instruction of the artifact has a `signature`, and every ATen
+  event of the trace carries its instruction's;
 - loom-simulate with the trace prices every op of the step by it: its
   compute time equals, to rounding, the sum over one step's ATen events of
-  the median of their (kernel, types) in the later steps, computed here
+  the median of their signature in the later steps, computed here
   from the trace (negative control: the roofline's compute time differs);
 - under a recompute budget with made-up times in which GELU costs 20 times
   a matmul (so the ILP keeps GELU and recomputes the attention), the
@@ -77,27 +78,28 @@ def simulate(step: Path, *options: str) -> dict:
     return report
 
 
-def test_trace_carries_types_and_prices_every_op(gpt):
+def test_trace_carries_signatures_and_prices_every_op(gpt):
     emitted = run([LOOM_COMPILE, gpt / "step.mlir", "--emit=program"])
     assert emitted.returncode == 0, emitted.stderr
     instructions = json.loads(emitted.stdout)["programs"][0]["instructions"]
     aten = [i for i in instructions if i["op"] == "aten"]
-    assert aten and all(re.fullmatch(r"\(.*\)->\(.*\)", i["types"]) for i in aten)
+    assert aten and all(re.fullmatch(rf"{re.escape(i['kernel'])}\.{i['overload']}\(.*\)->\(.*\)",
+                                     i["signature"]) for i in aten)
 
     events = aten_events(gpt / "plain.trace.json")
     assert len(events) == len(aten) * STEPS
     for e in events:
         inst = instructions[e["args"]["index"]]
-        assert e["args"]["types"] == inst["types"]
+        assert e["args"]["signature"] == inst["signature"]
         assert e["args"]["kernel"] == f"{inst['kernel']}.{inst['overload']}"
 
-    # The median of each (kernel, types) over the steps after the first,
+    # The median of each signature over the steps after the first,
     # summed over one step's instructions.
     durations = defaultdict(list)
     for e in events:
         if e["args"]["step"] > 0:
-            durations[e["args"]["kernel"] + e["args"]["types"]].append(e["dur"])
-    count = Counter(e["args"]["kernel"] + e["args"]["types"] for e in events
+            durations[e["args"]["signature"]].append(e["dur"])
+    count = Counter(e["args"]["signature"] for e in events
                     if e["args"]["step"] == 1)
     expected = sum(statistics.median(durations[k]) * n for k, n in count.items()) * 1e-6
 
@@ -125,7 +127,7 @@ def made_up_trace(gpt: Path, path: Path) -> None:
                            "ts": 0, "dur": dur,
                            "args": {"op": "aten", "step": step, "index": index,
                                     "kernel": f"{inst['kernel']}.{inst['overload']}",
-                                    "types": inst["types"]}})
+                                    "signature": inst["signature"]}})
     path.write_text(json.dumps({"traceEvents": events}))
 
 
@@ -156,15 +158,14 @@ def test_recompute_under_measured_times_keeps_the_budget_and_trains_bitwise(gpt)
 @pytest.mark.parametrize("content, message", [
     ("{", r"bad\.json:1:\d+: invalid JSON"),
     ('{"traceEvents": 3}', r"bad\.json: expected a Chrome trace"),
-    ('{"traceEvents": [{"ph": "X", "args": {"op": "aten", "types": "()->()", "kernel": '
-     '"aten::mm.default", "step": 0}}]}', r"bad\.json: traceEvents\[0\]\.dur: expected a "
-                                          r"non-negative number"),
+    ('{"traceEvents": [{"ph": "X", "args": {"op": "aten", "signature": "aten::mm.default()->()",'
+     ' "step": 0}}]}', r"bad\.json: traceEvents\[0\]\.dur: expected a non-negative number"),
     ('{"traceEvents": [{"ph": "X", "dur": 1, "args": {"op": "aten", "kernel": '
      '"aten::mm.default", "step": 0}}]}', r"bad\.json: no ATen instruction in the trace "
-                                          r"records its 'types'"),
-    ('{"traceEvents": [{"ph": "X", "dur": 1, "args": {"op": "aten", "types": "()->()", '
-     '"kernel": "aten::mm.default", "step": 0}}]}', r"op-times: none of the \d+ ATen ops here "
-                                                    r"was traced in '.*bad\.json'"),
+                                          r"records its 'signature'"),
+    ('{"traceEvents": [{"ph": "X", "dur": 1, "args": {"op": "aten", "signature": '
+     '"aten::mm.default()->()", "step": 0}}]}', r"op-times: none of the \d+ ATen ops here "
+                                                r"was traced in '.*bad\.json'"),
 ])
 def test_a_trace_that_does_not_fit_is_an_error(gpt, tmp_path, content, message):
     bad = tmp_path / "bad.json"

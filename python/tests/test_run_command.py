@@ -31,6 +31,12 @@ def loom_run(*args, out: Path) -> subprocess.CompletedProcess:
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
 
 
+def stage_lines(stdout: str) -> dict[str, str]:
+    """Every stage's status line, in the order the stages ran."""
+    return {line.split("] ", 1)[0][1:]: line.split("] ", 1)[1]
+            for line in stdout.splitlines() if line.startswith("[")}
+
+
 def ran(stdout: str) -> dict[str, str]:
     """Each stage's status line: 'cached' or the command it ran."""
     return {s: line.split("] ", 1)[1] for s in STAGES for line in stdout.splitlines()
@@ -100,8 +106,7 @@ def test_measure_workspace_profiles_before_compiling(tmp_path):
     result = loom_run("python/tests/remat_conv_model.py", "--steps", "2", "--check",
                       "--measure-workspace", "--recompute-budget=1GB", "--summary", out=out)
     assert result.returncode == 0, result.stdout + result.stderr
-    lines = {line.split("] ", 1)[0][1:]: line.split("] ", 1)[1]
-             for line in result.stdout.splitlines() if line.startswith("[")}
+    lines = stage_lines(result.stdout)
     assert list(lines) == ["capture", "import", "profile-compile", "profile", "compile",
                            "train"], lines
     assert "--recompute-budget" not in lines["profile-compile"]
@@ -120,8 +125,7 @@ def test_measure_op_times_profiles_before_compiling(tmp_path):
     result = loom_run("examples/gpt.py", "--steps", "2", "--check", "--measure-op-times",
                       "--recompute-budget=640000", "--recompute-report", out=out)
     assert result.returncode == 0, result.stdout + result.stderr
-    lines = {line.split("] ", 1)[0][1:]: line.split("] ", 1)[1]
-             for line in result.stdout.splitlines() if line.startswith("[")}
+    lines = stage_lines(result.stdout)
     assert list(lines) == ["capture", "import", "profile-compile", "profile", "compile",
                            "train"], lines
     assert "--recompute-" not in lines["profile-compile"]

@@ -1291,8 +1291,9 @@ Instruction ProgramReader::readInstruction(const json &v, const std::string &p,
     const json &results = array(field(v, p, schema::kInstResults), resPath);
     for (size_t i = 0; i < results.size(); ++i)
       inst.results.push_back(readResult(results[i], index(resPath, i)));
-    if (v.contains(schema::kInstTypes))
-      inst.types = string(v[schema::kInstTypes], join(p, schema::kInstTypes));
+    if (v.contains(schema::kInstSignature))
+      inst.signature =
+          string(v[schema::kInstSignature], join(p, schema::kInstSignature));
     break;
   }
   case OpKind::Free: {

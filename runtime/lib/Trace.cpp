@@ -116,8 +116,8 @@ void TraceWriter::addStep(const StepStats &stats) {
     json args = {{"step", stats.step}, {"index", t.index}, {"op", op}};
     if (inst.op == OpKind::Aten)
       args["kernel"] = inst.qualifiedKernel();
-    if (!inst.types.empty())
-      args["types"] = inst.types;
+    if (!inst.signature.empty())
+      args["signature"] = inst.signature;
     if (!inst.module.empty())
       args["module"] = inst.module;
     if (!inst.phase.empty())

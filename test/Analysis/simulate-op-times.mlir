@@ -5,7 +5,7 @@
 // RUN: not loom-opt %s --loom-schedule="device=%S/Inputs/round-device.json op-times=%S/Inputs/round-device.json" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NOTRACE
 // RUN: not loom-compile %s --op-times=%S/Inputs/op-times-trace.json -o /dev/null 2>&1 | FileCheck %s --check-prefix=COMPILE
 
-// Measured op times replace the roofline of the ops whose kernel and types
+// Measured op times replace the roofline of the ops whose kernel signature
 // the trace has, by the median of the durations after its first step (a
 // warm-up): mm fp32 (7, 9, 8 us; 100 in step 0) 8 us, add (3, 5 us) 4 us.
 // The view and the bf16 mm, which the trace does not have, keep the
@@ -22,7 +22,7 @@
 // JSON: "ops": 4,
 
 // A trace of another step prices nothing here: an error, not the roofline.
-// OTHER: error: loom-simulate: op-times: none of the 4 ATen ops here was traced in '{{.*}}op-times-other.json' (same kernel, operand and result types)
+// OTHER: error: loom-simulate: op-times: none of the 4 ATen ops here was traced in '{{.*}}op-times-other.json' (same kernel signature)
 
 // SYNTAX: error: loom-simulate: op-times: {{.*}}bad-syntax.json:{{[0-9]+}}:{{[0-9]+}}: invalid JSON
 

@@ -68,7 +68,7 @@ defvar Loom_CostModelOptions = [
          "Run fp32 matmuls at the tf32 peak (allow_tf32)">,
   Option<"opTimes", "op-times", "std::string", /*default=*/"\"\"",
          "A loom-run --trace of this step: its median time per ATen kernel "
-         "and operand/result types replaces the roofline of those ops">,
+         "signature replaces the roofline of those ops">,
 ];
 
 def LoomSimulate : Pass<"loom-simulate", "::mlir::ModuleOp"> {

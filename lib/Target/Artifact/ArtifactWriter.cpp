@@ -3,7 +3,7 @@
 #include "loom/Target/Artifact/ArtifactWriter.h"
 
 #include "Weights.h"
-#include "loom/Analysis/OpTimes.h"
+#include "loom/Analysis/PeakMemory.h"
 #include "loom/Analysis/StepStats.h"
 #include "loom/Dialect/LoomRT/IR/LoomRTOps.h"
 #include "loomrt/ArtifactSchema.h"
@@ -463,7 +463,8 @@ std::string ArtifactWriter::buildInstruction(Operation *op) {
         }
       });
       // What a trace matches measured times by (loom/Analysis/OpTimes.h).
-      j.attribute(schema::kInstTypes, printOpTypes(op));
+      if (std::string signature = getKernelSignature(op); !signature.empty())
+        j.attribute(schema::kInstSignature, signature);
     } else if (auto free = dyn_cast<rt::FreeOp>(op)) {
       j.attribute(schema::kInstOp, schema::kOpFree);
       j.attributeArray(schema::kInstSlots, [&] {

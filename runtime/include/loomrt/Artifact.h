@@ -263,9 +263,9 @@ struct Instruction {
   std::vector<ArgValue> args;
   std::vector<std::pair<std::string, ArgValue>> kwargs;
   std::vector<ResultSpec> results;
-  /// Trace metadata: the operand and result types, as the compiler printed
-  /// them (empty when absent).
-  std::string types;
+  /// Trace metadata: the call's kernel signature, as the compiler spelled
+  /// it (loomrt/KernelSignature.h; empty when absent).
+  std::string signature;
 
   // op == Free
   std::vector<int64_t> slots;

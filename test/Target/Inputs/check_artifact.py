@@ -402,10 +402,12 @@ class Checker:
                 need(inst["phase"] in self.enum("Phase"), f"{ip}.phase", "unknown phase")
             if op == "aten":
                 only_keys(inst, common + ["kernel", "overload", "args", "kwargs", "results",
-                                          "types"], ip)
-                if "types" in inst:
-                    need(isinstance(inst["types"], str) and "->" in inst["types"],
-                         f"{ip}.types", "not '(operand types)->(result types)'")
+                                          "signature"], ip)
+                if "signature" in inst:
+                    want = f"{inst['kernel']}.{inst['overload']}("
+                    need(isinstance(inst["signature"], str) and inst["signature"].startswith(want)
+                         and ")->(" in inst["signature"], f"{ip}.signature",
+                         f"not '{want}inputs)->(results)'")
                 need("::" in field(inst, "kernel", ip, str), f"{ip}.kernel", "not namespace::name")
                 need(field(inst, "overload", ip, str) != "", f"{ip}.overload", "empty")
                 reads = []
