@@ -41,6 +41,7 @@ MODELS = {
     "vit": REPO / "examples" / "vit.py",
     "dropout": REPO / "python" / "tests" / "remat_dropout_model.py",
     "batchnorm": REPO / "python" / "tests" / "remat_batchnorm_model.py",
+    "gru": REPO / "python" / "tests" / "remat_gru_model.py",
     # test_kernel_workspace.py's
     "conv": REPO / "python" / "tests" / "remat_conv_model.py",
 }

@@ -620,11 +620,13 @@ private:
 };
 } // namespace
 
-FailureOr<Decision> sacilp::solveUniform(const Problem &problem,
-                                         const Liveness &liveness,
-                                         int64_t budget,
-                                         const SolveOptions &options,
-                                         std::string &error) {
+/// The uniform program: the cheapest decision whose modelled peak is at most
+/// `budget`, or with `leastPeak` one of least modelled peak at most `budget`.
+static FailureOr<Decision> solveUniformProgram(const Problem &problem,
+                                               const Liveness &liveness,
+                                               int64_t budget, bool leastPeak,
+                                               const SolveOptions &options,
+                                               std::string &error) {
   MilpProblem lp;
   SmallVector<unsigned> save, recompute;
   auto allNodes = llvm::to_vector(
@@ -651,9 +653,10 @@ FailureOr<Decision> sacilp::solveUniform(const Problem &problem,
 
   double limit = (budget - liveness.persistentBytes) / kMiB;
   unsigned peak = lp.addContinuous("peak", 0, std::max(limit, 0.0));
-  std::vector<MilpProblem::Term> objective = {{peak, kTieBreak}};
+  std::vector<MilpProblem::Term> objective = {
+      {peak, leastPeak ? 1 : kTieBreak}};
   for (auto [var, s] : seconds)
-    objective.push_back({var, s * 1e3});
+    objective.push_back({var, s * 1e3 * (leastPeak ? kTieBreak : 1)});
   lp.setObjective(MilpProblem::Sense::Minimize, objective);
 
   // One row per segment of positions where the same terms apply.
@@ -723,6 +726,15 @@ FailureOr<Decision> sacilp::solveUniform(const Problem &problem,
       ::getModelPeak(held, liveness, decision.save, decision.recompute);
   decision.policyOfBlock.assign(problem.blocks.size(), 0);
   return decision;
+}
+
+FailureOr<Decision> sacilp::solveUniform(const Problem &problem,
+                                         const Liveness &liveness,
+                                         int64_t budget,
+                                         const SolveOptions &options,
+                                         std::string &error) {
+  return solveUniformProgram(problem, liveness, budget, /*leastPeak=*/false,
+                             options, error);
 }
 
 /// The seconds `policy` recomputes on a block with `nodes`.
@@ -868,6 +880,15 @@ static BlockPolicy getPolicy(const BlockChoice &block,
   return policy;
 }
 
+/// `problem` with a decision per node: every block decides on its own.
+static Problem withOwnDecisions(const Problem &problem) {
+  Problem own = problem;
+  for (auto [i, node] : llvm::enumerate(own.nodes))
+    node.decision = i;
+  own.numDecisions = own.nodes.size();
+  return own;
+}
+
 void Solver::addOwnOptimum(int64_t budget) {
   // Mixing the curve's corners is as good as any point between them only
   // when many blocks share the curve: two blocks may do best at points
@@ -877,15 +898,11 @@ void Solver::addOwnOptimum(int64_t budget) {
   // policies join the candidates.
   if (problem.nodes.size() > kOwnDecisionNodes)
     return;
-  Problem own = problem;
-  for (auto [i, node] : llvm::enumerate(own.nodes))
-    node.decision = i;
-  own.numDecisions = own.nodes.size();
   std::string error;
   SolveOptions ownOptions = options;
   ownOptions.relativeGap = std::max(ownOptions.relativeGap, kPerBlockGap);
-  FailureOr<Decision> decision =
-      solveUniform(own, liveness, budget, ownOptions, error);
+  FailureOr<Decision> decision = solveUniform(
+      withOwnDecisions(problem), liveness, budget, ownOptions, error);
   if (failed(decision))
     return;
   for (const BlockChoice &block : problem.blocks) {
@@ -905,9 +922,10 @@ public:
       : problem(problem), liveness(liveness), policies(policies),
         held(collectTerms(problem, liveness)) {}
 
-  /// The cheapest choice whose modelled peak is at most `budget`.
-  FailureOr<Decision> solve(int64_t budget, const SolveOptions &options,
-                            std::string &error);
+  /// The cheapest choice whose modelled peak is at most `budget`; without
+  /// a budget, the one of least modelled peak (of those, the cheapest).
+  FailureOr<Decision> solve(std::optional<int64_t> budget,
+                            const SolveOptions &options, std::string &error);
 
 private:
   /// Per block copy: its terms, where its region runs at each candidate,
@@ -1087,14 +1105,22 @@ Decision PerBlockProgram::decode(const MilpSolution &result) const {
   return decision;
 }
 
-FailureOr<Decision> PerBlockProgram::solve(int64_t budget,
+FailureOr<Decision> PerBlockProgram::solve(std::optional<int64_t> budget,
                                            const SolveOptions &options,
                                            std::string &error) {
   addChoices();
   collectCopies();
-  double limit = (budget - liveness.persistentBytes) / kMiB;
+  double limit =
+      budget ? (*budget - liveness.persistentBytes) / kMiB : kMilpInfinity;
   unsigned peak = lp.addContinuous("peak", 0, std::max(limit, 0.0));
-  objective.push_back({peak, kTieBreak});
+  if (budget) {
+    objective.push_back({peak, kTieBreak});
+  } else {
+    // The least peak; of equal peaks, the least recompute time.
+    for (MilpProblem::Term &term : objective)
+      term.coeff *= kTieBreak;
+    objective.push_back({peak, 1});
+  }
   lp.setObjective(MilpProblem::Sense::Minimize, objective);
 
   // One row per segment; segments whose rows read the same terms keep the
@@ -1114,8 +1140,10 @@ FailureOr<Decision> PerBlockProgram::solve(int64_t budget,
   // nearly interchangeable, so proving the last fraction of a percent
   // optimal takes CBC seconds of symmetric branching; a decision within
   // kPerBlockGap of the bound is as good as the model is exact.
+  // The least peak is sought exactly: it is the smallest budget named.
   MilpOptions milpOptions = toMilpOptions(options);
-  milpOptions.relativeGap = std::max(milpOptions.relativeGap, kPerBlockGap);
+  if (budget)
+    milpOptions.relativeGap = std::max(milpOptions.relativeGap, kPerBlockGap);
   addProfileRows(lp, peak, rows);
   MilpSolution result = solveMilp(lp, milpOptions);
   if (!result.hasSolution()) {
@@ -1142,8 +1170,11 @@ void Solver::chooseCandidates(int64_t budget) {
   // best where a block's own forward or region sets the peak, which the
   // curves, traced on what a block keeps across the gap, do not see.
   std::string uniformError;
+  SolveOptions uniformOptions = options;
+  uniformOptions.relativeGap =
+      std::max(uniformOptions.relativeGap, kPerBlockGap);
   FailureOr<Decision> uniform =
-      solveUniform(problem, liveness, budget, options, uniformError);
+      solveUniform(problem, liveness, budget, uniformOptions, uniformError);
   addOwnOptimum(budget);
   policies.assign(problem.distinct.size(), {});
   for (auto [d, distinct] : llvm::enumerate(problem.distinct)) {
@@ -1179,4 +1210,39 @@ FailureOr<Decision> Solver::solve(int64_t budget, std::string &error) {
   chooseCandidates(budget);
   return PerBlockProgram(problem, liveness, policies)
       .solve(budget, options, error);
+}
+
+FailureOr<Decision> Solver::solveLeastPeak(std::string &error) {
+  if (failed(traceCurves(error)))
+    return failure();
+  // The least peak is not always that of recomputing the most: a region
+  // needs room to run, and a block recomputed whole can need more of it in
+  // backward than it frees across the gap (a recurrent layer's many small
+  // steps). First every block takes the corner of its curve (the leanest
+  // is recomputing all it can) that gives the least peak: a small program.
+  // (Only the curves, not the bounds solved so far, so that the answer
+  // does not depend on the budget asked for.)
+  policies.assign(problem.distinct.size(), {});
+  for (auto [d, curve] : llvm::enumerate(curves))
+    for (const CurveCorner &corner : curve)
+      policies[d].push_back(corner.policy);
+  FailureOr<Decision> least = PerBlockProgram(problem, liveness, policies)
+                                  .solve(std::nullopt, options, error);
+  if (failed(least))
+    return failure();
+  // Then the uniform program (per node on a small step) with the peak as
+  // its objective, below that: the curves are traced on what a block keeps
+  // across the gap and miss decisions whose regions need less room. Its
+  // relaxation is weak, so the time limit may stop it (on two GRU blocks,
+  // 328 nodes, at 10 s), with the best it found.
+  Problem uniformProblem = problem.nodes.size() <= kOwnDecisionNodes
+                               ? withOwnDecisions(problem)
+                               : problem;
+  std::string uniformError;
+  FailureOr<Decision> uniform =
+      solveUniformProgram(uniformProblem, liveness, least->modelPeakBytes,
+                          /*leastPeak=*/true, options, uniformError);
+  if (succeeded(uniform) && uniform->modelPeakBytes < least->modelPeakBytes)
+    return uniform;
+  return least;
 }

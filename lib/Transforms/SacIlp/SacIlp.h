@@ -284,6 +284,10 @@ public:
   /// none.
   FailureOr<Decision> solve(int64_t budget, std::string &error);
 
+  /// A decision of least modelled peak, and of those the cheapest: the
+  /// smallest budget the model can meet.
+  FailureOr<Decision> solveLeastPeak(std::string &error);
+
   /// The candidates per distinct block of the last solve.
   llvm::ArrayRef<llvm::SmallVector<BlockPolicy>> getPolicies() const {
     return policies;

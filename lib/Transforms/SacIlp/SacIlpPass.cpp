@@ -95,6 +95,34 @@ struct Search {
   void update(const Measured &measured, int64_t budget);
 };
 
+/// A decision the pass falls back to when no decision of the model measured
+/// within the budget: what it is, per node saved and recomputed, its
+/// recompute seconds and measured peak.
+struct Fallback {
+  std::string what;
+  SmallVector<bool> save, recompute;
+  double seconds = 0;
+  Measured measured;
+};
+
+/// Recomputing all the blocks can: every node backward reads and what those
+/// read in turn, back to the nodes that must be saved (nodes come in
+/// forward order, so one backward sweep finds them all).
+static Fallback recomputeAll(const Problem &problem) {
+  Fallback all{"every block recomputed", {}, {}, 0, {}};
+  for (const Node &node : problem.nodes) {
+    all.save.push_back(node.mustSave);
+    all.recompute.push_back(!node.mustSave && node.backwardUsed);
+  }
+  for (size_t n = problem.nodes.size(); n-- > 0;)
+    if (all.recompute[n])
+      for (unsigned in : problem.nodes[n].inputs)
+        all.recompute[in] = all.recompute[in] || !all.save[in];
+  for (auto [node, recomputed] : llvm::zip(problem.nodes, all.recompute))
+    all.seconds += recomputed ? node.seconds : 0;
+  return all;
+}
+
 struct LoomSacIlpPass : public loom::impl::LoomSacIlpBase<LoomSacIlpPass> {
   using LoomSacIlpBase::LoomSacIlpBase;
   LoomSacIlpPass(const LoomSacIlpOptions &options,
@@ -136,8 +164,9 @@ private:
   LogicalResult runRounds(ModuleOp module, func::FuncOp step,
                           ArrayRef<std::unique_ptr<Search>> searches);
   /// The search's decision (reported with `report`), or, when no decision
-  /// of the model met the budget, recomputing all it can if that fits, or
-  /// the error naming the smallest feasible budget.
+  /// of the model measured within the budget, the cheapest fallback that
+  /// does (the model's least-peak decision, recomputing all it can), or the
+  /// error naming the smallest feasible budget and where its peak is.
   FailureOr<ProgramChoice> finish(ModuleOp module, func::FuncOp step,
                                   Search &search);
   /// With pipelining: each program of the pipelined step (empty: the step
@@ -644,49 +673,56 @@ LoomSacIlpPass::finish(ModuleOp module, func::FuncOp step, Search &search) {
     return accept(search.best->save, search.best->recompute,
                   search.best->recomputeSeconds, *search.bestMeasured);
 
-  // No decision of the model meets the budget. Recomputing all it can is
-  // the least memory the blocks can take; the model's room for a region's
-  // working set is an estimate, so that may still fit.
-  // What the regions then run: every node backward reads and what those
-  // read in turn, back to the saved ones (nodes come in forward order, so
-  // one backward sweep finds them all).
-  SmallVector<bool> leastMemory, recomputeAll;
-  for (const Node &node : problem.nodes) {
-    leastMemory.push_back(node.mustSave);
-    recomputeAll.push_back(!node.mustSave && node.backwardUsed);
+  // No decision of the model met the budget. The least memory the blocks
+  // can take is that of the model's least-peak decision or of recomputing
+  // all they can (the model's room for a region's working set is an
+  // estimate); the cheapest of those that fits is the decision, else the
+  // least of them and of saving everything is the smallest feasible budget.
+  SmallVector<Fallback, 3> fallbacks;
+  fallbacks.push_back({"nothing recomputed",
+                       SmallVector<bool>(problem.nodes.size(), true),
+                       SmallVector<bool>(problem.nodes.size(), false),
+                       0,
+                       {}});
+  fallbacks.push_back(recomputeAll(problem));
+  std::string error;
+  if (FailureOr<Decision> least = search.solver->solveLeastPeak(error);
+      succeeded(least))
+    fallbacks.push_back(
+        {"recomputing " + std::to_string(llvm::count(least->recompute, true)) +
+             " of " + std::to_string(problem.nodes.size()) + " forward ops",
+         least->save,
+         least->recompute,
+         least->recomputeSeconds,
+         {}});
+  for (Fallback &fallback : fallbacks) {
+    FailureOr<SmallVector<Measured>> measured =
+        measureChoices(module, step, {search.choose(fallback.save)});
+    if (failed(measured))
+      return failure();
+    if (search.program >= measured->size())
+      return emitPassError(step)
+             << "the pipeline after it left no program " << search.program;
+    fallback.measured = (*measured)[search.program];
   }
-  for (size_t n = problem.nodes.size(); n-- > 0;)
-    if (recomputeAll[n])
-      for (unsigned in : problem.nodes[n].inputs)
-        recomputeAll[in] = recomputeAll[in] || !leastMemory[in];
-  double allSeconds = 0;
-  for (auto [node, recomputed] : llvm::zip(problem.nodes, recomputeAll))
-    allSeconds += recomputed ? node.seconds : 0;
-  FailureOr<SmallVector<Measured>> measured =
-      measureChoices(module, step, {search.choose(leastMemory)});
-  if (failed(measured))
-    return failure();
-  if (search.program >= measured->size())
-    return emitPassError(step) << "the pipeline after it left no program "
-                               << search.program;
-  const Measured &least = (*measured)[search.program];
-  if (least.peakBytes <= budgetBytes)
-    return accept(leastMemory, recomputeAll, allSeconds, least);
-  // The smallest budget is that of recomputing everything or nothing
-  // (recompute regions need room of their own), with where its peak is.
-  InFlightDiagnostic diag = emitPassError(step)
-                            << search.in() << "budget "
-                            << formatByteSize(budgetBytes)
-                            << " is infeasible: the smallest feasible budget is ";
-  if (search.baseline <= least.peakBytes)
-    diag << formatByteSize(search.baseline) << " (nothing recomputed)";
-  else
-    diag << formatByteSize(least.peakBytes)
-         << " (every block recomputed), with the peak at '" << least.peakOp
-         << "' in module '" << least.peakModule << "'";
+  const Fallback *fits = nullptr, *least = nullptr;
+  for (const Fallback &fallback : fallbacks) {
+    if (fallback.measured.peakBytes <= budgetBytes &&
+        (!fits || fallback.seconds < fits->seconds))
+      fits = &fallback;
+    if (!least || fallback.measured.peakBytes < least->measured.peakBytes)
+      least = &fallback;
+  }
+  if (fits)
+    return accept(fits->save, fits->recompute, fits->seconds, fits->measured);
+  emitPassError(step) << search.in() << "budget " << formatByteSize(budgetBytes)
+                      << " is infeasible: the smallest feasible budget is "
+                      << formatByteSize(least->measured.peakBytes) << " ("
+                      << least->what << "), with the peak at '"
+                      << least->measured.peakOp << "' in module '"
+                      << least->measured.peakModule << "'";
   return failure();
 }
-
 
 std::unique_ptr<Pass>
 loom::createLoomSacIlp(const LoomSacIlpOptions &options,
