@@ -1,4 +1,4 @@
-"""PyTorch's own test models (the DTensor test Transformer, FSDP's MLPStack) under Loom's DDP, FSDP and HSDP, checked against PyTorch's own run.
+"""PyTorch's own test models (the DTensor test Transformer, FSDP's MLPStack) under Loom's DDP, FSDP and HSDP, checked against PyTorch's own run (and the Transformer with recompute against PyTorch's fully_shard without).
 
 Each case captures ``torch_test_models.py`` for N ranks with
 ``loom.capture --reference ddp|fsdp|hsdp``, so that ``reference.*`` hold
@@ -22,6 +22,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -142,3 +143,53 @@ def test_distributed_reference_options_are_checked(args, message, tmp_path, caps
         capture.main([str(MODELS), "--out", str(tmp_path), *args])
     stderr = capsys.readouterr().err
     assert exc.value.code == 2 and message in stderr, stderr
+
+
+
+def test_recompute_on_the_test_transformer_equals_fully_shard(tmp_path):
+    """Recompute on PyTorch's test Transformer with FSDP on 2 ranks, checked
+    exactly against PyTorch's own ``fully_shard`` run (which recomputes
+    nothing: recompute must not change a bit): ``--remat=full``,
+    ``--remat=selective`` and ``--recompute-budget`` at the midpoint between
+    the peak without recompute and the smallest feasible budget, and at that
+    smallest one. Each measured peak equals the prediction, and the
+    budgeted ones are within their budgets."""
+    world = 2
+    result = loom_capture([MODELS, "--out", tmp_path, "--steps", str(STEPS), "--split",
+                           str(world), "--make-arg", "model=transformer", "--make-arg", "batch=8",
+                           *OPTIMIZERS["adamw"], "--reference", "fsdp"])
+    assert result.returncode == 0, result.stdout + result.stderr
+    result = run([LOOM_IMPORT, tmp_path / "step.pt2", "-o", tmp_path / "step.mlir"])
+    assert result.returncode == 0, result.stderr
+
+    def compile_step(tag: str, *flags: str) -> tuple[subprocess.CompletedProcess, int | None]:
+        result = run([LOOM_COMPILE, tmp_path / "step.mlir", "-o", tmp_path / f"{tag}.loomx",
+                      "--summary", "--dp=fsdp", *flags])
+        peak = re.search(r"predicted peak memory (\d+) bytes", result.stderr)
+        return result, int(peak.group(1)) if peak else None
+
+    result, plain = compile_step("plain")
+    assert result.returncode == 0, result.stderr
+    result, _ = compile_step("probe", "--recompute-budget=1B")
+    assert result.returncode != 0
+    least = int(re.search(r"the smallest feasible budget is .*?\((\d+) B\)",
+                          result.stderr).group(1))
+    assert least < plain
+    variants = {"full": ["--remat=full"], "selective": ["--remat=selective"],
+                "mid": [f"--recompute-budget={(plain + least) // 2}B"],
+                "least": [f"--recompute-budget={least}B"]}
+    for tag, flags in variants.items():
+        result, predicted = compile_step(tag, *flags)
+        assert result.returncode == 0, result.stderr
+        report = tmp_path / f"{tag}.memory.json"
+        result = run([LOOM_RUN, tmp_path / f"{tag}.loomx", "--nproc", str(world), "--batches",
+                      tmp_path / "batches.safetensors", "--steps", str(STEPS), "--check",
+                      tmp_path / "reference.json", "--no-progress", "--memory-report", report,
+                      *EXACT])
+        assert result.returncode == 0 and "PASS" in result.stdout, \
+            tag + result.stdout + result.stderr
+        measured = max(json.loads(line)["tracked_peak_bytes"]
+                       for line in report.read_text().splitlines() if line.strip())
+        assert measured == predicted < plain, f"{tag}: measured {measured}, predicted {predicted}"
+        if tag in ("mid", "least"):
+            assert predicted <= int(flags[0].split("=")[1].rstrip("B"))
