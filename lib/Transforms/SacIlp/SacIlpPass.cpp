@@ -169,6 +169,15 @@ private:
   /// error naming the smallest feasible budget and where its peak is.
   FailureOr<ProgramChoice> finish(ModuleOp module, func::FuncOp step,
                                   Search &search);
+  /// Prints the decision `save`/`recompute` (`seconds` recomputed,
+  /// `measured` peak) and each distinct block's curve to stderr.
+  void report(const Search &search, ArrayRef<bool> save,
+              ArrayRef<bool> recompute, double seconds,
+              const Measured &measured);
+  /// Saving everything, recomputing all the blocks can and the model's
+  /// least-peak decision, each measured on a copy of the step.
+  FailureOr<SmallVector<Fallback, 3>>
+  measureFallbacks(ModuleOp module, func::FuncOp step, Search &search);
   /// With pipelining: each program of the pipelined step (empty: the step
   /// is one program), after pinning the stage cut on `module` so that every
   /// copy and the step itself are cut alike.
@@ -628,56 +637,45 @@ LoomSacIlpPass::runRounds(ModuleOp module, func::FuncOp step,
   return success();
 }
 
-FailureOr<ProgramChoice>
-LoomSacIlpPass::finish(ModuleOp module, func::FuncOp step, Search &search) {
+void LoomSacIlpPass::report(const Search &search, ArrayRef<bool> save,
+                            ArrayRef<bool> recompute, double seconds,
+                            const Measured &measured) {
   const Problem &problem = search.problem;
-  auto accept = [&](ArrayRef<bool> save, ArrayRef<bool> recompute,
-                    double seconds,
-                    const Measured &measured) -> FailureOr<ProgramChoice> {
-    if (!sacReport)
-      return search.choose(save);
-    // How many different things the blocks recompute: identical blocks may
-    // sit at different points of their curve.
-    std::set<std::pair<unsigned, SmallVector<bool>>> policies;
-    for (const BlockChoice &block : problem.blocks) {
-      SmallVector<bool> recomputed;
-      for (unsigned n : block.nodes)
-        recomputed.push_back(recompute[n]);
-      policies.insert({block.distinct, recomputed});
-    }
-    // The times are the roofline's unless a trace measured them.
-    std::string device = costs->getSpec().name;
-    if (const MeasuredOpTimes *times = costs->getMeasuredOpTimes())
-      device += ", op times of " + times->getPath().str();
-    llvm::errs() << llvm::formatv(
-        "loom-sac-ilp: {12}budget {0}: predicted peak {1}; recompute {2} of "
-        "{3} "
-        "forward ops ({4:f4} ms on {5}; {6} must be saved); {7} distinct of "
-        "{8} blocks; {9} block policies; peak at '{10}' in module '{11}'\n",
-        formatByteSize(budgetBytes), formatByteSize(measured.peakBytes),
-        llvm::count(recompute, true), problem.nodes.size(), seconds * 1e3,
-        device,
-        llvm::count_if(problem.nodes, [](const Node &n) { return n.mustSave; }),
-        problem.distinct.size(), problem.blocks.size(), policies.size(),
-        measured.peakOp, measured.peakModule, search.in());
-    for (auto [distinct, curve] :
-         llvm::zip(problem.distinct, search.solver->getCurves())) {
-      StringRef module = problem.blocks[distinct.representative].module;
-      reportCurve(module, distinct.blocks.size(), curve);
-      reportChoices(module, problem, search.liveness, distinct, save,
-                    recompute);
-    }
-    return search.choose(save);
-  };
-  if (search.best)
-    return accept(search.best->save, search.best->recompute,
-                  search.best->recomputeSeconds, *search.bestMeasured);
+  // How many different things the blocks recompute: identical blocks may
+  // sit at different points of their curve.
+  std::set<std::pair<unsigned, SmallVector<bool>>> policies;
+  for (const BlockChoice &block : problem.blocks) {
+    SmallVector<bool> recomputed;
+    for (unsigned n : block.nodes)
+      recomputed.push_back(recompute[n]);
+    policies.insert({block.distinct, recomputed});
+  }
+  // The times are the roofline's unless a trace measured them.
+  std::string device = costs->getSpec().name;
+  if (const MeasuredOpTimes *times = costs->getMeasuredOpTimes())
+    device += ", op times of " + times->getPath().str();
+  llvm::errs() << llvm::formatv(
+      "loom-sac-ilp: {12}budget {0}: predicted peak {1}; recompute {2} of "
+      "{3} "
+      "forward ops ({4:f4} ms on {5}; {6} must be saved); {7} distinct of "
+      "{8} blocks; {9} block policies; peak at '{10}' in module '{11}'\n",
+      formatByteSize(budgetBytes), formatByteSize(measured.peakBytes),
+      llvm::count(recompute, true), problem.nodes.size(), seconds * 1e3, device,
+      llvm::count_if(problem.nodes, [](const Node &n) { return n.mustSave; }),
+      problem.distinct.size(), problem.blocks.size(), policies.size(),
+      measured.peakOp, measured.peakModule, search.in());
+  for (auto [distinct, curve] :
+       llvm::zip(problem.distinct, search.solver->getCurves())) {
+    StringRef module = problem.blocks[distinct.representative].module;
+    reportCurve(module, distinct.blocks.size(), curve);
+    reportChoices(module, problem, search.liveness, distinct, save, recompute);
+  }
+}
 
-  // No decision of the model met the budget. The least memory the blocks
-  // can take is that of the model's least-peak decision or of recomputing
-  // all they can (the model's room for a region's working set is an
-  // estimate); the cheapest of those that fits is the decision, else the
-  // least of them and of saving everything is the smallest feasible budget.
+FailureOr<SmallVector<Fallback, 3>>
+LoomSacIlpPass::measureFallbacks(ModuleOp module, func::FuncOp step,
+                                 Search &search) {
+  const Problem &problem = search.problem;
   SmallVector<Fallback, 3> fallbacks;
   fallbacks.push_back({"nothing recomputed",
                        SmallVector<bool>(problem.nodes.size(), true),
@@ -705,8 +703,32 @@ LoomSacIlpPass::finish(ModuleOp module, func::FuncOp step, Search &search) {
              << "the pipeline after it left no program " << search.program;
     fallback.measured = (*measured)[search.program];
   }
+  return fallbacks;
+}
+
+FailureOr<ProgramChoice>
+LoomSacIlpPass::finish(ModuleOp module, func::FuncOp step, Search &search) {
+  auto accept = [&](ArrayRef<bool> save, ArrayRef<bool> recompute,
+                    double seconds, const Measured &measured) {
+    if (sacReport)
+      report(search, save, recompute, seconds, measured);
+    return search.choose(save);
+  };
+  if (search.best)
+    return accept(search.best->save, search.best->recompute,
+                  search.best->recomputeSeconds, *search.bestMeasured);
+
+  // No decision of the model met the budget. The least memory the blocks
+  // can take is that of the model's least-peak decision or of recomputing
+  // all they can (the model's room for a region's working set is an
+  // estimate); the cheapest of those that fits is the decision, else the
+  // least of them and of saving everything is the smallest feasible budget.
+  FailureOr<SmallVector<Fallback, 3>> fallbacks =
+      measureFallbacks(module, step, search);
+  if (failed(fallbacks))
+    return failure();
   const Fallback *fits = nullptr, *least = nullptr;
-  for (const Fallback &fallback : fallbacks) {
+  for (const Fallback &fallback : *fallbacks) {
     if (fallback.measured.peakBytes <= budgetBytes &&
         (!fits || fallback.seconds < fits->seconds))
       fits = &fallback;
