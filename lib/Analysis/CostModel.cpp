@@ -608,6 +608,11 @@ OpCost CostModel::opCost(Operation *op) const {
         false, false);
     cost.seconds = cost.bytes / (spec.memoryBandwidth * spec.memoryEfficiency) +
                    kernels * spec.opOverhead;
+    if (measured)
+      if (std::optional<double> seconds = measured->lookup(op)) {
+        cost.seconds = *seconds;
+        cost.measured = true;
+      }
     return cost;
   }
   return cost;

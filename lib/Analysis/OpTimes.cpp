@@ -4,6 +4,8 @@
 
 #include "loom/Analysis/CostModel.h"
 #include "loom/Analysis/PeakMemory.h"
+#include "loom/Dialect/Loom/IR/LoomDialect.h"
+#include "loomrt/KernelSignature.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -40,7 +42,10 @@ readSample(const llvm::json::Value &e, const llvm::Twine &where) {
   if (!event || event->getString("ph") != "X")
     return std::nullopt;
   const llvm::json::Object *args = event->getObject("args");
-  if (!args || args->getString("op") != "aten" || !args->get("signature"))
+  if (!args || !args->get("signature"))
+    return std::nullopt;
+  std::optional<StringRef> op = args->getString("op");
+  if (op != "aten" && op != "optimizer")
     return std::nullopt;
   std::optional<StringRef> signature = args->getString("signature");
   std::optional<int64_t> step = args->getInteger("step");
@@ -143,8 +148,30 @@ MeasuredOpTimes::loadShared(StringRef path) {
   return shared;
 }
 
+/// The signature loom-run's trace gives the update `update` makes once
+/// lowered (loomrt/KernelSignature.h, optimizerSignature), or "".
+static std::string getOptimizerSignature(OptimizerUpdateOp update) {
+  std::optional<OptimizerConfig> config =
+      getOptimizerConfig(update.getOptimizer());
+  auto param = dyn_cast<RankedTensorType>(update.getParam().getType());
+  StringRef dtype = param ? rt::getDtypeName(param.getElementType()) : "";
+  if (!config || dtype.empty())
+    return "";
+  auto step = update->getParentOfType<func::FuncOp>();
+  auto impl =
+      step
+          ? step->getAttrOfType<StringAttr>(LoomDialect::kOptimizerImplAttrName)
+          : StringAttr();
+  return loomrt::optimizerSignature(
+      config->name.str(), impl && impl == "fused", config->maximize,
+      config->weightDecay != 0, config->momentum != 0, config->nesterov,
+      loomrt::spellSignatureTensor(dtype.str(), param.getShape()));
+}
+
 std::optional<double> MeasuredOpTimes::lookup(Operation *op) const {
-  std::string signature = getKernelSignature(op);
+  auto update = dyn_cast<OptimizerUpdateOp>(op);
+  std::string signature =
+      update ? getOptimizerSignature(update) : getKernelSignature(op);
   if (signature.empty())
     return std::nullopt;
   auto it = seconds.find(signature);

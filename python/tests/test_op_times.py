@@ -23,6 +23,8 @@ out). GPT on one rank:
   search ran out of bounds and fell back to recomputing everything (0.1 ms
   in these times, at this budget as at the smallest feasible one). Now it
   recomputes less than at the smallest budget (0.0145 against 0.0235 ms);
+- the trace's optimizer events carry the update's signature, and the
+  updates of the step with the optimizer attached are priced by them too;
 - a trace of another step, or a file that is no trace, is an error naming
   the file (and the event), not a silent fall-back to the roofline.
 """
@@ -109,6 +111,47 @@ def test_trace_carries_signatures_and_prices_every_op(gpt):
     roofline = simulate(gpt / "step.mlir")
     assert roofline["measured_ops"] == 0
     assert roofline["compute_time"] != pytest.approx(expected, rel=1e-3)
+
+
+def test_optimizer_updates_are_priced_by_the_trace(gpt):
+    """The trace's optimizer events carry the update's signature (the
+    algorithm, its settings and the parameter), and loom-simulate on the
+    step with the optimizer attached prices every update by it as it prices
+    the ATen ops: the compute time is the sum of the medians of one step's
+    ATen and optimizer events (negative control: without the trace's
+    optimizer events, the updates keep the roofline's time and it differs)."""
+    trace = json.loads((gpt / "plain.trace.json").read_text())["traceEvents"]
+    updates = [e for e in trace if e.get("ph") == "X" and e.get("args", {}).get("op") ==
+               "optimizer"]
+    assert updates and all(re.fullmatch(r"optimizer::adamw\.forloop_decay\(f32\[[0-9,]*\]\)->\(\)",
+                                        e["args"]["signature"]) for e in updates)
+    priced = [e for e in trace if e.get("ph") == "X" and e.get("args", {}).get("op") in
+              ("aten", "optimizer")]
+    durations = defaultdict(list)
+    for e in priced:
+        if e["args"]["step"] > 0:
+            durations[e["args"]["signature"]].append(e["dur"])
+    count = Counter(e["args"]["signature"] for e in priced if e["args"]["step"] == 1)
+    expected = sum(statistics.median(durations[k]) * n for k, n in count.items()) * 1e-6
+
+    def simulate_updates(times: Path) -> dict:
+        result = run([LOOM_OPT, gpt / "step.mlir", "-o", os.devnull,
+                      "--pass-pipeline=builtin.module(func.func(loom-attach-optimizer),"
+                      f"loom-simulate{{device=cpu json=true op-times={times}}})"])
+        assert result.returncode == 0, result.stderr
+        out = result.stdout + result.stderr
+        return json.JSONDecoder().raw_decode(out[out.index("{"):])[0]
+
+    report = simulate_updates(gpt / "plain.trace.json")
+    assert report["measured_ops"] == report["ops"] == sum(count.values())
+    assert report["compute_time"] == pytest.approx(expected, rel=1e-9)
+
+    aten_only = gpt / "aten-only.trace.json"
+    aten_only.write_text(json.dumps({"traceEvents": [e for e in trace if e.get("args", {})
+                                                     .get("op") != "optimizer"]}))
+    report = simulate_updates(aten_only)
+    assert report["measured_ops"] == report["ops"] - len(updates) // STEPS
+    assert report["compute_time"] != pytest.approx(expected, rel=1e-3)
 
 
 def made_up_trace(gpt: Path, path: Path) -> None:

@@ -3,7 +3,9 @@
 #include "loomrt/Trace.h"
 
 #include "FileUtil.h"
+#include "loomrt/Dtype.h"
 #include "loomrt/Error.h"
+#include "loomrt/KernelSignature.h"
 
 #include <nlohmann/json.hpp>
 
@@ -22,6 +24,24 @@ constexpr int kFirstCommTid = 2;
 
 std::string laneName(size_t lane) {
   return lane == 0 ? "comm" : "comm " + std::to_string(lane + 1);
+}
+
+/// The signature of an optimizer instruction's update
+/// (loomrt/KernelSignature.h), by which the cost model's `op-times` prices
+/// the step's updates; "" without the artifact's optimizer or the input.
+std::string optimizerTraceSignature(const Artifact &artifact,
+                                    const Program &program,
+                                    const Instruction &inst) {
+  int64_t input = program.findInput(inst.param);
+  if (!artifact.optimizer || input < 0)
+    return "";
+  const OptimizerSpec &spec = *artifact.optimizer;
+  const InputSpec &param = program.inputs[size_t(input)];
+  double weightDecay = inst.weightDecay.value_or(spec.weightDecay);
+  return optimizerSignature(
+      toString(spec.kind), spec.impl == OptimizerImpl::Fused, spec.maximize,
+      weightDecay != 0, spec.momentum != 0, spec.nesterov,
+      spellSignatureTensor(artifactDtypeName(param.dtype), param.shape));
 }
 
 } // namespace
@@ -118,6 +138,11 @@ void TraceWriter::addStep(const StepStats &stats) {
       args["kernel"] = inst.qualifiedKernel();
     if (!inst.signature.empty())
       args["signature"] = inst.signature;
+    else if (inst.op == OpKind::Optimizer)
+      if (std::string signature =
+              optimizerTraceSignature(artifact_, program, inst);
+          !signature.empty())
+        args["signature"] = signature;
     if (!inst.module.empty())
       args["module"] = inst.module;
     if (!inst.phase.empty())

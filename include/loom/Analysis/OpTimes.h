@@ -4,8 +4,9 @@
 // kernels cost far more (small and skinny matmuls, transcendental pointwise
 // ops, embedding lookups). `loom-run --trace` records every ATen instruction
 // it runs with its kernel signature (the artifact's `signature`, spelled as
-// the kernel workspace profile spells it: getKernelSignature) and its
-// duration. The median duration per signature then replaces the roofline for
+// the kernel workspace profile spells it: getKernelSignature), and every
+// optimizer update with the update's (loomrt::optimizerSignature), and their
+// durations. The median duration per signature then replaces the roofline for
 // every op of a step with the same signature: the step the trace was taken
 // of, and other compiles of it (with recompute regions, microbatch copies,
 // another budget). See docs/simulator.md, "Measured op times".
@@ -47,8 +48,9 @@ public:
   static llvm::Expected<MeasuredOpTimes> parse(llvm::StringRef json,
                                                llvm::StringRef fileName);
 
-  /// The median measured seconds of `op`'s kernel signature, or nullopt (not
-  /// an ATen op, or not in the trace).
+  /// The median measured seconds of `op`'s kernel signature (an optimizer
+  /// update's: loomrt::optimizerSignature), or nullopt (neither an ATen op
+  /// nor an update, or not in the trace).
   std::optional<double> lookup(mlir::Operation *op) const;
 
   /// The file the times were read from.

@@ -51,6 +51,29 @@ inline std::string kernelSignature(const std::string &qualifiedKernel,
   return qualifiedKernel + "(" + join(inputs) + ")->(" + join(results) + ")";
 }
 
+/// The signature of one parameter's optimizer update as the runtime runs it
+/// (runtime/lib/Optimizer.cpp), for the measured op times of a trace: the
+/// algorithm ("sgd", "adam", "adamw"), its implementation and each setting
+/// that changes which kernels run as the overload, and the parameter
+/// (`spellSignatureTensor`):
+///
+///   optimizer::adamw.forloop_decay(f32[16,8])->()
+inline std::string optimizerSignature(const std::string &algorithm, bool fused,
+                                      bool maximize, bool decay, bool momentum,
+                                      bool nesterov, const std::string &param) {
+  std::string overload = fused ? "fused" : "forloop";
+  if (maximize)
+    overload += "_maximize";
+  if (decay)
+    overload += "_decay";
+  if (momentum)
+    overload += "_momentum";
+  if (nesterov)
+    overload += "_nesterov";
+  return kernelSignature("optimizer::" + algorithm + "." + overload, {param},
+                         {});
+}
+
 } // namespace loomrt
 
 #endif // LOOMRT_KERNELSIGNATURE_H
