@@ -384,14 +384,25 @@ def _rank(rank: int, world: int, store: str, out: str, mode: str, replicate_size
                                 before_step=snapshot, microbatches=config["microbatches"],
                                 scheduler=scheduler, settings=settings)
         final = {n: _full(p) for n, p in inner.named_parameters()}
+        # Buffers are each rank's own (batch norm's running statistics of
+        # its rows); rank 0 keeps every rank's.
+        buffers = [None] * world
+        torch.distributed.all_gather_object(
+            buffers, {n: b.detach().clone() for n, b in inner.named_buffers()})
         if rank == 0:
-            torch.save({"losses": losses, "final": final, "before_last": before_last}, out)
+            torch.save({"losses": losses, "final": final, "before_last": before_last,
+                        "buffers": buffers}, out)
     finally:
         stop_rank()
 
 
 def write_reference(capture: Path, out: Path, losses: list[float],
-                    params: dict[str, torch.Tensor], label: str) -> None:
+                    params: dict[str, torch.Tensor], label: str,
+                    buffers: list[dict[str, torch.Tensor]] | None = None) -> None:
+    """``buffers``: every rank's buffers. One all ranks agree on replaces
+    the capture's; one they do not (batch norm's running statistics, each
+    of its rank's rows) is written once per rank as ``NAME@rankR``, which
+    ``loom-run --check`` compares rank R's with."""
     report = json.loads((capture / "reference.json").read_text())
     report.update(losses=losses, reference=label)
     state, metadata = load_tensors(capture / "reference.safetensors")
@@ -399,6 +410,16 @@ def write_reference(capture: Path, out: Path, losses: list[float],
     if unknown:
         raise ValueError(f"parameters missing from the capture's reference: {sorted(unknown)}")
     state.update(params)
+    for name in sorted(buffers[0] if buffers else {}):
+        if name not in state:
+            continue  # not saved (a non-persistent buffer)
+        values = [rank_buffers[name] for rank_buffers in buffers]
+        if all(torch.equal(v, values[0]) for v in values):
+            state[name] = values[0]
+            continue
+        del state[name]
+        for rank, value in enumerate(values):
+            state[f"{name}@rank{rank}"] = value
     out.mkdir(parents=True, exist_ok=True)
     (out / "reference.json").write_text(json.dumps(report, indent=2) + "\n")
     save_tensors(out / "reference.safetensors", state, metadata)
@@ -449,8 +470,8 @@ def train(model_file: Path, capture: Path, out: Path, mode: str, replicate_size:
         label += f", per-module settings {settings}"
     # The short one first: `out` may be the capture, whose reference.* it reads.
     write_reference(capture, out / "one-step-short", got["losses"], got["before_last"],
-                    label + ", parameters one step before the end")
-    write_reference(capture, out, got["losses"], got["final"], label)
+                    label + ", parameters one step before the end", got["buffers"])
+    write_reference(capture, out, got["losses"], got["final"], label, got["buffers"])
     return got
 
 

@@ -5,7 +5,7 @@ Usage (from the repository root)::
     PYTHONPATH=python python -m loom run FILE.py --nproc N [--dp none|replicate|fsdp] \\
         [--steps K] [--check] [--out DIR] [--make-arg KEY=VALUE ...] [--seed S] \\
         [--microbatches M] [--optimizer sgd|adam|adamw --lr X ...] [--no-cache] \\
-        [--measure-workspace] [--measure-op-times] \\
+        [--measure-workspace] [--measure-op-times] [--reference MODE] \\
         [loom-compile options, e.g. --reshard-after-forward=false --schedule]
 
 It runs the four stages a user would otherwise type one by one, each on the
@@ -26,6 +26,15 @@ previous one's files in DIR (default ``out/<model file stem>``):
 ``train``
     ``loom-run step.loomx --steps K [--check reference.json]`` on the world
     size the artifact records.
+
+``--check`` compares with PyTorch eager on one device (the whole batch at
+once), or with ``--reference ddp|fsdp|hsdp|replicate`` with PyTorch's own data
+parallelism run on ``--nproc`` Gloo ranks (``loom.capture --reference``, with
+the compile's ``--replicate-size`` and ``--reshard-after-forward``): the fair
+reference where the distributed step differs from one device's by design
+(batch norm's statistics of each rank's rows, which each rank's check compares
+with that rank's; a loss that is not a mean over the batch) or by the order of
+its sums (Adam and AdamW, docs/distributed.md).
 
 With ``--measure-workspace`` two stages come before ``compile``:
 ``profile-compile`` compiles the step with the same options but without a
@@ -69,6 +78,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from loom import capture
+from loom.dp_reference import MODES as REFERENCE_MODES
 
 PROG = "loom run"
 REPO = Path(__file__).resolve().parents[2]
@@ -221,7 +231,13 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str
     parser.add_argument("--steps", type=int, default=20,
                         help="steps of the eager reference and of training (default 20)")
     parser.add_argument("--check", action="store_true",
-                        help="compare every loss and the final parameters with PyTorch eager's")
+                        help="compare every loss and the final parameters with the reference's")
+    parser.add_argument("--reference", choices=("eager", *REFERENCE_MODES), default="eager",
+                        help="what --check compares with: PyTorch eager on one device "
+                             "(default), or PyTorch's own data parallelism run the same way "
+                             "on --nproc Gloo ranks (loom.capture --reference; the fair "
+                             "reference with Adam/AdamW, batch norm, or a loss that is not "
+                             "a mean over the batch)")
     parser.add_argument("--out", type=Path, help="working directory (default out/<FILE stem>)")
     parser.add_argument("--seed", type=int, default=0, help="torch.manual_seed before make()")
     parser.add_argument("--microbatches", type=int, default=1, metavar="M",
@@ -252,6 +268,9 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str
         parser.error(f"unexpected argument '{stray[0]}' (loom-compile options are passed as "
                      "--name=value)")
     args.optimizer_config = capture.optimizer_config(parser, args)
+    if args.reference != "eager" and args.nproc < 2:
+        parser.error(f"--reference {args.reference} needs --nproc N with N > 1")
+    args.compile_args = compile_args
     if args.out is None:
         args.out = Path("out") / args.file.stem
     return args, compile_args
@@ -276,6 +295,12 @@ def capture_options(args: argparse.Namespace) -> list[str]:
         flags.append("--maximize")
     if opt.get("impl") == "fused":
         flags += ["--optimizer-impl", "fused"]
+    if args.reference != "eager":
+        flags += ["--reference", args.reference]
+        # The reference's sharding follows the compile's.
+        for name in ("--replicate-size", "--reshard-after-forward"):
+            flags += [part for arg in args.compile_args if arg.startswith(name + "=")
+                      for part in arg.split("=", 1)]
     return flags
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -136,11 +137,44 @@ def test_measure_op_times_profiles_before_compiling(tmp_path):
     assert "PASS" in result.stdout
 
 
+def test_data_parallel_reference_checks_each_ranks_batch_norm(tmp_path):
+    """``--reference fsdp``: a convolutional net with batch norm on 2 ranks
+    with FSDP is checked at tolerance 0 against PyTorch's own ``fully_shard``
+    on 2 Gloo ranks (loom-run's default tolerance; the differences are 0),
+    each rank's running statistics (of its own rows) against that rank's.
+    Negative control: against PyTorch eager on one
+    device, which normalises by the whole batch's statistics, the losses,
+    parameters and running statistics all differ."""
+    model = "python/tests/models/cnn.py"
+    flags = ["--nproc", "2", "--dp", "fsdp", "--steps", "3", "--check"]
+    result = loom_run(model, *flags, "--reference", "fsdp", out=tmp_path / "fsdp")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "--reference fsdp" in stage_lines(result.stdout)["capture"]
+    assert "PASS" in result.stdout
+    names = json.loads((tmp_path / "fsdp" / "reference.json").read_text())["reference"]
+    assert names.startswith("PyTorch fully_shard on 2 Gloo ranks"), names
+    from safetensors import safe_open
+    with safe_open(str(tmp_path / "fsdp" / "reference.safetensors"), "pt") as f:
+        keys = set(f.keys())
+        # The ranks' statistics differ (0.4% here), so a check against one
+        # rank's would fail on the other.
+        assert not f.get_tensor("f.1.running_mean@rank0").equal(
+            f.get_tensor("f.1.running_mean@rank1"))
+    assert "f.1.running_mean" not in keys and "f.1.num_batches_tracked" in keys, sorted(keys)
+
+    result = loom_run(model, *flags, out=tmp_path / "eager")
+    assert result.returncode != 0
+    out = result.stdout + result.stderr
+    assert "buffer 'f.1.running_mean': MISMATCH" in out, out
+    assert re.search(r"step +0 +loss .* MISMATCH", out), out
+
+
 @pytest.mark.parametrize("flags, fragment", [
     (["--measure-op-times"], "--measure-op-times needs --recompute-budget or --schedule"),
     (["--optimizer", "sgd"], "--optimizer sgd needs --lr"),
     (["--nproc", "0"], "--nproc must be at least 1"),
     (["--units", "fc1"], "unexpected argument 'fc1'"),
+    (["--reference", "fsdp"], "--reference fsdp needs --nproc N with N > 1"),
 ])
 def test_usage_errors(tmp_path, flags, fragment, capsys, monkeypatch):
     # In this process (the command's own main; no interpreter and torch to

@@ -107,6 +107,12 @@ void score(const at::Tensor &got, const at::Tensor &want, double rtol,
 
 namespace {
 
+/// The name of rank `rank`'s value of buffer `name` in a reference whose
+/// ranks hold different values of it (python/loom/dp_reference.py).
+std::string perRankName(const std::string &name, int64_t rank) {
+  return name + "@rank" + std::to_string(rank);
+}
+
 /// The part of a reference tensor a rank's shard is compared with.
 struct ReferenceSlice {
   int64_t dim = 0;
@@ -119,7 +125,8 @@ compareWithSlices(const NamedTensors &parameters, const NamedTensors &buffers,
                   const NamedTensors &constants, const Reference &reference,
                   double rtol, double atol,
                   const std::map<std::string, ReferenceSlice> &slices,
-                  const std::set<std::string> &elsewhere = {}) {
+                  const std::set<std::string> &elsewhere = {},
+                  std::optional<int64_t> rank = std::nullopt) {
   c10::AutoGradMode noGrad(false);
   SafetensorsFile ref = SafetensorsFile::open(reference.tensorsPath);
   std::vector<TensorComparison> out;
@@ -132,6 +139,12 @@ compareWithSlices(const NamedTensors &parameters, const NamedTensors &buffers,
     c.role = role;
     c.referenceName = name;
     const SafetensorsEntry *e = ref.find(name);
+    // A buffer the ranks hold different values of (batch norm's running
+    // statistics of each rank's rows): the reference has one per rank.
+    if (!e && rank && std::string(role) == "buffer") {
+      c.referenceName = perRankName(name, *rank);
+      e = ref.find(c.referenceName);
+    }
     auto alias = reference.tiedParameters.find(name);
     if (!e && alias != reference.tiedParameters.end()) {
       c.referenceName = alias->second;
@@ -188,6 +201,11 @@ compareWithSlices(const NamedTensors &parameters, const NamedTensors &buffers,
     // `elsewhere`: held by the ranks of another program (MPMD), which
     // compare it themselves.
     if (covered.count(e.name) || elsewhere.count(e.name))
+      continue;
+    // Another rank's value of a buffer: that rank compares it.
+    if (size_t at = e.name.rfind("@rank");
+        rank && at != std::string::npos &&
+        covered.count(perRankName(e.name.substr(0, at), *rank)))
       continue;
     auto alias = reference.tiedParameters.find(e.name);
     if (alias != reference.tiedParameters.end() && covered.count(alias->second))
@@ -256,7 +274,8 @@ std::vector<TensorComparison> compareRankTensors(const Session &session,
         if (in.role != InputRole::Input && program.findInput(in.name) < 0)
           elsewhere.insert(in.name);
   return compareWithSlices(parameters, session.buffers(), session.constants(),
-                           reference, rtol, atol, slices, elsewhere);
+                           reference, rtol, atol, slices, elsewhere,
+                           session.rank());
 }
 
 } // namespace loomrt
