@@ -4,7 +4,6 @@
 
 #include "loom/Analysis/CostModel.h"
 #include "loom/Analysis/PeakMemory.h"
-#include "loom/Dialect/Loom/IR/LoomDialect.h"
 #include "loomrt/KernelSignature.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -148,30 +147,24 @@ MeasuredOpTimes::loadShared(StringRef path) {
   return shared;
 }
 
-/// The signature loom-run's trace gives the update `update` makes once
-/// lowered (loomrt/KernelSignature.h, optimizerSignature), or "".
-static std::string getOptimizerSignature(OptimizerUpdateOp update) {
-  std::optional<OptimizerConfig> config =
-      getOptimizerConfig(update.getOptimizer());
-  auto param = dyn_cast<RankedTensorType>(update.getParam().getType());
+/// The signature loom-run's trace gives an optimizer update
+/// (loomrt/KernelSignature.h, optimizerSignature), or "".
+static std::string getOptimizerSignature(const OptimizerUpdate &update) {
+  auto param = dyn_cast<RankedTensorType>(update.param.getType());
   StringRef dtype = param ? rt::getDtypeName(param.getElementType()) : "";
-  if (!config || dtype.empty())
+  if (dtype.empty())
     return "";
-  auto step = update->getParentOfType<func::FuncOp>();
-  auto impl =
-      step
-          ? step->getAttrOfType<StringAttr>(LoomDialect::kOptimizerImplAttrName)
-          : StringAttr();
+  const OptimizerConfig &config = update.config;
   return loomrt::optimizerSignature(
-      config->name.str(), impl && impl == "fused", config->maximize,
-      config->weightDecay != 0, config->momentum != 0, config->nesterov,
+      config.name.str(), update.fused, config.maximize, config.weightDecay != 0,
+      config.momentum != 0, config.nesterov,
       loomrt::spellSignatureTensor(dtype.str(), param.getShape()));
 }
 
 std::optional<double> MeasuredOpTimes::lookup(Operation *op) const {
-  auto update = dyn_cast<OptimizerUpdateOp>(op);
+  std::optional<OptimizerUpdate> update = getOptimizerUpdate(op);
   std::string signature =
-      update ? getOptimizerSignature(update) : getKernelSignature(op);
+      update ? getOptimizerSignature(*update) : getKernelSignature(op);
   if (signature.empty())
     return std::nullopt;
   auto it = seconds.find(signature);

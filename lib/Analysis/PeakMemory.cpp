@@ -175,42 +175,38 @@ void loom::recordMemoryBudget(ModuleOp module, int64_t bytes) {
                   Builder(module.getContext()).getI64IntegerAttr(bytes));
 }
 
-/// The temporaries of one parameter's update of `bytes`, as
-/// runtime/lib/Optimizer.cpp runs torch.optim's algorithms (measured with
-/// the runtime's allocator tracker on PyTorch 2.9.1, f32 parameters of 4 B
-/// to 1.6 KB). The single-tensor Adam and AdamW hold `sqrt()` and its
-/// `div` at once (two parameter-sized tensors) beside the negated
-/// (`maximize`) or weight-decayed (Adam's `grad.add(param)`) gradient when
-/// there is one, and 12 bytes of scalar tensors. The single-tensor SGD holds
-/// the negated, weight-decayed and Nesterov gradients, at most two at once,
-/// and with momentum 12 bytes of scalars. The fused Adam and AdamW kernels
-/// take a 4-byte step tensor; fused SGD nothing.
-static int64_t getOptimizerScratchBytes(Attribute optimizer, bool fused,
-                                        int64_t bytes) {
-  std::optional<OptimizerConfig> config = getOptimizerConfig(optimizer);
-  if (!config)
-    return 0;
-  bool sgd = config->name == "sgd";
-  if (fused)
+/// The temporaries of `update`, as runtime/lib/Optimizer.cpp runs
+/// torch.optim's algorithms (measured with the runtime's allocator tracker
+/// on PyTorch 2.9.1, f32 parameters of 4 B to 1.6 KB). The single-tensor Adam
+/// and AdamW hold `sqrt()` and its `div` at once (two parameter-sized
+/// tensors) beside the negated (`maximize`) or weight-decayed (Adam's
+/// `grad.add(param)`) gradient when there is one, and 12 bytes of scalar
+/// tensors. The single-tensor SGD holds the negated, weight-decayed and
+/// Nesterov gradients, at most two at once, and with momentum 12 bytes of
+/// scalars. The fused Adam and AdamW kernels take a 4-byte step tensor;
+/// fused SGD nothing.
+static int64_t getOptimizerScratchBytes(const OptimizerUpdate &update) {
+  const OptimizerConfig &config = update.config;
+  int64_t bytes = getValueBytes(update.param.getType());
+  bool sgd = config.name == "sgd";
+  if (update.fused)
     return sgd ? 0 : 4;
   if (!sgd) {
-    bool gradCopy = config->maximize ||
-                    (config->name == "adam" && config->weightDecay != 0);
+    bool gradCopy =
+        config.maximize || (config.name == "adam" && config.weightDecay != 0);
     return (gradCopy ? 3 : 2) * bytes + 12;
   }
-  int64_t alive = config->maximize ? 1 : 0, most = alive;
-  if (config->weightDecay != 0) {
+  int64_t alive = config.maximize ? 1 : 0, most = alive;
+  if (config.weightDecay != 0) {
     most = std::max(most, alive + 1);
     alive = 1;
   }
-  if (config->momentum != 0 && config->nesterov)
+  if (config.momentum != 0 && config.nesterov)
     most = std::max(most, alive + 1);
-  return most * bytes + (config->momentum != 0 ? 12 : 0);
+  return most * bytes + (config.momentum != 0 ? 12 : 0);
 }
 
-/// The scratch of an optimizer update (`loom.optimizer_update` or
-/// `loomrt.optimizer`), or std::nullopt for any other op.
-static std::optional<int64_t> getUpdateScratchBytes(Operation *op) {
+std::optional<OptimizerUpdate> loom::getOptimizerUpdate(Operation *op) {
   Attribute optimizer;
   Operation *owner = nullptr;
   Value param;
@@ -228,16 +224,18 @@ static std::optional<int64_t> getUpdateScratchBytes(Operation *op) {
   } else {
     return std::nullopt;
   }
+  std::optional<OptimizerConfig> config = getOptimizerConfig(optimizer);
+  if (!config)
+    return std::nullopt;
   auto impl = owner ? owner->getAttrOfType<StringAttr>(
                           LoomDialect::kOptimizerImplAttrName)
                     : StringAttr();
-  return getOptimizerScratchBytes(optimizer, impl && impl == "fused",
-                                  getValueBytes(param.getType()));
+  return OptimizerUpdate{*config, impl && impl == "fused", param};
 }
 
 int64_t loom::getKernelScratchBytes(Operation *op) {
-  if (std::optional<int64_t> update = getUpdateScratchBytes(op))
-    return *update;
+  if (std::optional<OptimizerUpdate> update = getOptimizerUpdate(op))
+    return getOptimizerScratchBytes(*update);
   StringRef name = getAtenName(op);
   if (name.empty())
     return 0;

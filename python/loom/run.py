@@ -270,14 +270,14 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str
     args.optimizer_config = capture.optimizer_config(parser, args)
     if args.reference != "eager" and args.nproc < 2:
         parser.error(f"--reference {args.reference} needs --nproc N with N > 1")
-    args.compile_args = compile_args
     if args.out is None:
         args.out = Path("out") / args.file.stem
     return args, compile_args
 
 
-def capture_options(args: argparse.Namespace) -> list[str]:
-    """The capture flags of everything this command was asked."""
+def capture_options(args: argparse.Namespace, compile_args: list[str]) -> list[str]:
+    """The capture flags of everything this command was asked (a data-parallel
+    reference shards as `compile_args` do)."""
     flags = ["--steps", str(args.steps), "--split", str(args.nproc), "--microbatches",
              str(args.microbatches), "--seed", str(args.seed)]
     for item in args.make_arg:
@@ -299,7 +299,7 @@ def capture_options(args: argparse.Namespace) -> list[str]:
         flags += ["--reference", args.reference]
         # The reference's sharding follows the compile's.
         for name in ("--replicate-size", "--reshard-after-forward"):
-            flags += [part for arg in args.compile_args if arg.startswith(name + "=")
+            flags += [part for arg in compile_args if arg.startswith(name + "=")
                       for part in arg.split("=", 1)]
     return flags
 
@@ -315,7 +315,7 @@ def stages(args: argparse.Namespace, compile_args: list[str]) -> list[Stage]:
     capture_stage = Stage(
         "capture",
         [sys.executable, "-m", "loom.capture", str(model), "--out", str(out),
-         *capture_options(args)],
+         *capture_options(args, compile_args)],
         inputs=[*model_sources(model), *capture_tool_files()],
         outputs=[out / n for n in ("step.pt2", capture.RUN_CONFIG_FILE, "batches.safetensors",
                                    "reference.json", "reference.safetensors")],

@@ -79,11 +79,24 @@ int64_t getValueBytes(mlir::Type type);
 /// mse_loss keeps its input-sized elementwise buffer).
 int64_t getResultStorageBytes(mlir::Value result);
 
-/// Bytes an ATen kernel allocates and frees while it runs beyond its results
-/// (0 for most kernels and for non-ATen ops); counted at the op's step. The
-/// module's measured profile (`loom.kernel_workspace`, loom-kernel-workspace)
-/// gives it for the signatures it lists; the analysis' own rules the rest.
+/// Bytes an ATen kernel or an optimizer update allocates and frees while it
+/// runs beyond its results (0 for most kernels and for other ops); counted at
+/// the op's step. The module's measured profile (`loom.kernel_workspace`,
+/// loom-kernel-workspace) gives it for the kernel signatures it lists; the
+/// analysis' own rules the rest.
 int64_t getKernelScratchBytes(mlir::Operation *op);
+
+/// What an optimizer update (`loom.optimizer_update` or `loomrt.optimizer`)
+/// runs: the algorithm and hyperparameters (its own attribute, a parameter
+/// group's, else its program's), whether the runtime runs it fused
+/// (`loom.optimizer_impl` on its step or program) and the parameter.
+struct OptimizerUpdate {
+  OptimizerConfig config;
+  bool fused = false;
+  mlir::Value param;
+};
+/// std::nullopt for any other op.
+std::optional<OptimizerUpdate> getOptimizerUpdate(mlir::Operation *op);
 
 /// The kernel signature of an ATen call (`loom.aten` or `loomrt.aten`) as the
 /// runtime's kernel workspace profile spells it: the qualified kernel, then

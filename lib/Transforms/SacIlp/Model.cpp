@@ -923,7 +923,7 @@ public:
         held(collectTerms(problem, liveness)) {}
 
   /// The cheapest choice whose modelled peak is at most `budget`; without
-  /// a budget, the one of least modelled peak (of those, the cheapest).
+  /// a budget, one of least modelled peak (recompute time breaking ties).
   FailureOr<Decision> solve(std::optional<int64_t> budget,
                             const SolveOptions &options, std::string &error);
 
@@ -1116,7 +1116,8 @@ FailureOr<Decision> PerBlockProgram::solve(std::optional<int64_t> budget,
   if (budget) {
     objective.push_back({peak, kTieBreak});
   } else {
-    // The least peak; of equal peaks, the least recompute time.
+    // The least peak; recompute time only breaks ties, within CBC's
+    // tolerance.
     for (MilpProblem::Term &term : objective)
       term.coeff *= kTieBreak;
     objective.push_back({peak, 1});

@@ -284,8 +284,9 @@ public:
   /// none.
   FailureOr<Decision> solve(int64_t budget, std::string &error);
 
-  /// A decision of least modelled peak, and of those the cheapest: the
-  /// smallest budget the model can meet.
+  /// A decision of least modelled peak: the smallest budget the model can
+  /// meet. Recompute time only breaks ties, as finely as CBC's tolerance
+  /// tells them apart (it may recompute more than the cheapest such one).
   FailureOr<Decision> solveLeastPeak(std::string &error);
 
   /// The candidates per distinct block of the last solve.
