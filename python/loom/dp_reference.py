@@ -242,7 +242,8 @@ def train_on_ranks(model, opt, batches, rank: int, world: int, steps: int,
                    before_step=None, microbatches: int = 1, scheduler=None,
                    settings: ModuleSettings | None = None) -> list[float]:
     """Trains ``steps`` steps on this rank's rows ``[r*B/N, (r+1)*B/N)`` of
-    each batch, in ``microbatches`` equal slices of those rows; returns each
+    each batch tensor (B that tensor's own dim 0, as capture and loom-run
+    slice it), in ``microbatches`` equal slices of those rows; returns each
     step's loss averaged over the ranks (float32, as loom-run reports it).
     ``before_step(step)`` runs before each step; ``scheduler`` (an
     lr_scheduler) steps after each ``opt.step()``; ``settings`` with
@@ -256,11 +257,10 @@ def train_on_ranks(model, opt, batches, rank: int, world: int, steps: int,
         if before_step:
             before_step(step)
         batch = batches[step % len(batches)]
-        rows = batch[0].shape[0] // (world * microbatches)
         opt.zero_grad(set_to_none=True)
         loss = None
         for k in range(microbatches):
-            first = (rank * microbatches + k) * rows
+            slot = rank * microbatches + k
             last = k == microbatches - 1
             if flagged:
                 apply_microbatch_flags(model, settings, units, last)
@@ -268,7 +268,7 @@ def train_on_ranks(model, opt, batches, rank: int, world: int, steps: int,
             else:
                 sync = _no_sync(model, last)
             with sync:
-                part = model(*(t[first:first + rows] for t in batch))
+                part = model(*(_slice_rows(t, slot, world * microbatches) for t in batch))
                 part.backward()
             loss = part.detach() if loss is None else loss + part.detach()
         if microbatches > 1:
@@ -286,6 +286,15 @@ def train_on_ranks(model, opt, batches, rank: int, world: int, steps: int,
         dist.all_reduce(total)
         losses.append((total / world).item())
     return losses
+
+
+def _slice_rows(t: torch.Tensor, slot: int, parts: int) -> torch.Tensor:
+    """Slice ``slot`` of ``parts`` equal slices of ``t``'s dim 0: each batch
+    tensor by its own size, as ``loom.capture.per_rank_batch`` and loom-run
+    slice it (a sequence-first ``(S, B)`` source beside a ``(T, B)`` target
+    slices S and T)."""
+    rows = t.shape[0] // parts
+    return t[slot * rows:(slot + 1) * rows]
 
 
 def _full(p: torch.Tensor) -> torch.Tensor:

@@ -382,6 +382,13 @@ def stages(args: argparse.Namespace, compile_args: list[str]) -> list[Stage]:
     return [capture_stage, import_stage, *profile_stages, compile_stage, train_stage]
 
 
+def reference_label(out: Path) -> str:
+    """What the check compared with: the ``"reference"`` a data-parallel
+    reference records in reference.json, else PyTorch eager."""
+    report = json.loads((out / "reference.json").read_text())
+    return report.get("reference", "PyTorch eager on one device")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args, compile_args = parse_args(argv)
     if not args.file.is_file():
@@ -398,8 +405,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1
     print(f"{PROG}: {args.file} trained {args.steps} steps on {args.nproc} "
-          f"rank{'s' if args.nproc > 1 else ''}" + (" at parity with PyTorch eager" if args.check
-                                                    else "") + f"; files in {args.out}")
+          f"rank{'s' if args.nproc > 1 else ''}" + (f" at parity with {reference_label(args.out)}"
+                                                    if args.check else "") + f"; files in {args.out}")
     return 0
 
 

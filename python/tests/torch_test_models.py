@@ -1,4 +1,4 @@
-"""PyTorch's own FSDP/DTensor test models as Loom capture targets: the test Transformer and MLPStack.
+"""PyTorch's own FSDP/DTensor test models as Loom capture targets: the test Transformer, MLPStack and TransformerWithSharedParams.
 
 ``make(model="transformer")`` is ``Transformer(ModelArgs(...))`` from
 ``torch.testing._internal.distributed._tensor.common_dtensor`` (tied
@@ -8,13 +8,25 @@ embeddings, its blocks at ``layers.N``) with a cross-entropy loss;
 3x wide so shards are uneven, its blocks at ``0``, ``1``, ``2``) with a mean
 squared output as the loss. Dropout is off (``dropout_p=0``): every rank
 would draw different masks, which no single reference reproduces.
+``make(model="twsp")`` is ``TransformerWithSharedParams`` from
+``torch.testing._internal.common_fsdp`` as PyTorch's FSDP tests build it
+(``deterministic=True``, so in eval mode; ``add_bn=True``: a
+``BatchNorm1d(2)`` on the target embedding; ``nn.Transformer`` with two
+encoder and two decoder layers, sequence-first; the embedding tied to the
+output projection) with its own ``get_loss`` (summed cross-entropy). Its
+source and target are ``(6 * batch / 2, 2)`` and ``(4 * batch / 2, 2)``
+tokens, so a split slices each along its own dim 0.
 """
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch.testing._internal.common_fsdp import MLPStack
+from torch.testing._internal.common_fsdp import (
+    DEVICEInitMode,
+    MLPStack,
+    TransformerWithSharedParams,
+)
 from torch.testing._internal.distributed._tensor.common_dtensor import ModelArgs, Transformer
 
 
@@ -29,6 +41,26 @@ class MLPStackLoss(MLPStack):
         return super().forward(x).pow(2).mean()
 
 
+class _OneProcess:
+    """The process group TransformerWithSharedParams asks its rank and size
+    (for its own inputs, which these batches replace)."""
+
+    def rank(self) -> int:
+        return 0
+
+    def size(self) -> int:
+        return 1
+
+
+class TransformerWithSharedParamsLoss(TransformerWithSharedParams):
+    def __init__(self):
+        super().__init__(_OneProcess(), DEVICEInitMode.DEVICE_NEVER, add_bn=True,
+                         deterministic=True)
+
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+        return self.get_loss((src, tgt), super().forward(src, tgt))
+
+
 def make(model: str = "transformer", batch: int = 8, steps: int = 4, n_layers: int = 2,
          dim: int = 16, vocab: int = 32, seq: int = 8):
     if model == "transformer":
@@ -41,4 +73,10 @@ def make(model: str = "transformer", batch: int = 8, steps: int = 4, n_layers: i
     if model == "mlpstack":
         net = MLPStackLoss(dim)
         return net, [(torch.randn(batch, dim),) for _ in range(steps)]
-    raise ValueError(f"model must be 'transformer' or 'mlpstack', got '{model}'")
+    if model == "twsp":
+        net = TransformerWithSharedParamsLoss()
+        vocab = net.embed_tokens.num_embeddings
+        rows = batch // 2
+        return net, [(torch.randint(0, vocab, (6 * rows, 2)), torch.randint(0, vocab, (4 * rows, 2)))
+                     for _ in range(steps)]
+    raise ValueError(f"model must be 'transformer', 'mlpstack' or 'twsp', got '{model}'")

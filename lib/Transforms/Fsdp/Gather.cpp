@@ -42,25 +42,99 @@ static Value buildAllGather(ShardingState &s, OpBuilder &b, Location loc,
   return s.tagger.finishCollective(b, loc, start, type);
 }
 
+/// The strides of `sizes`/`strides` reshaped to `shape` when ATen's
+/// reshape can return a view (its computeStride: each run of dims that are
+/// contiguous with each other must map onto whole dims of `shape`);
+/// std::nullopt when reshape copies.
+static std::optional<SmallVector<int64_t>>
+getReshapeViewStrides(ArrayRef<int64_t> sizes, ArrayRef<int64_t> strides,
+                      ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> result(shape.size(), 1);
+  if (sizes.empty() || llvm::is_contained(sizes, 0))
+    return std::nullopt; // not met by a gathered parameter; copy
+  int64_t viewDim = int64_t(shape.size()) - 1;
+  int64_t chunkStride = strides.back(), tensorNumel = 1, viewNumel = 1;
+  for (int64_t d = int64_t(sizes.size()) - 1; d >= 0; --d) {
+    tensorNumel *= sizes[d];
+    if (d > 0 &&
+        (sizes[d - 1] == 1 || strides[d - 1] == tensorNumel * chunkStride))
+      continue;
+    while (viewDim >= 0 &&
+           (viewNumel < tensorNumel || shape[size_t(viewDim)] == 1)) {
+      result[size_t(viewDim)] = viewNumel * chunkStride;
+      viewNumel *= shape[size_t(viewDim)];
+      --viewDim;
+    }
+    if (viewNumel != tensorNumel)
+      return std::nullopt;
+    if (d > 0) {
+      chunkStride = strides[d - 1];
+      tensorNumel = viewNumel = 1;
+    }
+  }
+  if (viewDim != -1)
+    return std::nullopt;
+  return result;
+}
+
+/// Row-major strides of `shape`.
+static SmallVector<int64_t> getContiguousStrides(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> strides(shape.size(), 1);
+  for (int64_t d = int64_t(shape.size()) - 2; d >= 0; --d)
+    strides[size_t(d)] = strides[size_t(d) + 1] * shape[size_t(d) + 1];
+  return strides;
+}
+
+/// `piece` (laid out as `sizes`/`strides` at run time) as a tensor of
+/// `shape` with storage of its own, as FSDP2's copy-out leaves every
+/// unsharded parameter: `aten::reshape`, which copies a block of the
+/// gathered buffer, unless the block reshapes to a strided view of the
+/// buffer (one row per rank: a [G, n] column block reshaped to [G, ...]);
+/// then a contiguous clone first. Kernels take other paths on strided
+/// operands (batch norm's weight, for one), so a view would round
+/// otherwise than PyTorch's run, and would keep the whole buffer alive.
+static Value copyOut(ShardingState &s, OpBuilder &b, Location loc, Value piece,
+                     ArrayRef<int64_t> sizes, ArrayRef<int64_t> strides,
+                     ArrayRef<int64_t> shape) {
+  const OpTagger &t = s.tagger;
+  std::optional<SmallVector<int64_t>> view =
+      getReshapeViewStrides(sizes, strides, shape);
+  if (!view || *view == getContiguousStrides(shape))
+    return t.view(b, loc, piece, shape, "aten::reshape.default");
+  Value copy =
+      t.aten(b, loc, "aten::clone.default", piece.getType(), piece,
+             {OperandRefAttr::get(b.getContext(), 0)},
+             b.getDictionaryAttr(b.getNamedAttr(
+                 "memory_format", b.getStringAttr("torch.contiguous_format"))));
+  return t.view(b, loc, copy, shape);
+}
+
 /// A parameter sharded on dim d > 0 (FSDP2's Shard(d)) from its `[G, n]`
-/// block of the gathered buffer: rank r's row is its local shard, so the
-/// `[G, local...]` view with G moved next to dim d reshapes to the full
-/// tensor (FSDP2 concatenates the chunks along d the same way).
+/// block of the gathered buffer (rows `rowStride` apart): rank r's row is
+/// its local shard, so the `[G, local...]` view with G moved next to dim d
+/// reshapes to the full tensor (FSDP2 concatenates the chunks along d the
+/// same way).
 static Value unshardOnDim(ShardingState &s, OpBuilder &b, Location loc,
-                          const ParamInfo &info, Value piece) {
+                          const ParamInfo &info, Value piece,
+                          int64_t rowStride) {
   const OpTagger &t = s.tagger;
   int64_t d = info.shardDim;
   SmallVector<int64_t> blocked{s.mesh().shardSize};
   llvm::append_range(blocked, info.localType.getShape());
   Value value = t.view(b, loc, piece, blocked, "aten::reshape.default");
+  // The [G, local...] view's strides, then moved as movedim moves them.
+  SmallVector<int64_t> strides{rowStride};
+  llvm::append_range(strides, getContiguousStrides(info.localType.getShape()));
   SmallVector<int64_t> moved(info.localType.getShape());
   moved.insert(moved.begin() + d, s.mesh().shardSize);
+  SmallVector<int64_t> movedStrides(ArrayRef<int64_t>(strides).drop_front());
+  movedStrides.insert(movedStrides.begin() + d, rowStride);
   value = t.aten(b, loc, "aten::movedim.int",
                  cast<RankedTensorType>(value.getType()).clone(moved), value,
                  {OperandRefAttr::get(b.getContext(), 0),
                   b.getI64IntegerAttr(0), b.getI64IntegerAttr(d)});
-  return t.view(b, loc, value, info.fullType.getShape(),
-                "aten::reshape.default");
+  return copyOut(s, b, loc, value, moved, movedStrides,
+                 info.fullType.getShape());
 }
 
 /// Rank r's chunk of the gathered buffer holds its shard of every
@@ -78,19 +152,23 @@ unpackGathered(ShardingState &s, OpBuilder &b, Location loc, const Unit &unit,
     Value matrix = t.view(b, loc, gathered, {shardSize, total});
     pieces = t.splitWithSizes(b, loc, matrix, sizes, 1);
   }
+  // Each piece is a [G, n] block whose rows are `total` apart (one
+  // parameter: the whole buffer, n == total).
   SmallVector<Value> full;
   for (auto [p, piece] : llvm::zip(unit.params, pieces)) {
     const ParamInfo &info = s.params[p];
     if (info.shardDim > 0) {
-      full.push_back(unshardOnDim(s, b, loc, info, piece));
+      full.push_back(unshardOnDim(s, b, loc, info, piece, total));
       continue;
     }
     SmallVector<int64_t> padded(info.fullType.getShape());
     padded[0] = info.localType.getDimSize(0) * shardSize;
-    // A column block of the [G, N] view is not contiguous: reshape copies.
-    Value value = t.view(b, loc, piece, padded,
-                         unit.params.size() == 1 ? "aten::view.default"
-                                                 : "aten::reshape.default");
+    // The whole gathered buffer is the one parameter's: a view. A column
+    // block of the [G, N] view is not contiguous: copied out.
+    Value value = unit.params.size() == 1
+                      ? t.view(b, loc, piece, padded)
+                      : copyOut(s, b, loc, piece, {shardSize, info.localNumel},
+                                {total, 1}, padded);
     int64_t rows = info.fullType.getDimSize(0);
     if (padded[0] != rows) {
       SmallVector<int64_t> shape(padded);

@@ -100,6 +100,11 @@ static Value packGradients(ShardingState &s, OpBuilder &b, Location loc,
     total += info.localNumel;
   }
   Value buffer = blocks.front();
+  if (blocks.size() == 1 && s.params[unitParams.front()].shardDim > 0)
+    // The [G, n] block of a gradient sharded on dim d > 0 is a strided
+    // view when each rank's slice of d is one element (the moved
+    // [G, local..., 1] reshapes without a copy): reshape, which copies it.
+    return t.view(b, loc, buffer, {shardSize * total}, "aten::reshape.default");
   if (blocks.size() > 1) {
     SmallVector<Attribute> refs;
     for (unsigned i = 0; i < blocks.size(); ++i)
