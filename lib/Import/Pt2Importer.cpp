@@ -191,6 +191,7 @@ private:
   LogicalResult importOutputSpec(const json::Value &spec, size_t i);
   LogicalResult importWeights(Pt2Archive &archive);
   LogicalResult importRunConfig(Pt2Archive &archive);
+  LogicalResult applyBatchDims(ArrayRef<int64_t> dims);
   /// models/model.json's graph_module and its graph, once the schema
   /// version is checked.
   LogicalResult findGraph(const json::Object *&graphModule,
@@ -280,6 +281,41 @@ LogicalResult Importer::importRunConfig(Pt2Archive &archive) {
   if (!config)
     return error(llvm::toString(config.takeError()));
   module->getOperation()->setAttr(LoomDialect::kRunConfigAttrName, *config);
+  llvm::Expected<SmallVector<int64_t>> dims = parseBatchDims(*text);
+  if (!dims)
+    return error(llvm::toString(dims.takeError()));
+  return applyBatchDims(*dims);
+}
+
+/// Gives the step's batch inputs, in order, the batch dims capture
+/// recorded (`loom.batch_dim` where not 0).
+LogicalResult Importer::applyBatchDims(ArrayRef<int64_t> dims) {
+  if (dims.empty())
+    return success();
+  SmallVector<unsigned> inputs;
+  for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
+    auto role = func.getArgAttrOfType<RoleAttr>(i, LoomDialect::kRoleAttrName);
+    if (role && role.getValue() == Role::input)
+      inputs.push_back(i);
+  }
+  if (dims.size() != inputs.size())
+    return error("run configuration '" + kRunConfigEntry.str() +
+                 "': " + "'batch_dims' lists " + std::to_string(dims.size()) +
+                 " dims but the step has " + std::to_string(inputs.size()) +
+                 " batch inputs");
+  for (auto [k, dim] : llvm::enumerate(dims)) {
+    unsigned i = inputs[k];
+    int64_t rank =
+        cast<RankedTensorType>(func.getArgument(i).getType()).getRank();
+    if (dim >= rank)
+      return error("run configuration '" + kRunConfigEntry.str() +
+                   "': " + "'batch_dims' gives batch input #" +
+                   std::to_string(k) + " dim " + std::to_string(dim) +
+                   ", but it has " + std::to_string(rank) + " dims");
+    if (dim != 0)
+      func.setArgAttr(i, LoomDialect::kBatchDimAttrName,
+                      IntegerAttr::get(IntegerType::get(ctx, 64), dim));
+  }
   return success();
 }
 

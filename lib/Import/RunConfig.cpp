@@ -194,16 +194,26 @@ static DictionaryAttr parseLrSchedule(const json::Object &o, MLIRContext *ctx,
   return fields.getDictionary(ctx);
 }
 
-llvm::Expected<RunConfigAttr> loom::parseRunConfig(StringRef text,
-                                                   MLIRContext *ctx) {
-  auto fail = [](const Twine &message) {
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "run configuration '" + kRunConfigEntry +
-                                       "': " + message);
-  };
+/// An error about the run configuration, naming its entry.
+static llvm::Error fail(const Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "run configuration '" + kRunConfigEntry +
+                                     "': " + message);
+}
+
+/// The run configuration's JSON value.
+static llvm::Expected<json::Value> parseJson(StringRef text) {
   llvm::Expected<json::Value> parsed = json::parse(text);
   if (!parsed)
     return fail("not valid JSON: " + llvm::toString(parsed.takeError()));
+  return parsed;
+}
+
+llvm::Expected<RunConfigAttr> loom::parseRunConfig(StringRef text,
+                                                   MLIRContext *ctx) {
+  llvm::Expected<json::Value> parsed = parseJson(text);
+  if (!parsed)
+    return parsed.takeError();
   const json::Object *root = parsed->getAsObject();
   if (!root)
     return fail("not a JSON object");
@@ -255,4 +265,25 @@ llvm::Expected<RunConfigAttr> loom::parseRunConfig(StringRef text,
     return fail(error);
   return RunConfigAttr::get(ctx, *worldSize, *microbatches, *seed, optimizer,
                             paramGroups, lrSchedule, optimizerImpl);
+}
+
+llvm::Expected<SmallVector<int64_t>> loom::parseBatchDims(StringRef text) {
+  llvm::Expected<json::Value> parsed = parseJson(text);
+  if (!parsed)
+    return parsed.takeError();
+  SmallVector<int64_t> dims;
+  const json::Object *root = parsed->getAsObject();
+  const json::Value *v = root ? root->get("batch_dims") : nullptr;
+  if (!v)
+    return dims;
+  const json::Array *a = v->getAsArray();
+  if (!a)
+    return fail("'batch_dims' must be a list of non-negative integers");
+  for (const json::Value &d : *a) {
+    std::optional<int64_t> n = d.getAsInteger();
+    if (!n || *n < 0)
+      return fail("'batch_dims' must be a list of non-negative integers");
+    dims.push_back(*n);
+  }
+  return dims;
 }

@@ -17,6 +17,11 @@ inline constexpr llvm::StringLiteral kRunConfigEntry = "extra/loom_run.json";
 llvm::Expected<RunConfigAttr> parseRunConfig(llvm::StringRef text,
                                              mlir::MLIRContext *ctx);
 
+/// The run configuration's "batch_dims": the dim that indexes the samples
+/// of each batch input, in input order (capture's --batch-dims); empty when
+/// absent (every input's dim 0).
+llvm::Expected<llvm::SmallVector<int64_t>> parseBatchDims(llvm::StringRef text);
+
 } // namespace loom
 
 #endif // LOOM_LIB_IMPORT_RUNCONFIG_H

@@ -76,8 +76,8 @@ struct LoomAccumulateGradientsPass
                               "loom-accumulate-gradients before the "
                               "distribution passes");
 
-    // Batch inputs take M times the rows.
-    SmallVector<BlockArgument> batch;
+    // Batch inputs take M times the rows of their batch dim.
+    SmallVector<std::pair<BlockArgument, int64_t>> batch;
     for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
       auto role =
           func.getArgAttrOfType<RoleAttr>(i, LoomDialect::kRoleAttrName);
@@ -86,9 +86,10 @@ struct LoomAccumulateGradientsPass
       auto type = cast<RankedTensorType>(func.getArgument(i).getType());
       if (type.getRank() == 0)
         return func.emitOpError("batch input #")
-               << i << " is 0-d; microbatches split dim 0 of every batch "
-                       "input";
-      batch.push_back(func.getArgument(i));
+               << i
+               << " is 0-d; microbatches split the batch dim of "
+                  "every batch input";
+      batch.push_back({func.getArgument(i), getBatchDim(func, i)});
     }
 
     auto ret = cast<func::ReturnOp>(body.getTerminator());
@@ -102,20 +103,28 @@ struct LoomAccumulateGradientsPass
     SmallVector<Value> sums(func.getNumResults());
     for (int64_t k = 0; k < microbatches; ++k) {
       IRMapping map;
-      for (BlockArgument arg : batch) {
+      for (auto [arg, dim] : batch) {
         auto type = cast<RankedTensorType>(arg.getType());
-        int64_t rows = type.getDimSize(0);
+        int64_t rows = type.getDimSize(dim);
         Location loc = NameLoc::get(
             StringAttr::get(ctx, "microbatch" + Twine(k)), arg.getLoc());
         auto slice = createAten(
             b, loc, "aten::slice.Tensor", type, arg,
-            {OperandRefAttr::get(ctx, 0), b.getI64IntegerAttr(0),
+            {OperandRefAttr::get(ctx, 0), b.getI64IntegerAttr(dim),
              b.getI64IntegerAttr(k * rows), b.getI64IntegerAttr((k + 1) * rows),
              b.getI64IntegerAttr(1)},
             Phase::forward);
         slice->setAttr(LoomDialect::kMicrobatchAttrName,
                        b.getI64IntegerAttr(k));
-        map.map(arg, slice.getResult(0));
+        Value value = slice.getResult(0);
+        if (dim != 0) {
+          // The step was traced on a contiguous microbatch; a slice of a
+          // later dim is strided.
+          AtenOp copy = buildContiguousClone(b, loc, value);
+          copy->setDiscardableAttrs(slice->getDiscardableAttrDictionary());
+          value = copy.getResult(0);
+        }
+        map.map(arg, value);
       }
       // Each copy records its microbatch, so that later passes (loom-fsdp)
       // can unshard and reshard per microbatch.
@@ -155,10 +164,10 @@ struct LoomAccumulateGradientsPass
     // Only now widen the batch arguments: the slices above were built with
     // the microbatch type as their result.
     SmallVector<Type> argTypes(func.getArgumentTypes());
-    for (BlockArgument arg : batch) {
+    for (auto [arg, dim] : batch) {
       auto type = cast<RankedTensorType>(arg.getType());
       SmallVector<int64_t> shape(type.getShape());
-      shape[0] *= microbatches;
+      shape[dim] *= microbatches;
       auto wide = RankedTensorType::get(shape, type.getElementType());
       arg.setType(wide);
       argTypes[arg.getArgNumber()] = wide;

@@ -257,7 +257,8 @@ private:
   Location loc = UnknownLoc::get(ctx);
 
   llvm::MapVector<StringRef, BlockArgument> args;
-  SmallVector<BlockArgument> batchArgs;
+  /// Batch arguments and their batch dims (`loom.batch_dim`).
+  SmallVector<std::pair<BlockArgument, int64_t>> batchArgs;
   /// (value, microbatch) -> the value on this rank; receives posted and not
   /// yet waited for; batch slices.
   std::map<std::pair<std::string, int64_t>, Value> env, pending, slices;
@@ -318,15 +319,25 @@ Value RankBuilder::batchSlice(StringRef name, int64_t mb) {
   BlockArgument arg = args.lookup(name);
   // The argument still has the microbatch type; it is widened at the end.
   auto type = cast<RankedTensorType>(arg.getType());
-  int64_t rows = type.getDimSize(0);
+  auto batchDim = program.named.lookup(name).second.getAs<IntegerAttr>(
+      LoomDialect::kBatchDimAttrName);
+  int64_t dim = batchDim ? batchDim.getInt() : 0;
+  int64_t rows = type.getDimSize(dim);
   auto op = aten("aten::slice.Tensor", type, arg,
-                 {OperandRefAttr::get(ctx, 0), b.getI64IntegerAttr(0),
+                 {OperandRefAttr::get(ctx, 0), b.getI64IntegerAttr(dim),
                   b.getI64IntegerAttr(mb * rows),
-                  b.getI64IntegerAttr((mb + 1) * rows),
-                  b.getI64IntegerAttr(1)},
+                  b.getI64IntegerAttr((mb + 1) * rows), b.getI64IntegerAttr(1)},
                  Phase::forward);
   op->setAttr(LoomDialect::kMicrobatchAttrName, b.getI64IntegerAttr(mb));
-  return slice = op.getResult(0);
+  slice = op.getResult(0);
+  if (dim != 0) {
+    // The step was traced on a contiguous microbatch; a slice of a later
+    // dim is strided.
+    AtenOp copy = buildContiguousClone(b, loc, slice);
+    copy->setDiscardableAttrs(op->getDiscardableAttrDictionary());
+    slice = copy.getResult(0);
+  }
+  return slice;
 }
 
 void RankBuilder::send(StringRef key, int64_t mb, Value value,
@@ -568,8 +579,11 @@ void RankBuilder::addArguments(Block *entry) {
     BlockArgument arg = entry->addArgument(typeAndAttrs.first, loc);
     args.insert({name, arg});
     auto role = typeAndAttrs.second.getAs<RoleAttr>(LoomDialect::kRoleAttrName);
-    if (role && role.getValue() == Role::input)
-      batchArgs.push_back(arg);
+    if (role && role.getValue() == Role::input) {
+      auto dim = typeAndAttrs.second.getAs<IntegerAttr>(
+          LoomDialect::kBatchDimAttrName);
+      batchArgs.push_back({arg, dim ? dim.getInt() : 0});
+    }
   }
 }
 
@@ -655,10 +669,10 @@ FailureOr<func::FuncOp> RankBuilder::build(ArrayRef<pp::Action> actions,
 
   // Batch arguments take M times the rows (the slices were built with the
   // microbatch type).
-  for (BlockArgument arg : batchArgs) {
+  for (auto [arg, dim] : batchArgs) {
     auto type = cast<RankedTensorType>(arg.getType());
     SmallVector<int64_t> shape(type.getShape());
-    shape[0] *= spec.microbatches;
+    shape[dim] *= spec.microbatches;
     arg.setType(RankedTensorType::get(shape, type.getElementType()));
   }
   SmallVector<Type> resultTypes;

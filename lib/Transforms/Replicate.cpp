@@ -237,10 +237,11 @@ struct LoomReplicatePass
       if (cast<RankedTensorType>(func.getArgument(i).getType()).getRank() == 0)
         return func.emitOpError("batch input #")
                << i
-               << " is 0-d; data parallelism splits dim 0 of every "
-                  "batch input";
-      func.setArgAttr(i, LoomDialect::kSplitAttrName,
-                      SplitAttr::get(ctx, meshRef, axesAttr, /*dim=*/0));
+               << " is 0-d; data parallelism splits the batch dim of "
+                  "every batch input";
+      func.setArgAttr(
+          i, LoomDialect::kSplitAttrName,
+          SplitAttr::get(ctx, meshRef, axesAttr, getBatchDim(func, i)));
     }
     for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
       if (func.getResultAttr(i, LoomDialect::kPartialAttrName))

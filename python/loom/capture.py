@@ -41,7 +41,8 @@ step (training cycles through them). The capture writes into DIR:
                        "momentum": ..., "dampening": ..., "nesterov": ...,
                        "maximize": ...}}
 
-    (Adam and AdamW record ``betas`` and ``eps`` instead of the three SGD
+    (``--batch-dims`` other than 0 adds ``"batch_dims": [D, ...]``, one dim
+    per batch tensor. Adam and AdamW record ``betas`` and ``eps`` instead of the three SGD
     fields; ``--optimizer-impl fused`` adds ``"impl": "fused"``, and the
     reference then runs torch.optim with ``fused=True``.) When FILE.py defines ``param_groups(model)`` (the list of
     dicts a user passes to ``torch.optim``, e.g. ``[{"params": decay,
@@ -74,7 +75,13 @@ With ``--split N`` (data parallelism over N ranks, docs/distributed.md) and
 for one rank's microbatch: every batch tensor's dim 0 divided by ``N * M``
 (which must divide it). ``batches.safetensors`` and the eager reference keep
 the whole batch on one device; ``reference.json`` records ``"split": N`` and
-``"microbatches": M``.
+``"microbatches": M``. ``--batch-dims D[,D...]`` names the dim that indexes
+the samples instead of 0, one for every batch tensor or one per tensor in
+order (``1`` for sequence-first ``(S, B, ...)`` tensors, as
+``nn.Transformer``, ``nn.MultiheadAttention`` and the RNNs take by
+default); ``run.json`` records it as ``"batch_dims"`` and every later stage
+(``loom-import``'s ``loom.batch_dim``, data parallelism, accumulation,
+pipelining, loom-run, the data-parallel references) splits that dim.
 
 ``--reference`` says which run ``reference.*`` hold. ``eager`` (the
 default): the whole batch on one device, as above; exact for a single-rank
@@ -1070,6 +1077,8 @@ def run_config(args: argparse.Namespace) -> dict[str, Any]:
         config["param_groups"] = args.param_groups
     if getattr(args, "lr_schedule", None):
         config["lr_schedule"] = args.lr_schedule
+    if getattr(args, "resolved_batch_dims", None) and any(args.resolved_batch_dims):
+        config["batch_dims"] = args.resolved_batch_dims
     return config
 
 
@@ -1102,6 +1111,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--microbatches", type=int, default=1, metavar="M",
         help="export for one of M gradient-accumulation microbatches per rank (default 1)",
+    )
+    parser.add_argument(
+        "--batch-dims", type=batch_dims_arg, default=None, metavar="D[,D...]",
+        help="the dim of each batch tensor that indexes the samples, which --split and "
+        "--microbatches divide: one for all tensors or one per tensor (default 0; 1 for "
+        "sequence-first tensors)",
     )
     parser.add_argument(
         "--make-arg", action="append", default=[], metavar="KEY=VALUE",
@@ -1157,23 +1172,62 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def per_rank_batch(batch: tuple[torch.Tensor, ...], split: int, microbatches: int) -> tuple[torch.Tensor, ...]:
+def batch_dims_arg(text: str) -> list[int]:
+    """``--batch-dims``' value: comma-separated non-negative dims."""
+    try:
+        dims = [int(d) for d in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a comma-separated list of dims")
+    if any(d < 0 for d in dims):
+        raise argparse.ArgumentTypeError(f"'{text}': dims are non-negative")
+    return dims
+
+
+def resolve_batch_dims(batch: tuple[torch.Tensor, ...], dims: list[int] | None) -> list[int]:
+    """Each batch tensor's batch dim: ``--batch-dims`` (one for all tensors,
+    or one each), else 0; checked against the tensors' ranks."""
+    dims = list(dims or [0])
+    if len(dims) == 1:
+        dims = dims * len(batch)
+    if len(dims) != len(batch):
+        raise CaptureError(f"--batch-dims gives {len(dims)} dims but a batch has {len(batch)} "
+                           "tensors (give one dim for all, or one per tensor)")
+    for j, (t, d) in enumerate(zip(batch, dims)):
+        if t.dim() and d >= t.dim():
+            raise CaptureError(f"--batch-dims gives batch element {j} dim {d}, but it has "
+                               f"{t.dim()} dims")
+    return dims
+
+
+def slice_rows(t: torch.Tensor, dim: int, slot: int, parts: int) -> torch.Tensor:
+    """Slice ``slot`` of ``parts`` equal slices of ``t`` along ``dim``,
+    contiguous (as a data loader hands a rank its microbatch, and as
+    loom-run passes it: a strided slice of dim 1 takes other kernel paths)."""
+    rows = t.shape[dim] // parts
+    return t.narrow(dim, slot * rows, rows).contiguous()
+
+
+def per_rank_batch(batch: tuple[torch.Tensor, ...], split: int, microbatches: int,
+                   dims: list[int] | None = None) -> tuple[torch.Tensor, ...]:
     """The first rank's first microbatch of ``batch``: rows ``[0, B / (split * microbatches))``
-    of every tensor. The graph is specialised to its shapes; the runtime slices
-    the whole batch the same way on every rank (docs/distributed.md)."""
+    of every tensor's batch dim (``dims``, default 0). The graph is specialised
+    to its shapes; the runtime slices the whole batch the same way on every
+    rank (docs/distributed.md)."""
     parts = split * microbatches
+    dims = resolve_batch_dims(batch, dims)
     if parts == 1:
         return batch
     what = f"--split {split}" + (f" x --microbatches {microbatches}" if microbatches > 1 else "")
-    for j, t in enumerate(batch):
+    for j, (t, d) in enumerate(zip(batch, dims)):
         if t.dim() == 0:
-            raise CaptureError(f"batch element {j} is a 0-d tensor; {what} slices dim 0 of every batch tensor")
-        if t.shape[0] % parts:
+            raise CaptureError(f"batch element {j} is a 0-d tensor; {what} slices the batch dim "
+                               "of every batch tensor")
+        if t.shape[d] % parts:
             raise CaptureError(
-                f"batch element {j} has dim 0 of size {t.shape[0]}, which {what} "
+                f"batch element {j} has dim {d} of size {t.shape[d]}, which {what} "
                 f"({parts} slices) does not divide"
             )
-    return tuple(t[: t.shape[0] // parts].clone() for t in batch)
+    return tuple(slice_rows(t, d, 0, parts).clone() for t, d in zip(batch, dims))
 
 
 def capture_meta(args: argparse.Namespace, path: Path) -> None:
@@ -1190,7 +1244,9 @@ def capture_meta(args: argparse.Namespace, path: Path) -> None:
     model, batches = program.model, program.batches
     if args.out.exists() and not args.out.is_dir():
         raise CaptureError(f"--out {args.out} exists and is not a directory")
-    ep, aliases = export_joint(model, per_rank_batch(batches[0], args.split, args.microbatches))
+    args.resolved_batch_dims = resolve_batch_dims(batches[0], args.batch_dims)
+    ep, aliases = export_joint(model, per_rank_batch(batches[0], args.split, args.microbatches,
+                                                     args.batch_dims))
     n_forward, n_backward = annotate(ep)
     args.out.mkdir(parents=True, exist_ok=True)
     pt2 = save_step(ep, args.out, json.dumps(run_config(args), indent=2) + "\n")
@@ -1243,7 +1299,9 @@ def capture(args: argparse.Namespace) -> None:
     reference = run_reference(copy.deepcopy(model), batches, args.steps, args.optimizer_config,
                               path, args.param_groups, args.lr_schedule)
 
-    ep, aliases = export_joint(model, per_rank_batch(batches[0], args.split, args.microbatches))
+    args.resolved_batch_dims = resolve_batch_dims(batches[0], args.batch_dims)
+    ep, aliases = export_joint(model, per_rank_batch(batches[0], args.split, args.microbatches,
+                                                     args.batch_dims))
     n_forward, n_backward = annotate(ep)
 
     args.out.mkdir(parents=True, exist_ok=True)

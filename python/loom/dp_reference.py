@@ -55,7 +55,7 @@ from pathlib import Path
 
 import torch
 
-from loom.capture import make_optimizer, make_scheduler, make_seeded
+from loom.capture import make_optimizer, make_scheduler, make_seeded, slice_rows
 from loom.safetensors_io import load_tensors, save_tensors
 
 MODES = ("ddp", "fsdp", "hsdp", "replicate")
@@ -240,10 +240,12 @@ def _no_sync(model: torch.nn.Module, last: bool):
 
 def train_on_ranks(model, opt, batches, rank: int, world: int, steps: int,
                    before_step=None, microbatches: int = 1, scheduler=None,
-                   settings: ModuleSettings | None = None) -> list[float]:
+                   settings: ModuleSettings | None = None,
+                   batch_dims: list[int] | None = None) -> list[float]:
     """Trains ``steps`` steps on this rank's rows ``[r*B/N, (r+1)*B/N)`` of
-    each batch tensor (B that tensor's own dim 0, as capture and loom-run
-    slice it), in ``microbatches`` equal slices of those rows; returns each
+    each batch tensor (B that tensor's own batch dim, ``batch_dims`` or 0,
+    as capture and loom-run slice it), in ``microbatches`` equal slices of
+    those rows; returns each
     step's loss averaged over the ranks (float32, as loom-run reports it).
     ``before_step(step)`` runs before each step; ``scheduler`` (an
     lr_scheduler) steps after each ``opt.step()``; ``settings`` with
@@ -257,6 +259,7 @@ def train_on_ranks(model, opt, batches, rank: int, world: int, steps: int,
         if before_step:
             before_step(step)
         batch = batches[step % len(batches)]
+        dims = batch_dims or [0] * len(batch)
         opt.zero_grad(set_to_none=True)
         loss = None
         for k in range(microbatches):
@@ -268,7 +271,8 @@ def train_on_ranks(model, opt, batches, rank: int, world: int, steps: int,
             else:
                 sync = _no_sync(model, last)
             with sync:
-                part = model(*(_slice_rows(t, slot, world * microbatches) for t in batch))
+                part = model(*(slice_rows(t, d, slot, world * microbatches)
+                               for t, d in zip(batch, dims)))
                 part.backward()
             loss = part.detach() if loss is None else loss + part.detach()
         if microbatches > 1:
@@ -286,15 +290,6 @@ def train_on_ranks(model, opt, batches, rank: int, world: int, steps: int,
         dist.all_reduce(total)
         losses.append((total / world).item())
     return losses
-
-
-def _slice_rows(t: torch.Tensor, slot: int, parts: int) -> torch.Tensor:
-    """Slice ``slot`` of ``parts`` equal slices of ``t``'s dim 0: each batch
-    tensor by its own size, as ``loom.capture.per_rank_batch`` and loom-run
-    slice it (a sequence-first ``(S, B)`` source beside a ``(T, B)`` target
-    slices S and T)."""
-    rows = t.shape[0] // parts
-    return t[slot * rows:(slot + 1) * rows]
 
 
 def _full(p: torch.Tensor) -> torch.Tensor:
@@ -391,7 +386,8 @@ def _rank(rank: int, world: int, store: str, out: str, mode: str, replicate_size
 
         losses = train_on_ranks(model, opt, program.batches, rank, world, config["steps"],
                                 before_step=snapshot, microbatches=config["microbatches"],
-                                scheduler=scheduler, settings=settings)
+                                scheduler=scheduler, settings=settings,
+                                batch_dims=config.get("batch_dims"))
         final = {n: _full(p) for n, p in inner.named_parameters()}
         # Buffers are each rank's own (batch norm's running statistics of
         # its rows); rank 0 keeps every rank's.

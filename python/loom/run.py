@@ -242,6 +242,9 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str
     parser.add_argument("--seed", type=int, default=0, help="torch.manual_seed before make()")
     parser.add_argument("--microbatches", type=int, default=1, metavar="M",
                         help="gradient-accumulation microbatches per rank (default 1)")
+    parser.add_argument("--batch-dims", type=capture.batch_dims_arg, metavar="D[,D...]",
+                        help="the samples' dim of each batch tensor (capture --batch-dims; "
+                             "default 0, 1 for sequence-first tensors)")
     parser.add_argument("--make-arg", action="append", default=[], metavar="KEY=VALUE",
                         help="pass KEY=VALUE to make(); repeatable")
     parser.add_argument("--no-cache", action="store_true", help="run every stage again")
@@ -282,6 +285,8 @@ def capture_options(args: argparse.Namespace, compile_args: list[str]) -> list[s
              str(args.microbatches), "--seed", str(args.seed)]
     for item in args.make_arg:
         flags += ["--make-arg", item]
+    if args.batch_dims:
+        flags += ["--batch-dims", ",".join(map(str, args.batch_dims))]
     opt = args.optimizer_config
     flags += ["--optimizer", opt["name"], "--lr", repr(opt["lr"]),
               "--weight-decay", repr(opt["weight_decay"])]

@@ -772,6 +772,21 @@ double Session::step(const std::vector<at::Tensor> &batch) {
     for (const at::Tensor &t : batch)
       onDevice.push_back(t.to(s.device()));
   const std::vector<at::Tensor> &b = onCpu ? batch : onDevice;
+  // This rank's slice of each split input. The step was traced on a
+  // contiguous slice, so a slice of a later dim (a sequence-first batch's
+  // dim 1) is copied into one, before the measurement starts: heldBytes
+  // counts every slice as held for the whole step, as the compiler does.
+  std::vector<at::Tensor> slices(s.program().inputs.size());
+  for (size_t i = 0; i < slices.size(); ++i) {
+    const InputSpec &in = s.program().inputs[i];
+    if (in.role != InputRole::Input || !in.split)
+      continue;
+    int64_t index = s.groupPosition(in.split->axes).first;
+    int64_t rows = in.shape[size_t(in.split->dim)];
+    slices[i] = b[size_t(in.batchIndex)]
+                    .narrow(in.split->dim, index * rows, rows)
+                    .contiguous();
+  }
   s.dev->beginStep(s.heldBytes(b));
 
   StepStats stats;
@@ -799,10 +814,7 @@ double Session::step(const std::vector<at::Tensor> &batch) {
     if (in.role != InputRole::Input) {
       s.slots.set(in.slot, s.owned[i]);
     } else if (in.split) {
-      int64_t index = s.groupPosition(in.split->axes).first;
-      int64_t rows = in.shape[size_t(in.split->dim)];
-      s.slots.set(in.slot, b[size_t(in.batchIndex)].narrow(in.split->dim,
-                                                           index * rows, rows));
+      s.slots.set(in.slot, slices[i]);
     } else {
       s.slots.set(in.slot, b[size_t(in.batchIndex)]);
     }

@@ -63,8 +63,8 @@ func.func @step(%x: tensor<2x4xf32> {loom.name = "x", loom.role = #loom.role<inp
 
 // -----
 
-// A 0-d batch input has no dim 0 to split.
-// expected-error@+1 {{batch input #0 is 0-d; data parallelism splits dim 0 of every batch input}}
+// A 0-d batch input has no batch dim to split.
+// expected-error@+1 {{batch input #0 is 0-d; data parallelism splits the batch dim of every batch input}}
 func.func @step(%x: tensor<f32> {loom.name = "x", loom.role = #loom.role<input>})
     -> (tensor<f32> {loom.role = #loom.role<loss>})
     attributes {loom.step} {

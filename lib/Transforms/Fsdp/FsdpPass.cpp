@@ -64,8 +64,9 @@ static void finishSignature(ShardingState &s) {
     auto role = func.getArgAttrOfType<RoleAttr>(i, LoomDialect::kRoleAttrName);
     if (role && role.getValue() == Role::input &&
         cast<RankedTensorType>(func.getArgument(i).getType()).getRank() > 0)
-      func.setArgAttr(i, LoomDialect::kSplitAttrName,
-                      SplitAttr::get(ctx, mesh.ref, mesh.dpAxes, 0));
+      func.setArgAttr(
+          i, LoomDialect::kSplitAttrName,
+          SplitAttr::get(ctx, mesh.ref, mesh.dpAxes, getBatchDim(func, i)));
   }
   func.setType(FunctionType::get(ctx, s.body().getArgumentTypes(),
                                  ret.getOperandTypes()));

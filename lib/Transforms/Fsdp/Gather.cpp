@@ -101,12 +101,9 @@ static Value copyOut(ShardingState &s, OpBuilder &b, Location loc, Value piece,
       getReshapeViewStrides(sizes, strides, shape);
   if (!view || *view == getContiguousStrides(shape))
     return t.view(b, loc, piece, shape, "aten::reshape.default");
-  Value copy =
-      t.aten(b, loc, "aten::clone.default", piece.getType(), piece,
-             {OperandRefAttr::get(b.getContext(), 0)},
-             b.getDictionaryAttr(b.getNamedAttr(
-                 "memory_format", b.getStringAttr("torch.contiguous_format"))));
-  return t.view(b, loc, copy, shape);
+  AtenOp copy = buildContiguousClone(b, loc, piece);
+  t.tag(copy);
+  return t.view(b, loc, copy->getResult(0), shape);
 }
 
 /// A parameter sharded on dim d > 0 (FSDP2's Shard(d)) from its `[G, n]`

@@ -809,6 +809,27 @@ func.func @f(%x: tensor<4xf32> {loom.name = "x", loom.role = #loom.role<input>, 
 
 // -----
 
+// expected-error@+1 {{step argument #0 (parameter) has a 'loom.batch_dim'; only inputs have a batch dim}}
+func.func @f(%w: tensor<4x2xf32> {loom.name = "w", loom.role = #loom.role<parameter>, loom.batch_dim = 1 : i64}) attributes {loom.step} {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{'loom.batch_dim' of step argument #0 must be a dim of its tensor (an i64 in [0, 2))}}
+func.func @f(%x: tensor<4x2xf32> {loom.role = #loom.role<input>, loom.batch_dim = 2 : i64}) attributes {loom.step} {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{'loom.batch_dim' of argument #0 must be a non-negative i64 dim}}
+func.func @f(%x: tensor<4x2xf32> {loom.role = #loom.role<input>, loom.batch_dim = -1 : i64}) {
+  return
+}
+
+// -----
+
 func.func @f(%x: tensor<2xf32>) {
   // expected-error@+1 {{'loom.calls' gives module 'inner' call 0 : i64; expected a positive i64 (call 0 is left out)}}
   %y = loom.aten "aten::neg.default"(%x) {args = [#loom.arg<0>], loom.module = "inner", loom.calls = {inner = 0 : i64}} : (tensor<2xf32>) -> tensor<2xf32>

@@ -339,6 +339,12 @@ static LogicalResult verifyDistribution(func::FuncOp func) {
   return success();
 }
 
+/// Whether `attr` is an i64 of at least `least`.
+static bool isI64AtLeast(Attribute attr, int64_t least) {
+  auto value = dyn_cast_or_null<IntegerAttr>(attr);
+  return value && value.getType().isInteger(64) && value.getInt() >= least;
+}
+
 /// Checks the graph signature of a step function as a whole: one loss,
 /// every gradient, update or mutation result names an argument of the
 /// right role and type, and optimizer state belongs to a parameter. Called
@@ -357,6 +363,20 @@ static LogicalResult verifyStepSignature(func::FuncOp func) {
              << i << " (" << stringifyRole(role.getValue()) << ") has a '"
              << LoomDialect::kBatchIndexAttrName
              << "'; only inputs are elements of the batch";
+    if (auto dim = func.getArgAttr(i, LoomDialect::kBatchDimAttrName)) {
+      auto type = dyn_cast<RankedTensorType>(func.getArgument(i).getType());
+      if (role.getValue() != Role::input)
+        return func.emitOpError("step argument #")
+               << i << " (" << stringifyRole(role.getValue()) << ") has a '"
+               << LoomDialect::kBatchDimAttrName
+               << "'; only inputs have a batch dim";
+      if (!type || !isI64AtLeast(dim, 0) ||
+          cast<IntegerAttr>(dim).getInt() >= type.getRank())
+        return func.emitOpError("'")
+               << LoomDialect::kBatchDimAttrName << "' of step argument #" << i
+               << " must be a dim of its tensor (an i64 in [0, "
+               << (type ? type.getRank() : 0) << "))";
+    }
     if (role.getValue() != Role::input && !name)
       return func.emitOpError("step argument #")
              << i << " (" << stringifyRole(role.getValue()) << ") has no '"
@@ -484,12 +504,6 @@ static LogicalResult verifyProgramRanks(Operation *op, NamedAttribute attr) {
              << " before " << r;
   }
   return success();
-}
-
-/// Whether `attr` is an i64 of at least `least`.
-static bool isI64AtLeast(Attribute attr, int64_t least) {
-  auto value = dyn_cast_or_null<IntegerAttr>(attr);
-  return value && value.getType().isInteger(64) && value.getInt() >= least;
 }
 
 LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
@@ -671,11 +685,13 @@ LogicalResult LoomDialect::verifyRegionArgAttribute(Operation *op,
                                   << " must be a string";
     return success();
   }
-  if (name == kBatchIndexAttrName) {
+  if (name == kBatchIndexAttrName || name == kBatchDimAttrName) {
     if (!isI64AtLeast(attr.getValue(), 0))
       return op->emitOpError("'")
              << name << "' of argument #" << argIndex
-             << " must be a non-negative i64 batch element index";
+             << (name == kBatchDimAttrName
+                     ? " must be a non-negative i64 dim"
+                     : " must be a non-negative i64 batch element index");
     return success();
   }
   if (name == kShardAttrName || name == kSplitAttrName) {
@@ -764,6 +780,15 @@ AtenOp loom::buildSplitWithSizes(OpBuilder &b, Location loc, Value v,
       b.getDictionaryAttr({}), b.getArrayAttr({b.getArrayAttr(indices)}));
 }
 
+AtenOp loom::buildContiguousClone(OpBuilder &b, Location loc, Value v) {
+  return AtenOp::create(
+      b, loc, TypeRange{v.getType()}, "aten::clone.default", v,
+      b.getArrayAttr({OperandRefAttr::get(b.getContext(), 0)}),
+      b.getDictionaryAttr(b.getNamedAttr(
+          "memory_format", b.getStringAttr("torch.contiguous_format"))),
+      ArrayAttr());
+}
+
 SmallVector<func::FuncOp> loom::getStepFunctions(ModuleOp module) {
   SmallVector<func::FuncOp> steps;
   for (auto func : module.getOps<func::FuncOp>())
@@ -801,6 +826,12 @@ std::optional<int64_t> loom::getMicrobatch(Operation *op) {
                                            LoomDialect::kMicrobatchAttrName))
     return attr.getInt();
   return std::nullopt;
+}
+
+int64_t loom::getBatchDim(func::FuncOp func, unsigned argIndex) {
+  auto dim = func.getArgAttrOfType<IntegerAttr>(argIndex,
+                                                LoomDialect::kBatchDimAttrName);
+  return dim ? dim.getInt() : 0;
 }
 
 int64_t loom::getCallIndex(Operation *op, StringRef modulePath) {

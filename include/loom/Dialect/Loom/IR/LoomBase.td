@@ -145,6 +145,12 @@ def Loom_Dialect : Dialect {
     /// argument order.
     static constexpr ::llvm::StringLiteral kBatchIndexAttrName =
         "loom.batch_index";
+    /// On an input argument: the dim that indexes the samples (capture's
+    /// `--batch-dims`: 1 for a sequence-first `(S, B, ...)` tensor).
+    /// Without it, dim 0. Data parallelism splits this dim across ranks,
+    /// gradient accumulation and pipelining into microbatches.
+    static constexpr ::llvm::StringLiteral kBatchDimAttrName =
+        "loom.batch_dim";
   }];
 }
 

@@ -48,12 +48,20 @@ AtenOp buildSplitWithSizes(mlir::OpBuilder &b, mlir::Location loc,
                            mlir::Value v, llvm::ArrayRef<int64_t> sizes,
                            int64_t dim);
 
+/// Builds `aten::clone.default(v, memory_format=torch.contiguous_format)`:
+/// `v` in storage of its own, laid out row-major.
+AtenOp buildContiguousClone(mlir::OpBuilder &b, mlir::Location loc,
+                            mlir::Value v);
+
 /// The phase of an op (from `loom.phase`), if tagged.
 std::optional<Phase> getPhase(mlir::Operation *op);
 /// The module path of an op (from `loom.module`); empty for the root module.
 llvm::StringRef getModulePath(mlir::Operation *op);
 /// The microbatch of an op (from `loom.microbatch`), if tagged.
 std::optional<int64_t> getMicrobatch(mlir::Operation *op);
+/// The batch dim of a step argument (from `loom.batch_dim`; 0 without it):
+/// the dim data parallelism and microbatching split.
+int64_t getBatchDim(mlir::func::FuncOp func, unsigned argIndex);
 /// Which call (0-based, from `loom.calls`) of the module at `modulePath`
 /// `op` ran in: 0 unless that module ran more than once per forward.
 int64_t getCallIndex(mlir::Operation *op, llvm::StringRef modulePath);
