@@ -387,6 +387,18 @@ def stages(args: argparse.Namespace, compile_args: list[str]) -> list[Stage]:
     return [capture_stage, import_stage, *profile_stages, compile_stage, train_stage]
 
 
+def check_hint(args: argparse.Namespace, error: str) -> str:
+    """What to try when a multi-rank check against eager fails: the two
+    reasons a correct distributed step differs from one device's."""
+    if not (error.startswith("[train]") and "FAIL" in error and args.check and args.nproc > 1
+            and args.reference == "eager"):
+        return ""
+    return ("the check compared with PyTorch eager on one device, which a data-parallel step "
+            "need not match: with Adam/AdamW, batch norm or a loss that is not a mean over the "
+            "batch, compare with PyTorch's own run (--reference ddp|fsdp|hsdp); a sequence-first "
+            "model (inputs (S, B, ...)) needs --batch-dims 1, or ranks split its sequences")
+
+
 def reference_label(out: Path) -> str:
     """What the check compared with: the ``"reference"`` a data-parallel
     reference records in reference.json, else PyTorch eager."""
@@ -408,6 +420,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             run_stage(stage, args.out, use_cache=not args.no_cache)
     except StageError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
+        hint = check_hint(args, str(exc))
+        if hint:
+            print(f"{PROG}: note: {hint}", file=sys.stderr)
         return 1
     print(f"{PROG}: {args.file} trained {args.steps} steps on {args.nproc} "
           f"rank{'s' if args.nproc > 1 else ''}" + (f" at parity with {reference_label(args.out)}"

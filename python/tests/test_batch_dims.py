@@ -51,6 +51,8 @@ def test_ddp_with_accumulation_equals_eager_and_dim_0_does_not(tmp_path):
     # Negative control: dim 0 cuts every sequence in two.
     result = loom_run(*args, out=tmp_path / "dim0")
     assert result.returncode == 1 and "FAIL" in result.stdout + result.stderr
+    # loom run says what to try.
+    assert "loom run: note: " in result.stderr and "--batch-dims 1" in result.stderr
     assert "batch_dims" not in json.loads((tmp_path / "dim0" / "run.json").read_text())
 
 
