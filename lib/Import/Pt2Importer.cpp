@@ -191,7 +191,7 @@ private:
   LogicalResult importOutputSpec(const json::Value &spec, size_t i);
   LogicalResult importWeights(Pt2Archive &archive);
   LogicalResult importRunConfig(Pt2Archive &archive);
-  LogicalResult applyBatchDims(ArrayRef<int64_t> dims);
+  LogicalResult applyBatchDims(StringRef runConfig);
   /// models/model.json's graph_module and its graph, once the schema
   /// version is checked.
   LogicalResult findGraph(const json::Object *&graphModule,
@@ -281,41 +281,29 @@ LogicalResult Importer::importRunConfig(Pt2Archive &archive) {
   if (!config)
     return error(llvm::toString(config.takeError()));
   module->getOperation()->setAttr(LoomDialect::kRunConfigAttrName, *config);
-  llvm::Expected<SmallVector<int64_t>> dims = parseBatchDims(*text);
-  if (!dims)
-    return error(llvm::toString(dims.takeError()));
-  return applyBatchDims(*dims);
+  return applyBatchDims(*text);
 }
 
 /// Gives the step's batch inputs, in order, the batch dims capture
 /// recorded (`loom.batch_dim` where not 0).
-LogicalResult Importer::applyBatchDims(ArrayRef<int64_t> dims) {
-  if (dims.empty())
-    return success();
+LogicalResult Importer::applyBatchDims(StringRef runConfig) {
   SmallVector<unsigned> inputs;
+  SmallVector<int64_t> ranks;
   for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
     auto role = func.getArgAttrOfType<RoleAttr>(i, LoomDialect::kRoleAttrName);
-    if (role && role.getValue() == Role::input)
-      inputs.push_back(i);
+    if (!role || role.getValue() != Role::input)
+      continue;
+    inputs.push_back(i);
+    ranks.push_back(
+        cast<RankedTensorType>(func.getArgument(i).getType()).getRank());
   }
-  if (dims.size() != inputs.size())
-    return error("run configuration '" + kRunConfigEntry.str() +
-                 "': " + "'batch_dims' lists " + std::to_string(dims.size()) +
-                 " dims but the step has " + std::to_string(inputs.size()) +
-                 " batch inputs");
-  for (auto [k, dim] : llvm::enumerate(dims)) {
-    unsigned i = inputs[k];
-    int64_t rank =
-        cast<RankedTensorType>(func.getArgument(i).getType()).getRank();
-    if (dim >= rank)
-      return error("run configuration '" + kRunConfigEntry.str() +
-                   "': " + "'batch_dims' gives batch input #" +
-                   std::to_string(k) + " dim " + std::to_string(dim) +
-                   ", but it has " + std::to_string(rank) + " dims");
+  llvm::Expected<SmallVector<int64_t>> dims = parseBatchDims(runConfig, ranks);
+  if (!dims)
+    return error(llvm::toString(dims.takeError()));
+  for (auto [i, dim] : llvm::zip(inputs, *dims))
     if (dim != 0)
       func.setArgAttr(i, LoomDialect::kBatchDimAttrName,
                       IntegerAttr::get(IntegerType::get(ctx, 64), dim));
-  }
   return success();
 }
 
@@ -1254,12 +1242,10 @@ LogicalResult Importer::importWeights(Pt2Archive &archive) {
       int64_t eb = getElementBytes(et);
       ArrayRef<int64_t> shape = argType.getShape();
       int64_t rank = shape.size();
-      SmallVector<int64_t> strides = s.meta.strides;
-      if (static_cast<int64_t>(strides.size()) != rank) {
-        strides.assign(rank, 1);
-        for (int64_t d = rank - 2; d >= 0; --d)
-          strides[d] = strides[d + 1] * shape[d + 1];
-      }
+      SmallVector<int64_t> strides =
+          static_cast<int64_t>(s.meta.strides.size()) == rank
+              ? s.meta.strides
+              : getContiguousStrides(shape);
       int64_t numel = argType.getNumElements();
       std::string out(numel * eb, '\0');
       SmallVector<int64_t> idx(rank, 0);

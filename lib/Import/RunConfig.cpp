@@ -267,7 +267,8 @@ llvm::Expected<RunConfigAttr> loom::parseRunConfig(StringRef text,
                             paramGroups, lrSchedule, optimizerImpl);
 }
 
-llvm::Expected<SmallVector<int64_t>> loom::parseBatchDims(StringRef text) {
+llvm::Expected<SmallVector<int64_t>>
+loom::parseBatchDims(StringRef text, ArrayRef<int64_t> inputRanks) {
   llvm::Expected<json::Value> parsed = parseJson(text);
   if (!parsed)
     return parsed.takeError();
@@ -285,5 +286,14 @@ llvm::Expected<SmallVector<int64_t>> loom::parseBatchDims(StringRef text) {
       return fail("'batch_dims' must be a list of non-negative integers");
     dims.push_back(*n);
   }
+  if (dims.size() != inputRanks.size())
+    return fail("'batch_dims' lists " + Twine(dims.size()) +
+                " dims but the step has " + Twine(inputRanks.size()) +
+                " batch inputs");
+  for (auto [k, dim] : llvm::enumerate(dims))
+    if (dim >= inputRanks[k])
+      return fail("'batch_dims' gives batch input #" + Twine(k) + " dim " +
+                  Twine(dim) + ", but it has " + Twine(inputRanks[k]) +
+                  " dims");
   return dims;
 }

@@ -104,27 +104,9 @@ struct LoomAccumulateGradientsPass
     for (int64_t k = 0; k < microbatches; ++k) {
       IRMapping map;
       for (auto [arg, dim] : batch) {
-        auto type = cast<RankedTensorType>(arg.getType());
-        int64_t rows = type.getDimSize(dim);
         Location loc = NameLoc::get(
             StringAttr::get(ctx, "microbatch" + Twine(k)), arg.getLoc());
-        auto slice = createAten(
-            b, loc, "aten::slice.Tensor", type, arg,
-            {OperandRefAttr::get(ctx, 0), b.getI64IntegerAttr(dim),
-             b.getI64IntegerAttr(k * rows), b.getI64IntegerAttr((k + 1) * rows),
-             b.getI64IntegerAttr(1)},
-            Phase::forward);
-        slice->setAttr(LoomDialect::kMicrobatchAttrName,
-                       b.getI64IntegerAttr(k));
-        Value value = slice.getResult(0);
-        if (dim != 0) {
-          // The step was traced on a contiguous microbatch; a slice of a
-          // later dim is strided.
-          AtenOp copy = buildContiguousClone(b, loc, value);
-          copy->setDiscardableAttrs(slice->getDiscardableAttrDictionary());
-          value = copy.getResult(0);
-        }
-        map.map(arg, value);
+        map.map(arg, buildMicrobatchSlice(b, loc, arg, dim, k));
       }
       // Each copy records its microbatch, so that later passes (loom-fsdp)
       // can unshard and reshard per microbatch.

@@ -316,28 +316,10 @@ Value RankBuilder::batchSlice(StringRef name, int64_t mb) {
   Value &slice = slices[{name.str(), mb}];
   if (slice)
     return slice;
-  BlockArgument arg = args.lookup(name);
   // The argument still has the microbatch type; it is widened at the end.
-  auto type = cast<RankedTensorType>(arg.getType());
-  auto batchDim = program.named.lookup(name).second.getAs<IntegerAttr>(
-      LoomDialect::kBatchDimAttrName);
-  int64_t dim = batchDim ? batchDim.getInt() : 0;
-  int64_t rows = type.getDimSize(dim);
-  auto op = aten("aten::slice.Tensor", type, arg,
-                 {OperandRefAttr::get(ctx, 0), b.getI64IntegerAttr(dim),
-                  b.getI64IntegerAttr(mb * rows),
-                  b.getI64IntegerAttr((mb + 1) * rows), b.getI64IntegerAttr(1)},
-                 Phase::forward);
-  op->setAttr(LoomDialect::kMicrobatchAttrName, b.getI64IntegerAttr(mb));
-  slice = op.getResult(0);
-  if (dim != 0) {
-    // The step was traced on a contiguous microbatch; a slice of a later
-    // dim is strided.
-    AtenOp copy = buildContiguousClone(b, loc, slice);
-    copy->setDiscardableAttrs(op->getDiscardableAttrDictionary());
-    slice = copy.getResult(0);
-  }
-  return slice;
+  return slice = buildMicrobatchSlice(
+             b, loc, args.lookup(name),
+             getBatchDim(program.named.lookup(name).second), mb);
 }
 
 void RankBuilder::send(StringRef key, int64_t mb, Value value,
@@ -579,11 +561,8 @@ void RankBuilder::addArguments(Block *entry) {
     BlockArgument arg = entry->addArgument(typeAndAttrs.first, loc);
     args.insert({name, arg});
     auto role = typeAndAttrs.second.getAs<RoleAttr>(LoomDialect::kRoleAttrName);
-    if (role && role.getValue() == Role::input) {
-      auto dim = typeAndAttrs.second.getAs<IntegerAttr>(
-          LoomDialect::kBatchDimAttrName);
-      batchArgs.push_back({arg, dim ? dim.getInt() : 0});
-    }
+    if (role && role.getValue() == Role::input)
+      batchArgs.push_back({arg, getBatchDim(typeAndAttrs.second)});
   }
 }
 

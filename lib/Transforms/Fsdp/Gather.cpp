@@ -77,14 +77,6 @@ getReshapeViewStrides(ArrayRef<int64_t> sizes, ArrayRef<int64_t> strides,
   return result;
 }
 
-/// Row-major strides of `shape`.
-static SmallVector<int64_t> getContiguousStrides(ArrayRef<int64_t> shape) {
-  SmallVector<int64_t> strides(shape.size(), 1);
-  for (int64_t d = int64_t(shape.size()) - 2; d >= 0; --d)
-    strides[size_t(d)] = strides[size_t(d) + 1] * shape[size_t(d) + 1];
-  return strides;
-}
-
 /// `piece` (laid out as `sizes`/`strides` at run time) as a tensor of
 /// `shape` with storage of its own, as FSDP2's copy-out leaves every
 /// unsharded parameter: `aten::reshape`, which copies a block of the

@@ -789,6 +789,39 @@ AtenOp loom::buildContiguousClone(OpBuilder &b, Location loc, Value v) {
       ArrayAttr());
 }
 
+Value loom::buildMicrobatchSlice(OpBuilder &b, Location loc, Value v,
+                                 int64_t dim, int64_t index) {
+  MLIRContext *ctx = b.getContext();
+  auto type = cast<RankedTensorType>(v.getType());
+  int64_t rows = type.getDimSize(dim);
+  SmallVector<NamedAttribute> tags = {
+      b.getNamedAttr(LoomDialect::kModuleAttrName, b.getStringAttr("")),
+      b.getNamedAttr(LoomDialect::kPhaseAttrName,
+                     PhaseAttr::get(ctx, Phase::forward)),
+      b.getNamedAttr(LoomDialect::kMicrobatchAttrName,
+                     b.getI64IntegerAttr(index))};
+  auto slice = AtenOp::create(
+      b, loc, TypeRange{type}, "aten::slice.Tensor", v,
+      b.getArrayAttr({OperandRefAttr::get(ctx, 0), b.getI64IntegerAttr(dim),
+                      b.getI64IntegerAttr(index * rows),
+                      b.getI64IntegerAttr((index + 1) * rows),
+                      b.getI64IntegerAttr(1)}),
+      b.getDictionaryAttr({}), ArrayAttr());
+  slice->setDiscardableAttrs(tags);
+  if (dim == 0)
+    return slice.getResult(0);
+  AtenOp copy = buildContiguousClone(b, loc, slice.getResult(0));
+  copy->setDiscardableAttrs(tags);
+  return copy.getResult(0);
+}
+
+SmallVector<int64_t> loom::getContiguousStrides(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> strides(shape.size(), 1);
+  for (int64_t d = int64_t(shape.size()) - 2; d >= 0; --d)
+    strides[size_t(d)] = strides[size_t(d) + 1] * shape[size_t(d) + 1];
+  return strides;
+}
+
 SmallVector<func::FuncOp> loom::getStepFunctions(ModuleOp module) {
   SmallVector<func::FuncOp> steps;
   for (auto func : module.getOps<func::FuncOp>())
@@ -829,8 +862,13 @@ std::optional<int64_t> loom::getMicrobatch(Operation *op) {
 }
 
 int64_t loom::getBatchDim(func::FuncOp func, unsigned argIndex) {
-  auto dim = func.getArgAttrOfType<IntegerAttr>(argIndex,
-                                                LoomDialect::kBatchDimAttrName);
+  return getBatchDim(func.getArgAttrDict(argIndex));
+}
+
+int64_t loom::getBatchDim(DictionaryAttr argAttrs) {
+  auto dim = argAttrs
+                 ? argAttrs.getAs<IntegerAttr>(LoomDialect::kBatchDimAttrName)
+                 : IntegerAttr();
   return dim ? dim.getInt() : 0;
 }
 

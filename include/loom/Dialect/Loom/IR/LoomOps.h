@@ -53,6 +53,17 @@ AtenOp buildSplitWithSizes(mlir::OpBuilder &b, mlir::Location loc,
 AtenOp buildContiguousClone(mlir::OpBuilder &b, mlir::Location loc,
                             mlir::Value v);
 
+/// Microbatch `index` of batch input `v` along its batch dim `dim`, whose
+/// microbatch has `v`'s type: `aten::slice`, then for `dim` > 0 a contiguous
+/// clone (the step was traced on a contiguous microbatch; a slice of a later
+/// dim is strided). Both ops are forward ops of the root module in
+/// microbatch `index`.
+mlir::Value buildMicrobatchSlice(mlir::OpBuilder &b, mlir::Location loc,
+                                 mlir::Value v, int64_t dim, int64_t index);
+
+/// Row-major strides of `shape`, in elements.
+llvm::SmallVector<int64_t> getContiguousStrides(llvm::ArrayRef<int64_t> shape);
+
 /// The phase of an op (from `loom.phase`), if tagged.
 std::optional<Phase> getPhase(mlir::Operation *op);
 /// The module path of an op (from `loom.module`); empty for the root module.
@@ -62,6 +73,8 @@ std::optional<int64_t> getMicrobatch(mlir::Operation *op);
 /// The batch dim of a step argument (from `loom.batch_dim`; 0 without it):
 /// the dim data parallelism and microbatching split.
 int64_t getBatchDim(mlir::func::FuncOp func, unsigned argIndex);
+/// The same from a step argument's attribute dictionary.
+int64_t getBatchDim(mlir::DictionaryAttr argAttrs);
 /// Which call (0-based, from `loom.calls`) of the module at `modulePath`
 /// `op` ran in: 0 unless that module ran more than once per forward.
 int64_t getCallIndex(mlir::Operation *op, llvm::StringRef modulePath);
