@@ -1208,13 +1208,12 @@ def slice_rows(t: torch.Tensor, dim: int, slot: int, parts: int) -> torch.Tensor
 
 
 def per_rank_batch(batch: tuple[torch.Tensor, ...], split: int, microbatches: int,
-                   dims: list[int] | None = None) -> tuple[torch.Tensor, ...]:
+                   dims: list[int]) -> tuple[torch.Tensor, ...]:
     """The first rank's first microbatch of ``batch``: rows ``[0, B / (split * microbatches))``
-    of every tensor's batch dim (``dims``, default 0). The graph is specialised
-    to its shapes; the runtime slices the whole batch the same way on every
-    rank (docs/distributed.md)."""
+    of every tensor's batch dim (``dims``: resolve_batch_dims). The graph is
+    specialised to its shapes; the runtime slices the whole batch the same way
+    on every rank (docs/distributed.md)."""
     parts = split * microbatches
-    dims = resolve_batch_dims(batch, dims)
     if parts == 1:
         return batch
     what = f"--split {split}" + (f" x --microbatches {microbatches}" if microbatches > 1 else "")
@@ -1228,6 +1227,15 @@ def per_rank_batch(batch: tuple[torch.Tensor, ...], split: int, microbatches: in
                 f"({parts} slices) does not divide"
             )
     return tuple(slice_rows(t, d, 0, parts).clone() for t, d in zip(batch, dims))
+
+
+def export_rank_step(model: nn.Module, batches: list, args: argparse.Namespace):
+    """The joint graph of one rank's first microbatch (and the tied-parameter
+    aliases); records each batch tensor's resolved batch dim on ``args``
+    (``run.json``'s ``"batch_dims"``)."""
+    args.resolved_batch_dims = resolve_batch_dims(batches[0], args.batch_dims)
+    return export_joint(model, per_rank_batch(batches[0], args.split, args.microbatches,
+                                              args.resolved_batch_dims))
 
 
 def capture_meta(args: argparse.Namespace, path: Path) -> None:
@@ -1244,9 +1252,7 @@ def capture_meta(args: argparse.Namespace, path: Path) -> None:
     model, batches = program.model, program.batches
     if args.out.exists() and not args.out.is_dir():
         raise CaptureError(f"--out {args.out} exists and is not a directory")
-    args.resolved_batch_dims = resolve_batch_dims(batches[0], args.batch_dims)
-    ep, aliases = export_joint(model, per_rank_batch(batches[0], args.split, args.microbatches,
-                                                     args.batch_dims))
+    ep, aliases = export_rank_step(model, batches, args)
     n_forward, n_backward = annotate(ep)
     args.out.mkdir(parents=True, exist_ok=True)
     pt2 = save_step(ep, args.out, json.dumps(run_config(args), indent=2) + "\n")
@@ -1299,9 +1305,7 @@ def capture(args: argparse.Namespace) -> None:
     reference = run_reference(copy.deepcopy(model), batches, args.steps, args.optimizer_config,
                               path, args.param_groups, args.lr_schedule)
 
-    args.resolved_batch_dims = resolve_batch_dims(batches[0], args.batch_dims)
-    ep, aliases = export_joint(model, per_rank_batch(batches[0], args.split, args.microbatches,
-                                                     args.batch_dims))
+    ep, aliases = export_rank_step(model, batches, args)
     n_forward, n_backward = annotate(ep)
 
     args.out.mkdir(parents=True, exist_ok=True)
