@@ -507,37 +507,45 @@ static std::pair<double, int> optimizerTraffic(Attribute optimizer) {
     traffic += t;
     kernels += k;
   };
-  if (auto sgd = dyn_cast<SGDAttr>(optimizer)) {
-    if (sgd.getMaximize())
-      add(2, 1); // neg
-    if (!sgd.getWeightDecay().isZero())
-      add(3, 1); // grad.add(param)
-    if (!sgd.getMomentum().isZero()) {
+  std::optional<OptimizerConfig> c = getOptimizerConfig(optimizer);
+  if (!c)
+    return {0, 0};
+  StringRef name = c->name;
+  if (c->maximize)
+    add(2, 1); // neg
+  bool decoupled = name == "adamw";
+  if (c->weightDecay != 0)
+    add(decoupled ? 2 : 3, 1); // param.mul_ / grad.add(param)
+  if (name == "sgd") {
+    if (c->momentum != 0) {
       add(5, 2); // buf.mul_().add_(grad)
-      if (sgd.getNesterov())
+      if (c->nesterov)
         add(3, 1);
     }
     add(3, 1); // param.add_(grad)
-    return {traffic, kernels};
+  } else if (name == "rmsprop") {
+    add(6, 2); // square_avg.mul_().addcmul_(grad, grad)
+    if (c->centered)
+      add(8, 3); // grad_avg.lerp_(grad), square_avg.addcmul(...).sqrt_()
+    else
+      add(2, 1); // square_avg.sqrt()
+    add(2, 1);   // avg.add_(eps)
+    if (c->momentum != 0)
+      add(7, 2); // buf.mul_().addcdiv_(grad, avg), param.add_(buf)
+    else
+      add(4, 1); // param.addcdiv_(grad, avg)
+  } else if (name == "adagrad") {
+    add(4, 1); // state_sum.addcmul_(grad, grad)
+    add(4, 2); // state_sum.sqrt().add_(eps)
+    add(4, 1); // param.addcdiv_(grad, std)
+  } else {
+    add(3, 1); // exp_avg.lerp_(grad)
+    add(6, 2); // exp_avg_sq.mul_().addcmul_(grad, grad)
+    if (c->amsgrad)
+      add(3, 1); // torch.maximum(max_exp_avg_sq, exp_avg_sq, out=...)
+    add(6, 3);   // sqrt, div, add_
+    add(4, 1);   // param.addcdiv_(exp_avg, denom)
   }
-  bool maximize = false, decoupled = false;
-  double weightDecay = 0;
-  if (auto adam = dyn_cast<AdamAttr>(optimizer)) {
-    maximize = adam.getMaximize();
-    weightDecay = adam.getWeightDecay().convertToDouble();
-  } else if (auto adamw = dyn_cast<AdamWAttr>(optimizer)) {
-    maximize = adamw.getMaximize();
-    weightDecay = adamw.getWeightDecay().convertToDouble();
-    decoupled = true;
-  }
-  if (maximize)
-    add(2, 1);
-  if (weightDecay != 0)
-    add(decoupled ? 2 : 3, 1); // param.mul_ / grad.add(param)
-  add(3, 1);                   // exp_avg.lerp_(grad)
-  add(6, 2);                   // exp_avg_sq.mul_().addcmul_(grad, grad)
-  add(6, 3);                   // sqrt, div, add_
-  add(4, 1);                   // param.addcdiv_(exp_avg, denom)
   return {traffic, kernels};
 }
 

@@ -157,7 +157,7 @@ static std::string getOptimizerSignature(const OptimizerUpdate &update) {
   const OptimizerConfig &config = update.config;
   return loomrt::optimizerSignature(
       config.name.str(), update.fused, config.maximize, config.weightDecay != 0,
-      config.momentum != 0, config.nesterov,
+      config.momentum != 0, config.nesterov, config.amsgrad, config.centered,
       loomrt::spellSignatureTensor(dtype.str(), param.getShape()));
 }
 

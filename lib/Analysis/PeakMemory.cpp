@@ -183,27 +183,37 @@ void loom::recordMemoryBudget(ModuleOp module, int64_t bytes) {
 /// `grad.add(param)`) gradient when there is one, and 12 bytes of scalar
 /// tensors. The single-tensor SGD holds the negated, weight-decayed and
 /// Nesterov gradients, at most two at once, and with momentum 12 bytes of
-/// scalars. The fused Adam and AdamW kernels take a 4-byte step tensor;
-/// fused SGD nothing.
+/// scalars. The single-tensor RMSprop and Adagrad hold those gradients and
+/// then one parameter-sized tensor beside them (`avg`, `std`), and 12 bytes
+/// of scalars. The fused
+/// Adam, AdamW and Adagrad kernels take a 4-byte step tensor; fused SGD
+/// nothing.
 static int64_t getOptimizerScratchBytes(const OptimizerUpdate &update) {
   const OptimizerConfig &config = update.config;
   int64_t bytes = getValueBytes(update.param.getType());
   bool sgd = config.name == "sgd";
   if (update.fused)
     return sgd ? 0 : 4;
-  if (!sgd) {
+  if (config.name == "adam" || config.name == "adamw") {
     bool gradCopy =
         config.maximize || (config.name == "adam" && config.weightDecay != 0);
     return (gradCopy ? 3 : 2) * bytes + 12;
   }
+  // SGD, RMSprop and Adagrad: the negated gradient, then the
+  // weight-decayed one made from it (both alive while it is made).
   int64_t alive = config.maximize ? 1 : 0, most = alive;
   if (config.weightDecay != 0) {
     most = std::max(most, alive + 1);
     alive = 1;
   }
-  if (config.momentum != 0 && config.nesterov)
-    most = std::max(most, alive + 1);
-  return most * bytes + (config.momentum != 0 ? 12 : 0);
+  if (sgd) {
+    if (config.momentum != 0 && config.nesterov)
+      most = std::max(most, alive + 1);
+    return most * bytes + (config.momentum != 0 ? 12 : 0);
+  }
+  // RMSprop's `avg` and Adagrad's `std`, beside that gradient.
+  most = std::max(most, alive + 1);
+  return most * bytes + 12;
 }
 
 std::optional<OptimizerUpdate> loom::getOptimizerUpdate(Operation *op) {

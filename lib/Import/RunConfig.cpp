@@ -71,16 +71,21 @@ public:
 };
 } // namespace
 
-/// `#loom.sgd/adam/adamw` from the "optimizer" object, checked as
-/// loom-attach-optimizer checks its options. Capture writes every
-/// hyperparameter resolved, so none may be missing: the defaults live in
-/// the optimizer attributes and torch.optim, not here.
+/// `#loom.sgd/adam/adamw/rmsprop/adagrad` from the "optimizer" object,
+/// checked as loom-attach-optimizer checks its options. Capture writes every
+/// hyperparameter of the algorithm resolved, so none may be missing (but
+/// Adam's `amsgrad`, which captures before it existed did not write: absent
+/// is false): the defaults live in the optimizer attributes and torch.optim,
+/// not here.
 static Attribute parseOptimizer(const json::Object &o, MLIRContext *ctx,
                                 std::string &error) {
   FieldReader r(o, "optimizer.", error);
   std::optional<StringRef> name = o.getString("name");
-  if (!name || !llvm::is_contained({"sgd", "adam", "adamw"}, *name))
-    return r.wrong("name", "\"sgd\", \"adam\" or \"adamw\""), nullptr;
+  if (!name || !llvm::is_contained(
+                   {"sgd", "adam", "adamw", "rmsprop", "adagrad"}, *name))
+    return r.wrong("name", "\"sgd\", \"adam\", \"adamw\", \"rmsprop\" or "
+                           "\"adagrad\""),
+           nullptr;
   std::optional<double> lr = r.number("lr");
   std::optional<double> weightDecay = r.number("weight_decay");
   std::optional<bool> maximize = r.boolean("maximize");
@@ -105,6 +110,28 @@ static Attribute parseOptimizer(const json::Object &o, MLIRContext *ctx,
                                f(*dampening), f(*weightDecay), *nesterov,
                                *maximize);
   }
+  std::optional<double> eps = r.number("eps");
+  if (!eps)
+    return nullptr;
+  if (*name == "rmsprop") {
+    std::optional<double> alpha = r.number("alpha");
+    std::optional<double> momentum = r.number("momentum");
+    std::optional<bool> centered = r.boolean("centered");
+    if (!alpha || !momentum || !centered)
+      return nullptr;
+    return RMSpropAttr::getChecked(emitError, ctx, f(*lr), f(*alpha), f(*eps),
+                                   f(*weightDecay), f(*momentum), *centered,
+                                   *maximize);
+  }
+  if (*name == "adagrad") {
+    std::optional<double> lrDecay = r.number("lr_decay");
+    std::optional<double> initial = r.number("initial_accumulator_value");
+    if (!lrDecay || !initial)
+      return nullptr;
+    return AdagradAttr::getChecked(emitError, ctx, f(*lr), f(*lrDecay),
+                                   f(*weightDecay), f(*initial), f(*eps),
+                                   *maximize);
+  }
   const json::Value *betasValue = o.get("betas");
   if (!betasValue)
     return r.missing("betas"), nullptr;
@@ -116,15 +143,16 @@ static Attribute parseOptimizer(const json::Object &o, MLIRContext *ctx,
   if (!b0 || !b1)
     return r.wrong("betas", "a list of two numbers"), nullptr;
   double betas[2] = {*b0, *b1};
-  std::optional<double> eps = r.number("eps");
-  if (!eps)
+  std::optional<bool> amsgrad =
+      o.get("amsgrad") ? r.boolean("amsgrad") : std::optional<bool>(false);
+  if (!amsgrad)
     return nullptr;
   if (*name == "adam")
     return AdamAttr::getChecked(emitError, ctx, f(*lr), f(betas[0]),
                                 f(betas[1]), f(*eps), f(*weightDecay),
-                                *maximize);
+                                *maximize, *amsgrad);
   return AdamWAttr::getChecked(emitError, ctx, f(*lr), f(betas[0]), f(betas[1]),
-                               f(*eps), f(*weightDecay), *maximize);
+                               f(*eps), f(*weightDecay), *maximize, *amsgrad);
 }
 
 /// The "param_groups" list as loom-attach-optimizer's `param-groups` rules:

@@ -10,6 +10,7 @@
 #include "loom/Dialect/LoomRT/Transforms/Passes.h"
 
 #include "mlir/Pass/PassRegistry.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/ManagedStatic.h"
@@ -280,65 +281,52 @@ private:
 } // namespace
 
 LogicalResult RunConfigApplier::takeOptimizer(Attribute optimizer) {
-  OptimizerKind kind = isa<SGDAttr>(optimizer)    ? OptimizerKind::SGD
-                       : isa<AdamAttr>(optimizer) ? OptimizerKind::Adam
-                                                  : OptimizerKind::AdamW;
+  std::optional<OptimizerConfig> c = getOptimizerConfig(optimizer);
+  OptimizerKind kind = llvm::StringSwitch<OptimizerKind>(c->name)
+                           .Case("sgd", OptimizerKind::SGD)
+                           .Case("adam", OptimizerKind::Adam)
+                           .Case("adamw", OptimizerKind::AdamW)
+                           .Case("rmsprop", OptimizerKind::RMSprop)
+                           .Default(OptimizerKind::Adagrad);
   if (failed(take("optimizer", options.optimizer, kind, "optimizer")))
     return failure();
-  auto number = [](const APFloat &v) { return v.convertToDouble(); };
   // The hyperparameters below are the captured algorithm's; the algorithm
-  // itself matched above.
-  // Left to right, stopping at the first contradiction.
-  auto takeAll = [&](auto... thunks) {
-    return success((succeeded(thunks()) && ...));
+  // itself matched above. Each is taken only by the algorithms that have it
+  // (an option of another algorithm given on the command line is left for
+  // loom-attach-optimizer to refuse), left to right, stopping at the first
+  // contradiction.
+  bool sgd = kind == OptimizerKind::SGD;
+  bool adam = kind == OptimizerKind::Adam || kind == OptimizerKind::AdamW;
+  bool rmsprop = kind == OptimizerKind::RMSprop;
+  bool adagrad = kind == OptimizerKind::Adagrad;
+  auto takeIf = [&](bool has, StringRef flag, auto &field, auto captured,
+                    StringRef what) {
+    return has ? take(flag, field, captured, what) : success();
   };
-  if (auto sgd = dyn_cast<SGDAttr>(optimizer))
-    return takeAll(
-        [&] { return take("lr", options.lr, number(sgd.getLr()), "lr"); },
-        [&] {
-          return take("momentum", options.momentum, number(sgd.getMomentum()),
-                      "momentum");
-        },
-        [&] {
-          return take("dampening", options.dampening,
-                      number(sgd.getDampening()), "dampening");
-        },
-        [&] {
-          return take("nesterov", options.nesterov, sgd.getNesterov(),
-                      "nesterov");
-        },
-        [&] {
-          return take("weight-decay", options.weightDecay,
-                      number(sgd.getWeightDecay()), "weight_decay");
-        },
-        [&] {
-          return take("maximize", options.maximize, sgd.getMaximize(),
-                      "maximize");
-        });
-  auto adam = [&](auto attr) {
-    return takeAll(
-        [&] { return take("lr", options.lr, number(attr.getLr()), "lr"); },
-        [&] {
-          return take("beta1", options.beta1, number(attr.getBeta1()),
-                      "betas[0]");
-        },
-        [&] {
-          return take("beta2", options.beta2, number(attr.getBeta2()),
-                      "betas[1]");
-        },
-        [&] { return take("eps", options.eps, number(attr.getEps()), "eps"); },
-        [&] {
-          return take("weight-decay", options.weightDecay,
-                      number(attr.getWeightDecay()), "weight_decay");
-        },
-        [&] {
-          return take("maximize", options.maximize, attr.getMaximize(),
-                      "maximize");
-        });
-  };
-  if (auto a = dyn_cast<AdamAttr>(optimizer))
-    return adam(a);
-  return adam(cast<AdamWAttr>(optimizer));
+  return success(
+      succeeded(take("lr", options.lr, c->lr, "lr")) &&
+      succeeded(takeIf(sgd || rmsprop, "momentum", options.momentum,
+                       c->momentum, "momentum")) &&
+      succeeded(takeIf(sgd, "dampening", options.dampening, c->dampening,
+                       "dampening")) &&
+      succeeded(
+          takeIf(sgd, "nesterov", options.nesterov, c->nesterov, "nesterov")) &&
+      succeeded(takeIf(adam, "beta1", options.beta1, c->beta1, "betas[0]")) &&
+      succeeded(takeIf(adam, "beta2", options.beta2, c->beta2, "betas[1]")) &&
+      succeeded(takeIf(!sgd, "eps", options.eps, c->eps, "eps")) &&
+      succeeded(
+          takeIf(adam, "amsgrad", options.amsgrad, c->amsgrad, "amsgrad")) &&
+      succeeded(takeIf(rmsprop, "alpha", options.alpha, c->alpha, "alpha")) &&
+      succeeded(takeIf(rmsprop, "centered", options.centered, c->centered,
+                       "centered")) &&
+      succeeded(takeIf(adagrad, "adagrad-lr-decay", options.adagradLrDecay,
+                       c->lrDecay, "lr_decay")) &&
+      succeeded(takeIf(
+          adagrad, "initial-accumulator-value", options.initialAccumulatorValue,
+          c->initialAccumulatorValue, "initial_accumulator_value")) &&
+      succeeded(take("weight-decay", options.weightDecay, c->weightDecay,
+                     "weight_decay")) &&
+      succeeded(take("maximize", options.maximize, c->maximize, "maximize")));
 }
 
 LogicalResult RunConfigApplier::takeLrSchedule(DictionaryAttr schedule) {
@@ -517,9 +505,8 @@ static void buildDistributePipeline(OpPassManager &pm,
   if (options.optimizer != OptimizerKind::None) {
     auto attach = forwardToPass<LoomAttachOptimizerOptions>(options);
     // Resolved here so the pipeline recorded in the artifact shows the
-    // weight decay the step really uses.
-    attach.weightDecay =
-        resolveWeightDecay(attach.optimizer, attach.weightDecay);
+    // lr, eps and weight decay the step really uses.
+    resolveOptimizerDefaults(attach);
     pm.addNestedPass<func::FuncOp>(createLoomAttachOptimizer(attach));
   }
   if (options.schedule) {

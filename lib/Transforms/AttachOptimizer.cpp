@@ -1,4 +1,4 @@
-//===- AttachOptimizer.cpp - Apply SGD/Adam/AdamW inside the step ---------===//
+//===- AttachOptimizer.cpp - Apply the optimizer inside the step ---------===//
 
 #include "loom/Transforms/Passes.h"
 
@@ -27,6 +27,10 @@ StringRef loom::stringifyOptimizerKind(OptimizerKind kind) {
     return "adam";
   case OptimizerKind::AdamW:
     return "adamw";
+  case OptimizerKind::RMSprop:
+    return "rmsprop";
+  case OptimizerKind::Adagrad:
+    return "adagrad";
   }
   llvm_unreachable("unknown optimizer kind");
 }
@@ -53,46 +57,111 @@ StringRef loom::stringifyLrDecay(LrDecay decay) {
   llvm_unreachable("unknown lr decay");
 }
 
-double loom::resolveWeightDecay(OptimizerKind kind, double weightDecay) {
-  // The one place where PyTorch's defaults differ between the algorithms.
-  if (weightDecay >= 0)
-    return weightDecay;
-  return kind == OptimizerKind::AdamW ? 1e-2 : 0.0;
+void loom::resolveOptimizerDefaults(LoomAttachOptimizerOptions &options) {
+  OptimizerKind kind = options.optimizer;
+  bool percent =
+      kind == OptimizerKind::RMSprop || kind == OptimizerKind::Adagrad;
+  if (std::isnan(options.lr))
+    options.lr = percent ? 1e-2 : 1e-3;
+  if (std::isnan(options.eps))
+    options.eps = kind == OptimizerKind::Adagrad ? 1e-10 : 1e-8;
+  // The one place where the algorithms' default weight decays differ.
+  if (options.weightDecay < 0)
+    options.weightDecay = kind == OptimizerKind::AdamW ? 1e-2 : 0.0;
+}
+
+/// torch.optim's class of `kind`.
+static StringRef getOptimizerClassName(OptimizerKind kind) {
+  switch (kind) {
+  case OptimizerKind::SGD:
+    return "SGD";
+  case OptimizerKind::Adam:
+    return "Adam";
+  case OptimizerKind::AdamW:
+    return "AdamW";
+  case OptimizerKind::RMSprop:
+    return "RMSprop";
+  case OptimizerKind::Adagrad:
+    return "Adagrad";
+  case OptimizerKind::None:
+    break;
+  }
+  return "";
+}
+
+/// The first hyperparameter given a value that `kind` does not take (each
+/// option away from its default), or "".
+static StringRef
+getForeignHyperparameter(OptimizerKind kind,
+                         const LoomAttachOptimizerOptions &options) {
+  bool sgd = kind == OptimizerKind::SGD;
+  bool adam = kind == OptimizerKind::Adam || kind == OptimizerKind::AdamW;
+  bool rmsprop = kind == OptimizerKind::RMSprop;
+  bool adagrad = kind == OptimizerKind::Adagrad;
+  LoomAttachOptimizerOptions defaults;
+  std::pair<StringRef, bool> foreign[] = {
+      {"momentum", !sgd && !rmsprop && options.momentum != 0},
+      {"dampening", !sgd && options.dampening != 0},
+      {"nesterov", !sgd && options.nesterov},
+      {"amsgrad", !adam && options.amsgrad},
+      {"alpha", !rmsprop && options.alpha != defaults.alpha},
+      {"centered", !rmsprop && options.centered},
+      {"adagrad-lr-decay", !adagrad && options.adagradLrDecay != 0},
+      {"initial-accumulator-value",
+       !adagrad && options.initialAccumulatorValue != 0}};
+  for (auto [name, given] : foreign)
+    if (given)
+      return name;
+  return "";
 }
 
 FailureOr<Attribute>
 loom::buildOptimizerAttr(MLIRContext *ctx,
-                         const LoomAttachOptimizerOptions &options,
+                         const LoomAttachOptimizerOptions &given,
                          function_ref<InFlightDiagnostic()> emitError) {
   auto f = [](double v) { return APFloat(v); };
+  LoomAttachOptimizerOptions options = given;
+  resolveOptimizerDefaults(options);
   OptimizerKind kind = options.optimizer;
-  double weightDecay = resolveWeightDecay(kind, options.weightDecay);
+  if (kind == OptimizerKind::None)
+    return emitError() << "optimizer 'none' attaches no optimizer";
+  if (StringRef name = getForeignHyperparameter(kind, options); !name.empty())
+    return emitError() << "'" << name << "' is not a hyperparameter of "
+                       << stringifyOptimizerKind(kind) << " (torch.optim."
+                       << getOptimizerClassName(kind) << " does not take it)";
   Attribute attr;
   switch (kind) {
   case OptimizerKind::None:
-    return emitError() << "optimizer 'none' attaches no optimizer";
+    llvm_unreachable("refused above");
   case OptimizerKind::SGD:
     attr =
         SGDAttr::getChecked(emitError, ctx, f(options.lr), f(options.momentum),
-                            f(options.dampening), f(weightDecay),
+                            f(options.dampening), f(options.weightDecay),
                             options.nesterov, options.maximize);
     break;
   case OptimizerKind::Adam:
+    attr = AdamAttr::getChecked(emitError, ctx, f(options.lr), f(options.beta1),
+                                f(options.beta2), f(options.eps),
+                                f(options.weightDecay), options.maximize,
+                                options.amsgrad);
+    break;
   case OptimizerKind::AdamW:
-    if (options.nesterov || options.momentum != 0 || options.dampening != 0)
-      return emitError() << "'momentum', 'dampening' and 'nesterov' are SGD "
-                            "options; "
-                         << stringifyOptimizerKind(kind)
-                         << " does not take them";
-    attr = kind == OptimizerKind::Adam
-               ? Attribute(AdamAttr::getChecked(
-                     emitError, ctx, f(options.lr), f(options.beta1),
-                     f(options.beta2), f(options.eps), f(weightDecay),
-                     options.maximize))
-               : Attribute(AdamWAttr::getChecked(
-                     emitError, ctx, f(options.lr), f(options.beta1),
-                     f(options.beta2), f(options.eps), f(weightDecay),
-                     options.maximize));
+    attr = AdamWAttr::getChecked(emitError, ctx, f(options.lr),
+                                 f(options.beta1), f(options.beta2),
+                                 f(options.eps), f(options.weightDecay),
+                                 options.maximize, options.amsgrad);
+    break;
+  case OptimizerKind::RMSprop:
+    attr = RMSpropAttr::getChecked(emitError, ctx, f(options.lr),
+                                   f(options.alpha), f(options.eps),
+                                   f(options.weightDecay), f(options.momentum),
+                                   options.centered, options.maximize);
+    break;
+  case OptimizerKind::Adagrad:
+    attr = AdagradAttr::getChecked(
+        emitError, ctx, f(options.lr), f(options.adagradLrDecay),
+        f(options.weightDecay), f(options.initialAccumulatorValue),
+        f(options.eps), options.maximize);
     break;
   }
   if (!attr)
@@ -315,6 +384,11 @@ struct LoomAttachOptimizerPass
     options.beta2 = beta2;
     options.eps = eps;
     options.maximize = maximize;
+    options.amsgrad = amsgrad;
+    options.alpha = alpha;
+    options.centered = centered;
+    options.adagradLrDecay = adagradLrDecay;
+    options.initialAccumulatorValue = initialAccumulatorValue;
     FailureOr<Attribute> config = buildOptimizerAttr(ctx, options, [&] {
       return func.emitOpError("--loom-attach-optimizer: ");
     });
@@ -497,6 +571,10 @@ struct LoomAttachOptimizerPass
   LogicalResult attachImpl(func::FuncOp func) {
     if (impl == OptimizerImpl::Forloop)
       return success();
+    if (optimizer == OptimizerKind::RMSprop)
+      return func.emitOpError("--loom-attach-optimizer: impl=fused: rmsprop "
+                              "has no fused implementation (torch.optim."
+                              "RMSprop takes no fused=True)");
     // PyTorch's fused optimizers refuse complex parameters (their kernels
     // have no complex instantiation): say so by name, before the update's
     // verifier gives its general refusal of non-float parameters.

@@ -3,8 +3,10 @@
 Usage (from the repository root)::
 
     PYTHONPATH=python python -m loom.capture FILE.py --out DIR \
-        [--steps K] [--optimizer sgd|adam|adamw] [--lr X] [--weight-decay W] \
-        [--momentum M] [--dampening D] [--nesterov] [--betas B1 B2] [--eps E] \
+        [--steps K] [--optimizer sgd|adam|adamw|rmsprop|adagrad] [--lr X] \
+        [--weight-decay W] [--momentum M] [--dampening D] [--nesterov] \
+        [--betas B1 B2] [--eps E] [--amsgrad] [--alpha A] [--centered] \
+        [--adagrad-lr-decay D] [--initial-accumulator-value V] \
         [--maximize] [--seed S] [--split N] [--microbatches M] \
         [--make-arg KEY=VALUE ...] [--meta]
         [--reference eager|ddp|fsdp|hsdp|replicate [--replicate-size R]
@@ -42,8 +44,11 @@ step (training cycles through them). The capture writes into DIR:
                        "maximize": ...}}
 
     (``--batch-dims`` other than 0 adds ``"batch_dims": [D, ...]``, one dim
-    per batch tensor. Adam and AdamW record ``betas`` and ``eps`` instead of the three SGD
-    fields; ``--optimizer-impl fused`` adds ``"impl": "fused"``, and the
+    per batch tensor. Each optimizer records its own hyperparameters instead of
+    the three SGD fields: Adam and AdamW ``betas``, ``eps`` and ``amsgrad``;
+    RMSprop ``alpha``, ``eps``, ``momentum`` and ``centered``; Adagrad
+    ``lr_decay``, ``initial_accumulator_value`` and ``eps``;
+    ``--optimizer-impl fused`` adds ``"impl": "fused"``, and the
     reference then runs torch.optim with ``fused=True``.) When FILE.py defines ``param_groups(model)`` (the list of
     dicts a user passes to ``torch.optim``, e.g. ``[{"params": decay,
     "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}]``),
@@ -156,15 +161,39 @@ OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
     "sgd": torch.optim.SGD,
     "adam": torch.optim.Adam,
     "adamw": torch.optim.AdamW,
+    "rmsprop": torch.optim.RMSprop,
+    "adagrad": torch.optim.Adagrad,
 }
 # The hyperparameters the run configuration records for each optimizer, in
-# the order it lists them; everything else (foreach, fused, amsgrad, ...) is
-# left at PyTorch's default, which is what Loom's runtime implements.
+# the order it lists them; everything else (foreach, capturable,
+# differentiable, ...) is left at PyTorch's default, which is what Loom's
+# runtime implements.
 OPTIMIZER_KEYS = {
     "sgd": ("lr", "weight_decay", "momentum", "dampening", "nesterov", "maximize"),
-    "adam": ("lr", "weight_decay", "betas", "eps", "maximize"),
-    "adamw": ("lr", "weight_decay", "betas", "eps", "maximize"),
+    "adam": ("lr", "weight_decay", "betas", "eps", "amsgrad", "maximize"),
+    "adamw": ("lr", "weight_decay", "betas", "eps", "amsgrad", "maximize"),
+    "rmsprop": ("lr", "weight_decay", "alpha", "eps", "momentum", "centered", "maximize"),
+    "adagrad": ("lr", "weight_decay", "lr_decay", "initial_accumulator_value", "eps",
+                "maximize"),
 }
+# The command-line flag of each hyperparameter (Adagrad's lr_decay is not
+# --lr-decay, the schedule's option).
+OPTIMIZER_FLAGS = {
+    "lr": "--lr", "weight_decay": "--weight-decay", "momentum": "--momentum",
+    "dampening": "--dampening", "nesterov": "--nesterov", "betas": "--betas", "eps": "--eps",
+    "amsgrad": "--amsgrad", "alpha": "--alpha", "centered": "--centered",
+    "lr_decay": "--adagrad-lr-decay", "initial_accumulator_value": "--initial-accumulator-value",
+    "maximize": "--maximize",
+}
+
+
+def optimizer_arg(args: argparse.Namespace, key: str) -> Any:
+    """The command line's value of hyperparameter ``key`` (None: not given)."""
+    return getattr(args, OPTIMIZER_FLAGS[key][2:].replace("-", "_"), None)
+
+
+# The optimizers torch.optim has a fused=True implementation of.
+FUSED_OPTIMIZERS = ("sgd", "adam", "adamw", "adagrad")
 # How torch.optim computes the update; run.json records "impl" only for
 # fused, so a configuration without it is the single-tensor loop.
 OPTIMIZER_IMPLS = ("forloop", "fused")
@@ -958,21 +987,33 @@ def add_optimizer_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default=DEFAULT_OPTIMIZER,
                        help=f"default {DEFAULT_OPTIMIZER}")
     group.add_argument("--lr", type=float,
-                       help="learning rate (adam/adamw: default 1e-3; sgd: required)")
+                       help="learning rate (adam/adamw: default 1e-3; rmsprop/adagrad: 1e-2; "
+                       "sgd: required)")
     group.add_argument("--weight-decay", type=float,
-                       help="weight decay (default 0.01 for adamw, 0 for sgd/adam)")
-    group.add_argument("--momentum", type=float, help="SGD momentum (default 0)")
+                       help="weight decay (default 0.01 for adamw, 0 for the others)")
+    group.add_argument("--momentum", type=float, help="SGD/RMSprop momentum (default 0)")
     group.add_argument("--dampening", type=float, help="SGD dampening (default 0)")
     group.add_argument("--nesterov", action="store_true", default=None,
                        help="SGD Nesterov momentum")
     group.add_argument("--betas", type=float, nargs=2, metavar=("BETA1", "BETA2"),
                        help="Adam/AdamW betas (default 0.9 0.999)")
-    group.add_argument("--eps", type=float, help="Adam/AdamW eps (default 1e-8)")
+    group.add_argument("--eps", type=float,
+                       help="Adam/AdamW/RMSprop/Adagrad eps (default 1e-8; adagrad 1e-10)")
+    group.add_argument("--amsgrad", action="store_true", default=None,
+                       help="Adam/AdamW: the AMSGrad variant")
+    group.add_argument("--alpha", type=float, help="RMSprop smoothing constant (default 0.99)")
+    group.add_argument("--centered", action="store_true", default=None,
+                       help="RMSprop: centered (normalise by the gradient's variance)")
+    group.add_argument("--adagrad-lr-decay", type=float,
+                       help="Adagrad lr_decay (default 0)")
+    group.add_argument("--initial-accumulator-value", type=float,
+                       help="Adagrad initial_accumulator_value (default 0)")
     group.add_argument("--maximize", action="store_true", default=None,
                        help="maximize the loss instead of minimizing it")
     group.add_argument("--optimizer-impl", choices=OPTIMIZER_IMPLS, default="forloop",
                        help="forloop (torch.optim's single-tensor default on CPU) or fused "
-                       "(fused=True); recorded in run.json, from which loom-compile takes it")
+                       "(fused=True; not rmsprop); recorded in run.json, from which "
+                       "loom-compile takes it")
 
 
 LR_DECAYS = ("constant", "cosine", "linear")
@@ -1027,34 +1068,30 @@ def optimizer_config(parser: argparse.ArgumentParser, args: argparse.Namespace) 
     """Checks the optimizer options against each other and resolves them
     (:func:`resolve_optimizer`); a bad combination is a usage error."""
     name = args.optimizer
-    foreign = {
-        "sgd": (("betas", "--betas"), ("eps", "--eps")),
-        "adam": (("momentum", "--momentum"), ("dampening", "--dampening"),
-                 ("nesterov", "--nesterov")),
-    }[("sgd" if name == "sgd" else "adam")]
-    for attr, flag in foreign:
-        if getattr(args, attr) is not None:
+    for key, flag in OPTIMIZER_FLAGS.items():
+        if key not in OPTIMIZER_KEYS[name] and optimizer_arg(args, key) is not None:
             parser.error(f"{flag} is not an option of --optimizer {name}")
     # torch.optim.SGD would take 1e-3, a rate that barely moves most models;
     # a run is only reproducible if the rate it used is the one asked for.
     if name == "sgd" and args.lr is None:
         parser.error("--optimizer sgd needs --lr: give SGD's learning rate explicitly")
-    given = {key: getattr(args, key, None) for key in OPTIMIZER_KEYS[name]}
+    given = {key: optimizer_arg(args, key) for key in OPTIMIZER_KEYS[name]}
     config = resolve_optimizer(name, given)
     if not (config["lr"] > 0 and math.isfinite(config["lr"])):
         parser.error(f"--lr must be a positive number, got {config['lr']}")
     if not (config["weight_decay"] >= 0 and math.isfinite(config["weight_decay"])):
         parser.error(f"--weight-decay must be a non-negative number, got {config['weight_decay']}")
-    if name == "sgd":
-        if config["momentum"] < 0:
-            parser.error(f"--momentum must be non-negative, got {config['momentum']}")
-        if config["nesterov"] and (config["momentum"] <= 0 or config["dampening"] != 0):
-            parser.error("--nesterov needs --momentum > 0 and no dampening (as torch.optim.SGD)")
-    else:
-        if not all(0 <= b < 1 for b in config["betas"]):
-            parser.error(f"--betas must lie in [0, 1), got {config['betas']}")
-        if not config["eps"] >= 0:
-            parser.error(f"--eps must be non-negative, got {config['eps']}")
+    # The range checks of torch.optim's constructors.
+    for key in ("momentum", "eps", "alpha", "lr_decay", "initial_accumulator_value"):
+        if key in config and not (config[key] >= 0 and math.isfinite(config[key])):
+            parser.error(f"{OPTIMIZER_FLAGS[key]} must be a non-negative number, got {config[key]}")
+    if name == "sgd" and config["nesterov"] and (config["momentum"] <= 0 or config["dampening"] != 0):
+        parser.error("--nesterov needs --momentum > 0 and no dampening (as torch.optim.SGD)")
+    if "betas" in config and not all(0 <= b < 1 for b in config["betas"]):
+        parser.error(f"--betas must lie in [0, 1), got {config['betas']}")
+    if getattr(args, "optimizer_impl", "forloop") == "fused" and name not in FUSED_OPTIMIZERS:
+        parser.error(f"--optimizer-impl fused: torch.optim has no fused {name} "
+                     f"(fused: {', '.join(FUSED_OPTIMIZERS)})")
     if getattr(args, "optimizer_impl", "forloop") == "fused":
         config["impl"] = "fused"
     return config

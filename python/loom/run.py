@@ -4,7 +4,7 @@ Usage (from the repository root)::
 
     PYTHONPATH=python python -m loom run FILE.py --nproc N [--dp none|replicate|fsdp] \\
         [--steps K] [--check] [--out DIR] [--make-arg KEY=VALUE ...] [--seed S] \\
-        [--microbatches M] [--optimizer sgd|adam|adamw --lr X ...] [--no-cache] \\
+        [--microbatches M] [--optimizer sgd|adam|adamw|rmsprop|adagrad --lr X ...] [--no-cache] \\
         [--measure-workspace] [--measure-op-times] [--reference MODE] \\
         [loom-compile options, e.g. --reshard-after-forward=false --schedule]
 
@@ -288,16 +288,16 @@ def capture_options(args: argparse.Namespace, compile_args: list[str]) -> list[s
     if args.batch_dims:
         flags += ["--batch-dims", ",".join(map(str, args.batch_dims))]
     opt = args.optimizer_config
-    flags += ["--optimizer", opt["name"], "--lr", repr(opt["lr"]),
-              "--weight-decay", repr(opt["weight_decay"])]
-    if opt["name"] == "sgd":
-        flags += ["--momentum", repr(opt["momentum"]), "--dampening", repr(opt["dampening"])]
-        if opt["nesterov"]:
-            flags.append("--nesterov")
-    else:
-        flags += ["--betas", repr(opt["betas"][0]), repr(opt["betas"][1]), "--eps", repr(opt["eps"])]
-    if opt["maximize"]:
-        flags.append("--maximize")
+    flags += ["--optimizer", opt["name"]]
+    # Every resolved hyperparameter, by its capture flag.
+    for key in capture.OPTIMIZER_KEYS[opt["name"]]:
+        flag, value = capture.OPTIMIZER_FLAGS[key], opt[key]
+        if isinstance(value, bool):
+            flags += [flag] if value else []
+        elif isinstance(value, list):
+            flags += [flag, *map(repr, value)]
+        else:
+            flags += [flag, repr(value)]
     if opt.get("impl") == "fused":
         flags += ["--optimizer-impl", "fused"]
     if args.reference != "eager":

@@ -300,9 +300,9 @@ def archived_run_config(pt2: Path) -> str:
 
 EXPECTED_OPTIMIZERS = {
     "gpt": {"name": "adamw", "lr": 1e-3, "weight_decay": 0.01, "betas": [0.9, 0.999],
-            "eps": 1e-8, "maximize": False},
+            "eps": 1e-8, "amsgrad": False, "maximize": False},
     "vit": {"name": "adam", "lr": 1e-3, "weight_decay": 0.0, "betas": [0.9, 0.999],
-            "eps": 1e-8, "maximize": False},
+            "eps": 1e-8, "amsgrad": False, "maximize": False},
     "mlp": {"name": "sgd", "lr": 0.01, "weight_decay": 0.0, "momentum": 0.0, "dampening": 0.0,
             "nesterov": False, "maximize": False},
 }
@@ -351,6 +351,17 @@ def test_run_config_records_what_was_asked(tmp_path, capsys):
     (["--optimizer", "sgd", "--lr", "0.1", "--nesterov"], "--nesterov needs --momentum > 0"),
     (["--lr", "0"], "--lr must be a positive number"),
     (["--betas", "0.9", "1.5"], "--betas must lie in [0, 1)"),
+    # Each algorithm's own options, refused for the others.
+    (["--optimizer", "sgd", "--lr", "0.1", "--amsgrad"], "--amsgrad is not an option of --optimizer sgd"),
+    (["--optimizer", "adam", "--centered"], "--centered is not an option of --optimizer adam"),
+    (["--optimizer", "rmsprop", "--betas", "0.8", "0.9"], "--betas is not an option of --optimizer rmsprop"),
+    (["--optimizer", "rmsprop", "--adagrad-lr-decay", "0.1"],
+     "--adagrad-lr-decay is not an option of --optimizer rmsprop"),
+    (["--optimizer", "adagrad", "--momentum", "0.9"], "--momentum is not an option of --optimizer adagrad"),
+    (["--optimizer", "adagrad", "--initial-accumulator-value", "-1"],
+     "--initial-accumulator-value must be a non-negative number"),
+    (["--optimizer", "rmsprop", "--alpha", "-0.5"], "--alpha must be a non-negative number"),
+    (["--optimizer", "rmsprop", "--optimizer-impl", "fused"], "torch.optim has no fused rmsprop"),
 ])
 def test_bad_optimizer_options_are_usage_errors(tmp_path, capsys, flags, fragment):
     result = call_cli(capsys, str(REPO / "examples" / "mlp.py"), "--out", str(tmp_path / "out"),

@@ -62,6 +62,10 @@ const char *toString(OptimizerKind kind) {
     return schema::kOptimizerNameAdam;
   case OptimizerKind::AdamW:
     return schema::kOptimizerNameAdamw;
+  case OptimizerKind::RMSprop:
+    return schema::kOptimizerNameRmsprop;
+  case OptimizerKind::Adagrad:
+    return schema::kOptimizerNameAdagrad;
   }
   return "?";
 }
@@ -83,10 +87,20 @@ std::optional<DeviceKind> parseDeviceKind(const std::string &name) {
   return std::nullopt;
 }
 
-size_t OptimizerSpec::numStateSlots() const {
-  if (kind == OptimizerKind::SGD)
-    return momentum != 0 ? 1 : 0;
-  return 2;
+std::vector<std::string> OptimizerSpec::stateNames() const {
+  std::vector<std::string> names;
+  auto isSet = [&](const std::string &key) {
+    if (key == schema::kOptimizerMomentum)
+      return momentum != 0;
+    if (key == schema::kOptimizerAmsgrad)
+      return amsgrad;
+    if (key == schema::kOptimizerCentered)
+      return centered;
+    return false;
+  };
+  schema::forEachOptimizerState(toString(kind), isSet,
+                                [&](const char *s) { names.push_back(s); });
+  return names;
 }
 
 const char *ArgValue::kindName(Kind kind) {
@@ -902,9 +916,18 @@ void ProgramReader::readOptimizer(const json &v, const std::string &path) {
     o.kind = OptimizerKind::Adam;
   else if (name == schema::kOptimizerNameAdamw)
     o.kind = OptimizerKind::AdamW;
+  else if (name == schema::kOptimizerNameRmsprop)
+    o.kind = OptimizerKind::RMSprop;
+  else if (name == schema::kOptimizerNameAdagrad)
+    o.kind = OptimizerKind::Adagrad;
   else
     fail(join(path, schema::kOptimizerName),
-         "unknown optimizer '" + name + "' (expected sgd, adam or adamw)");
+         "unknown optimizer '" + name +
+             "' (expected sgd, adam, adamw, rmsprop or adagrad)");
+  if (!schema::isEnumValue("OptimizerName", name.c_str(), version()))
+    fail(join(path, schema::kOptimizerName),
+         "'" + name + "' needs format version 4 (this program is version " +
+             std::to_string(a.version) + ")");
   auto nonNegative = [&](const char *key) {
     double d = finiteNumber(field(v, path, key), join(path, key));
     if (d < 0)
@@ -938,6 +961,20 @@ void ProgramReader::readOptimizer(const json &v, const std::string &path) {
       (o.momentum <= 0 || o.dampening != 0))
     fail(join(path, schema::kOptimizerNesterov),
          "Nesterov momentum requires a momentum and zero dampening");
+  // Version 4's keys, each optional.
+  auto optionalFlag = [&](const char *key, bool &flag) {
+    if (v.contains(key))
+      flag = boolean(v[key], join(path, key));
+  };
+  optionalFlag(schema::kOptimizerAmsgrad, o.amsgrad);
+  optionalFlag(schema::kOptimizerCentered, o.centered);
+  if (v.contains(schema::kOptimizerAlpha))
+    o.alpha = nonNegative(schema::kOptimizerAlpha);
+  if (v.contains(schema::kOptimizerLrDecay))
+    o.lrDecay = nonNegative(schema::kOptimizerLrDecay);
+  if (v.contains(schema::kOptimizerInitialAccumulatorValue))
+    o.initialAccumulatorValue =
+        nonNegative(schema::kOptimizerInitialAccumulatorValue);
   if (v.contains(schema::kOptimizerImpl)) {
     std::string implPath = join(path, schema::kOptimizerImpl);
     std::string impl = string(v[schema::kOptimizerImpl], implPath);
@@ -948,6 +985,9 @@ void ProgramReader::readOptimizer(const json &v, const std::string &path) {
     else
       fail(implPath,
            "unknown implementation '" + impl + "' (expected forloop or fused)");
+    if (o.impl == OptimizerImpl::Fused && o.kind == OptimizerKind::RMSprop)
+      fail(implPath, "rmsprop has no fused implementation (torch.optim.RMSprop "
+                     "has no fused=True)");
   }
   a.optimizer = o;
 }
@@ -1061,9 +1101,14 @@ void ProgramReader::readState(const json &v, const std::string &table) {
                     join(path, schema::kStateShape));
     std::string init = string(field(e, path, schema::kStateInit),
                               join(path, schema::kStateInit));
-    if (init != schema::kStateInitZeros)
+    if (init == schema::kStateInitInitialAccumulatorValue && a.optimizer &&
+        a.optimizer->kind == OptimizerKind::Adagrad)
+      s.init = StateInit::InitialAccumulatorValue;
+    else if (init != schema::kStateInitZeros)
       fail(join(path, schema::kStateInit),
-           "unknown init '" + init + "' (the only init is \"zeros\")");
+           "unknown init '" + init +
+               "' (expected \"zeros\", or \"initial_accumulator_value\" "
+               "with adagrad)");
     if (e.contains(schema::kStateShard))
       s.shard = shardSpec(e[schema::kStateShard],
                           join(path, schema::kStateShard), s.shape);
@@ -1688,15 +1733,16 @@ void ProgramReader::checkDataflow(size_t programIndex) {
                                     "' (inputs bind it to slot " +
                                     std::to_string(param.slot) + ")");
       read(inst.grad, p + ".grad");
-      size_t want = a.optimizer->numStateSlots();
-      if (inst.state.size() != want)
-        fail(p + ".state",
-             std::string(toString(a.optimizer->kind)) +
-                 (a.optimizer->kind == OptimizerKind::SGD
-                      ? (want ? " with momentum takes [momentum_buffer]"
-                              : " without momentum takes no state")
-                      : " takes [exp_avg, exp_avg_sq]") +
-                 ", found " + std::to_string(inst.state.size()) + " slots");
+      std::vector<std::string> want = a.optimizer->stateNames();
+      if (inst.state.size() != want.size()) {
+        std::string names;
+        for (const std::string &n : want)
+          names += (names.empty() ? "" : ", ") + n;
+        fail(p + ".state", std::string(toString(a.optimizer->kind)) +
+                               " with these hyperparameters takes [" + names +
+                               "], found " + std::to_string(inst.state.size()) +
+                               " slots");
+      }
       for (size_t k = 0; k < inst.state.size(); ++k) {
         std::string sp = index(p + ".state", k);
         const StateSpec *s = nullptr;

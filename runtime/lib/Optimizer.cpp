@@ -1,14 +1,18 @@
 //===- Optimizer.cpp - torch.optim's SGD, Adam, AdamW, looped or fused ----===//
 //
-// impl=fused calls the ATen kernels torch/optim/{sgd,adam}.py's `_fused_*`
-// call, with the same arguments (see fusedStep). impl=forloop: each line
-// mirrors one line of torch 2.9's torch/optim/sgd.py
-// `_single_tensor_sgd` or torch/optim/adam.py `_single_tensor_adam` (AdamW
-// is Adam with decoupled_weight_decay=True). Python passes a float to a
-// Tensor method as a wrapped 0-d double tensor, C++ passes an at::Scalar;
-// ATen's Scalar overloads wrap it the same way and reach the same kernel,
-// so the arithmetic is identical. Keep the order of operations: floating
-// point addition is not associative.
+// impl=fused calls the ATen kernels torch/optim/{sgd,adam,adagrad}.py's
+// `_fused_*` call, with the same arguments (see fusedStep). impl=forloop:
+// each line mirrors one line of torch 2.9's `_single_tensor_sgd`,
+// `_single_tensor_adam` (AdamW is Adam with decoupled_weight_decay=True),
+// `_single_tensor_rmsprop` or `_single_tensor_adagrad` (dense gradients).
+// Python passes a float operand of add/mul/div (`x.mul_(beta2)`) as a
+// wrapped 0-d double tensor to the Tensor overload (PyTorch binds no Scalar
+// overload of those to Python), so this does too (`number`): ATen's
+// `mul_.Scalar` rounds differently on bf16 and f16 (it multiplies by the
+// scalar in the tensor's precision, the wrapped tensor in float). A float
+// that fills an `alpha`, `value` or `weight` argument is a Scalar in both.
+// Keep the order of operations: floating point addition is not
+// associative.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,18 +21,28 @@
 #include "loomrt/Dtype.h"
 #include "loomrt/Error.h"
 
+#include <ATen/ScalarOps.h>
+#include <ATen/ops/_fused_adagrad.h>
 #include <ATen/ops/_fused_adam.h>
 #include <ATen/ops/_fused_adamw.h>
 #include <ATen/ops/_fused_sgd.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/maximum.h>
 #include <ATen/ops/neg.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/view_as_real.h>
+#include <ATen/ops/zeros.h>
 
 #include <algorithm>
 #include <cmath>
 
 namespace loomrt {
 namespace {
+
+/// A Python float as an operand of add/mul/div: a wrapped 0-d double tensor.
+at::Tensor number(double v) {
+  return at::native::wrapped_scalar_tensor(at::Scalar(v));
+}
 
 void sgdStep(const OptimizerSpec &o, const at::Tensor &param,
              const at::Tensor &gradIn, const std::vector<at::Tensor> &state,
@@ -46,7 +60,7 @@ void sgdStep(const OptimizerSpec &o, const at::Tensor &param,
       buf.copy_(grad);
     } else {
       // buf.mul_(momentum).add_(grad, alpha=1 - dampening)
-      buf.mul_(o.momentum).add_(grad, 1 - o.dampening);
+      buf.mul_(number(o.momentum)).add_(grad, 1 - o.dampening);
     }
     if (o.nesterov)
       grad = grad.add(buf, o.momentum); // grad.add(buf, alpha=momentum)
@@ -72,24 +86,27 @@ void adamStep(const OptimizerSpec &o, const at::Tensor &paramIn,
   if (o.weightDecay != 0) {
     if (o.kind == OptimizerKind::AdamW) {
       // param.mul_(1 - lr * weight_decay)
-      param.mul_(1 - o.lr * o.weightDecay);
+      param.mul_(number(1 - o.lr * o.weightDecay));
     } else {
       // grad = grad.add(param, alpha=weight_decay)
       grad = grad.add(param, o.weightDecay);
     }
   }
 
+  at::Tensor maxExpAvgSq = o.amsgrad ? state[2] : at::Tensor();
   if (param.is_complex()) {
     grad = at::view_as_real(grad);
     expAvg = at::view_as_real(expAvg);
     expAvgSq = at::view_as_real(expAvgSq);
     param = at::view_as_real(param);
+    if (o.amsgrad)
+      maxExpAvgSq = at::view_as_real(maxExpAvgSq);
   }
 
   // exp_avg.lerp_(grad, 1 - beta1)
   expAvg.lerp_(grad, 1 - o.beta1);
   // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-  expAvgSq.mul_(o.beta2).addcmul_(grad, grad, 1 - o.beta2);
+  expAvgSq.mul_(number(o.beta2)).addcmul_(grad, grad, 1 - o.beta2);
 
   // step = _get_value(step_t): a Python float from the float32 tensor.
   double s = double(step);
@@ -100,19 +117,118 @@ void adamStep(const OptimizerSpec &o, const at::Tensor &paramIn,
   // need not round like sqrt().
   double biasCorrection2Sqrt = std::pow(biasCorrection2, 0.5);
 
-  // denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
-  at::Tensor denom = expAvgSq.sqrt().div(biasCorrection2Sqrt).add_(o.eps);
+  // Two statements, so that the first's temporaries (sqrt's result and the
+  // wrapped bias correction) are freed before add_ runs: the scratch
+  // PeakMemory.cpp predicts.
+  at::Tensor denom;
+  if (o.amsgrad) {
+    // torch.maximum(max_exp_avg_sqs[i], exp_avg_sq, out=max_exp_avg_sqs[i])
+    at::maximum_out(maxExpAvgSq, maxExpAvgSq, expAvgSq);
+    // denom = (max_exp_avg_sqs[i].sqrt() / bias_correction2_sqrt).add_(eps)
+    denom = maxExpAvgSq.sqrt().div(number(biasCorrection2Sqrt));
+    denom.add_(number(o.eps));
+  } else {
+    // denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+    denom = expAvgSq.sqrt().div(number(biasCorrection2Sqrt));
+    denom.add_(number(o.eps));
+  }
   // param.addcdiv_(exp_avg, denom, value=-step_size)
   param.addcdiv_(expAvg, denom, -stepSize);
 }
 
-/// One parameter's update by the fused kernel, as torch.optim's `_fused_sgd`
-/// and `_fused_adam` call it on CPU: a float lr, no grad_scale/found_inf,
-/// amsgrad off. The kernels update each tensor of their lists on its own,
-/// so a one-element list gives the bits a whole-group call gives.
+/// State: [square_avg, momentum_buffer if momentum > 0, grad_avg if
+/// centered] (LOOMX_OPTIMIZER_STATE's order).
+void rmspropStep(const OptimizerSpec &o, const at::Tensor &paramIn,
+                 const at::Tensor &gradIn, const std::vector<at::Tensor> &state,
+                 float &step) {
+  at::Tensor param = paramIn;
+  // grad = grad if not maximize else -grad
+  at::Tensor grad = o.maximize ? at::neg(gradIn) : gradIn;
+  at::Tensor squareAvg = state[0];
+  size_t next = 1;
+  at::Tensor buf = o.momentum > 0 ? state[next++] : at::Tensor();
+  at::Tensor gradAvg = o.centered ? state[next++] : at::Tensor();
+
+  // step += 1
+  step += 1.0f;
+  // if weight_decay != 0: grad = grad.add(param, alpha=weight_decay)
+  if (o.weightDecay != 0)
+    grad = grad.add(param, o.weightDecay);
+
+  if (param.is_complex()) {
+    param = at::view_as_real(param);
+    grad = at::view_as_real(grad);
+    squareAvg = at::view_as_real(squareAvg);
+    if (buf.defined())
+      buf = at::view_as_real(buf);
+    if (gradAvg.defined())
+      gradAvg = at::view_as_real(gradAvg);
+  }
+
+  // square_avg.mul_(alpha).addcmul_(grad, grad, value=1 - alpha)
+  squareAvg.mul_(number(o.alpha)).addcmul_(grad, grad, 1 - o.alpha);
+  at::Tensor avg;
+  if (o.centered) {
+    // grad_avg.lerp_(grad, 1 - alpha)
+    gradAvg.lerp_(grad, 1 - o.alpha);
+    // avg = square_avg.addcmul(grad_avg, grad_avg, value=-1).sqrt_()
+    avg = squareAvg.addcmul(gradAvg, gradAvg, -1).sqrt_();
+  } else {
+    // avg = square_avg.sqrt()
+    avg = squareAvg.sqrt();
+  }
+  // avg = avg.add_(eps)
+  avg = avg.add_(number(o.eps));
+  if (o.momentum > 0) {
+    // buf.mul_(momentum).addcdiv_(grad, avg); param.add_(buf, alpha=-lr)
+    buf.mul_(number(o.momentum)).addcdiv_(grad, avg);
+    param.add_(buf, -o.lr);
+  } else {
+    // param.addcdiv_(grad, avg, value=-lr)
+    param.addcdiv_(grad, avg, -o.lr);
+  }
+}
+
+/// State: [sum], created by torch.optim.Adagrad's constructor as
+/// full_like(param, initial_accumulator_value).
+void adagradStep(const OptimizerSpec &o, const at::Tensor &paramIn,
+                 const at::Tensor &gradIn, const std::vector<at::Tensor> &state,
+                 float &step) {
+  at::Tensor param = paramIn;
+  at::Tensor stateSum = state[0];
+  // step_t += 1; step = _get_value(step_t)
+  step += 1.0f;
+  double s = double(step);
+  // grad = grad if not maximize else -grad
+  at::Tensor grad = o.maximize ? at::neg(gradIn) : gradIn;
+  // if weight_decay != 0: grad = grad.add(param, alpha=weight_decay)
+  if (o.weightDecay != 0)
+    grad = grad.add(param, o.weightDecay);
+  // clr = lr / (1 + (step - 1) * lr_decay)
+  double clr = o.lr / (1 + (s - 1) * o.lrDecay);
+  if (param.is_complex()) {
+    grad = at::view_as_real(grad);
+    stateSum = at::view_as_real(stateSum);
+    param = at::view_as_real(param);
+  }
+  // state_sum.addcmul_(grad, grad, value=1)
+  stateSum.addcmul_(grad, grad, 1);
+  // std = state_sum.sqrt().add_(eps)
+  at::Tensor stddev = stateSum.sqrt().add_(number(o.eps));
+  // param.addcdiv_(grad, std, value=-clr)
+  param.addcdiv_(grad, stddev, -clr);
+}
+
+/// One parameter's update by the fused kernel, as torch.optim's `_fused_sgd`,
+/// `_fused_adam` and `_fused_adagrad` call it on CPU: a float lr, no
+/// grad_scale/found_inf. The kernels update each tensor of their lists on
+/// its own, so a one-element list gives the bits a whole-group call gives.
+/// RMSprop has no fused kernel (the artifact reader refuses it).
 void fusedStep(const OptimizerSpec &o, const at::Tensor &param,
                const at::Tensor &grad, const std::vector<at::Tensor> &state,
                float &step) {
+  if (o.kind == OptimizerKind::RMSprop)
+    throw Error("rmsprop has no fused implementation");
   if (param.is_complex())
     throw Error("impl=fused does not support the complex parameter (" +
                 artifactDtypeName(param.scalar_type()) +
@@ -137,16 +253,22 @@ void fusedStep(const OptimizerSpec &o, const at::Tensor &param,
   step += 1.0f;
   at::Tensor stepTensor = at::scalar_tensor(
       step, at::TensorOptions().dtype(at::kFloat).device(param.device()));
+  if (o.kind == OptimizerKind::Adagrad) {
+    at::_fused_adagrad_({param}, {grad}, {state[0]}, {stepTensor}, o.lr,
+                        o.lrDecay, o.weightDecay, o.eps, o.maximize);
+    return;
+  }
+  std::vector<at::Tensor> maxExpAvgSqs;
+  if (o.amsgrad)
+    maxExpAvgSqs.push_back(state[2]);
   if (o.kind == OptimizerKind::AdamW)
-    at::_fused_adamw_({param}, {grad}, {state[0]}, {state[1]},
-                      /*max_exp_avg_sqs=*/{}, {stepTensor}, o.lr, o.beta1,
-                      o.beta2, o.weightDecay, o.eps, /*amsgrad=*/false,
-                      o.maximize);
+    at::_fused_adamw_({param}, {grad}, {state[0]}, {state[1]}, maxExpAvgSqs,
+                      {stepTensor}, o.lr, o.beta1, o.beta2, o.weightDecay,
+                      o.eps, o.amsgrad, o.maximize);
   else
-    at::_fused_adam_({param}, {grad}, {state[0]}, {state[1]},
-                     /*max_exp_avg_sqs=*/{}, {stepTensor}, o.lr, o.beta1,
-                     o.beta2, o.weightDecay, o.eps, /*amsgrad=*/false,
-                     o.maximize);
+    at::_fused_adam_({param}, {grad}, {state[0]}, {state[1]}, maxExpAvgSqs,
+                     {stepTensor}, o.lr, o.beta1, o.beta2, o.weightDecay, o.eps,
+                     o.amsgrad, o.maximize);
 }
 
 } // namespace
@@ -170,8 +292,23 @@ void optimizerStep(const OptimizerSpec &spec, const at::Tensor &param,
     fusedStep(spec, param, grad, state, step);
   else if (spec.kind == OptimizerKind::SGD)
     sgdStep(spec, param, grad, state, step);
+  else if (spec.kind == OptimizerKind::RMSprop)
+    rmspropStep(spec, param, grad, state, step);
+  else if (spec.kind == OptimizerKind::Adagrad)
+    adagradStep(spec, param, grad, state, step);
   else
     adamStep(spec, param, grad, state, step);
+}
+
+at::Tensor createOptimizerState(const OptimizerSpec &spec, StateInit init,
+                                at::IntArrayRef shape,
+                                const at::TensorOptions &options) {
+  if (init == StateInit::Zeros)
+    return at::zeros(shape, options);
+  double v = spec.initialAccumulatorValue;
+  if (c10::isComplexType(c10::typeMetaToScalarType(options.dtype())))
+    return at::full(shape, at::Scalar(c10::complex<double>(v, v)), options);
+  return at::full(shape, v, options);
 }
 
 double LrSchedule::lr(double baseLr, int64_t step) {

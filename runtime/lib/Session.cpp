@@ -402,9 +402,11 @@ void SessionImpl::release(const std::vector<Release> &rs) {
 
 void SessionImpl::resetOptimizerState() {
   state.clear();
+  OptimizerSpec none;
   for (const StateSpec &s : program().state)
-    state.push_back(at::zeros(
-        s.shape, at::TensorOptions().dtype(s.dtype).device(device())));
+    state.push_back(createOptimizerState(
+        artifact.optimizer ? *artifact.optimizer : none, s.init, s.shape,
+        at::TensorOptions().dtype(s.dtype).device(device())));
   std::fill(stepCounts.begin(), stepCounts.end(), 0.0f);
   grads.clear();
 }

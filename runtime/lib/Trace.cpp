@@ -40,7 +40,8 @@ std::string optimizerTraceSignature(const Artifact &artifact,
   double weightDecay = inst.weightDecay.value_or(spec.weightDecay);
   return optimizerSignature(
       toString(spec.kind), spec.impl == OptimizerImpl::Fused, spec.maximize,
-      weightDecay != 0, spec.momentum != 0, spec.nesterov,
+      weightDecay != 0, spec.momentum != 0, spec.nesterov, spec.amsgrad,
+      spec.centered,
       spellSignatureTensor(artifactDtypeName(param.dtype), param.shape));
 }
 

@@ -41,6 +41,8 @@ class Schema:
     enums: dict = field(default_factory=dict)
     # spelling -> bytes
     dtypes: dict = field(default_factory=dict)
+    # optimizer name -> [(state, key that must be set or "")]
+    optimizer_states: dict = field(default_factory=dict)
 
     @property
     def current(self) -> int:
@@ -60,6 +62,12 @@ class Schema:
     def inst_keys(self, op: str, version: int) -> set[str]:
         """The keys an instruction with this `op` may carry."""
         return {k for k, since, ops in self.inst_fields if since <= version and (ops is None or op in ops)}
+
+    def state_names(self, optimizer: Mapping[str, Any]) -> list[str]:
+        """The per-parameter state tensors an artifact's optimizer object
+        keeps, in order (a key it lacks counts as unset)."""
+        return [state for state, when in self.optimizer_states[optimizer["name"]]
+                if not when or optimizer.get(when)]
 
     def values(self, enum: str, version: int) -> set[str]:
         """The spellings of enumeration `enum` ("Op", "ReduceOp", ...)."""
@@ -104,6 +112,8 @@ def load_schema(path: Path = SCHEMA_PATH) -> Schema:
             s.enums.setdefault(a[0], {})[a[2]] = a[3]
         elif macro == "LOOMX_DTYPE":
             s.dtypes[a[1]] = a[2]
+        elif macro == "LOOMX_OPTIMIZER_STATE":
+            s.optimizer_states.setdefault(a[0], []).append((a[1], a[2]))
         else:
             raise ValueError(f"{path}:{n}: unknown schema macro {macro}")
     if len(s.magic) != 8 or {"Current", "Oldest"} - set(s.versions):
@@ -325,7 +335,8 @@ def optimizer_json(opt) -> dict:
     import torch
 
     g = opt.param_groups[0]
-    name = {torch.optim.SGD: "sgd", torch.optim.Adam: "adam", torch.optim.AdamW: "adamw"}[type(opt)]
+    name = {torch.optim.SGD: "sgd", torch.optim.Adam: "adam", torch.optim.AdamW: "adamw",
+            torch.optim.RMSprop: "rmsprop", torch.optim.Adagrad: "adagrad"}[type(opt)]
     return {
         "name": name,
         "lr": float(g["lr"]),
@@ -336,16 +347,22 @@ def optimizer_json(opt) -> dict:
         "dampening": float(g.get("dampening", 0.0)),
         "nesterov": bool(g.get("nesterov", False)),
         "maximize": bool(g["maximize"]),
+        "amsgrad": bool(g.get("amsgrad", False)),
+        "alpha": float(g.get("alpha", 0.99)),
+        "centered": bool(g.get("centered", False)),
+        "lr_decay": float(g.get("lr_decay", 0.0)),
+        "initial_accumulator_value": float(g.get("initial_accumulator_value", 0.0)),
     }
 
 
 def num_state_slots(optimizer: Mapping[str, Any]) -> int:
-    if optimizer["name"] == "sgd":
-        return 1 if optimizer["momentum"] != 0 else 0
-    return 2
+    return len(SCHEMA.state_names(optimizer))
 
 
-STATE_NAMES = {"sgd": ["momentum_buffer"], "adam": ["exp_avg", "exp_avg_sq"], "adamw": ["exp_avg", "exp_avg_sq"]}
+def state_init(optimizer: Mapping[str, Any]) -> str:
+    """The `init` of the optimizer's state entries."""
+    return "initial_accumulator_value" if optimizer["name"] == "adagrad" else "zeros"
+
 
 
 def save_batches(path, batches: list[tuple]) -> None:

@@ -134,8 +134,8 @@ def program(mode: str, nproc: int, optimizer: dict, model: Model) -> dict:
     for entry in inputs[:2]:
         state_slots[entry["name"]] = []
         for s in range(k):
-            st = {"name": f"{entry['name']}.{loomx.STATE_NAMES[optimizer['name']][s]}", "param": entry["name"],
-                  "slot": next_slot, "dtype": "f32", "shape": entry["shape"], "init": "zeros"}
+            st = {"name": f"{entry['name']}.{loomx.SCHEMA.state_names(optimizer)[s]}", "param": entry["name"],
+                  "slot": next_slot, "dtype": "f32", "shape": entry["shape"], "init": loomx.state_init(optimizer)}
             if sharded:
                 st["shard"] = entry["shard"]
             state.append(st)

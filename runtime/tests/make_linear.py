@@ -88,8 +88,8 @@ def program(optimizer: dict, model: Model, batch) -> dict:
     for name, p, grad in (("fc.weight", W, 12), ("fc.bias", b, 13)):
         slots = []
         for s in range(k):
-            suffix = loomx.STATE_NAMES[optimizer["name"]][s]
-            state.append({"name": f"{name}.{suffix}", "param": name, "slot": next_slot, "dtype": "f32", "shape": list(p.shape), "init": "zeros"})
+            suffix = loomx.SCHEMA.state_names(optimizer)[s]
+            state.append({"name": f"{name}.{suffix}", "param": name, "slot": next_slot, "dtype": "f32", "shape": list(p.shape), "init": loomx.state_init(optimizer)})
             slots.append(next_slot)
             next_slot += 1
         instructions.append({"op": "optimizer", "param": name, "param_slot": 0 if name == "fc.weight" else 1, "grad": grad, "state": slots, "phase": "optimizer", "name": f"opt_{name}"})

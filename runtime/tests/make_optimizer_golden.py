@@ -16,6 +16,7 @@ import json
 import sys
 
 import torch
+from loomx import SCHEMA  # the state names, as the artifact schema declares them
 from safetensors.torch import save_file
 
 STEPS = 4
@@ -39,10 +40,31 @@ CONFIGS = [
     ("adam_wd_maximize_fused", torch.float32, "adam", dict(lr=1e-2, betas=(0.8, 0.9), eps=1e-6, weight_decay=0.1, maximize=True, fused=True)),
     ("adamw_fused", torch.float32, "adamw", dict(lr=1e-3, weight_decay=0.01, fused=True)),
     ("adamw_bf16_fused", torch.bfloat16, "adamw", dict(lr=1e-2, weight_decay=0.1, fused=True)),
+    # Reduced precision with the multipliers PyTorch's Python float operands
+    # round differently from ATen's mul_.Scalar (momentum 0.9, beta2 0.95,
+    # 1 - lr * weight_decay = 0.99).
+    ("sgd_momentum_bf16", torch.bfloat16, "sgd", dict(lr=0.1, momentum=0.9)),
+    ("adam_f16_beta2", torch.float16, "adam", dict(lr=1e-2, betas=(0.9, 0.95))),
+    ("adamw_bf16_decay", torch.bfloat16, "adamw", dict(lr=0.1, betas=(0.9, 0.95), weight_decay=0.1)),
+    # AMSGrad, RMSprop and Adagrad (artifact format 4).
+    ("adam_amsgrad", torch.float32, "adam", dict(lr=1e-2, weight_decay=0.1, amsgrad=True)),
+    ("adamw_amsgrad_complex", torch.complex64, "adamw", dict(lr=1e-2, amsgrad=True, maximize=True)),
+    ("adam_amsgrad_fused", torch.float32, "adam", dict(lr=1e-2, weight_decay=0.1, amsgrad=True, fused=True)),
+    ("adamw_amsgrad_fused", torch.float64, "adamw", dict(lr=1e-2, amsgrad=True, maximize=True, fused=True)),
+    ("rmsprop", torch.float32, "rmsprop", dict(lr=1e-2)),
+    ("rmsprop_centered_momentum", torch.float32, "rmsprop", dict(lr=1e-2, alpha=0.9, eps=1e-6, weight_decay=0.1, momentum=0.8, centered=True, maximize=True)),
+    ("rmsprop_momentum_f64", torch.float64, "rmsprop", dict(lr=3e-3, momentum=0.5)),
+    ("rmsprop_centered_complex", torch.complex64, "rmsprop", dict(lr=1e-2, centered=True, momentum=0.9)),
+    ("rmsprop_bf16", torch.bfloat16, "rmsprop", dict(lr=1e-2, weight_decay=0.01)),
+    ("adagrad", torch.float32, "adagrad", dict(lr=1e-2)),
+    ("adagrad_decay_init", torch.float32, "adagrad", dict(lr=0.1, lr_decay=0.05, weight_decay=0.1, initial_accumulator_value=0.3, eps=1e-6, maximize=True)),
+    ("adagrad_complex", torch.complex64, "adagrad", dict(lr=0.1, initial_accumulator_value=0.1)),
+    ("adagrad_fused", torch.float32, "adagrad", dict(lr=0.1, lr_decay=0.05, weight_decay=0.1, initial_accumulator_value=0.3, fused=True)),
+    ("adagrad_f64_maximize_fused", torch.float64, "adagrad", dict(lr=1e-2, maximize=True, fused=True)),
 ]
 
-CLASSES = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW}
-STATE = {"sgd": ["momentum_buffer"], "adam": ["exp_avg", "exp_avg_sq"], "adamw": ["exp_avg", "exp_avg_sq"]}
+CLASSES = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW,
+           "rmsprop": torch.optim.RMSprop, "adagrad": torch.optim.Adagrad}
 
 
 def spec(kind: str, opt: torch.optim.Optimizer) -> dict:
@@ -57,6 +79,11 @@ def spec(kind: str, opt: torch.optim.Optimizer) -> dict:
         "dampening": g.get("dampening", 0.0),
         "nesterov": g.get("nesterov", False),
         "maximize": g["maximize"],
+        "amsgrad": g.get("amsgrad", False),
+        "alpha": g.get("alpha", 0.99),
+        "centered": g.get("centered", False),
+        "lr_decay": g.get("lr_decay", 0.0),
+        "initial_accumulator_value": g.get("initial_accumulator_value", 0.0),
         **({"impl": "fused"} if g.get("fused") else {}),
     }
 
@@ -78,10 +105,10 @@ def main() -> int:
             opt.step()
             tensors[f"{name}.param{s + 1}"] = p.detach().clone()
         state = opt.state[p]
-        for k in STATE[kind]:
-            if k in state:
-                tensors[f"{name}.state.{k}"] = state[k].clone()
-        configs.append({"name": name, "optimizer": spec(kind, opt), "steps": STEPS, "state": STATE[kind] if kind != "sgd" or hp.get("momentum", 0) else []})
+        names = SCHEMA.state_names(spec(kind, opt))
+        for k in names:
+            tensors[f"{name}.state.{k}"] = state[k].clone()
+        configs.append({"name": name, "optimizer": spec(kind, opt), "steps": STEPS, "state": names})
     save_file(tensors, out, metadata={"configs": json.dumps(configs), "torch_version": torch.__version__})
     return 0
 

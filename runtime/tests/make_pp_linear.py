@@ -119,8 +119,8 @@ def tables(params: list[tuple[str, torch.Tensor]], batch_inputs: list[tuple[str,
     for name, t in params:
         state_slots[name] = []
         for s in range(loomx.num_state_slots(optimizer)):
-            state.append({"name": f"{name}.{loomx.STATE_NAMES[optimizer['name']][s]}", "param": name,
-                          "slot": next_slot, "dtype": "f32", "shape": list(t.shape), "init": "zeros"})
+            state.append({"name": f"{name}.{loomx.SCHEMA.state_names(optimizer)[s]}", "param": name,
+                          "slot": next_slot, "dtype": "f32", "shape": list(t.shape), "init": loomx.state_init(optimizer)})
             state_slots[name].append(next_slot)
             next_slot += 1
     return inputs, state, state_slots, next_slot

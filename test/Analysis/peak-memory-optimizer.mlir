@@ -14,6 +14,20 @@
 // - SGD without momentum: nothing; the peak is 1028 at ops 0 to 3 (first
 //   at op 1): 2048 + 1028 = 3076.
 // - fused AdamW: a 4-byte step tensor: 1032; 4096 + 1032 = 5128.
+// - AdamW with AMSGrad: Adam's scratch (maximum writes into max_exp_avg_sq
+//   in place); state 3P: 5120 + 3088 = 8208.
+// - RMSprop: avg (P) and 12 B of scalars: 1028 + 1036 = 2064; state
+//   square_avg P: 3072 + 2064 = 5136.
+// - RMSprop centered with momentum, weight decay and maximize: -grad, then
+//   grad.add(param) while -grad lives (2P), then avg beside the decayed
+//   gradient (2P), and 12 B: 1028 + 2060 = 3088; state 3P: 5120 + 3088 =
+//   8208.
+// - Adagrad with weight decay: the decayed gradient and std, 2P + 12:
+//   3088; state sum P: 3072 + 3088 = 6160.
+// - fused Adagrad: the 4-byte step tensor: 1032; 3072 + 1032 = 4104.
+// The runtime measures each of these on a capture of a one-layer model
+// whose peak is the update (loom-run --memory-report; see
+// python/tests/test_optimizers_parity.py).
 // (Without the scratch, every one peaks at 1028 activations.)
 
 // RUN: loom-opt %s --pass-pipeline='builtin.module(func.func(loom-attach-optimizer{optimizer=adamw}),loom-stats)' -o /dev/null 2>&1 | FileCheck %s --check-prefix=ADAMW
@@ -27,6 +41,16 @@
 // SGD: predicted peak memory: 3076 bytes (persistent 2048 + activations 1028
 // RUN: loom-opt %s --pass-pipeline='builtin.module(func.func(loom-attach-optimizer{optimizer=adamw impl=fused}),loom-stats)' -o /dev/null 2>&1 | FileCheck %s --check-prefix=FUSED
 // FUSED: predicted peak memory: 5128 bytes (persistent 4096 + activations 1032
+// RUN: loom-opt %s --pass-pipeline='builtin.module(func.func(loom-attach-optimizer{optimizer=adamw amsgrad=true}),loom-stats)' -o /dev/null 2>&1 | FileCheck %s --check-prefix=AMSGRAD
+// AMSGRAD: predicted peak memory: 8208 bytes (persistent 5120 + activations 3088
+// RUN: loom-opt %s --pass-pipeline='builtin.module(func.func(loom-attach-optimizer{optimizer=rmsprop}),loom-stats)' -o /dev/null 2>&1 | FileCheck %s --check-prefix=RMSPROP
+// RMSPROP: predicted peak memory: 5136 bytes (persistent 3072 + activations 2064
+// RUN: loom-opt %s --pass-pipeline='builtin.module(func.func(loom-attach-optimizer{optimizer=rmsprop centered=true momentum=0.9 weight-decay=0.1 maximize=true}),loom-stats)' -o /dev/null 2>&1 | FileCheck %s --check-prefix=RMSPROP-ALL
+// RMSPROP-ALL: predicted peak memory: 8208 bytes (persistent 5120 + activations 3088
+// RUN: loom-opt %s --pass-pipeline='builtin.module(func.func(loom-attach-optimizer{optimizer=adagrad weight-decay=0.1}),loom-stats)' -o /dev/null 2>&1 | FileCheck %s --check-prefix=ADAGRAD
+// ADAGRAD: predicted peak memory: 6160 bytes (persistent 3072 + activations 3088
+// RUN: loom-opt %s --pass-pipeline='builtin.module(func.func(loom-attach-optimizer{optimizer=adagrad impl=fused}),loom-stats)' -o /dev/null 2>&1 | FileCheck %s --check-prefix=ADAGRAD-FUSED
+// ADAGRAD-FUSED: predicted peak memory: 4104 bytes (persistent 3072 + activations 1032
 // The lowered program predicts the same.
 // RUN: loom-compile %s --optimizer=adamw --emit=mlir --summary -o /dev/null 2>&1 | FileCheck %s --check-prefix=RT
 // RT: predicted peak memory 7184 bytes (persistent 4096 + activations 3088)

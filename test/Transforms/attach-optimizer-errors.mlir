@@ -3,10 +3,16 @@
 // RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=sgd nesterov=true" 2>&1 | FileCheck %s --check-prefix=NESTEROV
 // RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=adamw momentum=0.9" 2>&1 | FileCheck %s --check-prefix=MOMENTUM
 // RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=adam beta1=1.0" 2>&1 | FileCheck %s --check-prefix=BETA
+// RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=sgd amsgrad=true" 2>&1 | FileCheck %s --check-prefix=AMSGRAD
+// RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=adam initial-accumulator-value=0.1" 2>&1 | FileCheck %s --check-prefix=ACCUMULATOR
+// RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=adagrad centered=true" 2>&1 | FileCheck %s --check-prefix=CENTERED
+// RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=rmsprop alpha=-0.5" 2>&1 | FileCheck %s --check-prefix=ALPHA
+// RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=adagrad initial-accumulator-value=-1" 2>&1 | FileCheck %s --check-prefix=INITIAL
+// RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=rmsprop impl=fused" 2>&1 | FileCheck %s --check-prefix=FUSED
 
 // An unknown algorithm is refused when the options are parsed, naming the
 // known ones.
-// LION: for the --optimizer option: 'lion' is not one of none, sgd, adam, adamw
+// LION: for the --optimizer option: 'lion' is not one of none, sgd, adam, adamw, rmsprop, adagrad
 func.func @step(%w: tensor<4xf32> {loom.name = "w", loom.role = #loom.role<parameter>})
     -> (tensor<f32> {loom.role = #loom.role<loss>},
         tensor<4xf32> {loom.role = #loom.role<grad>, loom.target = "w"})
@@ -17,5 +23,13 @@ func.func @step(%w: tensor<4xf32> {loom.name = "w", loom.role = #loom.role<param
 
 // LR: error: 'func.func' op --loom-attach-optimizer: 'lr' is -1.0, expected a finite value >= 0.0
 // NESTEROV: error: 'func.func' op --loom-attach-optimizer: Nesterov momentum requires a momentum > 0 and zero dampening
-// MOMENTUM: error: 'func.func' op --loom-attach-optimizer: 'momentum', 'dampening' and 'nesterov' are SGD options; adamw does not take them
+// MOMENTUM: error: 'func.func' op --loom-attach-optimizer: 'momentum' is not a hyperparameter of adamw (torch.optim.AdamW does not take it)
 // BETA: error: 'func.func' op --loom-attach-optimizer: 'beta1' is 1.0, expected a finite value >= 0.0 and < 1.0
+// A hyperparameter of another algorithm is refused, not ignored.
+// AMSGRAD: error: 'func.func' op --loom-attach-optimizer: 'amsgrad' is not a hyperparameter of sgd (torch.optim.SGD does not take it)
+// ACCUMULATOR: error: 'func.func' op --loom-attach-optimizer: 'initial-accumulator-value' is not a hyperparameter of adam (torch.optim.Adam does not take it)
+// CENTERED: error: 'func.func' op --loom-attach-optimizer: 'centered' is not a hyperparameter of adagrad (torch.optim.Adagrad does not take it)
+// ALPHA: error: 'func.func' op --loom-attach-optimizer: 'alpha' is -0.5, expected a finite value >= 0.0
+// INITIAL: error: 'func.func' op --loom-attach-optimizer: 'initial_accumulator_value' is -1.0, expected a finite value >= 0.0
+// torch.optim.RMSprop has no fused=True.
+// FUSED: error: 'func.func' op --loom-attach-optimizer: impl=fused: rmsprop has no fused implementation (torch.optim.RMSprop takes no fused=True)

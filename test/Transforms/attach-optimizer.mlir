@@ -3,6 +3,10 @@
 // RUN: loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=sgd momentum=0.9 nesterov=true" | FileCheck %s --check-prefix=SGDM
 // RUN: loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=sgd" | FileCheck %s --check-prefix=SGD
 // RUN: loom-opt %s --split-input-file --loom-attach-optimizer | loom-opt --split-input-file | FileCheck %s --check-prefix=ADAMW
+// RUN: loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=adamw amsgrad=true" | FileCheck %s --check-prefix=AMSGRAD
+// RUN: loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=rmsprop momentum=0.9 centered=true alpha=0.9" | FileCheck %s --check-prefix=RMSPROP
+// RUN: loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=rmsprop" | FileCheck %s --check-prefix=RMSPROP-PLAIN
+// RUN: loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=adagrad adagrad-lr-decay=0.01 initial-accumulator-value=0.1" | FileCheck %s --check-prefix=ADAGRAD
 
 // Two parameters with gradients and a frozen one (no grad): state arguments
 // are appended per parameter in gradient order, updates go before the
@@ -71,6 +75,34 @@ func.func @step(%w: tensor<8x4xf32> {loom.name = "fc.weight", loom.role = #loom.
 // SGD: %[[U1:.*]] = loom.optimizer_update #loom.sgd<> param %{{.*}} grad %{{.*}} {loom.module = "fc"
 // SGD-NEXT: %[[U2:.*]] = loom.optimizer_update #loom.sgd<> param %{{.*}} grad %{{.*}} {loom.module = "fc"
 // SGD-NEXT: return %{{.*}}, %[[U1]], %[[U2]] : tensor<f32>, tensor<8xf32>, tensor<8x4xf32>
+
+// AMSGrad adds max_exp_avg_sq after Adam's two.
+// AMSGRAD-LABEL: func.func @step(
+// AMSGRAD-SAME: loom.name = "fc.bias.exp_avg",
+// AMSGRAD-SAME: loom.name = "fc.bias.exp_avg_sq",
+// AMSGRAD-SAME: loom.name = "fc.bias.max_exp_avg_sq", loom.role = #loom.role<optimizer_state>, loom.target = "fc.bias"
+// AMSGRAD-SAME: loom.name = "fc.weight.exp_avg",
+// AMSGRAD-SAME: attributes {loom.optimizer = #loom.adamw<amsgrad = true>, loom.step}
+// AMSGRAD: loom.optimizer_update #loom.adamw<amsgrad = true> param %{{.*}} grad %{{.*}} state [%{{.*}}, %{{.*}}, %{{.*}}]
+
+// RMSprop: square_avg, then momentum_buffer with momentum, then grad_avg
+// when centered (torch.optim.RMSprop's state order); lr defaults to 1e-2.
+// RMSPROP-LABEL: func.func @step(
+// RMSPROP-SAME: loom.name = "fc.bias.square_avg",
+// RMSPROP-SAME: loom.name = "fc.bias.momentum_buffer",
+// RMSPROP-SAME: loom.name = "fc.bias.grad_avg",
+// RMSPROP-SAME: attributes {loom.optimizer = #loom.rmsprop<alpha = 0.9, momentum = 0.9, centered = true>, loom.step}
+// RMSPROP: loom.optimizer_update #loom.rmsprop<alpha = 0.9, momentum = 0.9, centered = true> param %{{.*}} grad %{{.*}} state [%{{.*}}, %{{.*}}, %{{.*}}]
+// RMSPROP-PLAIN-LABEL: func.func @step(
+// RMSPROP-PLAIN-NOT: momentum_buffer
+// RMSPROP-PLAIN-SAME: loom.name = "fc.weight.square_avg",
+// RMSPROP-PLAIN-SAME: attributes {loom.optimizer = #loom.rmsprop<>, loom.step}
+
+// Adagrad keeps its sum; eps defaults to Adagrad's 1e-10.
+// ADAGRAD-LABEL: func.func @step(
+// ADAGRAD-SAME: loom.name = "fc.bias.sum", loom.role = #loom.role<optimizer_state>, loom.target = "fc.bias"
+// ADAGRAD-SAME: loom.name = "fc.weight.sum",
+// ADAGRAD-SAME: attributes {loom.optimizer = #loom.adagrad<lr_decay = 0.01, initial_accumulator_value = 0.1>, loom.step}
 
 // -----
 

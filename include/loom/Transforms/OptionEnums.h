@@ -14,6 +14,7 @@
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/CommandLine.h"
 
+#include <limits>
 #include <string>
 
 namespace loom {
@@ -77,7 +78,7 @@ public:
 
 /// The optimizer a step applies (`loom-attach-optimizer`); `none` leaves the
 /// step returning its gradients.
-enum class OptimizerKind { None, SGD, Adam, AdamW };
+enum class OptimizerKind { None, SGD, Adam, AdamW, RMSprop, Adagrad };
 
 #define LOOM_OPTIMIZER_KIND_VALUES                                             \
   ::llvm::cl::values(                                                          \
@@ -85,7 +86,11 @@ enum class OptimizerKind { None, SGD, Adam, AdamW };
                  "no optimizer: the step returns its gradients"),              \
       clEnumValN(::loom::OptimizerKind::SGD, "sgd", "torch.optim.SGD"),        \
       clEnumValN(::loom::OptimizerKind::Adam, "adam", "torch.optim.Adam"),     \
-      clEnumValN(::loom::OptimizerKind::AdamW, "adamw", "torch.optim.AdamW"))
+      clEnumValN(::loom::OptimizerKind::AdamW, "adamw", "torch.optim.AdamW"),  \
+      clEnumValN(::loom::OptimizerKind::RMSprop, "rmsprop",                    \
+                 "torch.optim.RMSprop"),                                       \
+      clEnumValN(::loom::OptimizerKind::Adagrad, "adagrad",                    \
+                 "torch.optim.Adagrad"))
 
 /// How the runtime computes an optimizer's update (`loom-attach-optimizer`):
 /// torch.optim's single-tensor loop op for op (its default on CPU), or the
@@ -191,10 +196,6 @@ llvm::StringRef stringifyOptimizerImpl(OptimizerImpl impl);
 
 /// The spelling of `decay` in options and attributes ("cosine").
 llvm::StringRef stringifyLrDecay(LrDecay decay);
-
-/// PyTorch's default weight decay of `kind`: 1e-2 for AdamW, 0 otherwise.
-/// A negative `weightDecay` option selects it.
-double resolveWeightDecay(OptimizerKind kind, double weightDecay);
 
 } // namespace loom
 

@@ -19,9 +19,16 @@ namespace loom {
 #define GEN_PASS_REGISTRATION
 #include "loom/Transforms/Passes.h.inc"
 
-/// Builds the optimizer attribute (`#loom.sgd/adam/adamw`) that
-/// `loom-attach-optimizer` attaches for `options`, resolving the default
-/// weight decay; reports unknown algorithms and hyperparameters PyTorch
+/// Replaces `options`' lr and eps when unset (NaN, their option default)
+/// and weight-decay when negative (its default) by PyTorch's default for
+/// the algorithm: lr 1e-3
+/// (sgd, adam, adamw) or 1e-2 (rmsprop, adagrad); eps 1e-8, Adagrad's
+/// 1e-10; weight decay 1e-2 for adamw, 0 otherwise.
+void resolveOptimizerDefaults(LoomAttachOptimizerOptions &options);
+
+/// Builds the optimizer attribute (`#loom.sgd/adam/adamw/rmsprop/adagrad`)
+/// that `loom-attach-optimizer` attaches for `options`, resolving the
+/// defaults; reports hyperparameters of another algorithm and ones PyTorch
 /// would reject through `emitError`.
 mlir::FailureOr<mlir::Attribute>
 buildOptimizerAttr(mlir::MLIRContext *ctx,

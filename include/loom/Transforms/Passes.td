@@ -194,7 +194,8 @@ def LoomSchedule : Pass<"loom-schedule", "::mlir::ModuleOp"> {
 
 def LoomAttachOptimizer
     : Pass<"loom-attach-optimizer", "::mlir::func::FuncOp"> {
-  let summary = "Make a step update its parameters with SGD, Adam or AdamW";
+  let summary = "Make a step update its parameters with SGD, Adam, AdamW, "
+                "RMSprop or Adagrad";
   let description = [{
     Turns a step that returns gradients into one that applies the optimizer
     itself, as `optimizer.step()` after `loss.backward()` does in PyTorch.
@@ -216,8 +217,13 @@ def LoomAttachOptimizer
     The function also records the optimizer as `loom.optimizer`, for the
     artifact. Parameters without a gradient (frozen) get no update and no
     state, as in PyTorch. The hyperparameters and their defaults are
-    PyTorch's (`torch.optim.SGD/Adam/AdamW`); the step count Adam needs is
-    kept by the runtime.
+    PyTorch's (`torch.optim.SGD/Adam/AdamW/RMSprop/Adagrad`; `lr` and `eps`
+    left unset and a negative `weight-decay` take the algorithm's own
+    default); the step
+    count Adam, RMSprop and Adagrad need is kept by the runtime, which also
+    creates Adagrad's `sum` filled with `initial-accumulator-value`. Giving
+    a hyperparameter of another algorithm (`momentum` to Adam, `amsgrad` to
+    SGD, ...) is an error.
 
     Before:
 
@@ -299,11 +305,12 @@ def LoomAttachOptimizer
 
     Implementation. `impl=fused` records `loom.optimizer_impl = "fused"` on
     the step function; the runtime then updates each parameter with ATen's
-    fused kernel (`_fused_sgd_`, `_fused_adam_`, `_fused_adamw_`), as
-    `torch.optim`'s `fused=True` does, instead of the single-tensor loop
-    (`impl=forloop`, the default, records nothing). The state tensors are
-    the same either way, so checkpoints move between the two. Fused refuses
-    complex parameters, as PyTorch's fused optimizers do.
+    fused kernel (`_fused_sgd_`, `_fused_adam_`, `_fused_adamw_`,
+    `_fused_adagrad_`), as `torch.optim`'s `fused=True` does, instead of the
+    single-tensor loop (`impl=forloop`, the default, records nothing). The
+    state tensors are the same either way, so checkpoints move between the
+    two. Fused refuses complex parameters, as PyTorch's fused optimizers do,
+    and RMSprop, which has no fused implementation in PyTorch.
 
     Fails on a step that already has an optimizer attached, and on
     hyperparameters PyTorch would reject (negative learning rate, betas
@@ -314,16 +321,20 @@ def LoomAttachOptimizer
   let options = [
     Option<"optimizer", "optimizer", "::loom::OptimizerKind",
            /*default=*/"::loom::OptimizerKind::AdamW",
-           "The algorithm: sgd, adam or adamw (none attaches nothing)",
+           "The algorithm: sgd, adam, adamw, rmsprop or adagrad (none "
+           "attaches nothing)",
            "LOOM_OPTIMIZER_KIND_VALUES">,
     Option<"impl", "impl", "::loom::OptimizerImpl",
            /*default=*/"::loom::OptimizerImpl::Forloop",
            "How the runtime updates: forloop (torch.optim's single-tensor "
            "algorithm) or fused (torch.optim's fused=True kernels)",
            "LOOM_OPTIMIZER_IMPL_VALUES">,
-    Option<"lr", "lr", "double", /*default=*/"1.0e-3", "Learning rate">,
+    Option<"lr", "lr", "double",
+           /*default=*/"std::numeric_limits<double>::quiet_NaN()",
+           "Learning rate (unset: PyTorch's default for the algorithm, "
+           "1e-3 for sgd, adam and adamw, 1e-2 for rmsprop and adagrad)">,
     Option<"momentum", "momentum", "double", /*default=*/"0.0",
-           "SGD momentum factor">,
+           "SGD and RMSprop momentum factor">,
     Option<"dampening", "dampening", "double", /*default=*/"0.0",
            "SGD dampening of the momentum">,
     Option<"nesterov", "nesterov", "bool", /*default=*/"false",
@@ -335,8 +346,20 @@ def LoomAttachOptimizer
            "Adam/AdamW betas[0]">,
     Option<"beta2", "beta2", "double", /*default=*/"0.999",
            "Adam/AdamW betas[1]">,
-    Option<"eps", "eps", "double", /*default=*/"1.0e-8",
-           "Adam/AdamW term added to the denominator">,
+    Option<"eps", "eps", "double",
+           /*default=*/"std::numeric_limits<double>::quiet_NaN()",
+           "Adam/AdamW/RMSprop/Adagrad term added to the denominator "
+           "(unset: PyTorch's default, 1e-8, Adagrad's 1e-10)">,
+    Option<"amsgrad", "amsgrad", "bool", /*default=*/"false",
+           "Adam/AdamW: the AMSGrad variant">,
+    Option<"alpha", "alpha", "double", /*default=*/"0.99",
+           "RMSprop smoothing constant">,
+    Option<"centered", "centered", "bool", /*default=*/"false",
+           "RMSprop: normalise by the estimated variance of the gradient">,
+    Option<"adagradLrDecay", "adagrad-lr-decay", "double", /*default=*/"0.0",
+           "Adagrad learning-rate decay (its lr_decay)">,
+    Option<"initialAccumulatorValue", "initial-accumulator-value", "double",
+           /*default=*/"0.0", "Adagrad: the value its sum starts from">,
     Option<"maximize", "maximize", "bool", /*default=*/"false",
            "Maximize the objective instead of minimizing it">,
     Option<"maxGradNorm", "max-grad-norm", "double", /*default=*/"0.0",

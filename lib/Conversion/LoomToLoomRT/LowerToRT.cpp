@@ -361,10 +361,15 @@ static void buildProgram(func::FuncOp func, StepSignature &sig,
   for (auto [arg, info] : llvm::zip(block.getArguments(), sig.args)) {
     Value binding;
     if (info.role == Role::optimizer_state) {
+      // torch.optim.Adagrad creates its `sum` filled with
+      // initial_accumulator_value; every other state starts as zeros.
+      rt::StateInit init = isa_and_nonnull<AdagradAttr>(optimizer)
+                               ? rt::StateInit::initial_accumulator_value
+                               : rt::StateInit::zeros;
       binding =
           rt::StateOp::create(builder, arg.getLoc(), arg.getType(),
                               builder.getStringAttr(info.name), info.target,
-                              rt::StateInitAttr::get(ctx, rt::StateInit::zeros),
+                              rt::StateInitAttr::get(ctx, init),
                               /*slot=*/IntegerAttr(), info.shard);
     } else {
       // An MPMD program binds some elements of the step's batch, which

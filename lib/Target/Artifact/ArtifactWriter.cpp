@@ -602,6 +602,19 @@ std::string ArtifactWriter::buildProgram() {
         number(schema::kOptimizerDampening, config->dampening);
         j.attribute(schema::kOptimizerNesterov, config->nesterov);
         j.attribute(schema::kOptimizerMaximize, config->maximize);
+        // Version 4's keys, each written by the algorithms that have it
+        // (amsgrad when set: absent is false).
+        if (config->amsgrad)
+          j.attribute(schema::kOptimizerAmsgrad, true);
+        if (config->name == schema::kOptimizerNameRmsprop) {
+          number(schema::kOptimizerAlpha, config->alpha);
+          j.attribute(schema::kOptimizerCentered, config->centered);
+        }
+        if (config->name == schema::kOptimizerNameAdagrad) {
+          number(schema::kOptimizerLrDecay, config->lrDecay);
+          number(schema::kOptimizerInitialAccumulatorValue,
+                 config->initialAccumulatorValue);
+        }
         if (auto impl = first->getAttrOfType<StringAttr>(
                 LoomDialect::kOptimizerImplAttrName))
           j.attribute(schema::kOptimizerImpl, impl.getValue());

@@ -106,12 +106,17 @@ struct InputSpec {
 };
 
 /// One entry of `state`: optimizer state owned by the runtime (init zeros).
+/// How a state tensor starts: zeros, or filled with the optimizer's
+/// initial_accumulator_value (Adagrad's `sum`).
+enum class StateInit { Zeros, InitialAccumulatorValue };
+
 struct StateSpec {
   std::string name;
   std::string param;
   int64_t slot = 0;
   c10::ScalarType dtype = c10::ScalarType::Float;
   std::vector<int64_t> shape;
+  StateInit init = StateInit::Zeros;
   std::optional<ShardSpec> shard;
 };
 
@@ -127,7 +132,7 @@ struct OutputSpec {
   std::optional<ReduceSpec> reduce;
 };
 
-enum class OptimizerKind { SGD, Adam, AdamW };
+enum class OptimizerKind { SGD, Adam, AdamW, RMSprop, Adagrad };
 const char *toString(OptimizerKind kind);
 
 /// How an update is computed: torch.optim's single-tensor loop op for op,
@@ -153,12 +158,22 @@ struct OptimizerSpec {
   double dampening = 0;
   bool nesterov = false;
   bool maximize = false;
+  /// Version 4's keys; absent: the values that leave the algorithm as
+  /// version 3 had it.
+  bool amsgrad = false;
+  double alpha = 0.99;
+  bool centered = false;
+  double lrDecay = 0;
+  double initialAccumulatorValue = 0;
   /// `impl`, absent in artifacts older than the key: forloop.
   OptimizerImpl impl = OptimizerImpl::Forloop;
 
-  /// How many state slots an optimizer instruction of this kind takes:
-  /// SGD with momentum 1 (momentum_buffer), without 0; Adam/AdamW 2.
-  size_t numStateSlots() const;
+  /// The state tensors an optimizer instruction of this kind takes, in
+  /// order (ArtifactSchema.def's LOOMX_OPTIMIZER_STATE): SGD with momentum
+  /// [momentum_buffer]; Adam/AdamW [exp_avg, exp_avg_sq(, max_exp_avg_sq)];
+  /// RMSprop [square_avg(, momentum_buffer)(, grad_avg)]; Adagrad [sum].
+  std::vector<std::string> stateNames() const;
+  size_t numStateSlots() const { return stateNames().size(); }
 };
 
 /// What follows the warm-up of an `lr_schedule`.

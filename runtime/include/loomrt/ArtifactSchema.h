@@ -97,6 +97,28 @@ inline constexpr DtypeInfo kDtypes[] = {
 #include "loomrt/ArtifactSchema.def"
 };
 
+struct OptimizerStateInfo {
+  const char *optimizer;
+  const char *state;
+  /// The optimizer key that must be non-zero or true; "" for always.
+  const char *when;
+};
+
+inline constexpr OptimizerStateInfo kOptimizerStates[] = {
+#define LOOMX_OPTIMIZER_STATE(NAME, STATE, WHEN) {NAME, STATE, WHEN},
+#include "loomrt/ArtifactSchema.def"
+};
+
+/// Calls `each(state)` for every per-parameter state tensor optimizer
+/// `name` keeps, in order; `isSet(key)` says whether the optimizer's key
+/// (a hyperparameter such as "momentum" or "amsgrad") is non-zero or true.
+template <typename IsSet, typename Each>
+void forEachOptimizerState(const char *name, IsSet isSet, Each each) {
+  for (const OptimizerStateInfo &s : kOptimizerStates)
+    if (std::strcmp(s.optimizer, name) == 0 && (!*s.when || isSet(s.when)))
+      each(s.state);
+}
+
 /// Whether `object` may carry `key` in format `version`.
 inline bool hasField(Object object, const char *key, uint32_t version) {
   for (const FieldInfo &f : kFields)

@@ -53,14 +53,16 @@ inline std::string kernelSignature(const std::string &qualifiedKernel,
 
 /// The signature of one parameter's optimizer update as the runtime runs it
 /// (runtime/lib/Optimizer.cpp), for the measured op times of a trace: the
-/// algorithm ("sgd", "adam", "adamw"), its implementation and each setting
-/// that changes which kernels run as the overload, and the parameter
+/// algorithm ("sgd", "adam", "adamw", "rmsprop", "adagrad"), its implementation
+/// and each setting that changes which kernels run as the overload, and the
+/// parameter
 /// (`spellSignatureTensor`):
 ///
 ///   optimizer::adamw.forloop_decay(f32[16,8])->()
 inline std::string optimizerSignature(const std::string &algorithm, bool fused,
                                       bool maximize, bool decay, bool momentum,
-                                      bool nesterov, const std::string &param) {
+                                      bool nesterov, bool amsgrad,
+                                      bool centered, const std::string &param) {
   std::string overload = fused ? "fused" : "forloop";
   if (maximize)
     overload += "_maximize";
@@ -70,6 +72,10 @@ inline std::string optimizerSignature(const std::string &algorithm, bool fused,
     overload += "_momentum";
   if (nesterov)
     overload += "_nesterov";
+  if (amsgrad)
+    overload += "_amsgrad";
+  if (centered)
+    overload += "_centered";
   return kernelSignature("optimizer::" + algorithm + "." + overload, {param},
                          {});
 }

@@ -1,8 +1,9 @@
 //===- Optimizer.h - torch.optim's single-tensor updates in C++ -*- C++ -*-===//
 //
-// SGD, Adam and AdamW exactly as torch/optim/{sgd,adam}.py's
-// `_single_tensor_*` functions compute them on CPU (foreach=False,
-// capturable=False, differentiable=False, amsgrad=False): the same ATen
+// SGD, Adam, AdamW (with or without AMSGrad), RMSprop and Adagrad exactly as
+// torch/optim/{sgd,adam,rmsprop,adagrad}.py's `_single_tensor_*` functions
+// compute them on CPU (foreach=False, capturable=False,
+// differentiable=False, dense gradients), or as their `_fused_*`: the same ATen
 // calls with the same scalars in the same order, so the updated parameters
 // are bitwise-identical to torch.optim's. Python-side scalar arithmetic
 // (`1 - beta1`, `beta2 ** step`, `bias_correction2 ** 0.5`) is done in double,
@@ -22,16 +23,25 @@
 namespace loomrt {
 
 /// Updates `param` in place from `grad`, one step of `spec`'s optimizer.
-/// `state` holds spec.numStateSlots() tensors (SGD: [momentum_buffer];
-/// Adam/AdamW: [exp_avg, exp_avg_sq]), created as zeros before the first
-/// step. `step` is the per-parameter step count, a float32 as torch.optim's
-/// state["step"] tensor is (so it stops growing exactly where torch's
-/// does); it is incremented here, and SGD uses it to tell the first step,
-/// where torch.optim creates the momentum buffer as a clone of the gradient.
-/// Throws loomrt::Error when shapes or dtypes do not match.
+/// `state` holds the spec.stateNames() tensors (SGD: [momentum_buffer];
+/// Adam/AdamW: [exp_avg, exp_avg_sq(, max_exp_avg_sq)]; RMSprop:
+/// [square_avg(, momentum_buffer)(, grad_avg)]; Adagrad: [sum]), created
+/// before the first step as zeros (Adagrad's sum: filled with
+/// initial_accumulator_value). `step` is the per-parameter step count, a
+/// float32 as torch.optim's state["step"] tensor is (so it stops growing
+/// exactly where torch's does); it is incremented here, and SGD uses it to tell
+/// the first step, where torch.optim creates the momentum buffer as a clone of
+/// the gradient. Throws loomrt::Error when shapes or dtypes do not match.
 void optimizerStep(const OptimizerSpec &spec, const at::Tensor &param,
                    const at::Tensor &grad, const std::vector<at::Tensor> &state,
                    float &step);
+
+/// A state tensor as it is before the first step: zeros, or for `init`
+/// InitialAccumulatorValue filled as torch.optim.Adagrad's constructor fills
+/// `sum` (full_like(p, v), complex(v, v) for a complex parameter).
+at::Tensor createOptimizerState(const OptimizerSpec &spec, StateInit init,
+                                at::IntArrayRef shape,
+                                const at::TensorOptions &options);
 
 /// The learning rates of an `lr_schedule`, as torch.optim.lr_scheduler
 /// sets `param_group["lr"]`: step k's rate is what `get_last_lr()` returns

@@ -79,12 +79,12 @@ TEST(Artifact, ShorterThanMagic) {
 
 TEST(Artifact, WrongVersion) {
   ArtifactBytes b;
-  b.version = 4;
+  b.version = 5;
   std::string path =
       writeFile("a.loomx", b.build(validProgram(), validWeights()));
   EXPECT_CONTAINS(errorOf([&] { Artifact::load(path); }),
-                  "artifact format version 4; this runtime reads "
-                  "versions 1 to 3 — recompile with the matching "
+                  "artifact format version 5; this runtime reads "
+                  "versions 1 to 4 — recompile with the matching "
                   "loom-compile");
 }
 
@@ -142,8 +142,8 @@ TEST(Artifact, ProgramIsNotJson) {
 
 TEST(Artifact, ProgramVersion) {
   json p = linearProgram(sgdOptimizer());
-  p["version"] = 4;
-  EXPECT_CONTAINS(loadError(p), "version: program version 4");
+  p["version"] = 5;
+  EXPECT_CONTAINS(loadError(p), "version: program version 5");
 }
 
 TEST(Artifact, MissingField) {
@@ -350,12 +350,83 @@ TEST(Artifact, BetaOutOfRange) {
                   "optimizer.betas[1]: must be in [0, 1)");
 }
 
+/// The linear program with a format-4 optimizer: `name`, SGD's keys and
+/// `extra`.
+json programOf(const std::string &name, json extra = json::object()) {
+  json o = sgdOptimizer(0.0);
+  o["name"] = name;
+  o.update(extra);
+  json p = linearProgram(o);
+  p["version"] = 4;
+  return p;
+}
+
+TEST(Artifact, RMSpropAndAdagradLoad) {
+  Artifact a = Artifact::load(writeArtifact(
+      "a.loomx",
+      programOf("rmsprop",
+                {{"momentum", 0.9}, {"centered", true}, {"alpha", 0.9}}),
+      linearWeights()));
+  ASSERT_TRUE(a.optimizer);
+  EXPECT_EQ(a.optimizer->kind, OptimizerKind::RMSprop);
+  EXPECT_EQ(a.optimizer->alpha, 0.9);
+  EXPECT_EQ(
+      a.optimizer->stateNames(),
+      (std::vector<std::string>{"square_avg", "momentum_buffer", "grad_avg"}));
+  Artifact b = Artifact::load(
+      writeArtifact("b.loomx",
+                    programOf("adagrad", {{"initial_accumulator_value", 0.5},
+                                          {"lr_decay", 0.1}}),
+                    linearWeights()));
+  EXPECT_EQ(b.optimizer->initialAccumulatorValue, 0.5);
+  EXPECT_EQ(b.programs[0].state[0].init, StateInit::InitialAccumulatorValue);
+}
+
+TEST(Artifact, AmsgradTakesThreeStateSlots) {
+  json p = programOf("adam", {{"amsgrad", true}});
+  EXPECT_EQ(Artifact::load(writeArtifact("a.loomx", p, linearWeights()))
+                .optimizer->numStateSlots(),
+            3u);
+  // The same program read as plain Adam has one state slot too many.
+  p["optimizer"].erase("amsgrad");
+  EXPECT_CONTAINS(loadError(p),
+                  "programs[0].instructions[10].state: adam with these "
+                  "hyperparameters takes [exp_avg, exp_avg_sq], found 3 "
+                  "slots");
+}
+
+TEST(Artifact, FusedRMSpropIsRefused) {
+  json p = programOf("rmsprop", {{"impl", "fused"}});
+  EXPECT_CONTAINS(loadError(p),
+                  "optimizer.impl: rmsprop has no fused implementation");
+}
+
+TEST(Artifact, AccumulatorInitNeedsAdagrad) {
+  json p = programOf("rmsprop");
+  p["state"][0]["init"] = "initial_accumulator_value";
+  EXPECT_CONTAINS(loadError(p),
+                  "state[0].init: unknown init 'initial_accumulator_value' "
+                  "(expected \"zeros\", or \"initial_accumulator_value\" "
+                  "with adagrad)");
+}
+
+TEST(Artifact, Version4IsNeeded) {
+  json p = programOf("adam", {{"amsgrad", false}});
+  p["version"] = 3;
+  EXPECT_CONTAINS(loadError(p), "optimizer.amsgrad: 'amsgrad' needs format "
+                                "version 4 (this program is version 3)");
+  p = programOf("adagrad");
+  p["version"] = 3;
+  EXPECT_CONTAINS(loadError(p), "optimizer.name: 'adagrad' needs format "
+                                "version 4 (this program is version 3)");
+}
+
 TEST(Artifact, OptimizerStateCount) {
   json p = linearProgram(sgdOptimizer());
   instruction(p, 10)["state"] = json::array();
   EXPECT_CONTAINS(loadError(p),
-                  "programs[0].instructions[10].state: sgd with "
-                  "momentum takes [momentum_buffer], found 0 slots");
+                  "programs[0].instructions[10].state: sgd with these "
+                  "hyperparameters takes [momentum_buffer], found 0 slots");
 }
 
 TEST(Artifact, OptimizerStateOfAnotherParameter) {

@@ -19,6 +19,7 @@
 #include <ATen/Context.h>
 #include <ATen/ops/equal.h>
 #include <ATen/ops/full.h>
+#include <ATen/ops/full_like.h>
 #include <ATen/ops/ones.h>
 #include <ATen/ops/ones_like.h>
 #include <ATen/ops/randn.h>
@@ -270,16 +271,18 @@ TEST(OptimizerGolden, MatchesTorchOptimBitwise) {
                     "running make_optimizer_golden.py)";
   SafetensorsFile golden = SafetensorsFile::open(path);
   json configs = json::parse(golden.metadata().at("configs"));
-  ASSERT_GE(configs.size(), 17u);
+  ASSERT_GE(configs.size(), 34u);
   for (const json &c : configs) {
     std::string name = c["name"];
     SCOPED_TRACE(name);
     const json &j = c["optimizer"];
     OptimizerSpec o;
     std::string kind = j["name"];
-    o.kind = kind == "sgd"    ? OptimizerKind::SGD
-             : kind == "adam" ? OptimizerKind::Adam
-                              : OptimizerKind::AdamW;
+    o.kind = kind == "sgd"       ? OptimizerKind::SGD
+             : kind == "adam"    ? OptimizerKind::Adam
+             : kind == "adamw"   ? OptimizerKind::AdamW
+             : kind == "rmsprop" ? OptimizerKind::RMSprop
+                                 : OptimizerKind::Adagrad;
     o.lr = j["lr"];
     o.beta1 = j["betas"][0];
     o.beta2 = j["betas"][1];
@@ -289,13 +292,23 @@ TEST(OptimizerGolden, MatchesTorchOptimBitwise) {
     o.dampening = j["dampening"];
     o.nesterov = j["nesterov"];
     o.maximize = j["maximize"];
+    o.amsgrad = j["amsgrad"];
+    o.alpha = j["alpha"];
+    o.centered = j["centered"];
+    o.lrDecay = j["lr_decay"];
+    o.initialAccumulatorValue = j["initial_accumulator_value"];
     o.impl = j.value("impl", "forloop") == "fused" ? OptimizerImpl::Fused
                                                    : OptimizerImpl::Forloop;
 
     at::Tensor param = golden.read(name + ".param0");
+    // As the session creates them: zeros, Adagrad's sum filled.
     std::vector<at::Tensor> state;
+    StateInit init = o.kind == OptimizerKind::Adagrad
+                         ? StateInit::InitialAccumulatorValue
+                         : StateInit::Zeros;
     for (size_t i = 0; i < o.numStateSlots(); ++i)
-      state.push_back(at::zeros_like(param));
+      state.push_back(
+          createOptimizerState(o, init, param.sizes(), param.options()));
     float step = 0;
     int steps = c["steps"];
     for (int s = 0; s < steps; ++s) {
@@ -306,7 +319,7 @@ TEST(OptimizerGolden, MatchesTorchOptimBitwise) {
           << "parameter differs from torch.optim after step " << s + 1;
     }
     std::vector<std::string> stateNames = c["state"];
-    ASSERT_EQ(stateNames.size(), state.size());
+    ASSERT_EQ(stateNames, o.stateNames());
     for (size_t i = 0; i < state.size(); ++i)
       EXPECT_TRUE(
           at::equal(state[i], golden.read(name + ".state." + stateNames[i])))

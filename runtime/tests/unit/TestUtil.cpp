@@ -2,6 +2,8 @@
 
 #include "TestUtil.h"
 
+#include "loomrt/ArtifactSchema.h"
+
 #include "loomrt/Safetensors.h"
 
 #include <ATen/Context.h>
@@ -119,12 +121,22 @@ json linearProgram(const json &optimizer) {
   });
   json state = json::array();
   int nextSlot = 14;
-  bool hasMomentum = optimizer.is_object() && optimizer["name"] == "sgd" &&
-                     optimizer["momentum"].get<double>() != 0;
-  int numState = !optimizer.is_object()       ? 0
-                 : optimizer["name"] != "sgd" ? 2
-                 : hasMomentum                ? 1
-                                              : 0;
+  // The state each update takes, as the schema declares it.
+  int numState = 0;
+  if (optimizer.is_object()) {
+    auto isSet = [&](const char *key) {
+      if (!optimizer.contains(key))
+        return false;
+      const json &v = optimizer[key];
+      return v.is_boolean() ? v.get<bool>() : v.get<double>() != 0;
+    };
+    std::string name = optimizer["name"];
+    schema::forEachOptimizerState(name.c_str(), isSet,
+                                  [&](const char *) { ++numState; });
+  }
+  const char *init = optimizer.is_object() && optimizer["name"] == "adagrad"
+                         ? schema::kStateInitInitialAccumulatorValue
+                         : schema::kStateInitZeros;
   if (optimizer.is_object()) {
     const char *params[] = {"fc.weight", "fc.bias"};
     std::vector<int64_t> shapes[] = {{3, 6}, {3}};
@@ -137,7 +149,7 @@ json linearProgram(const json &optimizer) {
              {"slot", nextSlot},
              {"dtype", "f32"},
              {"shape", shapes[p]},
-             {"init", "zeros"}});
+             {"init", init}});
         slots.push_back(nextSlot++);
       }
       insts.push_back({{"op", "optimizer"},

@@ -615,6 +615,58 @@ func.func @f() attributes {loom.optimizer = #loom.sgd<momentum = 0.9, dampening 
 
 // -----
 
+// expected-error@+1 {{'alpha' is -0.5, expected a finite value >= 0.0}}
+func.func @f() attributes {loom.optimizer = #loom.rmsprop<alpha = -0.5>} {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{'momentum' is -1.0, expected a finite value >= 0.0}}
+func.func @f() attributes {loom.optimizer = #loom.rmsprop<momentum = -1.0>} {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{'lr_decay' is -0.1, expected a finite value >= 0.0}}
+func.func @f() attributes {loom.optimizer = #loom.adagrad<lr_decay = -0.1>} {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{'initial_accumulator_value' is -1.0, expected a finite value >= 0.0}}
+func.func @f() attributes {loom.optimizer = #loom.adagrad<initial_accumulator_value = -1.0>} {
+  return
+}
+
+// -----
+
+func.func @f(%w: tensor<4xf32>, %g: tensor<4xf32>, %m: tensor<4xf32>, %v: tensor<4xf32>) {
+  // expected-error@+1 {{#loom.adam keeps 3 state tensors per parameter (exp_avg, exp_avg_sq, max_exp_avg_sq), got 2}}
+  %0:3 = loom.optimizer_update #loom.adam<amsgrad = true> param %w grad %g state [%m, %v] : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%w: tensor<4xf32>, %g: tensor<4xf32>, %m: tensor<4xf32>) {
+  // expected-error@+1 {{#loom.rmsprop keeps 2 state tensors per parameter (square_avg, grad_avg), got 1}}
+  %0:2 = loom.optimizer_update #loom.rmsprop<centered = true> param %w grad %g state [%m] : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%w: tensor<4xf32>, %g: tensor<4xf32>) {
+  // expected-error@+1 {{#loom.adagrad keeps 1 state tensors per parameter (sum), got 0}}
+  %0 = loom.optimizer_update #loom.adagrad<> param %w grad %g : tensor<4xf32>
+  return
+}
+
+// -----
+
 // expected-error@+1 {{'beta1' is 1.0, expected a finite value >= 0.0 and < 1.0}}
 func.func @f() attributes {loom.optimizer = #loom.adam<beta1 = 1.0>} {
   return
@@ -716,7 +768,7 @@ func.func @f(%w: tensor<4xf32>, %g: tensor<4xf32>) {
 // -----
 
 func.func @f(%w: tensor<4xf32>, %g: tensor<4xf32>) {
-  // expected-error@+1 {{attribute 'optimizer' failed to satisfy constraint: optimizer hyperparameters (#loom.sgd, #loom.adam or #loom.adamw)}}
+  // expected-error@+1 {{attribute 'optimizer' failed to satisfy constraint: optimizer hyperparameters (#loom.sgd, #loom.adam, #loom.adamw, #loom.rmsprop or #loom.adagrad)}}
   %0 = "loom.optimizer_update"(%w, %g) {optimizer = 1.0 : f32} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return
 }
@@ -773,7 +825,7 @@ module attributes {loom.run_config = #loom.run_config<world_size = 0>} {}
 
 // -----
 
-// expected-error@+1 {{optimizer must be #loom.sgd, #loom.adam or #loom.adamw, got "sgd"}}
+// expected-error@+1 {{optimizer must be #loom.sgd, #loom.adam, #loom.adamw, #loom.rmsprop or #loom.adagrad, got "sgd"}}
 module attributes {loom.run_config = #loom.run_config<world_size = 2, optimizer = "sgd">} {}
 
 // -----

@@ -89,6 +89,17 @@ func.func @optimizer(%w: tensor<8x4xf32> {loom.name = "w", loom.role = #loom.rol
   %b:2 = loom.optimizer_update #loom.sgd<lr = 0.1, momentum = 0.9, dampening = 0.5> param %w grad %g state [%m] : tensor<8x4xf32>
   // CHECK: loom.optimizer_update #loom.sgd<> param %{{.*}} grad %{{.*}} : tensor<8x4xf32>
   %c = loom.optimizer_update #loom.sgd<lr = 0.001> param %w grad %g : tensor<8x4xf32>
+  // AMSGrad keeps a third state tensor, max_exp_avg_sq.
+  // CHECK: loom.optimizer_update #loom.adam<amsgrad = true> param %{{.*}} grad %{{.*}} state [%{{.*}}, %{{.*}}, %{{.*}}] : tensor<8x4xf32>
+  %d:4 = loom.optimizer_update #loom.adam<amsgrad = true> param %w grad %g state [%m, %v, %v] : tensor<8x4xf32>
+  // RMSprop: square_avg, momentum_buffer, grad_avg; defaults omitted.
+  // CHECK: loom.optimizer_update #loom.rmsprop<alpha = 0.9, momentum = 0.5, centered = true> param %{{.*}} grad %{{.*}} state [%{{.*}}, %{{.*}}, %{{.*}}] : tensor<8x4xf32>
+  %e:4 = loom.optimizer_update #loom.rmsprop<lr = 0.01, alpha = 0.9, momentum = 0.5, centered = true> param %w grad %g state [%m, %v, %v] : tensor<8x4xf32>
+  // CHECK: loom.optimizer_update #loom.rmsprop<> param %{{.*}} grad %{{.*}} state [%{{.*}}] : tensor<8x4xf32>
+  %f:2 = loom.optimizer_update #loom.rmsprop<> param %w grad %g state [%m] : tensor<8x4xf32>
+  // Adagrad: sum.
+  // CHECK: loom.optimizer_update #loom.adagrad<lr = 0.1, lr_decay = 0.01, initial_accumulator_value = 0.1> param %{{.*}} grad %{{.*}} state [%{{.*}}] : tensor<8x4xf32>
+  %h:2 = loom.optimizer_update #loom.adagrad<lr = 0.1, lr_decay = 0.01, initial_accumulator_value = 0.1, eps = 1.0e-10> param %w grad %g state [%m] : tensor<8x4xf32>
   return %w1, %s#0, %s#1 : tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>
 }
 

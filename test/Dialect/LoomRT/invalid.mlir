@@ -118,6 +118,15 @@ loomrt.program "step" rank 0 world_size 1 streams ["compute"] optimizer #loom.ad
 
 loomrt.program "step" rank 0 world_size 1 streams ["compute"] optimizer #loom.adam<> {
   %w = loomrt.input "w" role <parameter> : tensor<4xf32>
+  // expected-error@+1 {{init initial_accumulator_value needs the program's optimizer to be #loom.adagrad}}
+  %m = loomrt.state "w.exp_avg" param "w" init <initial_accumulator_value> : tensor<4xf32>
+  loomrt.return
+}
+
+// -----
+
+loomrt.program "step" rank 0 world_size 1 streams ["compute"] optimizer #loom.adam<> {
+  %w = loomrt.input "w" role <parameter> : tensor<4xf32>
   // expected-error@+1 {{has type 'tensor<2xf32>' but its parameter 'w' has type 'tensor<4xf32>'}}
   %m = loomrt.state "w.exp_avg" param "w" init <zeros> : tensor<2xf32>
   loomrt.return

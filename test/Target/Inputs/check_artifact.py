@@ -32,7 +32,10 @@ from loomx import SCHEMA  # noqa: E402
 
 MAGIC = SCHEMA.magic
 DTYPES = SCHEMA.dtypes
-STATE_SLOTS = {"adam": 2, "adamw": 2}
+# The version-4 optimizer keys the summary prints, for the optimizers they
+# belong to.
+OWN_KEYS = {"amsgrad": ("adam", "adamw"), "alpha": ("rmsprop",), "centered": ("rmsprop",),
+            "lr_decay": ("adagrad",), "initial_accumulator_value": ("adagrad",)}
 # Collective starts: the fields each takes beyond input/future/axes, as the
 # schema gives them.
 COLLECTIVES = {op: sorted(SCHEMA.inst_keys(op, SCHEMA.current)
@@ -140,6 +143,12 @@ class Checker:
                  "expected [beta1, beta2] in [0, 1)")
             field(opt, "nesterov", "optimizer", bool)
             field(opt, "maximize", "optimizer", bool)
+            for key in ("alpha", "lr_decay", "initial_accumulator_value"):
+                if key in opt:
+                    check_number(field(opt, key, "optimizer", (int, float)), f"optimizer.{key}")
+            for key in ("amsgrad", "centered"):
+                if key in opt:
+                    field(opt, key, "optimizer", bool)
 
         programs = field(p, "programs", "", list)
         table_keys = ("num_slots", "inputs", "state", "outputs")
@@ -229,8 +238,10 @@ class Checker:
             slots.add(s)
             need(field(e, "dtype", path, str) in DTYPES, f"{path}.dtype", "unknown dtype")
             self.shape(field(e, "shape", path, list), f"{path}.shape")
-            need(field(e, "init", path, str) in self.enum("StateInit"), f"{path}.init",
-                 "expected zeros")
+            init = field(e, "init", path, str)
+            need(init in self.enum("StateInit"), f"{path}.init", "unknown init")
+            need(init == "zeros" or (self.p["optimizer"] or {}).get("name") == "adagrad", f"{path}.init",
+                 "only Adagrad's state starts from initial_accumulator_value")
             if "shard" in e:
                 self.shard(e, path)
 
@@ -452,8 +463,8 @@ class Checker:
                      "not the parameter's slot")
                 read(self.slot(field(inst, "grad", ip, int), f"{ip}.grad"), f"{ip}.grad")
                 st = field(inst, "state", ip, list)
-                want = STATE_SLOTS.get(opt["name"], 1 if opt["momentum"] != 0 else 0)
-                need(len(st) == want, f"{ip}.state", f"expected {want} state slots")
+                want = SCHEMA.state_names(opt)
+                need(len(st) == len(want), f"{ip}.state", f"expected {len(want)} state slots {want}")
                 for j, s in enumerate(st):
                     mine = [e for e in state if e["slot"] == s and e["param"] == param]
                     need(mine, f"{ip}.state[{j}]", f"slot {s} is not state of {param!r}")
@@ -588,7 +599,10 @@ def main():
     else:
         print(f"optimizer: {opt['name']} lr={opt['lr']} betas={opt['betas']} eps={opt['eps']} "
               f"weight_decay={opt['weight_decay']} momentum={opt['momentum']} "
-              f"dampening={opt['dampening']} nesterov={opt['nesterov']} maximize={opt['maximize']}")
+              f"dampening={opt['dampening']} nesterov={opt['nesterov']} maximize={opt['maximize']}"
+              + "".join(f" {key}={opt[key]}" for key in ("amsgrad", "alpha", "centered", "lr_decay",
+                                                           "initial_accumulator_value")
+                        if key in opt and opt["name"] in OWN_KEYS.get(key, ())))
     # A distributed step (a mesh) says how it is spread; a single-rank one
     # has nothing to say.
     distributed = "mesh" in program

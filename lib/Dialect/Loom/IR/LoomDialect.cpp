@@ -2,6 +2,7 @@
 
 #include "loom/Dialect/Loom/IR/LoomOps.h"
 #include "loom/Dialect/Loom/IR/OpClassification.h"
+#include "loomrt/ArtifactSchema.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -127,8 +128,8 @@ RunConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "microbatches must be at least 1, got "
                        << microbatches;
   if (optimizer && !isOptimizerAttr(optimizer))
-    return emitError() << "optimizer must be #loom.sgd, #loom.adam or "
-                          "#loom.adamw, got "
+    return emitError() << "optimizer must be #loom.sgd, #loom.adam, "
+                          "#loom.adamw, #loom.rmsprop or #loom.adagrad, got "
                        << optimizer;
   if ((paramGroups || lrSchedule || optimizerImpl) && !optimizer)
     return emitError()
@@ -182,18 +183,53 @@ verifyAdamFamily(function_ref<InFlightDiagnostic()> emitError,
 
 LogicalResult AdamAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                APFloat lr, APFloat beta1, APFloat beta2,
-                               APFloat eps, APFloat weightDecay, bool) {
+                               APFloat eps, APFloat weightDecay, bool, bool) {
   return verifyAdamFamily(emitError, lr, beta1, beta2, eps, weightDecay);
 }
 
 LogicalResult AdamWAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                 APFloat lr, APFloat beta1, APFloat beta2,
-                                APFloat eps, APFloat weightDecay, bool) {
+                                APFloat eps, APFloat weightDecay, bool, bool) {
   return verifyAdamFamily(emitError, lr, beta1, beta2, eps, weightDecay);
 }
 
+/// Every value >= 0 and finite, as the constructors check them.
+static LogicalResult
+verifyNonNegative(function_ref<InFlightDiagnostic()> emitError,
+                  ArrayRef<std::pair<StringRef, APFloat>> values) {
+  for (auto [name, value] : values)
+    if (failed(
+            verifyHyperparameter(emitError, name, value.convertToDouble(), 0)))
+      return failure();
+  return success();
+}
+
+LogicalResult RMSpropAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                  APFloat lr, APFloat alpha, APFloat eps,
+                                  APFloat weightDecay, APFloat momentum, bool,
+                                  bool) {
+  return verifyNonNegative(emitError, {{"lr", lr},
+                                       {"alpha", alpha},
+                                       {"eps", eps},
+                                       {"weight_decay", weightDecay},
+                                       {"momentum", momentum}});
+}
+
+LogicalResult AdagradAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                  APFloat lr, APFloat lrDecay,
+                                  APFloat weightDecay,
+                                  APFloat initialAccumulatorValue, APFloat eps,
+                                  bool) {
+  return verifyNonNegative(
+      emitError, {{"lr", lr},
+                  {"lr_decay", lrDecay},
+                  {"weight_decay", weightDecay},
+                  {"initial_accumulator_value", initialAccumulatorValue},
+                  {"eps", eps}});
+}
+
 bool loom::isOptimizerAttr(Attribute attr) {
-  return isa<SGDAttr, AdamAttr, AdamWAttr>(attr);
+  return isa<SGDAttr, AdamAttr, AdamWAttr, RMSpropAttr, AdagradAttr>(attr);
 }
 
 bool loom::isSameAlgorithm(Attribute a, Attribute b) {
@@ -202,40 +238,78 @@ bool loom::isSameAlgorithm(Attribute a, Attribute b) {
   return x && y && x->name == y->name && x->momentum == y->momentum &&
          x->dampening == y->dampening && x->beta1 == y->beta1 &&
          x->beta2 == y->beta2 && x->eps == y->eps &&
-         x->nesterov == y->nesterov && x->maximize == y->maximize;
+         x->nesterov == y->nesterov && x->maximize == y->maximize &&
+         x->amsgrad == y->amsgrad && x->alpha == y->alpha &&
+         x->centered == y->centered && x->lrDecay == y->lrDecay &&
+         x->initialAccumulatorValue == y->initialAccumulatorValue;
+}
+
+/// The state names the artifact schema declares for `c`'s algorithm and
+/// settings.
+static void fillStateNames(OptimizerConfig &c) {
+  auto isSet = [&](StringRef key) {
+    if (key == loomrt::schema::kOptimizerMomentum)
+      return c.momentum != 0;
+    if (key == loomrt::schema::kOptimizerAmsgrad)
+      return c.amsgrad;
+    if (key == loomrt::schema::kOptimizerCentered)
+      return c.centered;
+    return false;
+  };
+  // The name is a mnemonic, so it is NUL-terminated in the attribute's
+  // storage; copy it anyway for the C API.
+  std::string name = c.name.str();
+  loomrt::schema::forEachOptimizerState(
+      name.c_str(), isSet, [&](const char *s) { c.stateNames.push_back(s); });
 }
 
 std::optional<OptimizerConfig> loom::getOptimizerConfig(Attribute attr) {
   OptimizerConfig c;
+  auto number = [](const APFloat &v) { return v.convertToDouble(); };
+  auto fillAdam = [&](auto adam, StringRef name) {
+    c.name = name;
+    c.lr = number(adam.getLr());
+    c.beta1 = number(adam.getBeta1());
+    c.beta2 = number(adam.getBeta2());
+    c.eps = number(adam.getEps());
+    c.weightDecay = number(adam.getWeightDecay());
+    c.maximize = adam.getMaximize();
+    c.amsgrad = adam.getAmsgrad();
+  };
   if (auto sgd = dyn_cast<SGDAttr>(attr)) {
     c.name = "sgd";
-    c.lr = sgd.getLr().convertToDouble();
-    c.momentum = sgd.getMomentum().convertToDouble();
-    c.dampening = sgd.getDampening().convertToDouble();
-    c.weightDecay = sgd.getWeightDecay().convertToDouble();
+    c.lr = number(sgd.getLr());
+    c.momentum = number(sgd.getMomentum());
+    c.dampening = number(sgd.getDampening());
+    c.weightDecay = number(sgd.getWeightDecay());
     c.nesterov = sgd.getNesterov();
     c.maximize = sgd.getMaximize();
-    // torch.optim.SGD keeps no buffer without momentum.
-    if (c.momentum != 0)
-      c.stateNames.push_back("momentum_buffer");
-    return c;
+  } else if (auto adam = dyn_cast<AdamAttr>(attr)) {
+    fillAdam(adam, "adam");
+  } else if (auto adamw = dyn_cast<AdamWAttr>(attr)) {
+    fillAdam(adamw, "adamw");
+  } else if (auto rmsprop = dyn_cast<RMSpropAttr>(attr)) {
+    c.name = "rmsprop";
+    c.lr = number(rmsprop.getLr());
+    c.alpha = number(rmsprop.getAlpha());
+    c.eps = number(rmsprop.getEps());
+    c.weightDecay = number(rmsprop.getWeightDecay());
+    c.momentum = number(rmsprop.getMomentum());
+    c.centered = rmsprop.getCentered();
+    c.maximize = rmsprop.getMaximize();
+  } else if (auto adagrad = dyn_cast<AdagradAttr>(attr)) {
+    c.name = "adagrad";
+    c.lr = number(adagrad.getLr());
+    c.lrDecay = number(adagrad.getLrDecay());
+    c.weightDecay = number(adagrad.getWeightDecay());
+    c.initialAccumulatorValue = number(adagrad.getInitialAccumulatorValue());
+    c.eps = number(adagrad.getEps());
+    c.maximize = adagrad.getMaximize();
+  } else {
+    return std::nullopt;
   }
-  auto fill = [&](auto adam, StringRef name) {
-    c.name = name;
-    c.lr = adam.getLr().convertToDouble();
-    c.beta1 = adam.getBeta1().convertToDouble();
-    c.beta2 = adam.getBeta2().convertToDouble();
-    c.eps = adam.getEps().convertToDouble();
-    c.weightDecay = adam.getWeightDecay().convertToDouble();
-    c.maximize = adam.getMaximize();
-    c.stateNames = {"exp_avg", "exp_avg_sq"};
-    return c;
-  };
-  if (auto adam = dyn_cast<AdamAttr>(attr))
-    return fill(adam, "adam");
-  if (auto adamw = dyn_cast<AdamWAttr>(attr))
-    return fill(adamw, "adamw");
-  return std::nullopt;
+  fillStateNames(c);
+  return c;
 }
 
 //===----------------------------------------------------------------------===//

@@ -444,6 +444,13 @@ LogicalResult StateOp::verify() {
            << getType();
   if (failed(verifyBindingSlot(*this, getSlot())))
     return failure();
+  if (getInit() == StateInit::initial_accumulator_value) {
+    auto program = (*this)->getParentOfType<ProgramOp>();
+    if (!program || !program.getOptimizer() ||
+        !isa<AdagradAttr>(*program.getOptimizer()))
+      return emitOpError("init initial_accumulator_value needs the program's "
+                         "optimizer to be #loom.adagrad");
+  }
   return verifyBindingType(*this, getType());
 }
 

@@ -369,7 +369,8 @@ class Loom_AdamFamilyAttr<string name, string attrMnemonic,
     Loom_F64Parameter<"0.999", "decay of the second moment (betas[1])">:$beta2,
     Loom_F64Parameter<"1.0e-8", "term added to the denominator">:$eps,
     Loom_F64Parameter<weightDecayDefault, "weight decay">:$weight_decay,
-    Loom_BoolParameter<"false", "maximize the objective">:$maximize);
+    Loom_BoolParameter<"false", "maximize the objective">:$maximize,
+    Loom_BoolParameter<"false", "the AMSGrad variant">:$amsgrad);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }
@@ -381,8 +382,9 @@ def Loom_AdamAttr
     Adam with PyTorch's semantics and defaults (`torch.optim.Adam(lr=1e-3,
     betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False,
     maximize=False)`); weight decay is added to the gradient (L2). Each
-    parameter keeps two state tensors, `exp_avg` and `exp_avg_sq`; the step
-    count is kept by the runtime. `amsgrad` is not supported.
+    parameter keeps two state tensors, `exp_avg` and `exp_avg_sq`, and with
+    `amsgrad` a third, `max_exp_avg_sq` (the running maximum of `exp_avg_sq`
+    that then normalises the update); the step count is kept by the runtime.
 
     ```mlir
     #loom.adam<lr = 0.01, beta2 = 0.99>
@@ -406,8 +408,58 @@ def Loom_AdamWAttr
   }];
 }
 
+def Loom_RMSpropAttr : Loom_Attr<"RMSprop", "rmsprop"> {
+  let summary = "torch.optim.RMSprop and its hyperparameters";
+  let description = [{
+    RMSprop with PyTorch's semantics and defaults (`torch.optim.RMSprop(
+    lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
+    centered=False, maximize=False)`). Each parameter keeps `square_avg`,
+    then `momentum_buffer` with a non-zero `momentum`, then `grad_avg` when
+    `centered`.
+
+    ```mlir
+    #loom.rmsprop<lr = 1.0e-3, momentum = 0.9, centered = true>
+    ```
+  }];
+  let parameters = (ins
+    Loom_F64Parameter<"1.0e-2", "learning rate">:$lr,
+    Loom_F64Parameter<"0.99", "smoothing constant of square_avg">:$alpha,
+    Loom_F64Parameter<"1.0e-8", "term added to the denominator">:$eps,
+    Loom_F64Parameter<"0.0", "L2 penalty added to the gradient">:$weight_decay,
+    Loom_F64Parameter<"0.0", "momentum factor">:$momentum,
+    Loom_BoolParameter<"false", "normalise by the estimated variance">:$centered,
+    Loom_BoolParameter<"false", "maximize the objective">:$maximize);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def Loom_AdagradAttr : Loom_Attr<"Adagrad", "adagrad"> {
+  let summary = "torch.optim.Adagrad and its hyperparameters";
+  let description = [{
+    Adagrad with PyTorch's semantics and defaults (`torch.optim.Adagrad(
+    lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0,
+    eps=1e-10, maximize=False)`), dense gradients. Each parameter keeps one
+    state tensor, `sum`, which starts filled with
+    `initial_accumulator_value` (the runtime creates it so).
+
+    ```mlir
+    #loom.adagrad<lr = 0.1, initial_accumulator_value = 0.1>
+    ```
+  }];
+  let parameters = (ins
+    Loom_F64Parameter<"1.0e-2", "learning rate">:$lr,
+    Loom_F64Parameter<"0.0", "learning-rate decay per step">:$lr_decay,
+    Loom_F64Parameter<"0.0", "L2 penalty added to the gradient">:$weight_decay,
+    Loom_F64Parameter<"0.0", "starting value of sum">:$initial_accumulator_value,
+    Loom_F64Parameter<"1.0e-10", "term added to the denominator">:$eps,
+    Loom_BoolParameter<"false", "maximize the objective">:$maximize);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 def Loom_OptimizerAttr : Attr<CPred<"::loom::isOptimizerAttr($_self)">,
-    "optimizer hyperparameters (#loom.sgd, #loom.adam or #loom.adamw)"> {
+    "optimizer hyperparameters (#loom.sgd, #loom.adam, #loom.adamw, "
+    "#loom.rmsprop or #loom.adagrad)"> {
   let storageType = "::mlir::Attribute";
   let returnType = "::mlir::Attribute";
   let convertFromStorage = "$_self";

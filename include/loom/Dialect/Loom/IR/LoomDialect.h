@@ -31,18 +31,21 @@ mlir::FailureOr<bool> parseBoolParameter(mlir::AsmParser &parser);
 
 namespace loom {
 
-/// One optimizer attribute (`#loom.sgd`, `#loom.adam`, `#loom.adamw`) seen
-/// through one struct: every hyperparameter the artifact records, with the
-/// ones an algorithm lacks at PyTorch's neutral values.
+/// One optimizer attribute (`#loom.sgd`, `#loom.adam`, `#loom.adamw`,
+/// `#loom.rmsprop`, `#loom.adagrad`) seen through one struct: every
+/// hyperparameter the artifact records, with the ones an algorithm lacks at
+/// PyTorch's neutral values.
 struct OptimizerConfig {
-  /// "sgd", "adam" or "adamw" (the attribute mnemonic and torch's name).
+  /// "sgd", "adam", "adamw", "rmsprop" or "adagrad" (the attribute mnemonic
+  /// and the artifact's name).
   llvm::StringRef name;
   double lr = 0, momentum = 0, dampening = 0, weightDecay = 0;
   double beta1 = 0, beta2 = 0, eps = 0;
-  bool nesterov = false, maximize = false;
+  double alpha = 0, lrDecay = 0, initialAccumulatorValue = 0;
+  bool nesterov = false, maximize = false, amsgrad = false, centered = false;
   /// Names of the per-parameter state tensors in PyTorch's state_dict
-  /// order (`momentum_buffer`; `exp_avg`, `exp_avg_sq`).
-  llvm::SmallVector<llvm::StringRef, 2> stateNames;
+  /// order, as the artifact schema declares them (LOOMX_OPTIMIZER_STATE).
+  llvm::SmallVector<llvm::StringRef, 3> stateNames;
 };
 
 /// Whether `attr` is one of the optimizer attributes.

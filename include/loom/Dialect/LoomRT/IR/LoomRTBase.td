@@ -79,9 +79,12 @@ def LoomRT_MemoryFormatAttr
 }
 
 def LoomRT_InitZeros : I32EnumAttrCase<"zeros", 0>;
+// Filled with the program optimizer's initial_accumulator_value (Adagrad).
+def LoomRT_InitAccumulator
+    : I32EnumAttrCase<"initial_accumulator_value", 1>;
 def LoomRT_StateInit : I32EnumAttr<"StateInit",
     "how the runtime creates optimizer state before the first step",
-    [LoomRT_InitZeros]> {
+    [LoomRT_InitZeros, LoomRT_InitAccumulator]> {
   let cppNamespace = "::loom::rt";
   let genSpecializedAttr = 0;
 }
