@@ -257,6 +257,7 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str
                              "price ops by its measured times (loom-compile --op-times; needs "
                              "--recompute-budget or --schedule)")
     capture.add_optimizer_arguments(parser)
+    capture.add_schedule_arguments(parser)
     args, compile_args = parser.parse_known_args(argv)
     if args.measure_op_times and not any(
             a.startswith(("--recompute-budget", "--schedule")) and
@@ -271,6 +272,7 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str
         parser.error(f"unexpected argument '{stray[0]}' (loom-compile options are passed as "
                      "--name=value)")
     args.optimizer_config = capture.optimizer_config(parser, args)
+    args.lr_schedule = capture.schedule_config(parser, args)
     if args.reference != "eager" and args.nproc < 2:
         parser.error(f"--reference {args.reference} needs --nproc N with N > 1")
     if args.out is None:
@@ -300,6 +302,11 @@ def capture_options(args: argparse.Namespace, compile_args: list[str]) -> list[s
             flags += [flag, repr(value)]
     if opt.get("impl") == "fused":
         flags += ["--optimizer-impl", "fused"]
+    # The schedule the reference trains with; loom-compile takes it from
+    # run.json.
+    if args.lr_schedule:
+        for key, value in args.lr_schedule.items():
+            flags += [f"--lr-{key.replace('_', '-')}", str(value)]
     if args.reference != "eager":
         flags += ["--reference", args.reference]
         # The reference's sharding follows the compile's.

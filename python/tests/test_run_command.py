@@ -189,3 +189,21 @@ def test_usage_errors(tmp_path, flags, fragment, capsys, monkeypatch):
     stderr = capsys.readouterr().err
     assert code == 2 and fragment in stderr, stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_optimizer_and_schedule_reach_the_reference(tmp_path):
+    """The optimizer's own options and the learning-rate schedule go to
+    capture, so the reference trains with them and loom-compile takes them
+    from run.json (not from its command line): centered RMSprop with a
+    warm-up and cosine decay on the MLP passes the check."""
+    out = tmp_path / "mlp"
+    result = loom_run("examples/mlp.py", "--steps", "6", "--check", "--optimizer", "rmsprop",
+                      "--lr", "1e-3", "--centered", "--momentum", "0.5", "--lr-warmup-steps", "2",
+                      "--lr-decay", "cosine", "--lr-decay-steps", "4", out=out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "PASS" in result.stdout
+    config = json.loads((out / "run.json").read_text())
+    assert config["optimizer"]["name"] == "rmsprop" and config["optimizer"]["centered"] is True
+    assert config["lr_schedule"]["decay"] == "cosine" and config["lr_schedule"]["warmup_steps"] == 2
+    stages = ran(result.stdout)
+    assert "--lr-decay cosine" in stages["capture"] and "--lr-decay" not in stages["compile"]
