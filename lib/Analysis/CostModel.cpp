@@ -534,6 +534,12 @@ static std::pair<double, int> optimizerTraffic(Attribute optimizer) {
       add(7, 2); // buf.mul_().addcdiv_(grad, avg), param.add_(buf)
     else
       add(4, 1); // param.addcdiv_(grad, avg)
+  } else if (name == "adamax") {
+    add(3, 1); // exp_avg.lerp_(grad)
+    add(2, 1); // exp_inf.mul_(beta2)
+    add(4, 2); // grad.abs().add_(eps)
+    add(3, 1); // torch.maximum(..., out=exp_inf)
+    add(4, 1); // param.addcdiv_(exp_avg, exp_inf)
   } else if (name == "adagrad") {
     add(4, 1); // state_sum.addcmul_(grad, grad)
     add(4, 2); // state_sum.sqrt().add_(eps)

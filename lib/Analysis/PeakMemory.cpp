@@ -183,9 +183,9 @@ void loom::recordMemoryBudget(ModuleOp module, int64_t bytes) {
 /// `grad.add(param)`) gradient when there is one, and 12 bytes of scalar
 /// tensors. The single-tensor SGD holds the negated, weight-decayed and
 /// Nesterov gradients, at most two at once, and with momentum 12 bytes of
-/// scalars. The single-tensor RMSprop and Adagrad hold those gradients and
-/// then one parameter-sized tensor beside them (`avg`, `std`), and 12 bytes
-/// of scalars. The fused
+/// scalars. The single-tensor RMSprop, Adagrad and Adamax hold those
+/// gradients and then one parameter-sized tensor beside them (`avg`, `std`,
+/// `grad.abs()`), and 12 bytes of scalars. The fused
 /// Adam, AdamW and Adagrad kernels take a 4-byte step tensor; fused SGD
 /// nothing.
 static int64_t getOptimizerScratchBytes(const OptimizerUpdate &update) {
@@ -211,7 +211,8 @@ static int64_t getOptimizerScratchBytes(const OptimizerUpdate &update) {
       most = std::max(most, alive + 1);
     return most * bytes + (config.momentum != 0 ? 12 : 0);
   }
-  // RMSprop's `avg` and Adagrad's `std`, beside that gradient.
+  // RMSprop's `avg`, Adagrad's `std` and Adamax's `grad.abs()`, beside
+  // that gradient.
   most = std::max(most, alive + 1);
   return most * bytes + 12;
 }

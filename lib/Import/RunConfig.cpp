@@ -81,10 +81,11 @@ static Attribute parseOptimizer(const json::Object &o, MLIRContext *ctx,
                                 std::string &error) {
   FieldReader r(o, "optimizer.", error);
   std::optional<StringRef> name = o.getString("name");
-  if (!name || !llvm::is_contained(
-                   {"sgd", "adam", "adamw", "rmsprop", "adagrad"}, *name))
-    return r.wrong("name", "\"sgd\", \"adam\", \"adamw\", \"rmsprop\" or "
-                           "\"adagrad\""),
+  if (!name ||
+      !llvm::is_contained(
+          {"sgd", "adam", "adamw", "rmsprop", "adagrad", "adamax"}, *name))
+    return r.wrong("name", "\"sgd\", \"adam\", \"adamw\", \"rmsprop\", "
+                           "\"adagrad\" or \"adamax\""),
            nullptr;
   std::optional<double> lr = r.number("lr");
   std::optional<double> weightDecay = r.number("weight_decay");
@@ -143,6 +144,10 @@ static Attribute parseOptimizer(const json::Object &o, MLIRContext *ctx,
   if (!b0 || !b1)
     return r.wrong("betas", "a list of two numbers"), nullptr;
   double betas[2] = {*b0, *b1};
+  if (*name == "adamax")
+    return AdamaxAttr::getChecked(emitError, ctx, f(*lr), f(betas[0]),
+                                  f(betas[1]), f(*eps), f(*weightDecay),
+                                  *maximize);
   std::optional<bool> amsgrad =
       o.get("amsgrad") ? r.boolean("amsgrad") : std::optional<bool>(false);
   if (!amsgrad)

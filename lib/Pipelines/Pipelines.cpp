@@ -287,7 +287,8 @@ LogicalResult RunConfigApplier::takeOptimizer(Attribute optimizer) {
                            .Case("adam", OptimizerKind::Adam)
                            .Case("adamw", OptimizerKind::AdamW)
                            .Case("rmsprop", OptimizerKind::RMSprop)
-                           .Default(OptimizerKind::Adagrad);
+                           .Case("adagrad", OptimizerKind::Adagrad)
+                           .Default(OptimizerKind::Adamax);
   if (failed(take("optimizer", options.optimizer, kind, "optimizer")))
     return failure();
   // The hyperparameters below are the captured algorithm's; the algorithm
@@ -299,6 +300,7 @@ LogicalResult RunConfigApplier::takeOptimizer(Attribute optimizer) {
   bool adam = kind == OptimizerKind::Adam || kind == OptimizerKind::AdamW;
   bool rmsprop = kind == OptimizerKind::RMSprop;
   bool adagrad = kind == OptimizerKind::Adagrad;
+  bool betas = adam || kind == OptimizerKind::Adamax;
   auto takeIf = [&](bool has, StringRef flag, auto &field, auto captured,
                     StringRef what) {
     return has ? take(flag, field, captured, what) : success();
@@ -311,8 +313,8 @@ LogicalResult RunConfigApplier::takeOptimizer(Attribute optimizer) {
                        "dampening")) &&
       succeeded(
           takeIf(sgd, "nesterov", options.nesterov, c->nesterov, "nesterov")) &&
-      succeeded(takeIf(adam, "beta1", options.beta1, c->beta1, "betas[0]")) &&
-      succeeded(takeIf(adam, "beta2", options.beta2, c->beta2, "betas[1]")) &&
+      succeeded(takeIf(betas, "beta1", options.beta1, c->beta1, "betas[0]")) &&
+      succeeded(takeIf(betas, "beta2", options.beta2, c->beta2, "betas[1]")) &&
       succeeded(takeIf(!sgd, "eps", options.eps, c->eps, "eps")) &&
       succeeded(
           takeIf(adam, "amsgrad", options.amsgrad, c->amsgrad, "amsgrad")) &&

@@ -31,6 +31,8 @@ StringRef loom::stringifyOptimizerKind(OptimizerKind kind) {
     return "rmsprop";
   case OptimizerKind::Adagrad:
     return "adagrad";
+  case OptimizerKind::Adamax:
+    return "adamax";
   }
   llvm_unreachable("unknown optimizer kind");
 }
@@ -62,7 +64,7 @@ void loom::resolveOptimizerDefaults(LoomAttachOptimizerOptions &options) {
   bool percent =
       kind == OptimizerKind::RMSprop || kind == OptimizerKind::Adagrad;
   if (std::isnan(options.lr))
-    options.lr = percent ? 1e-2 : 1e-3;
+    options.lr = percent ? 1e-2 : kind == OptimizerKind::Adamax ? 2e-3 : 1e-3;
   if (std::isnan(options.eps))
     options.eps = kind == OptimizerKind::Adagrad ? 1e-10 : 1e-8;
   // The one place where the algorithms' default weight decays differ.
@@ -83,6 +85,8 @@ static StringRef getOptimizerClassName(OptimizerKind kind) {
     return "RMSprop";
   case OptimizerKind::Adagrad:
     return "Adagrad";
+  case OptimizerKind::Adamax:
+    return "Adamax";
   case OptimizerKind::None:
     break;
   }
@@ -156,6 +160,11 @@ loom::buildOptimizerAttr(MLIRContext *ctx,
                                    f(options.alpha), f(options.eps),
                                    f(options.weightDecay), f(options.momentum),
                                    options.centered, options.maximize);
+    break;
+  case OptimizerKind::Adamax:
+    attr = AdamaxAttr::getChecked(
+        emitError, ctx, f(options.lr), f(options.beta1), f(options.beta2),
+        f(options.eps), f(options.weightDecay), options.maximize);
     break;
   case OptimizerKind::Adagrad:
     attr = AdagradAttr::getChecked(
@@ -571,10 +580,12 @@ struct LoomAttachOptimizerPass
   LogicalResult attachImpl(func::FuncOp func) {
     if (impl == OptimizerImpl::Forloop)
       return success();
-    if (optimizer == OptimizerKind::RMSprop)
-      return func.emitOpError("--loom-attach-optimizer: impl=fused: rmsprop "
-                              "has no fused implementation (torch.optim."
-                              "RMSprop takes no fused=True)");
+    if (optimizer == OptimizerKind::RMSprop ||
+        optimizer == OptimizerKind::Adamax)
+      return func.emitOpError("--loom-attach-optimizer: impl=fused: ")
+             << stringifyOptimizerKind(optimizer)
+             << " has no fused implementation (torch.optim."
+             << getOptimizerClassName(optimizer) << " takes no fused=True)";
     // PyTorch's fused optimizers refuse complex parameters (their kernels
     // have no complex instantiation): say so by name, before the update's
     // verifier gives its general refusal of non-float parameters.

@@ -3,7 +3,7 @@
 Usage (from the repository root)::
 
     PYTHONPATH=python python -m loom.capture FILE.py --out DIR \
-        [--steps K] [--optimizer sgd|adam|adamw|rmsprop|adagrad] [--lr X] \
+        [--steps K] [--optimizer sgd|adam|adamw|rmsprop|adagrad|adamax] [--lr X] \
         [--weight-decay W] [--momentum M] [--dampening D] [--nesterov] \
         [--betas B1 B2] [--eps E] [--amsgrad] [--alpha A] [--centered] \
         [--adagrad-lr-decay D] [--initial-accumulator-value V] \
@@ -47,7 +47,7 @@ step (training cycles through them). The capture writes into DIR:
     per batch tensor. Each optimizer records its own hyperparameters instead of
     the three SGD fields: Adam and AdamW ``betas``, ``eps`` and ``amsgrad``;
     RMSprop ``alpha``, ``eps``, ``momentum`` and ``centered``; Adagrad
-    ``lr_decay``, ``initial_accumulator_value`` and ``eps``;
+    ``lr_decay``, ``initial_accumulator_value`` and ``eps``; Adamax ``betas`` and ``eps``;
     ``--optimizer-impl fused`` adds ``"impl": "fused"``, and the
     reference then runs torch.optim with ``fused=True``.) When FILE.py defines ``param_groups(model)`` (the list of
     dicts a user passes to ``torch.optim``, e.g. ``[{"params": decay,
@@ -163,6 +163,7 @@ OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
     "adamw": torch.optim.AdamW,
     "rmsprop": torch.optim.RMSprop,
     "adagrad": torch.optim.Adagrad,
+    "adamax": torch.optim.Adamax,
 }
 # The hyperparameters the run configuration records for each optimizer, in
 # the order it lists them; everything else (foreach, capturable,
@@ -175,6 +176,7 @@ OPTIMIZER_KEYS = {
     "rmsprop": ("lr", "weight_decay", "alpha", "eps", "momentum", "centered", "maximize"),
     "adagrad": ("lr", "weight_decay", "lr_decay", "initial_accumulator_value", "eps",
                 "maximize"),
+    "adamax": ("lr", "weight_decay", "betas", "eps", "maximize"),
 }
 # The command-line flag of each hyperparameter (Adagrad's lr_decay is not
 # --lr-decay, the schedule's option).
@@ -988,7 +990,7 @@ def add_optimizer_arguments(parser: argparse.ArgumentParser) -> None:
                        help=f"default {DEFAULT_OPTIMIZER}")
     group.add_argument("--lr", type=float,
                        help="learning rate (adam/adamw: default 1e-3; rmsprop/adagrad: 1e-2; "
-                       "sgd: required)")
+                       "adamax: 2e-3; sgd: required)")
     group.add_argument("--weight-decay", type=float,
                        help="weight decay (default 0.01 for adamw, 0 for the others)")
     group.add_argument("--momentum", type=float, help="SGD/RMSprop momentum (default 0)")
@@ -996,9 +998,9 @@ def add_optimizer_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--nesterov", action="store_true", default=None,
                        help="SGD Nesterov momentum")
     group.add_argument("--betas", type=float, nargs=2, metavar=("BETA1", "BETA2"),
-                       help="Adam/AdamW betas (default 0.9 0.999)")
+                       help="Adam/AdamW/Adamax betas (default 0.9 0.999)")
     group.add_argument("--eps", type=float,
-                       help="Adam/AdamW/RMSprop/Adagrad eps (default 1e-8; adagrad 1e-10)")
+                       help="Adam/AdamW/RMSprop/Adagrad/Adamax eps (default 1e-8; adagrad 1e-10)")
     group.add_argument("--amsgrad", action="store_true", default=None,
                        help="Adam/AdamW: the AMSGrad variant")
     group.add_argument("--alpha", type=float, help="RMSprop smoothing constant (default 0.99)")

@@ -1,9 +1,9 @@
-"""RMSprop, Adagrad and Adam's AMSGrad against torch.optim, bitwise.
+"""RMSprop, Adagrad, Adamax and Adam's AMSGrad against torch.optim, bitwise.
 
 Capture records the optimizer with every hyperparameter (run.json);
 loom-compile takes it from there and the runtime runs torch.optim's
 single-tensor algorithm op for op (``_single_tensor_rmsprop``,
-``_single_tensor_adagrad``, the ``amsgrad`` branch of
+``_single_tensor_adagrad``, ``_single_tensor_adamax``, the ``amsgrad`` branch of
 ``_single_tensor_adam``) or the fused kernel (``_fused_adagrad_``,
 ``_fused_adam(w)_`` with ``max_exp_avg_sqs``). So at tolerance 0:
 
@@ -11,7 +11,7 @@ single-tensor algorithm op for op (``_single_tensor_rmsprop``,
   eager's with each of them (centered RMSprop with momentum, weight decay
   and maximize; Adagrad with lr_decay, weight decay and a non-zero
   initial_accumulator_value, forloop and fused; Adam and AdamW with AMSGrad,
-  forloop and fused);
+  forloop and fused; Adamax with weight decay and maximize);
 - with FSDP on 3 ranks, on a model whose every parameter and its state are
   padded, they equal PyTorch's ``fully_shard`` with the same optimizer;
 - on a one-layer model whose peak is the update, every rank's measured peak
@@ -47,6 +47,8 @@ RMSPROP = ["--optimizer", "rmsprop", "--lr", "1e-3", "--alpha", "0.95", "--momen
 ADAGRAD = ["--optimizer", "adagrad", "--lr", "0.05", "--adagrad-lr-decay", "0.01",
            "--initial-accumulator-value", "0.1", "--weight-decay", "0.01"]
 AMSGRAD = ["--optimizer", "adam", "--amsgrad", "--weight-decay", "0.01"]
+ADAMAX = ["--optimizer", "adamax", "--betas", "0.8", "0.95", "--weight-decay", "0.01",
+          "--maximize"]
 FUSED = ["--optimizer-impl", "fused"]
 CASES = {
     "rmsprop": RMSPROP,
@@ -54,6 +56,7 @@ CASES = {
     "adagrad-fused": [*ADAGRAD, *FUSED],
     "adam-amsgrad": AMSGRAD,
     "adamw-amsgrad-fused": ["--optimizer", "adamw", "--amsgrad", *FUSED],
+    "adamax": ADAMAX,
 }
 
 
@@ -94,7 +97,7 @@ def test_gpt_bitwise_equal_to_torch_optim(case, tmp_path):
     assert "PASS" in result.stdout
 
 
-@pytest.mark.parametrize("case", ["rmsprop", "adagrad", "adamw-amsgrad-fused"])
+@pytest.mark.parametrize("case", ["rmsprop", "adagrad", "adamw-amsgrad-fused", "adamax"])
 def test_fsdp_padded_state_bitwise_equal_to_fully_shard(case, tmp_path):
     world = 3
     capture(tmp_path, MODELS, *CASES[case], "--make-arg", "kind=odd", "--split", str(world),
@@ -112,6 +115,7 @@ PEAK_CASES = {
     "adagrad-fused": [*ADAGRAD, *FUSED],
     "adam-amsgrad": AMSGRAD,
     "adamw-amsgrad-maximize": ["--optimizer", "adamw", "--amsgrad", "--maximize"],
+    "adamax": ADAMAX,
 }
 
 

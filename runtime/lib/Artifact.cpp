@@ -66,6 +66,8 @@ const char *toString(OptimizerKind kind) {
     return schema::kOptimizerNameRmsprop;
   case OptimizerKind::Adagrad:
     return schema::kOptimizerNameAdagrad;
+  case OptimizerKind::Adamax:
+    return schema::kOptimizerNameAdamax;
   }
   return "?";
 }
@@ -920,10 +922,12 @@ void ProgramReader::readOptimizer(const json &v, const std::string &path) {
     o.kind = OptimizerKind::RMSprop;
   else if (name == schema::kOptimizerNameAdagrad)
     o.kind = OptimizerKind::Adagrad;
+  else if (name == schema::kOptimizerNameAdamax)
+    o.kind = OptimizerKind::Adamax;
   else
     fail(join(path, schema::kOptimizerName),
          "unknown optimizer '" + name +
-             "' (expected sgd, adam, adamw, rmsprop or adagrad)");
+             "' (expected sgd, adam, adamw, rmsprop, adagrad or adamax)");
   if (!schema::isEnumValue("OptimizerName", name.c_str(), version()))
     fail(join(path, schema::kOptimizerName),
          "'" + name + "' needs format version 4 (this program is version " +
@@ -985,9 +989,11 @@ void ProgramReader::readOptimizer(const json &v, const std::string &path) {
     else
       fail(implPath,
            "unknown implementation '" + impl + "' (expected forloop or fused)");
-    if (o.impl == OptimizerImpl::Fused && o.kind == OptimizerKind::RMSprop)
-      fail(implPath, "rmsprop has no fused implementation (torch.optim.RMSprop "
-                     "has no fused=True)");
+    if (o.impl == OptimizerImpl::Fused &&
+        (o.kind == OptimizerKind::RMSprop || o.kind == OptimizerKind::Adamax))
+      fail(implPath, std::string(toString(o.kind)) +
+                         " has no fused implementation (torch.optim has no "
+                         "fused=True for it)");
   }
   a.optimizer = o;
 }

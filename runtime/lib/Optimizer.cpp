@@ -4,7 +4,8 @@
 // `_fused_*` call, with the same arguments (see fusedStep). impl=forloop:
 // each line mirrors one line of torch 2.9's `_single_tensor_sgd`,
 // `_single_tensor_adam` (AdamW is Adam with decoupled_weight_decay=True),
-// `_single_tensor_rmsprop` or `_single_tensor_adagrad` (dense gradients).
+// `_single_tensor_rmsprop`, `_single_tensor_adagrad` (dense gradients) or
+// `_single_tensor_adamax`.
 // Python passes a float operand of add/mul/div (`x.mul_(beta2)`) as a
 // wrapped 0-d double tensor to the Tensor overload (PyTorch binds no Scalar
 // overload of those to Python), so this does too (`number`): ATen's
@@ -189,6 +190,39 @@ void rmspropStep(const OptimizerSpec &o, const at::Tensor &paramIn,
   }
 }
 
+/// State: [exp_avg, exp_inf].
+void adamaxStep(const OptimizerSpec &o, const at::Tensor &paramIn,
+                const at::Tensor &gradIn, const std::vector<at::Tensor> &state,
+                float &step) {
+  at::Tensor param = paramIn;
+  // grad = grad if not maximize else -grad
+  at::Tensor grad = o.maximize ? at::neg(gradIn) : gradIn;
+  at::Tensor expAvg = state[0];
+  at::Tensor expInf = state[1];
+  // step_t += 1
+  step += 1.0f;
+  // if weight_decay != 0: grad = grad.add(param, alpha=weight_decay)
+  if (o.weightDecay != 0)
+    grad = grad.add(param, o.weightDecay);
+  if (param.is_complex()) {
+    param = at::view_as_real(param);
+    grad = at::view_as_real(grad);
+    expAvg = at::view_as_real(expAvg);
+    expInf = at::view_as_real(expInf);
+  }
+  // exp_avg.lerp_(grad, 1 - beta1)
+  expAvg.lerp_(grad, 1 - o.beta1);
+  // torch.maximum(exp_inf.mul_(beta2), grad.abs().add_(eps), out=exp_inf)
+  expInf.mul_(number(o.beta2));
+  at::Tensor norm = grad.abs();
+  norm.add_(number(o.eps));
+  at::maximum_out(expInf, expInf, norm);
+  // bias_correction = 1 - beta1 ** _get_value(step_t); clr = lr / it
+  double clr = o.lr / (1 - std::pow(o.beta1, double(step)));
+  // param.addcdiv_(exp_avg, exp_inf, value=-clr)
+  param.addcdiv_(expAvg, expInf, -clr);
+}
+
 /// State: [sum], created by torch.optim.Adagrad's constructor as
 /// full_like(param, initial_accumulator_value).
 void adagradStep(const OptimizerSpec &o, const at::Tensor &paramIn,
@@ -227,8 +261,8 @@ void adagradStep(const OptimizerSpec &o, const at::Tensor &paramIn,
 void fusedStep(const OptimizerSpec &o, const at::Tensor &param,
                const at::Tensor &grad, const std::vector<at::Tensor> &state,
                float &step) {
-  if (o.kind == OptimizerKind::RMSprop)
-    throw Error("rmsprop has no fused implementation");
+  if (o.kind == OptimizerKind::RMSprop || o.kind == OptimizerKind::Adamax)
+    throw Error(std::string(toString(o.kind)) + " has no fused implementation");
   if (param.is_complex())
     throw Error("impl=fused does not support the complex parameter (" +
                 artifactDtypeName(param.scalar_type()) +
@@ -296,6 +330,8 @@ void optimizerStep(const OptimizerSpec &spec, const at::Tensor &param,
     rmspropStep(spec, param, grad, state, step);
   else if (spec.kind == OptimizerKind::Adagrad)
     adagradStep(spec, param, grad, state, step);
+  else if (spec.kind == OptimizerKind::Adamax)
+    adamaxStep(spec, param, grad, state, step);
   else
     adamStep(spec, param, grad, state, step);
 }

@@ -336,7 +336,8 @@ def optimizer_json(opt) -> dict:
 
     g = opt.param_groups[0]
     name = {torch.optim.SGD: "sgd", torch.optim.Adam: "adam", torch.optim.AdamW: "adamw",
-            torch.optim.RMSprop: "rmsprop", torch.optim.Adagrad: "adagrad"}[type(opt)]
+            torch.optim.RMSprop: "rmsprop", torch.optim.Adagrad: "adagrad",
+            torch.optim.Adamax: "adamax"}[type(opt)]
     return {
         "name": name,
         "lr": float(g["lr"]),

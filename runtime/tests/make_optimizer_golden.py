@@ -61,10 +61,15 @@ CONFIGS = [
     ("adagrad_complex", torch.complex64, "adagrad", dict(lr=0.1, initial_accumulator_value=0.1)),
     ("adagrad_fused", torch.float32, "adagrad", dict(lr=0.1, lr_decay=0.05, weight_decay=0.1, initial_accumulator_value=0.3, fused=True)),
     ("adagrad_f64_maximize_fused", torch.float64, "adagrad", dict(lr=1e-2, maximize=True, fused=True)),
+    ("adamax", torch.float32, "adamax", dict(lr=2e-3)),
+    ("adamax_wd_maximize", torch.float32, "adamax", dict(lr=1e-2, betas=(0.8, 0.95), eps=1e-6, weight_decay=0.1, maximize=True)),
+    ("adamax_bf16", torch.bfloat16, "adamax", dict(lr=1e-2, betas=(0.9, 0.99))),
+    ("adamax_complex", torch.complex64, "adamax", dict(lr=1e-2, weight_decay=0.01)),
 ]
 
 CLASSES = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW,
-           "rmsprop": torch.optim.RMSprop, "adagrad": torch.optim.Adagrad}
+           "rmsprop": torch.optim.RMSprop, "adagrad": torch.optim.Adagrad,
+           "adamax": torch.optim.Adamax}
 
 
 def spec(kind: str, opt: torch.optim.Optimizer) -> dict:

@@ -25,6 +25,8 @@
 // - Adagrad with weight decay: the decayed gradient and std, 2P + 12:
 //   3088; state sum P: 3072 + 3088 = 6160.
 // - fused Adagrad: the 4-byte step tensor: 1032; 3072 + 1032 = 4104.
+// - Adamax with weight decay: the decayed gradient and grad.abs(), 2P + 12:
+//   3088; state exp_avg and exp_inf 2P: 4096 + 3088 = 7184.
 // The runtime measures each of these on a capture of a one-layer model
 // whose peak is the update (loom-run --memory-report; see
 // python/tests/test_optimizers_parity.py).
@@ -51,6 +53,8 @@
 // ADAGRAD: predicted peak memory: 6160 bytes (persistent 3072 + activations 3088
 // RUN: loom-opt %s --pass-pipeline='builtin.module(func.func(loom-attach-optimizer{optimizer=adagrad impl=fused}),loom-stats)' -o /dev/null 2>&1 | FileCheck %s --check-prefix=ADAGRAD-FUSED
 // ADAGRAD-FUSED: predicted peak memory: 4104 bytes (persistent 3072 + activations 1032
+// RUN: loom-opt %s --pass-pipeline='builtin.module(func.func(loom-attach-optimizer{optimizer=adamax weight-decay=0.1}),loom-stats)' -o /dev/null 2>&1 | FileCheck %s --check-prefix=ADAMAX
+// ADAMAX: predicted peak memory: 7184 bytes (persistent 4096 + activations 3088
 // The lowered program predicts the same.
 // RUN: loom-compile %s --optimizer=adamw --emit=mlir --summary -o /dev/null 2>&1 | FileCheck %s --check-prefix=RT
 // RT: predicted peak memory 7184 bytes (persistent 4096 + activations 3088)

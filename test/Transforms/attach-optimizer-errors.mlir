@@ -9,10 +9,12 @@
 // RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=rmsprop alpha=-0.5" 2>&1 | FileCheck %s --check-prefix=ALPHA
 // RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=adagrad initial-accumulator-value=-1" 2>&1 | FileCheck %s --check-prefix=INITIAL
 // RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=rmsprop impl=fused" 2>&1 | FileCheck %s --check-prefix=FUSED
+// RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=adamax impl=fused" 2>&1 | FileCheck %s --check-prefix=FUSED-ADAMAX
+// RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=adamax amsgrad=true" 2>&1 | FileCheck %s --check-prefix=AMSGRAD-ADAMAX
 
 // An unknown algorithm is refused when the options are parsed, naming the
 // known ones.
-// LION: for the --optimizer option: 'lion' is not one of none, sgd, adam, adamw, rmsprop, adagrad
+// LION: for the --optimizer option: 'lion' is not one of none, sgd, adam, adamw, rmsprop, adagrad, adamax
 func.func @step(%w: tensor<4xf32> {loom.name = "w", loom.role = #loom.role<parameter>})
     -> (tensor<f32> {loom.role = #loom.role<loss>},
         tensor<4xf32> {loom.role = #loom.role<grad>, loom.target = "w"})
@@ -33,3 +35,5 @@ func.func @step(%w: tensor<4xf32> {loom.name = "w", loom.role = #loom.role<param
 // INITIAL: error: 'func.func' op --loom-attach-optimizer: 'initial_accumulator_value' is -1.0, expected a finite value >= 0.0
 // torch.optim.RMSprop has no fused=True.
 // FUSED: error: 'func.func' op --loom-attach-optimizer: impl=fused: rmsprop has no fused implementation (torch.optim.RMSprop takes no fused=True)
+// FUSED-ADAMAX: error: 'func.func' op --loom-attach-optimizer: impl=fused: adamax has no fused implementation (torch.optim.Adamax takes no fused=True)
+// AMSGRAD-ADAMAX: error: 'func.func' op --loom-attach-optimizer: 'amsgrad' is not a hyperparameter of adamax (torch.optim.Adamax does not take it)

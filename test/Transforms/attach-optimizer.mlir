@@ -7,6 +7,7 @@
 // RUN: loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=rmsprop momentum=0.9 centered=true alpha=0.9" | FileCheck %s --check-prefix=RMSPROP
 // RUN: loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=rmsprop" | FileCheck %s --check-prefix=RMSPROP-PLAIN
 // RUN: loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=adagrad adagrad-lr-decay=0.01 initial-accumulator-value=0.1" | FileCheck %s --check-prefix=ADAGRAD
+// RUN: loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=adamax beta2=0.99" | FileCheck %s --check-prefix=ADAMAX
 
 // Two parameters with gradients and a frozen one (no grad): state arguments
 // are appended per parameter in gradient order, updates go before the
@@ -103,6 +104,12 @@ func.func @step(%w: tensor<8x4xf32> {loom.name = "fc.weight", loom.role = #loom.
 // ADAGRAD-SAME: loom.name = "fc.bias.sum", loom.role = #loom.role<optimizer_state>, loom.target = "fc.bias"
 // ADAGRAD-SAME: loom.name = "fc.weight.sum",
 // ADAGRAD-SAME: attributes {loom.optimizer = #loom.adagrad<lr_decay = 0.01, initial_accumulator_value = 0.1>, loom.step}
+
+// Adamax keeps exp_avg and exp_inf; its default lr is 2e-3.
+// ADAMAX-LABEL: func.func @step(
+// ADAMAX-SAME: loom.name = "fc.bias.exp_avg",
+// ADAMAX-SAME: loom.name = "fc.bias.exp_inf", loom.role = #loom.role<optimizer_state>, loom.target = "fc.bias"
+// ADAMAX-SAME: attributes {loom.optimizer = #loom.adamax<beta2 = 0.99>, loom.step}
 
 // -----
 

@@ -78,7 +78,7 @@ public:
 
 /// The optimizer a step applies (`loom-attach-optimizer`); `none` leaves the
 /// step returning its gradients.
-enum class OptimizerKind { None, SGD, Adam, AdamW, RMSprop, Adagrad };
+enum class OptimizerKind { None, SGD, Adam, AdamW, RMSprop, Adagrad, Adamax };
 
 #define LOOM_OPTIMIZER_KIND_VALUES                                             \
   ::llvm::cl::values(                                                          \
@@ -90,7 +90,9 @@ enum class OptimizerKind { None, SGD, Adam, AdamW, RMSprop, Adagrad };
       clEnumValN(::loom::OptimizerKind::RMSprop, "rmsprop",                    \
                  "torch.optim.RMSprop"),                                       \
       clEnumValN(::loom::OptimizerKind::Adagrad, "adagrad",                    \
-                 "torch.optim.Adagrad"))
+                 "torch.optim.Adagrad"),                                       \
+      clEnumValN(::loom::OptimizerKind::Adamax, "adamax",                      \
+                 "torch.optim.Adamax"))
 
 /// How the runtime computes an optimizer's update (`loom-attach-optimizer`):
 /// torch.optim's single-tensor loop op for op (its default on CPU), or the

@@ -22,8 +22,8 @@ namespace loom {
 /// Replaces `options`' lr and eps when unset (NaN, their option default)
 /// and weight-decay when negative (its default) by PyTorch's default for
 /// the algorithm: lr 1e-3
-/// (sgd, adam, adamw) or 1e-2 (rmsprop, adagrad); eps 1e-8, Adagrad's
-/// 1e-10; weight decay 1e-2 for adamw, 0 otherwise.
+/// (sgd, adam, adamw), 1e-2 (rmsprop, adagrad) or 2e-3 (adamax); eps 1e-8,
+/// Adagrad's 1e-10; weight decay 1e-2 for adamw, 0 otherwise.
 void resolveOptimizerDefaults(LoomAttachOptimizerOptions &options);
 
 /// Builds the optimizer attribute (`#loom.sgd/adam/adamw/rmsprop/adagrad`)

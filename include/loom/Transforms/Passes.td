@@ -195,7 +195,7 @@ def LoomSchedule : Pass<"loom-schedule", "::mlir::ModuleOp"> {
 def LoomAttachOptimizer
     : Pass<"loom-attach-optimizer", "::mlir::func::FuncOp"> {
   let summary = "Make a step update its parameters with SGD, Adam, AdamW, "
-                "RMSprop or Adagrad";
+                "RMSprop, Adagrad or Adamax";
   let description = [{
     Turns a step that returns gradients into one that applies the optimizer
     itself, as `optimizer.step()` after `loss.backward()` does in PyTorch.
@@ -204,9 +204,12 @@ def LoomAttachOptimizer
 
     - adds the parameter's optimizer state as arguments of role
       `optimizer_state`, named `<param>.<state>` with `loom.target` = the
-      parameter (`exp_avg`, `exp_avg_sq` for Adam/AdamW; `momentum_buffer`
-      for SGD with momentum; none for plain SGD), after the existing
-      arguments;
+      parameter, in `torch.optim`'s state_dict order (`exp_avg`,
+      `exp_avg_sq` for Adam/AdamW, and `max_exp_avg_sq` with `amsgrad`;
+      `momentum_buffer` for SGD with momentum, none for plain SGD;
+      `square_avg`, then `momentum_buffer` with momentum and `grad_avg` when
+      `centered`, for RMSprop; `sum` for Adagrad; `exp_avg`, `exp_inf` for
+      Adamax), after the existing arguments;
     - inserts a `loom.optimizer_update` before the return, in phase
       `optimizer` and in the module that owns the parameter (`fc1` for
       `fc1.weight`);
@@ -217,10 +220,9 @@ def LoomAttachOptimizer
     The function also records the optimizer as `loom.optimizer`, for the
     artifact. Parameters without a gradient (frozen) get no update and no
     state, as in PyTorch. The hyperparameters and their defaults are
-    PyTorch's (`torch.optim.SGD/Adam/AdamW/RMSprop/Adagrad`; `lr` and `eps`
-    left unset and a negative `weight-decay` take the algorithm's own
-    default); the step
-    count Adam, RMSprop and Adagrad need is kept by the runtime, which also
+    PyTorch's (`torch.optim.SGD/Adam/AdamW/RMSprop/Adagrad/Adamax`; `lr`
+    and `eps` left unset and a negative `weight-decay` take the algorithm's
+    own default); the step count the algorithms need is kept by the runtime, which also
     creates Adagrad's `sum` filled with `initial-accumulator-value`. Giving
     a hyperparameter of another algorithm (`momentum` to Adam, `amsgrad` to
     SGD, ...) is an error.
@@ -310,7 +312,7 @@ def LoomAttachOptimizer
     single-tensor loop (`impl=forloop`, the default, records nothing). The
     state tensors are the same either way, so checkpoints move between the
     two. Fused refuses complex parameters, as PyTorch's fused optimizers do,
-    and RMSprop, which has no fused implementation in PyTorch.
+    and RMSprop and Adamax, which have no fused implementation in PyTorch.
 
     Fails on a step that already has an optimizer attached, and on
     hyperparameters PyTorch would reject (negative learning rate, betas
@@ -321,8 +323,8 @@ def LoomAttachOptimizer
   let options = [
     Option<"optimizer", "optimizer", "::loom::OptimizerKind",
            /*default=*/"::loom::OptimizerKind::AdamW",
-           "The algorithm: sgd, adam, adamw, rmsprop or adagrad (none "
-           "attaches nothing)",
+           "The algorithm: sgd, adam, adamw, rmsprop, adagrad or adamax "
+           "(none attaches nothing)",
            "LOOM_OPTIMIZER_KIND_VALUES">,
     Option<"impl", "impl", "::loom::OptimizerImpl",
            /*default=*/"::loom::OptimizerImpl::Forloop",
@@ -332,7 +334,8 @@ def LoomAttachOptimizer
     Option<"lr", "lr", "double",
            /*default=*/"std::numeric_limits<double>::quiet_NaN()",
            "Learning rate (unset: PyTorch's default for the algorithm, "
-           "1e-3 for sgd, adam and adamw, 1e-2 for rmsprop and adagrad)">,
+           "1e-3 for sgd, adam and adamw, 1e-2 for rmsprop and adagrad, "
+           "2e-3 for adamax)">,
     Option<"momentum", "momentum", "double", /*default=*/"0.0",
            "SGD and RMSprop momentum factor">,
     Option<"dampening", "dampening", "double", /*default=*/"0.0",
@@ -343,12 +346,12 @@ def LoomAttachOptimizer
            "Weight decay; negative means PyTorch's default for the "
            "algorithm (0.01 for adamw, 0 for sgd and adam)">,
     Option<"beta1", "beta1", "double", /*default=*/"0.9",
-           "Adam/AdamW betas[0]">,
+           "Adam/AdamW/Adamax betas[0]">,
     Option<"beta2", "beta2", "double", /*default=*/"0.999",
-           "Adam/AdamW betas[1]">,
+           "Adam/AdamW/Adamax betas[1]">,
     Option<"eps", "eps", "double",
            /*default=*/"std::numeric_limits<double>::quiet_NaN()",
-           "Adam/AdamW/RMSprop/Adagrad term added to the denominator "
+           "Adam/AdamW/RMSprop/Adagrad/Adamax term added to the denominator "
            "(unset: PyTorch's default, 1e-8, Adagrad's 1e-10)">,
     Option<"amsgrad", "amsgrad", "bool", /*default=*/"false",
            "Adam/AdamW: the AMSGrad variant">,

@@ -132,7 +132,7 @@ struct OutputSpec {
   std::optional<ReduceSpec> reduce;
 };
 
-enum class OptimizerKind { SGD, Adam, AdamW, RMSprop, Adagrad };
+enum class OptimizerKind { SGD, Adam, AdamW, RMSprop, Adagrad, Adamax };
 const char *toString(OptimizerKind kind);
 
 /// How an update is computed: torch.optim's single-tensor loop op for op,
@@ -171,7 +171,8 @@ struct OptimizerSpec {
   /// The state tensors an optimizer instruction of this kind takes, in
   /// order (ArtifactSchema.def's LOOMX_OPTIMIZER_STATE): SGD with momentum
   /// [momentum_buffer]; Adam/AdamW [exp_avg, exp_avg_sq(, max_exp_avg_sq)];
-  /// RMSprop [square_avg(, momentum_buffer)(, grad_avg)]; Adagrad [sum].
+  /// RMSprop [square_avg(, momentum_buffer)(, grad_avg)]; Adagrad [sum];
+  /// Adamax [exp_avg, exp_inf].
   std::vector<std::string> stateNames() const;
   size_t numStateSlots() const { return stateNames().size(); }
 };

@@ -629,6 +629,13 @@ func.func @f() attributes {loom.optimizer = #loom.rmsprop<momentum = -1.0>} {
 
 // -----
 
+// expected-error@+1 {{'beta2' is 1.0, expected a finite value >= 0.0 and < 1.0}}
+func.func @f() attributes {loom.optimizer = #loom.adamax<beta2 = 1.0>} {
+  return
+}
+
+// -----
+
 // expected-error@+1 {{'lr_decay' is -0.1, expected a finite value >= 0.0}}
 func.func @f() attributes {loom.optimizer = #loom.adagrad<lr_decay = -0.1>} {
   return
@@ -768,7 +775,7 @@ func.func @f(%w: tensor<4xf32>, %g: tensor<4xf32>) {
 // -----
 
 func.func @f(%w: tensor<4xf32>, %g: tensor<4xf32>) {
-  // expected-error@+1 {{attribute 'optimizer' failed to satisfy constraint: optimizer hyperparameters (#loom.sgd, #loom.adam, #loom.adamw, #loom.rmsprop or #loom.adagrad)}}
+  // expected-error@+1 {{attribute 'optimizer' failed to satisfy constraint: optimizer hyperparameters (#loom.sgd, #loom.adam, #loom.adamw, #loom.rmsprop, #loom.adagrad or #loom.adamax)}}
   %0 = "loom.optimizer_update"(%w, %g) {optimizer = 1.0 : f32} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return
 }
@@ -825,7 +832,7 @@ module attributes {loom.run_config = #loom.run_config<world_size = 0>} {}
 
 // -----
 
-// expected-error@+1 {{optimizer must be #loom.sgd, #loom.adam, #loom.adamw, #loom.rmsprop or #loom.adagrad, got "sgd"}}
+// expected-error@+1 {{optimizer must be #loom.sgd, #loom.adam, #loom.adamw, #loom.rmsprop, #loom.adagrad or #loom.adamax, got "sgd"}}
 module attributes {loom.run_config = #loom.run_config<world_size = 2, optimizer = "sgd">} {}
 
 // -----

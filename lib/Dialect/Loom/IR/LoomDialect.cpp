@@ -129,7 +129,8 @@ RunConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        << microbatches;
   if (optimizer && !isOptimizerAttr(optimizer))
     return emitError() << "optimizer must be #loom.sgd, #loom.adam, "
-                          "#loom.adamw, #loom.rmsprop or #loom.adagrad, got "
+                          "#loom.adamw, #loom.rmsprop, #loom.adagrad or "
+                          "#loom.adamax, got "
                        << optimizer;
   if ((paramGroups || lrSchedule || optimizerImpl) && !optimizer)
     return emitError()
@@ -193,6 +194,12 @@ LogicalResult AdamWAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return verifyAdamFamily(emitError, lr, beta1, beta2, eps, weightDecay);
 }
 
+LogicalResult AdamaxAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                 APFloat lr, APFloat beta1, APFloat beta2,
+                                 APFloat eps, APFloat weightDecay, bool) {
+  return verifyAdamFamily(emitError, lr, beta1, beta2, eps, weightDecay);
+}
+
 /// Every value >= 0 and finite, as the constructors check them.
 static LogicalResult
 verifyNonNegative(function_ref<InFlightDiagnostic()> emitError,
@@ -229,7 +236,8 @@ LogicalResult AdagradAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 }
 
 bool loom::isOptimizerAttr(Attribute attr) {
-  return isa<SGDAttr, AdamAttr, AdamWAttr, RMSpropAttr, AdagradAttr>(attr);
+  return isa<SGDAttr, AdamAttr, AdamWAttr, RMSpropAttr, AdagradAttr,
+             AdamaxAttr>(attr);
 }
 
 bool loom::isSameAlgorithm(Attribute a, Attribute b) {
@@ -274,7 +282,6 @@ std::optional<OptimizerConfig> loom::getOptimizerConfig(Attribute attr) {
     c.eps = number(adam.getEps());
     c.weightDecay = number(adam.getWeightDecay());
     c.maximize = adam.getMaximize();
-    c.amsgrad = adam.getAmsgrad();
   };
   if (auto sgd = dyn_cast<SGDAttr>(attr)) {
     c.name = "sgd";
@@ -286,8 +293,12 @@ std::optional<OptimizerConfig> loom::getOptimizerConfig(Attribute attr) {
     c.maximize = sgd.getMaximize();
   } else if (auto adam = dyn_cast<AdamAttr>(attr)) {
     fillAdam(adam, "adam");
+    c.amsgrad = adam.getAmsgrad();
   } else if (auto adamw = dyn_cast<AdamWAttr>(attr)) {
     fillAdam(adamw, "adamw");
+    c.amsgrad = adamw.getAmsgrad();
+  } else if (auto adamax = dyn_cast<AdamaxAttr>(attr)) {
+    fillAdam(adamax, "adamax");
   } else if (auto rmsprop = dyn_cast<RMSpropAttr>(attr)) {
     c.name = "rmsprop";
     c.lr = number(rmsprop.getLr());

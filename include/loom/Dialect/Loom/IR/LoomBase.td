@@ -457,9 +457,32 @@ def Loom_AdagradAttr : Loom_Attr<"Adagrad", "adagrad"> {
   let genVerifyDecl = 1;
 }
 
+def Loom_AdamaxAttr : Loom_Attr<"Adamax", "adamax"> {
+  let summary = "torch.optim.Adamax and its hyperparameters";
+  let description = [{
+    Adamax (Adam with the infinity norm) with PyTorch's semantics and
+    defaults (`torch.optim.Adamax(lr=2e-3, betas=(0.9, 0.999), eps=1e-8,
+    weight_decay=0, maximize=False)`); weight decay is added to the
+    gradient. Each parameter keeps `exp_avg` and `exp_inf`.
+
+    ```mlir
+    #loom.adamax<lr = 1.0e-3, beta2 = 0.99>
+    ```
+  }];
+  let parameters = (ins
+    Loom_F64Parameter<"2.0e-3", "learning rate">:$lr,
+    Loom_F64Parameter<"0.9", "decay of the first moment (betas[0])">:$beta1,
+    Loom_F64Parameter<"0.999", "decay of the infinity norm (betas[1])">:$beta2,
+    Loom_F64Parameter<"1.0e-8", "term added to the norm">:$eps,
+    Loom_F64Parameter<"0.0", "L2 penalty added to the gradient">:$weight_decay,
+    Loom_BoolParameter<"false", "maximize the objective">:$maximize);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 def Loom_OptimizerAttr : Attr<CPred<"::loom::isOptimizerAttr($_self)">,
     "optimizer hyperparameters (#loom.sgd, #loom.adam, #loom.adamw, "
-    "#loom.rmsprop or #loom.adagrad)"> {
+    "#loom.rmsprop, #loom.adagrad or #loom.adamax)"> {
   let storageType = "::mlir::Attribute";
   let returnType = "::mlir::Attribute";
   let convertFromStorage = "$_self";

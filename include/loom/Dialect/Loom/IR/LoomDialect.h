@@ -32,11 +32,11 @@ mlir::FailureOr<bool> parseBoolParameter(mlir::AsmParser &parser);
 namespace loom {
 
 /// One optimizer attribute (`#loom.sgd`, `#loom.adam`, `#loom.adamw`,
-/// `#loom.rmsprop`, `#loom.adagrad`) seen through one struct: every
-/// hyperparameter the artifact records, with the ones an algorithm lacks at
-/// PyTorch's neutral values.
+/// `#loom.rmsprop`, `#loom.adagrad`, `#loom.adamax`) seen through one struct:
+/// every hyperparameter the artifact records, with the ones an algorithm lacks
+/// at PyTorch's neutral values.
 struct OptimizerConfig {
-  /// "sgd", "adam", "adamw", "rmsprop" or "adagrad" (the attribute mnemonic
+  /// "sgd", "adam", "adamw", "rmsprop", "adagrad" or "adamax" (the mnemonic
   /// and the artifact's name).
   llvm::StringRef name;
   double lr = 0, momentum = 0, dampening = 0, weightDecay = 0;
