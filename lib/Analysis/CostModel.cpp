@@ -513,7 +513,7 @@ static std::pair<double, int> optimizerTraffic(Attribute optimizer) {
   StringRef name = c->name;
   if (c->maximize)
     add(2, 1); // neg
-  bool decoupled = name == "adamw";
+  bool decoupled = name == "adamw" || c->decoupledWeightDecay;
   if (c->weightDecay != 0)
     add(decoupled ? 2 : 3, 1); // param.mul_ / grad.add(param)
   if (name == "sgd") {
@@ -540,6 +540,13 @@ static std::pair<double, int> optimizerTraffic(Attribute optimizer) {
     add(4, 2); // grad.abs().add_(eps)
     add(3, 1); // torch.maximum(..., out=exp_inf)
     add(4, 1); // param.addcdiv_(exp_avg, exp_inf)
+  } else if (name == "radam") {
+    add(3, 1);  // exp_avg.lerp_(grad)
+    add(6, 2);  // exp_avg_sq.mul_().addcmul_(grad, grad)
+    add(4, 2);  // exp_avg / bias_correction1, * lr
+    add(10, 5); // sqrt, add_, reciprocal_, mul_, update.mul_ (rectified)
+    add(2, 1);  // * rect
+    add(3, 1);  // param.add_(update)
   } else if (name == "adagrad") {
     add(4, 1); // state_sum.addcmul_(grad, grad)
     add(4, 2); // state_sum.sqrt().add_(eps)

@@ -81,11 +81,11 @@ static Attribute parseOptimizer(const json::Object &o, MLIRContext *ctx,
                                 std::string &error) {
   FieldReader r(o, "optimizer.", error);
   std::optional<StringRef> name = o.getString("name");
-  if (!name ||
-      !llvm::is_contained(
-          {"sgd", "adam", "adamw", "rmsprop", "adagrad", "adamax"}, *name))
+  if (!name || !llvm::is_contained({"sgd", "adam", "adamw", "rmsprop",
+                                    "adagrad", "adamax", "radam"},
+                                   *name))
     return r.wrong("name", "\"sgd\", \"adam\", \"adamw\", \"rmsprop\", "
-                           "\"adagrad\" or \"adamax\""),
+                           "\"adagrad\", \"adamax\" or \"radam\""),
            nullptr;
   std::optional<double> lr = r.number("lr");
   std::optional<double> weightDecay = r.number("weight_decay");
@@ -148,6 +148,14 @@ static Attribute parseOptimizer(const json::Object &o, MLIRContext *ctx,
     return AdamaxAttr::getChecked(emitError, ctx, f(*lr), f(betas[0]),
                                   f(betas[1]), f(*eps), f(*weightDecay),
                                   *maximize);
+  if (*name == "radam") {
+    std::optional<bool> decoupled = r.boolean("decoupled_weight_decay");
+    if (!decoupled)
+      return nullptr;
+    return RAdamAttr::getChecked(emitError, ctx, f(*lr), f(betas[0]),
+                                 f(betas[1]), f(*eps), f(*weightDecay),
+                                 *decoupled, *maximize);
+  }
   std::optional<bool> amsgrad =
       o.get("amsgrad") ? r.boolean("amsgrad") : std::optional<bool>(false);
   if (!amsgrad)

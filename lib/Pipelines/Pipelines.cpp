@@ -288,7 +288,8 @@ LogicalResult RunConfigApplier::takeOptimizer(Attribute optimizer) {
                            .Case("adamw", OptimizerKind::AdamW)
                            .Case("rmsprop", OptimizerKind::RMSprop)
                            .Case("adagrad", OptimizerKind::Adagrad)
-                           .Default(OptimizerKind::Adamax);
+                           .Case("adamax", OptimizerKind::Adamax)
+                           .Default(OptimizerKind::RAdam);
   if (failed(take("optimizer", options.optimizer, kind, "optimizer")))
     return failure();
   // The hyperparameters below are the captured algorithm's; the algorithm
@@ -300,7 +301,8 @@ LogicalResult RunConfigApplier::takeOptimizer(Attribute optimizer) {
   bool adam = kind == OptimizerKind::Adam || kind == OptimizerKind::AdamW;
   bool rmsprop = kind == OptimizerKind::RMSprop;
   bool adagrad = kind == OptimizerKind::Adagrad;
-  bool betas = adam || kind == OptimizerKind::Adamax;
+  bool radam = kind == OptimizerKind::RAdam;
+  bool betas = adam || radam || kind == OptimizerKind::Adamax;
   auto takeIf = [&](bool has, StringRef flag, auto &field, auto captured,
                     StringRef what) {
     return has ? take(flag, field, captured, what) : success();
@@ -326,6 +328,9 @@ LogicalResult RunConfigApplier::takeOptimizer(Attribute optimizer) {
       succeeded(takeIf(
           adagrad, "initial-accumulator-value", options.initialAccumulatorValue,
           c->initialAccumulatorValue, "initial_accumulator_value")) &&
+      succeeded(takeIf(radam, "decoupled-weight-decay",
+                       options.decoupledWeightDecay, c->decoupledWeightDecay,
+                       "decoupled_weight_decay")) &&
       succeeded(take("weight-decay", options.weightDecay, c->weightDecay,
                      "weight_decay")) &&
       succeeded(take("maximize", options.maximize, c->maximize, "maximize")));

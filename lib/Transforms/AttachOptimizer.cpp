@@ -33,6 +33,8 @@ StringRef loom::stringifyOptimizerKind(OptimizerKind kind) {
     return "adagrad";
   case OptimizerKind::Adamax:
     return "adamax";
+  case OptimizerKind::RAdam:
+    return "radam";
   }
   llvm_unreachable("unknown optimizer kind");
 }
@@ -87,6 +89,8 @@ static StringRef getOptimizerClassName(OptimizerKind kind) {
     return "Adagrad";
   case OptimizerKind::Adamax:
     return "Adamax";
+  case OptimizerKind::RAdam:
+    return "RAdam";
   case OptimizerKind::None:
     break;
   }
@@ -102,6 +106,7 @@ getForeignHyperparameter(OptimizerKind kind,
   bool adam = kind == OptimizerKind::Adam || kind == OptimizerKind::AdamW;
   bool rmsprop = kind == OptimizerKind::RMSprop;
   bool adagrad = kind == OptimizerKind::Adagrad;
+  bool radam = kind == OptimizerKind::RAdam;
   LoomAttachOptimizerOptions defaults;
   std::pair<StringRef, bool> foreign[] = {
       {"momentum", !sgd && !rmsprop && options.momentum != 0},
@@ -112,7 +117,8 @@ getForeignHyperparameter(OptimizerKind kind,
       {"centered", !rmsprop && options.centered},
       {"adagrad-lr-decay", !adagrad && options.adagradLrDecay != 0},
       {"initial-accumulator-value",
-       !adagrad && options.initialAccumulatorValue != 0}};
+       !adagrad && options.initialAccumulatorValue != 0},
+      {"decoupled-weight-decay", !radam && options.decoupledWeightDecay}};
   for (auto [name, given] : foreign)
     if (given)
       return name;
@@ -165,6 +171,12 @@ loom::buildOptimizerAttr(MLIRContext *ctx,
     attr = AdamaxAttr::getChecked(
         emitError, ctx, f(options.lr), f(options.beta1), f(options.beta2),
         f(options.eps), f(options.weightDecay), options.maximize);
+    break;
+  case OptimizerKind::RAdam:
+    attr = RAdamAttr::getChecked(
+        emitError, ctx, f(options.lr), f(options.beta1), f(options.beta2),
+        f(options.eps), f(options.weightDecay), options.decoupledWeightDecay,
+        options.maximize);
     break;
   case OptimizerKind::Adagrad:
     attr = AdagradAttr::getChecked(
@@ -398,6 +410,7 @@ struct LoomAttachOptimizerPass
     options.centered = centered;
     options.adagradLrDecay = adagradLrDecay;
     options.initialAccumulatorValue = initialAccumulatorValue;
+    options.decoupledWeightDecay = decoupledWeightDecay;
     FailureOr<Attribute> config = buildOptimizerAttr(ctx, options, [&] {
       return func.emitOpError("--loom-attach-optimizer: ");
     });
@@ -581,7 +594,7 @@ struct LoomAttachOptimizerPass
     if (impl == OptimizerImpl::Forloop)
       return success();
     if (optimizer == OptimizerKind::RMSprop ||
-        optimizer == OptimizerKind::Adamax)
+        optimizer == OptimizerKind::Adamax || optimizer == OptimizerKind::RAdam)
       return func.emitOpError("--loom-attach-optimizer: impl=fused: ")
              << stringifyOptimizerKind(optimizer)
              << " has no fused implementation (torch.optim."

@@ -3,7 +3,7 @@
 Usage (from the repository root)::
 
     PYTHONPATH=python python -m loom.capture FILE.py --out DIR \
-        [--steps K] [--optimizer sgd|adam|adamw|rmsprop|adagrad|adamax] [--lr X] \
+        [--steps K] [--optimizer sgd|adam|adamw|rmsprop|adagrad|adamax|radam] [--lr X] \
         [--weight-decay W] [--momentum M] [--dampening D] [--nesterov] \
         [--betas B1 B2] [--eps E] [--amsgrad] [--alpha A] [--centered] \
         [--adagrad-lr-decay D] [--initial-accumulator-value V] \
@@ -48,6 +48,7 @@ step (training cycles through them). The capture writes into DIR:
     the three SGD fields: Adam and AdamW ``betas``, ``eps`` and ``amsgrad``;
     RMSprop ``alpha``, ``eps``, ``momentum`` and ``centered``; Adagrad
     ``lr_decay``, ``initial_accumulator_value`` and ``eps``; Adamax ``betas`` and ``eps``;
+    RAdam ``betas``, ``eps`` and ``decoupled_weight_decay``;
     ``--optimizer-impl fused`` adds ``"impl": "fused"``, and the
     reference then runs torch.optim with ``fused=True``.) When FILE.py defines ``param_groups(model)`` (the list of
     dicts a user passes to ``torch.optim``, e.g. ``[{"params": decay,
@@ -164,6 +165,7 @@ OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
     "rmsprop": torch.optim.RMSprop,
     "adagrad": torch.optim.Adagrad,
     "adamax": torch.optim.Adamax,
+    "radam": torch.optim.RAdam,
 }
 # The hyperparameters the run configuration records for each optimizer, in
 # the order it lists them; everything else (foreach, capturable,
@@ -177,6 +179,7 @@ OPTIMIZER_KEYS = {
     "adagrad": ("lr", "weight_decay", "lr_decay", "initial_accumulator_value", "eps",
                 "maximize"),
     "adamax": ("lr", "weight_decay", "betas", "eps", "maximize"),
+    "radam": ("lr", "weight_decay", "betas", "eps", "decoupled_weight_decay", "maximize"),
 }
 # The command-line flag of each hyperparameter (Adagrad's lr_decay is not
 # --lr-decay, the schedule's option).
@@ -185,6 +188,7 @@ OPTIMIZER_FLAGS = {
     "dampening": "--dampening", "nesterov": "--nesterov", "betas": "--betas", "eps": "--eps",
     "amsgrad": "--amsgrad", "alpha": "--alpha", "centered": "--centered",
     "lr_decay": "--adagrad-lr-decay", "initial_accumulator_value": "--initial-accumulator-value",
+    "decoupled_weight_decay": "--decoupled-weight-decay",
     "maximize": "--maximize",
 }
 
@@ -998,9 +1002,10 @@ def add_optimizer_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--nesterov", action="store_true", default=None,
                        help="SGD Nesterov momentum")
     group.add_argument("--betas", type=float, nargs=2, metavar=("BETA1", "BETA2"),
-                       help="Adam/AdamW/Adamax betas (default 0.9 0.999)")
+                       help="Adam/AdamW/Adamax/RAdam betas (default 0.9 0.999)")
     group.add_argument("--eps", type=float,
-                       help="Adam/AdamW/RMSprop/Adagrad/Adamax eps (default 1e-8; adagrad 1e-10)")
+                       help="Adam/AdamW/RMSprop/Adagrad/Adamax/RAdam eps (default 1e-8; adagrad "
+                       "1e-10)")
     group.add_argument("--amsgrad", action="store_true", default=None,
                        help="Adam/AdamW: the AMSGrad variant")
     group.add_argument("--alpha", type=float, help="RMSprop smoothing constant (default 0.99)")
@@ -1010,6 +1015,8 @@ def add_optimizer_arguments(parser: argparse.ArgumentParser) -> None:
                        help="Adagrad lr_decay (default 0)")
     group.add_argument("--initial-accumulator-value", type=float,
                        help="Adagrad initial_accumulator_value (default 0)")
+    group.add_argument("--decoupled-weight-decay", action="store_true", default=None,
+                       help="RAdam: decoupled (AdamW's) weight decay")
     group.add_argument("--maximize", action="store_true", default=None,
                        help="maximize the loss instead of minimizing it")
     group.add_argument("--optimizer-impl", choices=OPTIMIZER_IMPLS, default="forloop",

@@ -364,6 +364,8 @@ def test_run_config_records_what_was_asked(tmp_path, capsys):
     (["--optimizer", "rmsprop", "--optimizer-impl", "fused"], "torch.optim has no fused rmsprop"),
     (["--optimizer", "adamax", "--amsgrad"], "--amsgrad is not an option of --optimizer adamax"),
     (["--optimizer", "adamax", "--optimizer-impl", "fused"], "torch.optim has no fused adamax"),
+    (["--optimizer", "adam", "--decoupled-weight-decay"],
+     "--decoupled-weight-decay is not an option of --optimizer adam"),
 ])
 def test_bad_optimizer_options_are_usage_errors(tmp_path, capsys, flags, fragment):
     result = call_cli(capsys, str(REPO / "examples" / "mlp.py"), "--out", str(tmp_path / "out"),

@@ -1,9 +1,10 @@
-"""RMSprop, Adagrad, Adamax and Adam's AMSGrad against torch.optim, bitwise.
+"""RMSprop, Adagrad, Adamax, RAdam and Adam's AMSGrad against torch.optim, bitwise.
 
 Capture records the optimizer with every hyperparameter (run.json);
 loom-compile takes it from there and the runtime runs torch.optim's
 single-tensor algorithm op for op (``_single_tensor_rmsprop``,
-``_single_tensor_adagrad``, ``_single_tensor_adamax``, the ``amsgrad`` branch of
+``_single_tensor_adagrad``, ``_single_tensor_adamax``, ``_single_tensor_radam``,
+the ``amsgrad`` branch of
 ``_single_tensor_adam``) or the fused kernel (``_fused_adagrad_``,
 ``_fused_adam(w)_`` with ``max_exp_avg_sqs``). So at tolerance 0:
 
@@ -11,12 +12,14 @@ single-tensor algorithm op for op (``_single_tensor_rmsprop``,
   eager's with each of them (centered RMSprop with momentum, weight decay
   and maximize; Adagrad with lr_decay, weight decay and a non-zero
   initial_accumulator_value, forloop and fused; Adam and AdamW with AMSGrad,
-  forloop and fused; Adamax with weight decay and maximize);
+  forloop and fused; Adamax with weight decay and maximize; RAdam with
+  decoupled weight decay, past the step where its rectification starts);
 - with FSDP on 3 ranks, on a model whose every parameter and its state are
   padded, they equal PyTorch's ``fully_shard`` with the same optimizer;
 - on a one-layer model whose peak is the update, every rank's measured peak
   equals the compiler's prediction (the algorithm's temporaries:
-  PeakMemory.cpp, getKernelScratchBytes).
+  PeakMemory.cpp, getKernelScratchBytes); RAdam's is reached once the
+  rectification runs (betas (0.9, 0.9): from step 6), below it before.
 
 Negative controls: the same step without AMSGrad, and Adagrad's sum started
 from 0 instead of 0.1, each fail the exact check against the reference they
@@ -49,6 +52,8 @@ ADAGRAD = ["--optimizer", "adagrad", "--lr", "0.05", "--adagrad-lr-decay", "0.01
 AMSGRAD = ["--optimizer", "adam", "--amsgrad", "--weight-decay", "0.01"]
 ADAMAX = ["--optimizer", "adamax", "--betas", "0.8", "0.95", "--weight-decay", "0.01",
           "--maximize"]
+RADAM = ["--optimizer", "radam", "--betas", "0.9", "0.9", "--weight-decay", "0.1",
+         "--decoupled-weight-decay"]
 FUSED = ["--optimizer-impl", "fused"]
 CASES = {
     "rmsprop": RMSPROP,
@@ -57,6 +62,7 @@ CASES = {
     "adam-amsgrad": AMSGRAD,
     "adamw-amsgrad-fused": ["--optimizer", "adamw", "--amsgrad", *FUSED],
     "adamax": ADAMAX,
+    "radam": RADAM,
 }
 
 
@@ -97,7 +103,7 @@ def test_gpt_bitwise_equal_to_torch_optim(case, tmp_path):
     assert "PASS" in result.stdout
 
 
-@pytest.mark.parametrize("case", ["rmsprop", "adagrad", "adamw-amsgrad-fused", "adamax"])
+@pytest.mark.parametrize("case", ["rmsprop", "adagrad", "adamw-amsgrad-fused", "adamax", "radam"])
 def test_fsdp_padded_state_bitwise_equal_to_fully_shard(case, tmp_path):
     world = 3
     capture(tmp_path, MODELS, *CASES[case], "--make-arg", "kind=odd", "--split", str(world),
@@ -116,18 +122,25 @@ PEAK_CASES = {
     "adam-amsgrad": AMSGRAD,
     "adamw-amsgrad-maximize": ["--optimizer", "adamw", "--amsgrad", "--maximize"],
     "adamax": ADAMAX,
+    "radam": RADAM,
+    "radam-maximize": ["--optimizer", "radam", "--betas", "0.9", "0.9", "--maximize"],
 }
 
 
 @pytest.mark.parametrize("case", sorted(PEAK_CASES))
 def test_update_peak_measured_equals_predicted(case, tmp_path):
-    capture(tmp_path, MODELS, *PEAK_CASES[case], steps=3)
+    steps = 8 if case.startswith("radam") else 3
+    capture(tmp_path, MODELS, *PEAK_CASES[case], steps=steps)
     predicted = compile_step(tmp_path)
     report = tmp_path / "memory.jsonl"
-    result = check(tmp_path, tmp_path, 1, 3, "--memory-report", report)
+    result = check(tmp_path, tmp_path, 1, steps, "--memory-report", report)
     assert result.returncode == 0, result.stdout + result.stderr
-    measured = {json.loads(line)["tracked_peak_bytes"] for line in report.read_text().splitlines()}
-    assert measured == {predicted}, (measured, predicted)
+    measured = [json.loads(line)["tracked_peak_bytes"] for line in report.read_text().splitlines()]
+    if case.startswith("radam"):
+        # Unrectified steps 1-5 hold one parameter-sized tensor less.
+        assert measured[:5] == [predicted - 64 * 64 * 4] * 5 and measured[5:] == [predicted] * 3
+    else:
+        assert set(measured) == {predicted}, (measured, predicted)
     # The peak is the update: the parameter, its gradient and state, and the
     # algorithm's temporaries, above the 16 KiB parameter and its gradient.
     assert predicted > 2 * 64 * 64 * 4

@@ -68,6 +68,8 @@ const char *toString(OptimizerKind kind) {
     return schema::kOptimizerNameAdagrad;
   case OptimizerKind::Adamax:
     return schema::kOptimizerNameAdamax;
+  case OptimizerKind::RAdam:
+    return schema::kOptimizerNameRadam;
   }
   return "?";
 }
@@ -924,10 +926,13 @@ void ProgramReader::readOptimizer(const json &v, const std::string &path) {
     o.kind = OptimizerKind::Adagrad;
   else if (name == schema::kOptimizerNameAdamax)
     o.kind = OptimizerKind::Adamax;
+  else if (name == schema::kOptimizerNameRadam)
+    o.kind = OptimizerKind::RAdam;
   else
     fail(join(path, schema::kOptimizerName),
          "unknown optimizer '" + name +
-             "' (expected sgd, adam, adamw, rmsprop, adagrad or adamax)");
+             "' (expected sgd, adam, adamw, rmsprop, adagrad, adamax or "
+             "radam)");
   if (!schema::isEnumValue("OptimizerName", name.c_str(), version()))
     fail(join(path, schema::kOptimizerName),
          "'" + name + "' needs format version 4 (this program is version " +
@@ -972,6 +977,7 @@ void ProgramReader::readOptimizer(const json &v, const std::string &path) {
   };
   optionalFlag(schema::kOptimizerAmsgrad, o.amsgrad);
   optionalFlag(schema::kOptimizerCentered, o.centered);
+  optionalFlag(schema::kOptimizerDecoupledWeightDecay, o.decoupledWeightDecay);
   if (v.contains(schema::kOptimizerAlpha))
     o.alpha = nonNegative(schema::kOptimizerAlpha);
   if (v.contains(schema::kOptimizerLrDecay))
@@ -990,7 +996,8 @@ void ProgramReader::readOptimizer(const json &v, const std::string &path) {
       fail(implPath,
            "unknown implementation '" + impl + "' (expected forloop or fused)");
     if (o.impl == OptimizerImpl::Fused &&
-        (o.kind == OptimizerKind::RMSprop || o.kind == OptimizerKind::Adamax))
+        (o.kind == OptimizerKind::RMSprop || o.kind == OptimizerKind::Adamax ||
+         o.kind == OptimizerKind::RAdam))
       fail(implPath, std::string(toString(o.kind)) +
                          " has no fused implementation (torch.optim has no "
                          "fused=True for it)");

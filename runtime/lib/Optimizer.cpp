@@ -4,8 +4,8 @@
 // `_fused_*` call, with the same arguments (see fusedStep). impl=forloop:
 // each line mirrors one line of torch 2.9's `_single_tensor_sgd`,
 // `_single_tensor_adam` (AdamW is Adam with decoupled_weight_decay=True),
-// `_single_tensor_rmsprop`, `_single_tensor_adagrad` (dense gradients) or
-// `_single_tensor_adamax`.
+// `_single_tensor_rmsprop`, `_single_tensor_adagrad` (dense gradients),
+// `_single_tensor_adamax` or `_single_tensor_radam`.
 // Python passes a float operand of add/mul/div (`x.mul_(beta2)`) as a
 // wrapped 0-d double tensor to the Tensor overload (PyTorch binds no Scalar
 // overload of those to Python), so this does too (`number`): ATen's
@@ -30,6 +30,7 @@
 #include <ATen/ops/full.h>
 #include <ATen/ops/maximum.h>
 #include <ATen/ops/neg.h>
+#include <ATen/ops/reciprocal.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/view_as_real.h>
 #include <ATen/ops/zeros.h>
@@ -223,6 +224,66 @@ void adamaxStep(const OptimizerSpec &o, const at::Tensor &paramIn,
   param.addcdiv_(expAvg, expInf, -clr);
 }
 
+/// State: [exp_avg, exp_avg_sq]. The update's Python expression
+/// `bias_corrected_exp_avg * lr * adaptive_lr * rect` is evaluated left to
+/// right, with `bias_correction2 ** 0.5 / exp_avg_sq_sqrt` as Python's
+/// Tensor.__rtruediv__ computes a float over a tensor: reciprocal, then
+/// the multiplication.
+void radamStep(const OptimizerSpec &o, const at::Tensor &paramIn,
+               const at::Tensor &gradIn, const std::vector<at::Tensor> &state,
+               float &step) {
+  at::Tensor param = paramIn;
+  // grad = grads[i] if not maximize else -grads[i]
+  at::Tensor grad = o.maximize ? at::neg(gradIn) : gradIn;
+  at::Tensor expAvg = state[0];
+  at::Tensor expAvgSq = state[1];
+  if (param.is_complex()) {
+    param = at::view_as_real(param);
+    grad = at::view_as_real(grad);
+    expAvg = at::view_as_real(expAvg);
+    expAvgSq = at::view_as_real(expAvgSq);
+  }
+  // step_t += 1; step = _get_value(step_t)
+  step += 1.0f;
+  double s = double(step);
+  if (o.weightDecay != 0) {
+    if (o.decoupledWeightDecay)
+      param.mul_(number(1 - o.lr * o.weightDecay));
+    else
+      grad = grad.add(param, o.weightDecay);
+  }
+  // exp_avg.lerp_(grad, 1 - beta1)
+  expAvg.lerp_(grad, 1 - o.beta1);
+  // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+  expAvgSq.mul_(number(o.beta2)).addcmul_(grad, grad, 1 - o.beta2);
+  double biasCorrection1 = 1 - std::pow(o.beta1, s);
+  double biasCorrection2 = 1 - std::pow(o.beta2, s);
+  // bias_corrected_exp_avg = exp_avg / bias_correction1. Python computes
+  // each product below into a new tensor; the same kernels in place give
+  // the same values with one parameter-sized temporary fewer at a time.
+  at::Tensor update = expAvg.div(number(biasCorrection1));
+  double rhoInf = 2 / (1 - o.beta2) - 1;
+  double rhoT = rhoInf - 2 * s * std::pow(o.beta2, s) / biasCorrection2;
+  // * lr
+  update.mul_(number(o.lr));
+  if (rhoT > 5.0) {
+    // _compute_adaptive_lr(): exp_avg_sq.sqrt().add_(eps), then
+    // (bias_correction2 ** 0.5) / it
+    at::Tensor adaptive = expAvgSq.sqrt();
+    adaptive.add_(number(o.eps));
+    adaptive.reciprocal_();
+    adaptive.mul_(number(std::pow(biasCorrection2, 0.5)));
+    update.mul_(adaptive);
+    adaptive.reset();
+    // * _compute_rect()
+    update.mul_(number(std::pow((rhoT - 4) * (rhoT - 2) * rhoInf /
+                                    ((rhoInf - 4) * (rhoInf - 2) * rhoT),
+                                0.5)));
+  }
+  // param.add_(..., alpha=-1.0)
+  param.add_(update, -1.0);
+}
+
 /// State: [sum], created by torch.optim.Adagrad's constructor as
 /// full_like(param, initial_accumulator_value).
 void adagradStep(const OptimizerSpec &o, const at::Tensor &paramIn,
@@ -261,7 +322,8 @@ void adagradStep(const OptimizerSpec &o, const at::Tensor &paramIn,
 void fusedStep(const OptimizerSpec &o, const at::Tensor &param,
                const at::Tensor &grad, const std::vector<at::Tensor> &state,
                float &step) {
-  if (o.kind == OptimizerKind::RMSprop || o.kind == OptimizerKind::Adamax)
+  if (o.kind == OptimizerKind::RMSprop || o.kind == OptimizerKind::Adamax ||
+      o.kind == OptimizerKind::RAdam)
     throw Error(std::string(toString(o.kind)) + " has no fused implementation");
   if (param.is_complex())
     throw Error("impl=fused does not support the complex parameter (" +
@@ -332,6 +394,8 @@ void optimizerStep(const OptimizerSpec &spec, const at::Tensor &param,
     adagradStep(spec, param, grad, state, step);
   else if (spec.kind == OptimizerKind::Adamax)
     adamaxStep(spec, param, grad, state, step);
+  else if (spec.kind == OptimizerKind::RAdam)
+    radamStep(spec, param, grad, state, step);
   else
     adamStep(spec, param, grad, state, step);
 }

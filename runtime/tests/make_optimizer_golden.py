@@ -19,7 +19,9 @@ import torch
 from loomx import SCHEMA  # the state names, as the artifact schema declares them
 from safetensors.torch import save_file
 
-STEPS = 4
+# Eight steps: RAdam's rectification starts once rho_t exceeds 5 (step 6
+# with beta2 = 0.9), so its goldens take both branches.
+STEPS = 8
 
 CONFIGS = [
     ("sgd_plain", torch.float32, "sgd", dict(lr=0.1)),
@@ -65,11 +67,16 @@ CONFIGS = [
     ("adamax_wd_maximize", torch.float32, "adamax", dict(lr=1e-2, betas=(0.8, 0.95), eps=1e-6, weight_decay=0.1, maximize=True)),
     ("adamax_bf16", torch.bfloat16, "adamax", dict(lr=1e-2, betas=(0.9, 0.99))),
     ("adamax_complex", torch.complex64, "adamax", dict(lr=1e-2, weight_decay=0.01)),
+    ("radam", torch.float32, "radam", dict(lr=1e-2, betas=(0.9, 0.9))),
+    ("radam_wd_maximize", torch.float32, "radam", dict(lr=1e-2, betas=(0.8, 0.9), eps=1e-6, weight_decay=0.1, maximize=True)),
+    ("radam_decoupled_bf16", torch.bfloat16, "radam", dict(lr=1e-2, betas=(0.9, 0.9), weight_decay=0.1, decoupled_weight_decay=True)),
+    ("radam_complex", torch.complex64, "radam", dict(lr=1e-2, betas=(0.9, 0.9), weight_decay=0.01, decoupled_weight_decay=True)),
+    ("radam_f64_default", torch.float64, "radam", dict()),
 ]
 
 CLASSES = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW,
            "rmsprop": torch.optim.RMSprop, "adagrad": torch.optim.Adagrad,
-           "adamax": torch.optim.Adamax}
+           "adamax": torch.optim.Adamax, "radam": torch.optim.RAdam}
 
 
 def spec(kind: str, opt: torch.optim.Optimizer) -> dict:
@@ -89,6 +96,7 @@ def spec(kind: str, opt: torch.optim.Optimizer) -> dict:
         "centered": g.get("centered", False),
         "lr_decay": g.get("lr_decay", 0.0),
         "initial_accumulator_value": g.get("initial_accumulator_value", 0.0),
+        "decoupled_weight_decay": g.get("decoupled_weight_decay", False) and kind == "radam",
         **({"impl": "fused"} if g.get("fused") else {}),
     }
 

@@ -27,6 +27,9 @@
 // - fused Adagrad: the 4-byte step tensor: 1032; 3072 + 1032 = 4104.
 // - Adamax with weight decay: the decayed gradient and grad.abs(), 2P + 12:
 //   3088; state exp_avg and exp_inf 2P: 4096 + 3088 = 7184.
+// - RAdam with (L2) weight decay: the decayed gradient, `update` and, once
+//   rectified, `adaptive`, 3P + 12: 4112; state 2P: 4096 + 4112 = 8208.
+//   With decoupled weight decay no gradient copy: 3088; 7184.
 // The runtime measures each of these on a capture of a one-layer model
 // whose peak is the update (loom-run --memory-report; see
 // python/tests/test_optimizers_parity.py).
@@ -55,6 +58,10 @@
 // ADAGRAD-FUSED: predicted peak memory: 4104 bytes (persistent 3072 + activations 1032
 // RUN: loom-opt %s --pass-pipeline='builtin.module(func.func(loom-attach-optimizer{optimizer=adamax weight-decay=0.1}),loom-stats)' -o /dev/null 2>&1 | FileCheck %s --check-prefix=ADAMAX
 // ADAMAX: predicted peak memory: 7184 bytes (persistent 4096 + activations 3088
+// RUN: loom-opt %s --pass-pipeline='builtin.module(func.func(loom-attach-optimizer{optimizer=radam weight-decay=0.1}),loom-stats)' -o /dev/null 2>&1 | FileCheck %s --check-prefix=RADAM
+// RADAM: predicted peak memory: 8208 bytes (persistent 4096 + activations 4112
+// RUN: loom-opt %s --pass-pipeline='builtin.module(func.func(loom-attach-optimizer{optimizer=radam weight-decay=0.1 decoupled-weight-decay=true}),loom-stats)' -o /dev/null 2>&1 | FileCheck %s --check-prefix=RADAM-DECOUPLED
+// RADAM-DECOUPLED: predicted peak memory: 7184 bytes (persistent 4096 + activations 3088
 // The lowered program predicts the same.
 // RUN: loom-compile %s --optimizer=adamw --emit=mlir --summary -o /dev/null 2>&1 | FileCheck %s --check-prefix=RT
 // RT: predicted peak memory 7184 bytes (persistent 4096 + activations 3088)

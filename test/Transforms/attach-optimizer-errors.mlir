@@ -11,10 +11,12 @@
 // RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=rmsprop impl=fused" 2>&1 | FileCheck %s --check-prefix=FUSED
 // RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=adamax impl=fused" 2>&1 | FileCheck %s --check-prefix=FUSED-ADAMAX
 // RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=adamax amsgrad=true" 2>&1 | FileCheck %s --check-prefix=AMSGRAD-ADAMAX
+// RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=adamw decoupled-weight-decay=true" 2>&1 | FileCheck %s --check-prefix=DECOUPLED
+// RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=radam impl=fused" 2>&1 | FileCheck %s --check-prefix=FUSED-RADAM
 
 // An unknown algorithm is refused when the options are parsed, naming the
 // known ones.
-// LION: for the --optimizer option: 'lion' is not one of none, sgd, adam, adamw, rmsprop, adagrad, adamax
+// LION: for the --optimizer option: 'lion' is not one of none, sgd, adam, adamw, rmsprop, adagrad, adamax, radam
 func.func @step(%w: tensor<4xf32> {loom.name = "w", loom.role = #loom.role<parameter>})
     -> (tensor<f32> {loom.role = #loom.role<loss>},
         tensor<4xf32> {loom.role = #loom.role<grad>, loom.target = "w"})
@@ -36,4 +38,6 @@ func.func @step(%w: tensor<4xf32> {loom.name = "w", loom.role = #loom.role<param
 // torch.optim.RMSprop has no fused=True.
 // FUSED: error: 'func.func' op --loom-attach-optimizer: impl=fused: rmsprop has no fused implementation (torch.optim.RMSprop takes no fused=True)
 // FUSED-ADAMAX: error: 'func.func' op --loom-attach-optimizer: impl=fused: adamax has no fused implementation (torch.optim.Adamax takes no fused=True)
+// DECOUPLED: error: 'func.func' op --loom-attach-optimizer: 'decoupled-weight-decay' is not a hyperparameter of adamw (torch.optim.AdamW does not take it)
+// FUSED-RADAM: error: 'func.func' op --loom-attach-optimizer: impl=fused: radam has no fused implementation (torch.optim.RAdam takes no fused=True)
 // AMSGRAD-ADAMAX: error: 'func.func' op --loom-attach-optimizer: 'amsgrad' is not a hyperparameter of adamax (torch.optim.Adamax does not take it)

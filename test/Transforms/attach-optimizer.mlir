@@ -8,6 +8,7 @@
 // RUN: loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=rmsprop" | FileCheck %s --check-prefix=RMSPROP-PLAIN
 // RUN: loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=adagrad adagrad-lr-decay=0.01 initial-accumulator-value=0.1" | FileCheck %s --check-prefix=ADAGRAD
 // RUN: loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=adamax beta2=0.99" | FileCheck %s --check-prefix=ADAMAX
+// RUN: loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=radam weight-decay=0.1 decoupled-weight-decay=true" | FileCheck %s --check-prefix=RADAM
 
 // Two parameters with gradients and a frozen one (no grad): state arguments
 // are appended per parameter in gradient order, updates go before the
@@ -110,6 +111,12 @@ func.func @step(%w: tensor<8x4xf32> {loom.name = "fc.weight", loom.role = #loom.
 // ADAMAX-SAME: loom.name = "fc.bias.exp_avg",
 // ADAMAX-SAME: loom.name = "fc.bias.exp_inf", loom.role = #loom.role<optimizer_state>, loom.target = "fc.bias"
 // ADAMAX-SAME: attributes {loom.optimizer = #loom.adamax<beta2 = 0.99>, loom.step}
+
+// RAdam keeps Adam's two.
+// RADAM-LABEL: func.func @step(
+// RADAM-SAME: loom.name = "fc.bias.exp_avg",
+// RADAM-SAME: loom.name = "fc.bias.exp_avg_sq",
+// RADAM-SAME: attributes {loom.optimizer = #loom.radam<weight_decay = 0.1, decoupled_weight_decay = true>, loom.step}
 
 // -----
 

@@ -78,7 +78,16 @@ public:
 
 /// The optimizer a step applies (`loom-attach-optimizer`); `none` leaves the
 /// step returning its gradients.
-enum class OptimizerKind { None, SGD, Adam, AdamW, RMSprop, Adagrad, Adamax };
+enum class OptimizerKind {
+  None,
+  SGD,
+  Adam,
+  AdamW,
+  RMSprop,
+  Adagrad,
+  Adamax,
+  RAdam
+};
 
 #define LOOM_OPTIMIZER_KIND_VALUES                                             \
   ::llvm::cl::values(                                                          \
@@ -92,7 +101,8 @@ enum class OptimizerKind { None, SGD, Adam, AdamW, RMSprop, Adagrad, Adamax };
       clEnumValN(::loom::OptimizerKind::Adagrad, "adagrad",                    \
                  "torch.optim.Adagrad"),                                       \
       clEnumValN(::loom::OptimizerKind::Adamax, "adamax",                      \
-                 "torch.optim.Adamax"))
+                 "torch.optim.Adamax"),                                        \
+      clEnumValN(::loom::OptimizerKind::RAdam, "radam", "torch.optim.RAdam"))
 
 /// How the runtime computes an optimizer's update (`loom-attach-optimizer`):
 /// torch.optim's single-tensor loop op for op (its default on CPU), or the

@@ -195,7 +195,7 @@ def LoomSchedule : Pass<"loom-schedule", "::mlir::ModuleOp"> {
 def LoomAttachOptimizer
     : Pass<"loom-attach-optimizer", "::mlir::func::FuncOp"> {
   let summary = "Make a step update its parameters with SGD, Adam, AdamW, "
-                "RMSprop, Adagrad or Adamax";
+                "RMSprop, Adagrad, Adamax or RAdam";
   let description = [{
     Turns a step that returns gradients into one that applies the optimizer
     itself, as `optimizer.step()` after `loss.backward()` does in PyTorch.
@@ -209,7 +209,8 @@ def LoomAttachOptimizer
       `momentum_buffer` for SGD with momentum, none for plain SGD;
       `square_avg`, then `momentum_buffer` with momentum and `grad_avg` when
       `centered`, for RMSprop; `sum` for Adagrad; `exp_avg`, `exp_inf` for
-      Adamax), after the existing arguments;
+      Adamax; `exp_avg`, `exp_avg_sq` for RAdam), after the existing
+      arguments;
     - inserts a `loom.optimizer_update` before the return, in phase
       `optimizer` and in the module that owns the parameter (`fc1` for
       `fc1.weight`);
@@ -220,7 +221,7 @@ def LoomAttachOptimizer
     The function also records the optimizer as `loom.optimizer`, for the
     artifact. Parameters without a gradient (frozen) get no update and no
     state, as in PyTorch. The hyperparameters and their defaults are
-    PyTorch's (`torch.optim.SGD/Adam/AdamW/RMSprop/Adagrad/Adamax`; `lr`
+    PyTorch's (`torch.optim.SGD/Adam/AdamW/RMSprop/Adagrad/Adamax/RAdam`; `lr`
     and `eps` left unset and a negative `weight-decay` take the algorithm's
     own default); the step count the algorithms need is kept by the runtime, which also
     creates Adagrad's `sum` filled with `initial-accumulator-value`. Giving
@@ -312,7 +313,8 @@ def LoomAttachOptimizer
     single-tensor loop (`impl=forloop`, the default, records nothing). The
     state tensors are the same either way, so checkpoints move between the
     two. Fused refuses complex parameters, as PyTorch's fused optimizers do,
-    and RMSprop and Adamax, which have no fused implementation in PyTorch.
+    and RMSprop, Adamax and RAdam, which have no fused implementation in
+    PyTorch.
 
     Fails on a step that already has an optimizer attached, and on
     hyperparameters PyTorch would reject (negative learning rate, betas
@@ -323,8 +325,8 @@ def LoomAttachOptimizer
   let options = [
     Option<"optimizer", "optimizer", "::loom::OptimizerKind",
            /*default=*/"::loom::OptimizerKind::AdamW",
-           "The algorithm: sgd, adam, adamw, rmsprop, adagrad or adamax "
-           "(none attaches nothing)",
+           "The algorithm: sgd, adam, adamw, rmsprop, adagrad, adamax or "
+           "radam (none attaches nothing)",
            "LOOM_OPTIMIZER_KIND_VALUES">,
     Option<"impl", "impl", "::loom::OptimizerImpl",
            /*default=*/"::loom::OptimizerImpl::Forloop",
@@ -346,9 +348,9 @@ def LoomAttachOptimizer
            "Weight decay; negative means PyTorch's default for the "
            "algorithm (0.01 for adamw, 0 for sgd and adam)">,
     Option<"beta1", "beta1", "double", /*default=*/"0.9",
-           "Adam/AdamW/Adamax betas[0]">,
+           "Adam/AdamW/Adamax/RAdam betas[0]">,
     Option<"beta2", "beta2", "double", /*default=*/"0.999",
-           "Adam/AdamW/Adamax betas[1]">,
+           "Adam/AdamW/Adamax/RAdam betas[1]">,
     Option<"eps", "eps", "double",
            /*default=*/"std::numeric_limits<double>::quiet_NaN()",
            "Adam/AdamW/RMSprop/Adagrad/Adamax term added to the denominator "
@@ -363,6 +365,9 @@ def LoomAttachOptimizer
            "Adagrad learning-rate decay (its lr_decay)">,
     Option<"initialAccumulatorValue", "initial-accumulator-value", "double",
            /*default=*/"0.0", "Adagrad: the value its sum starts from">,
+    Option<"decoupledWeightDecay", "decoupled-weight-decay", "bool",
+           /*default=*/"false",
+           "RAdam: decoupled weight decay (AdamW's, on the parameter)">,
     Option<"maximize", "maximize", "bool", /*default=*/"false",
            "Maximize the objective instead of minimizing it">,
     Option<"maxGradNorm", "max-grad-norm", "double", /*default=*/"0.0",

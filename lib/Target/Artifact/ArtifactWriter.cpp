@@ -610,6 +610,9 @@ std::string ArtifactWriter::buildProgram() {
           number(schema::kOptimizerAlpha, config->alpha);
           j.attribute(schema::kOptimizerCentered, config->centered);
         }
+        if (config->name == schema::kOptimizerNameRadam)
+          j.attribute(schema::kOptimizerDecoupledWeightDecay,
+                      config->decoupledWeightDecay);
         if (config->name == schema::kOptimizerNameAdagrad) {
           number(schema::kOptimizerLrDecay, config->lrDecay);
           number(schema::kOptimizerInitialAccumulatorValue,

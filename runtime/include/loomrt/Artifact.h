@@ -132,7 +132,7 @@ struct OutputSpec {
   std::optional<ReduceSpec> reduce;
 };
 
-enum class OptimizerKind { SGD, Adam, AdamW, RMSprop, Adagrad, Adamax };
+enum class OptimizerKind { SGD, Adam, AdamW, RMSprop, Adagrad, Adamax, RAdam };
 const char *toString(OptimizerKind kind);
 
 /// How an update is computed: torch.optim's single-tensor loop op for op,
@@ -165,6 +165,7 @@ struct OptimizerSpec {
   bool centered = false;
   double lrDecay = 0;
   double initialAccumulatorValue = 0;
+  bool decoupledWeightDecay = false;
   /// `impl`, absent in artifacts older than the key: forloop.
   OptimizerImpl impl = OptimizerImpl::Forloop;
 
@@ -172,7 +173,7 @@ struct OptimizerSpec {
   /// order (ArtifactSchema.def's LOOMX_OPTIMIZER_STATE): SGD with momentum
   /// [momentum_buffer]; Adam/AdamW [exp_avg, exp_avg_sq(, max_exp_avg_sq)];
   /// RMSprop [square_avg(, momentum_buffer)(, grad_avg)]; Adagrad [sum];
-  /// Adamax [exp_avg, exp_inf].
+  /// Adamax [exp_avg, exp_inf]; RAdam [exp_avg, exp_avg_sq].
   std::vector<std::string> stateNames() const;
   size_t numStateSlots() const { return stateNames().size(); }
 };

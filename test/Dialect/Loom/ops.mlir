@@ -100,6 +100,9 @@ func.func @optimizer(%w: tensor<8x4xf32> {loom.name = "w", loom.role = #loom.rol
   // Adamax: exp_avg, exp_inf.
   // CHECK: loom.optimizer_update #loom.adamax<beta2 = 0.99> param %{{.*}} grad %{{.*}} state [%{{.*}}, %{{.*}}] : tensor<8x4xf32>
   %i:3 = loom.optimizer_update #loom.adamax<lr = 2.0e-3, beta2 = 0.99> param %w grad %g state [%m, %v] : tensor<8x4xf32>
+  // RAdam: exp_avg, exp_avg_sq.
+  // CHECK: loom.optimizer_update #loom.radam<decoupled_weight_decay = true> param %{{.*}} grad %{{.*}} state [%{{.*}}, %{{.*}}] : tensor<8x4xf32>
+  %j:3 = loom.optimizer_update #loom.radam<decoupled_weight_decay = true> param %w grad %g state [%m, %v] : tensor<8x4xf32>
   // Adagrad: sum.
   // CHECK: loom.optimizer_update #loom.adagrad<lr = 0.1, lr_decay = 0.01, initial_accumulator_value = 0.1> param %{{.*}} grad %{{.*}} state [%{{.*}}] : tensor<8x4xf32>
   %h:2 = loom.optimizer_update #loom.adagrad<lr = 0.1, lr_decay = 0.01, initial_accumulator_value = 0.1, eps = 1.0e-10> param %w grad %g state [%m] : tensor<8x4xf32>

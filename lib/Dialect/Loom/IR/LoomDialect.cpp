@@ -129,8 +129,8 @@ RunConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        << microbatches;
   if (optimizer && !isOptimizerAttr(optimizer))
     return emitError() << "optimizer must be #loom.sgd, #loom.adam, "
-                          "#loom.adamw, #loom.rmsprop, #loom.adagrad or "
-                          "#loom.adamax, got "
+                          "#loom.adamw, #loom.rmsprop, #loom.adagrad, "
+                          "#loom.adamax or #loom.radam, got "
                        << optimizer;
   if ((paramGroups || lrSchedule || optimizerImpl) && !optimizer)
     return emitError()
@@ -200,6 +200,12 @@ LogicalResult AdamaxAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return verifyAdamFamily(emitError, lr, beta1, beta2, eps, weightDecay);
 }
 
+LogicalResult RAdamAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                APFloat lr, APFloat beta1, APFloat beta2,
+                                APFloat eps, APFloat weightDecay, bool, bool) {
+  return verifyAdamFamily(emitError, lr, beta1, beta2, eps, weightDecay);
+}
+
 /// Every value >= 0 and finite, as the constructors check them.
 static LogicalResult
 verifyNonNegative(function_ref<InFlightDiagnostic()> emitError,
@@ -236,8 +242,8 @@ LogicalResult AdagradAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 }
 
 bool loom::isOptimizerAttr(Attribute attr) {
-  return isa<SGDAttr, AdamAttr, AdamWAttr, RMSpropAttr, AdagradAttr,
-             AdamaxAttr>(attr);
+  return isa<SGDAttr, AdamAttr, AdamWAttr, RMSpropAttr, AdagradAttr, AdamaxAttr,
+             RAdamAttr>(attr);
 }
 
 bool loom::isSameAlgorithm(Attribute a, Attribute b) {
@@ -249,7 +255,8 @@ bool loom::isSameAlgorithm(Attribute a, Attribute b) {
          x->nesterov == y->nesterov && x->maximize == y->maximize &&
          x->amsgrad == y->amsgrad && x->alpha == y->alpha &&
          x->centered == y->centered && x->lrDecay == y->lrDecay &&
-         x->initialAccumulatorValue == y->initialAccumulatorValue;
+         x->initialAccumulatorValue == y->initialAccumulatorValue &&
+         x->decoupledWeightDecay == y->decoupledWeightDecay;
 }
 
 /// The state names the artifact schema declares for `c`'s algorithm and
@@ -299,6 +306,9 @@ std::optional<OptimizerConfig> loom::getOptimizerConfig(Attribute attr) {
     c.amsgrad = adamw.getAmsgrad();
   } else if (auto adamax = dyn_cast<AdamaxAttr>(attr)) {
     fillAdam(adamax, "adamax");
+  } else if (auto radam = dyn_cast<RAdamAttr>(attr)) {
+    fillAdam(radam, "radam");
+    c.decoupledWeightDecay = radam.getDecoupledWeightDecay();
   } else if (auto rmsprop = dyn_cast<RMSpropAttr>(attr)) {
     c.name = "rmsprop";
     c.lr = number(rmsprop.getLr());

@@ -480,9 +480,35 @@ def Loom_AdamaxAttr : Loom_Attr<"Adamax", "adamax"> {
   let genVerifyDecl = 1;
 }
 
+def Loom_RAdamAttr : Loom_Attr<"RAdam", "radam"> {
+  let summary = "torch.optim.RAdam and its hyperparameters";
+  let description = [{
+    Rectified Adam with PyTorch's semantics and defaults
+    (`torch.optim.RAdam(lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
+    weight_decay=0, decoupled_weight_decay=False, maximize=False)`): weight
+    decay is added to the gradient, or with `decoupled_weight_decay` scales
+    the parameter as AdamW's does. Each parameter keeps `exp_avg` and
+    `exp_avg_sq`.
+
+    ```mlir
+    #loom.radam<lr = 1.0e-2, weight_decay = 0.1, decoupled_weight_decay = true>
+    ```
+  }];
+  let parameters = (ins
+    Loom_F64Parameter<"1.0e-3", "learning rate">:$lr,
+    Loom_F64Parameter<"0.9", "decay of the first moment (betas[0])">:$beta1,
+    Loom_F64Parameter<"0.999", "decay of the second moment (betas[1])">:$beta2,
+    Loom_F64Parameter<"1.0e-8", "term added to the denominator">:$eps,
+    Loom_F64Parameter<"0.0", "weight decay">:$weight_decay,
+    Loom_BoolParameter<"false", "AdamW's decoupled weight decay">:$decoupled_weight_decay,
+    Loom_BoolParameter<"false", "maximize the objective">:$maximize);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 def Loom_OptimizerAttr : Attr<CPred<"::loom::isOptimizerAttr($_self)">,
     "optimizer hyperparameters (#loom.sgd, #loom.adam, #loom.adamw, "
-    "#loom.rmsprop, #loom.adagrad or #loom.adamax)"> {
+    "#loom.rmsprop, #loom.adagrad, #loom.adamax or #loom.radam)"> {
   let storageType = "::mlir::Attribute";
   let returnType = "::mlir::Attribute";
   let convertFromStorage = "$_self";
