@@ -35,7 +35,8 @@ DTYPES = SCHEMA.dtypes
 # The version-4 optimizer keys the summary prints, for the optimizers they
 # belong to.
 OWN_KEYS = {"amsgrad": ("adam", "adamw"), "alpha": ("rmsprop",), "centered": ("rmsprop",),
-            "lr_decay": ("adagrad",), "initial_accumulator_value": ("adagrad",)}
+            "lr_decay": ("adagrad",), "initial_accumulator_value": ("adagrad",),
+            "decoupled_weight_decay": ("radam",)}
 # Collective starts: the fields each takes beyond input/future/axes, as the
 # schema gives them.
 COLLECTIVES = {op: sorted(SCHEMA.inst_keys(op, SCHEMA.current)
@@ -146,7 +147,7 @@ class Checker:
             for key in ("alpha", "lr_decay", "initial_accumulator_value"):
                 if key in opt:
                     check_number(field(opt, key, "optimizer", (int, float)), f"optimizer.{key}")
-            for key in ("amsgrad", "centered"):
+            for key in ("amsgrad", "centered", "decoupled_weight_decay"):
                 if key in opt:
                     field(opt, key, "optimizer", bool)
 
@@ -601,7 +602,8 @@ def main():
               f"weight_decay={opt['weight_decay']} momentum={opt['momentum']} "
               f"dampening={opt['dampening']} nesterov={opt['nesterov']} maximize={opt['maximize']}"
               + "".join(f" {key}={opt[key]}" for key in ("amsgrad", "alpha", "centered", "lr_decay",
-                                                           "initial_accumulator_value")
+                                                           "initial_accumulator_value",
+                                                           "decoupled_weight_decay")
                         if key in opt and opt["name"] in OWN_KEYS.get(key, ())))
     # A distributed step (a mesh) says how it is spread; a single-rank one
     # has nothing to say.
