@@ -158,6 +158,7 @@ static std::string getOptimizerSignature(const OptimizerUpdate &update) {
   return loomrt::optimizerSignature(
       config.name.str(), update.fused, config.maximize, config.weightDecay != 0,
       config.momentum != 0, config.nesterov, config.amsgrad, config.centered,
+      config.decoupledWeightDecay,
       loomrt::spellSignatureTensor(dtype.str(), param.getShape()));
 }
 

@@ -41,7 +41,7 @@ std::string optimizerTraceSignature(const Artifact &artifact,
   return optimizerSignature(
       toString(spec.kind), spec.impl == OptimizerImpl::Fused, spec.maximize,
       weightDecay != 0, spec.momentum != 0, spec.nesterov, spec.amsgrad,
-      spec.centered,
+      spec.centered, spec.decoupledWeightDecay,
       spellSignatureTensor(artifactDtypeName(param.dtype), param.shape));
 }
 

@@ -62,7 +62,8 @@ inline std::string kernelSignature(const std::string &qualifiedKernel,
 inline std::string optimizerSignature(const std::string &algorithm, bool fused,
                                       bool maximize, bool decay, bool momentum,
                                       bool nesterov, bool amsgrad,
-                                      bool centered, const std::string &param) {
+                                      bool centered, bool decoupled,
+                                      const std::string &param) {
   std::string overload = fused ? "fused" : "forloop";
   if (maximize)
     overload += "_maximize";
@@ -76,6 +77,8 @@ inline std::string optimizerSignature(const std::string &algorithm, bool fused,
     overload += "_amsgrad";
   if (centered)
     overload += "_centered";
+  if (decoupled)
+    overload += "_decoupled";
   return kernelSignature("optimizer::" + algorithm + "." + overload, {param},
                          {});
 }
