@@ -10,7 +10,6 @@
 #include "loom/Dialect/LoomRT/Transforms/Passes.h"
 
 #include "mlir/Pass/PassRegistry.h"
-#include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/ManagedStatic.h"
@@ -282,14 +281,9 @@ private:
 
 LogicalResult RunConfigApplier::takeOptimizer(Attribute optimizer) {
   std::optional<OptimizerConfig> c = getOptimizerConfig(optimizer);
-  OptimizerKind kind = llvm::StringSwitch<OptimizerKind>(c->name)
-                           .Case("sgd", OptimizerKind::SGD)
-                           .Case("adam", OptimizerKind::Adam)
-                           .Case("adamw", OptimizerKind::AdamW)
-                           .Case("rmsprop", OptimizerKind::RMSprop)
-                           .Case("adagrad", OptimizerKind::Adagrad)
-                           .Case("adamax", OptimizerKind::Adamax)
-                           .Default(OptimizerKind::RAdam);
+  // The attribute is an optimizer (the run configuration's verifier), so
+  // its name parses.
+  OptimizerKind kind = *parseOptimizerKind(c->name);
   if (failed(take("optimizer", options.optimizer, kind, "optimizer")))
     return failure();
   // The hyperparameters below are the captured algorithm's; the algorithm
@@ -297,43 +291,36 @@ LogicalResult RunConfigApplier::takeOptimizer(Attribute optimizer) {
   // (an option of another algorithm given on the command line is left for
   // loom-attach-optimizer to refuse), left to right, stopping at the first
   // contradiction.
-  bool sgd = kind == OptimizerKind::SGD;
-  bool adam = kind == OptimizerKind::Adam || kind == OptimizerKind::AdamW;
-  bool rmsprop = kind == OptimizerKind::RMSprop;
-  bool adagrad = kind == OptimizerKind::Adagrad;
-  bool radam = kind == OptimizerKind::RAdam;
-  bool betas = adam || radam || kind == OptimizerKind::Adamax;
-  auto takeIf = [&](bool has, StringRef flag, auto &field, auto captured,
+  auto takeIf = [&](StringRef flag, auto &field, auto captured,
                     StringRef what) {
-    return has ? take(flag, field, captured, what) : success();
+    return optimizerTakes(kind, flag) ? take(flag, field, captured, what)
+                                      : success();
   };
   return success(
-      succeeded(take("lr", options.lr, c->lr, "lr")) &&
-      succeeded(takeIf(sgd || rmsprop, "momentum", options.momentum,
-                       c->momentum, "momentum")) &&
-      succeeded(takeIf(sgd, "dampening", options.dampening, c->dampening,
-                       "dampening")) &&
+      succeeded(takeIf("lr", options.lr, c->lr, "lr")) &&
       succeeded(
-          takeIf(sgd, "nesterov", options.nesterov, c->nesterov, "nesterov")) &&
-      succeeded(takeIf(betas, "beta1", options.beta1, c->beta1, "betas[0]")) &&
-      succeeded(takeIf(betas, "beta2", options.beta2, c->beta2, "betas[1]")) &&
-      succeeded(takeIf(!sgd, "eps", options.eps, c->eps, "eps")) &&
+          takeIf("momentum", options.momentum, c->momentum, "momentum")) &&
       succeeded(
-          takeIf(adam, "amsgrad", options.amsgrad, c->amsgrad, "amsgrad")) &&
-      succeeded(takeIf(rmsprop, "alpha", options.alpha, c->alpha, "alpha")) &&
-      succeeded(takeIf(rmsprop, "centered", options.centered, c->centered,
-                       "centered")) &&
-      succeeded(takeIf(adagrad, "adagrad-lr-decay", options.adagradLrDecay,
-                       c->lrDecay, "lr_decay")) &&
-      succeeded(takeIf(
-          adagrad, "initial-accumulator-value", options.initialAccumulatorValue,
-          c->initialAccumulatorValue, "initial_accumulator_value")) &&
-      succeeded(takeIf(radam, "decoupled-weight-decay",
-                       options.decoupledWeightDecay, c->decoupledWeightDecay,
-                       "decoupled_weight_decay")) &&
-      succeeded(take("weight-decay", options.weightDecay, c->weightDecay,
-                     "weight_decay")) &&
-      succeeded(take("maximize", options.maximize, c->maximize, "maximize")));
+          takeIf("dampening", options.dampening, c->dampening, "dampening")) &&
+      succeeded(
+          takeIf("nesterov", options.nesterov, c->nesterov, "nesterov")) &&
+      succeeded(takeIf("beta1", options.beta1, c->beta1, "betas[0]")) &&
+      succeeded(takeIf("beta2", options.beta2, c->beta2, "betas[1]")) &&
+      succeeded(takeIf("eps", options.eps, c->eps, "eps")) &&
+      succeeded(takeIf("amsgrad", options.amsgrad, c->amsgrad, "amsgrad")) &&
+      succeeded(takeIf("alpha", options.alpha, c->alpha, "alpha")) &&
+      succeeded(
+          takeIf("centered", options.centered, c->centered, "centered")) &&
+      succeeded(takeIf("adagrad-lr-decay", options.adagradLrDecay, c->lrDecay,
+                       "lr_decay")) &&
+      succeeded(
+          takeIf("initial-accumulator-value", options.initialAccumulatorValue,
+                 c->initialAccumulatorValue, "initial_accumulator_value")) &&
+      succeeded(takeIf("decoupled-weight-decay", options.decoupledWeightDecay,
+                       c->decoupledWeightDecay, "decoupled_weight_decay")) &&
+      succeeded(takeIf("weight-decay", options.weightDecay, c->weightDecay,
+                       "weight_decay")) &&
+      succeeded(takeIf("maximize", options.maximize, c->maximize, "maximize")));
 }
 
 LogicalResult RunConfigApplier::takeLrSchedule(DictionaryAttr schedule) {

@@ -3,6 +3,7 @@
 #include "loom/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/GlobPattern.h"
 
 #include <cmath>
@@ -37,6 +38,34 @@ StringRef loom::stringifyOptimizerKind(OptimizerKind kind) {
     return "radam";
   }
   llvm_unreachable("unknown optimizer kind");
+}
+
+std::optional<OptimizerKind> loom::parseOptimizerKind(StringRef name) {
+  for (OptimizerKind k :
+       {OptimizerKind::SGD, OptimizerKind::Adam, OptimizerKind::AdamW,
+        OptimizerKind::RMSprop, OptimizerKind::Adagrad, OptimizerKind::Adamax,
+        OptimizerKind::RAdam})
+    if (name == stringifyOptimizerKind(k))
+      return k;
+  return std::nullopt;
+}
+
+bool loom::optimizerTakes(OptimizerKind kind, StringRef option) {
+  bool sgd = kind == OptimizerKind::SGD;
+  bool adam = kind == OptimizerKind::Adam || kind == OptimizerKind::AdamW;
+  bool rmsprop = kind == OptimizerKind::RMSprop;
+  bool radam = kind == OptimizerKind::RAdam;
+  return llvm::StringSwitch<bool>(option)
+      .Case("momentum", sgd || rmsprop)
+      .Cases("dampening", "nesterov", sgd)
+      .Cases("beta1", "beta2", adam || radam || kind == OptimizerKind::Adamax)
+      .Case("eps", !sgd)
+      .Case("amsgrad", adam)
+      .Cases("alpha", "centered", rmsprop)
+      .Cases("adagrad-lr-decay", "initial-accumulator-value",
+             kind == OptimizerKind::Adagrad)
+      .Case("decoupled-weight-decay", radam)
+      .Default(true);
 }
 
 StringRef loom::stringifyOptimizerImpl(OptimizerImpl impl) {
@@ -102,25 +131,19 @@ static StringRef getOptimizerClassName(OptimizerKind kind) {
 static StringRef
 getForeignHyperparameter(OptimizerKind kind,
                          const LoomAttachOptimizerOptions &options) {
-  bool sgd = kind == OptimizerKind::SGD;
-  bool adam = kind == OptimizerKind::Adam || kind == OptimizerKind::AdamW;
-  bool rmsprop = kind == OptimizerKind::RMSprop;
-  bool adagrad = kind == OptimizerKind::Adagrad;
-  bool radam = kind == OptimizerKind::RAdam;
   LoomAttachOptimizerOptions defaults;
-  std::pair<StringRef, bool> foreign[] = {
-      {"momentum", !sgd && !rmsprop && options.momentum != 0},
-      {"dampening", !sgd && options.dampening != 0},
-      {"nesterov", !sgd && options.nesterov},
-      {"amsgrad", !adam && options.amsgrad},
-      {"alpha", !rmsprop && options.alpha != defaults.alpha},
-      {"centered", !rmsprop && options.centered},
-      {"adagrad-lr-decay", !adagrad && options.adagradLrDecay != 0},
-      {"initial-accumulator-value",
-       !adagrad && options.initialAccumulatorValue != 0},
-      {"decoupled-weight-decay", !radam && options.decoupledWeightDecay}};
-  for (auto [name, given] : foreign)
-    if (given)
+  std::pair<StringRef, bool> given[] = {
+      {"momentum", options.momentum != 0},
+      {"dampening", options.dampening != 0},
+      {"nesterov", options.nesterov},
+      {"amsgrad", options.amsgrad},
+      {"alpha", options.alpha != defaults.alpha},
+      {"centered", options.centered},
+      {"adagrad-lr-decay", options.adagradLrDecay != 0},
+      {"initial-accumulator-value", options.initialAccumulatorValue != 0},
+      {"decoupled-weight-decay", options.decoupledWeightDecay}};
+  for (auto [name, isGiven] : given)
+    if (isGiven && !optimizerTakes(kind, name))
       return name;
   return "";
 }

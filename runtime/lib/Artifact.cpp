@@ -91,20 +91,46 @@ std::optional<DeviceKind> parseDeviceKind(const std::string &name) {
   return std::nullopt;
 }
 
-std::vector<std::string> OptimizerSpec::stateNames() const {
-  std::vector<std::string> names;
-  auto isSet = [&](const std::string &key) {
-    if (key == schema::kOptimizerMomentum)
-      return momentum != 0;
-    if (key == schema::kOptimizerAmsgrad)
-      return amsgrad;
-    if (key == schema::kOptimizerCentered)
-      return centered;
+std::optional<OptimizerKind> parseOptimizerKind(const std::string &name) {
+  for (OptimizerKind k :
+       {OptimizerKind::SGD, OptimizerKind::Adam, OptimizerKind::AdamW,
+        OptimizerKind::RMSprop, OptimizerKind::Adagrad, OptimizerKind::Adamax,
+        OptimizerKind::RAdam})
+    if (name == toString(k))
+      return k;
+  return std::nullopt;
+}
+
+/// Calls `each` with the name of every state tensor `o` keeps, in order.
+template <typename Each>
+static void forEachState(const OptimizerSpec &o, Each each) {
+  auto isSet = [&](const char *key) {
+    if (std::strcmp(key, schema::kOptimizerMomentum) == 0)
+      return o.momentum != 0;
+    if (std::strcmp(key, schema::kOptimizerAmsgrad) == 0)
+      return o.amsgrad;
+    if (std::strcmp(key, schema::kOptimizerCentered) == 0)
+      return o.centered;
     return false;
   };
-  schema::forEachOptimizerState(toString(kind), isSet,
-                                [&](const char *s) { names.push_back(s); });
+  schema::forEachOptimizerState(toString(o.kind), isSet, each);
+}
+
+std::vector<std::string> OptimizerSpec::stateNames() const {
+  std::vector<std::string> names;
+  forEachState(*this, [&](const char *s) { names.push_back(s); });
   return names;
+}
+
+size_t OptimizerSpec::numStateSlots() const {
+  size_t n = 0;
+  forEachState(*this, [&](const char *) { ++n; });
+  return n;
+}
+
+bool OptimizerSpec::hasFusedKernel() const {
+  return kind != OptimizerKind::RMSprop && kind != OptimizerKind::Adamax &&
+         kind != OptimizerKind::RAdam;
 }
 
 const char *ArgValue::kindName(Kind kind) {
@@ -914,25 +940,13 @@ void ProgramReader::readOptimizer(const json &v, const std::string &path) {
   OptimizerSpec o;
   std::string name = string(field(v, path, schema::kOptimizerName),
                             join(path, schema::kOptimizerName));
-  if (name == schema::kOptimizerNameSgd)
-    o.kind = OptimizerKind::SGD;
-  else if (name == schema::kOptimizerNameAdam)
-    o.kind = OptimizerKind::Adam;
-  else if (name == schema::kOptimizerNameAdamw)
-    o.kind = OptimizerKind::AdamW;
-  else if (name == schema::kOptimizerNameRmsprop)
-    o.kind = OptimizerKind::RMSprop;
-  else if (name == schema::kOptimizerNameAdagrad)
-    o.kind = OptimizerKind::Adagrad;
-  else if (name == schema::kOptimizerNameAdamax)
-    o.kind = OptimizerKind::Adamax;
-  else if (name == schema::kOptimizerNameRadam)
-    o.kind = OptimizerKind::RAdam;
-  else
+  std::optional<OptimizerKind> kind = parseOptimizerKind(name);
+  if (!kind)
     fail(join(path, schema::kOptimizerName),
          "unknown optimizer '" + name +
              "' (expected sgd, adam, adamw, rmsprop, adagrad, adamax or "
              "radam)");
+  o.kind = *kind;
   if (!schema::isEnumValue("OptimizerName", name.c_str(), version()))
     fail(join(path, schema::kOptimizerName),
          "'" + name + "' needs format version 4 (this program is version " +
@@ -995,9 +1009,7 @@ void ProgramReader::readOptimizer(const json &v, const std::string &path) {
     else
       fail(implPath,
            "unknown implementation '" + impl + "' (expected forloop or fused)");
-    if (o.impl == OptimizerImpl::Fused &&
-        (o.kind == OptimizerKind::RMSprop || o.kind == OptimizerKind::Adamax ||
-         o.kind == OptimizerKind::RAdam))
+    if (o.impl == OptimizerImpl::Fused && !o.hasFusedKernel())
       fail(implPath, std::string(toString(o.kind)) +
                          " has no fused implementation (torch.optim has no "
                          "fused=True for it)");

@@ -119,21 +119,19 @@ void adamStep(const OptimizerSpec &o, const at::Tensor &paramIn,
   // need not round like sqrt().
   double biasCorrection2Sqrt = std::pow(biasCorrection2, 0.5);
 
-  // Two statements, so that the first's temporaries (sqrt's result and the
+  // AMSGrad normalises by the running maximum:
+  // torch.maximum(max_exp_avg_sqs[i], exp_avg_sq, out=max_exp_avg_sqs[i]).
+  at::Tensor secondMoment = expAvgSq;
+  if (o.amsgrad) {
+    at::maximum_out(maxExpAvgSq, maxExpAvgSq, expAvgSq);
+    secondMoment = maxExpAvgSq;
+  }
+  // denom = (second_moment.sqrt() / bias_correction2_sqrt).add_(eps), in
+  // two statements, so that the first's temporaries (sqrt's result and the
   // wrapped bias correction) are freed before add_ runs: the scratch
   // PeakMemory.cpp predicts.
-  at::Tensor denom;
-  if (o.amsgrad) {
-    // torch.maximum(max_exp_avg_sqs[i], exp_avg_sq, out=max_exp_avg_sqs[i])
-    at::maximum_out(maxExpAvgSq, maxExpAvgSq, expAvgSq);
-    // denom = (max_exp_avg_sqs[i].sqrt() / bias_correction2_sqrt).add_(eps)
-    denom = maxExpAvgSq.sqrt().div(number(biasCorrection2Sqrt));
-    denom.add_(number(o.eps));
-  } else {
-    // denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
-    denom = expAvgSq.sqrt().div(number(biasCorrection2Sqrt));
-    denom.add_(number(o.eps));
-  }
+  at::Tensor denom = secondMoment.sqrt().div(number(biasCorrection2Sqrt));
+  denom.add_(number(o.eps));
   // param.addcdiv_(exp_avg, denom, value=-step_size)
   param.addcdiv_(expAvg, denom, -stepSize);
 }
@@ -318,12 +316,12 @@ void adagradStep(const OptimizerSpec &o, const at::Tensor &paramIn,
 /// `_fused_adam` and `_fused_adagrad` call it on CPU: a float lr, no
 /// grad_scale/found_inf. The kernels update each tensor of their lists on
 /// its own, so a one-element list gives the bits a whole-group call gives.
-/// RMSprop has no fused kernel (the artifact reader refuses it).
+/// RMSprop, Adamax and RAdam have no fused kernel (the artifact reader
+/// refuses them).
 void fusedStep(const OptimizerSpec &o, const at::Tensor &param,
                const at::Tensor &grad, const std::vector<at::Tensor> &state,
                float &step) {
-  if (o.kind == OptimizerKind::RMSprop || o.kind == OptimizerKind::Adamax ||
-      o.kind == OptimizerKind::RAdam)
+  if (!o.hasFusedKernel())
     throw Error(std::string(toString(o.kind)) + " has no fused implementation");
   if (param.is_complex())
     throw Error("impl=fused does not support the complex parameter (" +

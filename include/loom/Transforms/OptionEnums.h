@@ -15,6 +15,7 @@
 #include "llvm/Support/CommandLine.h"
 
 #include <limits>
+#include <optional>
 #include <string>
 
 namespace loom {
@@ -202,6 +203,14 @@ enum class RematMode { None, Full, Selective, Captured };
 
 /// The spelling of `kind` in options and diagnostics ("adamw").
 llvm::StringRef stringifyOptimizerKind(OptimizerKind kind);
+
+/// The algorithm (not None) `name` spells, as stringifyOptimizerKind.
+std::optional<OptimizerKind> parseOptimizerKind(llvm::StringRef name);
+
+/// Whether algorithm `kind` takes the loom-attach-optimizer option `option`
+/// ("momentum", "amsgrad", "adagrad-lr-decay", ...), as its torch.optim
+/// class takes the hyperparameter; lr, weight-decay and maximize every one.
+bool optimizerTakes(OptimizerKind kind, llvm::StringRef option);
 
 /// The spelling of `impl` in options and attributes ("fused").
 llvm::StringRef stringifyOptimizerImpl(OptimizerImpl impl);

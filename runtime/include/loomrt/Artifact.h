@@ -134,6 +134,8 @@ struct OutputSpec {
 
 enum class OptimizerKind { SGD, Adam, AdamW, RMSprop, Adagrad, Adamax, RAdam };
 const char *toString(OptimizerKind kind);
+/// The OptimizerKind `name` spells ("adamw"), nullopt for any other.
+std::optional<OptimizerKind> parseOptimizerKind(const std::string &name);
 
 /// How an update is computed: torch.optim's single-tensor loop op for op,
 /// or ATen's fused kernel (torch.optim's `fused=True`).
@@ -175,7 +177,12 @@ struct OptimizerSpec {
   /// RMSprop [square_avg(, momentum_buffer)(, grad_avg)]; Adagrad [sum];
   /// Adamax [exp_avg, exp_inf]; RAdam [exp_avg, exp_avg_sq].
   std::vector<std::string> stateNames() const;
-  size_t numStateSlots() const { return stateNames().size(); }
+  /// stateNames().size(), without building the names (the interpreter
+  /// checks it on every update).
+  size_t numStateSlots() const;
+  /// Whether torch.optim has a fused=True kernel for this algorithm (not
+  /// for RMSprop, Adamax, RAdam).
+  bool hasFusedKernel() const;
 };
 
 /// What follows the warm-up of an `lr_schedule`.

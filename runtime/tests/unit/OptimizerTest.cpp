@@ -277,14 +277,9 @@ TEST(OptimizerGolden, MatchesTorchOptimBitwise) {
     SCOPED_TRACE(name);
     const json &j = c["optimizer"];
     OptimizerSpec o;
-    std::string kind = j["name"];
-    o.kind = kind == "sgd"       ? OptimizerKind::SGD
-             : kind == "adam"    ? OptimizerKind::Adam
-             : kind == "adamw"   ? OptimizerKind::AdamW
-             : kind == "rmsprop" ? OptimizerKind::RMSprop
-             : kind == "adagrad" ? OptimizerKind::Adagrad
-             : kind == "adamax"  ? OptimizerKind::Adamax
-                                 : OptimizerKind::RAdam;
+    std::optional<OptimizerKind> kind = parseOptimizerKind(j["name"]);
+    ASSERT_TRUE(kind);
+    o.kind = *kind;
     o.lr = j["lr"];
     o.beta1 = j["betas"][0];
     o.beta2 = j["betas"][1];

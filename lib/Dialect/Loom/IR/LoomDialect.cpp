@@ -271,11 +271,10 @@ static void fillStateNames(OptimizerConfig &c) {
       return c.centered;
     return false;
   };
-  // The name is a mnemonic, so it is NUL-terminated in the attribute's
-  // storage; copy it anyway for the C API.
-  std::string name = c.name.str();
+  // getOptimizerConfig sets the name from a string literal, so its data
+  // is NUL-terminated, as the schema's C strings need.
   loomrt::schema::forEachOptimizerState(
-      name.c_str(), isSet, [&](const char *s) { c.stateNames.push_back(s); });
+      c.name.data(), isSet, [&](const char *s) { c.stateNames.push_back(s); });
 }
 
 std::optional<OptimizerConfig> loom::getOptimizerConfig(Attribute attr) {
