@@ -56,7 +56,9 @@ if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; th
   # The CUDA wheels torch pulls in are hundreds of MB; a dropped connection
   # near the end of one must not fail the whole set-up. Each install is
   # tried 3 times, and a pip that can (25.1 and later) resumes a cut
-  # download (--resume-retries) instead of starting it again.
+  # download (--resume-retries) instead of starting it again. No cache:
+  # .venv is made once per clone, and a second copy of those wheels under
+  # ~/.cache/pip would take some 3.5 GB more of the disk for nothing.
   pip_install() {
     local resume=() help
     help=$(.venv/bin/python -m pip install --help 2>/dev/null || true)
@@ -64,7 +66,7 @@ if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; th
       resume=(--resume-retries 50)
     fi
     for attempt in 1 2 3; do
-      if .venv/bin/python -m pip install -q --retries 10 --timeout 60 "${resume[@]}" "$@"; then
+      if .venv/bin/python -m pip install -q --no-cache-dir --retries 10 --timeout 60 "${resume[@]}" "$@"; then
         return 0
       fi
       echo "setup: pip install $* failed (attempt $attempt of 3)" >&2
