@@ -547,6 +547,13 @@ static std::pair<double, int> optimizerTraffic(Attribute optimizer) {
     add(10, 5); // sqrt, add_, reciprocal_, mul_, update.mul_ (rectified)
     add(2, 1);  // * rect
     add(3, 1);  // param.add_(update)
+  } else if (name == "adadelta") {
+    add(6, 2); // square_avg.mul_().addcmul_(grad, grad)
+    add(4, 2); // std = square_avg.add(eps).sqrt_()
+    add(4, 2); // delta = acc_delta.add(eps).sqrt_()
+    add(6, 2); // delta.div_(std).mul_(grad)
+    add(6, 2); // acc_delta.mul_().addcmul_(delta, delta)
+    add(3, 1); // param.add_(delta)
   } else if (name == "adagrad") {
     add(4, 1); // state_sum.addcmul_(grad, grad)
     add(4, 2); // state_sum.sqrt().add_(eps)

@@ -185,8 +185,8 @@ void loom::recordMemoryBudget(ModuleOp module, int64_t bytes) {
 /// Nesterov gradients, at most two at once, and with momentum 12 bytes of
 /// scalars. The single-tensor RMSprop, Adagrad and Adamax hold those
 /// gradients and then one parameter-sized tensor beside them (`avg`, `std`,
-/// `grad.abs()`), and 12 bytes of scalars. The fused
-/// Adam, AdamW and Adagrad kernels take a 4-byte step tensor; fused SGD
+/// `grad.abs()`), and 12 bytes of scalars; Adadelta two (`std`, `delta`). The
+/// fused Adam, AdamW and Adagrad kernels take a 4-byte step tensor; fused SGD
 /// nothing.
 static int64_t getOptimizerScratchBytes(const OptimizerUpdate &update) {
   const OptimizerConfig &config = update.config;
@@ -219,8 +219,8 @@ static int64_t getOptimizerScratchBytes(const OptimizerUpdate &update) {
     return most * bytes + (config.momentum != 0 ? 12 : 0);
   }
   // RMSprop's `avg`, Adagrad's `std` and Adamax's `grad.abs()`, beside
-  // that gradient.
-  most = std::max(most, alive + 1);
+  // that gradient; Adadelta's `std` and `delta` both.
+  most = std::max(most, alive + (config.name == "adadelta" ? 2 : 1));
   return most * bytes + 12;
 }
 

@@ -82,10 +82,11 @@ static Attribute parseOptimizer(const json::Object &o, MLIRContext *ctx,
   FieldReader r(o, "optimizer.", error);
   std::optional<StringRef> name = o.getString("name");
   if (!name || !llvm::is_contained({"sgd", "adam", "adamw", "rmsprop",
-                                    "adagrad", "adamax", "radam"},
+                                    "adagrad", "adadelta", "adamax", "radam"},
                                    *name))
     return r.wrong("name", "\"sgd\", \"adam\", \"adamw\", \"rmsprop\", "
-                           "\"adagrad\", \"adamax\" or \"radam\""),
+                           "\"adagrad\", \"adadelta\", \"adamax\" or "
+                           "\"radam\""),
            nullptr;
   std::optional<double> lr = r.number("lr");
   std::optional<double> weightDecay = r.number("weight_decay");
@@ -132,6 +133,13 @@ static Attribute parseOptimizer(const json::Object &o, MLIRContext *ctx,
     return AdagradAttr::getChecked(emitError, ctx, f(*lr), f(*lrDecay),
                                    f(*weightDecay), f(*initial), f(*eps),
                                    *maximize);
+  }
+  if (*name == "adadelta") {
+    std::optional<double> rho = r.number("rho");
+    if (!rho)
+      return nullptr;
+    return AdadeltaAttr::getChecked(emitError, ctx, f(*lr), f(*rho), f(*eps),
+                                    f(*weightDecay), *maximize);
   }
   const json::Value *betasValue = o.get("betas");
   if (!betasValue)

@@ -318,6 +318,7 @@ LogicalResult RunConfigApplier::takeOptimizer(Attribute optimizer) {
                  c->initialAccumulatorValue, "initial_accumulator_value")) &&
       succeeded(takeIf("decoupled-weight-decay", options.decoupledWeightDecay,
                        c->decoupledWeightDecay, "decoupled_weight_decay")) &&
+      succeeded(takeIf("rho", options.rho, c->rho, "rho")) &&
       succeeded(takeIf("weight-decay", options.weightDecay, c->weightDecay,
                        "weight_decay")) &&
       succeeded(takeIf("maximize", options.maximize, c->maximize, "maximize")));

@@ -32,6 +32,8 @@ StringRef loom::stringifyOptimizerKind(OptimizerKind kind) {
     return "rmsprop";
   case OptimizerKind::Adagrad:
     return "adagrad";
+  case OptimizerKind::Adadelta:
+    return "adadelta";
   case OptimizerKind::Adamax:
     return "adamax";
   case OptimizerKind::RAdam:
@@ -43,8 +45,8 @@ StringRef loom::stringifyOptimizerKind(OptimizerKind kind) {
 std::optional<OptimizerKind> loom::parseOptimizerKind(StringRef name) {
   for (OptimizerKind k :
        {OptimizerKind::SGD, OptimizerKind::Adam, OptimizerKind::AdamW,
-        OptimizerKind::RMSprop, OptimizerKind::Adagrad, OptimizerKind::Adamax,
-        OptimizerKind::RAdam})
+        OptimizerKind::RMSprop, OptimizerKind::Adagrad, OptimizerKind::Adadelta,
+        OptimizerKind::Adamax, OptimizerKind::RAdam})
     if (name == stringifyOptimizerKind(k))
       return k;
   return std::nullopt;
@@ -65,7 +67,15 @@ bool loom::optimizerTakes(OptimizerKind kind, StringRef option) {
       .Cases("adagrad-lr-decay", "initial-accumulator-value",
              kind == OptimizerKind::Adagrad)
       .Case("decoupled-weight-decay", radam)
+      .Case("rho", kind == OptimizerKind::Adadelta)
       .Default(true);
+}
+
+/// Whether torch.optim has a `fused=True` kernel for `kind` (SGD, Adam,
+/// AdamW and Adagrad do).
+static bool hasFusedKernel(OptimizerKind kind) {
+  return kind == OptimizerKind::SGD || kind == OptimizerKind::Adam ||
+         kind == OptimizerKind::AdamW || kind == OptimizerKind::Adagrad;
 }
 
 StringRef loom::stringifyOptimizerImpl(OptimizerImpl impl) {
@@ -94,10 +104,16 @@ void loom::resolveOptimizerDefaults(LoomAttachOptimizerOptions &options) {
   OptimizerKind kind = options.optimizer;
   bool percent =
       kind == OptimizerKind::RMSprop || kind == OptimizerKind::Adagrad;
+  bool adadelta = kind == OptimizerKind::Adadelta;
   if (std::isnan(options.lr))
-    options.lr = percent ? 1e-2 : kind == OptimizerKind::Adamax ? 2e-3 : 1e-3;
+    options.lr = adadelta                        ? 1.0
+                 : percent                       ? 1e-2
+                 : kind == OptimizerKind::Adamax ? 2e-3
+                                                 : 1e-3;
   if (std::isnan(options.eps))
-    options.eps = kind == OptimizerKind::Adagrad ? 1e-10 : 1e-8;
+    options.eps = kind == OptimizerKind::Adagrad ? 1e-10
+                  : adadelta                     ? 1e-6
+                                                 : 1e-8;
   // The one place where the algorithms' default weight decays differ.
   if (options.weightDecay < 0)
     options.weightDecay = kind == OptimizerKind::AdamW ? 1e-2 : 0.0;
@@ -116,6 +132,8 @@ static StringRef getOptimizerClassName(OptimizerKind kind) {
     return "RMSprop";
   case OptimizerKind::Adagrad:
     return "Adagrad";
+  case OptimizerKind::Adadelta:
+    return "Adadelta";
   case OptimizerKind::Adamax:
     return "Adamax";
   case OptimizerKind::RAdam:
@@ -141,7 +159,8 @@ getForeignHyperparameter(OptimizerKind kind,
       {"centered", options.centered},
       {"adagrad-lr-decay", options.adagradLrDecay != 0},
       {"initial-accumulator-value", options.initialAccumulatorValue != 0},
-      {"decoupled-weight-decay", options.decoupledWeightDecay}};
+      {"decoupled-weight-decay", options.decoupledWeightDecay},
+      {"rho", options.rho != defaults.rho}};
   for (auto [name, isGiven] : given)
     if (isGiven && !optimizerTakes(kind, name))
       return name;
@@ -206,6 +225,11 @@ loom::buildOptimizerAttr(MLIRContext *ctx,
         emitError, ctx, f(options.lr), f(options.adagradLrDecay),
         f(options.weightDecay), f(options.initialAccumulatorValue),
         f(options.eps), options.maximize);
+    break;
+  case OptimizerKind::Adadelta:
+    attr = AdadeltaAttr::getChecked(emitError, ctx, f(options.lr),
+                                    f(options.rho), f(options.eps),
+                                    f(options.weightDecay), options.maximize);
     break;
   }
   if (!attr)
@@ -434,6 +458,7 @@ struct LoomAttachOptimizerPass
     options.adagradLrDecay = adagradLrDecay;
     options.initialAccumulatorValue = initialAccumulatorValue;
     options.decoupledWeightDecay = decoupledWeightDecay;
+    options.rho = rho;
     FailureOr<Attribute> config = buildOptimizerAttr(ctx, options, [&] {
       return func.emitOpError("--loom-attach-optimizer: ");
     });
@@ -616,8 +641,7 @@ struct LoomAttachOptimizerPass
   LogicalResult attachImpl(func::FuncOp func) {
     if (impl == OptimizerImpl::Forloop)
       return success();
-    if (optimizer == OptimizerKind::RMSprop ||
-        optimizer == OptimizerKind::Adamax || optimizer == OptimizerKind::RAdam)
+    if (!hasFusedKernel(optimizer))
       return func.emitOpError("--loom-attach-optimizer: impl=fused: ")
              << stringifyOptimizerKind(optimizer)
              << " has no fused implementation (torch.optim."

@@ -3,10 +3,10 @@
 Usage (from the repository root)::
 
     PYTHONPATH=python python -m loom.capture FILE.py --out DIR \
-        [--steps K] [--optimizer sgd|adam|adamw|rmsprop|adagrad|adamax|radam] [--lr X] \
+        [--steps K] [--optimizer sgd|adam|adamw|rmsprop|adagrad|adadelta|adamax|radam] [--lr X] \
         [--weight-decay W] [--momentum M] [--dampening D] [--nesterov] \
         [--betas B1 B2] [--eps E] [--amsgrad] [--alpha A] [--centered] \
-        [--adagrad-lr-decay D] [--initial-accumulator-value V] \
+        [--adagrad-lr-decay D] [--initial-accumulator-value V] [--rho R] \
         [--maximize] [--seed S] [--split N] [--microbatches M] \
         [--make-arg KEY=VALUE ...] [--meta]
         [--reference eager|ddp|fsdp|hsdp|replicate [--replicate-size R]
@@ -48,7 +48,7 @@ step (training cycles through them). The capture writes into DIR:
     the three SGD fields: Adam and AdamW ``betas``, ``eps`` and ``amsgrad``;
     RMSprop ``alpha``, ``eps``, ``momentum`` and ``centered``; Adagrad
     ``lr_decay``, ``initial_accumulator_value`` and ``eps``; Adamax ``betas`` and ``eps``;
-    RAdam ``betas``, ``eps`` and ``decoupled_weight_decay``;
+    RAdam ``betas``, ``eps`` and ``decoupled_weight_decay``; Adadelta ``rho`` and ``eps``;
     ``--optimizer-impl fused`` adds ``"impl": "fused"``, and the
     reference then runs torch.optim with ``fused=True``.) When FILE.py defines ``param_groups(model)`` (the list of
     dicts a user passes to ``torch.optim``, e.g. ``[{"params": decay,
@@ -164,6 +164,7 @@ OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
     "adamw": torch.optim.AdamW,
     "rmsprop": torch.optim.RMSprop,
     "adagrad": torch.optim.Adagrad,
+    "adadelta": torch.optim.Adadelta,
     "adamax": torch.optim.Adamax,
     "radam": torch.optim.RAdam,
 }
@@ -178,6 +179,7 @@ OPTIMIZER_KEYS = {
     "rmsprop": ("lr", "weight_decay", "alpha", "eps", "momentum", "centered", "maximize"),
     "adagrad": ("lr", "weight_decay", "lr_decay", "initial_accumulator_value", "eps",
                 "maximize"),
+    "adadelta": ("lr", "weight_decay", "rho", "eps", "maximize"),
     "adamax": ("lr", "weight_decay", "betas", "eps", "maximize"),
     "radam": ("lr", "weight_decay", "betas", "eps", "decoupled_weight_decay", "maximize"),
 }
@@ -188,7 +190,7 @@ OPTIMIZER_FLAGS = {
     "dampening": "--dampening", "nesterov": "--nesterov", "betas": "--betas", "eps": "--eps",
     "amsgrad": "--amsgrad", "alpha": "--alpha", "centered": "--centered",
     "lr_decay": "--adagrad-lr-decay", "initial_accumulator_value": "--initial-accumulator-value",
-    "decoupled_weight_decay": "--decoupled-weight-decay",
+    "decoupled_weight_decay": "--decoupled-weight-decay", "rho": "--rho",
     "maximize": "--maximize",
 }
 
@@ -994,7 +996,7 @@ def add_optimizer_arguments(parser: argparse.ArgumentParser) -> None:
                        help=f"default {DEFAULT_OPTIMIZER}")
     group.add_argument("--lr", type=float,
                        help="learning rate (adam/adamw: default 1e-3; rmsprop/adagrad: 1e-2; "
-                       "adamax: 2e-3; sgd: required)")
+                       "adamax: 2e-3; adadelta: 1.0; sgd: required)")
     group.add_argument("--weight-decay", type=float,
                        help="weight decay (default 0.01 for adamw, 0 for the others)")
     group.add_argument("--momentum", type=float, help="SGD/RMSprop momentum (default 0)")
@@ -1004,8 +1006,8 @@ def add_optimizer_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--betas", type=float, nargs=2, metavar=("BETA1", "BETA2"),
                        help="Adam/AdamW/Adamax/RAdam betas (default 0.9 0.999)")
     group.add_argument("--eps", type=float,
-                       help="Adam/AdamW/RMSprop/Adagrad/Adamax/RAdam eps (default 1e-8; adagrad "
-                       "1e-10)")
+                       help="Adam/AdamW/RMSprop/Adagrad/Adadelta/Adamax/RAdam eps (default 1e-8; "
+                       "adagrad 1e-10; adadelta 1e-6)")
     group.add_argument("--amsgrad", action="store_true", default=None,
                        help="Adam/AdamW: the AMSGrad variant")
     group.add_argument("--alpha", type=float, help="RMSprop smoothing constant (default 0.99)")
@@ -1017,11 +1019,13 @@ def add_optimizer_arguments(parser: argparse.ArgumentParser) -> None:
                        help="Adagrad initial_accumulator_value (default 0)")
     group.add_argument("--decoupled-weight-decay", action="store_true", default=None,
                        help="RAdam: decoupled (AdamW's) weight decay")
+    group.add_argument("--rho", type=float,
+                       help="Adadelta: decay of its running averages (default 0.9)")
     group.add_argument("--maximize", action="store_true", default=None,
                        help="maximize the loss instead of minimizing it")
     group.add_argument("--optimizer-impl", choices=OPTIMIZER_IMPLS, default="forloop",
                        help="forloop (torch.optim's single-tensor default on CPU) or fused "
-                       "(fused=True; not rmsprop); recorded in run.json, from which "
+                       "(fused=True: sgd, adam, adamw, adagrad); recorded in run.json, from which "
                        "loom-compile takes it")
 
 
@@ -1096,6 +1100,8 @@ def optimizer_config(parser: argparse.ArgumentParser, args: argparse.Namespace) 
             parser.error(f"{OPTIMIZER_FLAGS[key]} must be a non-negative number, got {config[key]}")
     if name == "sgd" and config["nesterov"] and (config["momentum"] <= 0 or config["dampening"] != 0):
         parser.error("--nesterov needs --momentum > 0 and no dampening (as torch.optim.SGD)")
+    if "rho" in config and not 0 <= config["rho"] <= 1:
+        parser.error(f"--rho must lie in [0, 1], got {config['rho']}")
     if "betas" in config and not all(0 <= b < 1 for b in config["betas"]):
         parser.error(f"--betas must lie in [0, 1), got {config['betas']}")
     if getattr(args, "optimizer_impl", "forloop") == "fused" and name not in FUSED_OPTIMIZERS:

@@ -66,6 +66,8 @@ const char *toString(OptimizerKind kind) {
     return schema::kOptimizerNameRmsprop;
   case OptimizerKind::Adagrad:
     return schema::kOptimizerNameAdagrad;
+  case OptimizerKind::Adadelta:
+    return schema::kOptimizerNameAdadelta;
   case OptimizerKind::Adamax:
     return schema::kOptimizerNameAdamax;
   case OptimizerKind::RAdam:
@@ -94,8 +96,8 @@ std::optional<DeviceKind> parseDeviceKind(const std::string &name) {
 std::optional<OptimizerKind> parseOptimizerKind(const std::string &name) {
   for (OptimizerKind k :
        {OptimizerKind::SGD, OptimizerKind::Adam, OptimizerKind::AdamW,
-        OptimizerKind::RMSprop, OptimizerKind::Adagrad, OptimizerKind::Adamax,
-        OptimizerKind::RAdam})
+        OptimizerKind::RMSprop, OptimizerKind::Adagrad, OptimizerKind::Adadelta,
+        OptimizerKind::Adamax, OptimizerKind::RAdam})
     if (name == toString(k))
       return k;
   return std::nullopt;
@@ -129,8 +131,8 @@ size_t OptimizerSpec::numStateSlots() const {
 }
 
 bool OptimizerSpec::hasFusedKernel() const {
-  return kind != OptimizerKind::RMSprop && kind != OptimizerKind::Adamax &&
-         kind != OptimizerKind::RAdam;
+  return kind != OptimizerKind::RMSprop && kind != OptimizerKind::Adadelta &&
+         kind != OptimizerKind::Adamax && kind != OptimizerKind::RAdam;
 }
 
 const char *ArgValue::kindName(Kind kind) {
@@ -944,8 +946,8 @@ void ProgramReader::readOptimizer(const json &v, const std::string &path) {
   if (!kind)
     fail(join(path, schema::kOptimizerName),
          "unknown optimizer '" + name +
-             "' (expected sgd, adam, adamw, rmsprop, adagrad, adamax or "
-             "radam)");
+             "' (expected sgd, adam, adamw, rmsprop, adagrad, adadelta, "
+             "adamax or radam)");
   o.kind = *kind;
   if (!schema::isEnumValue("OptimizerName", name.c_str(), version()))
     fail(join(path, schema::kOptimizerName),
@@ -994,6 +996,13 @@ void ProgramReader::readOptimizer(const json &v, const std::string &path) {
   optionalFlag(schema::kOptimizerDecoupledWeightDecay, o.decoupledWeightDecay);
   if (v.contains(schema::kOptimizerAlpha))
     o.alpha = nonNegative(schema::kOptimizerAlpha);
+  if (v.contains(schema::kOptimizerRho)) {
+    o.rho = finiteNumber(v[schema::kOptimizerRho],
+                         join(path, schema::kOptimizerRho));
+    if (o.rho < 0 || o.rho > 1)
+      fail(join(path, schema::kOptimizerRho),
+           "must be in [0, 1], found " + std::to_string(o.rho));
+  }
   if (v.contains(schema::kOptimizerLrDecay))
     o.lrDecay = nonNegative(schema::kOptimizerLrDecay);
   if (v.contains(schema::kOptimizerInitialAccumulatorValue))

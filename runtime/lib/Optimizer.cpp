@@ -5,7 +5,8 @@
 // each line mirrors one line of torch 2.9's `_single_tensor_sgd`,
 // `_single_tensor_adam` (AdamW is Adam with decoupled_weight_decay=True),
 // `_single_tensor_rmsprop`, `_single_tensor_adagrad` (dense gradients),
-// `_single_tensor_adamax` or `_single_tensor_radam`.
+// `_single_tensor_adadelta`, `_single_tensor_adamax` or
+// `_single_tensor_radam`.
 // Python passes a float operand of add/mul/div (`x.mul_(beta2)`) as a
 // wrapped 0-d double tensor to the Tensor overload (PyTorch binds no Scalar
 // overload of those to Python), so this does too (`number`): ATen's
@@ -32,6 +33,7 @@
 #include <ATen/ops/neg.h>
 #include <ATen/ops/reciprocal.h>
 #include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/view_as_complex.h>
 #include <ATen/ops/view_as_real.h>
 #include <ATen/ops/zeros.h>
 
@@ -187,6 +189,41 @@ void rmspropStep(const OptimizerSpec &o, const at::Tensor &paramIn,
     // param.addcdiv_(grad, avg, value=-lr)
     param.addcdiv_(grad, avg, -o.lr);
   }
+}
+
+/// State: [square_avg, acc_delta].
+void adadeltaStep(const OptimizerSpec &o, const at::Tensor &param,
+                  const at::Tensor &gradIn,
+                  const std::vector<at::Tensor> &state, float &step) {
+  at::Tensor squareAvg = state[0];
+  at::Tensor accDelta = state[1];
+  // step += 1
+  step += 1.0f;
+  // grad = grad if not maximize else -grad
+  at::Tensor grad = o.maximize ? at::neg(gradIn) : gradIn;
+  // if weight_decay != 0: grad = grad.add(param, alpha=weight_decay)
+  if (o.weightDecay != 0)
+    grad = grad.add(param, o.weightDecay);
+  if (param.is_complex()) {
+    squareAvg = at::view_as_real(squareAvg);
+    accDelta = at::view_as_real(accDelta);
+    grad = at::view_as_real(grad);
+  }
+  // square_avg.mul_(rho).addcmul_(grad, grad, value=1 - rho)
+  squareAvg.mul_(number(o.rho)).addcmul_(grad, grad, 1 - o.rho);
+  // std = square_avg.add(eps).sqrt_()
+  at::Tensor std = squareAvg.add(number(o.eps)).sqrt_();
+  // delta = acc_delta.add(eps).sqrt_()
+  at::Tensor delta = accDelta.add(number(o.eps)).sqrt_();
+  // delta.div_(std).mul_(grad)
+  delta.div_(std).mul_(grad);
+  // acc_delta.mul_(rho).addcmul_(delta, delta, value=1 - rho)
+  accDelta.mul_(number(o.rho)).addcmul_(delta, delta, 1 - o.rho);
+  // if is_complex(param): delta = torch.view_as_complex(delta)
+  if (param.is_complex())
+    delta = at::view_as_complex(delta);
+  // param.add_(delta, alpha=-lr)
+  param.add_(delta, -o.lr);
 }
 
 /// State: [exp_avg, exp_inf].
@@ -390,6 +427,8 @@ void optimizerStep(const OptimizerSpec &spec, const at::Tensor &param,
     rmspropStep(spec, param, grad, state, step);
   else if (spec.kind == OptimizerKind::Adagrad)
     adagradStep(spec, param, grad, state, step);
+  else if (spec.kind == OptimizerKind::Adadelta)
+    adadeltaStep(spec, param, grad, state, step);
   else if (spec.kind == OptimizerKind::Adamax)
     adamaxStep(spec, param, grad, state, step);
   else if (spec.kind == OptimizerKind::RAdam)

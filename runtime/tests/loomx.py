@@ -336,7 +336,7 @@ def optimizer_json(opt) -> dict:
 
     g = opt.param_groups[0]
     name = {torch.optim.SGD: "sgd", torch.optim.Adam: "adam", torch.optim.AdamW: "adamw",
-            torch.optim.RMSprop: "rmsprop", torch.optim.Adagrad: "adagrad",
+            torch.optim.RMSprop: "rmsprop", torch.optim.Adagrad: "adagrad", torch.optim.Adadelta: "adadelta",
             torch.optim.Adamax: "adamax", torch.optim.RAdam: "radam"}[type(opt)]
     return {
         "name": name,
@@ -354,6 +354,7 @@ def optimizer_json(opt) -> dict:
         "lr_decay": float(g.get("lr_decay", 0.0)),
         "initial_accumulator_value": float(g.get("initial_accumulator_value", 0.0)),
         **({"decoupled_weight_decay": bool(g["decoupled_weight_decay"])} if name == "radam" else {}),
+        **({"rho": float(g["rho"])} if name == "adadelta" else {}),
     }
 
 

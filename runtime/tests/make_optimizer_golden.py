@@ -48,7 +48,7 @@ CONFIGS = [
     ("sgd_momentum_bf16", torch.bfloat16, "sgd", dict(lr=0.1, momentum=0.9)),
     ("adam_f16_beta2", torch.float16, "adam", dict(lr=1e-2, betas=(0.9, 0.95))),
     ("adamw_bf16_decay", torch.bfloat16, "adamw", dict(lr=0.1, betas=(0.9, 0.95), weight_decay=0.1)),
-    # AMSGrad, RMSprop and Adagrad (artifact format 4).
+    # AMSGrad, RMSprop, Adagrad, Adamax, RAdam and Adadelta (artifact format 4).
     ("adam_amsgrad", torch.float32, "adam", dict(lr=1e-2, weight_decay=0.1, amsgrad=True)),
     ("adamw_amsgrad_complex", torch.complex64, "adamw", dict(lr=1e-2, amsgrad=True, maximize=True)),
     ("adam_amsgrad_fused", torch.float32, "adam", dict(lr=1e-2, weight_decay=0.1, amsgrad=True, fused=True)),
@@ -72,10 +72,15 @@ CONFIGS = [
     ("radam_decoupled_bf16", torch.bfloat16, "radam", dict(lr=1e-2, betas=(0.9, 0.9), weight_decay=0.1, decoupled_weight_decay=True)),
     ("radam_complex", torch.complex64, "radam", dict(lr=1e-2, betas=(0.9, 0.9), weight_decay=0.01, decoupled_weight_decay=True)),
     ("radam_f64_default", torch.float64, "radam", dict()),
+    ("adadelta", torch.float32, "adadelta", dict()),
+    ("adadelta_wd_maximize", torch.float32, "adadelta", dict(lr=0.5, rho=0.8, eps=1e-5, weight_decay=0.1, maximize=True)),
+    ("adadelta_bf16", torch.bfloat16, "adadelta", dict(lr=1.0, rho=0.95, weight_decay=0.01)),
+    ("adadelta_complex", torch.complex64, "adadelta", dict(lr=0.5, weight_decay=0.01)),
+    ("adadelta_f64", torch.float64, "adadelta", dict(rho=0.5)),
 ]
 
 CLASSES = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW,
-           "rmsprop": torch.optim.RMSprop, "adagrad": torch.optim.Adagrad,
+           "rmsprop": torch.optim.RMSprop, "adagrad": torch.optim.Adagrad, "adadelta": torch.optim.Adadelta,
            "adamax": torch.optim.Adamax, "radam": torch.optim.RAdam}
 
 
@@ -93,6 +98,7 @@ def spec(kind: str, opt: torch.optim.Optimizer) -> dict:
         "maximize": g["maximize"],
         "amsgrad": g.get("amsgrad", False),
         "alpha": g.get("alpha", 0.99),
+        "rho": g.get("rho", 0.9),
         "centered": g.get("centered", False),
         "lr_decay": g.get("lr_decay", 0.0),
         "initial_accumulator_value": g.get("initial_accumulator_value", 0.0),

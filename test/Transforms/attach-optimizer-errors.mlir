@@ -13,10 +13,13 @@
 // RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=adamax amsgrad=true" 2>&1 | FileCheck %s --check-prefix=AMSGRAD-ADAMAX
 // RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=adamw decoupled-weight-decay=true" 2>&1 | FileCheck %s --check-prefix=DECOUPLED
 // RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=radam impl=fused" 2>&1 | FileCheck %s --check-prefix=FUSED-RADAM
+// RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=adadelta impl=fused" 2>&1 | FileCheck %s --check-prefix=FUSED-ADADELTA
+// RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=adadelta rho=1.5" 2>&1 | FileCheck %s --check-prefix=RHO
+// RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=rmsprop rho=0.5" 2>&1 | FileCheck %s --check-prefix=RHO-RMSPROP
 
 // An unknown algorithm is refused when the options are parsed, naming the
 // known ones.
-// LION: for the --optimizer option: 'lion' is not one of none, sgd, adam, adamw, rmsprop, adagrad, adamax, radam
+// LION: for the --optimizer option: 'lion' is not one of none, sgd, adam, adamw, rmsprop, adagrad, adadelta, adamax, radam
 func.func @step(%w: tensor<4xf32> {loom.name = "w", loom.role = #loom.role<parameter>})
     -> (tensor<f32> {loom.role = #loom.role<loss>},
         tensor<4xf32> {loom.role = #loom.role<grad>, loom.target = "w"})
@@ -40,4 +43,7 @@ func.func @step(%w: tensor<4xf32> {loom.name = "w", loom.role = #loom.role<param
 // FUSED-ADAMAX: error: 'func.func' op --loom-attach-optimizer: impl=fused: adamax has no fused implementation (torch.optim.Adamax takes no fused=True)
 // DECOUPLED: error: 'func.func' op --loom-attach-optimizer: 'decoupled-weight-decay' is not a hyperparameter of adamw (torch.optim.AdamW does not take it)
 // FUSED-RADAM: error: 'func.func' op --loom-attach-optimizer: impl=fused: radam has no fused implementation (torch.optim.RAdam takes no fused=True)
+// FUSED-ADADELTA: error: 'func.func' op --loom-attach-optimizer: impl=fused: adadelta has no fused implementation (torch.optim.Adadelta takes no fused=True)
+// RHO: error: 'func.func' op --loom-attach-optimizer: 'rho' is 1.5, expected a value in [0, 1]
+// RHO-RMSPROP: error: 'func.func' op --loom-attach-optimizer: 'rho' is not a hyperparameter of rmsprop (torch.optim.RMSprop does not take it)
 // AMSGRAD-ADAMAX: error: 'func.func' op --loom-attach-optimizer: 'amsgrad' is not a hyperparameter of adamax (torch.optim.Adamax does not take it)

@@ -9,6 +9,7 @@
 // RUN: loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=adagrad adagrad-lr-decay=0.01 initial-accumulator-value=0.1" | FileCheck %s --check-prefix=ADAGRAD
 // RUN: loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=adamax beta2=0.99" | FileCheck %s --check-prefix=ADAMAX
 // RUN: loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=radam weight-decay=0.1 decoupled-weight-decay=true" | FileCheck %s --check-prefix=RADAM
+// RUN: loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=adadelta rho=0.95" | FileCheck %s --check-prefix=ADADELTA
 
 // Two parameters with gradients and a frozen one (no grad): state arguments
 // are appended per parameter in gradient order, updates go before the
@@ -117,6 +118,13 @@ func.func @step(%w: tensor<8x4xf32> {loom.name = "fc.weight", loom.role = #loom.
 // RADAM-SAME: loom.name = "fc.bias.exp_avg",
 // RADAM-SAME: loom.name = "fc.bias.exp_avg_sq",
 // RADAM-SAME: attributes {loom.optimizer = #loom.radam<weight_decay = 0.1, decoupled_weight_decay = true>, loom.step}
+
+// Adadelta keeps square_avg and acc_delta; its defaults (lr 1.0, eps 1e-6)
+// are the attribute's, so only rho is printed.
+// ADADELTA-LABEL: func.func @step(
+// ADADELTA-SAME: loom.name = "fc.bias.square_avg",
+// ADADELTA-SAME: loom.name = "fc.bias.acc_delta", loom.role = #loom.role<optimizer_state>, loom.target = "fc.bias"
+// ADADELTA-SAME: attributes {loom.optimizer = #loom.adadelta<rho = 0.95>, loom.step}
 
 // -----
 

@@ -86,6 +86,7 @@ enum class OptimizerKind {
   AdamW,
   RMSprop,
   Adagrad,
+  Adadelta,
   Adamax,
   RAdam
 };
@@ -101,6 +102,8 @@ enum class OptimizerKind {
                  "torch.optim.RMSprop"),                                       \
       clEnumValN(::loom::OptimizerKind::Adagrad, "adagrad",                    \
                  "torch.optim.Adagrad"),                                       \
+      clEnumValN(::loom::OptimizerKind::Adadelta, "adadelta",                  \
+                 "torch.optim.Adadelta"),                                      \
       clEnumValN(::loom::OptimizerKind::Adamax, "adamax",                      \
                  "torch.optim.Adamax"),                                        \
       clEnumValN(::loom::OptimizerKind::RAdam, "radam", "torch.optim.RAdam"))

@@ -325,8 +325,8 @@ def LoomAttachOptimizer
   let options = [
     Option<"optimizer", "optimizer", "::loom::OptimizerKind",
            /*default=*/"::loom::OptimizerKind::AdamW",
-           "The algorithm: sgd, adam, adamw, rmsprop, adagrad, adamax or "
-           "radam (none attaches nothing)",
+           "The algorithm: sgd, adam, adamw, rmsprop, adagrad, adadelta, "
+           "adamax or radam (none attaches nothing)",
            "LOOM_OPTIMIZER_KIND_VALUES">,
     Option<"impl", "impl", "::loom::OptimizerImpl",
            /*default=*/"::loom::OptimizerImpl::Forloop",
@@ -337,7 +337,7 @@ def LoomAttachOptimizer
            /*default=*/"std::numeric_limits<double>::quiet_NaN()",
            "Learning rate (unset: PyTorch's default for the algorithm, "
            "1e-3 for sgd, adam and adamw, 1e-2 for rmsprop and adagrad, "
-           "2e-3 for adamax)">,
+           "2e-3 for adamax, 1.0 for adadelta)">,
     Option<"momentum", "momentum", "double", /*default=*/"0.0",
            "SGD and RMSprop momentum factor">,
     Option<"dampening", "dampening", "double", /*default=*/"0.0",
@@ -353,8 +353,9 @@ def LoomAttachOptimizer
            "Adam/AdamW/Adamax/RAdam betas[1]">,
     Option<"eps", "eps", "double",
            /*default=*/"std::numeric_limits<double>::quiet_NaN()",
-           "Adam/AdamW/RMSprop/Adagrad/Adamax term added to the denominator "
-           "(unset: PyTorch's default, 1e-8, Adagrad's 1e-10)">,
+           "Adam/AdamW/RMSprop/Adagrad/Adadelta/Adamax term added to the "
+           "denominator (unset: PyTorch's default, 1e-8, Adagrad's 1e-10, "
+           "Adadelta's 1e-6)">,
     Option<"amsgrad", "amsgrad", "bool", /*default=*/"false",
            "Adam/AdamW: the AMSGrad variant">,
     Option<"alpha", "alpha", "double", /*default=*/"0.99",
@@ -368,6 +369,8 @@ def LoomAttachOptimizer
     Option<"decoupledWeightDecay", "decoupled-weight-decay", "bool",
            /*default=*/"false",
            "RAdam: decoupled weight decay (AdamW's, on the parameter)">,
+    Option<"rho", "rho", "double", /*default=*/"0.9",
+           "Adadelta: decay of its running averages">,
     Option<"maximize", "maximize", "bool", /*default=*/"false",
            "Maximize the objective instead of minimizing it">,
     Option<"maxGradNorm", "max-grad-norm", "double", /*default=*/"0.0",

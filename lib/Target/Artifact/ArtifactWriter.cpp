@@ -610,6 +610,8 @@ std::string ArtifactWriter::buildProgram() {
           number(schema::kOptimizerAlpha, config->alpha);
           j.attribute(schema::kOptimizerCentered, config->centered);
         }
+        if (config->name == schema::kOptimizerNameAdadelta)
+          number(schema::kOptimizerRho, config->rho);
         if (config->name == schema::kOptimizerNameRadam)
           j.attribute(schema::kOptimizerDecoupledWeightDecay,
                       config->decoupledWeightDecay);

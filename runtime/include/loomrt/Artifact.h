@@ -132,7 +132,16 @@ struct OutputSpec {
   std::optional<ReduceSpec> reduce;
 };
 
-enum class OptimizerKind { SGD, Adam, AdamW, RMSprop, Adagrad, Adamax, RAdam };
+enum class OptimizerKind {
+  SGD,
+  Adam,
+  AdamW,
+  RMSprop,
+  Adagrad,
+  Adadelta,
+  Adamax,
+  RAdam
+};
 const char *toString(OptimizerKind kind);
 /// The OptimizerKind `name` spells ("adamw"), nullopt for any other.
 std::optional<OptimizerKind> parseOptimizerKind(const std::string &name);
@@ -168,6 +177,7 @@ struct OptimizerSpec {
   double lrDecay = 0;
   double initialAccumulatorValue = 0;
   bool decoupledWeightDecay = false;
+  double rho = 0.9;
   /// `impl`, absent in artifacts older than the key: forloop.
   OptimizerImpl impl = OptimizerImpl::Forloop;
 
@@ -175,13 +185,14 @@ struct OptimizerSpec {
   /// order (ArtifactSchema.def's LOOMX_OPTIMIZER_STATE): SGD with momentum
   /// [momentum_buffer]; Adam/AdamW [exp_avg, exp_avg_sq(, max_exp_avg_sq)];
   /// RMSprop [square_avg(, momentum_buffer)(, grad_avg)]; Adagrad [sum];
+  /// Adadelta [square_avg, acc_delta];
   /// Adamax [exp_avg, exp_inf]; RAdam [exp_avg, exp_avg_sq].
   std::vector<std::string> stateNames() const;
   /// stateNames().size(), without building the names (the interpreter
   /// checks it on every update).
   size_t numStateSlots() const;
   /// Whether torch.optim has a fused=True kernel for this algorithm (not
-  /// for RMSprop, Adamax, RAdam).
+  /// for RMSprop, Adadelta, Adamax, RAdam).
   bool hasFusedKernel() const;
 };
 

@@ -53,9 +53,9 @@ inline std::string kernelSignature(const std::string &qualifiedKernel,
 
 /// The signature of one parameter's optimizer update as the runtime runs it
 /// (runtime/lib/Optimizer.cpp), for the measured op times of a trace: the
-/// algorithm ("sgd", "adam", "adamw", "rmsprop", "adagrad"), its implementation
-/// and each setting that changes which kernels run as the overload, and the
-/// parameter
+/// algorithm ("sgd", "adam", "adamw", "rmsprop", "adagrad", ...), its
+/// implementation and each setting that changes which kernels run as the
+/// overload, and the parameter
 /// (`spellSignatureTensor`):
 ///
 ///   optimizer::adamw.forloop_decay(f32[16,8])->()

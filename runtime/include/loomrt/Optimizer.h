@@ -1,7 +1,7 @@
 //===- Optimizer.h - torch.optim's single-tensor updates in C++ -*- C++ -*-===//
 //
-// SGD, Adam, AdamW (with or without AMSGrad), RMSprop and Adagrad exactly as
-// torch/optim/{sgd,adam,rmsprop,adagrad}.py's `_single_tensor_*` functions
+// SGD, Adam, AdamW (with or without AMSGrad), RMSprop, Adagrad, Adadelta,
+// Adamax and RAdam exactly as torch/optim/*.py's `_single_tensor_*` functions
 // compute them on CPU (foreach=False, capturable=False,
 // differentiable=False, dense gradients), or as their `_fused_*`: the same ATen
 // calls with the same scalars in the same order, so the updated parameters
@@ -25,7 +25,9 @@ namespace loomrt {
 /// Updates `param` in place from `grad`, one step of `spec`'s optimizer.
 /// `state` holds the spec.stateNames() tensors (SGD: [momentum_buffer];
 /// Adam/AdamW: [exp_avg, exp_avg_sq(, max_exp_avg_sq)]; RMSprop:
-/// [square_avg(, momentum_buffer)(, grad_avg)]; Adagrad: [sum]), created
+/// [square_avg(, momentum_buffer)(, grad_avg)]; Adagrad: [sum]; Adadelta:
+/// [square_avg, acc_delta]; Adamax: [exp_avg, exp_inf]; RAdam: [exp_avg,
+/// exp_avg_sq]), created
 /// before the first step as zeros (Adagrad's sum: filled with
 /// initial_accumulator_value). `step` is the per-parameter step count, a
 /// float32 as torch.optim's state["step"] tensor is (so it stops growing

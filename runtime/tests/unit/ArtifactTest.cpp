@@ -382,6 +382,18 @@ TEST(Artifact, RMSpropAndAdagradLoad) {
   EXPECT_EQ(b.programs[0].state[0].init, StateInit::InitialAccumulatorValue);
 }
 
+TEST(Artifact, AdadeltaRhoIsChecked) {
+  Artifact a = Artifact::load(writeArtifact(
+      "a.loomx", programOf("adadelta", {{"rho", 0.5}}), linearWeights()));
+  EXPECT_EQ(a.optimizer->kind, OptimizerKind::Adadelta);
+  EXPECT_EQ(a.optimizer->rho, 0.5);
+  EXPECT_EQ(a.optimizer->stateNames(),
+            (std::vector<std::string>{"square_avg", "acc_delta"}));
+  // torch.optim.Adadelta's constructor: 0 <= rho <= 1.
+  EXPECT_CONTAINS(loadError(programOf("adadelta", {{"rho", 1.5}})),
+                  "optimizer.rho: must be in [0, 1], found 1.5");
+}
+
 TEST(Artifact, AmsgradTakesThreeStateSlots) {
   json p = programOf("adam", {{"amsgrad", true}});
   EXPECT_EQ(Artifact::load(writeArtifact("a.loomx", p, linearWeights()))

@@ -636,6 +636,29 @@ func.func @f() attributes {loom.optimizer = #loom.adamax<beta2 = 1.0>} {
 
 // -----
 
+// torch.optim.Adadelta takes 0 <= rho <= 1.
+// expected-error@+1 {{'rho' is 1.5, expected a value in [0, 1]}}
+func.func @f() attributes {loom.optimizer = #loom.adadelta<rho = 1.5>} {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{'eps' is -1.0e-06, expected a finite value >= 0.0}}
+func.func @f() attributes {loom.optimizer = #loom.adadelta<eps = -1.0e-6>} {
+  return
+}
+
+// -----
+
+func.func @g(%w: tensor<4xf32>, %g: tensor<4xf32>) {
+  // expected-error@+1 {{#loom.adadelta keeps 2 state tensors per parameter (square_avg, acc_delta), got 1}}
+  %0:2 = loom.optimizer_update #loom.adadelta<> param %w grad %g state [%w] : tensor<4xf32>
+  return
+}
+
+// -----
+
 // expected-error@+1 {{'lr_decay' is -0.1, expected a finite value >= 0.0}}
 func.func @f() attributes {loom.optimizer = #loom.adagrad<lr_decay = -0.1>} {
   return
@@ -775,7 +798,7 @@ func.func @f(%w: tensor<4xf32>, %g: tensor<4xf32>) {
 // -----
 
 func.func @f(%w: tensor<4xf32>, %g: tensor<4xf32>) {
-  // expected-error@+1 {{attribute 'optimizer' failed to satisfy constraint: optimizer hyperparameters (#loom.sgd, #loom.adam, #loom.adamw, #loom.rmsprop, #loom.adagrad, #loom.adamax or #loom.radam)}}
+  // expected-error@+1 {{attribute 'optimizer' failed to satisfy constraint: optimizer hyperparameters (#loom.sgd, #loom.adam, #loom.adamw, #loom.rmsprop, #loom.adagrad, #loom.adadelta, #loom.adamax or #loom.radam)}}
   %0 = "loom.optimizer_update"(%w, %g) {optimizer = 1.0 : f32} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return
 }
@@ -832,7 +855,7 @@ module attributes {loom.run_config = #loom.run_config<world_size = 0>} {}
 
 // -----
 
-// expected-error@+1 {{optimizer must be #loom.sgd, #loom.adam, #loom.adamw, #loom.rmsprop, #loom.adagrad, #loom.adamax or #loom.radam, got "sgd"}}
+// expected-error@+1 {{optimizer must be #loom.sgd, #loom.adam, #loom.adamw, #loom.rmsprop, #loom.adagrad, #loom.adadelta, #loom.adamax or #loom.radam, got "sgd"}}
 module attributes {loom.run_config = #loom.run_config<world_size = 2, optimizer = "sgd">} {}
 
 // -----

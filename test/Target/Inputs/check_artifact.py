@@ -36,7 +36,7 @@ DTYPES = SCHEMA.dtypes
 # belong to.
 OWN_KEYS = {"amsgrad": ("adam", "adamw"), "alpha": ("rmsprop",), "centered": ("rmsprop",),
             "lr_decay": ("adagrad",), "initial_accumulator_value": ("adagrad",),
-            "decoupled_weight_decay": ("radam",)}
+            "decoupled_weight_decay": ("radam",), "rho": ("adadelta",)}
 # Collective starts: the fields each takes beyond input/future/axes, as the
 # schema gives them.
 COLLECTIVES = {op: sorted(SCHEMA.inst_keys(op, SCHEMA.current)
@@ -147,6 +147,9 @@ class Checker:
             for key in ("alpha", "lr_decay", "initial_accumulator_value"):
                 if key in opt:
                     check_number(field(opt, key, "optimizer", (int, float)), f"optimizer.{key}")
+            if "rho" in opt:
+                need(isinstance(opt["rho"], (int, float)) and 0 <= opt["rho"] <= 1,
+                     "optimizer.rho", "expected a number in [0, 1]")
             for key in ("amsgrad", "centered", "decoupled_weight_decay"):
                 if key in opt:
                     field(opt, key, "optimizer", bool)
@@ -603,7 +606,7 @@ def main():
               f"dampening={opt['dampening']} nesterov={opt['nesterov']} maximize={opt['maximize']}"
               + "".join(f" {key}={opt[key]}" for key in ("amsgrad", "alpha", "centered", "lr_decay",
                                                            "initial_accumulator_value",
-                                                           "decoupled_weight_decay")
+                                                           "decoupled_weight_decay", "rho")
                         if key in opt and opt["name"] in OWN_KEYS.get(key, ())))
     # A distributed step (a mesh) says how it is spread; a single-rank one
     # has nothing to say.

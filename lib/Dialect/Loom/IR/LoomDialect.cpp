@@ -130,7 +130,7 @@ RunConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (optimizer && !isOptimizerAttr(optimizer))
     return emitError() << "optimizer must be #loom.sgd, #loom.adam, "
                           "#loom.adamw, #loom.rmsprop, #loom.adagrad, "
-                          "#loom.adamax or #loom.radam, got "
+                          "#loom.adadelta, #loom.adamax or #loom.radam, got "
                        << optimizer;
   if ((paramGroups || lrSchedule || optimizerImpl) && !optimizer)
     return emitError()
@@ -241,9 +241,21 @@ LogicalResult AdagradAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                   {"eps", eps}});
 }
 
+LogicalResult AdadeltaAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                   APFloat lr, APFloat rho, APFloat eps,
+                                   APFloat weightDecay, bool) {
+  // torch.optim.Adadelta: 0 <= rho <= 1.
+  double r = rho.convertToDouble();
+  if (!std::isfinite(r) || r < 0 || r > 1)
+    return emitError() << "'rho' is " << loom::detail::formatF64Parameter(r)
+                       << ", expected a value in [0, 1]";
+  return verifyNonNegative(
+      emitError, {{"lr", lr}, {"eps", eps}, {"weight_decay", weightDecay}});
+}
+
 bool loom::isOptimizerAttr(Attribute attr) {
-  return isa<SGDAttr, AdamAttr, AdamWAttr, RMSpropAttr, AdagradAttr, AdamaxAttr,
-             RAdamAttr>(attr);
+  return isa<SGDAttr, AdamAttr, AdamWAttr, RMSpropAttr, AdagradAttr,
+             AdadeltaAttr, AdamaxAttr, RAdamAttr>(attr);
 }
 
 bool loom::isSameAlgorithm(Attribute a, Attribute b) {
@@ -256,7 +268,7 @@ bool loom::isSameAlgorithm(Attribute a, Attribute b) {
          x->amsgrad == y->amsgrad && x->alpha == y->alpha &&
          x->centered == y->centered && x->lrDecay == y->lrDecay &&
          x->initialAccumulatorValue == y->initialAccumulatorValue &&
-         x->decoupledWeightDecay == y->decoupledWeightDecay;
+         x->decoupledWeightDecay == y->decoupledWeightDecay && x->rho == y->rho;
 }
 
 /// The state names the artifact schema declares for `c`'s algorithm and
@@ -325,6 +337,13 @@ std::optional<OptimizerConfig> loom::getOptimizerConfig(Attribute attr) {
     c.initialAccumulatorValue = number(adagrad.getInitialAccumulatorValue());
     c.eps = number(adagrad.getEps());
     c.maximize = adagrad.getMaximize();
+  } else if (auto adadelta = dyn_cast<AdadeltaAttr>(attr)) {
+    c.name = "adadelta";
+    c.lr = number(adadelta.getLr());
+    c.rho = number(adadelta.getRho());
+    c.eps = number(adadelta.getEps());
+    c.weightDecay = number(adadelta.getWeightDecay());
+    c.maximize = adadelta.getMaximize();
   } else {
     return std::nullopt;
   }

@@ -457,6 +457,28 @@ def Loom_AdagradAttr : Loom_Attr<"Adagrad", "adagrad"> {
   let genVerifyDecl = 1;
 }
 
+def Loom_AdadeltaAttr : Loom_Attr<"Adadelta", "adadelta"> {
+  let summary = "torch.optim.Adadelta and its hyperparameters";
+  let description = [{
+    Adadelta with PyTorch's semantics and defaults (`torch.optim.Adadelta(
+    lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, maximize=False)`); weight
+    decay is added to the gradient. Each parameter keeps `square_avg` and
+    `acc_delta`.
+
+    ```mlir
+    #loom.adadelta<lr = 0.5, rho = 0.95>
+    ```
+  }];
+  let parameters = (ins
+    Loom_F64Parameter<"1.0", "coefficient that scales delta">:$lr,
+    Loom_F64Parameter<"0.9", "decay of the running averages">:$rho,
+    Loom_F64Parameter<"1.0e-6", "term added inside both square roots">:$eps,
+    Loom_F64Parameter<"0.0", "L2 penalty added to the gradient">:$weight_decay,
+    Loom_BoolParameter<"false", "maximize the objective">:$maximize);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 def Loom_AdamaxAttr : Loom_Attr<"Adamax", "adamax"> {
   let summary = "torch.optim.Adamax and its hyperparameters";
   let description = [{
@@ -508,7 +530,8 @@ def Loom_RAdamAttr : Loom_Attr<"RAdam", "radam"> {
 
 def Loom_OptimizerAttr : Attr<CPred<"::loom::isOptimizerAttr($_self)">,
     "optimizer hyperparameters (#loom.sgd, #loom.adam, #loom.adamw, "
-    "#loom.rmsprop, #loom.adagrad, #loom.adamax or #loom.radam)"> {
+    "#loom.rmsprop, #loom.adagrad, #loom.adadelta, #loom.adamax or "
+    "#loom.radam)"> {
   let storageType = "::mlir::Attribute";
   let returnType = "::mlir::Attribute";
   let convertFromStorage = "$_self";
