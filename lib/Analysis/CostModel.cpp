@@ -547,6 +547,11 @@ static std::pair<double, int> optimizerTraffic(Attribute optimizer) {
     add(10, 5); // sqrt, add_, reciprocal_, mul_, update.mul_ (rectified)
     add(2, 1);  // * rect
     add(3, 1);  // param.add_(update)
+  } else if (name == "nadam") {
+    add(3, 1); // exp_avg.lerp_(grad)
+    add(6, 2); // exp_avg_sq.mul_().addcmul_(grad, grad)
+    add(6, 3); // div, sqrt, add_
+    add(8, 2); // param.addcdiv_(grad, denom), param.addcdiv_(exp_avg, denom)
   } else if (name == "adadelta") {
     add(6, 2); // square_avg.mul_().addcmul_(grad, grad)
     add(4, 2); // std = square_avg.add(eps).sqrt_()

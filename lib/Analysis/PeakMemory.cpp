@@ -194,6 +194,13 @@ static int64_t getOptimizerScratchBytes(const OptimizerUpdate &update) {
   bool sgd = config.name == "sgd";
   if (update.fused)
     return sgd ? 0 : 4;
+  if (config.name == "nadam") {
+    // As Adam: `div` and its `sqrt` at once, beside the negated or
+    // L2-decayed gradient when there is one.
+    bool gradCopy = config.maximize ||
+                    (config.weightDecay != 0 && !config.decoupledWeightDecay);
+    return (gradCopy ? 3 : 2) * bytes + 12;
+  }
   if (config.name == "radam") {
     // The L2-decayed or negated gradient, then `update` and, once
     // rectified, `adaptive` beside it; 12 B of scalars.

@@ -81,12 +81,13 @@ static Attribute parseOptimizer(const json::Object &o, MLIRContext *ctx,
                                 std::string &error) {
   FieldReader r(o, "optimizer.", error);
   std::optional<StringRef> name = o.getString("name");
-  if (!name || !llvm::is_contained({"sgd", "adam", "adamw", "rmsprop",
-                                    "adagrad", "adadelta", "adamax", "radam"},
-                                   *name))
+  if (!name ||
+      !llvm::is_contained({"sgd", "adam", "adamw", "rmsprop", "adagrad",
+                           "adadelta", "adamax", "radam", "nadam"},
+                          *name))
     return r.wrong("name", "\"sgd\", \"adam\", \"adamw\", \"rmsprop\", "
-                           "\"adagrad\", \"adadelta\", \"adamax\" or "
-                           "\"radam\""),
+                           "\"adagrad\", \"adadelta\", \"adamax\", "
+                           "\"radam\" or \"nadam\""),
            nullptr;
   std::optional<double> lr = r.number("lr");
   std::optional<double> weightDecay = r.number("weight_decay");
@@ -163,6 +164,15 @@ static Attribute parseOptimizer(const json::Object &o, MLIRContext *ctx,
     return RAdamAttr::getChecked(emitError, ctx, f(*lr), f(betas[0]),
                                  f(betas[1]), f(*eps), f(*weightDecay),
                                  *decoupled, *maximize);
+  }
+  if (*name == "nadam") {
+    std::optional<double> momentumDecay = r.number("momentum_decay");
+    std::optional<bool> decoupled = r.boolean("decoupled_weight_decay");
+    if (!momentumDecay || !decoupled)
+      return nullptr;
+    return NAdamAttr::getChecked(emitError, ctx, f(*lr), f(betas[0]),
+                                 f(betas[1]), f(*eps), f(*weightDecay),
+                                 f(*momentumDecay), *decoupled, *maximize);
   }
   std::optional<bool> amsgrad =
       o.get("amsgrad") ? r.boolean("amsgrad") : std::optional<bool>(false);

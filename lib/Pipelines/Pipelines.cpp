@@ -319,6 +319,8 @@ LogicalResult RunConfigApplier::takeOptimizer(Attribute optimizer) {
       succeeded(takeIf("decoupled-weight-decay", options.decoupledWeightDecay,
                        c->decoupledWeightDecay, "decoupled_weight_decay")) &&
       succeeded(takeIf("rho", options.rho, c->rho, "rho")) &&
+      succeeded(takeIf("momentum-decay", options.momentumDecay,
+                       c->momentumDecay, "momentum_decay")) &&
       succeeded(takeIf("weight-decay", options.weightDecay, c->weightDecay,
                        "weight_decay")) &&
       succeeded(takeIf("maximize", options.maximize, c->maximize, "maximize")));

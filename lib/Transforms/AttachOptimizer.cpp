@@ -38,6 +38,8 @@ StringRef loom::stringifyOptimizerKind(OptimizerKind kind) {
     return "adamax";
   case OptimizerKind::RAdam:
     return "radam";
+  case OptimizerKind::NAdam:
+    return "nadam";
   }
   llvm_unreachable("unknown optimizer kind");
 }
@@ -46,7 +48,7 @@ std::optional<OptimizerKind> loom::parseOptimizerKind(StringRef name) {
   for (OptimizerKind k :
        {OptimizerKind::SGD, OptimizerKind::Adam, OptimizerKind::AdamW,
         OptimizerKind::RMSprop, OptimizerKind::Adagrad, OptimizerKind::Adadelta,
-        OptimizerKind::Adamax, OptimizerKind::RAdam})
+        OptimizerKind::Adamax, OptimizerKind::RAdam, OptimizerKind::NAdam})
     if (name == stringifyOptimizerKind(k))
       return k;
   return std::nullopt;
@@ -57,16 +59,19 @@ bool loom::optimizerTakes(OptimizerKind kind, StringRef option) {
   bool adam = kind == OptimizerKind::Adam || kind == OptimizerKind::AdamW;
   bool rmsprop = kind == OptimizerKind::RMSprop;
   bool radam = kind == OptimizerKind::RAdam;
+  bool nadam = kind == OptimizerKind::NAdam;
   return llvm::StringSwitch<bool>(option)
       .Case("momentum", sgd || rmsprop)
       .Cases("dampening", "nesterov", sgd)
-      .Cases("beta1", "beta2", adam || radam || kind == OptimizerKind::Adamax)
+      .Cases("beta1", "beta2",
+             adam || radam || nadam || kind == OptimizerKind::Adamax)
       .Case("eps", !sgd)
       .Case("amsgrad", adam)
       .Cases("alpha", "centered", rmsprop)
       .Cases("adagrad-lr-decay", "initial-accumulator-value",
              kind == OptimizerKind::Adagrad)
-      .Case("decoupled-weight-decay", radam)
+      .Case("decoupled-weight-decay", radam || nadam)
+      .Case("momentum-decay", nadam)
       .Case("rho", kind == OptimizerKind::Adadelta)
       .Default(true);
 }
@@ -106,10 +111,11 @@ void loom::resolveOptimizerDefaults(LoomAttachOptimizerOptions &options) {
       kind == OptimizerKind::RMSprop || kind == OptimizerKind::Adagrad;
   bool adadelta = kind == OptimizerKind::Adadelta;
   if (std::isnan(options.lr))
-    options.lr = adadelta                        ? 1.0
-                 : percent                       ? 1e-2
-                 : kind == OptimizerKind::Adamax ? 2e-3
-                                                 : 1e-3;
+    options.lr = adadelta  ? 1.0
+                 : percent ? 1e-2
+                 : kind == OptimizerKind::Adamax || kind == OptimizerKind::NAdam
+                     ? 2e-3
+                     : 1e-3;
   if (std::isnan(options.eps))
     options.eps = kind == OptimizerKind::Adagrad ? 1e-10
                   : adadelta                     ? 1e-6
@@ -138,6 +144,8 @@ static StringRef getOptimizerClassName(OptimizerKind kind) {
     return "Adamax";
   case OptimizerKind::RAdam:
     return "RAdam";
+  case OptimizerKind::NAdam:
+    return "NAdam";
   case OptimizerKind::None:
     break;
   }
@@ -160,7 +168,8 @@ getForeignHyperparameter(OptimizerKind kind,
       {"adagrad-lr-decay", options.adagradLrDecay != 0},
       {"initial-accumulator-value", options.initialAccumulatorValue != 0},
       {"decoupled-weight-decay", options.decoupledWeightDecay},
-      {"rho", options.rho != defaults.rho}};
+      {"rho", options.rho != defaults.rho},
+      {"momentum-decay", options.momentumDecay != defaults.momentumDecay}};
   for (auto [name, isGiven] : given)
     if (isGiven && !optimizerTakes(kind, name))
       return name;
@@ -225,6 +234,12 @@ loom::buildOptimizerAttr(MLIRContext *ctx,
         emitError, ctx, f(options.lr), f(options.adagradLrDecay),
         f(options.weightDecay), f(options.initialAccumulatorValue),
         f(options.eps), options.maximize);
+    break;
+  case OptimizerKind::NAdam:
+    attr = NAdamAttr::getChecked(
+        emitError, ctx, f(options.lr), f(options.beta1), f(options.beta2),
+        f(options.eps), f(options.weightDecay), f(options.momentumDecay),
+        options.decoupledWeightDecay, options.maximize);
     break;
   case OptimizerKind::Adadelta:
     attr = AdadeltaAttr::getChecked(emitError, ctx, f(options.lr),
@@ -459,6 +474,7 @@ struct LoomAttachOptimizerPass
     options.initialAccumulatorValue = initialAccumulatorValue;
     options.decoupledWeightDecay = decoupledWeightDecay;
     options.rho = rho;
+    options.momentumDecay = momentumDecay;
     FailureOr<Attribute> config = buildOptimizerAttr(ctx, options, [&] {
       return func.emitOpError("--loom-attach-optimizer: ");
     });

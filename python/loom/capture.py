@@ -3,10 +3,11 @@
 Usage (from the repository root)::
 
     PYTHONPATH=python python -m loom.capture FILE.py --out DIR \
-        [--steps K] [--optimizer sgd|adam|adamw|rmsprop|adagrad|adadelta|adamax|radam] [--lr X] \
+        [--steps K] [--optimizer sgd|adam|adamw|rmsprop|adagrad|adadelta|adamax|radam|nadam] [--lr X] \
         [--weight-decay W] [--momentum M] [--dampening D] [--nesterov] \
         [--betas B1 B2] [--eps E] [--amsgrad] [--alpha A] [--centered] \
         [--adagrad-lr-decay D] [--initial-accumulator-value V] [--rho R] \
+        [--momentum-decay P] [--decoupled-weight-decay] \
         [--maximize] [--seed S] [--split N] [--microbatches M] \
         [--make-arg KEY=VALUE ...] [--meta]
         [--reference eager|ddp|fsdp|hsdp|replicate [--replicate-size R]
@@ -49,6 +50,7 @@ step (training cycles through them). The capture writes into DIR:
     RMSprop ``alpha``, ``eps``, ``momentum`` and ``centered``; Adagrad
     ``lr_decay``, ``initial_accumulator_value`` and ``eps``; Adamax ``betas`` and ``eps``;
     RAdam ``betas``, ``eps`` and ``decoupled_weight_decay``; Adadelta ``rho`` and ``eps``;
+    NAdam ``betas``, ``eps``, ``momentum_decay`` and ``decoupled_weight_decay``;
     ``--optimizer-impl fused`` adds ``"impl": "fused"``, and the
     reference then runs torch.optim with ``fused=True``.) When FILE.py defines ``param_groups(model)`` (the list of
     dicts a user passes to ``torch.optim``, e.g. ``[{"params": decay,
@@ -167,6 +169,7 @@ OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
     "adadelta": torch.optim.Adadelta,
     "adamax": torch.optim.Adamax,
     "radam": torch.optim.RAdam,
+    "nadam": torch.optim.NAdam,
 }
 # The hyperparameters the run configuration records for each optimizer, in
 # the order it lists them; everything else (foreach, capturable,
@@ -182,6 +185,8 @@ OPTIMIZER_KEYS = {
     "adadelta": ("lr", "weight_decay", "rho", "eps", "maximize"),
     "adamax": ("lr", "weight_decay", "betas", "eps", "maximize"),
     "radam": ("lr", "weight_decay", "betas", "eps", "decoupled_weight_decay", "maximize"),
+    "nadam": ("lr", "weight_decay", "betas", "eps", "momentum_decay", "decoupled_weight_decay",
+              "maximize"),
 }
 # The command-line flag of each hyperparameter (Adagrad's lr_decay is not
 # --lr-decay, the schedule's option).
@@ -191,6 +196,7 @@ OPTIMIZER_FLAGS = {
     "amsgrad": "--amsgrad", "alpha": "--alpha", "centered": "--centered",
     "lr_decay": "--adagrad-lr-decay", "initial_accumulator_value": "--initial-accumulator-value",
     "decoupled_weight_decay": "--decoupled-weight-decay", "rho": "--rho",
+    "momentum_decay": "--momentum-decay",
     "maximize": "--maximize",
 }
 
@@ -996,7 +1002,7 @@ def add_optimizer_arguments(parser: argparse.ArgumentParser) -> None:
                        help=f"default {DEFAULT_OPTIMIZER}")
     group.add_argument("--lr", type=float,
                        help="learning rate (adam/adamw: default 1e-3; rmsprop/adagrad: 1e-2; "
-                       "adamax: 2e-3; adadelta: 1.0; sgd: required)")
+                       "adamax/nadam: 2e-3; adadelta: 1.0; sgd: required)")
     group.add_argument("--weight-decay", type=float,
                        help="weight decay (default 0.01 for adamw, 0 for the others)")
     group.add_argument("--momentum", type=float, help="SGD/RMSprop momentum (default 0)")
@@ -1004,9 +1010,9 @@ def add_optimizer_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--nesterov", action="store_true", default=None,
                        help="SGD Nesterov momentum")
     group.add_argument("--betas", type=float, nargs=2, metavar=("BETA1", "BETA2"),
-                       help="Adam/AdamW/Adamax/RAdam betas (default 0.9 0.999)")
+                       help="Adam/AdamW/Adamax/RAdam/NAdam betas (default 0.9 0.999)")
     group.add_argument("--eps", type=float,
-                       help="Adam/AdamW/RMSprop/Adagrad/Adadelta/Adamax/RAdam eps (default 1e-8; "
+                       help="Adam/AdamW/RMSprop/Adagrad/Adadelta/Adamax/RAdam/NAdam eps (default 1e-8; "
                        "adagrad 1e-10; adadelta 1e-6)")
     group.add_argument("--amsgrad", action="store_true", default=None,
                        help="Adam/AdamW: the AMSGrad variant")
@@ -1018,7 +1024,9 @@ def add_optimizer_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--initial-accumulator-value", type=float,
                        help="Adagrad initial_accumulator_value (default 0)")
     group.add_argument("--decoupled-weight-decay", action="store_true", default=None,
-                       help="RAdam: decoupled (AdamW's) weight decay")
+                       help="RAdam/NAdam: decoupled (AdamW's) weight decay")
+    group.add_argument("--momentum-decay", type=float,
+                       help="NAdam momentum_decay (default 4e-3)")
     group.add_argument("--rho", type=float,
                        help="Adadelta: decay of its running averages (default 0.9)")
     group.add_argument("--maximize", action="store_true", default=None,
@@ -1095,7 +1103,8 @@ def optimizer_config(parser: argparse.ArgumentParser, args: argparse.Namespace) 
     if not (config["weight_decay"] >= 0 and math.isfinite(config["weight_decay"])):
         parser.error(f"--weight-decay must be a non-negative number, got {config['weight_decay']}")
     # The range checks of torch.optim's constructors.
-    for key in ("momentum", "eps", "alpha", "lr_decay", "initial_accumulator_value"):
+    for key in ("momentum", "eps", "alpha", "lr_decay", "initial_accumulator_value",
+                "momentum_decay"):
         if key in config and not (config[key] >= 0 and math.isfinite(config[key])):
             parser.error(f"{OPTIMIZER_FLAGS[key]} must be a non-negative number, got {config[key]}")
     if name == "sgd" and config["nesterov"] and (config["momentum"] <= 0 or config["dampening"] != 0):

@@ -369,6 +369,10 @@ def test_run_config_records_what_was_asked(tmp_path, capsys):
     (["--optimizer", "rmsprop", "--rho", "0.5"], "--rho is not an option of --optimizer rmsprop"),
     (["--optimizer", "adadelta", "--rho", "1.5"], "--rho must lie in [0, 1], got 1.5"),
     (["--optimizer", "adadelta", "--optimizer-impl", "fused"], "torch.optim has no fused adadelta"),
+    (["--optimizer", "adam", "--momentum-decay", "0.01"],
+     "--momentum-decay is not an option of --optimizer adam"),
+    (["--optimizer", "nadam", "--momentum-decay", "-1"], "--momentum-decay must be a non-negative number"),
+    (["--optimizer", "nadam", "--optimizer-impl", "fused"], "torch.optim has no fused nadam"),
 ])
 def test_bad_optimizer_options_are_usage_errors(tmp_path, capsys, flags, fragment):
     result = call_cli(capsys, str(REPO / "examples" / "mlp.py"), "--out", str(tmp_path / "out"),

@@ -1,10 +1,11 @@
-"""RMSprop, Adagrad, Adadelta, Adamax, RAdam and Adam's AMSGrad against torch.optim, bitwise.
+"""RMSprop, Adagrad, Adadelta, Adamax, RAdam, NAdam and Adam's AMSGrad against
+torch.optim, bitwise.
 
 Capture records the optimizer with every hyperparameter (run.json);
 loom-compile takes it from there and the runtime runs torch.optim's
 single-tensor algorithm op for op (``_single_tensor_rmsprop``,
 ``_single_tensor_adagrad``, ``_single_tensor_adadelta``, ``_single_tensor_adamax``,
-``_single_tensor_radam``,
+``_single_tensor_radam``, ``_single_tensor_nadam``,
 the ``amsgrad`` branch of
 ``_single_tensor_adam``) or the fused kernel (``_fused_adagrad_``,
 ``_fused_adam(w)_`` with ``max_exp_avg_sqs``). So at tolerance 0:
@@ -15,7 +16,8 @@ the ``amsgrad`` branch of
   initial_accumulator_value, forloop and fused; Adam and AdamW with AMSGrad,
   forloop and fused; Adamax with weight decay and maximize; RAdam with
   decoupled weight decay, past the step where its rectification starts;
-  Adadelta with rho, weight decay and maximize);
+  Adadelta with rho, weight decay and maximize; NAdam with momentum_decay
+  and decoupled weight decay);
 - with FSDP on 3 ranks, on a model whose every parameter and its state are
   padded, they equal PyTorch's ``fully_shard`` with the same optimizer;
 - on a one-layer model whose peak is the update, every rank's measured peak
@@ -56,6 +58,8 @@ ADAMAX = ["--optimizer", "adamax", "--betas", "0.8", "0.95", "--weight-decay", "
           "--maximize"]
 RADAM = ["--optimizer", "radam", "--betas", "0.9", "0.9", "--weight-decay", "0.1",
          "--decoupled-weight-decay"]
+NADAM = ["--optimizer", "nadam", "--betas", "0.8", "0.95", "--momentum-decay", "0.01",
+         "--weight-decay", "0.1", "--decoupled-weight-decay"]
 ADADELTA = ["--optimizer", "adadelta", "--lr", "0.5", "--rho", "0.8", "--weight-decay", "0.01",
             "--maximize"]
 FUSED = ["--optimizer-impl", "fused"]
@@ -68,6 +72,7 @@ CASES = {
     "adamax": ADAMAX,
     "radam": RADAM,
     "adadelta": ADADELTA,
+    "nadam": NADAM,
 }
 
 
@@ -109,7 +114,7 @@ def test_gpt_bitwise_equal_to_torch_optim(case, tmp_path):
 
 
 @pytest.mark.parametrize("case", ["rmsprop", "adagrad", "adamw-amsgrad-fused", "adamax", "radam",
-                                  "adadelta"])
+                                  "adadelta", "nadam"])
 def test_fsdp_padded_state_bitwise_equal_to_fully_shard(case, tmp_path):
     world = 3
     capture(tmp_path, MODELS, *CASES[case], "--make-arg", "kind=odd", "--split", str(world),
@@ -132,6 +137,8 @@ PEAK_CASES = {
     "radam-maximize": ["--optimizer", "radam", "--betas", "0.9", "0.9", "--maximize"],
     "adadelta": ADADELTA,
     "adadelta-plain": ["--optimizer", "adadelta"],
+    "nadam": NADAM,
+    "nadam-l2-maximize": ["--optimizer", "nadam", "--weight-decay", "0.1", "--maximize"],
 }
 
 

@@ -72,6 +72,8 @@ const char *toString(OptimizerKind kind) {
     return schema::kOptimizerNameAdamax;
   case OptimizerKind::RAdam:
     return schema::kOptimizerNameRadam;
+  case OptimizerKind::NAdam:
+    return schema::kOptimizerNameNadam;
   }
   return "?";
 }
@@ -97,7 +99,7 @@ std::optional<OptimizerKind> parseOptimizerKind(const std::string &name) {
   for (OptimizerKind k :
        {OptimizerKind::SGD, OptimizerKind::Adam, OptimizerKind::AdamW,
         OptimizerKind::RMSprop, OptimizerKind::Adagrad, OptimizerKind::Adadelta,
-        OptimizerKind::Adamax, OptimizerKind::RAdam})
+        OptimizerKind::Adamax, OptimizerKind::RAdam, OptimizerKind::NAdam})
     if (name == toString(k))
       return k;
   return std::nullopt;
@@ -132,7 +134,8 @@ size_t OptimizerSpec::numStateSlots() const {
 
 bool OptimizerSpec::hasFusedKernel() const {
   return kind != OptimizerKind::RMSprop && kind != OptimizerKind::Adadelta &&
-         kind != OptimizerKind::Adamax && kind != OptimizerKind::RAdam;
+         kind != OptimizerKind::Adamax && kind != OptimizerKind::RAdam &&
+         kind != OptimizerKind::NAdam;
 }
 
 const char *ArgValue::kindName(Kind kind) {
@@ -947,7 +950,7 @@ void ProgramReader::readOptimizer(const json &v, const std::string &path) {
     fail(join(path, schema::kOptimizerName),
          "unknown optimizer '" + name +
              "' (expected sgd, adam, adamw, rmsprop, adagrad, adadelta, "
-             "adamax or radam)");
+             "adamax, radam or nadam)");
   o.kind = *kind;
   if (!schema::isEnumValue("OptimizerName", name.c_str(), version()))
     fail(join(path, schema::kOptimizerName),
@@ -1003,6 +1006,8 @@ void ProgramReader::readOptimizer(const json &v, const std::string &path) {
       fail(join(path, schema::kOptimizerRho),
            "must be in [0, 1], found " + std::to_string(o.rho));
   }
+  if (v.contains(schema::kOptimizerMomentumDecay))
+    o.momentumDecay = nonNegative(schema::kOptimizerMomentumDecay);
   if (v.contains(schema::kOptimizerLrDecay))
     o.lrDecay = nonNegative(schema::kOptimizerLrDecay);
   if (v.contains(schema::kOptimizerInitialAccumulatorValue))

@@ -122,12 +122,19 @@ std::vector<ModelTensor> modelTensors(const Artifact &a) {
            st.shard,
            {}},
           k);
+  // The 0-d float32 scalars torch.optim keeps per parameter: every
+  // algorithm's step count, NAdam's mu_product.
+  std::vector<const char *> scalars;
   if (a.optimizer)
+    scalars.push_back("step");
+  if (a.optimizer && a.optimizer->kind == OptimizerKind::NAdam)
+    scalars.push_back("mu_product");
+  for (const char *kind : scalars)
     for (size_t k = 0; k < numPrograms; ++k)
       for (const InputSpec &in : a.programs[k].inputs)
         if (in.role == InputRole::Parameter)
-          add({in.name + ".step",
-               "step",
+          add({in.name + "." + kind,
+               kind,
                in.name,
                at::kFloat,
                {},
@@ -155,8 +162,10 @@ bool holdsLocally(const Session &session, const ModelTensor &t) {
 at::Tensor localValue(const Session &session,
                       const std::map<std::string, at::Tensor> &state,
                       const ModelTensor &t) {
-  if (t.kind == "step")
-    return at::full({}, session.stepCount(t.param),
+  if (t.kind == "step" || t.kind == "mu_product")
+    return at::full({},
+                    t.kind == "step" ? session.stepCount(t.param)
+                                     : session.muProduct(t.param),
                     at::TensorOptions().dtype(at::kFloat));
   if (t.kind == "parameter")
     return session.parameter(t.name);
@@ -540,6 +549,8 @@ CheckpointInfo loadCheckpoint(Session &session, const std::string &path) {
   for (const auto &[w, g] : full) {
     if (w->kind == "step")
       session.setStepCount(w->param, g.item<float>());
+    else if (w->kind == "mu_product")
+      session.setMuProduct(w->param, g.item<float>());
     else
       session.assignFromFull(w->name, g);
   }

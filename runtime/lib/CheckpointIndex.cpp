@@ -245,9 +245,11 @@ CheckpointIndex CheckpointIndex::parse(const std::string &text,
     p = "index.tensors['" + t.name + "']";
     t.kind = stringField(tj, "kind", what, p);
     if (t.kind != "parameter" && t.kind != "buffer" &&
-        t.kind != "optimizer_state" && t.kind != "step")
+        t.kind != "optimizer_state" && t.kind != "step" &&
+        t.kind != "mu_product")
       fail(what, p + ".kind",
-           "must be parameter, buffer, optimizer_state or step, found '" +
+           "must be parameter, buffer, optimizer_state, step or mu_product, "
+           "found '" +
                t.kind + "'");
     if (tj.contains("param"))
       t.param = stringField(tj, "param", what, p);

@@ -5,8 +5,8 @@
 // each line mirrors one line of torch 2.9's `_single_tensor_sgd`,
 // `_single_tensor_adam` (AdamW is Adam with decoupled_weight_decay=True),
 // `_single_tensor_rmsprop`, `_single_tensor_adagrad` (dense gradients),
-// `_single_tensor_adadelta`, `_single_tensor_adamax` or
-// `_single_tensor_radam`.
+// `_single_tensor_adadelta`, `_single_tensor_adamax`, `_single_tensor_radam`
+// or `_single_tensor_nadam`.
 // Python passes a float operand of add/mul/div (`x.mul_(beta2)`) as a
 // wrapped 0-d double tensor to the Tensor overload (PyTorch binds no Scalar
 // overload of those to Python), so this does too (`number`): ATen's
@@ -226,6 +226,63 @@ void adadeltaStep(const OptimizerSpec &o, const at::Tensor &param,
   param.add_(delta, -o.lr);
 }
 
+/// State: [exp_avg, exp_avg_sq]; `muProduct` is state["mu_product"], a 0-d
+/// float32 that torch.optim multiplies in place (`mu_product *= mu`), so
+/// the product is rounded to float32 at every step, and reads back as a
+/// Python float (`_get_value`).
+void nadamStep(const OptimizerSpec &o, const at::Tensor &paramIn,
+               const at::Tensor &gradIn, const std::vector<at::Tensor> &state,
+               OptimizerScalars &scalars) {
+  at::Tensor param = paramIn;
+  // grad = grads[i] if not maximize else -grads[i]
+  at::Tensor grad = o.maximize ? at::neg(gradIn) : gradIn;
+  at::Tensor expAvg = state[0];
+  at::Tensor expAvgSq = state[1];
+  if (param.is_complex()) {
+    param = at::view_as_real(param);
+    grad = at::view_as_real(grad);
+    expAvg = at::view_as_real(expAvg);
+    expAvgSq = at::view_as_real(expAvgSq);
+  }
+  // step_t += 1; step = _get_value(step_t)
+  scalars.step += 1.0f;
+  double step = double(scalars.step);
+  // bias_correction2 = 1 - beta2**step
+  double biasCorrection2 = 1 - std::pow(o.beta2, step);
+  if (o.weightDecay != 0) {
+    if (o.decoupledWeightDecay)
+      param.mul_(number(1 - o.lr * o.weightDecay)); // param.mul_(1 - lr * wd)
+    else
+      grad = grad.add(param, o.weightDecay); // grad.add(param, alpha=wd)
+  }
+  // mu = beta1 * (1.0 - 0.5 * (0.96 ** (step * momentum_decay))), and
+  // mu_next with step + 1.
+  double mu = o.beta1 * (1.0 - 0.5 * std::pow(0.96, step * o.momentumDecay));
+  double muNext =
+      o.beta1 * (1.0 - 0.5 * std::pow(0.96, (step + 1) * o.momentumDecay));
+  // mu_product *= mu, on the 0-d float32 tensor.
+  at::Tensor muProduct = at::scalar_tensor(
+      scalars.muProduct, at::TensorOptions().dtype(at::kFloat));
+  muProduct.mul_(number(mu));
+  scalars.muProduct = muProduct.item<float>();
+  // exp_avg.lerp_(grad, 1 - beta1)
+  expAvg.lerp_(grad, 1 - o.beta1);
+  // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+  expAvgSq.mul_(number(o.beta2)).addcmul_(grad, grad, 1 - o.beta2);
+  // denom = exp_avg_sq.div(bias_correction2).sqrt()
+  at::Tensor denom = expAvgSq.div(number(biasCorrection2)).sqrt();
+  // mu_product_next = _get_value(mu_product) * mu_next
+  double product = double(scalars.muProduct);
+  double productNext = product * muNext;
+  // denom.add_(eps)
+  denom.add_(number(o.eps));
+  // param.addcdiv_(grad, denom, value=(-lr * (1.0 - mu) / (1.0 - mu_product)))
+  param.addcdiv_(grad, denom, -o.lr * (1.0 - mu) / (1.0 - product));
+  // param.addcdiv_(exp_avg, denom, value=(-lr * mu_next) / (1.0 -
+  // mu_product_next))
+  param.addcdiv_(expAvg, denom, (-o.lr * muNext) / (1.0 - productNext));
+}
+
 /// State: [exp_avg, exp_inf].
 void adamaxStep(const OptimizerSpec &o, const at::Tensor &paramIn,
                 const at::Tensor &gradIn, const std::vector<at::Tensor> &state,
@@ -406,7 +463,7 @@ void fusedStep(const OptimizerSpec &o, const at::Tensor &param,
 
 void optimizerStep(const OptimizerSpec &spec, const at::Tensor &param,
                    const at::Tensor &grad, const std::vector<at::Tensor> &state,
-                   float &step) {
+                   OptimizerScalars &scalars) {
   if (!grad.defined())
     throw Error("the gradient is undefined (the operator returned None)");
   if (grad.scalar_type() != param.scalar_type() ||
@@ -420,21 +477,23 @@ void optimizerStep(const OptimizerSpec &spec, const at::Tensor &param,
                 std::to_string(spec.numStateSlots()) + " state tensors, got " +
                 std::to_string(state.size()));
   if (spec.impl == OptimizerImpl::Fused)
-    fusedStep(spec, param, grad, state, step);
+    fusedStep(spec, param, grad, state, scalars.step);
   else if (spec.kind == OptimizerKind::SGD)
-    sgdStep(spec, param, grad, state, step);
+    sgdStep(spec, param, grad, state, scalars.step);
   else if (spec.kind == OptimizerKind::RMSprop)
-    rmspropStep(spec, param, grad, state, step);
+    rmspropStep(spec, param, grad, state, scalars.step);
   else if (spec.kind == OptimizerKind::Adagrad)
-    adagradStep(spec, param, grad, state, step);
+    adagradStep(spec, param, grad, state, scalars.step);
   else if (spec.kind == OptimizerKind::Adadelta)
-    adadeltaStep(spec, param, grad, state, step);
+    adadeltaStep(spec, param, grad, state, scalars.step);
   else if (spec.kind == OptimizerKind::Adamax)
-    adamaxStep(spec, param, grad, state, step);
+    adamaxStep(spec, param, grad, state, scalars.step);
+  else if (spec.kind == OptimizerKind::NAdam)
+    nadamStep(spec, param, grad, state, scalars);
   else if (spec.kind == OptimizerKind::RAdam)
-    radamStep(spec, param, grad, state, step);
+    radamStep(spec, param, grad, state, scalars.step);
   else
-    adamStep(spec, param, grad, state, step);
+    adamStep(spec, param, grad, state, scalars.step);
 }
 
 at::Tensor createOptimizerState(const OptimizerSpec &spec, StateInit init,

@@ -118,8 +118,9 @@ public:
   std::vector<at::Tensor> owned;
   /// Per `state` entry.
   std::vector<at::Tensor> state;
-  /// Per input: torch.optim's state["step"] for parameters.
-  std::vector<float> stepCounts;
+  /// Per input: torch.optim's state["step"] (and NAdam's
+  /// state["mu_product"]) for parameters.
+  std::vector<OptimizerScalars> scalars;
   /// The artifact's lr_schedule, if any.
   std::optional<LrSchedule> lrSchedule;
   std::map<std::string, at::Tensor> grads;
@@ -272,7 +273,7 @@ void SessionImpl::bind() {
       numBatchElements = std::max(numBatchElements, size_t(in.batchIndex + 1));
   slots.resize(size_t(program.numSlots));
   owned.resize(program.inputs.size());
-  stepCounts.assign(program.inputs.size(), 0.0f);
+  scalars.assign(program.inputs.size(), OptimizerScalars());
   if (artifact.lrSchedule)
     lrSchedule.emplace(*artifact.lrSchedule);
   findDonatedInputs();
@@ -407,7 +408,7 @@ void SessionImpl::resetOptimizerState() {
     state.push_back(createOptimizerState(
         artifact.optimizer ? *artifact.optimizer : none, s.init, s.shape,
         at::TensorOptions().dtype(s.dtype).device(device())));
-  std::fill(stepCounts.begin(), stepCounts.end(), 0.0f);
+  std::fill(scalars.begin(), scalars.end(), OptimizerScalars());
   grads.clear();
 }
 
@@ -672,9 +673,9 @@ void SessionImpl::runInstruction(size_t index) {
     spec.lr = inst.lr.value_or(spec.lr);
     spec.weightDecay = inst.weightDecay.value_or(spec.weightDecay);
     if (lrSchedule)
-      spec.lr = lrSchedule->lr(spec.lr, int64_t(stepCounts[plan.paramInput]));
+      spec.lr = lrSchedule->lr(spec.lr, int64_t(scalars[plan.paramInput].step));
     optimizerStep(spec, owned[plan.paramInput], slots.get(inst.grad), st,
-                  stepCounts[plan.paramInput]);
+                  scalars[plan.paramInput]);
     return;
   }
   }
@@ -1086,7 +1087,12 @@ std::optional<double> Session::learningRate(int64_t step) const {
 }
 
 double Session::stepCount(const std::string &param) const {
-  return impl_->stepCounts[impl_->inputIndex(param, InputRole::Parameter)];
+  return impl_->scalars[impl_->inputIndex(param, InputRole::Parameter)].step;
+}
+
+double Session::muProduct(const std::string &param) const {
+  return impl_->scalars[impl_->inputIndex(param, InputRole::Parameter)]
+      .muProduct;
 }
 
 void Session::assignFromFull(const std::string &name, const at::Tensor &full) {
@@ -1126,8 +1132,13 @@ void Session::assignFromFull(const std::string &name, const at::Tensor &full) {
 }
 
 void Session::setStepCount(const std::string &param, double count) {
-  impl_->stepCounts[impl_->inputIndex(param, InputRole::Parameter)] =
+  impl_->scalars[impl_->inputIndex(param, InputRole::Parameter)].step =
       float(count);
+}
+
+void Session::setMuProduct(const std::string &param, double value) {
+  impl_->scalars[impl_->inputIndex(param, InputRole::Parameter)].muProduct =
+      float(value);
 }
 
 void Session::setStepsRun(int64_t steps) { impl_->stepsRun = steps; }

@@ -336,7 +336,7 @@ def optimizer_json(opt) -> dict:
 
     g = opt.param_groups[0]
     name = {torch.optim.SGD: "sgd", torch.optim.Adam: "adam", torch.optim.AdamW: "adamw",
-            torch.optim.RMSprop: "rmsprop", torch.optim.Adagrad: "adagrad", torch.optim.Adadelta: "adadelta",
+            torch.optim.RMSprop: "rmsprop", torch.optim.Adagrad: "adagrad", torch.optim.Adadelta: "adadelta", torch.optim.NAdam: "nadam",
             torch.optim.Adamax: "adamax", torch.optim.RAdam: "radam"}[type(opt)]
     return {
         "name": name,
@@ -353,7 +353,9 @@ def optimizer_json(opt) -> dict:
         "centered": bool(g.get("centered", False)),
         "lr_decay": float(g.get("lr_decay", 0.0)),
         "initial_accumulator_value": float(g.get("initial_accumulator_value", 0.0)),
-        **({"decoupled_weight_decay": bool(g["decoupled_weight_decay"])} if name == "radam" else {}),
+        **({"decoupled_weight_decay": bool(g["decoupled_weight_decay"])}
+           if name in ("radam", "nadam") else {}),
+        **({"momentum_decay": float(g["momentum_decay"])} if name == "nadam" else {}),
         **({"rho": float(g["rho"])} if name == "adadelta" else {}),
     }
 

@@ -52,6 +52,11 @@ class Model(nn.Module):
 def make_optimizer(mode: str, params, name: str | None = None) -> torch.optim.Optimizer:
     if (name or ("sgd" if mode == "ddp" else "adamw")) == "sgd":
         return torch.optim.SGD(params, lr=0.05, momentum=0.9, weight_decay=0.01)
+    if name == "nadam":
+        # Its per-parameter mu_product, a scalar beside the step count, is
+        # what the NAdam checkpoint test restores.
+        return torch.optim.NAdam(params, lr=0.01, weight_decay=0.1, momentum_decay=0.01,
+                                 decoupled_weight_decay=True)
     return torch.optim.AdamW(params, lr=0.01, weight_decay=0.1)
 
 
@@ -236,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nproc", type=int, default=None)
     ap.add_argument("--steps", type=int, default=5)
     # The checkpoint tests reshard one model's AdamW state from FSDP to DDP.
-    ap.add_argument("--optimizer", choices=["sgd", "adamw"], default=None,
+    ap.add_argument("--optimizer", choices=["sgd", "adamw", "nadam"], default=None,
                     help="default: SGD (momentum) for ddp, AdamW otherwise")
     args = ap.parse_args(argv)
     if args.nproc is None:

@@ -77,10 +77,15 @@ CONFIGS = [
     ("adadelta_bf16", torch.bfloat16, "adadelta", dict(lr=1.0, rho=0.95, weight_decay=0.01)),
     ("adadelta_complex", torch.complex64, "adadelta", dict(lr=0.5, weight_decay=0.01)),
     ("adadelta_f64", torch.float64, "adadelta", dict(rho=0.5)),
+    ("nadam", torch.float32, "nadam", dict()),
+    ("nadam_wd_maximize", torch.float32, "nadam", dict(lr=1e-2, betas=(0.8, 0.9), eps=1e-6, weight_decay=0.1, momentum_decay=0.01, maximize=True)),
+    ("nadam_decoupled_bf16", torch.bfloat16, "nadam", dict(lr=1e-2, betas=(0.9, 0.95), weight_decay=0.1, decoupled_weight_decay=True)),
+    ("nadam_complex", torch.complex64, "nadam", dict(lr=1e-2, weight_decay=0.01, decoupled_weight_decay=True)),
+    ("nadam_f64", torch.float64, "nadam", dict(lr=3e-3, momentum_decay=0.1)),
 ]
 
 CLASSES = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW,
-           "rmsprop": torch.optim.RMSprop, "adagrad": torch.optim.Adagrad, "adadelta": torch.optim.Adadelta,
+           "rmsprop": torch.optim.RMSprop, "adagrad": torch.optim.Adagrad, "adadelta": torch.optim.Adadelta, "nadam": torch.optim.NAdam,
            "adamax": torch.optim.Adamax, "radam": torch.optim.RAdam}
 
 
@@ -99,10 +104,11 @@ def spec(kind: str, opt: torch.optim.Optimizer) -> dict:
         "amsgrad": g.get("amsgrad", False),
         "alpha": g.get("alpha", 0.99),
         "rho": g.get("rho", 0.9),
+        "momentum_decay": g.get("momentum_decay", 4e-3),
         "centered": g.get("centered", False),
         "lr_decay": g.get("lr_decay", 0.0),
         "initial_accumulator_value": g.get("initial_accumulator_value", 0.0),
-        "decoupled_weight_decay": g.get("decoupled_weight_decay", False) and kind == "radam",
+        "decoupled_weight_decay": g.get("decoupled_weight_decay", False) and kind in ("radam", "nadam"),
         **({"impl": "fused"} if g.get("fused") else {}),
     }
 
@@ -127,6 +133,11 @@ def main() -> int:
         names = SCHEMA.state_names(spec(kind, opt))
         for k in names:
             tensors[f"{name}.state.{k}"] = state[k].clone()
+        # The per-parameter 0-d scalars: step (not kept by SGD), and NAdam's
+        # mu_product.
+        for k in ("step", "mu_product"):
+            if k in state:
+                tensors[f"{name}.state.{k}"] = state[k].clone()
         configs.append({"name": name, "optimizer": spec(kind, opt), "steps": STEPS, "state": names})
     save_file(tensors, out, metadata={"configs": json.dumps(configs), "torch_version": torch.__version__})
     return 0

@@ -130,6 +130,41 @@ def test_negative_control_lost_optimizer_state_changes_the_run(arts, tmp_path: P
     assert got[5] != want_losses[5]
 
 
+def test_nadam_mu_product_is_saved_and_restored(tmp_path: Path) -> None:
+    """NAdam keeps a per-parameter scalar beside the step count, state
+    ["mu_product"] (the product of its momentum coefficients): the index
+    lists it (kind mu_product, a float32 scalar), a resume on 2 FSDP ranks
+    is bitwise the uninterrupted run, and the same checkpoint with every
+    mu_product put back to 1 (its value before the first step) resumes to
+    the same step-4 loss and a different step-5 loss."""
+    sys.path.insert(0, str(HERE))
+    import make_dp_linear
+
+    d = Path(make_dp_linear.write_layouts(tmp_path / "a", {"nadam2": ("fsdp", 2)}, optimizer="nadam")["nadam2"])
+    want_losses, want_params = uninterrupted(d, tmp_path)
+    ck = tmp_path / "ck"
+    ok(loom_run(d, "--steps", "4", "--checkpoint-dir", str(ck), "--save-every", "4"))
+    index = json.loads((ck / "step-00000004" / "index.json").read_text())
+    scalars = {t["name"]: t for t in index["tensors"] if t["kind"] == "mu_product"}
+    assert set(scalars) == {"fc.weight.mu_product", "fc.bias.mu_product"}
+    assert all(t["param"] == t["name"][:-len(".mu_product")] and t["shape"] == [] and t["dtype"] == "f32"
+               for t in scalars.values())
+    ok(loom_run(d, "--steps", str(STEPS), "--resume", str(ck), "--trace", str(tmp_path / "r.json"),
+                "--save-params", str(tmp_path / "r.st")))
+    assert trace_losses(tmp_path / "r.json") == {4: want_losses[4], 5: want_losses[5]}
+    params = load_file(str(tmp_path / "r.st"))
+    assert all(torch.equal(params[k], want_params[k]) for k in want_params)
+
+    # Negative control: the product lost.
+    saved = []
+    rewrite_checkpoint(ck / "step-00000004",
+                       lambda k, v: saved.append(v.item()) or torch.ones_like(v) if k.endswith(".mu_product") else v)
+    assert saved and all(0 < p < 1 for p in saved)
+    ok(loom_run(d, "--steps", str(STEPS), "--resume", str(ck), "--trace", str(tmp_path / "n.json")))
+    got = trace_losses(tmp_path / "n.json")
+    assert got[4] == want_losses[4] and got[5] != want_losses[5]
+
+
 def test_resharded_resume_4_2_1(arts, tmp_path: Path) -> None:
     """FSDP on 4 ranks saves at step 2, FSDP on 2 continues to step 4 and
     saves, then FSDP on 1 rank and DDP on 1 rank each finish the run.

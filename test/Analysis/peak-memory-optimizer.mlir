@@ -30,6 +30,9 @@
 // - RAdam with (L2) weight decay: the decayed gradient, `update` and, once
 //   rectified, `adaptive`, 3P + 12: 4112; state 2P: 4096 + 4112 = 8208.
 //   With decoupled weight decay no gradient copy: 3088; 7184.
+// - NAdam with L2 weight decay: as Adam, the decayed gradient beside the
+//   `div` and its `sqrt`, 3P + 12: 4112; state 2P: 8208. With decoupled
+//   weight decay no gradient copy: 3088; 7184.
 // - Adadelta: std and delta at once, 2P + 12: 3088; state square_avg and
 //   acc_delta 2P: 4096 + 3088 = 7184. With weight decay and maximize: -grad,
 //   then the decayed gradient (which outlives it) beside std and delta, 3P +
@@ -70,6 +73,10 @@
 // ADADELTA: predicted peak memory: 7184 bytes (persistent 4096 + activations 3088
 // RUN: loom-opt %s --pass-pipeline='builtin.module(func.func(loom-attach-optimizer{optimizer=adadelta weight-decay=0.1 maximize=true}),loom-stats)' -o /dev/null 2>&1 | FileCheck %s --check-prefix=ADADELTA-ALL
 // ADADELTA-ALL: predicted peak memory: 8208 bytes (persistent 4096 + activations 4112
+// RUN: loom-opt %s --pass-pipeline='builtin.module(func.func(loom-attach-optimizer{optimizer=nadam weight-decay=0.1}),loom-stats)' -o /dev/null 2>&1 | FileCheck %s --check-prefix=NADAM
+// NADAM: predicted peak memory: 8208 bytes (persistent 4096 + activations 4112
+// RUN: loom-opt %s --pass-pipeline='builtin.module(func.func(loom-attach-optimizer{optimizer=nadam weight-decay=0.1 decoupled-weight-decay=true}),loom-stats)' -o /dev/null 2>&1 | FileCheck %s --check-prefix=NADAM-DECOUPLED
+// NADAM-DECOUPLED: predicted peak memory: 7184 bytes (persistent 4096 + activations 3088
 // The lowered program predicts the same.
 // RUN: loom-compile %s --optimizer=adamw --emit=mlir --summary -o /dev/null 2>&1 | FileCheck %s --check-prefix=RT
 // RT: predicted peak memory 7184 bytes (persistent 4096 + activations 3088)

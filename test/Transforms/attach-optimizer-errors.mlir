@@ -16,10 +16,13 @@
 // RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=adadelta impl=fused" 2>&1 | FileCheck %s --check-prefix=FUSED-ADADELTA
 // RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=adadelta rho=1.5" 2>&1 | FileCheck %s --check-prefix=RHO
 // RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=rmsprop rho=0.5" 2>&1 | FileCheck %s --check-prefix=RHO-RMSPROP
+// RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=nadam impl=fused" 2>&1 | FileCheck %s --check-prefix=FUSED-NADAM
+// RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=nadam momentum-decay=-1" 2>&1 | FileCheck %s --check-prefix=MOMENTUM-DECAY
+// RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=adam momentum-decay=0.01" 2>&1 | FileCheck %s --check-prefix=MOMENTUM-DECAY-ADAM
 
 // An unknown algorithm is refused when the options are parsed, naming the
 // known ones.
-// LION: for the --optimizer option: 'lion' is not one of none, sgd, adam, adamw, rmsprop, adagrad, adadelta, adamax, radam
+// LION: for the --optimizer option: 'lion' is not one of none, sgd, adam, adamw, rmsprop, adagrad, adadelta, adamax, radam, nadam
 func.func @step(%w: tensor<4xf32> {loom.name = "w", loom.role = #loom.role<parameter>})
     -> (tensor<f32> {loom.role = #loom.role<loss>},
         tensor<4xf32> {loom.role = #loom.role<grad>, loom.target = "w"})
@@ -46,4 +49,7 @@ func.func @step(%w: tensor<4xf32> {loom.name = "w", loom.role = #loom.role<param
 // FUSED-ADADELTA: error: 'func.func' op --loom-attach-optimizer: impl=fused: adadelta has no fused implementation (torch.optim.Adadelta takes no fused=True)
 // RHO: error: 'func.func' op --loom-attach-optimizer: 'rho' is 1.5, expected a value in [0, 1]
 // RHO-RMSPROP: error: 'func.func' op --loom-attach-optimizer: 'rho' is not a hyperparameter of rmsprop (torch.optim.RMSprop does not take it)
+// FUSED-NADAM: error: 'func.func' op --loom-attach-optimizer: impl=fused: nadam has no fused implementation (torch.optim.NAdam takes no fused=True)
+// MOMENTUM-DECAY: error: 'func.func' op --loom-attach-optimizer: 'momentum_decay' is -1.0, expected a finite value >= 0.0
+// MOMENTUM-DECAY-ADAM: error: 'func.func' op --loom-attach-optimizer: 'momentum-decay' is not a hyperparameter of adam (torch.optim.Adam does not take it)
 // AMSGRAD-ADAMAX: error: 'func.func' op --loom-attach-optimizer: 'amsgrad' is not a hyperparameter of adamax (torch.optim.Adamax does not take it)

@@ -10,6 +10,7 @@
 // RUN: loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=adamax beta2=0.99" | FileCheck %s --check-prefix=ADAMAX
 // RUN: loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=radam weight-decay=0.1 decoupled-weight-decay=true" | FileCheck %s --check-prefix=RADAM
 // RUN: loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=adadelta rho=0.95" | FileCheck %s --check-prefix=ADADELTA
+// RUN: loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=nadam momentum-decay=0.01 weight-decay=0.1 decoupled-weight-decay=true" | FileCheck %s --check-prefix=NADAM
 
 // Two parameters with gradients and a frozen one (no grad): state arguments
 // are appended per parameter in gradient order, updates go before the
@@ -125,6 +126,13 @@ func.func @step(%w: tensor<8x4xf32> {loom.name = "fc.weight", loom.role = #loom.
 // ADADELTA-SAME: loom.name = "fc.bias.square_avg",
 // ADADELTA-SAME: loom.name = "fc.bias.acc_delta", loom.role = #loom.role<optimizer_state>, loom.target = "fc.bias"
 // ADADELTA-SAME: attributes {loom.optimizer = #loom.adadelta<rho = 0.95>, loom.step}
+
+// NAdam keeps Adam's two tensors (its mu_product is a scalar the runtime
+// keeps beside the step count); its default lr is 2e-3.
+// NADAM-LABEL: func.func @step(
+// NADAM-SAME: loom.name = "fc.bias.exp_avg",
+// NADAM-SAME: loom.name = "fc.bias.exp_avg_sq", loom.role = #loom.role<optimizer_state>, loom.target = "fc.bias"
+// NADAM-SAME: attributes {loom.optimizer = #loom.nadam<weight_decay = 0.1, momentum_decay = 0.01, decoupled_weight_decay = true>, loom.step}
 
 // -----
 

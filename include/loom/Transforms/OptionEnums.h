@@ -88,7 +88,8 @@ enum class OptimizerKind {
   Adagrad,
   Adadelta,
   Adamax,
-  RAdam
+  RAdam,
+  NAdam
 };
 
 #define LOOM_OPTIMIZER_KIND_VALUES                                             \
@@ -106,7 +107,8 @@ enum class OptimizerKind {
                  "torch.optim.Adadelta"),                                      \
       clEnumValN(::loom::OptimizerKind::Adamax, "adamax",                      \
                  "torch.optim.Adamax"),                                        \
-      clEnumValN(::loom::OptimizerKind::RAdam, "radam", "torch.optim.RAdam"))
+      clEnumValN(::loom::OptimizerKind::RAdam, "radam", "torch.optim.RAdam"),  \
+      clEnumValN(::loom::OptimizerKind::NAdam, "nadam", "torch.optim.NAdam"))
 
 /// How the runtime computes an optimizer's update (`loom-attach-optimizer`):
 /// torch.optim's single-tensor loop op for op (its default on CPU), or the

@@ -326,7 +326,7 @@ def LoomAttachOptimizer
     Option<"optimizer", "optimizer", "::loom::OptimizerKind",
            /*default=*/"::loom::OptimizerKind::AdamW",
            "The algorithm: sgd, adam, adamw, rmsprop, adagrad, adadelta, "
-           "adamax or radam (none attaches nothing)",
+           "adamax, radam or nadam (none attaches nothing)",
            "LOOM_OPTIMIZER_KIND_VALUES">,
     Option<"impl", "impl", "::loom::OptimizerImpl",
            /*default=*/"::loom::OptimizerImpl::Forloop",
@@ -337,7 +337,7 @@ def LoomAttachOptimizer
            /*default=*/"std::numeric_limits<double>::quiet_NaN()",
            "Learning rate (unset: PyTorch's default for the algorithm, "
            "1e-3 for sgd, adam and adamw, 1e-2 for rmsprop and adagrad, "
-           "2e-3 for adamax, 1.0 for adadelta)">,
+           "2e-3 for adamax and nadam, 1.0 for adadelta)">,
     Option<"momentum", "momentum", "double", /*default=*/"0.0",
            "SGD and RMSprop momentum factor">,
     Option<"dampening", "dampening", "double", /*default=*/"0.0",
@@ -348,9 +348,9 @@ def LoomAttachOptimizer
            "Weight decay; negative means PyTorch's default for the "
            "algorithm (0.01 for adamw, 0 for sgd and adam)">,
     Option<"beta1", "beta1", "double", /*default=*/"0.9",
-           "Adam/AdamW/Adamax/RAdam betas[0]">,
+           "Adam/AdamW/Adamax/RAdam/NAdam betas[0]">,
     Option<"beta2", "beta2", "double", /*default=*/"0.999",
-           "Adam/AdamW/Adamax/RAdam betas[1]">,
+           "Adam/AdamW/Adamax/RAdam/NAdam betas[1]">,
     Option<"eps", "eps", "double",
            /*default=*/"std::numeric_limits<double>::quiet_NaN()",
            "Adam/AdamW/RMSprop/Adagrad/Adadelta/Adamax term added to the "
@@ -368,9 +368,11 @@ def LoomAttachOptimizer
            /*default=*/"0.0", "Adagrad: the value its sum starts from">,
     Option<"decoupledWeightDecay", "decoupled-weight-decay", "bool",
            /*default=*/"false",
-           "RAdam: decoupled weight decay (AdamW's, on the parameter)">,
+           "RAdam/NAdam: decoupled weight decay (AdamW's, on the parameter)">,
     Option<"rho", "rho", "double", /*default=*/"0.9",
            "Adadelta: decay of its running averages">,
+    Option<"momentumDecay", "momentum-decay", "double", /*default=*/"4.0e-3",
+           "NAdam: momentum decay (its momentum_decay)">,
     Option<"maximize", "maximize", "bool", /*default=*/"false",
            "Maximize the objective instead of minimizing it">,
     Option<"maxGradNorm", "max-grad-norm", "double", /*default=*/"0.0",

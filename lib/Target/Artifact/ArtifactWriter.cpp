@@ -612,9 +612,12 @@ std::string ArtifactWriter::buildProgram() {
         }
         if (config->name == schema::kOptimizerNameAdadelta)
           number(schema::kOptimizerRho, config->rho);
-        if (config->name == schema::kOptimizerNameRadam)
+        if (config->name == schema::kOptimizerNameRadam ||
+            config->name == schema::kOptimizerNameNadam)
           j.attribute(schema::kOptimizerDecoupledWeightDecay,
                       config->decoupledWeightDecay);
+        if (config->name == schema::kOptimizerNameNadam)
+          number(schema::kOptimizerMomentumDecay, config->momentumDecay);
         if (config->name == schema::kOptimizerNameAdagrad) {
           number(schema::kOptimizerLrDecay, config->lrDecay);
           number(schema::kOptimizerInitialAccumulatorValue,

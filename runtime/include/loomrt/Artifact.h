@@ -140,7 +140,8 @@ enum class OptimizerKind {
   Adagrad,
   Adadelta,
   Adamax,
-  RAdam
+  RAdam,
+  NAdam
 };
 const char *toString(OptimizerKind kind);
 /// The OptimizerKind `name` spells ("adamw"), nullopt for any other.
@@ -178,6 +179,7 @@ struct OptimizerSpec {
   double initialAccumulatorValue = 0;
   bool decoupledWeightDecay = false;
   double rho = 0.9;
+  double momentumDecay = 4e-3;
   /// `impl`, absent in artifacts older than the key: forloop.
   OptimizerImpl impl = OptimizerImpl::Forloop;
 
@@ -185,14 +187,14 @@ struct OptimizerSpec {
   /// order (ArtifactSchema.def's LOOMX_OPTIMIZER_STATE): SGD with momentum
   /// [momentum_buffer]; Adam/AdamW [exp_avg, exp_avg_sq(, max_exp_avg_sq)];
   /// RMSprop [square_avg(, momentum_buffer)(, grad_avg)]; Adagrad [sum];
-  /// Adadelta [square_avg, acc_delta];
+  /// Adadelta [square_avg, acc_delta]; NAdam [exp_avg, exp_avg_sq];
   /// Adamax [exp_avg, exp_inf]; RAdam [exp_avg, exp_avg_sq].
   std::vector<std::string> stateNames() const;
   /// stateNames().size(), without building the names (the interpreter
   /// checks it on every update).
   size_t numStateSlots() const;
   /// Whether torch.optim has a fused=True kernel for this algorithm (not
-  /// for RMSprop, Adadelta, Adamax, RAdam).
+  /// for RMSprop, Adadelta, Adamax, RAdam, NAdam).
   bool hasFusedKernel() const;
 };
 

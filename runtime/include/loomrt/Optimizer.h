@@ -22,21 +22,29 @@
 
 namespace loomrt {
 
+/// The per-parameter scalars torch.optim keeps as 0-d float32 tensors beside
+/// the parameter-shaped state: `state["step"]` (every algorithm) and NAdam's
+/// `state["mu_product"]`, the running product of its momentum coefficients.
+/// Float32, as PyTorch's are, so they round and stop growing where its do.
+struct OptimizerScalars {
+  float step = 0;
+  float muProduct = 1;
+};
+
 /// Updates `param` in place from `grad`, one step of `spec`'s optimizer.
 /// `state` holds the spec.stateNames() tensors (SGD: [momentum_buffer];
 /// Adam/AdamW: [exp_avg, exp_avg_sq(, max_exp_avg_sq)]; RMSprop:
 /// [square_avg(, momentum_buffer)(, grad_avg)]; Adagrad: [sum]; Adadelta:
 /// [square_avg, acc_delta]; Adamax: [exp_avg, exp_inf]; RAdam: [exp_avg,
-/// exp_avg_sq]), created
+/// exp_avg_sq]; NAdam: [exp_avg, exp_avg_sq]), created
 /// before the first step as zeros (Adagrad's sum: filled with
-/// initial_accumulator_value). `step` is the per-parameter step count, a
-/// float32 as torch.optim's state["step"] tensor is (so it stops growing
-/// exactly where torch's does); it is incremented here, and SGD uses it to tell
-/// the first step, where torch.optim creates the momentum buffer as a clone of
-/// the gradient. Throws loomrt::Error when shapes or dtypes do not match.
+/// initial_accumulator_value). `scalars.step` is the per-parameter step
+/// count; it is incremented here, and SGD uses it to tell the first step,
+/// where torch.optim creates the momentum buffer as a clone of the gradient.
+/// Throws loomrt::Error when shapes or dtypes do not match.
 void optimizerStep(const OptimizerSpec &spec, const at::Tensor &param,
                    const at::Tensor &grad, const std::vector<at::Tensor> &state,
-                   float &step);
+                   OptimizerScalars &scalars);
 
 /// A state tensor as it is before the first step: zeros, or for `init`
 /// InitialAccumulatorValue filled as torch.optim.Adagrad's constructor fills

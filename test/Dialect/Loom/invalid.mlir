@@ -636,6 +636,20 @@ func.func @f() attributes {loom.optimizer = #loom.adamax<beta2 = 1.0>} {
 
 // -----
 
+// expected-error@+1 {{'momentum_decay' is -1.0, expected a finite value >= 0.0}}
+func.func @f() attributes {loom.optimizer = #loom.nadam<momentum_decay = -1.0>} {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{'beta1' is 1.0, expected a finite value >= 0.0 and < 1.0}}
+func.func @f() attributes {loom.optimizer = #loom.nadam<beta1 = 1.0>} {
+  return
+}
+
+// -----
+
 // torch.optim.Adadelta takes 0 <= rho <= 1.
 // expected-error@+1 {{'rho' is 1.5, expected a value in [0, 1]}}
 func.func @f() attributes {loom.optimizer = #loom.adadelta<rho = 1.5>} {
@@ -798,7 +812,7 @@ func.func @f(%w: tensor<4xf32>, %g: tensor<4xf32>) {
 // -----
 
 func.func @f(%w: tensor<4xf32>, %g: tensor<4xf32>) {
-  // expected-error@+1 {{attribute 'optimizer' failed to satisfy constraint: optimizer hyperparameters (#loom.sgd, #loom.adam, #loom.adamw, #loom.rmsprop, #loom.adagrad, #loom.adadelta, #loom.adamax or #loom.radam)}}
+  // expected-error@+1 {{attribute 'optimizer' failed to satisfy constraint: optimizer hyperparameters (#loom.sgd, #loom.adam, #loom.adamw, #loom.rmsprop, #loom.adagrad, #loom.adadelta, #loom.adamax, #loom.radam or #loom.nadam)}}
   %0 = "loom.optimizer_update"(%w, %g) {optimizer = 1.0 : f32} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return
 }
@@ -855,7 +869,7 @@ module attributes {loom.run_config = #loom.run_config<world_size = 0>} {}
 
 // -----
 
-// expected-error@+1 {{optimizer must be #loom.sgd, #loom.adam, #loom.adamw, #loom.rmsprop, #loom.adagrad, #loom.adadelta, #loom.adamax or #loom.radam, got "sgd"}}
+// expected-error@+1 {{optimizer must be #loom.sgd, #loom.adam, #loom.adamw, #loom.rmsprop, #loom.adagrad, #loom.adadelta, #loom.adamax, #loom.radam or #loom.nadam, got "sgd"}}
 module attributes {loom.run_config = #loom.run_config<world_size = 2, optimizer = "sgd">} {}
 
 // -----

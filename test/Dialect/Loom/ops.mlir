@@ -106,6 +106,9 @@ func.func @optimizer(%w: tensor<8x4xf32> {loom.name = "w", loom.role = #loom.rol
   // Adadelta: square_avg, acc_delta; lr 1.0 and eps 1e-6 are its defaults.
   // CHECK: loom.optimizer_update #loom.adadelta<rho = 0.95, weight_decay = 0.1> param %{{.*}} grad %{{.*}} state [%{{.*}}, %{{.*}}] : tensor<8x4xf32>
   %k:3 = loom.optimizer_update #loom.adadelta<lr = 1.0, rho = 0.95, eps = 1.0e-6, weight_decay = 0.1> param %w grad %g state [%m, %v] : tensor<8x4xf32>
+  // NAdam: exp_avg, exp_avg_sq.
+  // CHECK: loom.optimizer_update #loom.nadam<momentum_decay = 0.01, decoupled_weight_decay = true> param %{{.*}} grad %{{.*}} state [%{{.*}}, %{{.*}}] : tensor<8x4xf32>
+  %l:3 = loom.optimizer_update #loom.nadam<lr = 2.0e-3, momentum_decay = 1.0e-2, decoupled_weight_decay = true> param %w grad %g state [%m, %v] : tensor<8x4xf32>
   // Adagrad: sum.
   // CHECK: loom.optimizer_update #loom.adagrad<lr = 0.1, lr_decay = 0.01, initial_accumulator_value = 0.1> param %{{.*}} grad %{{.*}} state [%{{.*}}] : tensor<8x4xf32>
   %h:2 = loom.optimizer_update #loom.adagrad<lr = 0.1, lr_decay = 0.01, initial_accumulator_value = 0.1, eps = 1.0e-10> param %w grad %g state [%m] : tensor<8x4xf32>

@@ -36,7 +36,8 @@ DTYPES = SCHEMA.dtypes
 # belong to.
 OWN_KEYS = {"amsgrad": ("adam", "adamw"), "alpha": ("rmsprop",), "centered": ("rmsprop",),
             "lr_decay": ("adagrad",), "initial_accumulator_value": ("adagrad",),
-            "decoupled_weight_decay": ("radam",), "rho": ("adadelta",)}
+            "decoupled_weight_decay": ("radam", "nadam"), "rho": ("adadelta",),
+            "momentum_decay": ("nadam",)}
 # Collective starts: the fields each takes beyond input/future/axes, as the
 # schema gives them.
 COLLECTIVES = {op: sorted(SCHEMA.inst_keys(op, SCHEMA.current)
@@ -144,7 +145,7 @@ class Checker:
                  "expected [beta1, beta2] in [0, 1)")
             field(opt, "nesterov", "optimizer", bool)
             field(opt, "maximize", "optimizer", bool)
-            for key in ("alpha", "lr_decay", "initial_accumulator_value"):
+            for key in ("alpha", "lr_decay", "initial_accumulator_value", "momentum_decay"):
                 if key in opt:
                     check_number(field(opt, key, "optimizer", (int, float)), f"optimizer.{key}")
             if "rho" in opt:
@@ -606,7 +607,8 @@ def main():
               f"dampening={opt['dampening']} nesterov={opt['nesterov']} maximize={opt['maximize']}"
               + "".join(f" {key}={opt[key]}" for key in ("amsgrad", "alpha", "centered", "lr_decay",
                                                            "initial_accumulator_value",
-                                                           "decoupled_weight_decay", "rho")
+                                                           "decoupled_weight_decay", "rho",
+                                                           "momentum_decay")
                         if key in opt and opt["name"] in OWN_KEYS.get(key, ())))
     # A distributed step (a mesh) says how it is spread; a single-rank one
     # has nothing to say.

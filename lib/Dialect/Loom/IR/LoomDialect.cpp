@@ -130,7 +130,8 @@ RunConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (optimizer && !isOptimizerAttr(optimizer))
     return emitError() << "optimizer must be #loom.sgd, #loom.adam, "
                           "#loom.adamw, #loom.rmsprop, #loom.adagrad, "
-                          "#loom.adadelta, #loom.adamax or #loom.radam, got "
+                          "#loom.adadelta, #loom.adamax, #loom.radam or "
+                          "#loom.nadam, got "
                        << optimizer;
   if ((paramGroups || lrSchedule || optimizerImpl) && !optimizer)
     return emitError()
@@ -200,6 +201,16 @@ LogicalResult AdamaxAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return verifyAdamFamily(emitError, lr, beta1, beta2, eps, weightDecay);
 }
 
+LogicalResult NAdamAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                APFloat lr, APFloat beta1, APFloat beta2,
+                                APFloat eps, APFloat weightDecay,
+                                APFloat momentumDecay, bool, bool) {
+  if (failed(verifyAdamFamily(emitError, lr, beta1, beta2, eps, weightDecay)))
+    return failure();
+  return verifyHyperparameter(emitError, "momentum_decay",
+                              momentumDecay.convertToDouble(), 0);
+}
+
 LogicalResult RAdamAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                 APFloat lr, APFloat beta1, APFloat beta2,
                                 APFloat eps, APFloat weightDecay, bool, bool) {
@@ -255,7 +266,7 @@ LogicalResult AdadeltaAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 
 bool loom::isOptimizerAttr(Attribute attr) {
   return isa<SGDAttr, AdamAttr, AdamWAttr, RMSpropAttr, AdagradAttr,
-             AdadeltaAttr, AdamaxAttr, RAdamAttr>(attr);
+             AdadeltaAttr, AdamaxAttr, RAdamAttr, NAdamAttr>(attr);
 }
 
 bool loom::isSameAlgorithm(Attribute a, Attribute b) {
@@ -268,7 +279,8 @@ bool loom::isSameAlgorithm(Attribute a, Attribute b) {
          x->amsgrad == y->amsgrad && x->alpha == y->alpha &&
          x->centered == y->centered && x->lrDecay == y->lrDecay &&
          x->initialAccumulatorValue == y->initialAccumulatorValue &&
-         x->decoupledWeightDecay == y->decoupledWeightDecay && x->rho == y->rho;
+         x->decoupledWeightDecay == y->decoupledWeightDecay &&
+         x->rho == y->rho && x->momentumDecay == y->momentumDecay;
 }
 
 /// The state names the artifact schema declares for `c`'s algorithm and
@@ -320,6 +332,10 @@ std::optional<OptimizerConfig> loom::getOptimizerConfig(Attribute attr) {
   } else if (auto radam = dyn_cast<RAdamAttr>(attr)) {
     fillAdam(radam, "radam");
     c.decoupledWeightDecay = radam.getDecoupledWeightDecay();
+  } else if (auto nadam = dyn_cast<NAdamAttr>(attr)) {
+    fillAdam(nadam, "nadam");
+    c.momentumDecay = number(nadam.getMomentumDecay());
+    c.decoupledWeightDecay = nadam.getDecoupledWeightDecay();
   } else if (auto rmsprop = dyn_cast<RMSpropAttr>(attr)) {
     c.name = "rmsprop";
     c.lr = number(rmsprop.getLr());

@@ -528,10 +528,38 @@ def Loom_RAdamAttr : Loom_Attr<"RAdam", "radam"> {
   let genVerifyDecl = 1;
 }
 
+def Loom_NAdamAttr : Loom_Attr<"NAdam", "nadam"> {
+  let summary = "torch.optim.NAdam and its hyperparameters";
+  let description = [{
+    Adam with Nesterov momentum, with PyTorch's semantics and defaults
+    (`torch.optim.NAdam(lr=2e-3, betas=(0.9, 0.999), eps=1e-8,
+    weight_decay=0, momentum_decay=4e-3, decoupled_weight_decay=False,
+    maximize=False)`): weight decay is added to the gradient, or with
+    `decoupled_weight_decay` scales the parameter as AdamW's does. Each
+    parameter keeps `exp_avg` and `exp_avg_sq`; its `mu_product`, a scalar
+    like the step count, is kept beside that count by the runtime.
+
+    ```mlir
+    #loom.nadam<lr = 1.0e-3, momentum_decay = 1.0e-2>
+    ```
+  }];
+  let parameters = (ins
+    Loom_F64Parameter<"2.0e-3", "learning rate">:$lr,
+    Loom_F64Parameter<"0.9", "decay of the first moment (betas[0])">:$beta1,
+    Loom_F64Parameter<"0.999", "decay of the second moment (betas[1])">:$beta2,
+    Loom_F64Parameter<"1.0e-8", "term added to the denominator">:$eps,
+    Loom_F64Parameter<"0.0", "weight decay">:$weight_decay,
+    Loom_F64Parameter<"4.0e-3", "momentum decay (psi)">:$momentum_decay,
+    Loom_BoolParameter<"false", "AdamW's decoupled weight decay">:$decoupled_weight_decay,
+    Loom_BoolParameter<"false", "maximize the objective">:$maximize);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 def Loom_OptimizerAttr : Attr<CPred<"::loom::isOptimizerAttr($_self)">,
     "optimizer hyperparameters (#loom.sgd, #loom.adam, #loom.adamw, "
-    "#loom.rmsprop, #loom.adagrad, #loom.adadelta, #loom.adamax or "
-    "#loom.radam)"> {
+    "#loom.rmsprop, #loom.adagrad, #loom.adadelta, #loom.adamax, "
+    "#loom.radam or #loom.nadam)"> {
   let storageType = "::mlir::Attribute";
   let returnType = "::mlir::Attribute";
   let convertFromStorage = "$_self";

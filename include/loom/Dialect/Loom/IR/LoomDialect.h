@@ -33,17 +33,18 @@ namespace loom {
 
 /// One optimizer attribute (`#loom.sgd`, `#loom.adam`, `#loom.adamw`,
 /// `#loom.rmsprop`, `#loom.adagrad`, `#loom.adadelta`, `#loom.adamax`,
-/// `#loom.radam`) seen
+/// `#loom.radam`, `#loom.nadam`) seen
 /// through one struct: every hyperparameter the artifact records, with the ones
 /// an algorithm lacks at PyTorch's neutral values.
 struct OptimizerConfig {
-  /// "sgd", "adam", "adamw", "rmsprop", "adagrad", "adadelta", "adamax" or
-  /// "radam" (the
+  /// "sgd", "adam", "adamw", "rmsprop", "adagrad", "adadelta", "adamax",
+  /// "radam" or "nadam" (the
   /// mnemonic and the artifact's name).
   llvm::StringRef name;
   double lr = 0, momentum = 0, dampening = 0, weightDecay = 0;
   double beta1 = 0, beta2 = 0, eps = 0;
   double alpha = 0, lrDecay = 0, initialAccumulatorValue = 0, rho = 0;
+  double momentumDecay = 0;
   bool nesterov = false, maximize = false, amsgrad = false, centered = false;
   bool decoupledWeightDecay = false;
   /// Names of the per-parameter state tensors in PyTorch's state_dict
