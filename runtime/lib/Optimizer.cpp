@@ -48,6 +48,16 @@ at::Tensor number(double v) {
   return at::native::wrapped_scalar_tensor(at::Scalar(v));
 }
 
+/// torch.optim's `if torch.is_complex(param): x = torch.view_as_real(x)`
+/// for the parameter (first) and each other defined tensor of `tensors`.
+void viewAsRealIfComplex(std::initializer_list<at::Tensor *> tensors) {
+  if (!(*tensors.begin())->is_complex())
+    return;
+  for (at::Tensor *t : tensors)
+    if (t->defined())
+      *t = at::view_as_real(*t);
+}
+
 void sgdStep(const OptimizerSpec &o, const at::Tensor &param,
              const at::Tensor &gradIn, const std::vector<at::Tensor> &state,
              float &step) {
@@ -157,15 +167,7 @@ void rmspropStep(const OptimizerSpec &o, const at::Tensor &paramIn,
   if (o.weightDecay != 0)
     grad = grad.add(param, o.weightDecay);
 
-  if (param.is_complex()) {
-    param = at::view_as_real(param);
-    grad = at::view_as_real(grad);
-    squareAvg = at::view_as_real(squareAvg);
-    if (buf.defined())
-      buf = at::view_as_real(buf);
-    if (gradAvg.defined())
-      gradAvg = at::view_as_real(gradAvg);
-  }
+  viewAsRealIfComplex({&param, &grad, &squareAvg, &buf, &gradAvg});
 
   // square_avg.mul_(alpha).addcmul_(grad, grad, value=1 - alpha)
   squareAvg.mul_(number(o.alpha)).addcmul_(grad, grad, 1 - o.alpha);
@@ -238,12 +240,7 @@ void nadamStep(const OptimizerSpec &o, const at::Tensor &paramIn,
   at::Tensor grad = o.maximize ? at::neg(gradIn) : gradIn;
   at::Tensor expAvg = state[0];
   at::Tensor expAvgSq = state[1];
-  if (param.is_complex()) {
-    param = at::view_as_real(param);
-    grad = at::view_as_real(grad);
-    expAvg = at::view_as_real(expAvg);
-    expAvgSq = at::view_as_real(expAvgSq);
-  }
+  viewAsRealIfComplex({&param, &grad, &expAvg, &expAvgSq});
   // step_t += 1; step = _get_value(step_t)
   scalars.step += 1.0f;
   double step = double(scalars.step);
@@ -297,12 +294,7 @@ void adamaxStep(const OptimizerSpec &o, const at::Tensor &paramIn,
   // if weight_decay != 0: grad = grad.add(param, alpha=weight_decay)
   if (o.weightDecay != 0)
     grad = grad.add(param, o.weightDecay);
-  if (param.is_complex()) {
-    param = at::view_as_real(param);
-    grad = at::view_as_real(grad);
-    expAvg = at::view_as_real(expAvg);
-    expInf = at::view_as_real(expInf);
-  }
+  viewAsRealIfComplex({&param, &grad, &expAvg, &expInf});
   // exp_avg.lerp_(grad, 1 - beta1)
   expAvg.lerp_(grad, 1 - o.beta1);
   // torch.maximum(exp_inf.mul_(beta2), grad.abs().add_(eps), out=exp_inf)
@@ -329,12 +321,7 @@ void radamStep(const OptimizerSpec &o, const at::Tensor &paramIn,
   at::Tensor grad = o.maximize ? at::neg(gradIn) : gradIn;
   at::Tensor expAvg = state[0];
   at::Tensor expAvgSq = state[1];
-  if (param.is_complex()) {
-    param = at::view_as_real(param);
-    grad = at::view_as_real(grad);
-    expAvg = at::view_as_real(expAvg);
-    expAvgSq = at::view_as_real(expAvgSq);
-  }
+  viewAsRealIfComplex({&param, &grad, &expAvg, &expAvgSq});
   // step_t += 1; step = _get_value(step_t)
   step += 1.0f;
   double s = double(step);
