@@ -105,21 +105,40 @@ StringRef loom::stringifyLrDecay(LrDecay decay) {
   llvm_unreachable("unknown lr decay");
 }
 
+/// torch.optim's default learning rate of `kind`'s constructor.
+static double getDefaultLr(OptimizerKind kind) {
+  switch (kind) {
+  case OptimizerKind::RMSprop:
+  case OptimizerKind::Adagrad:
+    return 1e-2;
+  case OptimizerKind::Adadelta:
+    return 1.0;
+  case OptimizerKind::Adamax:
+  case OptimizerKind::NAdam:
+    return 2e-3;
+  case OptimizerKind::None:
+  case OptimizerKind::SGD:
+  case OptimizerKind::Adam:
+  case OptimizerKind::AdamW:
+  case OptimizerKind::RAdam:
+    break;
+  }
+  return 1e-3;
+}
+
+/// torch.optim's default eps of `kind`'s constructor (unused by SGD).
+static double getDefaultEps(OptimizerKind kind) {
+  if (kind == OptimizerKind::Adagrad)
+    return 1e-10;
+  return kind == OptimizerKind::Adadelta ? 1e-6 : 1e-8;
+}
+
 void loom::resolveOptimizerDefaults(LoomAttachOptimizerOptions &options) {
   OptimizerKind kind = options.optimizer;
-  bool percent =
-      kind == OptimizerKind::RMSprop || kind == OptimizerKind::Adagrad;
-  bool adadelta = kind == OptimizerKind::Adadelta;
   if (std::isnan(options.lr))
-    options.lr = adadelta  ? 1.0
-                 : percent ? 1e-2
-                 : kind == OptimizerKind::Adamax || kind == OptimizerKind::NAdam
-                     ? 2e-3
-                     : 1e-3;
+    options.lr = getDefaultLr(kind);
   if (std::isnan(options.eps))
-    options.eps = kind == OptimizerKind::Adagrad ? 1e-10
-                  : adadelta                     ? 1e-6
-                                                 : 1e-8;
+    options.eps = getDefaultEps(kind);
   // The one place where the algorithms' default weight decays differ.
   if (options.weightDecay < 0)
     options.weightDecay = kind == OptimizerKind::AdamW ? 1e-2 : 0.0;
