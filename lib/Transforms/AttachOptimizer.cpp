@@ -62,13 +62,13 @@ bool loom::optimizerTakes(OptimizerKind kind, StringRef option) {
   bool nadam = kind == OptimizerKind::NAdam;
   return llvm::StringSwitch<bool>(option)
       .Case("momentum", sgd || rmsprop)
-      .Cases("dampening", "nesterov", sgd)
-      .Cases("beta1", "beta2",
+      .Cases({"dampening", "nesterov"}, sgd)
+      .Cases({"beta1", "beta2"},
              adam || radam || nadam || kind == OptimizerKind::Adamax)
       .Case("eps", !sgd)
       .Case("amsgrad", adam)
-      .Cases("alpha", "centered", rmsprop)
-      .Cases("adagrad-lr-decay", "initial-accumulator-value",
+      .Cases({"alpha", "centered"}, rmsprop)
+      .Cases({"adagrad-lr-decay", "initial-accumulator-value"},
              kind == OptimizerKind::Adagrad)
       .Case("decoupled-weight-decay", radam || nadam)
       .Case("momentum-decay", nadam)
