@@ -989,7 +989,15 @@ void ProgramReader::readOptimizer(const json &v, const std::string &path) {
       (o.momentum <= 0 || o.dampening != 0))
     fail(join(path, schema::kOptimizerNesterov),
          "Nesterov momentum requires a momentum and zero dampening");
-  // Version 4's keys, each optional.
+  // Version 4's keys, each optional, and each only with the algorithms
+  // that take it (LOOMX_OPTIMIZER_KEY): another algorithm's would be
+  // silently ignored.
+  for (const auto &item : v.items())
+    if (schema::isOptimizerOwnKey(item.key().c_str()) &&
+        !schema::optimizerTakesKey(name.c_str(), item.key().c_str()))
+      fail(join(path, item.key()), "'" + item.key() +
+                                       "' is not a hyperparameter of " + name +
+                                       " (torch.optim does not take it)");
   auto optionalFlag = [&](const char *key, bool &flag) {
     if (v.contains(key))
       flag = boolean(v[key], join(path, key));

@@ -43,6 +43,8 @@ class Schema:
     dtypes: dict = field(default_factory=dict)
     # optimizer name -> [(state, key that must be set or "")]
     optimizer_states: dict = field(default_factory=dict)
+    # name -> the optional keys (version 4) that optimizer takes.
+    optimizer_keys: dict = field(default_factory=dict)
 
     @property
     def current(self) -> int:
@@ -114,6 +116,8 @@ def load_schema(path: Path = SCHEMA_PATH) -> Schema:
             s.dtypes[a[1]] = a[2]
         elif macro == "LOOMX_OPTIMIZER_STATE":
             s.optimizer_states.setdefault(a[0], []).append((a[1], a[2]))
+        elif macro == "LOOMX_OPTIMIZER_KEY":
+            s.optimizer_keys.setdefault(a[0], []).append(a[1])
         else:
             raise ValueError(f"{path}:{n}: unknown schema macro {macro}")
     if len(s.magic) != 8 or {"Current", "Oldest"} - set(s.versions):
@@ -331,13 +335,15 @@ def tensor_input(name: str, role: str, slot: int, t, batch_index: int | None = N
 
 
 def optimizer_json(opt) -> dict:
-    """The artifact's optimizer object for a torch.optim optimizer."""
+    """The artifact's optimizer object for a torch.optim optimizer: the keys
+    every optimizer object carries, then the optional keys its algorithm
+    takes (LOOMX_OPTIMIZER_KEY)."""
     import torch
 
     g = opt.param_groups[0]
     name = {torch.optim.SGD: "sgd", torch.optim.Adam: "adam", torch.optim.AdamW: "adamw",
-            torch.optim.RMSprop: "rmsprop", torch.optim.Adagrad: "adagrad", torch.optim.Adadelta: "adadelta", torch.optim.NAdam: "nadam",
-            torch.optim.Adamax: "adamax", torch.optim.RAdam: "radam"}[type(opt)]
+            torch.optim.RMSprop: "rmsprop", torch.optim.Adagrad: "adagrad", torch.optim.Adadelta: "adadelta",
+            torch.optim.NAdam: "nadam", torch.optim.Adamax: "adamax", torch.optim.RAdam: "radam"}[type(opt)]
     return {
         "name": name,
         "lr": float(g["lr"]),
@@ -348,15 +354,8 @@ def optimizer_json(opt) -> dict:
         "dampening": float(g.get("dampening", 0.0)),
         "nesterov": bool(g.get("nesterov", False)),
         "maximize": bool(g["maximize"]),
-        "amsgrad": bool(g.get("amsgrad", False)),
-        "alpha": float(g.get("alpha", 0.99)),
-        "centered": bool(g.get("centered", False)),
-        "lr_decay": float(g.get("lr_decay", 0.0)),
-        "initial_accumulator_value": float(g.get("initial_accumulator_value", 0.0)),
-        **({"decoupled_weight_decay": bool(g["decoupled_weight_decay"])}
-           if name in ("radam", "nadam") else {}),
-        **({"momentum_decay": float(g["momentum_decay"])} if name == "nadam" else {}),
-        **({"rho": float(g["rho"])} if name == "adadelta" else {}),
+        **{key: g[key] if isinstance(g[key], bool) else float(g[key])
+           for key in SCHEMA.optimizer_keys.get(name, [])},
     }
 
 

@@ -119,6 +119,32 @@ void forEachOptimizerState(const char *name, IsSet isSet, Each each) {
       each(s.state);
 }
 
+struct OptimizerKeyInfo {
+  const char *optimizer;
+  const char *key;
+};
+
+inline constexpr OptimizerKeyInfo kOptimizerKeys[] = {
+#define LOOMX_OPTIMIZER_KEY(NAME, KEY) {NAME, KEY},
+#include "loomrt/ArtifactSchema.def"
+};
+
+/// Whether `key` is an optional key of some optimizer (LOOMX_OPTIMIZER_KEY).
+inline bool isOptimizerOwnKey(const char *key) {
+  for (const OptimizerKeyInfo &k : kOptimizerKeys)
+    if (std::strcmp(k.key, key) == 0)
+      return true;
+  return false;
+}
+
+/// Whether optimizer `name` takes the optional key `key`.
+inline bool optimizerTakesKey(const char *name, const char *key) {
+  for (const OptimizerKeyInfo &k : kOptimizerKeys)
+    if (std::strcmp(k.optimizer, name) == 0 && std::strcmp(k.key, key) == 0)
+      return true;
+  return false;
+}
+
 /// Whether `object` may carry `key` in format `version`.
 inline bool hasField(Object object, const char *key, uint32_t version) {
   for (const FieldInfo &f : kFields)

@@ -394,6 +394,20 @@ TEST(Artifact, AdadeltaRhoIsChecked) {
                   "optimizer.rho: must be in [0, 1], found 1.5");
 }
 
+TEST(Artifact, AnotherAlgorithmsKeyIsRefused) {
+  // Each optional key belongs to the algorithms that take it
+  // (LOOMX_OPTIMIZER_KEY); elsewhere it would be silently ignored.
+  EXPECT_CONTAINS(loadError(programOf("adam", {{"rho", 0.5}})),
+                  "optimizer.rho: 'rho' is not a hyperparameter of adam");
+  EXPECT_CONTAINS(
+      loadError(programOf("sgd", {{"amsgrad", false}})),
+      "optimizer.amsgrad: 'amsgrad' is not a hyperparameter of sgd");
+  EXPECT_CONTAINS(
+      loadError(programOf("adamw", {{"decoupled_weight_decay", true}})),
+      "optimizer.decoupled_weight_decay: 'decoupled_weight_decay' is not a "
+      "hyperparameter of adamw");
+}
+
 TEST(Artifact, AmsgradTakesThreeStateSlots) {
   json p = programOf("adam", {{"amsgrad", true}});
   EXPECT_EQ(Artifact::load(writeArtifact("a.loomx", p, linearWeights()))

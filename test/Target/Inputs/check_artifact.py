@@ -32,12 +32,12 @@ from loomx import SCHEMA  # noqa: E402
 
 MAGIC = SCHEMA.magic
 DTYPES = SCHEMA.dtypes
-# The version-4 optimizer keys the summary prints, for the optimizers they
-# belong to.
-OWN_KEYS = {"amsgrad": ("adam", "adamw"), "alpha": ("rmsprop",), "centered": ("rmsprop",),
-            "lr_decay": ("adagrad",), "initial_accumulator_value": ("adagrad",),
-            "decoupled_weight_decay": ("radam", "nadam"), "rho": ("adadelta",),
-            "momentum_decay": ("nadam",)}
+# The optional (version 4) optimizer keys, each with the optimizers that
+# take it, as the schema declares them (LOOMX_OPTIMIZER_KEY).
+OWN_KEYS: dict[str, list[str]] = {}
+for _name, _keys in SCHEMA.optimizer_keys.items():
+    for _key in _keys:
+        OWN_KEYS.setdefault(_key, []).append(_name)
 # Collective starts: the fields each takes beyond input/future/axes, as the
 # schema gives them.
 COLLECTIVES = {op: sorted(SCHEMA.inst_keys(op, SCHEMA.current)
@@ -154,6 +154,9 @@ class Checker:
             for key in ("amsgrad", "centered", "decoupled_weight_decay"):
                 if key in opt:
                     field(opt, key, "optimizer", bool)
+            for key in OWN_KEYS:
+                need(key not in opt or opt["name"] in OWN_KEYS[key], f"optimizer.{key}",
+                     f"not a hyperparameter of {opt['name']}")
 
         programs = field(p, "programs", "", list)
         table_keys = ("num_slots", "inputs", "state", "outputs")
@@ -605,11 +608,8 @@ def main():
         print(f"optimizer: {opt['name']} lr={opt['lr']} betas={opt['betas']} eps={opt['eps']} "
               f"weight_decay={opt['weight_decay']} momentum={opt['momentum']} "
               f"dampening={opt['dampening']} nesterov={opt['nesterov']} maximize={opt['maximize']}"
-              + "".join(f" {key}={opt[key]}" for key in ("amsgrad", "alpha", "centered", "lr_decay",
-                                                           "initial_accumulator_value",
-                                                           "decoupled_weight_decay", "rho",
-                                                           "momentum_decay")
-                        if key in opt and opt["name"] in OWN_KEYS.get(key, ())))
+              + "".join(f" {key}={opt[key]}" for key in SCHEMA.optimizer_keys.get(opt["name"], [])
+                        if key in opt))
     # A distributed step (a mesh) says how it is spread; a single-rank one
     # has nothing to say.
     distributed = "mesh" in program
