@@ -44,6 +44,62 @@ void writeDouble(OStream &j, double value) {
   });
 }
 
+/// The value of the optional numeric optimizer key `key` in `config`.
+double getOptimizerNumber(const OptimizerConfig &config, StringRef key) {
+  if (key == schema::kOptimizerAlpha)
+    return config.alpha;
+  if (key == schema::kOptimizerLrDecay)
+    return config.lrDecay;
+  if (key == schema::kOptimizerInitialAccumulatorValue)
+    return config.initialAccumulatorValue;
+  if (key == schema::kOptimizerRho)
+    return config.rho;
+  if (key == schema::kOptimizerMomentumDecay)
+    return config.momentumDecay;
+  llvm_unreachable("an optional optimizer key the writer does not know");
+}
+
+/// The artifact's `optimizer` object's fields for `config`: the keys every
+/// optimizer carries, then the optional keys its algorithm takes
+/// (LOOMX_OPTIMIZER_KEY), then `impl` when one is given.
+void writeOptimizer(OStream &j, const OptimizerConfig &config, StringRef impl) {
+  auto number = [&](StringRef key, double value) {
+    j.attributeBegin(key);
+    writeDouble(j, value);
+    j.attributeEnd();
+  };
+  j.attribute(schema::kOptimizerName, config.name);
+  number(schema::kOptimizerLr, config.lr);
+  j.attributeArray(schema::kOptimizerBetas, [&] {
+    writeDouble(j, config.beta1);
+    writeDouble(j, config.beta2);
+  });
+  number(schema::kOptimizerEps, config.eps);
+  number(schema::kOptimizerWeightDecay, config.weightDecay);
+  number(schema::kOptimizerMomentum, config.momentum);
+  number(schema::kOptimizerDampening, config.dampening);
+  j.attribute(schema::kOptimizerNesterov, config.nesterov);
+  j.attribute(schema::kOptimizerMaximize, config.maximize);
+  // getOptimizerConfig sets the name from a string literal, NUL-terminated
+  // as the schema's C strings need.
+  schema::forEachOptimizerKey(config.name.data(), [&](StringRef key) {
+    // amsgrad only when set (absent is false), so an Adam or AdamW
+    // artifact without it is what version 3 wrote.
+    if (key == schema::kOptimizerAmsgrad) {
+      if (config.amsgrad)
+        j.attribute(key, true);
+    } else if (key == schema::kOptimizerCentered) {
+      j.attribute(key, config.centered);
+    } else if (key == schema::kOptimizerDecoupledWeightDecay) {
+      j.attribute(key, config.decoupledWeightDecay);
+    } else {
+      number(key, getOptimizerNumber(config, key));
+    }
+  });
+  if (!impl.empty())
+    j.attribute(schema::kOptimizerImpl, impl);
+}
+
 void writeShape(OStream &j, RankedTensorType type) {
   j.array([&] {
     for (int64_t d : type.getShape())
@@ -585,47 +641,9 @@ std::string ArtifactWriter::buildProgram() {
             first.getOptimizer() ? getOptimizerConfig(*first.getOptimizer())
                                  : std::nullopt) {
       j.object([&] {
-        j.attribute(schema::kOptimizerName, config->name);
-        auto number = [&](StringRef key, double value) {
-          j.attributeBegin(key);
-          writeDouble(j, value);
-          j.attributeEnd();
-        };
-        number(schema::kOptimizerLr, config->lr);
-        j.attributeArray(schema::kOptimizerBetas, [&] {
-          writeDouble(j, config->beta1);
-          writeDouble(j, config->beta2);
-        });
-        number(schema::kOptimizerEps, config->eps);
-        number(schema::kOptimizerWeightDecay, config->weightDecay);
-        number(schema::kOptimizerMomentum, config->momentum);
-        number(schema::kOptimizerDampening, config->dampening);
-        j.attribute(schema::kOptimizerNesterov, config->nesterov);
-        j.attribute(schema::kOptimizerMaximize, config->maximize);
-        // Version 4's keys, each written by the algorithms that have it
-        // (amsgrad when set: absent is false).
-        if (config->amsgrad)
-          j.attribute(schema::kOptimizerAmsgrad, true);
-        if (config->name == schema::kOptimizerNameRmsprop) {
-          number(schema::kOptimizerAlpha, config->alpha);
-          j.attribute(schema::kOptimizerCentered, config->centered);
-        }
-        if (config->name == schema::kOptimizerNameAdadelta)
-          number(schema::kOptimizerRho, config->rho);
-        if (config->name == schema::kOptimizerNameRadam ||
-            config->name == schema::kOptimizerNameNadam)
-          j.attribute(schema::kOptimizerDecoupledWeightDecay,
-                      config->decoupledWeightDecay);
-        if (config->name == schema::kOptimizerNameNadam)
-          number(schema::kOptimizerMomentumDecay, config->momentumDecay);
-        if (config->name == schema::kOptimizerNameAdagrad) {
-          number(schema::kOptimizerLrDecay, config->lrDecay);
-          number(schema::kOptimizerInitialAccumulatorValue,
-                 config->initialAccumulatorValue);
-        }
-        if (auto impl = first->getAttrOfType<StringAttr>(
-                LoomDialect::kOptimizerImplAttrName))
-          j.attribute(schema::kOptimizerImpl, impl.getValue());
+        auto impl = first->getAttrOfType<StringAttr>(
+            LoomDialect::kOptimizerImplAttrName);
+        writeOptimizer(j, *config, impl ? impl.getValue() : StringRef());
       });
     } else {
       j.value(nullptr);

@@ -137,6 +137,15 @@ inline bool isOptimizerOwnKey(const char *key) {
   return false;
 }
 
+/// Calls `each(key)` for every optional key optimizer `name` takes, in the
+/// schema's order.
+template <typename Each>
+void forEachOptimizerKey(const char *name, Each each) {
+  for (const OptimizerKeyInfo &k : kOptimizerKeys)
+    if (std::strcmp(k.optimizer, name) == 0)
+      each(k.key);
+}
+
 /// Whether optimizer `name` takes the optional key `key`.
 inline bool optimizerTakesKey(const char *name, const char *key) {
   for (const OptimizerKeyInfo &k : kOptimizerKeys)
