@@ -194,23 +194,12 @@ static int64_t getOptimizerScratchBytes(const OptimizerUpdate &update) {
   bool sgd = config.name == "sgd";
   if (update.fused)
     return sgd ? 0 : 4;
-  if (config.name == "nadam") {
-    // As Adam: `div` and its `sqrt` at once, beside the negated or
-    // L2-decayed gradient when there is one.
-    bool gradCopy = config.maximize ||
-                    (config.weightDecay != 0 && !config.decoupledWeightDecay);
-    return (gradCopy ? 3 : 2) * bytes + 12;
-  }
-  if (config.name == "radam") {
-    // The L2-decayed or negated gradient, then `update` and, once
-    // rectified, `adaptive` beside it; 12 B of scalars.
-    bool gradCopy = config.maximize ||
-                    (config.weightDecay != 0 && !config.decoupledWeightDecay);
-    return (gradCopy ? 3 : 2) * bytes + 12;
-  }
-  if (config.name == "adam" || config.name == "adamw") {
-    bool gradCopy =
-        config.maximize || (config.name == "adam" && config.weightDecay != 0);
+  if (llvm::is_contained({"adam", "adamw", "radam", "nadam"}, config.name)) {
+    // Two parameter-sized tensors at once (Adam's and NAdam's `div` and its
+    // `sqrt`; RAdam's `update` and, once rectified, `adaptive`) beside the
+    // negated or L2-decayed gradient when there is one; 12 B of scalars.
+    bool decoupled = config.name == "adamw" || config.decoupledWeightDecay;
+    bool gradCopy = config.maximize || (config.weightDecay != 0 && !decoupled);
     return (gradCopy ? 3 : 2) * bytes + 12;
   }
   // SGD, RMSprop and Adagrad: the negated gradient, then the

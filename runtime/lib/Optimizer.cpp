@@ -58,6 +58,20 @@ void viewAsRealIfComplex(std::initializer_list<at::Tensor *> tensors) {
       *t = at::view_as_real(*t);
 }
 
+/// The weight decay of Adam, AdamW, RAdam and NAdam: `decoupled` (AdamW,
+/// and `decoupled_weight_decay`) scales the parameter,
+/// `param.mul_(1 - lr * weight_decay)`; otherwise the L2 term joins the
+/// gradient, `grad = grad.add(param, alpha=weight_decay)`; nothing at 0.
+void applyWeightDecay(const OptimizerSpec &o, bool decoupled,
+                      const at::Tensor &param, at::Tensor &grad) {
+  if (o.weightDecay == 0)
+    return;
+  if (decoupled)
+    param.mul_(number(1 - o.lr * o.weightDecay));
+  else
+    grad = grad.add(param, o.weightDecay);
+}
+
 void sgdStep(const OptimizerSpec &o, const at::Tensor &param,
              const at::Tensor &gradIn, const std::vector<at::Tensor> &state,
              float &step) {
@@ -97,15 +111,7 @@ void adamStep(const OptimizerSpec &o, const at::Tensor &paramIn,
   // step_t += 1, on a float32 tensor.
   step += 1.0f;
 
-  if (o.weightDecay != 0) {
-    if (o.kind == OptimizerKind::AdamW) {
-      // param.mul_(1 - lr * weight_decay)
-      param.mul_(number(1 - o.lr * o.weightDecay));
-    } else {
-      // grad = grad.add(param, alpha=weight_decay)
-      grad = grad.add(param, o.weightDecay);
-    }
-  }
+  applyWeightDecay(o, o.kind == OptimizerKind::AdamW, param, grad);
 
   at::Tensor maxExpAvgSq = o.amsgrad ? state[2] : at::Tensor();
   if (param.is_complex()) {
@@ -246,12 +252,7 @@ void nadamStep(const OptimizerSpec &o, const at::Tensor &paramIn,
   double step = double(scalars.step);
   // bias_correction2 = 1 - beta2**step
   double biasCorrection2 = 1 - std::pow(o.beta2, step);
-  if (o.weightDecay != 0) {
-    if (o.decoupledWeightDecay)
-      param.mul_(number(1 - o.lr * o.weightDecay)); // param.mul_(1 - lr * wd)
-    else
-      grad = grad.add(param, o.weightDecay); // grad.add(param, alpha=wd)
-  }
+  applyWeightDecay(o, o.decoupledWeightDecay, param, grad);
   // mu = beta1 * (1.0 - 0.5 * (0.96 ** (step * momentum_decay))), and
   // mu_next with step + 1.
   double mu = o.beta1 * (1.0 - 0.5 * std::pow(0.96, step * o.momentumDecay));
@@ -325,12 +326,7 @@ void radamStep(const OptimizerSpec &o, const at::Tensor &paramIn,
   // step_t += 1; step = _get_value(step_t)
   step += 1.0f;
   double s = double(step);
-  if (o.weightDecay != 0) {
-    if (o.decoupledWeightDecay)
-      param.mul_(number(1 - o.lr * o.weightDecay));
-    else
-      grad = grad.add(param, o.weightDecay);
-  }
+  applyWeightDecay(o, o.decoupledWeightDecay, param, grad);
   // exp_avg.lerp_(grad, 1 - beta1)
   expAvg.lerp_(grad, 1 - o.beta1);
   // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
