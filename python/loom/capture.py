@@ -131,10 +131,12 @@ import argparse
 import ast
 import contextlib
 import copy
+import functools
 import importlib.util
 import inspect
 import json
 import math
+import re
 import sys
 import traceback
 import warnings
@@ -520,6 +522,32 @@ def make_scheduler(opt: torch.optim.Optimizer, schedule: dict[str, Any] | None):
     return lr_scheduler.SequentialLR(opt, parts, milestones=[warmup])
 
 
+@functools.cache
+def resolve_vector_math_kernels() -> tuple[str, ...]:
+    """Calls, once per process and on one thread, every function ATen computes
+    with oneMKL's vector math (``IMPLEMENT_VML_MKL`` in ATen/cpu/vml.h); the
+    names called.
+
+    oneMKL picks each function's kernel on its first call, and first calls
+    from two intra-op threads at once can run the low-accuracy kernel on one
+    thread's chunk (pytorch/pytorch#188792): a reference ``sqrt`` of 4,096
+    elements on two threads was off by up to 3.2e-4 in half its elements in
+    about 1 process in 100 on a loaded machine. One element is below ATen's
+    parallel grain, so these calls resolve the kernels before the reference
+    runs. libloomrt does the same before a session's first step
+    (runtime/lib/VectorMath.h).
+    """
+    header = Path(torch.__file__).parent / "include" / "ATen" / "cpu" / "vml.h"
+    if not header.exists():  # a build without headers (or without MKL)
+        return ()
+    names = tuple(re.findall(r"^IMPLEMENT_VML_MKL\((\w+),", header.read_text(), re.MULTILINE))
+    for dtype in (torch.float32, torch.float64):
+        x = torch.full((1,), 0.5, dtype=dtype)  # in every function's domain
+        for name in names:
+            getattr(torch, name)(x)
+    return names
+
+
 def run_reference(
     model: nn.Module,
     batches: Sequence[tuple[torch.Tensor, ...]],
@@ -537,6 +565,7 @@ def run_reference(
     before that step's update, i.e. what the joint graph returns for step i;
     ``lrs[i]`` the rate of each group at step i (``get_last_lr()``).
     """
+    resolve_vector_math_kernels()
     opt = make_optimizer(model, optimizer, param_groups)
     scheduler = make_scheduler(opt, schedule)
 

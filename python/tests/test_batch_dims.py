@@ -144,9 +144,10 @@ def test_one_rank_equals_the_exported_graph_bitwise(tmp_path):
     (torch.export's decomposition of the GRU and attention), bit for bit.
     Eager autograd's gradients differ from both in the last bits on this
     machine (every parameter's, 2026-11-29), not asserted: that depends on
-    the CPU's kernels. Both sides run one ATen thread: with two, a
-    reduction's partition (the layer norm's bias gradient) occasionally
-    differs between runs on a loaded machine, in the last bit."""
+    the CPU's kernels. Both sides run one ATen thread, the same math as the
+    exported graph whatever the machine's load (with two, one loaded run
+    differed in the layer norm's bias gradient, in the last bit, before
+    oneMKL's first-call race was found: runtime/lib/VectorMath.h)."""
     import torch
     from safetensors.torch import load_file
     from torch.export.graph_signature import InputKind

@@ -7,6 +7,7 @@
 #include "Kernel.h"
 #include "MemoryTracker.h"
 #include "SlotTable.h"
+#include "VectorMath.h"
 #include "loomrt/Dtype.h"
 #include "loomrt/Error.h"
 #include "loomrt/Optimizer.h"
@@ -704,6 +705,8 @@ Session Session::load(const std::string &artifactPath) {
 
 Session Session::load(const std::string &artifactPath,
                       const DistributedConfig &config) {
+  // Before any kernel runs on several threads (VectorMath.h).
+  resolveVectorMathKernels();
   auto impl = std::make_unique<SessionImpl>();
   impl->artifact = Artifact::load(artifactPath);
   impl->config = config;
