@@ -1,6 +1,7 @@
 //===- AttachOptimizer.cpp - Apply the optimizer inside the step ---------===//
 
 #include "loom/Transforms/Passes.h"
+#include "loomrt/ArtifactSchema.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringSwitch.h"
@@ -76,11 +77,11 @@ bool loom::optimizerTakes(OptimizerKind kind, StringRef option) {
       .Default(true);
 }
 
-/// Whether torch.optim has a `fused=True` kernel for `kind` (SGD, Adam,
-/// AdamW and Adagrad do).
+/// Whether torch.optim has a `fused=True` kernel for `kind`; the artifact
+/// schema declares which (LOOMX_OPTIMIZER_FUSED), for the runtime too.
 static bool hasFusedKernel(OptimizerKind kind) {
-  return kind == OptimizerKind::SGD || kind == OptimizerKind::Adam ||
-         kind == OptimizerKind::AdamW || kind == OptimizerKind::Adagrad;
+  return loomrt::schema::hasFusedKernel(
+      stringifyOptimizerKind(kind).str().c_str());
 }
 
 StringRef loom::stringifyOptimizerImpl(OptimizerImpl impl) {

@@ -286,6 +286,19 @@ def test_optimizer_defaults(captured):
     assert sgd["lr"] == 1e-2 and sgd["weight_decay"] == 0 and sgd["momentum"] == 0
 
 
+def test_fused_optimizers_are_torchs_and_the_artifact_schemas():
+    """Capture's FUSED_OPTIMIZERS are the torch.optim classes that take
+    fused=True, and the optimizers the artifact schema lets say impl "fused"
+    (LOOMX_OPTIMIZER_FUSED, which the compiler and the runtime read)."""
+    sys.path.insert(0, str(REPO / "runtime" / "tests"))
+    from loomx import SCHEMA
+
+    takes_fused = {name for name in capture.OPTIMIZERS
+                   if "fused" in inspect.signature(capture.OPTIMIZERS[name]).parameters}
+    assert set(capture.FUSED_OPTIMIZERS) == takes_fused
+    assert list(capture.FUSED_OPTIMIZERS) == SCHEMA.fused_optimizers
+
+
 # --------------------------------------------------------------------------
 # The run configuration (run.json, and the same text inside step.pt2)
 

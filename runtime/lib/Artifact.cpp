@@ -133,9 +133,7 @@ size_t OptimizerSpec::numStateSlots() const {
 }
 
 bool OptimizerSpec::hasFusedKernel() const {
-  return kind != OptimizerKind::RMSprop && kind != OptimizerKind::Adadelta &&
-         kind != OptimizerKind::Adamax && kind != OptimizerKind::RAdam &&
-         kind != OptimizerKind::NAdam;
+  return schema::hasFusedKernel(toString(kind));
 }
 
 const char *ArgValue::kindName(Kind kind) {

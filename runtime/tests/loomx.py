@@ -45,6 +45,8 @@ class Schema:
     optimizer_states: dict = field(default_factory=dict)
     # name -> the optional keys (version 4) that optimizer takes.
     optimizer_keys: dict = field(default_factory=dict)
+    # The optimizers with a fused=True kernel (`impl` may be "fused").
+    fused_optimizers: list = field(default_factory=list)
 
     @property
     def current(self) -> int:
@@ -118,6 +120,8 @@ def load_schema(path: Path = SCHEMA_PATH) -> Schema:
             s.optimizer_states.setdefault(a[0], []).append((a[1], a[2]))
         elif macro == "LOOMX_OPTIMIZER_KEY":
             s.optimizer_keys.setdefault(a[0], []).append(a[1])
+        elif macro == "LOOMX_OPTIMIZER_FUSED":
+            s.fused_optimizers.append(a[0])
         else:
             raise ValueError(f"{path}:{n}: unknown schema macro {macro}")
     if len(s.magic) != 8 or {"Current", "Oldest"} - set(s.versions):

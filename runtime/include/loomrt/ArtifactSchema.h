@@ -154,6 +154,20 @@ inline bool optimizerTakesKey(const char *name, const char *key) {
   return false;
 }
 
+inline constexpr const char *kFusedOptimizers[] = {
+#define LOOMX_OPTIMIZER_FUSED(NAME) NAME,
+#include "loomrt/ArtifactSchema.def"
+};
+
+/// Whether torch.optim has a fused=True kernel for optimizer `name`
+/// (LOOMX_OPTIMIZER_FUSED).
+inline bool hasFusedKernel(const char *name) {
+  for (const char *fused : kFusedOptimizers)
+    if (std::strcmp(fused, name) == 0)
+      return true;
+  return false;
+}
+
 /// Whether `object` may carry `key` in format `version`.
 inline bool hasField(Object object, const char *key, uint32_t version) {
   for (const FieldInfo &f : kFields)

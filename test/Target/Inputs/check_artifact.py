@@ -157,6 +157,8 @@ class Checker:
             for key in OWN_KEYS:
                 need(key not in opt or opt["name"] in OWN_KEYS[key], f"optimizer.{key}",
                      f"not a hyperparameter of {opt['name']}")
+            need(opt.get("impl", "forloop") == "forloop" or opt["name"] in SCHEMA.fused_optimizers,
+                 "optimizer.impl", f"{opt['name']} has no fused implementation")
 
         programs = field(p, "programs", "", list)
         table_keys = ("num_slots", "inputs", "state", "outputs")
