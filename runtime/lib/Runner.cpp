@@ -224,75 +224,43 @@ int64_t checkTensors(const Session &session, const Reference &reference,
   return failures;
 }
 
-} // namespace
-
-int runRank(const RunOptions &o, const DistributedConfig &config) {
-  const bool distributed = config.worldSize > 1;
-  // Ranks on one machine share its cores: one ATen thread each unless asked.
-  if (o.threads > 0)
-    at::set_num_threads(o.threads);
-  else if (distributed)
-    at::set_num_threads(1);
-  // A fixed seed: random ops (dropout) draw the same numbers on every run,
-  // so two runs of a step (with and without recompute) compare bitwise.
-  at::manual_seed(0);
-
-  Session session = Session::load(o.artifact, config);
-  const bool leader = session.rank() == 0;
-  if (!o.weights.empty())
-    session.loadWeights(o.weights);
-  // The steps already run: a resumed run continues the step numbering (and
-  // the batches, and --check's losses) where the checkpoint stopped.
-  int64_t first = 0;
-  if (!o.resume.empty()) {
-    CheckpointInfo info = loadCheckpoint(session, o.resume);
-    first = info.dataPosition;
-    if (leader)
-      std::fprintf(stderr, "loom-run: resumed from %s at step %lld\n",
-                   info.path.c_str(), (long long)info.step);
-  }
-  BatchFile batches = BatchFile::open(o.batches);
-  if (size_t(batches.numArgs()) < session.numBatchElements())
-    throw Error(o.batches + ": batches have " +
-                std::to_string(batches.numArgs()) +
-                " elements, the artifact takes " +
-                std::to_string(session.numBatchElements()));
-
-  std::optional<Reference> reference;
-  if (!o.check.empty())
-    reference = Reference::load(o.check);
-  int64_t steps = o.steps     ? *o.steps
-                  : reference ? int64_t(reference->losses.size())
-                              : batches.numSteps();
+/// The steps to run, a total counted from step 0: --steps, else the
+/// reference's count with --check, else one per batch.
+int64_t countSteps(const RunOptions &o, const std::optional<Reference> &ref,
+                   const BatchFile &batches, int64_t first) {
+  int64_t steps = o.steps ? *o.steps
+                  : ref   ? int64_t(ref->losses.size())
+                          : batches.numSteps();
   if (steps < 1)
     throw Error("nothing to run: 0 steps");
   if (steps <= first)
     throw Error("nothing to run: the checkpoint is at step " +
                 std::to_string(first) + " and --steps is " +
                 std::to_string(steps) + " (the total, counted from step 0)");
-  if (reference && steps > int64_t(reference->losses.size()))
-    throw Error(o.check + " has " + std::to_string(reference->losses.size()) +
+  if (ref && steps > int64_t(ref->losses.size()))
+    throw Error(o.check + " has " + std::to_string(ref->losses.size()) +
                 " losses; cannot check " + std::to_string(steps) + " steps");
+  return steps;
+}
 
+/// Rank 0's first line: the model, the optimizer, threads and ranks; and a
+/// warning when the kernel workspace was measured with other threads.
+void printBanner(const RunOptions &o, const Session &session) {
   const Artifact &a = session.artifact();
   int64_t paramBytes = 0;
   for (const auto &p : session.parameters())
     paramBytes += p.second.numel() * p.second.element_size();
-  if (leader)
-    std::fprintf(
-        stderr,
-        "loom-run: %s: %zu parameters (%.2f MiB%s), %zu buffers, "
-        "%zu instructions, optimizer %s, %d threads%s\n",
-        o.artifact.c_str(), session.parameters().size(), mib(paramBytes),
-        a.worldSize > 1 ? " on rank 0" : "", session.buffers().size(),
-        a.programs[size_t(a.programOf(session.rank()))].instructions.size(),
-        a.optimizer ? toString(a.optimizer->kind) : "none",
-        at::get_num_threads(),
-        a.worldSize > 1
-            ? (", " + std::to_string(a.worldSize) + " ranks").c_str()
-            : "");
-
-  if (leader && a.kernelWorkspaceThreads &&
+  std::fprintf(
+      stderr,
+      "loom-run: %s: %zu parameters (%.2f MiB%s), %zu buffers, "
+      "%zu instructions, optimizer %s, %d threads%s\n",
+      o.artifact.c_str(), session.parameters().size(), mib(paramBytes),
+      a.worldSize > 1 ? " on rank 0" : "", session.buffers().size(),
+      a.programs[size_t(a.programOf(session.rank()))].instructions.size(),
+      a.optimizer ? toString(a.optimizer->kind) : "none", at::get_num_threads(),
+      a.worldSize > 1 ? (", " + std::to_string(a.worldSize) + " ranks").c_str()
+                      : "");
+  if (a.kernelWorkspaceThreads &&
       *a.kernelWorkspaceThreads != at::get_num_threads())
     std::fprintf(stderr,
                  "loom-run: warning: %s was compiled with the kernel "
@@ -303,16 +271,198 @@ int runRank(const RunOptions &o, const DistributedConfig &config) {
                  o.artifact.c_str(), (long long)*a.kernelWorkspaceThreads,
                  at::get_num_threads(), at::get_num_threads(),
                  (long long)*a.kernelWorkspaceThreads);
+}
 
+/// --check's loss comparisons: each step's, and the worst.
+class LossCheck {
+public:
+  LossCheck(double rtol, double atol) : rtol(rtol), atol(atol) {}
+
+  /// Compares step `step`'s loss and prints the comparison on the step's
+  /// line.
+  void add(int64_t step, double loss, double want) {
+    LossComparison c = compareLoss(loss, want, rtol, atol);
+    std::printf("  ref %.7f  rel %.1e  %s", c.want, c.relError,
+                c.ok ? "ok" : "MISMATCH");
+    if (!c.ok)
+      ++failures;
+    if (worstStep < 0 || !(c.relError <= worst.relError)) {
+      worst = c;
+      worstStep = step;
+    }
+  }
+
+  void printSummary(int64_t checked) const {
+    std::string tolerance = "rtol " + formatTolerance(rtol);
+    if (atol > 0)
+      tolerance += " atol " + formatTolerance(atol);
+    std::printf("check: losses  %lld/%lld within %s (worst step %lld: "
+                "%.7f vs %.7f, rel %.1e)\n",
+                (long long)(checked - failures), (long long)checked,
+                tolerance.c_str(), (long long)worstStep, worst.got, worst.want,
+                worst.relError);
+  }
+
+  int64_t numFailures() const { return failures; }
+
+private:
+  double rtol, atol;
+  int64_t failures = 0;
+  LossComparison worst;
+  int64_t worstStep = -1;
+};
+
+/// The highest measured peak of the run and its step.
+struct WorstPeak {
+  int64_t bytes = -1;
+  int64_t step = -1;
+  void add(int64_t s, int64_t peakBytes) {
+    if (peakBytes > bytes) {
+      bytes = peakBytes;
+      step = s;
+    }
+  }
+};
+
+/// Writes --trace: each rank its own part when there are several (the
+/// launcher merges them into o.trace).
+void writeTrace(const TraceWriter &trace, const RunOptions &o,
+                const Session &session) {
+  if (session.worldSize() == 1) {
+    trace.write(o.trace);
+    std::fprintf(stderr, "loom-run: wrote trace %s\n", o.trace.c_str());
+    return;
+  }
+  std::string part = rankTracePath(o.trace, session.rank());
+  trace.write(part);
+  if (!std::getenv(kTraceMergeEnv))
+    std::fprintf(stderr, "loom-run: rank %lld wrote trace %s\n",
+                 (long long)session.rank(), part.c_str());
+}
+
+/// Writes --kernel-workspace: each rank its own (the launcher merges them).
+void writeKernelWorkspace(const RunOptions &o, const Session &session) {
+  KernelWorkspace w;
+  w.device = "cpu";
+  w.threads = at::get_num_threads();
+  w.bytes = session.kernelWorkspace();
+  std::string path = session.worldSize() > 1
+                         ? rankTracePath(o.kernelWorkspace, session.rank())
+                         : o.kernelWorkspace;
+  w.write(path);
+  if (session.worldSize() == 1)
+    std::fprintf(stderr,
+                 "loom-run: wrote the workspace of %zu kernel signatures "
+                 "to %s\n",
+                 w.bytes.size(), path.c_str());
+}
+
+/// --check after the run: the loss summary (rank 0), then every rank
+/// compares what it holds (replicated tensors whole, sharded parameters as
+/// its shard against the matching slice of the reference, so a rank whose
+/// replicas drifted apart fails on its own); the exit code.
+int finishCheck(const RunOptions &o, Session &session, const Reference &ref,
+                int64_t first, int64_t steps, const LossCheck &losses) {
+  const bool leader = session.rank() == 0;
+  if (leader)
+    losses.printSummary(steps - first);
+  int64_t tensorFailures = 0;
+  if (steps == int64_t(ref.losses.size())) {
+    if (o.beforeCheck)
+      o.beforeCheck(session);
+    tensorFailures =
+        checkTensors(session, ref, o.rtol, o.atol.value_or(o.rtol));
+  } else if (leader) {
+    std::printf("check: tensors not compared: %s holds the state after %zu "
+                "steps, this run stopped after %lld\n",
+                ref.tensorsPath.c_str(), ref.losses.size(), (long long)steps);
+  }
+  std::string who =
+      leader ? "" : "rank " + std::to_string(session.rank()) + ": ";
+  if (losses.numFailures() || tensorFailures) {
+    std::printf("FAIL: %s%lld loss mismatches, %lld tensor mismatches\n",
+                who.c_str(), (long long)losses.numFailures(),
+                (long long)tensorFailures);
+    std::fflush(stdout);
+    return kExitMismatch;
+  }
+  if (leader)
+    std::printf("PASS\n");
+  std::fflush(stdout);
+  return kExitSuccess;
+}
+
+/// Saves a checkpoint after step `s` when --save-every asks for one;
+/// whether it did.
+bool saveIfDue(const RunOptions &o, Session &session, int64_t s,
+               CheckpointSaveOptions &saveOptions, Progress &progress) {
+  if (o.saveEvery <= 0 || (s + 1) % o.saveEvery != 0)
+    return false;
+  if (o.duringSave)
+    saveOptions.afterRankFile = [&](int64_t rank) {
+      o.duringSave(rank, s + 1);
+    };
+  std::string saved =
+      saveCheckpoint(session, o.checkpointDir, s + 1, saveOptions);
+  if (session.rank() == 0) {
+    progress.clear();
+    std::fprintf(stderr, "loom-run: saved checkpoint %s\n", saved.c_str());
+  }
+  return true;
+}
+
+/// Loads the session's starting point: --weights, then --resume; the
+/// number of steps already run (the resumed run continues the step
+/// numbering, the batches and --check's losses where the checkpoint
+/// stopped).
+int64_t loadStart(const RunOptions &o, Session &session) {
+  if (!o.weights.empty())
+    session.loadWeights(o.weights);
+  if (o.resume.empty())
+    return 0;
+  CheckpointInfo info = loadCheckpoint(session, o.resume);
+  if (session.rank() == 0)
+    std::fprintf(stderr, "loom-run: resumed from %s at step %lld\n",
+                 info.path.c_str(), (long long)info.step);
+  return info.dataPosition;
+}
+
+} // namespace
+
+int runRank(const RunOptions &o, const DistributedConfig &config) {
+  // Ranks on one machine share its cores: one ATen thread each unless asked.
+  if (o.threads > 0)
+    at::set_num_threads(o.threads);
+  else if (config.worldSize > 1)
+    at::set_num_threads(1);
+  // A fixed seed: random ops (dropout) draw the same numbers on every run,
+  // so two runs of a step (with and without recompute) compare bitwise.
+  at::manual_seed(0);
+
+  Session session = Session::load(o.artifact, config);
+  const bool leader = session.rank() == 0;
+  const int64_t first = loadStart(o, session);
+  BatchFile batches = BatchFile::open(o.batches);
+  if (size_t(batches.numArgs()) < session.numBatchElements())
+    throw Error(o.batches + ": batches have " +
+                std::to_string(batches.numArgs()) +
+                " elements, the artifact takes " +
+                std::to_string(session.numBatchElements()));
+  std::optional<Reference> reference;
+  if (!o.check.empty())
+    reference = Reference::load(o.check);
+  const int64_t steps = countSteps(o, reference, batches, first);
+  if (leader)
+    printBanner(o, session);
+
+  const Artifact &a = session.artifact();
   std::optional<TraceWriter> trace;
   if (!o.trace.empty()) {
     trace.emplace(a, session.rank(), session.worldSize());
     session.setTracing(true);
   }
-
   if (!o.kernelWorkspace.empty())
     session.setMeasuringKernels(true);
-
   std::optional<MemoryReport> memoryReport;
   if (!o.memoryReport.empty())
     memoryReport.emplace(session.worldSize() > 1
@@ -323,16 +473,10 @@ int runRank(const RunOptions &o, const DistributedConfig &config) {
   Progress progress(leader && o.progress && isatty(STDERR_FILENO) &&
                         steps >= kProgressMinSteps,
                     steps);
-  const double lossAtol = o.atol.value_or(0.0);
-  const double tensorAtol = o.atol.value_or(o.rtol);
-  int64_t lossFailures = 0;
-  LossComparison worstLoss;
-  int64_t worstLossStep = -1;
+  LossCheck losses(o.rtol, o.atol.value_or(0.0));
   CheckpointSaveOptions saveOptions;
   saveOptions.keep = o.keep;
-  // The highest measured peak and its step, against the budget the step
-  // was compiled under.
-  int64_t worstPeak = -1, worstPeakStep = -1;
+  WorstPeak worstPeak;
   for (int64_t s = first; s < steps; ++s) {
     if (o.beforeStep)
       o.beforeStep(session.rank(), s);
@@ -340,25 +484,10 @@ int runRank(const RunOptions &o, const DistributedConfig &config) {
     const StepStats &st = session.lastStats();
     if (trace)
       trace->addStep(st);
-    const bool save = o.saveEvery > 0 && (s + 1) % o.saveEvery == 0;
-    if (save) {
-      if (o.duringSave)
-        saveOptions.afterRankFile = [&](int64_t rank) {
-          o.duringSave(rank, s + 1);
-        };
-      std::string saved =
-          saveCheckpoint(session, o.checkpointDir, s + 1, saveOptions);
-      if (leader) {
-        progress.clear();
-        std::fprintf(stderr, "loom-run: saved checkpoint %s\n", saved.c_str());
-      }
-    }
+    bool saved = saveIfDue(o, session, s, saveOptions, progress);
     if (memoryReport)
-      memoryReport->add(s, loss, st, save);
-    if (st.peakBytes > worstPeak) {
-      worstPeak = st.peakBytes;
-      worstPeakStep = s;
-    }
+      memoryReport->add(s, loss, st, saved);
+    worstPeak.add(s, st.peakBytes);
     if (!leader)
       continue;
     progress.clear();
@@ -370,99 +499,27 @@ int runRank(const RunOptions &o, const DistributedConfig &config) {
       std::printf("  lr %.17g", *session.learningRate(session.stepsRun() - 1));
     // Every rank reports the loss reduced over the ranks, so rank 0's
     // comparison is every rank's.
-    if (reference) {
-      LossComparison c =
-          compareLoss(loss, reference->losses[size_t(s)], o.rtol, lossAtol);
-      std::printf("  ref %.7f  rel %.1e  %s", c.want, c.relError,
-                  c.ok ? "ok" : "MISMATCH");
-      if (!c.ok)
-        ++lossFailures;
-      if (worstLossStep < 0 || !(c.relError <= worstLoss.relError)) {
-        worstLoss = c;
-        worstLossStep = s;
-      }
-    }
+    if (reference)
+      losses.add(s, loss, reference->losses[size_t(s)]);
     std::printf("%s\n", collectivesText(st).c_str());
     std::fflush(stdout);
     progress.draw(s + 1);
   }
   progress.clear();
-  if (a.memoryBudget && worstPeak > *a.memoryBudget)
-    warnOverBudget(session.rank(), worstPeak, worstPeakStep, *a.memoryBudget,
-                   config.device.value_or(a.device));
-
-  if (trace && session.worldSize() > 1) {
-    // Every rank writes its own; the launcher merges them into o.trace.
-    std::string part = rankTracePath(o.trace, session.rank());
-    trace->write(part);
-    if (!std::getenv(kTraceMergeEnv))
-      std::fprintf(stderr, "loom-run: rank %lld wrote trace %s\n",
-                   (long long)session.rank(), part.c_str());
-  } else if (trace) {
-    trace->write(o.trace);
-    std::fprintf(stderr, "loom-run: wrote trace %s\n", o.trace.c_str());
-  }
-  if (!o.kernelWorkspace.empty()) {
-    KernelWorkspace w;
-    w.device = "cpu";
-    w.threads = at::get_num_threads();
-    w.bytes = session.kernelWorkspace();
-    // Every rank writes its own; the launcher merges them.
-    std::string path = session.worldSize() > 1
-                           ? rankTracePath(o.kernelWorkspace, session.rank())
-                           : o.kernelWorkspace;
-    w.write(path);
-    if (session.worldSize() == 1)
-      std::fprintf(stderr,
-                   "loom-run: wrote the workspace of %zu kernel signatures "
-                   "to %s\n",
-                   w.bytes.size(), path.c_str());
-  }
+  // The highest measured peak against the budget the step was compiled
+  // under.
+  if (a.memoryBudget && worstPeak.bytes > *a.memoryBudget)
+    warnOverBudget(session.rank(), worstPeak.bytes, worstPeak.step,
+                   *a.memoryBudget, config.device.value_or(a.device));
+  if (trace)
+    writeTrace(*trace, o, session);
+  if (!o.kernelWorkspace.empty())
+    writeKernelWorkspace(o, session);
   if (!o.saveParams.empty())
     session.saveParameters(o.saveParams); // every rank: shards are gathered
   if (!reference)
     return kExitSuccess;
-
-  if (leader) {
-    std::string lossTol = "rtol " + formatTolerance(o.rtol);
-    if (lossAtol > 0)
-      lossTol += " atol " + formatTolerance(lossAtol);
-    std::printf("check: losses  %lld/%lld within %s (worst step %lld: "
-                "%.7f vs %.7f, rel %.1e)\n",
-                (long long)(steps - first - lossFailures),
-                (long long)(steps - first), lossTol.c_str(),
-                (long long)worstLossStep, worstLoss.got, worstLoss.want,
-                worstLoss.relError);
-  }
-
-  // Every rank compares what it holds: replicated tensors whole, sharded
-  // parameters as its shard against the matching slice of the reference,
-  // so a rank whose replicas drifted apart fails on its own.
-  int64_t tensorFailures = 0;
-  if (steps == int64_t(reference->losses.size())) {
-    if (o.beforeCheck)
-      o.beforeCheck(session);
-    tensorFailures = checkTensors(session, *reference, o.rtol, tensorAtol);
-  } else if (leader) {
-    std::printf("check: tensors not compared: %s holds the state after %zu "
-                "steps, this run stopped after %lld\n",
-                reference->tensorsPath.c_str(), reference->losses.size(),
-                (long long)steps);
-  }
-
-  std::string who =
-      leader ? "" : "rank " + std::to_string(session.rank()) + ": ";
-  if (lossFailures || tensorFailures) {
-    std::printf("FAIL: %s%lld loss mismatches, %lld tensor mismatches\n",
-                who.c_str(), (long long)lossFailures,
-                (long long)tensorFailures);
-    std::fflush(stdout);
-    return kExitMismatch;
-  }
-  if (leader)
-    std::printf("PASS\n");
-  std::fflush(stdout);
-  return kExitSuccess;
+  return finishCheck(o, session, *reference, first, steps, losses);
 }
 
 } // namespace loomrt
