@@ -326,11 +326,13 @@ TEST(OptimizerGolden, MatchesTorchOptimBitwise) {
           << "state " << stateNames[i] << " differs";
     // The 0-d float32 scalars torch.optim keeps (SGD keeps no step),
     // bitwise too.
-    if (golden.find(name + ".state.step"))
+    if (golden.find(name + ".state.step")) {
       EXPECT_EQ(step.step, golden.read(name + ".state.step").item<float>());
-    if (o.kind == OptimizerKind::NAdam)
+    }
+    if (o.kind == OptimizerKind::NAdam) {
       EXPECT_EQ(step.muProduct,
                 golden.read(name + ".state.mu_product").item<float>());
+    }
   }
 }
 

@@ -61,8 +61,9 @@ TEST(SafetensorsFormat, HeaderLength) {
       prefix[i] = char((headerBytes >> (8 * i)) & 0xff);
     uint64_t read = 0;
     format::Problem p = format::readHeaderLength(prefix, fileBytes, read);
-    if (!p)
+    if (!p) {
       EXPECT_EQ(read, headerBytes);
+    }
     return p.value_or("");
   };
   EXPECT_EQ(lengthProblem(16, 24), "");

@@ -13,16 +13,40 @@
 
 #include <atomic>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <unistd.h>
 
 namespace loomrt::test {
 
+namespace {
+
+/// This process's folder under the test temporary directory, removed with
+/// everything in it when the process exits (by the process that made it,
+/// should a test ever fork).
+class TempFolder {
+public:
+  TempFolder()
+      : owner(::getpid()),
+        path(::testing::TempDir() + "loomrt-" + std::to_string(owner)) {
+    std::filesystem::create_directories(path);
+  }
+  ~TempFolder() {
+    std::error_code ignored;
+    if (::getpid() == owner)
+      std::filesystem::remove_all(path, ignored);
+  }
+  const pid_t owner;
+  const std::string path;
+};
+
+} // namespace
+
 std::string tempPath(const std::string &name) {
+  static TempFolder folder;
   static std::atomic<int> counter{0};
-  return ::testing::TempDir() + "loomrt-" + std::to_string(::getpid()) + "-" +
-         std::to_string(counter++) + "-" + name;
+  return folder.path + "/" + std::to_string(counter++) + "-" + name;
 }
 
 std::string writeFile(const std::string &name, const std::string &bytes) {

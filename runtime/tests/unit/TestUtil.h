@@ -22,7 +22,7 @@ namespace loomrt::test {
 
 using nlohmann::json;
 
-/// A fresh path in the test's temporary directory.
+/// A fresh path in this process's temporary folder (removed at exit).
 std::string tempPath(const std::string &name);
 
 /// The bytes of a safetensors file holding `tensors`.
