@@ -14,15 +14,6 @@
 
 namespace loomrt {
 
-const std::vector<std::string> &vectorMathFunctions() {
-  static const std::vector<std::string> names = {
-#define LOOMRT_VML_FUNCTION(NAME) #NAME,
-#include "VmlFunctions.inc"
-#undef LOOMRT_VML_FUNCTION
-  };
-  return names;
-}
-
 void resolveVectorMathKernels() {
   static std::once_flag once;
   std::call_once(once, [] {

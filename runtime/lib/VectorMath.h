@@ -19,20 +19,15 @@
 #ifndef LOOMRT_LIB_VECTORMATH_H
 #define LOOMRT_LIB_VECTORMATH_H
 
-#include <string>
-#include <vector>
-
 namespace loomrt {
 
-/// Calls every function ATen sends to VML once on a one-element float and
-/// double tensor, on this thread (one element is below ATen's parallel
-/// grain), so that oneMKL has picked its kernels before any step calls them
-/// from several threads. Once per process; later calls return at once.
+/// Calls every function ATen sends to VML (the generated VmlFunctions.inc:
+/// ATen's IMPLEMENT_VML_MKL list in the LibTorch headers built against) once on
+/// a one-element float and double tensor, on this thread (one element is below
+/// ATen's parallel grain), so that oneMKL has picked its kernels before any
+/// step calls them from several threads. Once per process; later calls return
+/// at once.
 void resolveVectorMathKernels();
-
-/// The functions resolveVectorMathKernels calls: ATen's IMPLEMENT_VML_MKL
-/// list, read from the LibTorch headers Loom was built with.
-const std::vector<std::string> &vectorMathFunctions();
 
 } // namespace loomrt
 
