@@ -137,6 +137,15 @@ if(EXISTS "${_torch_cuda}" AND EXISTS "${_c10_cuda}" AND _cudart
   add_library(loomrt::torch_cuda ALIAS loomrt_torch_cuda)
   message(STATUS "loomrt: LibTorch CUDA (libtorch_cuda, ${_cudart}): "
                  "building the CUDA backend")
+elseif(EXISTS "${_torch_cuda}")
+  # A CUDA wheel whose nvidia-* companions are missing or cut short (an
+  # interrupted pip): building without the backend would hide that the GPU
+  # code no longer compiles.
+  message(FATAL_ERROR "loomrt: ${_torch_cuda} exists but the CUDA runtime "
+                      "or NCCL of the nvidia-* wheels next to it does not "
+                      "(${_nvidia}/cuda_runtime, ${_nvidia}/nccl): reinstall "
+                      "them (.venv/bin/python -m pip install "
+                      "--force-reinstall -r requirements.txt)")
 else()
   message(STATUS "loomrt: this LibTorch has no CUDA: no CUDA backend "
                  "(loom-run --device cuda will say so)")
