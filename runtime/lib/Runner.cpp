@@ -324,18 +324,21 @@ struct WorstPeak {
   }
 };
 
+/// The file this rank writes for `path`: `path` itself on one rank, else
+/// its own part (rankTracePath), which the launcher merges.
+std::string rankFile(const std::string &path, const Session &session) {
+  return session.worldSize() > 1 ? rankTracePath(path, session.rank()) : path;
+}
+
 /// Writes --trace: each rank its own part when there are several (the
 /// launcher merges them into o.trace).
 void writeTrace(const TraceWriter &trace, const RunOptions &o,
                 const Session &session) {
-  if (session.worldSize() == 1) {
-    trace.write(o.trace);
-    std::fprintf(stderr, "loom-run: wrote trace %s\n", o.trace.c_str());
-    return;
-  }
-  std::string part = rankTracePath(o.trace, session.rank());
+  std::string part = rankFile(o.trace, session);
   trace.write(part);
-  if (!std::getenv(kTraceMergeEnv))
+  if (session.worldSize() == 1)
+    std::fprintf(stderr, "loom-run: wrote trace %s\n", part.c_str());
+  else if (!std::getenv(kTraceMergeEnv))
     std::fprintf(stderr, "loom-run: rank %lld wrote trace %s\n",
                  (long long)session.rank(), part.c_str());
 }
@@ -346,9 +349,7 @@ void writeKernelWorkspace(const RunOptions &o, const Session &session) {
   w.device = "cpu";
   w.threads = at::get_num_threads();
   w.bytes = session.kernelWorkspace();
-  std::string path = session.worldSize() > 1
-                         ? rankTracePath(o.kernelWorkspace, session.rank())
-                         : o.kernelWorkspace;
+  std::string path = rankFile(o.kernelWorkspace, session);
   w.write(path);
   if (session.worldSize() == 1)
     std::fprintf(stderr,
@@ -398,8 +399,9 @@ bool saveIfDue(const RunOptions &o, Session &session, int64_t s,
                CheckpointSaveOptions &saveOptions, Progress &progress) {
   if (o.saveEvery <= 0 || (s + 1) % o.saveEvery != 0)
     return false;
+  // Kept in saveOptions past this call: `s` by value.
   if (o.duringSave)
-    saveOptions.afterRankFile = [&](int64_t rank) {
+    saveOptions.afterRankFile = [&o, s](int64_t rank) {
       o.duringSave(rank, s + 1);
     };
   std::string saved =
@@ -465,10 +467,7 @@ int runRank(const RunOptions &o, const DistributedConfig &config) {
     session.setMeasuringKernels(true);
   std::optional<MemoryReport> memoryReport;
   if (!o.memoryReport.empty())
-    memoryReport.emplace(session.worldSize() > 1
-                             ? rankTracePath(o.memoryReport, session.rank())
-                             : o.memoryReport,
-                         session.rank());
+    memoryReport.emplace(rankFile(o.memoryReport, session), session.rank());
 
   Progress progress(leader && o.progress && isatty(STDERR_FILENO) &&
                         steps >= kProgressMinSteps,
