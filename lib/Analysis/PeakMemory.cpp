@@ -395,7 +395,7 @@ struct Sweep {
       delta[i] += scratch;
       delta[i + 1] -= scratch;
     }
-    int64_t live = 0;
+    int64_t live = 0, peakAt = -1;
     out.order.assign(ops.begin(), ops.end());
     out.activationBytesAt.clear();
     for (int64_t i = 0; i < end; ++i) {
@@ -404,9 +404,29 @@ struct Sweep {
       if (live > out.peakActivationBytes || !out.peakOp) {
         out.peakActivationBytes = std::max(out.peakActivationBytes, live);
         out.peakOp = ops[i];
+        peakAt = i;
       }
     }
     out.peakBytes = out.persistentBytes + out.peakActivationBytes;
+    recordLiveAt(peakAt, ops, lifetime, out);
+  }
+
+  /// Fills out.liveAtPeak with the storages live at position `at`.
+  template <typename Lifetimes>
+  static void recordLiveAt(int64_t at, ArrayRef<Operation *> ops,
+                           const Lifetimes &lifetime, PeakMemory &out) {
+    out.liveAtPeak.clear();
+    if (at < 0)
+      return;
+    for (auto &[s, span] : lifetime)
+      if (span.first <= at && at <= span.second)
+        if (int64_t bytes = getResultStorageBytes(s))
+          out.liveAtPeak.push_back({s, bytes});
+    if (int64_t scratch = getKernelScratchBytes(ops[at]))
+      out.liveAtPeak.push_back({Value(), scratch});
+    llvm::stable_sort(out.liveAtPeak, [](const auto &a, const auto &b) {
+      return a.second > b.second;
+    });
   }
 };
 } // namespace
@@ -481,22 +501,94 @@ PeakMemory::PeakMemory(rt::ProgramOp program) {
   sweep.run(program.getBody().front(), *this);
 }
 
-std::string PeakMemory::peakOpName() const {
-  if (!peakOp)
-    return "";
-  if (auto name = dyn_cast<NameLoc>(peakOp->getLoc()))
+/// A short name for an op: its graph node name where the location has one
+/// (IR read back from text has lost them), else its ATen kernel, which says
+/// nearly as much, else its op name.
+static std::string getShortName(Operation *op) {
+  if (auto name = dyn_cast<NameLoc>(op->getLoc()))
     return name.getName().str();
-  // IR read back from text has lost the graph node names; the kernel says
-  // nearly as much.
-  StringRef kernel = getAtenKernel(peakOp);
-  return (kernel.empty() ? peakOp->getName().getStringRef() : kernel).str();
+  StringRef kernel = getAtenKernel(op);
+  return (kernel.empty() ? op->getName().getStringRef() : kernel).str();
+}
+
+std::string PeakMemory::peakOpName() const {
+  return peakOp ? getShortName(peakOp) : "";
+}
+
+/// A short name for the op that allocated a storage.
+static std::string getStorageName(Value storage) {
+  Operation *op = storage.getDefiningOp();
+  return op ? getShortName(op) : "argument";
+}
+
+/// "module (phase)" for the op that allocated a storage; "kernel scratch"
+/// for a null storage.
+static std::string getStorageGroup(Value storage) {
+  if (!storage)
+    return "kernel scratch";
+  Operation *op = storage.getDefiningOp();
+  if (!op)
+    return "argument";
+  // A region's body op runs where the region stands, in backward.
+  StringRef module = getModulePath(op);
+  std::optional<Phase> phase = getPhase(op);
+  if (op->getParentOfType<RecomputeOp>())
+    phase = Phase::backward;
+  std::string group = module.empty() ? "<root>" : module.str();
+  if (getCollectiveKind(op) ||
+      isa<WaitOp, rt::WaitOp, rt::CollectiveStartOp>(op))
+    return group + " (collective)";
+  return group + " (" + (phase ? stringifyPhase(*phase).str() : "untagged") +
+         ")";
+}
+
+SmallVector<std::pair<std::string, int64_t>>
+PeakMemory::getLiveGroupsAtPeak() const {
+  llvm::StringMap<int64_t> byGroup;
+  for (auto [storage, bytes] : liveAtPeak)
+    byGroup[getStorageGroup(storage)] += bytes;
+  SmallVector<std::pair<std::string, int64_t>> groups;
+  for (auto &entry : byGroup)
+    groups.push_back({entry.getKey().str(), entry.getValue()});
+  // Largest first; the name breaks ties (the map's order is not stable).
+  llvm::sort(groups, [](const auto &a, const auto &b) {
+    return std::tie(b.second, a.first) < std::tie(a.second, b.first);
+  });
+  return groups;
+}
+
+void PeakMemory::printLiveAtPeak(raw_ostream &os, size_t groups) const {
+  auto all = getLiveGroupsAtPeak();
+  os << "live at the peak:";
+  for (auto &[group, bytes] : ArrayRef(all).take_front(groups))
+    os << " " << group << " " << bytes << ";";
+  if (all.size() > groups) {
+    int64_t rest = 0;
+    for (auto &entry : ArrayRef(all).drop_front(groups))
+      rest += entry.second;
+    os << " " << all.size() - groups << " more " << rest << ";";
+  }
+  os << "\n";
 }
 
 llvm::json::Value PeakMemory::toJSON() const {
+  // What is live at the peak: bytes by module and phase of the op that
+  // allocated it, and the largest tensors.
+  llvm::json::Array groupArray, largest;
+  for (auto &[group, bytes] : getLiveGroupsAtPeak())
+    groupArray.push_back(
+        llvm::json::Object{{"group", group}, {"bytes", bytes}});
+  for (auto [storage, bytes] : ArrayRef(liveAtPeak).take_front(kLargestAtPeak))
+    largest.push_back(llvm::json::Object{
+        {"name", storage ? getStorageName(storage) : "kernel scratch"},
+        {"group", getStorageGroup(storage)},
+        {"bytes", bytes}});
   return llvm::json::Object{
       {"persistent_bytes", persistentBytes},
       {"peak_activation_bytes", peakActivationBytes},
       {"peak_bytes", peakBytes},
       {"peak_op", peakOpName()},
-      {"peak_module", peakOp ? getModulePath(peakOp).str() : ""}};
+      {"peak_module", peakOp ? getModulePath(peakOp).str() : ""},
+      {"live_at_peak", std::move(groupArray)},
+      {"largest_at_peak", std::move(largest)}};
 }

@@ -520,10 +520,15 @@ void SimulationResult::print(raw_ostream &os) const {
             stringifyCollectiveKind(CollectiveKind(i)).str().c_str(),
             (long long)k.count, us(k.time).c_str(), us(k.exposed).c_str());
   }
-  if (memory)
+  if (memory) {
     os << "  peak memory per rank  " << memory->peakBytes
        << " bytes (persistent " << memory->persistentBytes << " + activations "
        << memory->peakActivationBytes << ")\n";
+    if (memory->peakOp) {
+      os << "  ";
+      memory->printLiveAtPeak(os);
+    }
+  }
 }
 
 llvm::json::Value SimulationResult::toJSON() const {

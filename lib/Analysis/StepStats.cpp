@@ -286,6 +286,8 @@ void StepStats::print(raw_ostream &os) const {
       os << ", recomputed";
   }
   os << ")\n";
+  if (memory.peakOp)
+    memory.printLiveAtPeak(os);
 }
 
 llvm::json::Value StepStats::toJSON() const {

@@ -36,10 +36,17 @@
 // gh0 512 + ga0 512 = 1924 (go0 freed after op 25). The peak is 1924, first
 // at op 13: 768 + 1924 = 2692, exactly 512 (h0) below @plain.
 
+// What is live there, by the module and phase of the op that allocated it:
+// in @plain layers.1's backward gw1b + gh1 + ga1 = 1152, layers.0's forward
+// h0 + o0 = 768, layers.1's forward h1 512, the root's loss 4; in @remat
+// layers.0's forward keeps only o0 (256).
+
 // CHECK-LABEL: === loom-stats @plain ===
 // CHECK: predicted peak memory: 3204 bytes (persistent 768 + activations 2436, at 'aten::threshold_backward.default' in 'layers.1')
+// CHECK-NEXT: live at the peak: layers.1 (backward) 1152; layers.0 (forward) 768; layers.1 (forward) 512; <root> (forward) 4;
 // CHECK-LABEL: === loom-stats @remat ===
 // CHECK: predicted peak memory: 2692 bytes (persistent 768 + activations 1924, at 'aten::threshold_backward.default' in 'layers.1')
+// CHECK-NEXT: live at the peak: layers.1 (backward) 1152; layers.1 (forward) 512; layers.0 (forward) 256; <root> (forward) 4;
 
 // JSON: "function": "plain"
 // JSON: "peak_activation_bytes": 2436,
@@ -160,8 +167,12 @@ func.func @remat(%x: !io {loom.name = "x", loom.role = #loom.role<input>},
 // the peak is 1032 at the recomputed relu, 576 + 1032 = 1608. (Without the
 // body's transient the peak would be 1024, in forward.)
 
+// Live there: ra and rh, which the region computes in backward (1024), the
+// loss l (forward) and one (backward), 4 B each.
+
 // CHECK-LABEL: === loom-stats @transient ===
 // CHECK: predicted peak memory: 1608 bytes (persistent 576 + activations 1032, at 'aten::relu.default' in 'blk', recomputed)
+// CHECK-NEXT: live at the peak: blk (backward) 1024; <root> (backward) 4; <root> (forward) 4;
 // RT-TRANSIENT: predicted peak memory 1608 bytes (persistent 576 + activations 1032)
 
 func.func @transient(%x: tensor<32x4xf32> {loom.name = "x", loom.role = #loom.role<input>},

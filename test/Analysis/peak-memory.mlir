@@ -12,11 +12,41 @@
 //   6 the update writes %w in place, allocates nothing
 // Live per op: 64, 64, 128, 256, 192, 132, 68: the peak is 256 bytes at
 // op 3, 128 + 256 = 384 in all. (Without the view keeping %h alive the
-// peak would be 192; without counting %u, 192 at op 4.)
+// peak would be 192; without counting %u, 192 at op 4.) Live at op 3: %u
+// (128 B, module blk) and %h, %r (64 B each, the root module); none has a
+// phase.
 
 // CHECK: predicted peak memory: 384 bytes (persistent 128 + activations 256, at 'aten::cat.default' in 'blk')
+// CHECK-NEXT: live at the peak: <root> (untagged) 128; blk (untagged) 128;
 
 // JSON: "memory": {
+// JSON-NEXT: "largest_at_peak": [
+// JSON-NEXT: {
+// JSON-NEXT: "bytes": 128,
+// JSON-NEXT: "group": "blk (untagged)",
+// JSON-NEXT: "name": "aten::cat.default"
+// JSON-NEXT: },
+// JSON-NEXT: {
+// JSON-NEXT: "bytes": 64,
+// JSON-NEXT: "group": "<root> (untagged)",
+// JSON-NEXT: "name": "aten::add.Tensor"
+// JSON-NEXT: },
+// JSON-NEXT: {
+// JSON-NEXT: "bytes": 64,
+// JSON-NEXT: "group": "<root> (untagged)",
+// JSON-NEXT: "name": "aten::relu.default"
+// JSON-NEXT: }
+// JSON-NEXT: ],
+// JSON-NEXT: "live_at_peak": [
+// JSON-NEXT: {
+// JSON-NEXT: "bytes": 128,
+// JSON-NEXT: "group": "<root> (untagged)"
+// JSON-NEXT: },
+// JSON-NEXT: {
+// JSON-NEXT: "bytes": 128,
+// JSON-NEXT: "group": "blk (untagged)"
+// JSON-NEXT: }
+// JSON-NEXT: ],
 // JSON-NEXT: "peak_activation_bytes": 256,
 // JSON-NEXT: "peak_bytes": 384,
 // JSON-NEXT: "peak_module": "blk",

@@ -34,6 +34,12 @@
 // JSON: "compute_time": 1.02089{{[0-9]*}}e-05
 // JSON: "function": "compute"
 // JSON: "memory": {
+// JSON: "live_at_peak": [
+// JSON-NEXT: {
+// JSON-NEXT: "bytes": 131072,
+// JSON-NEXT: "group": "<root> (untagged)"
+// JSON-NEXT: }
+// JSON-NEXT: ],
 // JSON-NEXT: "peak_activation_bytes": 131072,
 // JSON-NEXT: "peak_bytes": 327680,
 // JSON: "step_time": 1.02089{{[0-9]*}}e-05

@@ -23,9 +23,18 @@
 // place is right after the reduction, where %big is dead; the all-gather
 // still runs across the rest of layers.1's backward.
 
+//
+// By the module and phase of what allocated them: layers.1's backward %big
+// and the reduction (1040), layers.1's gathered weight (a collective's
+// buffer, 64), the root's loss gradient (backward, 32) and h0 (layers.0's
+// forward, 32), then the loss (4); pre adds layers.0's gathered weight.
+
 // PEAK-NONE: predicted peak memory: 1268 bytes (persistent 96 + activations 1172, at 'aten::sum.dim_IntList' in 'layers.1')
+// PEAK-NONE-NEXT: live at the peak: layers.1 (backward) 1040; layers.1 (collective) 64; <root> (backward) 32; layers.0 (forward) 32; 1 more 4;
 // PEAK-BOUNDED: predicted peak memory: 1268 bytes (persistent 96 + activations 1172, at 'aten::sum.dim_IntList' in 'layers.1')
+// PEAK-BOUNDED-NEXT: live at the peak: layers.1 (backward) 1040; layers.1 (collective) 64; <root> (backward) 32; layers.0 (forward) 32; 1 more 4;
 // PEAK-PRE: predicted peak memory: 1332 bytes (persistent 96 + activations 1236, at 'aten::sum.dim_IntList' in 'layers.1')
+// PEAK-PRE-NEXT: live at the peak: layers.1 (backward) 1040; layers.0 (collective) 64; layers.1 (collective) 64; <root> (backward) 32; 2 more 36;
 
 // BOUNDED-LABEL: func.func @step(
 // BOUNDED: loom.wait %{{.*}} {loom.module = "layers.1", loom.phase = #loom.phase<backward>}

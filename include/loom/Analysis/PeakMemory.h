@@ -64,10 +64,28 @@ public:
   llvm::SmallVector<mlir::Operation *> order;
   llvm::SmallVector<int64_t> activationBytesAt;
 
+  /// The tensors live at `peakOp`: each storage (the value that allocated
+  /// it) and its bytes, largest first; a kernel's temporaries as a null
+  /// value. What a memory snapshot at the peak would show.
+  llvm::SmallVector<std::pair<mlir::Value, int64_t>> liveAtPeak;
+
   /// A short name for `peakOp`: its graph node name where the location has
   /// one, else the op name.
   std::string peakOpName() const;
+  /// The bytes of `liveAtPeak` by the module and phase of the op that
+  /// allocated them ("layers.0 (forward)", "(root) (backward)", "layers.1
+  /// (collective)", "kernel scratch"), largest first.
+  llvm::SmallVector<std::pair<std::string, int64_t>>
+  getLiveGroupsAtPeak() const;
+  /// One line: "live at the peak:" and the `groups` largest groups, then how
+  /// many more and their bytes.
+  void printLiveAtPeak(llvm::raw_ostream &os, size_t groups = 4) const;
+  /// The numbers above, with what is live at the peak: its groups
+  /// (`live_at_peak`) and the `kLargestAtPeak` largest tensors
+  /// (`largest_at_peak`: the name of the op that allocated each, its group
+  /// and bytes).
   llvm::json::Value toJSON() const;
+  static constexpr size_t kLargestAtPeak = 10;
 };
 
 /// The bytes a value of `type` occupies (a future's: its value's; 0 for a

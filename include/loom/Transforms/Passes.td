@@ -24,6 +24,16 @@ def LoomStats : Pass<"loom-stats", "::mlir::ModuleOp"> {
       attention kernels `FlopCounterMode` has no rule for on CPU
       (`_scaled_dot_product_flash_attention_for_cpu*`) are counted with the
       same formulas as the GPU ones.
+    - the predicted peak memory (the liveness sweep of
+      `docs/simulator.md`), the op where it is reached, and what is live
+      there: its bytes by the module and phase of the op that allocated
+      them (`layers.3 (forward)` is what layers.3's forward keeps for
+      backward, `layers.4 (collective)` a collective's buffer such as
+      FSDP's gathered parameters, `<root>` the ops of no module), the four
+      largest groups on the line, all of them and the ten largest tensors
+      under `memory` in the JSON (`live_at_peak`, `largest_at_peak`): what
+      a memory snapshot at the peak would show, and what recompute or
+      another schedule could free.
 
     FLOPs of a module include its submodules only in the `inclusive` column.
     The ops of `loom.recompute` regions count in the region's phase
@@ -86,7 +96,8 @@ def LoomSimulate : Pass<"loom-simulate", "::mlir::ModuleOp"> {
     blocks the compute stream until its collective is done. It prints, to
     stderr, the step time, compute and communication time, the exposed
     communication (the time compute waits) and the predicted peak memory
-    per rank. The model and the device files are described in
+    per rank, with what is live at the peak (grouped as `--loom-stats`
+    groups it). The model and the device files are described in
     `docs/simulator.md`.
 
     Run it on the step the distribution passes produced (`loom-fsdp`,
