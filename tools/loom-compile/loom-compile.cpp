@@ -95,6 +95,10 @@ static void printSummary(mlir::ModuleOp module) {
            << memory.peakBytes << " bytes (persistent "
            << memory.persistentBytes << " + activations "
            << memory.peakActivationBytes << ")\n";
+    if (memory.peakOp) {
+      errs() << "loom-compile:   ";
+      memory.printLiveAtPeak(errs());
+    }
     // Parameter groups and the schedule, as the runtime will apply them.
     llvm::MapVector<mlir::Attribute, SmallVector<StringRef>> groups;
     for (auto update : program.getBody().getOps<loom::rt::OptimizerOp>())
