@@ -654,6 +654,43 @@ private:
   ResultSpec readResult(const json &v, const std::string &path);
   void checkDataflow(size_t programIndex);
 
+  /// What checkDataflow tracks while it walks a program.
+  struct Dataflow {
+    static constexpr char kValue = 1, kFuture = 2;
+    /// Per slot: 0 nothing, kValue a value, kFuture the future of a
+    /// collective in flight.
+    std::vector<char> live;
+    /// future slot -> (input slot, start instruction index)
+    std::map<int64_t, std::pair<int64_t, size_t>> inFlight;
+    /// future slot -> the op that started it (the last one, once waited).
+    std::map<int64_t, OpKind> startedBy;
+    std::set<int64_t> recordedEvents;
+    /// The parameters an optimizer instruction has updated.
+    std::set<std::string> optimized;
+  };
+  /// Fails unless slot `s` (none if negative) holds a value.
+  void flowRead(const Dataflow &flow, int64_t s, const std::string &path);
+  /// Fails if writing slot `s` would drop a future or the input of a
+  /// collective in flight.
+  void flowWritable(const Dataflow &flow, int64_t s, const std::string &path);
+  /// Fails if slot `s` is the input of a collective in flight, which must not
+  /// be `what` ("written", "freed") before its wait.
+  void flowKeepsInput(const Dataflow &flow, int64_t s, const std::string &path,
+                      const char *what);
+  void flowAten(Dataflow &flow, const Instruction &inst, const std::string &p);
+  void flowFree(Dataflow &flow, const Instruction &inst, const std::string &p);
+  void flowOptimizer(Dataflow &flow, const Program &program,
+                     const Instruction &inst, const std::string &p);
+  /// State entry `k` of an optimizer instruction: bound, the parameter's,
+  /// shaped like it, listed once.
+  void checkOptimizerState(const Program &program, const Instruction &inst,
+                           const InputSpec &param, size_t k,
+                           const std::string &sp);
+  /// A collective start, a send or a recv at instructions[i].
+  void flowStart(Dataflow &flow, const Instruction &inst, const std::string &p,
+                 size_t i);
+  void flowWait(Dataflow &flow, const Instruction &inst, const std::string &p);
+
   Artifact &a;
   std::string what;
   /// The tables being read or checked: the top level's, or a program's.
@@ -1663,214 +1700,44 @@ ResultSpec ProgramReader::readResult(const json &v, const std::string &path) {
 void ProgramReader::checkDataflow(size_t programIndex) {
   const Program &program = a.programs[programIndex];
   t = &a.programs[programIndex];
-  std::vector<char> live(size_t(program.numSlots), 0);
+  Dataflow flow;
+  flow.live.assign(size_t(program.numSlots), 0);
   for (const InputSpec &in : program.inputs)
-    live[in.slot] = 1;
+    flow.live[in.slot] = Dataflow::kValue;
   for (const StateSpec &s : program.state)
-    live[s.slot] = 1;
-
-  // live: 0 nothing, 1 a value, 2 a future (a collective in flight).
-  constexpr char kFuture = 2;
-  auto read = [&](int64_t s, const std::string &path) {
-    if (s >= 0 && !live[s])
-      fail(path, "slot " + std::to_string(s) +
-                     " is read before it is written (or after it is freed)");
-    if (s >= 0 && live[s] == kFuture)
-      fail(path, "slot " + std::to_string(s) +
-                     " holds the future of a collective in flight; read "
-                     "the result of its wait instead");
-  };
-  // future slot -> (input slot, start instruction index)
-  std::map<int64_t, std::pair<int64_t, size_t>> inFlight;
-  // future slot -> the op that started it (the last one, once waited).
-  std::map<int64_t, OpKind> startedBy;
-  auto waitedStart = [&](int64_t future) {
-    auto it = inFlight.find(future);
-    return it == inFlight.end() ? size_t(0) : it->second.second;
-  };
-  std::set<int64_t> recordedEvents;
-  auto checkWritable = [&](int64_t s, const std::string &path) {
-    if (live[s] == kFuture)
-      fail(path, "slot " + std::to_string(s) +
-                     " holds the future of a collective that was never "
-                     "waited");
-    for (const auto &[fut, started] : inFlight)
-      if (started.first == s)
-        fail(path, "slot " + std::to_string(s) +
-                       " is the input of the collective started at "
-                       "instructions[" +
-                       std::to_string(started.second) +
-                       "] and must not be written before its wait");
-  };
-  std::set<std::string> optimized;
+    flow.live[s.slot] = Dataflow::kValue;
   for (size_t i = 0; i < program.instructions.size(); ++i) {
     const Instruction &inst = program.instructions[i];
     std::string p = "programs[" + std::to_string(programIndex) +
                     "].instructions[" + std::to_string(i) + "]";
     node = inst.name.empty() ? "" : " (in '" + inst.name + "')";
     switch (inst.op) {
-    case OpKind::Aten: {
-      auto readArg = [&](const ArgValue &arg, const std::string &argPath) {
-        for (size_t k = 0; k < arg.slots.size(); ++k)
-          read(arg.slots[k], arg.kind == ArgValue::Kind::Tensor
-                                 ? argPath
-                                 : index(argPath, k));
-      };
-      for (size_t k = 0; k < inst.args.size(); ++k)
-        readArg(inst.args[k], index(p + ".args", k));
-      for (const auto &[name, arg] : inst.kwargs)
-        readArg(arg, p + ".kwargs." + name);
-      std::set<int64_t> written;
-      auto write = [&](int64_t s, const std::string &path) {
-        if (s < 0)
-          return;
-        if (!written.insert(s).second)
-          fail(path, "slot " + std::to_string(s) +
-                         " receives two results of one instruction");
-        checkWritable(s, path);
-        live[s] = 1;
-      };
-      for (size_t k = 0; k < inst.results.size(); ++k) {
-        const ResultSpec &r = inst.results[k];
-        if (r.kind == ResultSpec::Kind::Slot)
-          write(r.slot, index(p + ".results", k));
-        for (size_t m = 0; m < r.slots.size(); ++m)
-          write(r.slots[m], index(index(p + ".results", k), m));
-      }
+    case OpKind::Aten:
+      flowAten(flow, inst, p);
       break;
-    }
     case OpKind::Free:
-      for (size_t k = 0; k < inst.slots.size(); ++k) {
-        std::string path = index(p + ".slots", k);
-        if (!live[inst.slots[k]])
-          fail(path, "slot " + std::to_string(inst.slots[k]) +
-                         " holds no value to free (never written, or freed "
-                         "already)");
-        if (live[inst.slots[k]] == kFuture)
-          fail(path, "slot " + std::to_string(inst.slots[k]) +
-                         " holds the future of a collective in flight; "
-                         "wait for it before freeing");
-        for (const auto &[fut, started] : inFlight)
-          if (started.first == inst.slots[k])
-            fail(path, "slot " + std::to_string(inst.slots[k]) +
-                           " is the input of the collective started at "
-                           "instructions[" +
-                           std::to_string(started.second) +
-                           "] and must not be freed before its wait");
-        live[inst.slots[k]] = 0;
-      }
+      flowFree(flow, inst, p);
       break;
-    case OpKind::Optimizer: {
-      if (!a.optimizer)
-        fail(p, "an optimizer instruction, but the artifact's optimizer is "
-                "null");
-      int64_t pi = program.findInput(inst.param);
-      if (pi < 0 || program.inputs[size_t(pi)].role != InputRole::Parameter)
-        fail(p + ".param", "'" + inst.param + "' is not a parameter input");
-      const InputSpec &param = program.inputs[size_t(pi)];
-      if (!optimized.insert(inst.param).second)
-        fail(p + ".param", "'" + inst.param +
-                               "' is updated by a second optimizer "
-                               "instruction");
-      if (inst.paramSlot != param.slot)
-        fail(p + ".param_slot", "slot " + std::to_string(inst.paramSlot) +
-                                    " is not the slot of '" + inst.param +
-                                    "' (inputs bind it to slot " +
-                                    std::to_string(param.slot) + ")");
-      read(inst.grad, p + ".grad");
-      std::vector<std::string> want = a.optimizer->stateNames();
-      if (inst.state.size() != want.size()) {
-        std::string names;
-        for (const std::string &n : want)
-          names += (names.empty() ? "" : ", ") + n;
-        fail(p + ".state", std::string(toString(a.optimizer->kind)) +
-                               " with these hyperparameters takes [" + names +
-                               "], found " + std::to_string(inst.state.size()) +
-                               " slots");
-      }
-      for (size_t k = 0; k < inst.state.size(); ++k) {
-        std::string sp = index(p + ".state", k);
-        const StateSpec *s = nullptr;
-        for (const StateSpec &candidate : program.state)
-          if (candidate.slot == inst.state[k])
-            s = &candidate;
-        if (!s)
-          fail(sp, "slot " + std::to_string(inst.state[k]) +
-                       " is not bound by any `state` entry");
-        if (s->param != inst.param)
-          fail(sp, "state '" + s->name + "' belongs to '" + s->param +
-                       "', not '" + inst.param + "'");
-        if (s->dtype != param.dtype || s->shape != param.shape)
-          fail(sp, "state '" + s->name + "' is " + artifactDtypeName(s->dtype) +
-                       " " + formatShape(s->shape) + " but parameter '" +
-                       param.name + "' is " + artifactDtypeName(param.dtype) +
-                       " " + formatShape(param.shape));
-        for (size_t m = 0; m < k; ++m)
-          if (inst.state[m] == inst.state[k])
-            fail(sp,
-                 "slot " + std::to_string(inst.state[k]) + " is listed twice");
-      }
+    case OpKind::Optimizer:
+      flowOptimizer(flow, program, inst, p);
       break;
-    }
     case OpKind::AllGatherStart:
     case OpKind::ReduceScatterStart:
     case OpKind::AllReduceStart:
     case OpKind::BroadcastStart:
     case OpKind::AllSliceStart:
-      read(inst.input, p + ".input");
-      checkWritable(inst.future, p + ".future");
-      if (inst.future == inst.input)
-        fail(p + ".future", "the future cannot take the input's slot " +
-                                std::to_string(inst.input));
-      live[inst.future] = kFuture;
-      inFlight[inst.future] = {inst.input, i};
-      startedBy[inst.future] = inst.op;
-      break;
     case OpKind::SendStart:
     case OpKind::RecvStart:
-      // A send reads its input until its wait (the transfer is
-      // asynchronous); a recv has no input and delivers at its wait.
-      if (inst.op == OpKind::SendStart) {
-        read(inst.input, p + ".input");
-        if (inst.future == inst.input)
-          fail(p + ".future", "the future cannot take the input's slot " +
-                                  std::to_string(inst.input));
-      }
-      checkWritable(inst.future, p + ".future");
-      live[inst.future] = kFuture;
-      inFlight[inst.future] = {inst.input, i};
-      startedBy[inst.future] = inst.op;
+      flowStart(flow, inst, p, i);
       break;
-    case OpKind::Wait: {
-      if (live[inst.future] != kFuture)
-        fail(p + ".future", "slot " + std::to_string(inst.future) +
-                                " holds no future: no collective was "
-                                "started into it (or it was waited already)");
-      bool send = startedBy[inst.future] == OpKind::SendStart;
-      size_t startIndex = waitedStart(inst.future);
-      live[inst.future] = 0;
-      inFlight.erase(inst.future);
-      if (send && inst.result >= 0)
-        fail(p + ".result", "the wait of a send has no result (slot " +
-                                std::to_string(inst.future) +
-                                " holds the future of the send "
-                                "started at instructions[" +
-                                std::to_string(startIndex) + "])");
-      if (!send && inst.result < 0)
-        fail(p + ".result",
-             "missing (the wait of a collective or recv delivers its result "
-             "into a slot)");
-      if (!send) {
-        checkWritable(inst.result, p + ".result");
-        live[inst.result] = 1;
-      }
+    case OpKind::Wait:
+      flowWait(flow, inst, p);
       break;
-    }
     case OpKind::RecordEvent:
-      recordedEvents.insert(inst.event);
+      flow.recordedEvents.insert(inst.event);
       break;
     case OpKind::WaitEvent:
-      if (!recordedEvents.count(inst.event))
+      if (!flow.recordedEvents.count(inst.event))
         fail(p + ".event", "event " + std::to_string(inst.event) +
                                " is waited before any record_event records "
                                "it");
@@ -1878,17 +1745,204 @@ void ProgramReader::checkDataflow(size_t programIndex) {
     }
   }
   node.clear();
-  for (const auto &[fut, started] : inFlight)
+  for (const auto &[fut, started] : flow.inFlight)
     fail("programs[" + std::to_string(programIndex) + "].instructions[" +
              std::to_string(started.second) + "].future",
          "the collective started into slot " + std::to_string(fut) +
              " is never waited");
   for (size_t k = 0; k < program.outputs.size(); ++k)
-    if (!live[program.outputs[k].slot])
+    if (!flow.live[program.outputs[k].slot])
       fail(join(index(a.tablePath(programIndex, "outputs"), k), "slot"),
            "slot " + std::to_string(program.outputs[k].slot) +
                " holds no value " + "after the last instruction of programs[" +
                std::to_string(programIndex) + "]");
+}
+
+void ProgramReader::flowRead(const Dataflow &flow, int64_t s,
+                             const std::string &path) {
+  if (s >= 0 && !flow.live[s])
+    fail(path, "slot " + std::to_string(s) +
+                   " is read before it is written (or after it is freed)");
+  if (s >= 0 && flow.live[s] == Dataflow::kFuture)
+    fail(path, "slot " + std::to_string(s) +
+                   " holds the future of a collective in flight; read "
+                   "the result of its wait instead");
+}
+
+void ProgramReader::flowWritable(const Dataflow &flow, int64_t s,
+                                 const std::string &path) {
+  if (flow.live[s] == Dataflow::kFuture)
+    fail(path, "slot " + std::to_string(s) +
+                   " holds the future of a collective that was never "
+                   "waited");
+  flowKeepsInput(flow, s, path, "written");
+}
+
+void ProgramReader::flowKeepsInput(const Dataflow &flow, int64_t s,
+                                   const std::string &path, const char *what) {
+  for (const auto &[fut, started] : flow.inFlight)
+    if (started.first == s)
+      fail(path, "slot " + std::to_string(s) +
+                     " is the input of the collective started at "
+                     "instructions[" +
+                     std::to_string(started.second) + "] and must not be " +
+                     what + " before its wait");
+}
+
+void ProgramReader::flowAten(Dataflow &flow, const Instruction &inst,
+                             const std::string &p) {
+  auto readArg = [&](const ArgValue &arg, const std::string &argPath) {
+    for (size_t k = 0; k < arg.slots.size(); ++k)
+      flowRead(flow, arg.slots[k],
+               arg.kind == ArgValue::Kind::Tensor ? argPath
+                                                  : index(argPath, k));
+  };
+  for (size_t k = 0; k < inst.args.size(); ++k)
+    readArg(inst.args[k], index(p + ".args", k));
+  for (const auto &[name, arg] : inst.kwargs)
+    readArg(arg, p + ".kwargs." + name);
+  std::set<int64_t> written;
+  auto write = [&](int64_t s, const std::string &path) {
+    if (s < 0)
+      return;
+    if (!written.insert(s).second)
+      fail(path, "slot " + std::to_string(s) +
+                     " receives two results of one instruction");
+    flowWritable(flow, s, path);
+    flow.live[s] = Dataflow::kValue;
+  };
+  for (size_t k = 0; k < inst.results.size(); ++k) {
+    const ResultSpec &r = inst.results[k];
+    if (r.kind == ResultSpec::Kind::Slot)
+      write(r.slot, index(p + ".results", k));
+    for (size_t m = 0; m < r.slots.size(); ++m)
+      write(r.slots[m], index(index(p + ".results", k), m));
+  }
+}
+
+void ProgramReader::flowFree(Dataflow &flow, const Instruction &inst,
+                             const std::string &p) {
+  for (size_t k = 0; k < inst.slots.size(); ++k) {
+    std::string path = index(p + ".slots", k);
+    int64_t s = inst.slots[k];
+    if (!flow.live[s])
+      fail(path, "slot " + std::to_string(s) +
+                     " holds no value to free (never written, or freed "
+                     "already)");
+    if (flow.live[s] == Dataflow::kFuture)
+      fail(path, "slot " + std::to_string(s) +
+                     " holds the future of a collective in flight; "
+                     "wait for it before freeing");
+    flowKeepsInput(flow, s, path, "freed");
+    flow.live[s] = 0;
+  }
+}
+
+void ProgramReader::flowOptimizer(Dataflow &flow, const Program &program,
+                                  const Instruction &inst,
+                                  const std::string &p) {
+  if (!a.optimizer)
+    fail(p, "an optimizer instruction, but the artifact's optimizer is "
+            "null");
+  int64_t pi = program.findInput(inst.param);
+  if (pi < 0 || program.inputs[size_t(pi)].role != InputRole::Parameter)
+    fail(p + ".param", "'" + inst.param + "' is not a parameter input");
+  const InputSpec &param = program.inputs[size_t(pi)];
+  if (!flow.optimized.insert(inst.param).second)
+    fail(p + ".param", "'" + inst.param +
+                           "' is updated by a second optimizer "
+                           "instruction");
+  if (inst.paramSlot != param.slot)
+    fail(p + ".param_slot", "slot " + std::to_string(inst.paramSlot) +
+                                " is not the slot of '" + inst.param +
+                                "' (inputs bind it to slot " +
+                                std::to_string(param.slot) + ")");
+  flowRead(flow, inst.grad, p + ".grad");
+  std::vector<std::string> want = a.optimizer->stateNames();
+  if (inst.state.size() != want.size()) {
+    std::string names;
+    for (const std::string &n : want)
+      names += (names.empty() ? "" : ", ") + n;
+    fail(p + ".state", std::string(toString(a.optimizer->kind)) +
+                           " with these hyperparameters takes [" + names +
+                           "], found " + std::to_string(inst.state.size()) +
+                           " slots");
+  }
+  for (size_t k = 0; k < inst.state.size(); ++k)
+    checkOptimizerState(program, inst, param, k, index(p + ".state", k));
+}
+
+void ProgramReader::checkOptimizerState(const Program &program,
+                                        const Instruction &inst,
+                                        const InputSpec &param, size_t k,
+                                        const std::string &sp) {
+  const StateSpec *s = nullptr;
+  for (const StateSpec &candidate : program.state)
+    if (candidate.slot == inst.state[k])
+      s = &candidate;
+  if (!s)
+    fail(sp, "slot " + std::to_string(inst.state[k]) +
+                 " is not bound by any `state` entry");
+  if (s->param != inst.param)
+    fail(sp, "state '" + s->name + "' belongs to '" + s->param + "', not '" +
+                 inst.param + "'");
+  if (s->dtype != param.dtype || s->shape != param.shape)
+    fail(sp, "state '" + s->name + "' is " + artifactDtypeName(s->dtype) + " " +
+                 formatShape(s->shape) + " but parameter '" + param.name +
+                 "' is " + artifactDtypeName(param.dtype) + " " +
+                 formatShape(param.shape));
+  for (size_t m = 0; m < k; ++m)
+    if (inst.state[m] == inst.state[k])
+      fail(sp, "slot " + std::to_string(inst.state[k]) + " is listed twice");
+}
+
+void ProgramReader::flowStart(Dataflow &flow, const Instruction &inst,
+                              const std::string &p, size_t i) {
+  // A collective or a send reads its input until its wait (the transfer is
+  // asynchronous); a recv has no input and delivers at its wait.
+  if (inst.op != OpKind::RecvStart) {
+    flowRead(flow, inst.input, p + ".input");
+    // A collective's future is checked writable before it is compared with
+    // the input, a send's after: the messages name the first problem.
+    if (inst.op != OpKind::SendStart)
+      flowWritable(flow, inst.future, p + ".future");
+    if (inst.future == inst.input)
+      fail(p + ".future", "the future cannot take the input's slot " +
+                              std::to_string(inst.input));
+  }
+  if (inst.op == OpKind::SendStart || inst.op == OpKind::RecvStart)
+    flowWritable(flow, inst.future, p + ".future");
+  flow.live[inst.future] = Dataflow::kFuture;
+  flow.inFlight[inst.future] = {inst.input, i};
+  flow.startedBy[inst.future] = inst.op;
+}
+
+void ProgramReader::flowWait(Dataflow &flow, const Instruction &inst,
+                             const std::string &p) {
+  if (flow.live[inst.future] != Dataflow::kFuture)
+    fail(p + ".future", "slot " + std::to_string(inst.future) +
+                            " holds no future: no collective was "
+                            "started into it (or it was waited already)");
+  bool send = flow.startedBy[inst.future] == OpKind::SendStart;
+  auto started = flow.inFlight.find(inst.future);
+  size_t startIndex =
+      started == flow.inFlight.end() ? size_t(0) : started->second.second;
+  flow.live[inst.future] = 0;
+  flow.inFlight.erase(inst.future);
+  if (send && inst.result >= 0)
+    fail(p + ".result", "the wait of a send has no result (slot " +
+                            std::to_string(inst.future) +
+                            " holds the future of the send "
+                            "started at instructions[" +
+                            std::to_string(startIndex) + "])");
+  if (!send && inst.result < 0)
+    fail(p + ".result",
+         "missing (the wait of a collective or recv delivers its result "
+         "into a slot)");
+  if (!send) {
+    flowWritable(flow, inst.result, p + ".result");
+    flow.live[inst.result] = Dataflow::kValue;
+  }
 }
 
 } // namespace

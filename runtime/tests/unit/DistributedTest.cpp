@@ -198,6 +198,33 @@ TEST(ArtifactV2, FreeingTheInputOfACollectiveInFlight) {
                                 "before its wait");
 }
 
+TEST(ArtifactV2, FreeingAFuture) {
+  json p = v2Program();
+  insts(p).push_back(allReduce(12, 20));
+  insts(p).push_back({{"op", "free"}, {"slots", {20}}});
+  insts(p).push_back(wait(20, 21));
+  EXPECT_CONTAINS(loadError(p), "instructions[11].slots[0]: slot 20 holds the "
+                                "future of a collective in flight; wait for "
+                                "it before freeing");
+}
+
+TEST(ArtifactV2, FutureInTheInputsSlot) {
+  json p = v2Program();
+  insts(p).push_back(allReduce(12, 12));
+  insts(p).push_back(wait(12, 21));
+  EXPECT_CONTAINS(loadError(p), "instructions[10].future: the future cannot "
+                                "take the input's slot 12");
+}
+
+TEST(ArtifactV2, WaitOfACollectiveWithoutAResult) {
+  json p = v2Program();
+  insts(p).push_back(allReduce(12, 20));
+  insts(p).push_back({{"op", "wait"}, {"future", 20}, {"stream", 1}});
+  EXPECT_CONTAINS(loadError(p), "instructions[11].result: missing (the wait "
+                                "of a collective or recv delivers its result "
+                                "into a slot)");
+}
+
 TEST(ArtifactV2, MeshMustMatchWorldSize) {
   json p = v2Program();
   p["mesh"]["shape"] = {3};
@@ -600,6 +627,14 @@ TEST(ArtifactV3, MpmdProgramsLoad) {
   EXPECT_EQ(a.programs[1].instructions[10].recvShape,
             (std::vector<int64_t>{5, 6}));
   EXPECT_EQ(a.groupAxes(), (std::vector<std::vector<std::string>>{{"pp"}}));
+}
+
+TEST(ArtifactV3, SendIntoItsInputsSlot) {
+  json p = v3Program();
+  insts(p, 0).push_back(send(3, 3, 1, 7));
+  insts(p, 0).push_back(waitSend(3));
+  EXPECT_CONTAINS(parseError(p), "programs[0].instructions[10].future: the "
+                                 "future cannot take the input's slot 3");
 }
 
 TEST(ArtifactV3, SpmdIsOneProgramWithTheTopLevelTables) {
