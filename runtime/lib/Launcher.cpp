@@ -25,6 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -98,28 +99,22 @@ bool failed(int status) {
   return WIFSIGNALED(status) || WEXITSTATUS(status) != 0;
 }
 
-} // namespace
-
-int launchRanks(char **argv, int nproc) {
-  int port = freeLoopbackPort();
-  if (port < 0) {
-    std::fprintf(stderr, "loom-run: error: no free port on 127.0.0.1: %s\n",
-                 std::strerror(errno));
-    return kExitError;
-  }
-  std::fflush(stdout);
-  std::fflush(stderr);
-  std::vector<RankProcess> ranks(static_cast<size_t>(nproc));
+/// Forks `ranks.size()` ranks re-executing argv, with torchrun's variables
+/// and a rendezvous on 127.0.0.1:`port`; ranks above 0 write into a pipe
+/// the launcher reads. Prints the error and returns false if one cannot be
+/// started.
+bool forkRanks(char **argv, int port, std::vector<RankProcess> &ranks) {
+  int nproc = int(ranks.size());
   for (int k = 0; k < nproc; ++k) {
     int fds[2] = {-1, -1};
     if (k > 0 && ::pipe(fds) != 0) {
       std::fprintf(stderr, "loom-run: error: pipe: %s\n", std::strerror(errno));
-      return kExitError;
+      return false;
     }
     pid_t pid = ::fork();
     if (pid < 0) {
       std::fprintf(stderr, "loom-run: error: fork: %s\n", std::strerror(errno));
-      return kExitError;
+      return false;
     }
     if (pid == 0) {
       // A rank dies with the launcher: nothing outlives a killed run.
@@ -150,151 +145,205 @@ int launchRanks(char **argv, int nproc) {
       ranks[size_t(k)].out = fds[0];
     }
   }
+  return true;
+}
 
+/// Waits up to 50 ms for output of the ranks and forwards what came.
+void forwardSomeOutput(std::vector<RankProcess> &ranks) {
+  std::vector<pollfd> fds;
+  std::vector<int> who;
+  for (int k = 0; k < int(ranks.size()); ++k)
+    if (ranks[size_t(k)].out >= 0) {
+      fds.push_back({ranks[size_t(k)].out, POLLIN, 0});
+      who.push_back(k);
+    }
+  if (!fds.empty())
+    ::poll(fds.data(), fds.size(), 50);
+  else
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  for (size_t i = 0; i < fds.size(); ++i) {
+    if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
+      continue;
+    RankProcess &p = ranks[size_t(who[i])];
+    char buf[4096];
+    ssize_t n = ::read(p.out, buf, sizeof buf);
+    if (n > 0) {
+      p.pending.append(buf, size_t(n));
+      forward(p, who[i], false);
+    } else if (n == 0 || errno != EINTR) {
+      forward(p, who[i], true);
+      ::close(p.out);
+      p.out = -1;
+    }
+  }
+}
+
+/// How the ranks ended, in the order they exited.
+struct Ending {
+  std::vector<int> exitOrder;
+  /// Whether the launcher stopped ranks still running after a failure.
+  bool terminated = false;
+};
+
+/// Runs until every rank has exited, forwarding their output; once one has
+/// failed, terminates the others after the grace period (and kills them a
+/// second later).
+Ending watchRanks(std::vector<RankProcess> &ranks) {
   using Clock = std::chrono::steady_clock;
   std::optional<Clock::time_point> firstFailure;
-  bool terminated = false, killed = false;
-  std::vector<int> exitOrder;
+  Ending ending;
+  bool killed = false;
   auto running = [&] {
-    for (const RankProcess &p : ranks)
-      if (!p.exited)
-        return true;
-    return false;
+    return std::any_of(ranks.begin(), ranks.end(),
+                       [](const RankProcess &p) { return !p.exited; });
   };
   while (running()) {
-    std::vector<pollfd> fds;
-    std::vector<int> who;
-    for (int k = 0; k < nproc; ++k)
-      if (ranks[size_t(k)].out >= 0) {
-        fds.push_back({ranks[size_t(k)].out, POLLIN, 0});
-        who.push_back(k);
-      }
-    if (!fds.empty())
-      ::poll(fds.data(), fds.size(), 50);
-    else
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    for (size_t i = 0; i < fds.size(); ++i) {
-      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
-        continue;
-      RankProcess &p = ranks[size_t(who[i])];
-      char buf[4096];
-      ssize_t n = ::read(p.out, buf, sizeof buf);
-      if (n > 0) {
-        p.pending.append(buf, size_t(n));
-        forward(p, who[i], false);
-      } else if (n == 0 || errno != EINTR) {
-        forward(p, who[i], true);
-        ::close(p.out);
-        p.out = -1;
-      }
-    }
+    forwardSomeOutput(ranks);
     int status = 0;
     pid_t pid;
     while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0)
-      for (int k = 0; k < nproc; ++k)
+      for (int k = 0; k < int(ranks.size()); ++k)
         if (ranks[size_t(k)].pid == pid) {
           ranks[size_t(k)].exited = true;
           ranks[size_t(k)].status = status;
-          exitOrder.push_back(k);
+          ending.exitOrder.push_back(k);
           if (failed(status) && !firstFailure)
             firstFailure = Clock::now();
         }
-    if (firstFailure && running()) {
-      auto since = Clock::now() - *firstFailure;
-      int sig = 0;
-      if (!terminated && since >= kGracePeriod) {
-        sig = SIGTERM;
-        terminated = true;
-      } else if (!killed && since >= kGracePeriod + std::chrono::seconds(1)) {
-        sig = SIGKILL;
-        killed = true;
-      }
-      if (sig)
-        for (const RankProcess &p : ranks)
-          if (!p.exited)
-            ::kill(p.pid, sig);
+    if (!firstFailure || !running())
+      continue;
+    auto since = Clock::now() - *firstFailure;
+    int sig = 0;
+    if (!ending.terminated && since >= kGracePeriod) {
+      sig = SIGTERM;
+      ending.terminated = true;
+    } else if (!killed && since >= kGracePeriod + std::chrono::seconds(1)) {
+      sig = SIGKILL;
+      killed = true;
     }
+    if (sig)
+      for (const RankProcess &p : ranks)
+        if (!p.exited)
+          ::kill(p.pid, sig);
   }
-  for (int k = 0; k < nproc; ++k) {
+  return ending;
+}
+
+/// Forwards what the ranks wrote before they exited and closes their pipes.
+void drainOutput(std::vector<RankProcess> &ranks) {
+  for (int k = 0; k < int(ranks.size()); ++k) {
     RankProcess &p = ranks[size_t(k)];
-    if (p.out >= 0) {
-      char buf[4096];
-      ssize_t n;
-      while ((n = ::read(p.out, buf, sizeof buf)) > 0)
-        p.pending.append(buf, size_t(n));
-      forward(p, k, true);
-      ::close(p.out);
-    }
+    if (p.out < 0)
+      continue;
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(p.out, buf, sizeof buf)) > 0)
+      p.pending.append(buf, size_t(n));
+    forward(p, k, true);
+    ::close(p.out);
   }
-  // Name the rank that failed first. A rank whose collective failed (status
-  // 3) or that the launcher stopped lost a peer; prefer one that failed on
-  // its own.
-  int culprit = -1;
-  int pass = 0;
-  for (; pass < 2 && culprit < 0; ++pass)
-    for (int k : exitOrder) {
+}
+
+/// The rank that failed first (-1: none failed). A rank whose collective
+/// failed (status 3) or that the launcher stopped lost a peer; one that
+/// failed on its own is preferred. `onlySecondary` says none did.
+int findCulprit(const std::vector<RankProcess> &ranks, const Ending &ending,
+                bool &onlySecondary) {
+  for (int pass = 0; pass < 2; ++pass)
+    for (int k : ending.exitOrder) {
       int st = ranks[size_t(k)].status;
       if (!failed(st))
         continue;
       // SIGPIPE: written to a socket whose peer had died first.
       bool secondary = WIFSIGNALED(st)
-                           ? terminated || WTERMSIG(st) == SIGPIPE
+                           ? ending.terminated || WTERMSIG(st) == SIGPIPE
                            : WEXITSTATUS(st) == kExitCollectiveFailed;
       if (pass == 1 || !secondary) {
-        culprit = k;
-        break;
+        onlySecondary = pass == 1;
+        return k;
       }
     }
-  if (culprit < 0)
-    return 0;
-  int st = ranks[size_t(culprit)].status;
-  std::fprintf(stderr, "loom-run: rank %d failed (%s)\n", culprit,
-               describeStatus(st).c_str());
+  return -1;
+}
+
+/// "a, b, c" of the ranks `pick` selects, in `order`.
+template <typename Pick>
+std::string listRanks(const std::vector<int> &order, Pick pick) {
+  std::string list;
+  for (int k : order)
+    if (pick(k))
+      list += (list.empty() ? "" : ", ") + std::to_string(k);
+  return list;
+}
+
+/// Explains a failed run after naming its culprit: a deadlock, ranks the
+/// launcher stopped, ranks whose --check failed.
+void explainFailure(const std::vector<RankProcess> &ranks, const Ending &ending,
+                    int culprit, bool onlySecondary) {
+  auto status = [&](int k) { return ranks[size_t(k)].status; };
   // Only secondary failures and no rank left hanging: every rank gave up
   // waiting on another (a deadlock or a transfer nobody matches), so the
   // first to exit is no more at fault than the others.
-  if (pass == 2 && !terminated) {
-    std::string waiting;
-    for (int k : exitOrder)
-      if (failed(ranks[size_t(k)].status))
-        waiting += (waiting.empty() ? "" : ", ") + std::to_string(k);
+  if (onlySecondary && !ending.terminated)
     std::fprintf(stderr,
                  "loom-run: no rank failed on its own: rank(s) %s each "
                  "stopped waiting on a collective or transfer of another "
                  "(a deadlock or an unmatched transfer; each rank's error "
                  "above names its instruction)\n",
-                 waiting.c_str());
-  }
+                 listRanks(ending.exitOrder, [&](int k) {
+                   return failed(status(k));
+                 }).c_str());
+  std::vector<int> all(ranks.size());
+  for (int k = 0; k < int(ranks.size()); ++k)
+    all[size_t(k)] = k;
   // Ranks still running when the grace period ended (a hung rank shows up
   // here when its peers' collectives timed out).
-  if (terminated) {
-    std::string stopped;
-    for (int k = 0; k < nproc; ++k) {
-      int sk = ranks[size_t(k)].status;
-      if (k != culprit && WIFSIGNALED(sk) &&
-          (WTERMSIG(sk) == SIGTERM || WTERMSIG(sk) == SIGKILL))
-        stopped += (stopped.empty() ? "" : ", ") + std::to_string(k);
-    }
-    if (!stopped.empty())
-      std::fprintf(stderr,
-                   "loom-run: stopped rank(s) %s, still running %lld s after "
-                   "the first failure\n",
-                   stopped.c_str(),
-                   (long long)std::chrono::duration_cast<std::chrono::seconds>(
-                       kGracePeriod)
-                       .count());
-  }
+  std::string stopped = listRanks(all, [&](int k) {
+    return ending.terminated && k != culprit && WIFSIGNALED(status(k)) &&
+           (WTERMSIG(status(k)) == SIGTERM || WTERMSIG(status(k)) == SIGKILL);
+  });
+  if (!stopped.empty())
+    std::fprintf(stderr,
+                 "loom-run: stopped rank(s) %s, still running %lld s after "
+                 "the first failure\n",
+                 stopped.c_str(),
+                 (long long)std::chrono::duration_cast<std::chrono::seconds>(
+                     kGracePeriod)
+                     .count());
   // --check runs on every rank: name each rank whose check failed, not only
   // the first to exit.
-  std::string mismatched;
-  for (int k = 0; k < nproc; ++k) {
-    int sk = ranks[size_t(k)].status;
-    if (!WIFSIGNALED(sk) && WEXITSTATUS(sk) == kExitMismatch)
-      mismatched += (mismatched.empty() ? "" : ", ") + std::to_string(k);
-  }
+  std::string mismatched = listRanks(all, [&](int k) {
+    return !WIFSIGNALED(status(k)) && WEXITSTATUS(status(k)) == kExitMismatch;
+  });
   if (!mismatched.empty())
     std::fprintf(stderr, "loom-run: --check failed on rank(s) %s\n",
                  mismatched.c_str());
+}
+
+} // namespace
+
+int launchRanks(char **argv, int nproc) {
+  int port = freeLoopbackPort();
+  if (port < 0) {
+    std::fprintf(stderr, "loom-run: error: no free port on 127.0.0.1: %s\n",
+                 std::strerror(errno));
+    return kExitError;
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::vector<RankProcess> ranks(static_cast<size_t>(nproc));
+  if (!forkRanks(argv, port, ranks))
+    return kExitError;
+  Ending ending = watchRanks(ranks);
+  drainOutput(ranks);
+  bool onlySecondary = false;
+  int culprit = findCulprit(ranks, ending, onlySecondary);
+  if (culprit < 0)
+    return 0;
+  int st = ranks[size_t(culprit)].status;
+  std::fprintf(stderr, "loom-run: rank %d failed (%s)\n", culprit,
+               describeStatus(st).c_str());
+  explainFailure(ranks, ending, culprit, onlySecondary);
   return WIFSIGNALED(st) ? kExitError : WEXITSTATUS(st);
 }
 
