@@ -172,6 +172,29 @@ public:
   std::string origin(size_t index) const;
   void checkBatch(const std::vector<at::Tensor> &batch) const;
   void runInstruction(size_t index);
+  /// Per input: this rank's contiguous slice of a split batch input
+  /// (undefined for the others).
+  std::vector<at::Tensor>
+  splitInputs(const std::vector<at::Tensor> &batch) const;
+  /// Puts the owned tensors, the batch (or this rank's slices) and the
+  /// optimizer state in their slots.
+  void bindSlots(const std::vector<at::Tensor> &batch,
+                 const std::vector<at::Tensor> &slices);
+  /// Runs every instruction, naming the one that fails; traces each when
+  /// tracing.
+  void runInstructions(StepStats &stats);
+  /// Checks the loss and the new buffer values, changing nothing; returns
+  /// the loss (reduced over the ranks where the artifact says so).
+  double checkOutputs();
+  double reduceLoss(const ReduceSpec &reduce, const at::Tensor &loss,
+                    const std::string &op);
+  /// Copies the new buffer values into the owned buffers and keeps the
+  /// gradients.
+  void applyOutputs();
+  /// MPMD: the loss of the last stage, on every rank.
+  double shareLoss(double loss);
+  /// Completes `stats` (time, memory, collectives) and keeps it as `last`.
+  void finishStats(StepStats &stats, Clock::time_point start, double loss);
   size_t inputIndex(const std::string &name, InputRole role) const;
   const Program &program() const { return artifact.programs[programIndex]; }
   /// This rank's index in its group over `axes` and the group's size.
@@ -766,6 +789,160 @@ void Session::loadWeights(const std::string &path) {
   s.resetOptimizerState();
 }
 
+std::vector<at::Tensor>
+SessionImpl::splitInputs(const std::vector<at::Tensor> &batch) const {
+  std::vector<at::Tensor> slices(program().inputs.size());
+  for (size_t i = 0; i < slices.size(); ++i) {
+    const InputSpec &in = program().inputs[i];
+    if (in.role != InputRole::Input || !in.split)
+      continue;
+    int64_t index = groupPosition(in.split->axes).first;
+    int64_t rows = in.shape[size_t(in.split->dim)];
+    slices[i] = batch[size_t(in.batchIndex)]
+                    .narrow(in.split->dim, index * rows, rows)
+                    .contiguous();
+  }
+  return slices;
+}
+
+void SessionImpl::bindSlots(const std::vector<at::Tensor> &batch,
+                            const std::vector<at::Tensor> &slices) {
+  for (size_t i = 0; i < program().inputs.size(); ++i) {
+    const InputSpec &in = program().inputs[i];
+    if (in.role != InputRole::Input)
+      slots.set(in.slot, owned[i]);
+    else if (in.split)
+      slots.set(in.slot, slices[i]);
+    else
+      slots.set(in.slot, batch[size_t(in.batchIndex)]);
+  }
+  for (size_t i = 0; i < program().state.size(); ++i)
+    slots.set(program().state[i].slot, state[i]);
+}
+
+void SessionImpl::runInstructions(StepStats &stats) {
+  const std::vector<Instruction> &insts = program().instructions;
+  if (tracing)
+    stats.instructions.reserve(insts.size());
+  for (size_t i = 0; i < insts.size(); ++i) {
+    Clock::time_point t0 = tracing ? Clock::now() : Clock::time_point();
+    try {
+      if (!releases[i].empty())
+        release(releases[i]);
+      runInstruction(i);
+    } catch (const CollectiveError &e) {
+      throw CollectiveError(where(i) + ": " + e.what());
+    } catch (const c10::Error &e) {
+      throw Error(where(i) + ": " + e.what_without_backtrace());
+    } catch (const std::exception &e) {
+      throw Error(where(i) + ": " + e.what());
+    }
+    if (tracing) {
+      Clock::time_point t1 = Clock::now();
+      stats.instructions.push_back(
+          {i, microsSince(epoch, t0),
+           std::chrono::duration<double, std::micro>(t1 - t0).count()});
+      tracePoll();
+    }
+  }
+}
+
+double SessionImpl::checkOutputs() {
+  double loss = 0;
+  for (size_t k = 0; k < program().outputs.size(); ++k) {
+    const OutputSpec &out = program().outputs[k];
+    const at::Tensor &t = slots.get(out.slot);
+    std::string op = artifact.what() + ": outputs[" + std::to_string(k) + "]";
+    if (out.role == OutputRole::Loss) {
+      if (!t.defined() || t.dim() != 0 || t.is_complex())
+        throw Error(op + ": the loss must be a real 0-d tensor, found " +
+                    describe(t));
+      loss = out.reduce ? reduceLoss(*out.reduce, t, op) : t.item<double>();
+    } else if (out.role == OutputRole::BufferMutation) {
+      const InputSpec &in = program().inputs[size_t(outputTargets[k])];
+      if (!t.defined() || t.scalar_type() != in.dtype ||
+          t.sizes() != c10::IntArrayRef(in.shape))
+        throw Error(op + ": the new value of buffer '" + out.target + "' is " +
+                    describe(t) + ", the buffer is " +
+                    artifactDtypeName(in.dtype) + " " + formatShape(in.shape));
+    }
+  }
+  return loss;
+}
+
+double SessionImpl::reduceLoss(const ReduceSpec &reduce, const at::Tensor &loss,
+                               const std::string &op) {
+  // The runtime's own reduction (not a step collective): every rank reports
+  // the loss over the whole batch.
+  try {
+    return comm
+        ->allReduce(reduce.axes, loss, reduce.op,
+                    ", the runtime's reduction of step " +
+                        std::to_string(stepsRun) + "'s loss")
+        .item<double>();
+  } catch (const CollectiveError &e) {
+    throw CollectiveError(op + ": reducing the loss: " + e.what());
+  }
+}
+
+void SessionImpl::applyOutputs() {
+  for (size_t k = 0; k < program().outputs.size(); ++k) {
+    const OutputSpec &out = program().outputs[k];
+    const at::Tensor &t = slots.get(out.slot);
+    if (out.role == OutputRole::BufferMutation) {
+      // PyTorch updates buffers in place; copying keeps the stored tensor's
+      // identity (views of it stay valid) and never pins the storage of an
+      // intermediate the new value may be a view of.
+      at::Tensor &buffer = owned[size_t(outputTargets[k])];
+      if (!t.is_same(buffer))
+        buffer.copy_(t.is_alias_of(buffer) ? t.clone() : t);
+    } else if (out.role == OutputRole::Grad) {
+      grads[out.target] = t;
+    }
+  }
+}
+
+double SessionImpl::shareLoss(double loss) {
+  // MPMD: only the last stage's program computed the loss; its first rank
+  // hands it to every rank (the runtime's own broadcast, not a step
+  // collective), so every rank reports the same loss, as SPMD ranks do.
+  if (!artifact.mpmd || !comm || artifact.worldSize <= 1)
+    return loss;
+  const Program &lossProgram = artifact.programs[artifact.lossProgram()];
+  int64_t root = lossProgram.ranks[0];
+  try {
+    return comm
+        ->broadcast(artifact.mesh->axes,
+                    at::full({}, loss, at::TensorOptions().dtype(at::kDouble)),
+                    root,
+                    ", the runtime's broadcast of step " +
+                        std::to_string(stepsRun) + "'s loss")
+        .item<double>();
+  } catch (const CollectiveError &e) {
+    throw CollectiveError(artifact.what() + ": rank " +
+                          std::to_string(config.rank) +
+                          ": receiving the loss from rank " +
+                          std::to_string(root) + ": " + e.what());
+  }
+}
+
+void SessionImpl::finishStats(StepStats &stats, Clock::time_point start,
+                              double loss) {
+  Clock::time_point end = Clock::now();
+  stats.loss = loss;
+  stats.timeMs = std::chrono::duration<double, std::milli>(end - start).count();
+  DeviceMemory memory = dev->memory();
+  stats.peakBytes = memory.peak;
+  stats.endBytes = memory.current;
+  stats.allocations = memory.allocations;
+  stats.collectives = counts;
+  stats.collectiveTimings = std::move(collectiveTimings);
+  stats.epochUs =
+      std::chrono::duration<double, std::micro>(epoch.time_since_epoch())
+          .count();
+  last = std::move(stats);
+}
+
 double Session::step(const std::vector<at::Tensor> &batch) {
   SessionImpl &s = *impl_;
   s.checkBatch(batch);
@@ -782,17 +959,7 @@ double Session::step(const std::vector<at::Tensor> &batch) {
   // contiguous slice, so a slice of a later dim (a sequence-first batch's
   // dim 1) is copied into one, before the measurement starts: heldBytes
   // counts every slice as held for the whole step, as the compiler does.
-  std::vector<at::Tensor> slices(s.program().inputs.size());
-  for (size_t i = 0; i < slices.size(); ++i) {
-    const InputSpec &in = s.program().inputs[i];
-    if (in.role != InputRole::Input || !in.split)
-      continue;
-    int64_t index = s.groupPosition(in.split->axes).first;
-    int64_t rows = in.shape[size_t(in.split->dim)];
-    slices[i] = b[size_t(in.batchIndex)]
-                    .narrow(in.split->dim, index * rows, rows)
-                    .contiguous();
-  }
+  std::vector<at::Tensor> slices = s.splitInputs(b);
   s.dev->beginStep(s.heldBytes(b));
 
   StepStats stats;
@@ -815,130 +982,15 @@ double Session::step(const std::vector<at::Tensor> &batch) {
   s.traced.clear();
   s.collectiveTimings.clear();
 
-  for (size_t i = 0; i < s.program().inputs.size(); ++i) {
-    const InputSpec &in = s.program().inputs[i];
-    if (in.role != InputRole::Input) {
-      s.slots.set(in.slot, s.owned[i]);
-    } else if (in.split) {
-      s.slots.set(in.slot, slices[i]);
-    } else {
-      s.slots.set(in.slot, b[size_t(in.batchIndex)]);
-    }
-  }
-  for (size_t i = 0; i < s.program().state.size(); ++i)
-    s.slots.set(s.program().state[i].slot, s.state[i]);
-
-  const std::vector<Instruction> &insts = s.program().instructions;
-  if (s.tracing)
-    stats.instructions.reserve(insts.size());
-  for (size_t i = 0; i < insts.size(); ++i) {
-    Clock::time_point t0 = s.tracing ? Clock::now() : Clock::time_point();
-    try {
-      if (!s.releases[i].empty())
-        s.release(s.releases[i]);
-      s.runInstruction(i);
-    } catch (const CollectiveError &e) {
-      throw CollectiveError(s.where(i) + ": " + e.what());
-    } catch (const c10::Error &e) {
-      throw Error(s.where(i) + ": " + e.what_without_backtrace());
-    } catch (const std::exception &e) {
-      throw Error(s.where(i) + ": " + e.what());
-    }
-    if (s.tracing) {
-      Clock::time_point t1 = Clock::now();
-      stats.instructions.push_back(
-          {i, microsSince(s.epoch, t0),
-           std::chrono::duration<double, std::micro>(t1 - t0).count()});
-      s.tracePoll();
-    }
-  }
-
+  s.bindSlots(b, slices);
+  s.runInstructions(stats);
   // Outputs: check all of them before changing any owned state.
-  double loss = 0;
-  for (size_t k = 0; k < s.program().outputs.size(); ++k) {
-    const OutputSpec &out = s.program().outputs[k];
-    const at::Tensor &t = s.slots.get(out.slot);
-    std::string op = s.artifact.what() + ": outputs[" + std::to_string(k) + "]";
-    if (out.role == OutputRole::Loss) {
-      if (!t.defined() || t.dim() != 0 || t.is_complex())
-        throw Error(op + ": the loss must be a real 0-d tensor, found " +
-                    describe(t));
-      if (out.reduce) {
-        // The runtime's own reduction (not a step collective): every rank
-        // reports the loss over the whole batch.
-        try {
-          loss = s.comm
-                     ->allReduce(out.reduce->axes, t, out.reduce->op,
-                                 ", the runtime's reduction of step " +
-                                     std::to_string(s.stepsRun) + "'s loss")
-                     .item<double>();
-        } catch (const CollectiveError &e) {
-          throw CollectiveError(op + ": reducing the loss: " + e.what());
-        }
-      } else {
-        loss = t.item<double>();
-      }
-    } else if (out.role == OutputRole::BufferMutation) {
-      const InputSpec &in = s.program().inputs[size_t(s.outputTargets[k])];
-      if (!t.defined() || t.scalar_type() != in.dtype ||
-          t.sizes() != c10::IntArrayRef(in.shape))
-        throw Error(op + ": the new value of buffer '" + out.target + "' is " +
-                    describe(t) + ", the buffer is " +
-                    artifactDtypeName(in.dtype) + " " + formatShape(in.shape));
-    }
-  }
-  for (size_t k = 0; k < s.program().outputs.size(); ++k) {
-    const OutputSpec &out = s.program().outputs[k];
-    const at::Tensor &t = s.slots.get(out.slot);
-    if (out.role == OutputRole::BufferMutation) {
-      // PyTorch updates buffers in place; copying keeps the stored tensor's
-      // identity (views of it stay valid) and never pins the storage of an
-      // intermediate the new value may be a view of.
-      at::Tensor &buffer = s.owned[size_t(s.outputTargets[k])];
-      if (!t.is_same(buffer))
-        buffer.copy_(t.is_alias_of(buffer) ? t.clone() : t);
-    } else if (out.role == OutputRole::Grad) {
-      s.grads[out.target] = t;
-    }
-  }
+  double loss = s.checkOutputs();
+  s.applyOutputs();
   s.release(s.endReleases);
   s.slots.clear();
-  // MPMD: only the last stage's program computed the loss; its first rank
-  // hands it to every rank (the runtime's own broadcast, not a step
-  // collective), so every rank reports the same loss, as SPMD ranks do.
-  if (s.artifact.mpmd && s.comm && s.artifact.worldSize > 1) {
-    const Program &lossProgram = s.artifact.programs[s.artifact.lossProgram()];
-    int64_t root = lossProgram.ranks[0];
-    try {
-      loss = s.comm
-                 ->broadcast(
-                     s.artifact.mesh->axes,
-                     at::full({}, loss, at::TensorOptions().dtype(at::kDouble)),
-                     root,
-                     ", the runtime's broadcast of step " +
-                         std::to_string(s.stepsRun) + "'s loss")
-                 .item<double>();
-    } catch (const CollectiveError &e) {
-      throw CollectiveError(s.artifact.what() + ": rank " +
-                            std::to_string(s.config.rank) +
-                            ": receiving the loss from rank " +
-                            std::to_string(root) + ": " + e.what());
-    }
-  }
-
-  Clock::time_point end = Clock::now();
-  stats.loss = loss;
-  stats.timeMs = std::chrono::duration<double, std::milli>(end - start).count();
-  DeviceMemory memory = s.dev->memory();
-  stats.peakBytes = memory.peak;
-  stats.endBytes = memory.current;
-  stats.allocations = memory.allocations;
-  stats.collectives = s.counts;
-  stats.collectiveTimings = std::move(s.collectiveTimings);
-  stats.epochUs =
-      std::chrono::duration<double, std::micro>(s.epoch.time_since_epoch())
-          .count();
-  s.last = std::move(stats);
+  loss = s.shareLoss(loss);
+  s.finishStats(stats, start, loss);
   ++s.stepsRun;
   return loss;
 }
