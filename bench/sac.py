@@ -11,6 +11,9 @@ feasible one, and compiles the step five ways:
 - ``selective``: ``loom-remat{mode=selective}`` (``--remat=selective``: save
   matmul and attention outputs, recompute the rest; torchtitan's op-level
   SAC policy);
+- ``ilp-whole`` (``sim``): the same ILP with every top-level module named
+  as a block (``modules=layers.0,...,norm,output,tok_embeddings``), which
+  the default (the layers) leaves saved;
 - ``none``: no recompute;
 - ``sac_milp``: PyTorch's own ``sac_milp`` and per-module knapsack on
   statistics of this step from Loom's analysis (bench/sac_milp.py), the
@@ -264,7 +267,7 @@ def main_sim(args) -> None:
                "tokens_per_s_per_gpu": tokens / r["step_time"], "ilp_s": ps.get("LoomSacIlp"),
                "schedule_s": ps.get("LoomSchedule"),
                "plan_s": ps.get("Total"), "wall_s": r["wall_seconds"], "pass_seconds": ps,
-               "ilp": r.get("ilp")}
+               "ilp": r.get("ilp"), "live_at_peak": r["memory"].get("live_at_peak")}
         rows.append(out)
         return out
 
@@ -283,6 +286,13 @@ def main_sim(args) -> None:
         # loom-compile --recompute-budget=B --schedule does).
         row("ilp+sched", b, simulate(
             args, mlir, prefix, f",loom-schedule{{device={args.device} memory-limit={b}}}"))
+    # The whole step: the modules outside the layers named as blocks too
+    # (the final norm, the output projection, the embedding), which the
+    # ILP leaves saved by default.
+    whole = ",".join([f"layers.{i}" for i in range(args.n_layers)] + outside_modules(mlir))
+    for b in budgets:
+        row("ilp-whole", b, simulate(args, mlir, f"loom-sac-ilp{{budget={b}B device={args.device} "
+                                                  f"report=true modules={whole} pipeline={p}}},"))
     milp = sac_milp_rows(args, work, budgets, row)
 
     print(f"Llama-3-8B-shaped step, {args.n_layers} layers, local batch {args.batch // args.split} x "
@@ -310,6 +320,8 @@ def main_sim(args) -> None:
     targets(rows, fixed, "simulated")
     print_sac_milp(rows, milp)
     curve_bounds(rows, fixed)
+    live_at_full_peak(fixed["full"])
+    whole_step(rows, fixed)
     if args.json:
         args.json.write_text(json.dumps({"part": "sim", "shape": shape, "split": args.split,
                                          "least": least, "rows": rows, "sac_milp": milp},
@@ -415,6 +427,54 @@ def print_sac_milp(rows: list, milp: dict) -> None:
               f"{1e3 * same['recompute_s'] if same else float('nan'):8.1f} "
               f"{same_ratio if same_ratio is not None else float('nan'):6.3f} "
               f"{solve['milp_s']:6.2f}")
+
+
+MODULE = re.compile(r'loom\.module = "([^".]+)')
+
+
+def outside_modules(mlir: Path) -> list[str]:
+    """The top-level modules of the step other than `layers`, in order of
+    first appearance."""
+    seen = dict.fromkeys(MODULE.findall(mlir.read_text()))
+    return [m for m in seen if m != "layers"]
+
+
+def live_at_full_peak(full: dict) -> None:
+    """What is live at full AC's peak (loom-simulate's live_at_peak, the
+    layers' groups summed as layers.*): the groups of over 100 MB and the
+    rest summed."""
+    merged: dict[str, int] = {}
+    for g in full.get("live_at_peak") or []:
+        name = re.sub(r"^layers\.\d+", "layers.*", g["group"])
+        merged[name] = merged.get(name, 0) + g["bytes"]
+    groups = [{"group": k, "bytes": v} for k, v in
+              sorted(merged.items(), key=lambda kv: -kv[1])]
+    big = [g for g in groups if g["bytes"] > 1e8]
+    rest = sum(g["bytes"] for g in groups) - sum(g["bytes"] for g in big)
+    print("peak: live at full AC's peak: " +
+          "; ".join(f"{g['group']} {g['bytes'] / 1e9:.2f} GB" for g in big) +
+          f"; {len(groups) - len(big)} more {rest / 1e9:.2f} GB")
+
+
+def whole_step(rows: list, fixed: dict) -> None:
+    """The ILP with every top-level module named (ilp-whole) against the
+    ILP on the layers alone and sac_milp, per budget; at full AC's peak, the
+    step against full AC's."""
+    ilp, milp = by_budget(rows, "ilp"), by_budget(rows, "sac_milp")
+    full = fixed["full"]
+    for r in rows:
+        if r["policy"] != "ilp-whole":
+            continue
+        b = r["budget"]
+        line = (f"whole step: at {gb(b)} GB the ILP with every top-level module named "
+                f"recomputes {1e3 * r['recompute_s']:.1f} ms (layers only "
+                f"{1e3 * ilp[b]['recompute_s']:.1f}), peak {gb(r['peak'])} GB")
+        if b in milp and milp[b]["recompute_s"]:
+            line += f", {r['recompute_s'] / milp[b]['recompute_s']:.3f}x sac_milp's"
+        if b == full["peak"]:
+            line += (f"; step {1e3 * r['step_s']:.1f} ms for full AC's {1e3 * full['step_s']:.1f} "
+                     f"(+{100 * (full['step_s'] / r['step_s'] - 1):.1f}%)")
+        print(line)
 
 
 def on_curve(corners: list, kept: float) -> float:
