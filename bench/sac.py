@@ -11,9 +11,10 @@ feasible one, and compiles the step five ways:
 - ``selective``: ``loom-remat{mode=selective}`` (``--remat=selective``: save
   matmul and attention outputs, recompute the rest; torchtitan's op-level
   SAC policy);
-- ``ilp-whole`` (``sim``): the same ILP with every top-level module named
-  as a block (``modules=layers.0,...,norm,output,tok_embeddings``), which
-  the default (the layers) leaves saved;
+- ``ilp-layers`` (``sim``): the same ILP on the layers alone
+  (``modules=layers.0,...``), leaving the modules around them (the final
+  norm, the output projection, the embedding) saved, as the ILP did by
+  default before 2026-11-30;
 - ``none``: no recompute;
 - ``sac_milp``: PyTorch's own ``sac_milp`` and per-module knapsack on
   statistics of this step from Loom's analysis (bench/sac_milp.py), the
@@ -192,12 +193,20 @@ def sim_pipeline(args) -> str:
 def simulate(args, mlir: Path, prefix: str, suffix: str = "") -> dict:
     """loom-opt with `prefix`, the FSDP pipeline, `suffix` and loom-simulate:
     the simulator's JSON, the report of loom-sac-ilp if any, pass and wall
-    times."""
+    times. Exits if the command fails."""
+    try:
+        return simulate_or_fail(args, mlir, prefix, suffix)
+    except Failed as e:
+        sys.exit(f"sac: command failed: {e}")
+
+
+def simulate_or_fail(args, mlir: Path, prefix: str, suffix: str = "") -> dict:
+    """simulate's, raising Failed if the command fails."""
     p = sim_pipeline(args)
     pipeline = (f"builtin.module({prefix}{p}{suffix},"
                 f"loom-simulate{{device={args.device} json=true}})")
-    out, wall = must([BUILD / "bin" / "loom-opt", mlir, "-o", os.devnull, "--mlir-timing",
-                      f"--pass-pipeline={pipeline}"])
+    out, wall = run([BUILD / "bin" / "loom-opt", mlir, "-o", os.devnull, "--mlir-timing",
+                     f"--pass-pipeline={pipeline}"])
     report, _ = json.JSONDecoder().raw_decode(out[out.index("{"):])
     passes = {}
     for line in out[out.index("Execution time report"):].splitlines():
@@ -286,13 +295,20 @@ def main_sim(args) -> None:
         # loom-compile --recompute-budget=B --schedule does).
         row("ilp+sched", b, simulate(
             args, mlir, prefix, f",loom-schedule{{device={args.device} memory-limit={b}}}"))
-    # The whole step: the modules outside the layers named as blocks too
-    # (the final norm, the output projection, the embedding), which the
-    # ILP leaves saved by default.
-    whole = ",".join([f"layers.{i}" for i in range(args.n_layers)] + outside_modules(mlir))
+    # The layers alone: the modules around them (the final norm, the output
+    # projection, the embedding) left saved.
+    layers = ",".join(f"layers.{i}" for i in range(args.n_layers))
     for b in budgets:
-        row("ilp-whole", b, simulate(args, mlir, f"loom-sac-ilp{{budget={b}B device={args.device} "
-                                                  f"report=true modules={whole} pipeline={p}}},"))
+        try:
+            row("ilp-layers", b, simulate_or_fail(
+                args, mlir, f"loom-sac-ilp{{budget={b}B device={args.device} report=true "
+                            f"modules={layers} pipeline={p}}},"))
+        except Failed as e:
+            m = SMALLEST.search(str(e))
+            if not m:
+                sys.exit(f"sac: command failed: {e}")
+            print(f"layers only: {gb(b)} GB is below the least the layers alone reach, "
+                  f"{gb(int(m.group(1)))} GB")
     milp = sac_milp_rows(args, work, budgets, row)
 
     print(f"Llama-3-8B-shaped step, {args.n_layers} layers, local batch {args.batch // args.split} x "
@@ -321,7 +337,7 @@ def main_sim(args) -> None:
     print_sac_milp(rows, milp)
     curve_bounds(rows, fixed)
     live_at_full_peak(fixed["full"])
-    whole_step(rows, fixed)
+    layers_only(rows, fixed)
     if args.json:
         args.json.write_text(json.dumps({"part": "sim", "shape": shape, "split": args.split,
                                          "least": least, "rows": rows, "sac_milp": milp},
@@ -429,16 +445,6 @@ def print_sac_milp(rows: list, milp: dict) -> None:
               f"{solve['milp_s']:6.2f}")
 
 
-MODULE = re.compile(r'loom\.module = "([^".]+)')
-
-
-def outside_modules(mlir: Path) -> list[str]:
-    """The top-level modules of the step other than `layers`, in order of
-    first appearance."""
-    seen = dict.fromkeys(MODULE.findall(mlir.read_text()))
-    return [m for m in seen if m != "layers"]
-
-
 def live_at_full_peak(full: dict) -> None:
     """What is live at full AC's peak (loom-simulate's live_at_peak, the
     layers' groups summed as layers.*): the groups of over 100 MB and the
@@ -456,19 +462,19 @@ def live_at_full_peak(full: dict) -> None:
           f"; {len(groups) - len(big)} more {rest / 1e9:.2f} GB")
 
 
-def whole_step(rows: list, fixed: dict) -> None:
-    """The ILP with every top-level module named (ilp-whole) against the
-    ILP on the layers alone and sac_milp, per budget; at full AC's peak, the
-    step against full AC's."""
+def layers_only(rows: list, fixed: dict) -> None:
+    """The ILP on the layers alone (ilp-layers) against the whole step's
+    (ilp), per budget, and against sac_milp; at full AC's peak, its step
+    against full AC's."""
     ilp, milp = by_budget(rows, "ilp"), by_budget(rows, "sac_milp")
     full = fixed["full"]
     for r in rows:
-        if r["policy"] != "ilp-whole":
+        if r["policy"] != "ilp-layers":
             continue
         b = r["budget"]
-        line = (f"whole step: at {gb(b)} GB the ILP with every top-level module named "
-                f"recomputes {1e3 * r['recompute_s']:.1f} ms (layers only "
-                f"{1e3 * ilp[b]['recompute_s']:.1f}), peak {gb(r['peak'])} GB")
+        line = (f"layers only: at {gb(b)} GB the ILP on the layers alone recomputes "
+                f"{1e3 * r['recompute_s']:.1f} ms (the whole step's {1e3 * ilp[b]['recompute_s']:.1f}), "
+                f"peak {gb(r['peak'])} GB")
         if b in milp and milp[b]["recompute_s"]:
             line += f", {r['recompute_s'] / milp[b]['recompute_s']:.3f}x sac_milp's"
         if b == full["peak"]:
@@ -492,23 +498,32 @@ def on_curve(corners: list, kept: float) -> float:
 
 def curve_bounds(rows: list, fixed: dict) -> None:
     """What the blocks' trade-off curve (loom-sac-ilp's report) says no plan
-    can beat, for a step of identical blocks (docs/bench/sac.md, "Reading
+    can beat, for a step of identical blocks (the distinct block with the
+    most copies) and a few modules around them (docs/bench/sac.md, "Reading
     the numbers"). Where the peak is at a point every block's kept bytes are
     alive at (after the last block's forward, before the first region), a
     plan within the budget keeps at most what the ILP's decision keeps plus
-    the budget's slack, and, the curve being convex, n blocks keeping K bytes
-    recompute at least n times the curve at K / n. At full AC's peak, freeing
-    each block's lean keep too (only regions across blocks could) and
-    spending it at the curve's rate bounds the gain over full AC."""
-    curve = None
+    the budget's slack; the modules around the blocks can give up at most
+    what they keep beyond their own lean ends, and recompute at least
+    nothing; and, the curve being convex, n blocks keeping K bytes recompute
+    at least n times the curve at K / n. At full AC's peak, freeing each
+    block's lean keep too (only regions across blocks could) and spending it
+    at the curve's rate bounds the gain over full AC; a second line adds
+    what the modules around the blocks free at their lean ends, less their
+    cost there."""
+    curve = others = None
     for r in rows:
         ilp = r.get("ilp") if r["policy"] == "ilp" else None
-        if not ilp or len(ilp.get("curves") or {}) != 1:
+        if not ilp or not ilp.get("curves"):
             continue
-        (name, curve), = ilp["curves"].items()
+        name = max(ilp["curves"], key=lambda c: ilp["curves"][c]["alike"])
+        curve = ilp["curves"][name]
+        others = {c: v for c, v in ilp["curves"].items() if c != name}
         n, corners = curve["alike"], curve["corners"]
         kept = sum(k * b for k, b, _ in ilp["choices"][name])
-        most = kept + max(r["budget"] - r["peak"], 0)
+        spare = sum(k * b - k * min(others[c]["corners"])[0]
+                    for c in others for k, b, _ in ilp["choices"].get(c, []))
+        most = kept + spare + max(r["budget"] - r["peak"], 0)
         least = n * on_curve(corners, most / n)
         r["curve_least_recompute_ms"] = least
         milp = [m for m in rows if m["policy"] == "sac_milp" and m["budget"] == r["budget"]
@@ -519,15 +534,25 @@ def curve_bounds(rows: list, fixed: dict) -> None:
               f"the step peaks ('{ilp['peak_op']}'); a plan keeping at most "
               f"{most / 2**20:,.0f} MiB there recomputes at least {least:.1f} ms (the ILP "
               f"{1e3 * r['recompute_s']:.1f}{versus})")
-    # The curve is the same in every row (traced once per step).
+    # The curves are the same in every row (traced once per step).
     if curve and "full" in fixed:
         n, lean = curve["alike"], min(curve["corners"])
-        gain = n * (lean[1] - on_curve(curve["corners"], 2 * lean[0]))
         full = fixed["full"]["step_s"] * 1e3
-        print(f"curve: full AC at its peak, with each block's lean keep ({lean[0]:,} B) freed "
-              f"for nothing and spent on the curve: at most {gain:.1f} ms less recompute, step "
-              f"{full - gain:.1f} ms for {full:.1f} (+{100 * (full / (full - gain) - 1):.1f}% "
-              f"tokens/s/GPU)")
+
+        def bound(freed: float, cost: float, what: str) -> None:
+            gain = n * (lean[1] - on_curve(curve["corners"], lean[0] + freed / n)) - cost
+            print(f"curve: full AC at its peak, with {what} freed for nothing and spent on the "
+                  f"curve: at most {gain:.1f} ms less recompute, step {full - gain:.1f} ms for "
+                  f"{full:.1f} (+{100 * (full / (full - gain) - 1):.2f}% tokens/s/GPU)")
+
+        bound(n * lean[0], 0, f"each block's lean keep ({lean[0]:,} B)")
+        if others:
+            freed = sum(v["alike"] * (max(v["corners"])[0] - min(v["corners"])[0])
+                        for v in others.values())
+            cost = sum(v["alike"] * min(v["corners"])[1] for v in others.values())
+            bound(n * lean[0] + freed, cost,
+                  f"each block's lean keep and what {', '.join(others)} keep beyond their lean "
+                  f"ends ({freed:,} B, for {cost:.2f} ms)")
 
 
 def targets(rows: list, fixed: dict, how: str, size=gb, unit="GB") -> None:

@@ -8,6 +8,14 @@ budget keeps at most 1,000 B at the peak, 250 B a block, where the curve is
 at 10 - 6 * 150 / 200 = 5.5 ms: at least 22 ms. Full AC (every block at the
 lean end, 10 ms) with each block's 100 B freed and spent on the curve
 (200 B: 7 ms) saves at most 4 * 3 = 12 ms: a 100 ms step becomes 88 ms.
+
+With a module around the blocks too ('norm', one copy, corners (300 B,
+0 ms) and (100 B, 2 ms)), saved whole (300 B): it can give up 200 B, so a
+plan keeps at most 1,200 B in the blocks, 300 B each, where the curve is at
+4 ms: at least 16 ms. At full AC's peak its 200 B join the blocks' 400 B:
+150 B more each, from 100 to 250 B, where the curve is at 5.5 ms, saving
+4 * 4.5 = 18 ms, less the norm's 2 ms at its lean end: 16 ms, a 100 ms
+step becomes 84 ms.
 """
 
 from __future__ import annotations
@@ -53,4 +61,22 @@ def test_bounds_by_hand(capsys):
     assert rows[0]["curve_least_recompute_ms"] == pytest.approx(22.0)
     out = capsys.readouterr().out
     assert "recomputes at least 22.0 ms (the ILP 28.0)" in out
-    assert "at most 12.0 ms less recompute, step 88.0 ms for 100.0 (+13.6%" in out
+    assert "at most 12.0 ms less recompute, step 88.0 ms for 100.0 (+13.64%" in out
+
+
+NORM = """\
+loom-sac-ilp: block 'norm' (1 alike): 2 corners (bytes kept, ms recomputed): (300, 0.0000) (100, 2.0000)
+loom-sac-ilp: block 'norm': blocks x (bytes kept, ms recomputed): 1 x (300, 0.0000)
+"""
+
+
+def test_bounds_with_a_module_around_the_blocks(capsys):
+    rows = [{"policy": "ilp", "budget": 1200, "peak": 1000, "recompute_s": 0.028,
+             "ilp": sac.parse_ilp_report(REPORT + NORM)}]
+    fixed = {"full": {"step_s": 0.1}}
+    sac.curve_bounds(rows, fixed)
+    assert rows[0]["curve_least_recompute_ms"] == pytest.approx(16.0)
+    out = capsys.readouterr().out
+    assert "at most 12.0 ms less recompute, step 88.0 ms" in out
+    assert "and what norm keep beyond their lean ends (200 B, for 2.00 ms)" in out
+    assert "at most 16.0 ms less recompute, step 84.0 ms for 100.0 (+19.05%" in out

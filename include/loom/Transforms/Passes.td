@@ -1286,11 +1286,20 @@ def LoomSacIlp : Pass<"loom-sac-ilp", "::mlir::ModuleOp"> {
   let description = [{
     Selective activation checkpointing for the whole step, as a mixed
     integer program solved with CBC. For every forward op of the recompute
-    blocks (`modules`; default: the `layers.N` blocks) it decides whether
-    its outputs are saved for backward or recomputed there, so that the
-    per-rank peak memory stays within `budget` at the least recompute time
-    on the cost model's device, and then builds the `loom.recompute`
-    regions as `loom-remat` does.
+    blocks (`modules`) it decides whether its outputs are saved for
+    backward or recomputed there, so that the per-rank peak memory stays
+    within `budget` at the least recompute time on the cost model's device,
+    and then builds the `loom.recompute` regions as `loom-remat` does.
+
+    By default the blocks are the whole step's: the repeated blocks
+    (`layers.N`, as `loom-fsdp` picks its units) and, as blocks of their
+    own, the modules around them (for each op outside them, the shortest
+    prefix of its module path that holds no layer: `tok_embeddings`,
+    `norm`, `output`, or `model.norm` where the layers are
+    `model.layers.N`). A model without repeated blocks is decided on its
+    top-level modules. Only the root module's own ops (a loss computed in
+    the step) stay saved. In a pipelined step a module around the layers
+    that runs in two programs (a tied embedding) stays saved.
 
     The peak it bounds is that of the program the runtime will run: the
     pass runs the rest of the pipeline (`pipeline`, e.g. the FSDP sharding,
@@ -1336,7 +1345,7 @@ def LoomSacIlp : Pass<"loom-sac-ilp", "::mlir::ModuleOp"> {
            "GiB, KB, MB or GB (required)">,
     ListOption<"sacModules", "modules", "std::string",
                "Module-path prefixes of the recompute blocks (default: the "
-               "layers.N blocks)">,
+               "layers.N blocks and the modules around them)">,
     Option<"sacPipeline", "pipeline", "std::string", /*default=*/"\"\"",
            "The passes that run after this one, run on a copy to measure "
            "liveness (textual pipeline on builtin.module; empty: measure the "

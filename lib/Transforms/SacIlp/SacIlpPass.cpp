@@ -11,6 +11,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -183,7 +184,7 @@ private:
   /// copy and the step itself are cut alike.
   FailureOr<SmallVector<ProgramBlocks>>
   splitByProgram(ModuleOp module, func::FuncOp step,
-                 ArrayRef<std::string> blocks);
+                 ArrayRef<std::string> blocks, ArrayRef<std::string> optional);
 
   std::function<void(OpPassManager &)> downstreamBuilder;
   /// Per op of the step's body, its position: a copy's ops are found there.
@@ -258,6 +259,43 @@ static SmallVector<StringRef> getParameterNames(func::FuncOp step) {
       names.push_back(name.getValue());
   }
   return names;
+}
+
+/// The rest of the step as blocks beside `layers`: for each forward op that
+/// allocates (not a view) in a module outside every layer block, the
+/// shortest prefix of its module path that holds no layer block (a
+/// top-level module such as the final norm, or `model.norm` where the layers
+/// are `model.layers.N`), in order of first appearance. Ops of the root
+/// module, and of a module that holds layer blocks itself, stay saved.
+static SmallVector<std::string> getOutsideBlocks(func::FuncOp step,
+                                                 ArrayRef<std::string> layers) {
+  auto holdsLayer = [&](StringRef prefix) {
+    return llvm::any_of(layers, [&](const std::string &layer) {
+      return isInModule(layer, prefix);
+    });
+  };
+  SmallVector<std::string> out;
+  llvm::StringSet<> seen;
+  step.walk([&](AtenOp op) {
+    StringRef path = getModulePath(op);
+    if (path.empty() || !isForwardOp(op) || getAliasedOperand(op) ||
+        op->getParentOfType<RecomputeOp>() ||
+        llvm::any_of(layers, [&](const std::string &layer) {
+          return isInModule(path, layer);
+        }))
+      return;
+    for (size_t dot = path.find('.');; dot = path.find('.', dot + 1)) {
+      StringRef prefix = path.take_front(dot);
+      if (!holdsLayer(prefix)) {
+        if (seen.insert(prefix).second)
+          out.push_back(prefix.str());
+        return;
+      }
+      if (dot == StringRef::npos)
+        return;
+    }
+  });
+  return out;
 }
 
 /// The ops of `step`'s body in order, so that a copy's ops are found by
@@ -390,19 +428,26 @@ void LoomSacIlpPass::runOnOperation() {
     return signalPassFailure();
   costs.emplace(std::move(*built));
   SmallVector<std::string> blocks(sacModules.begin(), sacModules.end());
-  if (blocks.empty())
-    blocks = getLayerBlocks(getParameterNames(step));
+  // By default the whole step: the layer blocks and the modules around
+  // them. Those may span pipeline programs (a tied embedding); they are
+  // then left saved rather than refused.
+  SmallVector<std::string> outside;
   if (blocks.empty()) {
-    emitPassError(step) << "the step has no repeated blocks (such as "
-                           "'layers.N'); name the blocks to recompute with "
-                           "modules=... (loom-compile: --remat-modules=...)";
+    blocks = getLayerBlocks(getParameterNames(step));
+    outside = getOutsideBlocks(step, blocks);
+    blocks.append(outside.begin(), outside.end());
+  }
+  if (blocks.empty()) {
+    emitPassError(step) << "the step has no module to recompute: none of "
+                           "its forward ops is in a module other than the "
+                           "root (loom.module)";
     return signalPassFailure();
   }
   position.clear();
   for (auto [i, op] : llvm::enumerate(bodyOps(step)))
     position[op] = i;
 
-  auto byProgram = splitByProgram(module, step, blocks);
+  auto byProgram = splitByProgram(module, step, blocks, outside);
   if (failed(byProgram))
     return signalPassFailure();
   // One search per program with blocks (an unpipelined step is one program
@@ -468,7 +513,8 @@ void LoomSacIlpPass::runOnOperation() {
 
 FailureOr<SmallVector<ProgramBlocks>>
 LoomSacIlpPass::splitByProgram(ModuleOp module, func::FuncOp step,
-                               ArrayRef<std::string> blocks) {
+                               ArrayRef<std::string> blocks,
+                               ArrayRef<std::string> optional) {
   SmallVector<ProgramBlocks> out;
   // Only a pipelined step has several programs: no copy needed otherwise.
   OpPassManager planned(ModuleOp::getOperationName());
@@ -490,6 +536,7 @@ LoomSacIlpPass::splitByProgram(ModuleOp module, func::FuncOp step,
           (*copy)->getAttr(LoomDialect::kPipelineBoundariesAttrName))
     module->setAttr(LoomDialect::kPipelineBoundariesAttrName, cut);
   DenseMap<StringRef, unsigned> programOf;
+  llvm::StringSet<> spanning;
   for (auto [index, program] : llvm::enumerate(programs)) {
     auto name = program->getAttrOfType<StringAttr>(
         SymbolTable::getSymbolAttrName());
@@ -508,6 +555,8 @@ LoomSacIlpPass::splitByProgram(ModuleOp module, func::FuncOp step,
         auto [it, inserted] = programOf.try_emplace(block, index);
         if (inserted)
           entry.blocks.push_back(block);
+        else if (it->second != index && llvm::is_contained(optional, block))
+          spanning.insert(block);
         else if (it->second != index && it->second != ~0u) {
           emitPassError(step)
               << "block '" << block << "' runs in two pipeline programs ('"
@@ -518,11 +567,17 @@ LoomSacIlpPass::splitByProgram(ModuleOp module, func::FuncOp step,
         }
       }
     });
-    if (entry.blocks.empty())
-      entry.asItStands = measureProgram(program);
   }
   if (llvm::is_contained(llvm::make_second_range(programOf), ~0u))
     return failure();
+  // An optional block in two programs stays saved.
+  for (auto [entry, program] : llvm::zip(out, programs)) {
+    llvm::erase_if(entry.blocks, [&](const std::string &block) {
+      return spanning.contains(block);
+    });
+    if (entry.blocks.empty())
+      entry.asItStands = measureProgram(program);
+  }
   return out;
 }
 
