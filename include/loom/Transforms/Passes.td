@@ -1298,8 +1298,7 @@ def LoomSacIlp : Pass<"loom-sac-ilp", "::mlir::ModuleOp"> {
     `norm`, `output`, or `model.norm` where the layers are
     `model.layers.N`). A model without repeated blocks is decided on its
     top-level modules. Only the root module's own ops (a loss computed in
-    the step) stay saved. In a pipelined step a module around the layers
-    that runs in two programs (a tied embedding) stays saved.
+    the step) stay saved.
 
     The peak it bounds is that of the program the runtime will run: the
     pass runs the rest of the pipeline (`pipeline`, e.g. the FSDP sharding,

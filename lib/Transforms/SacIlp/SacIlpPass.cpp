@@ -184,7 +184,7 @@ private:
   /// copy and the step itself are cut alike.
   FailureOr<SmallVector<ProgramBlocks>>
   splitByProgram(ModuleOp module, func::FuncOp step,
-                 ArrayRef<std::string> blocks, ArrayRef<std::string> optional);
+                 ArrayRef<std::string> blocks);
 
   std::function<void(OpPassManager &)> downstreamBuilder;
   /// Per op of the step's body, its position: a copy's ops are found there.
@@ -429,12 +429,10 @@ void LoomSacIlpPass::runOnOperation() {
   costs.emplace(std::move(*built));
   SmallVector<std::string> blocks(sacModules.begin(), sacModules.end());
   // By default the whole step: the layer blocks and the modules around
-  // them. Those may span pipeline programs (a tied embedding); they are
-  // then left saved rather than refused.
-  SmallVector<std::string> outside;
+  // them.
   if (blocks.empty()) {
     blocks = getLayerBlocks(getParameterNames(step));
-    outside = getOutsideBlocks(step, blocks);
+    SmallVector<std::string> outside = getOutsideBlocks(step, blocks);
     blocks.append(outside.begin(), outside.end());
   }
   if (blocks.empty()) {
@@ -447,7 +445,7 @@ void LoomSacIlpPass::runOnOperation() {
   for (auto [i, op] : llvm::enumerate(bodyOps(step)))
     position[op] = i;
 
-  auto byProgram = splitByProgram(module, step, blocks, outside);
+  auto byProgram = splitByProgram(module, step, blocks);
   if (failed(byProgram))
     return signalPassFailure();
   // One search per program with blocks (an unpipelined step is one program
@@ -513,8 +511,7 @@ void LoomSacIlpPass::runOnOperation() {
 
 FailureOr<SmallVector<ProgramBlocks>>
 LoomSacIlpPass::splitByProgram(ModuleOp module, func::FuncOp step,
-                               ArrayRef<std::string> blocks,
-                               ArrayRef<std::string> optional) {
+                               ArrayRef<std::string> blocks) {
   SmallVector<ProgramBlocks> out;
   // Only a pipelined step has several programs: no copy needed otherwise.
   OpPassManager planned(ModuleOp::getOperationName());
@@ -536,7 +533,6 @@ LoomSacIlpPass::splitByProgram(ModuleOp module, func::FuncOp step,
           (*copy)->getAttr(LoomDialect::kPipelineBoundariesAttrName))
     module->setAttr(LoomDialect::kPipelineBoundariesAttrName, cut);
   DenseMap<StringRef, unsigned> programOf;
-  llvm::StringSet<> spanning;
   for (auto [index, program] : llvm::enumerate(programs)) {
     auto name = program->getAttrOfType<StringAttr>(
         SymbolTable::getSymbolAttrName());
@@ -555,8 +551,6 @@ LoomSacIlpPass::splitByProgram(ModuleOp module, func::FuncOp step,
         auto [it, inserted] = programOf.try_emplace(block, index);
         if (inserted)
           entry.blocks.push_back(block);
-        else if (it->second != index && llvm::is_contained(optional, block))
-          spanning.insert(block);
         else if (it->second != index && it->second != ~0u) {
           emitPassError(step)
               << "block '" << block << "' runs in two pipeline programs ('"
@@ -567,17 +561,11 @@ LoomSacIlpPass::splitByProgram(ModuleOp module, func::FuncOp step,
         }
       }
     });
-  }
-  if (llvm::is_contained(llvm::make_second_range(programOf), ~0u))
-    return failure();
-  // An optional block in two programs stays saved.
-  for (auto [entry, program] : llvm::zip(out, programs)) {
-    llvm::erase_if(entry.blocks, [&](const std::string &block) {
-      return spanning.contains(block);
-    });
     if (entry.blocks.empty())
       entry.asItStands = measureProgram(program);
   }
+  if (llvm::is_contained(llvm::make_second_range(programOf), ~0u))
+    return failure();
   return out;
 }
 
