@@ -31,7 +31,8 @@ from pathlib import Path
 
 import pytest
 
-from build_tools import LOOM_COMPILE, LOOM_IMPORT, LOOM_RUN, needs_tools
+from build_tools import LOOM_COMPILE, LOOM_IMPORT, LOOM_RUN, REPO, needs_tools
+from capture_cli import loom_capture
 from test_remat_parity import STEPS, Run, capture, differences, run
 
 pytestmark = needs_tools(LOOM_IMPORT, LOOM_COMPILE, LOOM_RUN)
@@ -153,3 +154,48 @@ def test_scheduled_step_keeps_the_budget(tmp_path):
     # divides by a 0-dim tensor over a local, so nothing is allocated.
     assert got.peak == predicted, f"measured {got.peak}, predicted {predicted}"
     assert differences(got, plain) == []
+
+
+# A small Llama (bench/models/llama3.py) whose vocabulary makes the loss's
+# backward the peak: there the final norm's saved output is alive.
+LLAMA = dict(dim=64, n_layers=3, n_heads=4, n_kv_heads=2, ffn_hidden=192, vocab=2048, seq=64,
+             batch=4)
+
+
+def test_whole_step_recomputes_the_modules_around_the_layers(tmp_path):
+    """By default loom-sac-ilp decides the modules around the layers too.
+    The small Llama peaks in the loss's backward, where what the final norm
+    saved for backward (66,560 B) is alive: recomputing the norm there
+    lowers the smallest feasible budget below what the layers alone reach,
+    which is --remat=full's peak (every layer recomputed). At that budget
+    the measured peak is the prediction and training is bitwise unchanged.
+    Negative control: on the layers alone (--remat-modules) the budget is
+    infeasible."""
+    argv = [REPO / "bench" / "models" / "llama3.py", "--out", tmp_path, "--steps", str(STEPS)]
+    for k, v in LLAMA.items():
+        argv += ["--make-arg", f"{k}={v}"]
+    result = loom_capture(argv)
+    assert result.returncode == 0, result.stderr
+    result = run([LOOM_IMPORT, tmp_path / "step.pt2", "-o", tmp_path / "step.mlir"])
+    assert result.returncode == 0, result.stderr
+    layers = "--remat-modules=" + ",".join(f"layers.{i}" for i in range(LLAMA["n_layers"]))
+    whole, layers_only = smallest_budget(tmp_path, 1), smallest_budget(tmp_path, 1, layers)
+    full, _ = compile_step(tmp_path, 1, "full", "--remat=full")
+    assert layers_only == full
+    # What the norm saved for backward: its output (4 x 64 x 64 f32) and its
+    # reciprocal root mean square (4 x 64 x 1 f32).
+    assert layers_only - whole == 4 * 64 * 64 * 4 + 4 * 64 * 4, (whole, layers_only)
+
+    no_recompute, _ = compile_step(tmp_path, 1, "plain")
+    plain = train(tmp_path, 1, "plain")
+    assert plain.peak == no_recompute
+    result = run([LOOM_COMPILE, tmp_path / "step.mlir", "-o", tmp_path / "whole.loomx",
+                  "--summary", f"--recompute-budget={whole}B", "--recompute-report"])
+    assert result.returncode == 0, result.stderr
+    assert "loom-sac-ilp: block 'norm' (1 alike)" in result.stderr, result.stderr
+    got = train(tmp_path, 1, "whole")
+    assert got.peak == int(PREDICTED.search(result.stderr).group(1)) <= whole
+    assert differences(got, plain) == []
+    result = run([LOOM_COMPILE, tmp_path / "step.mlir", "-o", tmp_path / "x.loomx",
+                  f"--recompute-budget={whole}B", layers])
+    assert result.returncode != 0 and f"({layers_only} B)" in result.stderr, result.stderr
