@@ -73,7 +73,7 @@ public:
   /// one, else the op name.
   std::string peakOpName() const;
   /// The bytes of `liveAtPeak` by the module and phase of the op that
-  /// allocated them ("layers.0 (forward)", "(root) (backward)", "layers.1
+  /// allocated them ("layers.0 (forward)", "<root> (backward)", "layers.1
   /// (collective)", "kernel scratch"), largest first.
   llvm::SmallVector<std::pair<std::string, int64_t>>
   getLiveGroupsAtPeak() const;
