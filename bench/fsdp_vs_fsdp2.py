@@ -410,6 +410,7 @@ def main() -> None:
         if others:
             print(f"  FSDP2 other collectives in the step: {others}")
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({
             "model": name, "reshard_after_forward": args.reshard_after_forward,
             "threads": args.threads, "steps": args.steps, "rounds": args.rounds,

@@ -205,6 +205,7 @@ def main(argv=None) -> int:
         print(f"note: {args.n_layers} layers x seq {args.seq} is not the 8B step; "
               "the ratio to 6,667 is not a comparison")
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"import_seconds": import_s, "capture_seconds": capture_s,
                                          "ops": ops, "results": results}, indent=2) + "\n")
     return 0

@@ -151,6 +151,7 @@ def main() -> None:
                      "simulated": sim, "comms": comms,
                      "peak_bytes": runs[variant]["peak_bytes"], "times_ms": times[variant]})
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({
             "model": name, "ranks": ranks, "threads": args.threads, "steps": args.steps,
             "rounds": args.rounds, "warmup": args.warmup, "cores": cores,

@@ -394,6 +394,7 @@ def main() -> None:
             print(f"{r['model'] + ' ' + r['schedule'] + f' rank {rank}':30}"
                   + "".join(f"{parts[p]:11.2f}" for p in PARTS))
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"pp": PP, "microbatches": MICROBATCHES,
                                          "steps": args.steps, "rounds": args.rounds,
                                          "warmup": args.warmup, "cores": os.cpu_count(),

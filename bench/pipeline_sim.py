@@ -315,6 +315,7 @@ def main(argv=None) -> int:
           "collectives)")
     print(time_table(results))
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"captures": captures, "results": results,
                                          "infeasible": infeasible}, indent=2) + "\n")
     return 0

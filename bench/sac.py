@@ -339,6 +339,7 @@ def main_sim(args) -> None:
     live_at_full_peak(fixed["full"])
     layers_only(rows, fixed)
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"part": "sim", "shape": shape, "split": args.split,
                                          "least": least, "rows": rows, "sac_milp": milp},
                                         indent=2, default=str) + "\n")
@@ -768,6 +769,7 @@ def main_cpu(args) -> None:
     targets(rows, fixed, "measured", lambda n: f"{n / 1e6:.2f}", "MB")
     print_cpu_sac_milp(rows, milp)
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"part": "cpu", "shape": shape, "ranks": args.ranks,
                                          "op_times": "measured" if args.profile else "model",
                                          "least": least, "rows": rows, "sac_milp": milp},

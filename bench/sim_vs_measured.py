@@ -131,6 +131,7 @@ def main() -> None:
               f"{r['simulated_compute_ms']:.3f} / {r['simulated_comm_ms']:.3f} / "
               f"{r['simulated_exposed_ms']:.3f} | {r['ratio']:.2f} | {timed} |")
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(rows, indent=2) + "\n")
 
 

@@ -315,6 +315,7 @@ def main() -> None:
         print(f"where {name}'s step goes (ms): "
               + ", ".join(f"{k} {v:.3f}" for k, v in parts.items()))
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2) + "\n")
 
 
