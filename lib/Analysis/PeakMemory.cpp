@@ -515,8 +515,11 @@ std::string PeakMemory::peakOpName() const {
   return peakOp ? getShortName(peakOp) : "";
 }
 
-/// A short name for the op that allocated a storage.
+/// A short name for the op that allocated a storage; "kernel scratch" for a
+/// null storage.
 static std::string getStorageName(Value storage) {
+  if (!storage)
+    return "kernel scratch";
   Operation *op = storage.getDefiningOp();
   return op ? getShortName(op) : "argument";
 }
@@ -535,8 +538,9 @@ static std::string getStorageGroup(Value storage) {
   if (op->getParentOfType<RecomputeOp>())
     phase = Phase::backward;
   std::string group = module.empty() ? "<root>" : module.str();
-  if (getCollectiveKind(op) ||
-      isa<WaitOp, rt::WaitOp, rt::CollectiveStartOp>(op))
+  // A wait's result is the buffer its start allocated (the sweeps' alias
+  // rule), so the start is the storage.
+  if (getCollectiveKind(op) || isa<rt::CollectiveStartOp>(op))
     return group + " (collective)";
   return group + " (" + (phase ? stringifyPhase(*phase).str() : "untagged") +
          ")";
@@ -580,7 +584,7 @@ llvm::json::Value PeakMemory::toJSON() const {
         llvm::json::Object{{"group", group}, {"bytes", bytes}});
   for (auto [storage, bytes] : ArrayRef(liveAtPeak).take_front(kLargestAtPeak))
     largest.push_back(llvm::json::Object{
-        {"name", storage ? getStorageName(storage) : "kernel scratch"},
+        {"name", getStorageName(storage)},
         {"group", getStorageGroup(storage)},
         {"bytes", bytes}});
   return llvm::json::Object{
