@@ -32,6 +32,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <thread>
@@ -294,8 +295,7 @@ void explainFailure(const std::vector<RankProcess> &ranks, const Ending &ending,
                    return failed(status(k));
                  }).c_str());
   std::vector<int> all(ranks.size());
-  for (int k = 0; k < int(ranks.size()); ++k)
-    all[size_t(k)] = k;
+  std::iota(all.begin(), all.end(), 0);
   // Ranks still running when the grace period ended (a hung rank shows up
   // here when its peers' collectives timed out).
   std::string stopped = listRanks(all, [&](int k) {
