@@ -94,7 +94,7 @@ SMALLEST = re.compile(r"the smallest feasible budget is .*?\((\d+) B\)")
 REPORT = re.compile(r"loom-sac-ilp: budget .*?: predicted peak .*?\((\d+) B\); recompute (\d+) of "
                     r"(\d+) forward ops \(([\d.]+) ms on [^;]*; (\d+) must be saved\); (\d+) "
                     r"distinct of (\d+) blocks(?:; (\d+) block policies)?"
-                    r"(?:; peak at '([^']*)' in module '([^']*)')?")
+                    r"(?:; peak at '([^']*)' in (?:module '([^']*)'|the root module))?")
 # Each distinct block's trade-off curve, and where the blocks sit on it, as
 # (bytes kept from forward to backward, ms recomputed).
 CURVE = re.compile(r"loom-sac-ilp: block '([^']*)' \((\d+) alike\): \d+ corners? "
@@ -230,7 +230,7 @@ def parse_ilp_report(out: str) -> dict | None:
             "must_save": int(m.group(5)), "distinct_blocks": int(m.group(6)),
             "blocks": int(m.group(7)),
             "block_policies": int(m.group(8)) if m.group(8) else None,
-            "peak_op": m.group(9), "peak_module": m.group(10),
+            "peak_op": m.group(9), "peak_module": m.group(10) or "",
             "curves": {c.group(1): {"alike": int(c.group(2)),
                                     "corners": [[int(b), float(t)] for b, t in
                                                 PAIR.findall(c.group(3))]}

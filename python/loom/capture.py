@@ -993,10 +993,19 @@ def export_joint(
         message = str(exc)
         if "did not receive a gradient" in message:
             unused = _params_without_grad(model, example)
-            raise CaptureError(
-                f"parameter(s) {', '.join(unused) or '?'} receive no gradient from the loss; "
-                "set requires_grad=False on them or remove them from the model"
-            ) from exc
+            if not unused:
+                raise CaptureError(
+                    "a parameter receives no gradient from the loss, but a backward of the "
+                    "model gives every parameter one; set requires_grad=False on the ones the "
+                    "loss does not use") from exc
+            # torch.optim skips a parameter whose .grad is None (no update, no
+            # state, no weight decay), so training it is training it frozen.
+            for name in unused:
+                model.get_parameter(name).requires_grad_(False)
+            print(f"{PROG}: note: parameter(s) {', '.join(unused)} receive no gradient from "
+                  "the loss; captured as frozen (torch.optim leaves a parameter without a "
+                  "gradient as it is)", file=sys.stderr)
+            return export_joint(model, example)
         if "requires gradients, and received a mutation" in message:
             raise CaptureError(
                 "the model changes a parameter in place during forward (e.g. "
@@ -1167,6 +1176,10 @@ def run_config(args: argparse.Namespace) -> dict[str, Any]:
         config["param_groups"] = args.param_groups
     if getattr(args, "lr_schedule", None):
         config["lr_schedule"] = args.lr_schedule
+    if getattr(args, "unused_parameters", None):
+        # Trainable in the model, frozen in the step: DDP needs
+        # find_unused_parameters=True to train the model on several ranks.
+        config["unused_parameters"] = args.unused_parameters
     if getattr(args, "resolved_batch_dims", None) and any(args.resolved_batch_dims):
         config["batch_dims"] = args.resolved_batch_dims
     return config
@@ -1324,8 +1337,11 @@ def export_rank_step(model: nn.Module, batches: list, args: argparse.Namespace):
     aliases); records each batch tensor's resolved batch dim on ``args``
     (``run.json``'s ``"batch_dims"``)."""
     args.resolved_batch_dims = resolve_batch_dims(batches[0], args.batch_dims)
-    return export_joint(model, per_rank_batch(batches[0], args.split, args.microbatches,
-                                              args.resolved_batch_dims))
+    trainable = [n for n, p in model.named_parameters() if p.requires_grad]
+    exported = export_joint(model, per_rank_batch(batches[0], args.split, args.microbatches,
+                                                  args.resolved_batch_dims))
+    args.unused_parameters = [n for n in trainable if not model.get_parameter(n).requires_grad]
+    return exported
 
 
 def capture_meta(args: argparse.Namespace, path: Path) -> None:

@@ -202,13 +202,16 @@ def wrap_replicate(model: torch.nn.Module, world: int) -> torch.nn.Module:
 
 
 def _wrap(model: torch.nn.Module, mode: str, world: int, replicate_size: int,
-          reshard: str, settings: ModuleSettings | None = None) -> torch.nn.Module:
+          reshard: str, settings: ModuleSettings | None = None,
+          unused: bool = False) -> torch.nn.Module:
+    """``unused``: some parameters receive no gradient (DDP must be told;
+    fully_shard and replicate find them on their own)."""
     if mode == "replicate":
         return wrap_replicate(model, world)
     if mode == "ddp":
         from torch.nn.parallel import DistributedDataParallel
 
-        return DistributedDataParallel(model)
+        return DistributedDataParallel(model, find_unused_parameters=unused)
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
@@ -370,7 +373,8 @@ def _rank(rank: int, world: int, store: str, out: str, mode: str, replicate_size
     try:
         program = make_seeded(Path(model_file), config["seed"], make_kwargs)
         torch.manual_seed(config["seed"])
-        model = _wrap(program.model, mode, world, replicate_size, reshard, settings)
+        model = _wrap(program.model, mode, world, replicate_size, reshard, settings,
+                      bool(config.get("unused_parameters")))
         inner = model.module if mode == "ddp" else model
         # foreach=False: torch.optim's single-tensor loop, which Loom's
         # runtime implements op for op. Groups and schedule as the capture

@@ -549,26 +549,6 @@ def test_error_missing_file(tmp_path, capsys):
     "body, fragment",
     [
         (
-            # A parameter the loss never uses: torch's joint export rejects it.
-            """
-            import torch
-            import torch.nn as nn
-
-            class Net(nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.used = nn.Linear(4, 1)
-                    self.aux = nn.Linear(4, 1)
-
-                def forward(self, x):
-                    return self.used(x).sum()
-
-            def make():
-                return Net(), [(torch.randn(3, 4),)]
-            """,
-            "aux.weight, aux.bias receive no gradient",
-        ),
-        (
             # Embedding(max_norm) renormalises its weight in place in forward.
             """
             import torch
@@ -594,6 +574,51 @@ def test_error_uncapturable_models(tmp_path, capsys, body, fragment):
     assert capture.main([str(path), "--out", str(tmp_path / "out"), "--steps", "1"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("loom.capture: error: ") and fragment in err
+
+
+UNUSED_MODEL = """
+import torch
+import torch.nn as nn
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.used = nn.Linear(4, 1)
+        self.aux = nn.Linear(4, 1)
+
+    def forward(self, x):
+        return self.used(x).sum()
+
+def make():
+    return Net(), [(torch.randn(3, 4),) for _ in range(2)]
+"""
+
+
+def test_unused_parameters_are_captured_frozen(tmp_path, capsys):
+    """A trainable parameter the loss never reads gets no gradient, and
+    torch.optim leaves it as it is: the step is the step with it frozen
+    (torch's joint export refuses it trainable). Capture says so, records
+    the names in run.json (DDP must be told), and the graph reads it without
+    a gradient output; the eager reference leaves it unchanged (AdamW's
+    weight decay, too, skips it)."""
+    path = write_model(tmp_path, UNUSED_MODEL)
+    out = tmp_path / "out"
+    assert capture.main([str(path), "--out", str(out), "--steps", "2"]) == 0
+    err = capsys.readouterr().err
+    assert ("loom.capture: note: parameter(s) aux.weight, aux.bias receive no gradient from "
+            "the loss; captured as frozen") in err
+    assert json.loads((out / "run.json").read_text())["unused_parameters"] == [
+        "aux.weight", "aux.bias"]
+    sig = load_program(out / "step.pt2").graph_signature
+    grads = [s.target for s in sig.output_specs if s.kind == OutputKind.GRADIENT_TO_PARAMETER]
+    params = [s.target for s in sig.input_specs if s.kind == InputKind.PARAMETER]
+    assert sorted(grads) == ["used.bias", "used.weight"]
+    assert sorted(params) == ["aux.bias", "aux.weight", "used.bias", "used.weight"]
+    reference, _ = load_tensors(out / "reference.safetensors")
+    torch.manual_seed(0)
+    fresh = runpy.run_path(str(path))["make"]()[0]
+    assert torch.equal(reference["aux.weight"], fresh.aux.weight.detach())
+    assert not torch.equal(reference["used.weight"], fresh.used.weight.detach())
 
 
 # --------------------------------------------------------------------------

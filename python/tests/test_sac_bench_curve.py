@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO / "bench"))
 import sac  # noqa: E402
 
 REPORT = """\
-loom-sac-ilp: budget 1.17 KiB (1200 B): predicted peak 1000 B (1000 B); recompute 4 of 12 forward ops (28.0000 ms on H100 SXM5 80GB; 0 must be saved); 1 distinct of 4 blocks; 2 block policies; peak at 'aten::_log_softmax_backward_data' in module ''
+loom-sac-ilp: budget 1.17 KiB (1200 B): predicted peak 1000 B (1000 B); recompute 4 of 12 forward ops (28.0000 ms on H100 SXM5 80GB; 0 must be saved); 1 distinct of 4 blocks; 2 block policies; peak at 'aten::_log_softmax_backward_data' in the root module
 loom-sac-ilp: block 'layers.0' (4 alike): 3 corners (bytes kept, ms recomputed): (700, 0.0000) (300, 4.0000) (100, 10.0000)
 loom-sac-ilp: block 'layers.0': blocks x (bytes kept, ms recomputed): 2 x (100, 10.0000) 2 x (300, 4.0000)
 """

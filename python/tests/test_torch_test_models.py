@@ -1,4 +1,4 @@
-"""PyTorch's own test models (the DTensor test Transformer, FSDP's MLPStack and TransformerWithSharedParams) under Loom's DDP, FSDP and HSDP, checked against PyTorch's own run (and the Transformer with recompute against PyTorch's fully_shard without).
+"""PyTorch's own test models (the DTensor test Transformer, FSDP's MLPStack, TransformerWithSharedParams and DoubleLinear with its unused module) under Loom's DDP, FSDP and HSDP, checked against PyTorch's own run (and the Transformer with recompute against PyTorch's fully_shard without).
 
 Each case captures ``torch_test_models.py`` for N ranks with
 ``loom.capture --reference ddp|fsdp|hsdp``, so that ``reference.*`` hold
@@ -11,7 +11,7 @@ Sequential MLPStack) and checks ``loom-run --check`` exactly (``--rtol 0
 one step before the end fails.
 
 The default matrix covers every setting once (CI budget); the full cross
-product (3 models x DDP, FSDP auto/true/false/2, HSDP 2x2, accumulation x 2
+product (4 models x DDP, FSDP auto/true/false/2, HSDP 2x2, accumulation x 2
 and 4 ranks x AdamW/Adam/SGD) runs with ``LOOM_ZOO_FULL=1``::
 
     LOOM_ZOO_FULL=1 .venv/bin/python -m pytest -q python/tests/test_torch_test_models.py
@@ -60,6 +60,10 @@ DEFAULT = [
     ("mlpstack", "ddp", 4, "sgd"),
     ("mlpstack", "fsdp-accumulate", 2, "adamw"),
     ("twsp", "fsdp-auto", 2, "adamw"),
+    # lin2 receives no gradient: captured frozen; DDP's reference runs with
+    # find_unused_parameters=True (without it, its second step fails).
+    ("doublelinear", "ddp", 2, "adamw"),
+    ("doublelinear", "fsdp-auto", 2, "adamw"),
 ]
 # Left out of the full matrix: TransformerWithSharedParams under DDP on 4
 # ranks with Adam/AdamW. nn.MultiheadAttention's key bias has a gradient
@@ -69,11 +73,12 @@ DEFAULT = [
 # (tolerance() below) becomes a 1e-2 difference in those 16 elements. SGD
 # and every FSDP/HSDP setting are exact.
 FULL = [(m, s, w, o) for m, s, w, o in
-        itertools.product(("transformer", "mlpstack", "twsp"), SETTINGS, (2, 4), OPTIMIZERS)
+        itertools.product(("transformer", "mlpstack", "twsp", "doublelinear"), SETTINGS, (2, 4), OPTIMIZERS)
         if not (s == "fsdp-2" and w == 2) and not (s == "hsdp-2x2" and w == 2)
         and not (m == "twsp" and s.startswith("ddp") and w == 4 and o != "sgd")]
 CASES = FULL if os.environ.get("LOOM_ZOO_FULL") == "1" else DEFAULT
 UNITS = {"transformer": "layers.0, layers.1, <root>", "mlpstack": "0, 1, 2, <root>",
+         "doublelinear": "<root>",
          "twsp": "transformer.encoder.layers.0, transformer.encoder.layers.1, "
                  "transformer.decoder.layers.0, transformer.decoder.layers.1, <root>"}
 

@@ -16,6 +16,11 @@ encoder and two decoder layers, sequence-first; the embedding tied to the
 output projection) with its own ``get_loss`` (summed cross-entropy). Its
 source and target are ``(6 * batch / 2, 2)`` and ``(4 * batch / 2, 2)``
 tokens, so a split slices each along its own dim 0.
+``make(model="doublelinear")`` is ``DoubleLinear(dim,
+use_second_linear=False)`` from ``torch.testing._internal.common_fsdp``,
+PyTorch's model for an unused module: ``lin2`` is trainable but the loss
+never reads it, so its parameters receive no gradient (torch.optim leaves
+them as they are; DDP needs ``find_unused_parameters=True``).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch.testing._internal.common_fsdp import (
     DEVICEInitMode,
+    DoubleLinear,
     MLPStack,
     TransformerWithSharedParams,
 )
@@ -37,6 +43,14 @@ class TransformerLoss(Transformer):
 
 
 class MLPStackLoss(MLPStack):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x).pow(2).mean()
+
+
+class DoubleLinearLoss(DoubleLinear):
+    def __init__(self, dim: int):
+        super().__init__(dim, use_second_linear=False)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return super().forward(x).pow(2).mean()
 
@@ -79,4 +93,7 @@ def make(model: str = "transformer", batch: int = 8, steps: int = 4, n_layers: i
         rows = batch // 2
         return net, [(torch.randint(0, vocab, (6 * rows, 2)), torch.randint(0, vocab, (4 * rows, 2)))
                      for _ in range(steps)]
-    raise ValueError(f"model must be 'transformer', 'mlpstack' or 'twsp', got '{model}'")
+    if model == "doublelinear":
+        return DoubleLinearLoss(dim), [(torch.randn(batch, dim),) for _ in range(steps)]
+    raise ValueError(
+        f"model must be 'transformer', 'mlpstack', 'twsp' or 'doublelinear', got '{model}'")

@@ -36,6 +36,14 @@ namespace {
 struct Measured {
   int64_t peakBytes = 0;
   std::string peakOp, peakModule;
+
+  /// "'op' in module 'm'", or "'op' in the root module" for an op of no
+  /// submodule (a loss, an optimizer update).
+  std::string where() const {
+    return "'" + peakOp + "' in " +
+           (peakModule.empty() ? std::string("the root module")
+                               : "module '" + peakModule + "'");
+  }
 };
 
 /// What the pass decided for the blocks of one program: per node of
@@ -499,8 +507,8 @@ void LoomSacIlpPass::runOnOperation() {
           << formatByteSize(budgetBytes)
           << " is infeasible: the smallest feasible budget is "
           << formatByteSize(measured.peakBytes)
-          << " (the program runs no recompute block), with the peak at '"
-          << measured.peakOp << "' in module '" << measured.peakModule << "'";
+          << " (the program runs no recompute block), with the peak at "
+          << measured.where();
       infeasible = true;
     }
   }
@@ -698,15 +706,15 @@ void LoomSacIlpPass::report(const Search &search, ArrayRef<bool> save,
   if (const MeasuredOpTimes *times = costs->getMeasuredOpTimes())
     device += ", op times of " + times->getPath().str();
   llvm::errs() << llvm::formatv(
-      "loom-sac-ilp: {12}budget {0}: predicted peak {1}; recompute {2} of "
+      "loom-sac-ilp: {11}budget {0}: predicted peak {1}; recompute {2} of "
       "{3} "
       "forward ops ({4:f4} ms on {5}; {6} must be saved); {7} distinct of "
-      "{8} blocks; {9} block policies; peak at '{10}' in module '{11}'\n",
+      "{8} blocks; {9} block policies; peak at {10}\n",
       formatByteSize(budgetBytes), formatByteSize(measured.peakBytes),
       llvm::count(recompute, true), problem.nodes.size(), seconds * 1e3, device,
       llvm::count_if(problem.nodes, [](const Node &n) { return n.mustSave; }),
       problem.distinct.size(), problem.blocks.size(), policies.size(),
-      measured.peakOp, measured.peakModule, search.in());
+      measured.where(), search.in());
   for (auto [distinct, curve] :
        llvm::zip(problem.distinct, search.solver->getCurves())) {
     StringRef module = problem.blocks[distinct.representative].module;
@@ -783,9 +791,8 @@ LoomSacIlpPass::finish(ModuleOp module, func::FuncOp step, Search &search) {
   emitPassError(step) << search.in() << "budget " << formatByteSize(budgetBytes)
                       << " is infeasible: the smallest feasible budget is "
                       << formatByteSize(least->measured.peakBytes) << " ("
-                      << least->what << "), with the peak at '"
-                      << least->measured.peakOp << "' in module '"
-                      << least->measured.peakModule << "'";
+                      << least->what << "), with the peak at "
+                      << least->measured.where();
   return failure();
 }
 
