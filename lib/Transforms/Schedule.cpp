@@ -384,6 +384,7 @@ private:
   /// The op the completion "rest in program order" would run next.
   Operation *nextInRestOrder(const DenseSet<Operation *> &done,
                              const DenseSet<Operation *> &pendingWaits);
+  struct Run;
 
   func::FuncOp step;
   const StepSimulator &sim;
@@ -595,134 +596,121 @@ bool ListScheduler::admit(Operation *pick, ArrayRef<Operation *> prefix,
   return true;
 }
 
-SmallVector<Operation *> ListScheduler::schedule() {
-  SmallVector<Operation *> order;
-  DenseSet<Operation *> done;
-  DenseMap<Operation *, int64_t> remaining(indegree);
-  // Ready ops by program position (deterministic tie-breaking).
-  std::set<int64_t> readyStarts, readyWaits, readyCompute;
-  auto enqueue = [&](Operation *op) {
-    int64_t pos = position[op];
+/// One run of the list scheduler: the order so far, the ready ops and the
+/// model's clock (the compute stream and each comm stream).
+struct ListScheduler::Run {
+  explicit Run(ListScheduler &s) : s(s), remaining(s.indegree) {
+    for (Operation *op : s.program)
+      if (remaining[op] == 0)
+        enqueue(op);
+  }
+
+  void enqueue(Operation *op) {
+    int64_t pos = s.position[op];
     if (getCollectiveKind(op))
       readyStarts.insert(pos);
     else if (isa<WaitOp>(op))
       readyWaits.insert(pos);
     else
       readyCompute.insert(pos);
-  };
-  for (Operation *op : program)
-    if (remaining[op] == 0)
-      enqueue(op);
+  }
 
-  // The model's clock: the compute stream and each comm stream.
-  double clock = 0;
-  SmallVector<double> streamFree(8, 0);
-  DenseMap<Operation *, double> finish; // start -> modelled end
-  DenseSet<Operation *> pendingWaits;   // waits of started collectives
-  int64_t inFlight = 0;
-
-  auto place = [&](Operation *op) {
-    if (auto wait = dyn_cast<WaitOp>(op); wait && bound)
-      bound->placeWaitEarly(op, wait.getFuture().getDefiningOp(), done);
+  /// Appends `op` to the order and advances the model's clock.
+  void place(Operation *op) {
+    if (auto wait = dyn_cast<WaitOp>(op); wait && s.bound)
+      s.bound->placeWaitEarly(op, wait.getFuture().getDefiningOp(), done);
     order.push_back(op);
     done.insert(op);
-    int64_t pos = position[op];
+    int64_t pos = s.position[op];
     readyStarts.erase(pos);
     readyWaits.erase(pos);
     readyCompute.erase(pos);
-    if (getCollectiveKind(op)) {
-      unsigned s = sim.getStream(op);
-      if (s >= streamFree.size())
-        streamFree.resize(s + 1, 0);
-      double begin = std::max(clock, streamFree[s]);
-      streamFree[s] = begin + sim.getCollectiveCost(op).seconds;
-      finish[op] = streamFree[s];
-      ++inFlight;
-      if (Operation *wait = waitOf.lookup(op))
-        pendingWaits.insert(wait);
-    } else if (auto wait = dyn_cast<WaitOp>(op)) {
-      Operation *start = wait.getFuture().getDefiningOp();
-      // Only the collectives the model knows count against the bound (a
-      // local loom.all_slice_start is an ordinary op here).
-      if (finish.count(start)) {
-        clock = std::max(clock, finish.lookup(start));
-        --inFlight;
-      }
-      pendingWaits.erase(op);
-    } else {
-      clock += sim.getOpCost(op).seconds;
-    }
-    for (Operation *succ : succs[op])
+    if (getCollectiveKind(op))
+      issue(op);
+    else if (auto wait = dyn_cast<WaitOp>(op))
+      complete(wait);
+    else
+      clock += s.sim.getOpCost(op).seconds;
+    for (Operation *succ : s.succs[op])
       if (--remaining[succ] == 0)
         enqueue(succ);
-  };
-  // Whether placing `op` now keeps a completion within the limit (the
-  // caller places it right after).
-  auto fits = [&](Operation *op) {
-    return admit(op, order, done, pendingWaits);
-  };
-  auto startOf = [](Operation *wait) {
-    return cast<WaitOp>(wait).getFuture().getDefiningOp();
-  };
+  }
 
-  while (order.size() < program.size()) {
+  /// A collective starts on its stream once that stream is free.
+  void issue(Operation *start) {
+    unsigned stream = s.sim.getStream(start);
+    if (stream >= streamFree.size())
+      streamFree.resize(stream + 1, 0);
+    double begin = std::max(clock, streamFree[stream]);
+    streamFree[stream] = begin + s.sim.getCollectiveCost(start).seconds;
+    finish[start] = streamFree[stream];
+    ++inFlight;
+    if (Operation *wait = s.waitOf.lookup(start))
+      pendingWaits.insert(wait);
+  }
+
+  /// The compute stream waits for the collective to finish.
+  void complete(WaitOp wait) {
+    Operation *start = wait.getFuture().getDefiningOp();
+    // Only the collectives the model knows count against the bound (a local
+    // loom.all_slice_start is an ordinary op here).
+    if (finish.count(start)) {
+      clock = std::max(clock, finish.lookup(start));
+      --inFlight;
+    }
+    pendingWaits.erase(wait);
+  }
+
+  /// Whether placing `op` now keeps a completion within the limit (the
+  /// caller places it right after).
+  bool fits(Operation *op) { return s.admit(op, order, done, pendingWaits); }
+
+  static Operation *startOf(Operation *wait) {
+    return cast<WaitOp>(wait).getFuture().getDefiningOp();
+  }
+
+  /// Places the first op of `ready` (by program position) that `accept`
+  /// takes; whether there was one.
+  template <typename Accept>
+  bool placeFirst(const std::set<int64_t> &ready, Accept accept) {
+    for (int64_t pos : ready) {
+      Operation *op = s.program[pos];
+      if (accept(op)) {
+        place(op);
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /// One choice: a finished collective's wait, then a collective start,
+  /// then compute the bound admits, then the wait that finishes first,
+  /// then the next op of the rest in program order.
+  void placeNext() {
     // 1. Waits whose collective the model says is done cost nothing.
-    bool progressed = false;
-    for (int64_t pos : readyWaits) {
-      Operation *wait = program[pos];
-      if (finish.lookup(startOf(wait)) <= clock) {
-        place(wait);
-        progressed = true;
-        break;
-      }
-    }
-    if (progressed)
-      continue;
+    if (placeFirst(readyWaits, [&](Operation *wait) {
+          return finish.lookup(startOf(wait)) <= clock;
+        }))
+      return;
     // 2. Issue collectives while the bound allows.
-    if (inFlight < maxInFlight) {
-      for (int64_t pos : readyStarts) {
-        Operation *start = program[pos];
-        if (fits(start)) {
-          place(start);
-          progressed = true;
-          break;
-        }
-      }
-      if (progressed)
-        continue;
-    }
+    if (inFlight < s.maxInFlight &&
+        placeFirst(readyStarts, [&](Operation *op) { return fits(op); }))
+      return;
     // 3. Compute in program order; a ready op that runs ahead of the next
     // program-order op must keep a completion within the limit.
-    for (int64_t pos : readyCompute) {
-      Operation *op = program[pos];
-      if (fits(op)) {
-        place(op);
-        progressed = true;
-        break;
-      }
-    }
-    if (progressed)
-      continue;
+    if (placeFirst(readyCompute, [&](Operation *op) { return fits(op); }))
+      return;
     // 4. Block on the collective that finishes first (program order on a
     // tie). Moving a wait earlier never adds memory.
-    if (!readyWaits.empty()) {
-      Operation *best = nullptr;
-      for (int64_t pos : readyWaits) {
-        Operation *wait = program[pos];
-        if (!best || finish.lookup(startOf(wait)) <
-                         finish.lookup(startOf(best)))
-          best = wait;
-      }
-      place(best);
-      continue;
-    }
+    if (!readyWaits.empty())
+      return place(firstToFinish());
     // 5. The rest in program order always fits (the invariant); take its
     // next op. A collective start whose wait may not be deferred is
     // waited at once: a wait earlier than in the completion never adds
     // memory.
-    Operation *next = nextInRestOrder(done, pendingWaits);
+    Operation *next = s.nextInRestOrder(done, pendingWaits);
     assert(next && remaining[next] == 0 && "rest order is topological");
-    Operation *wait = waitOf.lookup(next);
+    Operation *wait = s.waitOf.lookup(next);
     bool waitNow = wait && !fits(next);
     place(next);
     if (waitNow) {
@@ -730,7 +718,38 @@ SmallVector<Operation *> ListScheduler::schedule() {
       place(wait);
     }
   }
-  return order;
+
+  /// The ready wait whose collective the model finishes first.
+  Operation *firstToFinish() {
+    Operation *best = nullptr;
+    for (int64_t pos : readyWaits) {
+      Operation *wait = s.program[pos];
+      if (!best || finish.lookup(startOf(wait)) < finish.lookup(startOf(best)))
+        best = wait;
+    }
+    return best;
+  }
+
+  ListScheduler &s;
+  SmallVector<Operation *> order;
+  DenseSet<Operation *> done;
+  DenseMap<Operation *, int64_t> remaining;
+  /// Ready ops by program position (deterministic tie-breaking).
+  std::set<int64_t> readyStarts, readyWaits, readyCompute;
+  double clock = 0;
+  SmallVector<double> streamFree = SmallVector<double>(8, 0);
+  /// Collective start -> its modelled end.
+  DenseMap<Operation *, double> finish;
+  /// The waits of started collectives.
+  DenseSet<Operation *> pendingWaits;
+  int64_t inFlight = 0;
+};
+
+SmallVector<Operation *> ListScheduler::schedule() {
+  Run run(*this);
+  while (run.order.size() < program.size())
+    run.placeNext();
+  return std::move(run.order);
 }
 
 namespace {

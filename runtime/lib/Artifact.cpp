@@ -635,6 +635,16 @@ private:
     return sh;
   }
 
+  /// `format`, `version` (the keys it knows), producer, device and the
+  /// optional counts.
+  void readHeader(const json &root);
+  /// `world_size` and the `mesh` it must match.
+  void readWorld(const json &root);
+  /// `programs`, with their tables at the top level (SPMD) or in each
+  /// program (MPMD, from version 3).
+  void readPrograms(const json &root);
+  /// Every rank runs exactly one program.
+  void checkEveryRankRuns();
   void readMesh(const json &v);
   void readOptimizer(const json &v, const std::string &path);
   void readLrSchedule(const json &v, const std::string &path);
@@ -701,6 +711,26 @@ private:
 };
 
 void ProgramReader::read(const json &root) {
+  readHeader(root);
+  readWorld(root);
+  const json &opt = field(root, "", schema::kProgramOptimizer);
+  if (!opt.is_null())
+    readOptimizer(opt, "optimizer");
+  if (root.contains(schema::kProgramLrSchedule)) {
+    if (!a.optimizer)
+      fail(schema::kProgramLrSchedule, "needs an optimizer to schedule");
+    readLrSchedule(root[schema::kProgramLrSchedule],
+                   schema::kProgramLrSchedule);
+  }
+  readPrograms(root);
+  checkEveryRankRuns();
+  if (a.mpmd)
+    checkAcrossPrograms();
+  for (size_t i = 0; i < a.programs.size(); ++i)
+    checkDataflow(i);
+}
+
+void ProgramReader::readHeader(const json &root) {
   object(root, "");
   std::string format =
       string(field(root, "", schema::kProgramFormat), schema::kProgramFormat);
@@ -747,7 +777,9 @@ void ProgramReader::read(const json &root) {
       fail(key, "must be at least 1, found " + std::to_string(n));
     *out = n;
   }
+}
 
+void ProgramReader::readWorld(const json &root) {
   a.worldSize =
       integer(field(root, "", schema::kProgramWorldSize), "world_size");
   if (a.worldSize < 1)
@@ -763,16 +795,9 @@ void ProgramReader::read(const json &root) {
   } else if (a.worldSize > 1 && a.version >= 2) {
     fail("mesh", "missing (required when world_size > 1)");
   }
-  const json &opt = field(root, "", schema::kProgramOptimizer);
-  if (!opt.is_null())
-    readOptimizer(opt, "optimizer");
-  if (root.contains(schema::kProgramLrSchedule)) {
-    if (!a.optimizer)
-      fail(schema::kProgramLrSchedule, "needs an optimizer to schedule");
-    readLrSchedule(root[schema::kProgramLrSchedule],
-                   schema::kProgramLrSchedule);
-  }
+}
 
+void ProgramReader::readPrograms(const json &root) {
   const json &programs =
       array(field(root, "", schema::kProgramPrograms), "programs");
   if (a.version < 2 && int64_t(programs.size()) != a.worldSize)
@@ -821,6 +846,9 @@ void ProgramReader::read(const json &root) {
   }
   for (size_t i = 0; i < programs.size(); ++i)
     readProgram(programs[i], i, a.mpmd ? nullptr : &shared);
+}
+
+void ProgramReader::checkEveryRankRuns() {
   // Version 2: every rank runs exactly one program.
   std::vector<int64_t> runBy(size_t(a.worldSize), -1);
   for (size_t i = 0; i < a.programs.size(); ++i)
@@ -839,10 +867,6 @@ void ProgramReader::read(const json &root) {
     if (runBy[size_t(r)] < 0)
       fail("programs", "no program runs rank " + std::to_string(r) +
                            " (world_size " + std::to_string(a.worldSize) + ")");
-  if (a.mpmd)
-    checkAcrossPrograms();
-  for (size_t i = 0; i < a.programs.size(); ++i)
-    checkDataflow(i);
 }
 
 void ProgramReader::readTables(const json &obj, const std::string &path,
