@@ -55,6 +55,20 @@ struct TraceWriter::Events {
   int64_t worldSize = 1;
 };
 
+/// The metadata events that name thread `tid` of process `pid` and sort it.
+static void nameThread(json &l, int64_t pid, int tid, const std::string &name) {
+  l.push_back({{"ph", "M"},
+               {"name", "thread_name"},
+               {"pid", pid},
+               {"tid", tid},
+               {"args", {{"name", name}}}});
+  l.push_back({{"ph", "M"},
+               {"name", "thread_sort_index"},
+               {"pid", pid},
+               {"tid", tid},
+               {"args", {{"sort_index", tid}}}});
+}
+
 TraceWriter::TraceWriter(const Artifact &artifact, int64_t rank,
                          int64_t worldSize)
     : artifact_(artifact), rank_(rank), events_(std::make_unique<Events>()) {
@@ -68,27 +82,26 @@ TraceWriter::TraceWriter(const Artifact &artifact, int64_t rank,
                {"name", "process_sort_index"},
                {"pid", rank},
                {"args", {{"sort_index", rank}}}});
-  for (auto [tid, name] : {std::pair<int, const char *>{kStepsTid, "steps"},
-                           {kComputeTid, "compute"}}) {
-    l.push_back({{"ph", "M"},
-                 {"name", "thread_name"},
-                 {"pid", rank},
-                 {"tid", tid},
-                 {"args", {{"name", name}}}});
-    l.push_back({{"ph", "M"},
-                 {"name", "thread_sort_index"},
-                 {"pid", rank},
-                 {"tid", tid},
-                 {"args", {{"sort_index", tid}}}});
-  }
+  nameThread(l, rank, kStepsTid, "steps");
+  nameThread(l, rank, kComputeTid, "compute");
 }
 
 TraceWriter::~TraceWriter() = default;
 
 void TraceWriter::addStep(const StepStats &stats) {
-  json &l = events_->list;
   if (events_->epochUs < 0)
     events_->epochUs = stats.epochUs;
+  addStepSummary(stats);
+  // This rank's program (MPMD artifacts run one per pipeline stage).
+  int64_t own = artifact_.programOf(rank_);
+  const Program &program = artifact_.programs[size_t(own < 0 ? 0 : own)];
+  for (const InstructionTiming &t : stats.instructions)
+    addInstruction(stats.step, program, t);
+  addCollectives(stats, program);
+}
+
+void TraceWriter::addStepSummary(const StepStats &stats) {
+  json &l = events_->list;
   double inFlightUs = 0, waitUs = 0;
   for (const CollectiveTiming &c : stats.collectiveTimings) {
     inFlightUs += c.completeUs - c.issueUs;
@@ -116,56 +129,67 @@ void TraceWriter::addStep(const StepStats &stats) {
                {"args",
                 {{"start MiB", double(stats.startBytes) / (1 << 20)},
                  {"peak MiB", double(stats.peakBytes) / (1 << 20)}}}});
-  // This rank's program (MPMD artifacts run one per pipeline stage).
-  int64_t own = artifact_.programOf(rank_);
-  const Program &program = artifact_.programs[size_t(own < 0 ? 0 : own)];
-  const std::vector<Instruction> &insts = program.instructions;
-  auto streamOf = [&](const Instruction &inst) -> std::string {
-    return inst.stream >= 0 && size_t(inst.stream) < program.streams.size()
-               ? program.streams[size_t(inst.stream)]
-               : std::to_string(inst.stream);
-  };
-  for (const InstructionTiming &t : stats.instructions) {
-    const Instruction &inst = insts[t.index];
-    const char *op = toString(inst.op);
-    const char *collective = collectiveName(inst.op);
-    std::string name = !inst.name.empty()        ? inst.name
-                       : inst.op == OpKind::Aten ? inst.qualifiedKernel()
-                       : inst.op == OpKind::Optimizer
-                           ? "optimizer " + inst.param
-                           : std::string(op);
-    json args = {{"step", stats.step}, {"index", t.index}, {"op", op}};
-    if (inst.op == OpKind::Aten)
-      args["kernel"] = inst.qualifiedKernel();
-    if (!inst.signature.empty())
-      args["signature"] = inst.signature;
-    else if (inst.op == OpKind::Optimizer)
-      if (std::string signature =
-              optimizerTraceSignature(artifact_, program, inst);
-          !signature.empty())
-        args["signature"] = signature;
-    if (!inst.module.empty())
-      args["module"] = inst.module;
-    if (!inst.phase.empty())
-      args["phase"] = inst.phase;
-    std::string cat = inst.phase.empty() ? op : inst.phase;
-    if (collective || inst.op == OpKind::Wait) {
-      // The session's thread issues and waits on every device; the
-      // program's stream is recorded (on CUDA the collective itself runs on
-      // its kind's stream, Device.h).
-      args["stream"] = streamOf(inst);
-      cat = collective ? "comm_issue" : "comm_wait";
-    }
-    l.push_back({{"ph", "X"},
-                 {"name", name},
-                 {"cat", cat},
-                 {"pid", rank_},
-                 {"tid", kComputeTid},
-                 {"ts", t.startUs},
-                 {"dur", t.durationUs},
-                 {"args", std::move(args)}});
-  }
+}
 
+void TraceWriter::addInstruction(int64_t step, const Program &program,
+                                 const InstructionTiming &t) {
+  const Instruction &inst = program.instructions[t.index];
+  const char *op = toString(inst.op);
+  const char *collective = collectiveName(inst.op);
+  std::string name = !inst.name.empty()             ? inst.name
+                     : inst.op == OpKind::Aten      ? inst.qualifiedKernel()
+                     : inst.op == OpKind::Optimizer ? "optimizer " + inst.param
+                                                    : std::string(op);
+  json args = {{"step", step}, {"index", t.index}, {"op", op}};
+  if (inst.op == OpKind::Aten)
+    args["kernel"] = inst.qualifiedKernel();
+  if (!inst.signature.empty())
+    args["signature"] = inst.signature;
+  else if (inst.op == OpKind::Optimizer)
+    if (std::string signature =
+            optimizerTraceSignature(artifact_, program, inst);
+        !signature.empty())
+      args["signature"] = signature;
+  if (!inst.module.empty())
+    args["module"] = inst.module;
+  if (!inst.phase.empty())
+    args["phase"] = inst.phase;
+  std::string cat = inst.phase.empty() ? op : inst.phase;
+  if (collective || inst.op == OpKind::Wait) {
+    // The session's thread issues and waits on every device; the program's
+    // stream is recorded (on CUDA the collective itself runs on its kind's
+    // stream, Device.h).
+    args["stream"] =
+        inst.stream >= 0 && size_t(inst.stream) < program.streams.size()
+            ? program.streams[size_t(inst.stream)]
+            : std::to_string(inst.stream);
+    cat = collective ? "comm_issue" : "comm_wait";
+  }
+  events_->list.push_back({{"ph", "X"},
+                           {"name", name},
+                           {"cat", cat},
+                           {"pid", rank_},
+                           {"tid", kComputeTid},
+                           {"ts", t.startUs},
+                           {"dur", t.durationUs},
+                           {"args", std::move(args)}});
+}
+
+int TraceWriter::laneFor(double issueUs, double completeUs) {
+  std::vector<double> &lanes = events_->laneEnds;
+  size_t lane = 0;
+  while (lane < lanes.size() && lanes[lane] > issueUs)
+    ++lane;
+  if (lane == lanes.size()) {
+    lanes.push_back(0);
+    nameThread(events_->list, rank_, kFirstCommTid + int(lane), laneName(lane));
+  }
+  lanes[lane] = completeUs;
+  return kFirstCommTid + int(lane);
+}
+
+void TraceWriter::addCollectives(const StepStats &stats,
+                                 const Program &program) {
   // Collectives in flight, each on the first lane free at its issue
   // (several can be in flight at once: each process group has its own
   // worker threads).
@@ -176,27 +200,9 @@ void TraceWriter::addStep(const StepStats &stats) {
                    [](const CollectiveTiming *a, const CollectiveTiming *b) {
                      return a->issueUs < b->issueUs;
                    });
-  std::vector<double> &lanes = events_->laneEnds;
   for (const CollectiveTiming *c : order) {
-    size_t lane = 0;
-    while (lane < lanes.size() && lanes[lane] > c->issueUs)
-      ++lane;
-    if (lane == lanes.size()) {
-      lanes.push_back(0);
-      int tid = kFirstCommTid + int(lane);
-      l.push_back({{"ph", "M"},
-                   {"name", "thread_name"},
-                   {"pid", rank_},
-                   {"tid", tid},
-                   {"args", {{"name", laneName(lane)}}}});
-      l.push_back({{"ph", "M"},
-                   {"name", "thread_sort_index"},
-                   {"pid", rank_},
-                   {"tid", tid},
-                   {"args", {{"sort_index", tid}}}});
-    }
-    lanes[lane] = c->completeUs;
-    const Instruction &start = insts[c->start];
+    int tid = laneFor(c->issueUs, c->completeUs);
+    const Instruction &start = program.instructions[c->start];
     const char *kind = collectiveName(start.op);
     std::string name = kind ? kind : "collective";
     if (!start.module.empty())
@@ -215,14 +221,14 @@ void TraceWriter::addStep(const StepStats &stats) {
       args["module"] = start.module;
     if (!start.phase.empty())
       args["phase"] = start.phase;
-    l.push_back({{"ph", "X"},
-                 {"name", name},
-                 {"cat", "comm"},
-                 {"pid", rank_},
-                 {"tid", kFirstCommTid + int(lane)},
-                 {"ts", c->issueUs},
-                 {"dur", std::max(0.0, c->completeUs - c->issueUs)},
-                 {"args", std::move(args)}});
+    events_->list.push_back({{"ph", "X"},
+                             {"name", name},
+                             {"cat", "comm"},
+                             {"pid", rank_},
+                             {"tid", tid},
+                             {"ts", c->issueUs},
+                             {"dur", std::max(0.0, c->completeUs - c->issueUs)},
+                             {"args", std::move(args)}});
   }
 }
 

@@ -47,6 +47,17 @@ public:
 
 private:
   struct Events;
+  /// The step's span on the steps thread and its memory counter.
+  void addStepSummary(const StepStats &stats);
+  /// One instruction's span on the compute thread.
+  void addInstruction(int64_t step, const Program &program,
+                      const InstructionTiming &t);
+  /// Each collective's span from issue to completion, on a comm lane.
+  void addCollectives(const StepStats &stats, const Program &program);
+  /// The thread of the first comm lane free at `issueUs` (a new one named
+  /// when none is), busy until `completeUs`.
+  int laneFor(double issueUs, double completeUs);
+
   const Artifact &artifact_;
   int64_t rank_;
   std::unique_ptr<Events> events_;
