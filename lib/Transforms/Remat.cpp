@@ -327,8 +327,32 @@ struct LoomRematPass : public loom::impl::LoomRematBase<LoomRematPass> {
     FailureOr<SmallVector<RecomputeGroup>> groups =
         rematMode == RematMode::Captured ? capturedGroups(func)
                                          : blockGroups(func);
-    if (failed(groups) || failed(applyRecompute(func, *groups)))
+    if (failed(groups))
+      return signalPassFailure();
+    warnUnmatchedSaveOps(func, *groups);
+    if (failed(applyRecompute(func, *groups)))
       signalPassFailure();
+  }
+
+  /// A save-ops entry that names no op of the recomputed modules saves
+  /// nothing: most likely a misspelling, but a list shared across models
+  /// (torchtitan's) names ops some models lack, so a warning, not an error.
+  void warnUnmatchedSaveOps(func::FuncOp func,
+                            ArrayRef<RecomputeGroup> groups) {
+    for (const std::string &name : rematSaveOps) {
+      bool matched = llvm::any_of(groups, [&](const RecomputeGroup &group) {
+        return llvm::any_of(group.ops, [&](Operation *op) {
+          auto aten = dyn_cast<AtenOp>(op);
+          return aten && (aten.getKernel() == name ||
+                          stripAtenOverload(aten.getKernel()) == name);
+        });
+      });
+      if (!matched)
+        func.emitWarning("--loom-remat: save-ops entry '")
+            << name
+            << "' matches no forward op of the recomputed modules; it "
+               "saves nothing";
+    }
   }
 
   InFlightDiagnostic emitRematError(func::FuncOp func) {

@@ -1,5 +1,14 @@
 // RUN: loom-opt %s --split-input-file --loom-remat="mode=selective" | FileCheck %s
 // RUN: loom-opt %s --split-input-file --loom-remat="mode=full modules=layers.1 save-ops=aten::relu" | FileCheck %s --check-prefix=SAVE
+// A save-ops entry no op of the recomputed modules matches saves nothing: a
+// warning (a list shared across models names ops some lack), not an error.
+// RUN: loom-opt %s --split-input-file --loom-remat="mode=full modules=layers.1 save-ops=aten::relu,aten::no_such_op" -o /dev/null 2>&1 | FileCheck %s --check-prefix=UNMATCHED
+// @step's layers.1 has a relu, @kinds's none.
+// UNMATCHED-NOT: save-ops entry 'aten::relu'
+// UNMATCHED: warning: --loom-remat: save-ops entry 'aten::no_such_op' matches no forward op of the recomputed modules; it saves nothing
+// UNMATCHED-NOT: save-ops entry 'aten::relu'
+// UNMATCHED: warning: --loom-remat: save-ops entry 'aten::relu' matches no forward op of the recomputed modules; it saves nothing
+// UNMATCHED: warning: --loom-remat: save-ops entry 'aten::no_such_op' matches no forward op
 
 // Selective checkpointing, torchtitan's op-level policy: the matmul outputs
 // (%h0, %h1) are saved and read by the regions; the views of the weights

@@ -1063,7 +1063,9 @@ def LoomRemat : Pass<"loom-remat", "::mlir::func::FuncOp"> {
     or `selective`, `save-ops` with mode `none`, a module prefix that is
     empty or has no forward op, a `save-ops` name that is not `aten::...`,
     `full`/`selective` on a step with no `layers.N` blocks and no
-    `modules`, `captured` on a step without `loom.ac_region` tags.
+    `modules`, `captured` on a step without `loom.ac_region` tags. A
+    `save-ops` entry that names no forward op of the recomputed modules is
+    a warning: it saves nothing.
   }];
   let options = [
     Option<"rematMode", "mode", "::loom::RematMode",
@@ -1330,8 +1332,10 @@ def LoomSacIlp : Pass<"loom-sac-ilp", "::mlir::ModuleOp"> {
 
     A budget no decision meets is an error that names the smallest peak the
     step reaches with every block recomputed, and the op where that peak
-    occurs. The decision depends only on the IR and the options (CBC runs
-    deterministically on one thread), so every rank makes the same one.
+    occurs. A `time-limit` that is not positive or a `gap` outside [0, 1)
+    is an error before any solve. The decision depends only on the IR and
+    the options (CBC runs deterministically on one thread), so every rank
+    makes the same one.
 
     ```
     loom-opt step.mlir --loom-sac-ilp="budget=1.6GiB device=h100 \

@@ -429,6 +429,22 @@ void LoomSacIlpPass::runOnOperation() {
                            "or 1.6GiB";
     return signalPassFailure();
   }
+  // CBC would take a negative or NaN limit or gap without a word and stop
+  // at once or never.
+  if (!(sacTimeLimit > 0)) {
+    emitPassError(step)
+        << "time-limit must be a positive number of seconds "
+           "(inf: none), got "
+        << llvm::formatv("{0}", llvm::format("%g", double(sacTimeLimit))).str();
+    return signalPassFailure();
+  }
+  if (!(sacGap >= 0 && sacGap < 1)) {
+    emitPassError(step)
+        << "gap must be a relative optimality gap in [0, 1) "
+           "(0: optimal), got "
+        << llvm::formatv("{0}", llvm::format("%g", double(sacGap))).str();
+    return signalPassFailure();
+  }
   CostModelConfig config{device,         deviceDir, algorithm, nodes,
                          devicesPerNode, tf32,      opTimes};
   FailureOr<CostModel> built = buildCostModel(config, step, "loom-sac-ilp");
