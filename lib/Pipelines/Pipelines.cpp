@@ -147,6 +147,16 @@ LogicalResult loom::verifyCompileOptions(
       return emitError("world-size " + Twine(options.worldSize) +
                        " must be a multiple of pp " + Twine(options.ppRanks) +
                        " (pp x data-parallel ranks)");
+    // DDP over one rank per stage has nothing to do and is left out; FSDP
+    // would shard nothing, and its mixed precision would change the step,
+    // so say so rather than drop it.
+    if (fsdp && options.worldSize == options.ppRanks)
+      return emitError(
+          "dp=fsdp with pp " + Twine(options.ppRanks) + " on " +
+          Twine(options.worldSize) +
+          " ranks leaves one data-parallel rank per stage, so FSDP has "
+          "nothing to shard; capture with --split N for N data-parallel "
+          "ranks per stage (world-size N x pp), or leave dp out");
     if (options.replicateSize != 1)
       return emitError("pp with replicate-size (HSDP) is not supported yet");
     if (fsdp && options.reshardAfterForward != "auto" &&
