@@ -3,6 +3,7 @@
 #include "RunConfig.h"
 
 #include "loom/Dialect/Loom/IR/LoomOps.h"
+#include "loom/Transforms/OptionEnums.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
@@ -81,14 +82,8 @@ static Attribute parseOptimizer(const json::Object &o, MLIRContext *ctx,
                                 std::string &error) {
   FieldReader r(o, "optimizer.", error);
   std::optional<StringRef> name = o.getString("name");
-  if (!name ||
-      !llvm::is_contained({"sgd", "adam", "adamw", "rmsprop", "adagrad",
-                           "adadelta", "adamax", "radam", "nadam"},
-                          *name))
-    return r.wrong("name", "\"sgd\", \"adam\", \"adamw\", \"rmsprop\", "
-                           "\"adagrad\", \"adadelta\", \"adamax\", "
-                           "\"radam\" or \"nadam\""),
-           nullptr;
+  if (!name || !parseOptimizerKind(*name))
+    return r.wrong("name", listOptimizerNames()), nullptr;
   std::optional<double> lr = r.number("lr");
   std::optional<double> weightDecay = r.number("weight_decay");
   std::optional<bool> maximize = r.boolean("maximize");

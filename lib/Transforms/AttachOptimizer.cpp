@@ -19,42 +19,6 @@ namespace loom {
 using namespace mlir;
 using namespace loom;
 
-StringRef loom::stringifyOptimizerKind(OptimizerKind kind) {
-  switch (kind) {
-  case OptimizerKind::None:
-    return "none";
-  case OptimizerKind::SGD:
-    return "sgd";
-  case OptimizerKind::Adam:
-    return "adam";
-  case OptimizerKind::AdamW:
-    return "adamw";
-  case OptimizerKind::RMSprop:
-    return "rmsprop";
-  case OptimizerKind::Adagrad:
-    return "adagrad";
-  case OptimizerKind::Adadelta:
-    return "adadelta";
-  case OptimizerKind::Adamax:
-    return "adamax";
-  case OptimizerKind::RAdam:
-    return "radam";
-  case OptimizerKind::NAdam:
-    return "nadam";
-  }
-  llvm_unreachable("unknown optimizer kind");
-}
-
-std::optional<OptimizerKind> loom::parseOptimizerKind(StringRef name) {
-  for (OptimizerKind k :
-       {OptimizerKind::SGD, OptimizerKind::Adam, OptimizerKind::AdamW,
-        OptimizerKind::RMSprop, OptimizerKind::Adagrad, OptimizerKind::Adadelta,
-        OptimizerKind::Adamax, OptimizerKind::RAdam, OptimizerKind::NAdam})
-    if (name == stringifyOptimizerKind(k))
-      return k;
-  return std::nullopt;
-}
-
 bool loom::optimizerTakes(OptimizerKind kind, StringRef option) {
   bool sgd = kind == OptimizerKind::SGD;
   bool adam = kind == OptimizerKind::Adam || kind == OptimizerKind::AdamW;
@@ -146,31 +110,6 @@ void loom::resolveOptimizerDefaults(LoomAttachOptimizerOptions &options) {
 }
 
 /// torch.optim's class of `kind`.
-static StringRef getOptimizerClassName(OptimizerKind kind) {
-  switch (kind) {
-  case OptimizerKind::SGD:
-    return "SGD";
-  case OptimizerKind::Adam:
-    return "Adam";
-  case OptimizerKind::AdamW:
-    return "AdamW";
-  case OptimizerKind::RMSprop:
-    return "RMSprop";
-  case OptimizerKind::Adagrad:
-    return "Adagrad";
-  case OptimizerKind::Adadelta:
-    return "Adadelta";
-  case OptimizerKind::Adamax:
-    return "Adamax";
-  case OptimizerKind::RAdam:
-    return "RAdam";
-  case OptimizerKind::NAdam:
-    return "NAdam";
-  case OptimizerKind::None:
-    break;
-  }
-  return "";
-}
 
 /// The first hyperparameter given a value that `kind` does not take (each
 /// option away from its default), or "".

@@ -10,9 +10,13 @@
 #ifndef LOOM_TRANSFORMS_OPTIONENUMS_H
 #define LOOM_TRANSFORMS_OPTIONENUMS_H
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/ErrorHandling.h"
+
+#include "loomrt/ArtifactSchema.h"
 
 #include <limits>
 #include <optional>
@@ -77,38 +81,43 @@ public:
   }
 };
 
+/// The algorithms loom-attach-optimizer applies, declared once, as one
+/// `X(KIND, SCHEMA_ID, TORCH_CLASS)` each: OptimizerKind::KIND is
+/// torch.optim.TORCH_CLASS, spelled in flags, run configurations,
+/// attributes and artifacts as the artifact's optimizer name
+/// loomrt::schema::kOptimizerName<SCHEMA_ID> (ArtifactSchema.def declares
+/// the spellings; the runtime reads them). The enum, its command-line values,
+/// stringifyOptimizerKind, parseOptimizerKind and getOptimizerClassName are
+/// generated from it.
+#define LOOM_OPTIMIZER_LIST(X)                                                 \
+  X(SGD, Sgd, "SGD")                                                           \
+  X(Adam, Adam, "Adam")                                                        \
+  X(AdamW, Adamw, "AdamW")                                                     \
+  X(RMSprop, Rmsprop, "RMSprop")                                               \
+  X(Adagrad, Adagrad, "Adagrad")                                               \
+  X(Adadelta, Adadelta, "Adadelta")                                            \
+  X(Adamax, Adamax, "Adamax")                                                  \
+  X(RAdam, Radam, "RAdam")                                                     \
+  X(NAdam, Nadam, "NAdam")
+
 /// The optimizer a step applies (`loom-attach-optimizer`); `none` leaves the
 /// step returning its gradients.
 enum class OptimizerKind {
   None,
-  SGD,
-  Adam,
-  AdamW,
-  RMSprop,
-  Adagrad,
-  Adadelta,
-  Adamax,
-  RAdam,
-  NAdam
+#define LOOM_OPTIMIZER_ENUMERATOR(KIND, SCHEMA_ID, TORCH_CLASS) KIND,
+  LOOM_OPTIMIZER_LIST(LOOM_OPTIMIZER_ENUMERATOR)
+#undef LOOM_OPTIMIZER_ENUMERATOR
 };
 
+#define LOOM_OPTIMIZER_CL_VALUE(KIND, SCHEMA_ID, TORCH_CLASS)                  \
+  , clEnumValN(::loom::OptimizerKind::KIND,                                    \
+               ::loomrt::schema::kOptimizerName##SCHEMA_ID,                    \
+               "torch.optim." TORCH_CLASS)
 #define LOOM_OPTIMIZER_KIND_VALUES                                             \
   ::llvm::cl::values(                                                          \
       clEnumValN(::loom::OptimizerKind::None, "none",                          \
-                 "no optimizer: the step returns its gradients"),              \
-      clEnumValN(::loom::OptimizerKind::SGD, "sgd", "torch.optim.SGD"),        \
-      clEnumValN(::loom::OptimizerKind::Adam, "adam", "torch.optim.Adam"),     \
-      clEnumValN(::loom::OptimizerKind::AdamW, "adamw", "torch.optim.AdamW"),  \
-      clEnumValN(::loom::OptimizerKind::RMSprop, "rmsprop",                    \
-                 "torch.optim.RMSprop"),                                       \
-      clEnumValN(::loom::OptimizerKind::Adagrad, "adagrad",                    \
-                 "torch.optim.Adagrad"),                                       \
-      clEnumValN(::loom::OptimizerKind::Adadelta, "adadelta",                  \
-                 "torch.optim.Adadelta"),                                      \
-      clEnumValN(::loom::OptimizerKind::Adamax, "adamax",                      \
-                 "torch.optim.Adamax"),                                        \
-      clEnumValN(::loom::OptimizerKind::RAdam, "radam", "torch.optim.RAdam"),  \
-      clEnumValN(::loom::OptimizerKind::NAdam, "nadam", "torch.optim.NAdam"))
+                 "no optimizer: the step returns its gradients")               \
+          LOOM_OPTIMIZER_LIST(LOOM_OPTIMIZER_CL_VALUE))
 
 /// How the runtime computes an optimizer's update (`loom-attach-optimizer`):
 /// torch.optim's single-tensor loop op for op (its default on CPU), or the
@@ -207,10 +216,59 @@ enum class RematMode { None, Full, Selective, Captured };
                  "recorded"))
 
 /// The spelling of `kind` in options and diagnostics ("adamw").
-llvm::StringRef stringifyOptimizerKind(OptimizerKind kind);
+inline llvm::StringRef stringifyOptimizerKind(OptimizerKind kind) {
+  switch (kind) {
+  case OptimizerKind::None:
+    return "none";
+#define LOOM_OPTIMIZER_NAME(KIND, SCHEMA_ID, TORCH_CLASS)                      \
+  case OptimizerKind::KIND:                                                    \
+    return ::loomrt::schema::kOptimizerName##SCHEMA_ID;
+    LOOM_OPTIMIZER_LIST(LOOM_OPTIMIZER_NAME)
+#undef LOOM_OPTIMIZER_NAME
+  }
+  llvm_unreachable("unknown optimizer kind");
+}
+
+/// The torch.optim class of `kind` ("AdamW"); "" for None.
+inline llvm::StringRef getOptimizerClassName(OptimizerKind kind) {
+  switch (kind) {
+  case OptimizerKind::None:
+    return "";
+#define LOOM_OPTIMIZER_CLASS(KIND, SCHEMA_ID, TORCH_CLASS)                     \
+  case OptimizerKind::KIND:                                                    \
+    return TORCH_CLASS;
+    LOOM_OPTIMIZER_LIST(LOOM_OPTIMIZER_CLASS)
+#undef LOOM_OPTIMIZER_CLASS
+  }
+  llvm_unreachable("unknown optimizer kind");
+}
+
+/// Every algorithm (not None), in OptimizerKind's order.
+inline constexpr OptimizerKind kOptimizerKinds[] = {
+#define LOOM_OPTIMIZER_KIND(KIND, SCHEMA_ID, TORCH_CLASS) OptimizerKind::KIND,
+    LOOM_OPTIMIZER_LIST(LOOM_OPTIMIZER_KIND)
+#undef LOOM_OPTIMIZER_KIND
+};
 
 /// The algorithm (not None) `name` spells, as stringifyOptimizerKind.
-std::optional<OptimizerKind> parseOptimizerKind(llvm::StringRef name);
+inline std::optional<OptimizerKind> parseOptimizerKind(llvm::StringRef name) {
+  for (OptimizerKind kind : kOptimizerKinds)
+    if (name == stringifyOptimizerKind(kind))
+      return kind;
+  return std::nullopt;
+}
+
+/// Every algorithm's spelling, quoted, for a message: `"sgd", "adam", ...
+/// or "nadam"`.
+inline std::string listOptimizerNames() {
+  std::string text;
+  for (auto [i, kind] : llvm::enumerate(kOptimizerKinds)) {
+    if (i)
+      text += i + 1 == std::size(kOptimizerKinds) ? " or " : ", ";
+    text += "\"" + stringifyOptimizerKind(kind).str() + "\"";
+  }
+  return text;
+}
 
 /// Whether algorithm `kind` takes the loom-attach-optimizer option `option`
 /// ("momentum", "amsgrad", "adagrad-lr-decay", ...), as its torch.optim
