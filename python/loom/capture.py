@@ -45,7 +45,9 @@ step (training cycles through them). The capture writes into DIR:
                        "maximize": ...}}
 
     (``--batch-dims`` other than 0 adds ``"batch_dims": [D, ...]``, one dim
-    per batch tensor. Each optimizer records its own hyperparameters instead of
+    per batch tensor. Trainable parameters the loss never reads, which
+    torch.optim leaves as they are, are captured frozen and listed in
+    ``"unused_parameters": [FQN, ...]``. Each optimizer records its own hyperparameters instead of
     the three SGD fields: Adam and AdamW ``betas``, ``eps`` and ``amsgrad``;
     RMSprop ``alpha``, ``eps``, ``momentum`` and ``centered``; Adagrad
     ``lr_decay``, ``initial_accumulator_value`` and ``eps``; Adamax ``betas`` and ``eps``;
