@@ -32,8 +32,9 @@ step (training cycles through them). The capture writes into DIR:
     what the region's policy says of the op: ``prefer_recompute`` for plain
     ``checkpoint``; with ``create_selective_checkpoint_contexts`` the policy
     function's answer for the op. The joint graph itself recomputes nothing
-    (``loom-remat`` does). ``use_reentrant=True`` and a checkpoint inside
-    another cannot be captured (torch.export gets both wrong).
+    (``loom-remat`` does). A ``use_reentrant=True`` region is traced as a
+    non-reentrant one (the same gradients); one none of whose inputs
+    requires grad, and a checkpoint inside another, cannot be captured.
 ``run.json``
     The run configuration: what this capture was asked, every value
     resolved, so that later stages need not be told again::
@@ -714,8 +715,9 @@ class CheckpointRegions:
 def _checkpoint_caller() -> str:
     """'FILE:LINE: ' of the code that called torch.utils.checkpoint."""
     torch_dir = Path(torch.__file__).resolve().parent
-    # torch.compiler.disable wraps checkpoint(): its frames are no caller.
-    wrappers = (torch_dir / "_dynamo", torch_dir / "_compile.py")
+    # torch.compiler.disable wraps checkpoint(): its frames are no caller,
+    # nor this file's (a reentrant region is traced through a second call).
+    wrappers = (torch_dir / "_dynamo", torch_dir / "_compile.py", Path(__file__).resolve())
     checkpoint_file = Path(torch_checkpoint.__file__).resolve()
     inside = False
     for frame in reversed(traceback.extract_stack()):
@@ -728,17 +730,30 @@ def _checkpoint_caller() -> str:
 
 
 class _ReentrantCheckpoint:
-    """Stands in for ``CheckpointFunction`` while exporting."""
+    """Stands in for ``CheckpointFunction`` while exporting.
+
+    Reentrant checkpoint runs its region under no_grad and rebuilds the
+    autograd graph in its own backward, which export never runs: traced as
+    it is, the step would lose the region's gradients. Its gradients are the
+    non-reentrant checkpoint's (both recompute the region's forward with the
+    saved RNG state and differentiate it), so the region is traced as a
+    non-reentrant one, and recorded like one. But for one case: when no
+    tensor input of the region requires grad, PyTorch's reentrant
+    checkpoint gives the region's parameters no gradient at all (its warning
+    "None of the inputs have requires_grad=True"), which no non-reentrant
+    region reproduces; that is refused.
+    """
 
     @staticmethod
-    def apply(*args: Any) -> Any:
-        # Reentrant checkpoint runs its region under no_grad and rebuilds the
-        # autograd graph in its own backward, which export never runs: the
-        # exported step would silently lose the region's gradients.
-        raise CaptureError(
-            f"{_checkpoint_caller()}torch.utils.checkpoint with use_reentrant=True (the "
-            "default when use_reentrant is not given) cannot be captured: its region "
-            "runs without autograd; pass use_reentrant=False")
+    def apply(function: Any, preserve_rng_state: bool, *args: Any) -> Any:
+        if not any(torch.is_tensor(a) and a.requires_grad for a in args):
+            raise CaptureError(
+                f"{_checkpoint_caller()}torch.utils.checkpoint with use_reentrant=True (the "
+                "default when use_reentrant is not given) on inputs none of which requires "
+                "grad: PyTorch gives the region's parameters no gradient, which a captured "
+                "step cannot reproduce; pass use_reentrant=False")
+        return torch_checkpoint.checkpoint(function, *args, use_reentrant=False,
+                                           preserve_rng_state=preserve_rng_state)
 
 
 @contextlib.contextmanager
@@ -757,7 +772,9 @@ def _record_checkpoint_regions():
     ops each node lowers to. A selective-checkpoint region runs without its
     dispatch modes (they only bookkeep for the eager backward); its policy is
     asked per joint-graph op afterwards (:func:`tag_checkpoint_policies`).
-    Reentrant and nested checkpoints, which export gets wrong, are refused.
+    Reentrant regions are traced as non-reentrant ones
+    (:class:`_ReentrantCheckpoint`); nested checkpoints, which export gets
+    wrong, are refused.
     Yields the regions recorded.
     """
     regions = CheckpointRegions([])

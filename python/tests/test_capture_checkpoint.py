@@ -263,7 +263,9 @@ def test_joint_graph_loss_and_gradients_match_eager_checkpoint(captures, model_f
             assert torch.equal(value, grads[spec.target].grad), spec.target
 
 
-def test_reentrant_checkpoint_is_refused(tmp_path, capsys):
+def test_reentrant_checkpoint_is_a_region(tmp_path, capsys):
+    """use_reentrant=True is traced as a non-reentrant region (the same
+    gradients), recorded like one."""
     path = tmp_path / "reentrant.py"
     path.write_text(textwrap.dedent(
         '''
@@ -283,12 +285,47 @@ def test_reentrant_checkpoint_is_refused(tmp_path, capsys):
         def make():
             return Net(), [(torch.randn(2, 4),)]
         '''))
-    # Eager reentrant checkpoint trains; only its capture is refused.
-    assert capture.main([str(path), "--out", str(tmp_path / "out"), "--steps", "1"]) == 2
-    err = capsys.readouterr().err
-    assert f"{path}:13: torch.utils.checkpoint with use_reentrant=True" in err
-    assert "pass use_reentrant=False" in err
+    assert capture.main([str(path), "--out", str(tmp_path / "out"), "--steps", "1"]) == 0
+    capsys.readouterr()
+    ep = torch.export.load(tmp_path / "out" / "step.pt2")
+    regions = {n.meta.get("custom", {}).get(capture.AC_REGION_KEY) for n in ep.graph.nodes
+               if n.op == "call_function" and n.meta.get("custom", {}).get(capture.PHASE_KEY)
+               == "forward" and n.meta["custom"].get(capture.MODULE_KEY) == "b"}
+    assert regions == {0}
     # The stand-in is gone: eager reentrant checkpoint works again.
+    assert torch_checkpoint.CheckpointFunction.__name__ == "CheckpointFunction"
+
+
+def test_reentrant_checkpoint_on_inputs_without_grad_is_refused(tmp_path, capsys):
+    """With no input that requires grad, PyTorch's reentrant checkpoint gives
+    the region's parameters no gradient (eager trains only `a` here), which
+    a traced region would give them."""
+    path = tmp_path / "reentrant.py"
+    path.write_text(textwrap.dedent(
+        '''
+        import torch
+        import torch.nn as nn
+        from torch.utils.checkpoint import checkpoint
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.a = nn.Linear(4, 4)
+                self.b = nn.Linear(4, 4)
+
+            def forward(self, x):
+                return checkpoint(self.b, x, use_reentrant=True).sum() + self.a(x).sum()
+
+        def make():
+            return Net(), [(torch.randn(2, 4),)]
+        '''))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="None of the inputs have requires_grad")
+        assert capture.main([str(path), "--out", str(tmp_path / "out"), "--steps", "1"]) == 2
+    err = capsys.readouterr().err
+    assert (f"{path}:13: torch.utils.checkpoint with use_reentrant=True (the default when "
+            "use_reentrant is not given) on inputs none of which requires grad") in err
+    assert "pass use_reentrant=False" in err
     assert torch_checkpoint.CheckpointFunction.__name__ == "CheckpointFunction"
 
 

@@ -164,3 +164,34 @@ def test_captured_checkpoint_regions_train_like_pytorch(tmp_path):
                   tmp_path / "batches.safetensors", "--steps", str(STEPS), "--no-progress",
                   "--check", tmp_path / "reference.json"])
     assert result.returncode == 0 and "PASS" in result.stdout, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("reentrant", ["true", "default"])
+def test_reentrant_checkpoint_regions_train_like_pytorch(reentrant, tmp_path):
+    """torch.utils.checkpoint with use_reentrant=True, and without the
+    argument (PyTorch 2.9 warns and runs the reentrant variant), around
+    blocks with dropout: capture traces each region as a non-reentrant one
+    (the same step, op for op, as the use_reentrant=False model's), and
+    --remat=captured trains bitwise equal to PyTorch eager, which ran the
+    reentrant checkpoints and their dropout recomputes, with a lower peak
+    than the step without regions."""
+    model = REPO / "python" / "tests" / "remat_reentrant_model.py"
+    steps = {}
+    for variant in (reentrant, "false"):
+        out = tmp_path / variant
+        result = loom_capture([model, "--out", out, "--steps", str(STEPS), "--make-arg",
+                               f"reentrant={variant}"])
+        assert result.returncode == 0, result.stderr
+        result = run([LOOM_IMPORT, out / "step.pt2", "-o", out / "step.mlir"])
+        assert result.returncode == 0, result.stderr
+        steps[variant] = (out / "step.mlir").read_text().replace(str(out), "OUT")
+    assert steps[reentrant] == steps["false"]
+    assert steps[reentrant].count("loom.ac_region") > 0
+    out = tmp_path / reentrant
+    plain, captured = train(out, 1, "none"), train(out, 1, "captured")
+    assert differences(captured, plain) == []
+    assert captured.peak < plain.peak, (captured.peak, plain.peak)
+    result = run([LOOM_RUN, out / "captured.loomx", "--batches", out / "batches.safetensors",
+                  "--steps", str(STEPS), "--no-progress", "--check", out / "reference.json",
+                  "--rtol", "0", "--atol", "0"])
+    assert result.returncode == 0 and "PASS" in result.stdout, result.stdout + result.stderr
