@@ -49,6 +49,7 @@ import datetime
 import faulthandler
 import json
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -175,6 +176,22 @@ def _units(model: torch.nn.Module, settings: ModuleSettings | None) -> list[str]
     return fsdp_blocks(model)
 
 
+def check_units_share_nothing(model: torch.nn.Module, units: list[str]) -> None:
+    """fully_shard (and FSDP2's replicate) puts each parameter in one unit:
+    one shared by two units (an ALBERT-style layer reused by every block)
+    fails inside PyTorch with "FSDP requires named DeviceMesh dims for ND
+    parallelism". Say which parameter and units instead."""
+    owner: dict[int, str] = {}
+    for unit in units:
+        for name, param in model.get_submodule(unit).named_parameters():
+            first = owner.setdefault(id(param), unit)
+            if first != unit:
+                raise ValueError(
+                    f"parameter '{unit}.{name}' is shared by the units '{first}' and "
+                    f"'{unit}'; PyTorch's fully_shard cannot put one parameter in two units, "
+                    "so there is no PyTorch reference for this model with these units")
+
+
 def wrap_replicate(model: torch.nn.Module, world: int) -> torch.nn.Module:
     """PyTorch's FSDP2-based ``replicate``
     (``torch.distributed._composable.replicate_with_fsdp``) on every block of
@@ -195,7 +212,9 @@ def wrap_replicate(model: torch.nn.Module, world: int) -> torch.nn.Module:
         mesh = init_device_mesh("cpu", (world, 1), mesh_dim_names=("replicate", "shard"))
     else:
         mesh = init_device_mesh("cpu", (world,), mesh_dim_names=("replicate",))
-    for block in repeated_blocks([n for n, _ in model.named_parameters()]):
+    blocks = repeated_blocks([n for n, _ in model.named_parameters()])
+    check_units_share_nothing(model, blocks)
+    for block in blocks:
         replicate_with_fsdp.replicate(model.get_submodule(block), device_mesh=mesh)
     replicate_with_fsdp.replicate(model, device_mesh=mesh)
     return model
@@ -221,6 +240,7 @@ def _wrap(model: torch.nn.Module, mode: str, world: int, replicate_size: int,
                                 mesh_dim_names=("replicate", "shard"))
     settings = settings or ModuleSettings()
     units = _units(model, settings)
+    check_units_share_nothing(model, units)
     placement = {"shard_placement_fn": _largest_dim} if settings.shard_largest_dim else {}
     for path in [*units, ""]:
         after = reshard_setting(settings.reshard_after_forward.get(path, reshard))
@@ -345,6 +365,22 @@ def stop_rank() -> None:
     os._exit(0)
 
 
+class ReferenceFailed(ValueError):
+    """A rank of the reference raised: PyTorch's run refused the model."""
+
+
+def _rank_error(report: str) -> str:
+    """'rank R: Type: message' from torch.multiprocessing's report of a rank's
+    exception (its traceback, the exception's own lines last)."""
+    rank = re.search(r"Process (\d+) terminated with the following error", report)
+    lines = [line for line in report.splitlines() if line.strip()]
+    # The exception's first line: the last line that starts at column 0
+    # after the traceback's indented frames.
+    last = next((line for line in reversed(lines) if not line.startswith(" ")), "")
+    where = f"rank {rank.group(1)}: " if rank else ""
+    return f"PyTorch's run failed on {where}{last.strip()}"
+
+
 def spawn_ranks(fn, world: int, *args):
     """Runs ``fn(rank, world, store, result, *args)`` on ``world`` spawned
     processes and returns what rank 0 saved to ``result`` (``torch.save``).
@@ -358,6 +394,10 @@ def spawn_ranks(fn, world: int, *args):
             result = str(Path(tmp) / "result.pt")
             try:
                 mp.spawn(fn, nprocs=world, args=(world, str(Path(tmp) / "store"), result, *args))
+            except mp.ProcessRaisedException as exc:
+                # PyTorch refused the model (an exception, not a death):
+                # trying again would refuse it again.
+                raise ReferenceFailed(_rank_error(str(exc))) from exc
             except mp.ProcessExitedException as exc:
                 if attempt == 2:
                     raise
@@ -496,8 +536,11 @@ def main() -> None:
     parser.add_argument("--reshard-after-forward", default="auto",
                         help="fsdp/hsdp: auto, true, false or an integer (default auto)")
     args = parser.parse_args()
-    got = train(args.model, args.capture, args.out, args.mode, args.replicate_size,
-                args.reshard_after_forward)
+    try:
+        got = train(args.model, args.capture, args.out, args.mode, args.replicate_size,
+                    args.reshard_after_forward)
+    except ValueError as exc:
+        parser.exit(2, f"{parser.prog}: error: {exc}\n")
     print(f"wrote {args.out}: {args.mode} losses {got['losses'][0]:.7f} -> {got['losses'][-1]:.7f}")
 
 

@@ -186,6 +186,57 @@ def test_distributed_reference_options_are_checked(args, message, tmp_path, caps
 
 
 
+SHARED_LAYER_MODEL = """
+import torch
+import torch.nn as nn
+
+
+class Block(nn.Module):
+    def __init__(self, lin):
+        super().__init__()
+        self.lin = lin
+        self.norm = nn.LayerNorm(8)
+
+    def forward(self, x):
+        return x + torch.tanh(self.lin(self.norm(x)))
+
+
+class Net(nn.Module):
+    # ALBERT-style: every block reuses one Linear.
+    def __init__(self):
+        super().__init__()
+        shared = nn.Linear(8, 8)
+        self.layers = nn.ModuleList([Block(shared) for _ in range(2)])
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x.pow(2).mean()
+
+
+def make():
+    return Net(), [(torch.randn(4, 8),)]
+"""
+
+
+def test_a_reference_pytorch_refuses_is_a_clear_error(tmp_path):
+    """A parameter shared by two blocks cannot be in two fully_shard units:
+    PyTorch fails inside fully_shard ("FSDP requires named DeviceMesh
+    dims"); the capture says which parameter and units, as the reference
+    rank reported it, instead of a traceback."""
+    model = tmp_path / "shared.py"
+    model.write_text(SHARED_LAYER_MODEL)
+    result = loom_capture([model, "--out", tmp_path / "out", "--steps", "1", "--split", "2",
+                           "--reference", "fsdp"])
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert ("loom.capture: error: --reference fsdp: PyTorch's run failed on rank "
+            in result.stderr), result.stderr
+    assert ("ValueError: parameter 'layers.1.lin.weight' is shared by the units 'layers.0' "
+            "and 'layers.1'; PyTorch's fully_shard cannot put one parameter in two units"
+            in result.stderr), result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_recompute_on_the_test_transformer_equals_fully_shard(tmp_path):
     """Recompute on PyTorch's test Transformer with FSDP on 2 ranks, checked
     exactly against PyTorch's own ``fully_shard`` run (which recomputes
