@@ -177,19 +177,34 @@ def _units(model: torch.nn.Module, settings: ModuleSettings | None) -> list[str]
 
 
 def check_units_share_nothing(model: torch.nn.Module, units: list[str]) -> None:
-    """fully_shard (and FSDP2's replicate) puts each parameter in one unit:
-    one shared by two units (an ALBERT-style layer reused by every block)
-    fails inside PyTorch with "FSDP requires named DeviceMesh dims for ND
-    parallelism". Say which parameter and units instead."""
+    """fully_shard (and FSDP2's replicate), applied to ``units`` in order,
+    manages each parameter under a unit but not under a unit applied before
+    it (a nested block), and a parameter two units would both manage (an
+    ALBERT-style layer reused by sibling blocks) fails inside PyTorch with
+    "FSDP requires named DeviceMesh dims for ND parallelism". Say which
+    parameter and units instead."""
     owner: dict[int, str] = {}
+    applied: set[int] = set()
     for unit in units:
-        for name, param in model.get_submodule(unit).named_parameters():
-            first = owner.setdefault(id(param), unit)
-            if first != unit:
-                raise ValueError(
-                    f"parameter '{unit}.{name}' is shared by the units '{first}' and "
-                    f"'{unit}'; PyTorch's fully_shard cannot put one parameter in two units, "
-                    "so there is no PyTorch reference for this model with these units")
+        root = model.get_submodule(unit)
+        stack, seen = [(root, unit)], set()
+        while stack:
+            module, path = stack.pop()
+            if id(module) in seen:
+                continue
+            seen.add(id(module))
+            for name, param in module.named_parameters(recurse=False):
+                first = owner.setdefault(id(param), unit)
+                if first != unit:
+                    raise ValueError(
+                        f"parameter '{path}.{name}' is shared by the units '{first}' and "
+                        f"'{unit}'; PyTorch's fully_shard cannot put one parameter in two "
+                        "units, so there is no PyTorch reference for this model with these "
+                        "units")
+            stack.extend((child, f"{path}.{name}" if path else name)
+                         for name, child in module.named_children()
+                         if id(child) not in applied)
+        applied.add(id(root))
 
 
 def wrap_replicate(model: torch.nn.Module, world: int) -> torch.nn.Module:
