@@ -237,6 +237,26 @@ def test_a_reference_pytorch_refuses_is_a_clear_error(tmp_path):
     assert "Traceback" not in result.stderr
 
 
+def test_units_sharing_a_parameter_are_found_as_fully_shard_would():
+    """Siblings sharing a layer both manage it (refused); a unit nested in
+    another is applied first and keeps its own parameters (fine), as
+    fully_shard skips modules wrapped before."""
+    import torch
+
+    from loom.dp_reference import check_units_share_nothing
+
+    shared = torch.nn.Linear(2, 2)
+    siblings = torch.nn.ModuleDict({"a": torch.nn.Sequential(shared),
+                                    "b": torch.nn.Sequential(shared)})
+    with pytest.raises(ValueError, match="parameter 'b.0.weight' is shared by the units 'a' and 'b'"):
+        check_units_share_nothing(siblings, ["a", "b"])
+    nested = torch.nn.ModuleDict({"outer": torch.nn.Sequential(torch.nn.Linear(2, 2))})
+    check_units_share_nothing(nested, ["outer.0", "outer"])
+    # The other order: the outer unit took the inner one's parameters first.
+    with pytest.raises(ValueError, match="'outer.0.weight' is shared by the units 'outer' and"):
+        check_units_share_nothing(nested, ["outer", "outer.0"])
+
+
 def test_recompute_on_the_test_transformer_equals_fully_shard(tmp_path):
     """Recompute on PyTorch's test Transformer with FSDP on 2 ranks, checked
     exactly against PyTorch's own ``fully_shard`` run (which recomputes
