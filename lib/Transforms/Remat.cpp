@@ -341,11 +341,8 @@ struct LoomRematPass : public loom::impl::LoomRematBase<LoomRematPass> {
                             ArrayRef<RecomputeGroup> groups) {
     for (const std::string &name : rematSaveOps) {
       bool matched = llvm::any_of(groups, [&](const RecomputeGroup &group) {
-        return llvm::any_of(group.ops, [&](Operation *op) {
-          auto aten = dyn_cast<AtenOp>(op);
-          return aten && (aten.getKernel() == name ||
-                          stripAtenOverload(aten.getKernel()) == name);
-        });
+        return llvm::any_of(group.ops,
+                            [&](Operation *op) { return isNamedBy(op, name); });
       });
       if (!matched)
         func.emitWarning("--loom-remat: save-ops entry '")
@@ -376,14 +373,18 @@ struct LoomRematPass : public loom::impl::LoomRematBase<LoomRematPass> {
     return success();
   }
 
+  /// Whether `op` is the ATen op a save-ops entry `name` names (with or
+  /// without its overload).
+  static bool isNamedBy(Operation *op, StringRef name) {
+    auto aten = dyn_cast<AtenOp>(op);
+    return aten && (aten.getKernel() == name ||
+                    stripAtenOverload(aten.getKernel()) == name);
+  }
+
   /// Whether `op` is an ATen op the user listed in save-ops.
   bool isListedSaved(Operation *op) {
-    auto aten = dyn_cast<AtenOp>(op);
-    if (!aten)
-      return false;
-    StringRef kernel = aten.getKernel();
     return llvm::any_of(rematSaveOps, [&](const std::string &name) {
-      return kernel == name || stripAtenOverload(kernel) == name;
+      return isNamedBy(op, name);
     });
   }
 

@@ -14,7 +14,6 @@
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/CommandLine.h"
-#include "llvm/Support/ErrorHandling.h"
 
 #include "loomrt/ArtifactSchema.h"
 
@@ -86,9 +85,9 @@ public:
 /// torch.optim.TORCH_CLASS, spelled in flags, run configurations,
 /// attributes and artifacts as the artifact's optimizer name
 /// loomrt::schema::kOptimizerName<SCHEMA_ID> (ArtifactSchema.def declares
-/// the spellings; the runtime reads them). The enum, its command-line values,
-/// stringifyOptimizerKind, parseOptimizerKind and getOptimizerClassName are
-/// generated from it.
+/// the spellings; the runtime reads them). The enum, its command-line values
+/// and kOptimizers (stringifyOptimizerKind, parseOptimizerKind,
+/// getOptimizerClassName) are generated from it.
 #define LOOM_OPTIMIZER_LIST(X)                                                 \
   X(SGD, Sgd, "SGD")                                                           \
   X(Adam, Adam, "Adam")                                                        \
@@ -215,46 +214,51 @@ enum class RematMode { None, Full, Selective, Captured };
                  "the torch.utils.checkpoint regions and policies capture "    \
                  "recorded"))
 
+/// One algorithm of LOOM_OPTIMIZER_LIST: its spelling and torch.optim class.
+struct OptimizerSpelling {
+  OptimizerKind kind;
+  const char *name;
+  const char *torchClass;
+};
+
+/// Every algorithm (not None), in OptimizerKind's order.
+inline constexpr OptimizerSpelling kOptimizers[] = {
+#define LOOM_OPTIMIZER_SPELLING(KIND, SCHEMA_ID, TORCH_CLASS)                  \
+  {OptimizerKind::KIND, ::loomrt::schema::kOptimizerName##SCHEMA_ID,           \
+   TORCH_CLASS},
+    LOOM_OPTIMIZER_LIST(LOOM_OPTIMIZER_SPELLING)
+#undef LOOM_OPTIMIZER_SPELLING
+};
+
+/// kOptimizers[i] is OptimizerKind(i + 1): both are LOOM_OPTIMIZER_LIST's
+/// order.
+constexpr bool isOptimizerTableInKindOrder() {
+  for (size_t i = 0; i < std::size(kOptimizers); ++i)
+    if (kOptimizers[i].kind != static_cast<OptimizerKind>(i + 1))
+      return false;
+  return true;
+}
+static_assert(isOptimizerTableInKindOrder());
+
 /// The spelling of `kind` in options and diagnostics ("adamw").
 inline llvm::StringRef stringifyOptimizerKind(OptimizerKind kind) {
-  switch (kind) {
-  case OptimizerKind::None:
-    return "none";
-#define LOOM_OPTIMIZER_NAME(KIND, SCHEMA_ID, TORCH_CLASS)                      \
-  case OptimizerKind::KIND:                                                    \
-    return ::loomrt::schema::kOptimizerName##SCHEMA_ID;
-    LOOM_OPTIMIZER_LIST(LOOM_OPTIMIZER_NAME)
-#undef LOOM_OPTIMIZER_NAME
-  }
-  llvm_unreachable("unknown optimizer kind");
+  return kind == OptimizerKind::None
+             ? "none"
+             : kOptimizers[static_cast<size_t>(kind) - 1].name;
 }
 
 /// The torch.optim class of `kind` ("AdamW"); "" for None.
 inline llvm::StringRef getOptimizerClassName(OptimizerKind kind) {
-  switch (kind) {
-  case OptimizerKind::None:
-    return "";
-#define LOOM_OPTIMIZER_CLASS(KIND, SCHEMA_ID, TORCH_CLASS)                     \
-  case OptimizerKind::KIND:                                                    \
-    return TORCH_CLASS;
-    LOOM_OPTIMIZER_LIST(LOOM_OPTIMIZER_CLASS)
-#undef LOOM_OPTIMIZER_CLASS
-  }
-  llvm_unreachable("unknown optimizer kind");
+  return kind == OptimizerKind::None
+             ? ""
+             : kOptimizers[static_cast<size_t>(kind) - 1].torchClass;
 }
-
-/// Every algorithm (not None), in OptimizerKind's order.
-inline constexpr OptimizerKind kOptimizerKinds[] = {
-#define LOOM_OPTIMIZER_KIND(KIND, SCHEMA_ID, TORCH_CLASS) OptimizerKind::KIND,
-    LOOM_OPTIMIZER_LIST(LOOM_OPTIMIZER_KIND)
-#undef LOOM_OPTIMIZER_KIND
-};
 
 /// The algorithm (not None) `name` spells, as stringifyOptimizerKind.
 inline std::optional<OptimizerKind> parseOptimizerKind(llvm::StringRef name) {
-  for (OptimizerKind kind : kOptimizerKinds)
-    if (name == stringifyOptimizerKind(kind))
-      return kind;
+  for (const OptimizerSpelling &optimizer : kOptimizers)
+    if (name == optimizer.name)
+      return optimizer.kind;
   return std::nullopt;
 }
 
@@ -262,10 +266,10 @@ inline std::optional<OptimizerKind> parseOptimizerKind(llvm::StringRef name) {
 /// or "nadam"`.
 inline std::string listOptimizerNames() {
   std::string text;
-  for (auto [i, kind] : llvm::enumerate(kOptimizerKinds)) {
+  for (auto [i, optimizer] : llvm::enumerate(kOptimizers)) {
     if (i)
-      text += i + 1 == std::size(kOptimizerKinds) ? " or " : ", ";
-    text += "\"" + stringifyOptimizerKind(kind).str() + "\"";
+      text += i + 1 == std::size(kOptimizers) ? " or " : ", ";
+    text += std::string("\"") + optimizer.name + "\"";
   }
   return text;
 }
