@@ -263,35 +263,43 @@ def test_joint_graph_loss_and_gradients_match_eager_checkpoint(captures, model_f
             assert torch.equal(value, grads[spec.target].grad), spec.target
 
 
+# Two Linear layers, the second under reentrant checkpoint; FORWARD is the
+# body of forward(x).
+REENTRANT_MODEL = '''
+import torch
+import torch.nn as nn
+from torch.utils.checkpoint import checkpoint
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(4, 4)
+        self.b = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return FORWARD
+
+def make():
+    return Net(), [(torch.randn(2, 4),)]
+'''
+
+
+def write_reentrant_model(tmp_path: Path, forward: str) -> Path:
+    path = tmp_path / "reentrant.py"
+    path.write_text(REENTRANT_MODEL.replace("FORWARD", forward))
+    return path
+
+
 def test_reentrant_checkpoint_is_a_region(tmp_path, capsys):
     """use_reentrant=True is traced as a non-reentrant region (the same
     gradients), recorded like one."""
-    path = tmp_path / "reentrant.py"
-    path.write_text(textwrap.dedent(
-        '''
-        import torch
-        import torch.nn as nn
-        from torch.utils.checkpoint import checkpoint
-
-        class Net(nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.a = nn.Linear(4, 4)
-                self.b = nn.Linear(4, 4)
-
-            def forward(self, x):
-                return checkpoint(self.b, self.a(x), use_reentrant=True).sum()
-
-        def make():
-            return Net(), [(torch.randn(2, 4),)]
-        '''))
+    path = write_reentrant_model(
+        tmp_path, "checkpoint(self.b, self.a(x), use_reentrant=True).sum()")
     assert capture.main([str(path), "--out", str(tmp_path / "out"), "--steps", "1"]) == 0
     capsys.readouterr()
-    ep = torch.export.load(tmp_path / "out" / "step.pt2")
-    regions = {n.meta.get("custom", {}).get(capture.AC_REGION_KEY) for n in ep.graph.nodes
-               if n.op == "call_function" and n.meta.get("custom", {}).get(capture.PHASE_KEY)
-               == "forward" and n.meta["custom"].get(capture.MODULE_KEY) == "b"}
-    assert regions == {0}
+    ep = load_program(tmp_path / "out" / "step.pt2")
+    assert {region_of(n) for n in forward_nodes(ep)
+            if n.meta["custom"][capture.MODULE_KEY] == "b"} == {0}
     # The stand-in is gone: eager reentrant checkpoint works again.
     assert torch_checkpoint.CheckpointFunction.__name__ == "CheckpointFunction"
 
@@ -300,25 +308,8 @@ def test_reentrant_checkpoint_on_inputs_without_grad_is_refused(tmp_path, capsys
     """With no input that requires grad, PyTorch's reentrant checkpoint gives
     the region's parameters no gradient (eager trains only `a` here), which
     a traced region would give them."""
-    path = tmp_path / "reentrant.py"
-    path.write_text(textwrap.dedent(
-        '''
-        import torch
-        import torch.nn as nn
-        from torch.utils.checkpoint import checkpoint
-
-        class Net(nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.a = nn.Linear(4, 4)
-                self.b = nn.Linear(4, 4)
-
-            def forward(self, x):
-                return checkpoint(self.b, x, use_reentrant=True).sum() + self.a(x).sum()
-
-        def make():
-            return Net(), [(torch.randn(2, 4),)]
-        '''))
+    path = write_reentrant_model(
+        tmp_path, "checkpoint(self.b, x, use_reentrant=True).sum() + self.a(x).sum()")
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="None of the inputs have requires_grad")
         assert capture.main([str(path), "--out", str(tmp_path / "out"), "--steps", "1"]) == 2

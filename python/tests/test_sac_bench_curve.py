@@ -53,13 +53,18 @@ def test_curve_is_the_hull_between_corners():
     assert sac.on_curve(corners, 900) == 0.0
 
 
-def test_bounds_by_hand(capsys):
+def bounds(report: str, capsys) -> tuple[dict, str]:
+    """curve_bounds of one ILP row (budget 1200 B, peak 1000 B, 28 ms) with
+    `report`, beside a full AC step of 100 ms: the row and what it printed."""
     rows = [{"policy": "ilp", "budget": 1200, "peak": 1000, "recompute_s": 0.028,
-             "ilp": sac.parse_ilp_report(REPORT)}]
-    fixed = {"full": {"step_s": 0.1}}
-    sac.curve_bounds(rows, fixed)
-    assert rows[0]["curve_least_recompute_ms"] == pytest.approx(22.0)
-    out = capsys.readouterr().out
+             "ilp": sac.parse_ilp_report(report)}]
+    sac.curve_bounds(rows, {"full": {"step_s": 0.1}})
+    return rows[0], capsys.readouterr().out
+
+
+def test_bounds_by_hand(capsys):
+    row, out = bounds(REPORT, capsys)
+    assert row["curve_least_recompute_ms"] == pytest.approx(22.0)
     assert "recomputes at least 22.0 ms (the ILP 28.0)" in out
     assert "at most 12.0 ms less recompute, step 88.0 ms for 100.0 (+13.64%" in out
 
@@ -71,12 +76,8 @@ loom-sac-ilp: block 'norm': blocks x (bytes kept, ms recomputed): 1 x (300, 0.00
 
 
 def test_bounds_with_a_module_around_the_blocks(capsys):
-    rows = [{"policy": "ilp", "budget": 1200, "peak": 1000, "recompute_s": 0.028,
-             "ilp": sac.parse_ilp_report(REPORT + NORM)}]
-    fixed = {"full": {"step_s": 0.1}}
-    sac.curve_bounds(rows, fixed)
-    assert rows[0]["curve_least_recompute_ms"] == pytest.approx(16.0)
-    out = capsys.readouterr().out
+    row, out = bounds(REPORT + NORM, capsys)
+    assert row["curve_least_recompute_ms"] == pytest.approx(16.0)
     assert "at most 12.0 ms less recompute, step 88.0 ms" in out
     assert "and what norm keep beyond their lean ends (200 B, for 2.00 ms)" in out
     assert "at most 16.0 ms less recompute, step 84.0 ms for 100.0 (+19.05%" in out
