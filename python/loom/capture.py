@@ -158,7 +158,8 @@ from torch.export.experimental import (
     _export_forward_backward,
     _remove_detach_pass,
 )
-from torch.export.exported_program import _decompose_exported_program
+from torch._export.utils import _collect_all_valid_cia_ops_for_aten_namespace
+from torch.export.exported_program import _decompose_exported_program, _special_op_to_preserve_cia
 from torch.export.graph_signature import ExportGraphSignature, InputKind
 
 from loom.safetensors_io import save_tensors
@@ -954,6 +955,24 @@ def _params_without_grad(model: nn.Module, example: tuple[torch.Tensor, ...]) ->
     return [n for n, p in probe.named_parameters() if p.requires_grad and p.grad is None]
 
 
+@functools.cache
+def _kernels_eager_runs() -> dict[torch._ops.OpOverload, Callable]:
+    """The ops tracing would replace by their composite form though eager
+    runs a kernel of their own, each mapped to "keep it".
+
+    An ATen op with both a CPU kernel and a CompositeImplicitAutograd one
+    runs the kernel in eager, but the joint graph's tracer takes the
+    composite form: ``silu_backward`` becomes sigmoid, sub and mul (half the
+    elements of SiLU's gradient then differ from eager's in the last bit),
+    ``mish_backward`` and ``upsample_nearest2d`` likewise. Kept, the graph
+    calls the kernel eager autograd calls.
+    """
+    cpu = torch._C.DispatchKey.CPU
+    return {op: _special_op_to_preserve_cia
+            for op in _collect_all_valid_cia_ops_for_aten_namespace()
+            if torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), cpu)}
+
+
 def _export_joint_without_decompositions(
     ep: torch.export.ExportedProgram,
 ) -> torch.export.ExportedProgram:
@@ -971,7 +990,7 @@ def _export_joint_without_decompositions(
     """
     ep = _decompose_exported_program(
         ep,
-        cia_to_decomp={},
+        cia_to_decomp=_kernels_eager_runs(),
         python_decomp_table={},
         joint_loss_index=0,
         decompose_custom_triton_ops=False,

@@ -436,21 +436,51 @@ def test_eager_replay_from_captured_weights(captured, name):
         torch.testing.assert_close(final[key].detach(), value, rtol=0, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", ALL)
-def test_joint_graph_matches_eager_gradients(captured, name):
-    """Capture exports the joint graph without decompositions, so it calls
-    the kernels eager autograd calls: loss and gradients are bitwise equal."""
-    c = captured[name]
+def joint_and_eager_gradients(c: Captured) -> tuple[dict, dict]:
+    """The joint graph's loss and gradients on the first batch, and eager
+    autograd's gradients of a fresh model on it."""
     batch = c.batches()[0]
     out = run_joint_graph(c, c.initial_state(), batch)
     assert float(out["loss"]) == c.reference["losses"][0]
-
     model = c.fresh_model()
     model(*batch).backward()
     eager = {n: p.grad for n, p in model.named_parameters() if p.requires_grad}
     assert set(out["grads"]) == set(eager)
-    for key, grad in out["grads"].items():
+    return out["grads"], eager
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_joint_graph_matches_eager_gradients(captured, name):
+    """Capture exports the joint graph without decompositions, so it calls
+    the kernels eager autograd calls: loss and gradients are bitwise equal."""
+    joint, eager = joint_and_eager_gradients(captured[name])
+    for key, grad in joint.items():
         assert torch.equal(grad, eager[key]), key
+
+
+SWIGLU_MISH = Path(__file__).parent / "swiglu_mish_model.py"
+KERNEL_BACKWARDS = {torch.ops.aten.silu_backward.default, torch.ops.aten.mish_backward.default}
+
+
+def test_activation_backwards_are_eagers_kernels(tmp_path, capsys):
+    """silu_backward and mish_backward have a CPU kernel and a composite
+    form; eager autograd runs the kernel, so the joint graph calls it (not
+    sigmoid, sub and mul) and its gradients equal eager's bitwise."""
+    c = do_capture(SWIGLU_MISH, tmp_path, capsys)
+    assert KERNEL_BACKWARDS <= {n.target for n in c.nodes("backward")}
+    joint, eager = joint_and_eager_gradients(c)
+    for key, grad in joint.items():
+        assert torch.equal(grad, eager[key]), key
+
+
+def test_activation_backwards_traced_composite_differ_from_eager(tmp_path, capsys, monkeypatch):
+    """The negative control: traced in their composite form, as tracing does
+    unless told to keep them, the same model's gradients are not eager's."""
+    monkeypatch.setattr(capture, "_kernels_eager_runs", lambda: {})
+    c = do_capture(SWIGLU_MISH, tmp_path, capsys)
+    assert not KERNEL_BACKWARDS & {n.target for n in c.nodes("backward")}
+    joint, eager = joint_and_eager_gradients(c)
+    assert any(not torch.equal(grad, eager[key]) for key, grad in joint.items())
 
 
 @pytest.mark.parametrize("name", ["mlp", "bn"])

@@ -53,12 +53,14 @@ MODELS = {
     "vit": REPO / "examples" / "vit.py",
     # BatchNorm: buffer mutations written back every step.
     "batchnorm": REPO / "test" / "Import" / "Inputs" / "tiny.py",
+    # SwiGLU and Mish: backwards eager runs as kernels of their own.
+    "swiglu": Path(__file__).parent / "swiglu_mish_model.py",
 }
 
 
 @pytest.mark.parametrize("name, optimizer", [
     ("gpt", "sgd"), ("gpt", "adam"), ("gpt", "adamw"),
-    ("mlp", "sgd"), ("vit", "adamw"), ("batchnorm", "adam")])
+    ("mlp", "sgd"), ("vit", "adamw"), ("batchnorm", "adam"), ("swiglu", "adamw")])
 def test_trains_at_parity_with_eager(name, optimizer, tmp_path):
     capture_flags, compile_flags = OPTIMIZERS[optimizer]
     result = loom_capture([MODELS[name],
