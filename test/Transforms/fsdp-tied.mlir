@@ -10,7 +10,7 @@
 // CHECK-NOT: all_gather_start {{.*}}phase<forward>
 // CHECK: loom.reduce_scatter_start %{{.*}} {loom.module = "b", loom.phase = #loom.phase<backward>} : tensor<6xf32>
 // CHECK: %[[GA:.*]] = loom.aten "aten::add.Tensor"
-// CHECK-NEXT: loom.aten "aten::view.default"(%[[GA]])
+// CHECK-NEXT: loom.aten "aten::reshape.default"(%[[GA]])
 // CHECK-NEXT: loom.reduce_scatter_start %{{.*}} {loom.module = "a", loom.phase = #loom.phase<backward>} : tensor<24xf32> -> !loom.future<tensor<12xf32>>
 // CHECK-NOT: reduce_scatter_start
 // OPT-LABEL: func.func @tied(

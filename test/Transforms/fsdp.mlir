@@ -48,7 +48,7 @@
 // The root keeps its gathered weight for backward (auto); its gradient is
 // reduce-scattered right after it is computed.
 // CHECK: %[[GW2:.*]] = loom.aten "aten::mm.default"{{.*}}loom.module = "out", loom.phase = #loom.phase<backward>} : (tensor<4x2xf32>, tensor<2x8xf32>) -> tensor<4x8xf32>
-// CHECK-NEXT: %[[V2:.*]] = loom.aten "aten::view.default"(%[[GW2]]) {args = [#loom.arg<0>, [32]]
+// CHECK-NEXT: %[[V2:.*]] = loom.aten "aten::reshape.default"(%[[GW2]]) {args = [#loom.arg<0>, [32]]
 // CHECK-NEXT: %[[RS2:.*]] = loom.reduce_scatter_start %[[V2]] on @dp axes ["shard"] dim 0 reduce <avg> {{.*}} : tensor<32xf32> -> !loom.future<tensor<8xf32>>
 // CHECK-NEXT: %[[WR2:.*]] = loom.wait %[[RS2]]
 // CHECK-NEXT: %[[SH2:.*]] = loom.aten "aten::view.default"(%[[WR2]]) {args = [#loom.arg<0>, [1, 8]]
@@ -69,11 +69,11 @@
 // CHECK: %[[GW0:.*]] = loom.aten "aten::mm.default"{{.*}} -> tensor<15x8xf32>
 // CHECK-NEXT: %[[GB0:.*]] = loom.aten "aten::sum.dim_IntList"
 // CHECK-NEXT: %[[PW0:.*]] = loom.aten "aten::constant_pad_nd.default"(%[[GW0]]) {args = [#loom.arg<0>, [0, 0, 0, 1], 0.000000e+00]{{.*}} : (tensor<15x8xf32>) -> tensor<16x8xf32>
-// CHECK-NEXT: %[[VW0:.*]] = loom.aten "aten::view.default"(%[[PW0]]) {args = [#loom.arg<0>, [4, 32]]
+// CHECK-NEXT: %[[VW0:.*]] = loom.aten "aten::reshape.default"(%[[PW0]]) {args = [#loom.arg<0>, [4, 32]]
 // CHECK-NEXT: %[[PB0:.*]] = loom.aten "aten::constant_pad_nd.default"(%[[GB0]]) {args = [#loom.arg<0>, [0, 1], 0.000000e+00]{{.*}} -> tensor<16xf32>
-// CHECK-NEXT: %[[VB0:.*]] = loom.aten "aten::view.default"(%[[PB0]]) {args = [#loom.arg<0>, [4, 4]]
+// CHECK-NEXT: %[[VB0:.*]] = loom.aten "aten::reshape.default"(%[[PB0]]) {args = [#loom.arg<0>, [4, 4]]
 // CHECK-NEXT: %[[CAT:.*]] = loom.aten "aten::cat.default"(%[[VW0]], %[[VB0]]) {args = {{\[}}[#loom.arg<0>, #loom.arg<1>], 1]{{.*}} -> tensor<4x36xf32>
-// CHECK-NEXT: %[[FLAT:.*]] = loom.aten "aten::view.default"(%[[CAT]]) {args = [#loom.arg<0>, [144]]
+// CHECK-NEXT: %[[FLAT:.*]] = loom.aten "aten::reshape.default"(%[[CAT]]) {args = [#loom.arg<0>, [144]]
 // CHECK-NEXT: %[[RS0:.*]] = loom.reduce_scatter_start %[[FLAT]] on @dp axes ["shard"] dim 0 reduce <avg> {loom.module = "layers.0", loom.phase = #loom.phase<backward>} : tensor<144xf32> -> !loom.future<tensor<36xf32>>
 // CHECK-NEXT: %[[RED:.*]] = loom.wait %[[RS0]]
 // CHECK-NEXT: %[[SPL:.*]]:2 = loom.aten "aten::split_with_sizes.default"(%[[RED]]) {args = [#loom.arg<0>, [32, 4], 0]

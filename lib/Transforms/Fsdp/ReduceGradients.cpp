@@ -92,10 +92,13 @@ static Value packGradients(ShardingState &s, OpBuilder &b, Location loc,
                  {OperandRefAttr::get(ctx, 0), b.getI64ArrayAttr(pads),
                   b.getF64FloatAttr(0.0)});
     }
-    // Only a concatenation needs the [G, n] view of each gradient.
+    // Only a concatenation needs the [G, n] view of each gradient. A
+    // gradient is not always contiguous (an einsum's comes out permuted):
+    // reshape copies those.
     blocks.push_back(unitParams.size() == 1
                          ? g
-                         : t.view(b, loc, g, {shardSize, info.localNumel}));
+                         : t.view(b, loc, g, {shardSize, info.localNumel},
+                                  "aten::reshape.default"));
     sizes.push_back(info.localNumel);
     total += info.localNumel;
   }
@@ -114,7 +117,7 @@ static Value packGradients(ShardingState &s, OpBuilder &b, Location loc,
         cast<RankedTensorType>(buffer.getType()).clone({shardSize, total}),
         blocks, {b.getArrayAttr(refs), b.getI64IntegerAttr(1)});
   }
-  return t.view(b, loc, buffer, {shardSize * total});
+  return t.view(b, loc, buffer, {shardSize * total}, "aten::reshape.default");
 }
 
 /// Which collectives one reduction runs and how it divides.

@@ -8,6 +8,8 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringSwitch.h"
 
+#include <algorithm>
+
 using namespace mlir;
 using namespace loom;
 
@@ -76,6 +78,7 @@ namespace {
 struct AtenCall {
   StringRef kernel;
   ArrayAttr args;
+  DictionaryAttr kwargs;
 };
 } // namespace
 
@@ -83,7 +86,7 @@ static AtenCall getAtenCall(Operation *op) {
   if (!op)
     return {};
   if (auto aten = dyn_cast<AtenOp>(op))
-    return {aten.getKernel(), aten.getArgs()};
+    return {aten.getKernel(), aten.getArgs(), aten.getKwargs()};
   if (op->getName().getStringRef() != "loomrt.aten")
     return {};
   std::optional<Attribute> kernel = op->getInherentAttr("kernel");
@@ -91,9 +94,13 @@ static AtenCall getAtenCall(Operation *op) {
   auto kernelAttr = kernel ? dyn_cast_or_null<StringAttr>(*kernel) : nullptr;
   if (!kernelAttr)
     return {};
+  std::optional<Attribute> kwargs = op->getInherentAttr("kwargs");
   auto argsAttr = args ? dyn_cast_or_null<ArrayAttr>(*args) : nullptr;
+  auto kwargsAttr =
+      kwargs ? dyn_cast_or_null<DictionaryAttr>(*kwargs) : nullptr;
   return {kernelAttr.getValue(),
-          argsAttr ? argsAttr : ArrayAttr::get(op->getContext(), {})};
+          argsAttr ? argsAttr : ArrayAttr::get(op->getContext(), {}),
+          kwargsAttr ? kwargsAttr : DictionaryAttr::get(op->getContext())};
 }
 
 StringRef loom::getAtenKernel(Operation *op) {
@@ -109,63 +116,245 @@ static Value getFirstTensorArg(Operation *op, ArrayAttr args) {
   return {};
 }
 
-/// Whether the runtime holds `v` as a contiguous tensor. ATen's results are;
-/// a view is when its base is and it keeps the layout (a piece along `dim`
-/// of a base whose dims before `dim` are all 1, e.g. FSDP's [1, shard] on one
-/// rank); transposes, expands and strided pieces are not.
-static bool isContiguous(Value v) {
-  Operation *def = v.getDefiningOp();
-  auto [kernel, args] = getAtenCall(def);
-  if (!def || kernel.empty())
+namespace {
+using Strides = SmallVector<int64_t>;
+} // namespace
+
+/// Row-major strides of `shape`: how ATen lays out a fresh result.
+static Strides contiguousStrides(ArrayRef<int64_t> shape) {
+  Strides strides(shape.size(), 1);
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * std::max<int64_t>(shape[d + 1], 1);
+  return strides;
+}
+
+/// ATen's `is_contiguous`: dims of size 1 may have any stride.
+static bool isContiguousLayout(ArrayRef<int64_t> shape,
+                               ArrayRef<int64_t> strides) {
+  if (llvm::is_contained(shape, 0))
     return true;
-  StringRef name = stripAtenOverload(kernel);
-  if (name == "aten::reshape" || !aliasesFirstArg(kernel))
-    return true;
-  Value base = getFirstTensorArg(def, args);
-  auto baseType = base ? dyn_cast<RankedTensorType>(base.getType()) : nullptr;
-  if (!baseType)
-    return false;
+  int64_t expected = 1;
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+    if (shape[d] == 1)
+      continue;
+    if (strides[d] != expected)
+      return false;
+    expected *= shape[d];
+  }
+  return true;
+}
+
+/// ATen's `is_non_overlapping_and_dense`: some order of the dims (the one
+/// of their strides) is row-major.
+static bool isDense(ArrayRef<int64_t> shape, ArrayRef<int64_t> strides) {
+  SmallVector<size_t> order;
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] != 1)
+      order.push_back(d);
+  llvm::stable_sort(
+      order, [&](size_t a, size_t b) { return strides[a] < strides[b]; });
+  int64_t expected = 1;
+  for (size_t d : order) {
+    if (shape[d] == 0)
+      return true;
+    if (strides[d] != expected)
+      return false;
+    expected *= shape[d];
+  }
+  return true;
+}
+
+/// The strides `view(shape)` gives a tensor of `oldShape` laid out with
+/// `oldStrides`, or none where view refuses (ATen's `computeStride`: each
+/// run of dims contiguous in memory may be split and merged freely).
+static std::optional<Strides> viewStrides(ArrayRef<int64_t> oldShape,
+                                          ArrayRef<int64_t> oldStrides,
+                                          ArrayRef<int64_t> shape) {
+  if (oldShape.empty())
+    return Strides(shape.size(), 1);
+  if (llvm::is_contained(oldShape, 0))
+    return contiguousStrides(shape);
+  Strides strides(shape.size(), 1);
+  int64_t viewDim = static_cast<int64_t>(shape.size()) - 1;
+  int64_t chunkBase = oldStrides.back();
+  int64_t tensorNumel = 1, viewNumel = 1;
+  for (int64_t d = static_cast<int64_t>(oldShape.size()) - 1; d >= 0; --d) {
+    tensorNumel *= oldShape[d];
+    bool chunkEnds = d == 0 || (oldShape[d - 1] != 1 &&
+                                oldStrides[d - 1] != tensorNumel * chunkBase);
+    if (!chunkEnds)
+      continue;
+    while (viewDim >= 0 && (viewNumel < tensorNumel || shape[viewDim] == 1)) {
+      strides[viewDim] = viewNumel * chunkBase;
+      viewNumel *= shape[viewDim];
+      --viewDim;
+    }
+    if (viewNumel != tensorNumel)
+      return std::nullopt;
+    if (d > 0) {
+      chunkBase = oldStrides[d - 1];
+      tensorNumel = viewNumel = 1;
+    }
+  }
+  if (viewDim != -1)
+    return std::nullopt;
+  return strides;
+}
+
+static std::optional<int64_t> intArg(ArrayAttr args, size_t i) {
+  if (args.size() <= i)
+    return std::nullopt;
+  if (auto attr = dyn_cast<IntegerAttr>(args[i]))
+    return attr.getInt();
+  return std::nullopt;
+}
+
+/// `dim` of a tensor of rank `rank` (negative counts from the end), or none.
+static std::optional<int64_t> wrapDim(std::optional<int64_t> dim,
+                                      int64_t rank) {
+  if (!dim)
+    return std::nullopt;
+  int64_t d = *dim < 0 ? *dim + rank : *dim;
+  if (d < 0 || d >= rank)
+    return std::nullopt;
+  return d;
+}
+
+/// The strides of view op `def`'s result `v` of `shape` over `base`, laid out
+/// with `baseStrides`: each view op's rule of ATen's, or none for one not
+/// modelled (as_strided, diagonal, ...).
+static std::optional<Strides> viewOpStrides(StringRef name, ArrayAttr args,
+                                            ArrayRef<int64_t> baseShape,
+                                            const Strides &baseStrides,
+                                            ArrayRef<int64_t> shape) {
+  int64_t rank = baseShape.size();
   if (llvm::is_contained({"aten::view", "aten::_unsafe_view", "aten::alias",
                           "aten::detach", "aten::unsqueeze", "aten::squeeze"},
                          name))
-    return isContiguous(base);
-  // Which argument gives the dim the piece is cut along (0 if omitted).
-  std::optional<size_t> dimArg =
-      StringSwitch<std::optional<size_t>>(name)
-          .Cases({"aten::split", "aten::split_with_sizes", "aten::chunk"}, 2)
-          .Cases(
-              {"aten::narrow", "aten::select", "aten::slice", "aten::unbind"},
-              1)
-          .Default(std::nullopt);
-  if (!dimArg)
-    return false;
-  if (name == "aten::slice" && args.size() > 4) {
-    auto step = dyn_cast<IntegerAttr>(args[4]);
-    if (!step || step.getInt() != 1)
-      return false;
+    return viewStrides(baseShape, baseStrides, shape);
+  if (name == "aten::reshape") {
+    if (auto strides = viewStrides(baseShape, baseStrides, shape))
+      return strides;
+    return contiguousStrides(shape);
   }
-  int64_t dim = 0;
-  if (args.size() > *dimArg) {
-    auto attr = dyn_cast<IntegerAttr>(args[*dimArg]);
-    if (!attr)
-      return false;
-    dim = attr.getInt();
-  } else if (name == "aten::narrow" || name == "aten::select") {
-    return false;
+  if (name == "aten::t")
+    return rank == 2 ? Strides{baseStrides[1], baseStrides[0]} : baseStrides;
+  if (name == "aten::transpose") {
+    std::optional<int64_t> a = wrapDim(intArg(args, 1), rank);
+    std::optional<int64_t> b = wrapDim(intArg(args, 2), rank);
+    if (!a || !b)
+      return std::nullopt;
+    Strides strides = baseStrides;
+    std::swap(strides[*a], strides[*b]);
+    return strides;
   }
-  int64_t rank = baseType.getRank();
-  if (dim < 0)
-    dim += rank;
-  if (dim < 0 || dim >= rank)
-    return false;
-  for (int64_t d = 0; d < dim; ++d)
-    if (baseType.getDimSize(d) != 1)
-      return false;
-  return isContiguous(base);
+  if (name == "aten::permute") {
+    auto dims = args.size() > 1 ? dyn_cast<ArrayAttr>(args[1]) : nullptr;
+    if (!dims || static_cast<int64_t>(dims.size()) != rank)
+      return std::nullopt;
+    Strides strides;
+    for (Attribute dim : dims) {
+      auto attr = dyn_cast<IntegerAttr>(dim);
+      std::optional<int64_t> d =
+          wrapDim(attr ? std::optional(attr.getInt()) : std::nullopt, rank);
+      if (!d)
+        return std::nullopt;
+      strides.push_back(baseStrides[*d]);
+    }
+    return strides;
+  }
+  if (name == "aten::expand") {
+    int64_t lead = static_cast<int64_t>(shape.size()) - rank;
+    if (lead < 0)
+      return std::nullopt;
+    Strides strides(lead, 0);
+    for (int64_t d = 0; d < rank; ++d)
+      strides.push_back(
+          baseShape[d] == 1 && shape[lead + d] != 1 ? 0 : baseStrides[d]);
+    return strides;
+  }
+  if (name == "aten::slice") {
+    std::optional<int64_t> d = wrapDim(intArg(args, 1).value_or(0), rank);
+    if (!d)
+      return std::nullopt;
+    Strides strides = baseStrides;
+    strides[*d] *= intArg(args, 4).value_or(1);
+    return strides;
+  }
+  if (name == "aten::select" || name == "aten::unbind") {
+    std::optional<int64_t> d = wrapDim(intArg(args, 1).value_or(0), rank);
+    if (!d)
+      return std::nullopt;
+    Strides strides = baseStrides;
+    strides.erase(strides.begin() + *d);
+    return strides;
+  }
+  // Pieces along one dim keep the base's strides.
+  if (llvm::is_contained({"aten::narrow", "aten::split",
+                          "aten::split_with_sizes", "aten::chunk"},
+                         name))
+    return baseStrides;
+  return std::nullopt;
+}
+
+static std::optional<Strides> stridesOf(Value v);
+
+/// The strides of a copy (`_to_copy`, `clone`) of `base` into `shape`: its
+/// memory format's; preserved (the default), a dense base's own strides, as
+/// ATen's `empty_like` keeps them (FSDP's cast of a permuted gradient stays
+/// permuted), else row-major.
+static std::optional<Strides> copyStrides(Value base, DictionaryAttr kwargs,
+                                          ArrayRef<int64_t> shape) {
+  auto format = kwargs ? kwargs.getAs<StringAttr>("memory_format") : nullptr;
+  if (format && format.getValue() == "torch.contiguous_format")
+    return contiguousStrides(shape);
+  if (format && format.getValue() != "torch.preserve_format")
+    return std::nullopt;
+  std::optional<Strides> strides = base ? stridesOf(base) : std::nullopt;
+  if (strides && strides->size() == shape.size() && isDense(shape, *strides))
+    return strides;
+  return contiguousStrides(shape);
+}
+
+/// The strides the runtime holds `v` with, as far as they follow from the
+/// IR: ATen's results are fresh row-major tensors but for copies, which
+/// keep their input's layout, and each view op rearranges its base's
+/// strides by ATen's rule. None where a view op is not modelled.
+static std::optional<Strides> stridesOf(Value v) {
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  if (!type)
+    return std::nullopt;
+  Operation *def = v.getDefiningOp();
+  auto [kernel, args, kwargs] = getAtenCall(def);
+  StringRef name = stripAtenOverload(kernel);
+  if (name == "aten::_to_copy" || name == "aten::clone")
+    return copyStrides(getFirstTensorArg(def, args), kwargs, type.getShape());
+  if (kernel.empty() || (name != "aten::reshape" && !aliasesFirstArg(kernel)))
+    return contiguousStrides(type.getShape());
+  Value base = getFirstTensorArg(def, args);
+  auto baseType = base ? dyn_cast<RankedTensorType>(base.getType()) : nullptr;
+  if (!baseType)
+    return std::nullopt;
+  std::optional<Strides> baseStrides = stridesOf(base);
+  if (!baseStrides)
+    return std::nullopt;
+  std::optional<Strides> strides = viewOpStrides(
+      name, args, baseType.getShape(), *baseStrides, type.getShape());
+  if (!strides || strides->size() != static_cast<size_t>(type.getRank()))
+    return std::nullopt;
+  return strides;
+}
+
+/// Whether the runtime holds `v` as a contiguous tensor (a transpose of a
+/// transpose is; a permuted einsum gradient is not).
+static bool isContiguous(Value v) {
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  std::optional<Strides> strides = stridesOf(v);
+  return type && strides && isContiguousLayout(type.getShape(), *strides);
 }
 
 Value loom::getAliasedOperand(Operation *op) {
-  auto [kernel, args] = getAtenCall(op);
+  auto [kernel, args, kwargs] = getAtenCall(op);
   if (kernel.empty())
     return {};
   Value base = getFirstTensorArg(op, args);
