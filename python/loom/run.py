@@ -3,7 +3,7 @@
 Usage (from the repository root)::
 
     PYTHONPATH=python python -m loom run FILE.py --nproc N [--dp none|replicate|fsdp] \\
-        [--steps K] [--check] [--out DIR] [--make-arg KEY=VALUE ...] [--seed S] \\
+        [--steps K] [--check [--rtol R] [--atol A]] [--out DIR] [--make-arg KEY=VALUE ...] [--seed S] \\
         [--microbatches M] [--optimizer sgd|adam|adamw|rmsprop|adagrad|adadelta|adamax|radam|nadam --lr X ...] [--no-cache] \\
         [--measure-workspace] [--measure-op-times] [--reference MODE] \\
         [loom-compile options, e.g. --reshard-after-forward=false --schedule]
@@ -24,7 +24,7 @@ previous one's files in DIR (default ``out/<model file stem>``):
     ``--name=value``): ``step.loomx``. World size, microbatches and
     optimizer come from the run configuration, not from this command.
 ``train``
-    ``loom-run step.loomx --steps K [--check reference.json]`` on the world
+    ``loom-run step.loomx --steps K [--check reference.json [--rtol R] [--atol A]]`` on the world
     size the artifact records.
 
 ``--check`` compares with PyTorch eager on one device (the whole batch at
@@ -70,6 +70,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import os
 import subprocess
 import sys
@@ -232,6 +233,11 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str
                         help="steps of the eager reference and of training (default 20)")
     parser.add_argument("--check", action="store_true",
                         help="compare every loss and the final parameters with the reference's")
+    parser.add_argument("--rtol", type=float, metavar="R",
+                        help="--check's relative tolerance (loom-run's; default 1e-5; 0 with "
+                             "--atol 0: bitwise)")
+    parser.add_argument("--atol", type=float, metavar="A",
+                        help="--check's absolute tolerance (loom-run's)")
     parser.add_argument("--reference", choices=("eager", *REFERENCE_MODES), default="eager",
                         help="what --check compares with: PyTorch eager on one device "
                              "(default), or PyTorch's own data parallelism run the same way "
@@ -273,6 +279,12 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str
                      "--name=value)")
     args.optimizer_config = capture.optimizer_config(parser, args)
     args.lr_schedule = capture.schedule_config(parser, args)
+    for name in ("rtol", "atol"):
+        value = getattr(args, name)
+        if value is not None and not (value >= 0 and math.isfinite(value)):
+            parser.error(f"--{name} must be a finite number at least 0")
+        if value is not None and not args.check:
+            parser.error(f"--{name} is --check's tolerance; add --check")
     if args.reference != "eager" and args.nproc < 2:
         parser.error(f"--reference {args.reference} needs --nproc N with N > 1")
     if args.out is None:
@@ -383,6 +395,9 @@ def stages(args: argparse.Namespace, compile_args: list[str]) -> list[Stage]:
         outputs=[out / "step.loomx"])
 
     check = ["--check", str(out / "reference.json")] if args.check else []
+    for name in ("rtol", "atol"):
+        if getattr(args, name) is not None:
+            check += [f"--{name}", repr(getattr(args, name))]
     train_stage = Stage(
         "train",
         [str(runner), str(out / "step.loomx"), "--batches",

@@ -81,6 +81,18 @@ def test_changed_compile_option_reruns_compile_and_train(first):
     assert stages["train"] != "cached" and "PASS" in result.stdout
 
 
+def test_check_tolerances_reach_loom_run(first):
+    """--rtol and --atol are loom-run's; only train runs again."""
+    out, _ = first
+    result = loom_run(*BASE, "--rtol", "0", "--atol", "0", out=out)
+    stages = ran(result.stdout)
+    assert stages["capture"] == stages["import"] == stages["compile"] == "cached"
+    assert "reference.json --rtol 0.0 --atol 0.0" in stages["train"], stages["train"]
+    # Two ranks against eager on the whole batch need not agree to the bit:
+    # what matters is that the check ran at tolerance 0.
+    assert re.search(r"losses +\d/3 within rtol 0 ", result.stdout), result.stdout
+
+
 def test_failing_stage_is_named(first, tmp_path):
     out, _ = first
     result = loom_run(*BASE, "--reshard-after-forward=bogus", out=out)
@@ -175,6 +187,9 @@ def test_data_parallel_reference_checks_each_ranks_batch_norm(tmp_path):
     (["--nproc", "0"], "--nproc must be at least 1"),
     (["--units", "fc1"], "unexpected argument 'fc1'"),
     (["--reference", "fsdp"], "--reference fsdp needs --nproc N with N > 1"),
+    (["--rtol", "0"], "--rtol is --check's tolerance; add --check"),
+    (["--check", "--atol", "-1"], "--atol must be a finite number at least 0"),
+    (["--check", "--rtol", "nan"], "--rtol must be a finite number at least 0"),
 ])
 def test_usage_errors(tmp_path, flags, fragment, capsys, monkeypatch):
     # In this process (the command's own main; no interpreter and torch to
