@@ -366,6 +366,22 @@ def call_make(make: Callable[..., Any], path: Path, kwargs: dict[str, Any] | Non
     return UserProgram(model, normalized)
 
 
+def note_strided_tensors(model: nn.Module, batches: list[tuple[torch.Tensor, ...]]) -> None:
+    """Says which parameters, buffers and batch tensors are not row-major
+    (e.g. ``channels_last``): Loom holds every one row-major, so kernels
+    that pick an algorithm by layout (convolutions) sum in another order
+    than eager's and results differ in the last bits."""
+    named = [*model.named_parameters(), *model.named_buffers(),
+             *((f"batch argument {j}", t) for j, t in enumerate(batches[0]))]
+    strided = [name for name, t in named if not t.is_contiguous()]
+    if strided:
+        more = f" and {len(strided) - 3} more" if len(strided) > 3 else ""
+        print(f"{PROG}: note: {', '.join(strided[:3])}{more} are not row-major (e.g. "
+              "channels_last); Loom runs every tensor row-major, so convolutions round "
+              "differently from eager's (AdamW magnifies that where a gradient is "
+              "mathematically zero, e.g. a bias before batch norm)", file=sys.stderr)
+
+
 def check_loss(loss: Any) -> torch.Tensor:
     if not isinstance(loss, torch.Tensor):
         raise CaptureError(f"model(*batch) must return a scalar loss tensor, got {type(loss).__name__}")
@@ -1434,6 +1450,7 @@ def capture(args: argparse.Namespace) -> None:
     torch.set_default_dtype(torch.float32)
     program = make_seeded(path, args.seed, args.make_kwargs)
     model, batches = program.model, program.batches
+    note_strided_tensors(model, batches)
     make_groups = load_param_groups(path)
     args.param_groups = (resolve_param_groups(make_groups, model, args.optimizer_config)
                          if make_groups else None)

@@ -606,6 +606,39 @@ def test_error_uncapturable_models(tmp_path, capsys, body, fragment):
     assert err.startswith("loom.capture: error: ") and fragment in err
 
 
+CHANNELS_LAST_MODEL = """
+import torch
+import torch.nn as nn
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.out = nn.Linear(64, 1)
+
+    def forward(self, x):
+        return self.out(self.conv(x).flatten(1)).square().mean()
+
+def make():
+    net, x = Net(), torch.randn(2, 3, 6, 6)
+    if "{layout}" == "channels_last":
+        net, x = net.to(memory_format=torch.channels_last), x.to(memory_format=torch.channels_last)
+    return net, [(x,)]
+"""
+
+
+@pytest.mark.parametrize("layout", ["channels_last", "contiguous"])
+def test_strided_tensors_are_noted(tmp_path, capsys, layout):
+    """Loom holds every tensor row-major; a channels_last model is captured
+    (its convolutions then round differently from eager's) with a note
+    naming the tensors, and a row-major one without."""
+    path = write_model(tmp_path, CHANNELS_LAST_MODEL.replace("{layout}", layout))
+    assert capture.main([str(path), "--out", str(tmp_path / "out"), "--steps", "1"]) == 0
+    err = capsys.readouterr().err
+    note = "loom.capture: note: conv.weight, batch argument 0 are not row-major"
+    assert (note in err) == (layout == "channels_last"), err
+
+
 UNUSED_MODEL = """
 import torch
 import torch.nn as nn
