@@ -599,7 +599,11 @@ def run_reference(
         except Exception as exc:
             raise CaptureError(f"{_user_location(exc, path)}model(*batch) raised {_describe(exc)}") from exc
         check_loss(loss)
-        loss.backward()
+        try:
+            loss.backward()
+        except Exception as exc:
+            raise CaptureError(f"{_user_location(exc, path)}the backward of model(*batch) "
+                               f"raised {_describe(exc)}") from exc
         lrs.append([g["lr"] for g in opt.param_groups])
         opt.step()
         if scheduler is not None:
@@ -973,20 +977,23 @@ def _params_without_grad(model: nn.Module, example: tuple[torch.Tensor, ...]) ->
 
 @functools.cache
 def _kernels_eager_runs() -> dict[torch._ops.OpOverload, Callable]:
-    """The ops tracing would replace by their composite form though eager
-    runs a kernel of their own, each mapped to "keep it".
+    """The backward ops tracing would replace by their composite form though
+    eager runs a kernel of their own, each mapped to "keep it".
 
     An ATen op with both a CPU kernel and a CompositeImplicitAutograd one
     runs the kernel in eager, but the joint graph's tracer takes the
     composite form: ``silu_backward`` becomes sigmoid, sub and mul (half the
     elements of SiLU's gradient then differ from eager's in the last bit),
-    ``mish_backward`` and ``upsample_nearest2d`` likewise. Kept, the graph
-    calls the kernel eager autograd calls.
+    ``mish_backward`` likewise. Kept, the graph calls the kernel eager
+    autograd calls. Only backward ops: export gives a kept op no
+    derivative, so a forward op such as ``upsample_nearest2d`` must stay
+    composite for gradients to flow through it.
     """
     cpu = torch._C.DispatchKey.CPU
     return {op: _special_op_to_preserve_cia
             for op in _collect_all_valid_cia_ops_for_aten_namespace()
-            if torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), cpu)}
+            if op.name().endswith("_backward")
+            and torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), cpu)}
 
 
 def _export_joint_without_decompositions(

@@ -473,6 +473,34 @@ def test_activation_backwards_are_eagers_kernels(tmp_path, capsys):
         assert torch.equal(grad, eager[key]), key
 
 
+UPSAMPLE_MODEL = """
+import torch
+import torch.nn as nn
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 2, 3, padding=1)
+
+    def forward(self, x):
+        return torch.ops.aten.upsample_nearest2d.default(self.conv(x), [8, 8]).square().mean()
+
+def make():
+    return Net(), [(torch.randn(2, 2, 4, 4),)]
+"""
+
+
+def test_forward_ops_with_a_kernel_stay_differentiable(tmp_path, capsys):
+    """upsample_nearest2d also has a CPU kernel and a composite form, but
+    gradients flow through it: kept as an op, export would give it no
+    derivative (the conv's weight would get no gradient). It stays
+    composite; only backward ops are kept."""
+    c = do_capture(write_model(tmp_path, UPSAMPLE_MODEL), tmp_path / "out", capsys)
+    joint, eager = joint_and_eager_gradients(c)
+    for key, grad in joint.items():
+        assert torch.equal(grad, eager[key]), key
+
+
 def test_activation_backwards_traced_composite_differ_from_eager(tmp_path, capsys, monkeypatch):
     """The negative control: traced in their composite form, as tracing does
     unless told to keep them, the same model's gradients are not eager's."""
@@ -596,6 +624,27 @@ def test_error_missing_file(tmp_path, capsys):
                 return Net(), [(torch.tensor([1, 2, 3]),)]
             """,
             "changes a parameter in place during forward",
+        ),
+        (
+            # An op without a derivative: eager's own backward fails.
+            """
+            import torch
+            import torch.nn as nn
+
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.lin = nn.Linear(4, 4)
+
+                def forward(self, x):
+                    y = self.lin(x).view(2, 4, 1, 1)
+                    return torch.ops.aten.native_channel_shuffle.default(y, 2).sum()
+
+            def make():
+                return Net(), [(torch.randn(2, 4),)]
+            """,
+            "the backward of model(*batch) raised RuntimeError: derivative for "
+            "aten::native_channel_shuffle is not implemented",
         ),
     ],
 )
