@@ -231,8 +231,12 @@ static DictionaryAttr parseLrSchedule(const json::Object &o, MLIRContext *ctx,
   std::optional<int64_t> warmup = r.integer("warmup_steps", 0, std::nullopt);
   std::optional<double> start = r.number("warmup_start_factor");
   std::optional<StringRef> decay = o.getString("decay");
-  if (!decay || !llvm::is_contained({"constant", "cosine", "linear"}, *decay))
-    return r.wrong("decay", "\"constant\", \"cosine\" or \"linear\""), nullptr;
+  if (!decay ||
+      !llvm::is_contained(
+          {"constant", "cosine", "linear", "step", "exponential"}, *decay))
+    return r.wrong("decay", "\"constant\", \"cosine\", \"linear\", \"step\" "
+                            "or \"exponential\""),
+           nullptr;
   std::optional<int64_t> steps = r.integer("decay_steps", 0, std::nullopt);
   std::optional<double> etaMin = r.number("eta_min");
   std::optional<double> endFactor = r.number("end_factor");
@@ -245,6 +249,12 @@ static DictionaryAttr parseLrSchedule(const json::Object &o, MLIRContext *ctx,
   fields.set("decay_steps", b.getI64IntegerAttr(*steps));
   fields.set("eta_min", b.getF64FloatAttr(*etaMin));
   fields.set("end_factor", b.getF64FloatAttr(*endFactor));
+  if (o.get("gamma")) {
+    std::optional<double> gamma = r.number("gamma");
+    if (!gamma)
+      return nullptr;
+    fields.set("gamma", b.getF64FloatAttr(*gamma));
+  }
   return fields.getDictionary(ctx);
 }
 

@@ -351,6 +351,10 @@ LogicalResult RunConfigApplier::takeLrSchedule(DictionaryAttr schedule) {
     decay = LrDecay::Cosine;
   else if (decayName && decayName.getValue() == "linear")
     decay = LrDecay::Linear;
+  else if (decayName && decayName.getValue() == "step")
+    decay = LrDecay::Step;
+  else if (decayName && decayName.getValue() == "exponential")
+    decay = LrDecay::Exponential;
   return success(
       succeeded(take("lr-warmup-steps", options.lrWarmupSteps,
                      integer("warmup_steps"), "lr_schedule.warmup_steps")) &&
@@ -364,7 +368,9 @@ LogicalResult RunConfigApplier::takeLrSchedule(DictionaryAttr schedule) {
       succeeded(take("lr-eta-min", options.lrEtaMin, number("eta_min"),
                      "lr_schedule.eta_min")) &&
       succeeded(take("lr-end-factor", options.lrEndFactor, number("end_factor"),
-                     "lr_schedule.end_factor")));
+                     "lr_schedule.end_factor")) &&
+      succeeded(take("lr-gamma", options.lrGamma, number("gamma"),
+                     "lr_schedule.gamma")));
 }
 
 LogicalResult loom::applyRunConfig(CompileOptions &options, ModuleOp module) {

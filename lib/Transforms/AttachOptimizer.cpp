@@ -66,6 +66,10 @@ StringRef loom::stringifyLrDecay(LrDecay decay) {
     return "cosine";
   case LrDecay::Linear:
     return "linear";
+  case LrDecay::Step:
+    return "step";
+  case LrDecay::Exponential:
+    return "exponential";
   }
   llvm_unreachable("unknown lr decay");
 }
@@ -580,12 +584,24 @@ struct LoomAttachOptimizerPass
                     << static_cast<double>(lrWarmupStartFactor)
                     << ", expected a value in (0, 1] (LinearLR's "
                        "start_factor)";
-    if (lrDecay == LrDecay::Constant && lrDecaySteps != 0)
-      return fail() << "'lr-decay-steps' needs lr-decay=cosine or linear";
-    if (lrDecay != LrDecay::Constant && lrDecaySteps < 1)
+    bool factored = lrDecay == LrDecay::Step || lrDecay == LrDecay::Exponential;
+    bool stepped =
+        lrDecay != LrDecay::Constant && lrDecay != LrDecay::Exponential;
+    if (!stepped && lrDecaySteps != 0)
+      return fail() << "'lr-decay-steps' needs lr-decay=cosine, linear or step";
+    if (stepped && lrDecaySteps < 1)
       return fail() << "lr-decay=" << stringifyLrDecay(lrDecay)
                     << " needs 'lr-decay-steps' >= 1, found "
                     << static_cast<int64_t>(lrDecaySteps);
+    if (!factored && lrGamma != 0)
+      return fail() << "'lr-gamma' needs lr-decay=step or exponential";
+    if (lrDecay == LrDecay::Exponential && lrGamma == 0)
+      return fail() << "lr-decay=exponential needs 'lr-gamma' (ExponentialLR "
+                       "has no default gamma)";
+    double gamma = lrDecay == LrDecay::Step && lrGamma == 0 ? 0.1 : lrGamma;
+    if (factored && !(gamma > 0 && std::isfinite(gamma)))
+      return fail() << "'lr-gamma' is " << gamma
+                    << ", expected a finite value > 0";
     if (!cosine && lrEtaMin != 0)
       return fail() << "'lr-eta-min' needs lr-decay=cosine";
     if (cosine && !(lrEtaMin >= 0 && std::isfinite(lrEtaMin)))
@@ -606,6 +622,8 @@ struct LoomAttachOptimizerPass
     fields.set("decay_steps", b.getI64IntegerAttr(lrDecaySteps));
     fields.set("eta_min", b.getF64FloatAttr(lrEtaMin));
     fields.set("end_factor", b.getF64FloatAttr(lrEndFactor));
+    if (factored)
+      fields.set("gamma", b.getF64FloatAttr(gamma));
     func->setAttr(LoomDialect::kLrScheduleAttrName,
                   fields.getDictionary(&getContext()));
     return success();

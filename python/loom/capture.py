@@ -64,8 +64,9 @@ step (training cycles through them). The capture writes into DIR:
     must be in one. With ``--lr-warmup-steps``/``--lr-decay``,
     ``"lr_schedule"`` records the schedule (``warmup_steps``,
     ``warmup_start_factor``, ``decay``, ``decay_steps``, ``eta_min``,
-    ``end_factor``), which the reference trains with as
-    ``SequentialLR([LinearLR, CosineAnnealingLR | LinearLR], [W])`` and
+    ``end_factor``, and ``gamma`` for the step and exponential decays), which
+    the reference trains with as ``SequentialLR([LinearLR, CosineAnnealingLR
+    | LinearLR | StepLR | ExponentialLR], [W])`` and
     loom-compile gives loom-attach-optimizer. ``step.pt2`` carries the identical text as the extra file
     ``loom_run.json`` (zip entry ``step/extra/loom_run.json``), which is
     where ``loom-import`` reads it.
@@ -519,8 +520,9 @@ def make_optimizer(model: nn.Module, optimizer: dict[str, Any],
 
 def make_scheduler(opt: torch.optim.Optimizer, schedule: dict[str, Any] | None):
     """The ``torch.optim.lr_scheduler`` of a recorded ``lr_schedule`` (None:
-    constant): a LinearLR warm-up, then CosineAnnealingLR or LinearLR decay,
-    chained by SequentialLR at the end of the warm-up."""
+    constant): a LinearLR warm-up, then CosineAnnealingLR, LinearLR, StepLR
+    or ExponentialLR decay, chained by SequentialLR at the end of the
+    warm-up."""
     if not schedule:
         return None
     from torch.optim import lr_scheduler
@@ -537,6 +539,11 @@ def make_scheduler(opt: torch.optim.Optimizer, schedule: dict[str, Any] | None):
         parts.append(lr_scheduler.LinearLR(opt, start_factor=1.0,
                                            end_factor=schedule["end_factor"],
                                            total_iters=schedule["decay_steps"]))
+    elif decay == "step":
+        parts.append(lr_scheduler.StepLR(opt, step_size=schedule["decay_steps"],
+                                         gamma=schedule["gamma"]))
+    elif decay == "exponential":
+        parts.append(lr_scheduler.ExponentialLR(opt, gamma=schedule["gamma"]))
     if len(parts) == 1:
         return parts[0]
     return lr_scheduler.SequentialLR(opt, parts, milestones=[warmup])
@@ -1136,7 +1143,7 @@ def add_optimizer_arguments(parser: argparse.ArgumentParser) -> None:
                        "loom-compile takes it")
 
 
-LR_DECAYS = ("constant", "cosine", "linear")
+LR_DECAYS = ("constant", "cosine", "linear", "step", "exponential")
 
 
 def add_schedule_arguments(parser: argparse.ArgumentParser) -> None:
@@ -1148,13 +1155,17 @@ def add_schedule_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--lr-warmup-start-factor", type=float, default=1.0 / 3, metavar="F",
                        help="the warm-up's start_factor (default 1/3, LinearLR's)")
     group.add_argument("--lr-decay", choices=LR_DECAYS, default="constant",
-                       help="after the warm-up: CosineAnnealingLR, LinearLR or nothing")
+                       help="after the warm-up: CosineAnnealingLR, LinearLR, StepLR, "
+                            "ExponentialLR or nothing")
     group.add_argument("--lr-decay-steps", type=int, default=0, metavar="T",
-                       help="T_max / total_iters of the decay")
+                       help="T_max / total_iters / step_size of the decay")
     group.add_argument("--lr-eta-min", type=float, default=0.0,
                        help="cosine: eta_min (default 0)")
     group.add_argument("--lr-end-factor", type=float, default=0.0,
                        help="linear: end_factor (default 0)")
+    group.add_argument("--lr-gamma", type=float, default=None,
+                       help="step: gamma (default 0.1, StepLR's); exponential: gamma "
+                            "(required)")
 
 
 def schedule_config(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict | None:
@@ -1164,10 +1175,19 @@ def schedule_config(parser: argparse.ArgumentParser, args: argparse.Namespace) -
         parser.error(f"--lr-warmup-steps must be >= 0, got {args.lr_warmup_steps}")
     if not 0 < args.lr_warmup_start_factor <= 1:
         parser.error(f"--lr-warmup-start-factor must be in (0, 1], got {args.lr_warmup_start_factor}")
-    if args.lr_decay == "constant" and args.lr_decay_steps:
-        parser.error("--lr-decay-steps needs --lr-decay cosine or linear")
-    if args.lr_decay != "constant" and args.lr_decay_steps < 1:
+    stepped = args.lr_decay in ("cosine", "linear", "step")
+    if not stepped and args.lr_decay_steps:
+        parser.error("--lr-decay-steps needs --lr-decay cosine, linear or step")
+    if stepped and args.lr_decay_steps < 1:
         parser.error(f"--lr-decay {args.lr_decay} needs --lr-decay-steps >= 1")
+    factored = args.lr_decay in ("step", "exponential")
+    if not factored and args.lr_gamma is not None:
+        parser.error("--lr-gamma needs --lr-decay step or exponential")
+    if args.lr_decay == "exponential" and args.lr_gamma is None:
+        parser.error("--lr-decay exponential needs --lr-gamma (ExponentialLR has no default)")
+    gamma = 0.1 if args.lr_decay == "step" and args.lr_gamma is None else args.lr_gamma
+    if factored and not (gamma > 0 and math.isfinite(gamma)):
+        parser.error(f"--lr-gamma must be a finite number > 0, got {gamma}")
     if args.lr_decay != "cosine" and args.lr_eta_min:
         parser.error("--lr-eta-min needs --lr-decay cosine")
     if not (args.lr_eta_min >= 0 and math.isfinite(args.lr_eta_min)):
@@ -1178,10 +1198,13 @@ def schedule_config(parser: argparse.ArgumentParser, args: argparse.Namespace) -
         parser.error(f"--lr-end-factor must be in [0, 1], got {args.lr_end_factor}")
     if args.lr_warmup_steps == 0 and args.lr_decay == "constant":
         return None
-    return {"warmup_steps": args.lr_warmup_steps,
-            "warmup_start_factor": args.lr_warmup_start_factor,
-            "decay": args.lr_decay, "decay_steps": args.lr_decay_steps,
-            "eta_min": args.lr_eta_min, "end_factor": args.lr_end_factor}
+    config = {"warmup_steps": args.lr_warmup_steps,
+              "warmup_start_factor": args.lr_warmup_start_factor,
+              "decay": args.lr_decay, "decay_steps": args.lr_decay_steps,
+              "eta_min": args.lr_eta_min, "end_factor": args.lr_end_factor}
+    if factored:
+        config["gamma"] = gamma
+    return config
 
 
 def optimizer_config(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, Any]:

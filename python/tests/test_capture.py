@@ -386,6 +386,15 @@ def test_run_config_records_what_was_asked(tmp_path, capsys):
      "--momentum-decay is not an option of --optimizer adam"),
     (["--optimizer", "nadam", "--momentum-decay", "-1"], "--momentum-decay must be a non-negative number"),
     (["--optimizer", "nadam", "--optimizer-impl", "fused"], "torch.optim has no fused nadam"),
+    # The schedule's options, as lr_scheduler's constructors take them.
+    (["--lr-decay", "exponential"], "--lr-decay exponential needs --lr-gamma"),
+    (["--lr-decay", "cosine", "--lr-decay-steps", "5", "--lr-gamma", "0.5"],
+     "--lr-gamma needs --lr-decay step or exponential"),
+    (["--lr-decay", "exponential", "--lr-gamma", "0.9", "--lr-decay-steps", "3"],
+     "--lr-decay-steps needs --lr-decay cosine, linear or step"),
+    (["--lr-decay", "step"], "--lr-decay step needs --lr-decay-steps >= 1"),
+    (["--lr-decay", "step", "--lr-decay-steps", "2", "--lr-gamma", "0"],
+     "--lr-gamma must be a finite number > 0"),
 ])
 def test_bad_optimizer_options_are_usage_errors(tmp_path, capsys, flags, fragment):
     result = call_cli(capsys, str(REPO / "examples" / "mlp.py"), "--out", str(tmp_path / "out"),

@@ -4,11 +4,11 @@ groups_mlp.py defines ``param_groups(model)`` (weight decay 0.1 on the
 matrices; none and half the learning rate on the biases). Capture builds
 the real ``torch.optim`` optimizer from it, records its groups and the
 ``--lr-*`` schedule in run.json, and trains the reference with the same
-optimizer and ``SequentialLR([LinearLR, CosineAnnealingLR | LinearLR],
-milestones=[W])``: single-device eager (1 rank, AdamW, warm-up then
-cosine), ``DistributedDataParallel`` (2 ranks, SGD with momentum, warm-up
-then linear decay) or ``fully_shard`` (4 ranks, AdamW, warm-up then cosine),
-20 steps. loom-compile is given nothing but the world size and the data
+optimizer and ``SequentialLR([LinearLR, CosineAnnealingLR | LinearLR |
+StepLR | ExponentialLR], milestones=[W])``: single-device eager (1 rank,
+AdamW, warm-up then cosine; or then StepLR), ``DistributedDataParallel`` (2
+ranks, SGD with momentum, warm-up then linear decay; or then ExponentialLR)
+or ``fully_shard`` (4 ranks, AdamW, warm-up then cosine), 20 steps. loom-compile is given nothing but the world size and the data
 parallelism: the groups and the schedule come from the capture.
 
 Tolerance 0 (``--rtol 0 --atol 0``): on each layout Loom runs the same ATen
@@ -43,11 +43,15 @@ ADAMW = ["--optimizer", "adamw", "--lr", "1e-2"]
 SGD = ["--optimizer", "sgd", "--lr", "5e-2", "--momentum", "0.9"]
 COSINE = ["--lr-decay", "cosine", "--lr-decay-steps", "15", "--lr-eta-min", "1e-4"]
 LINEAR = ["--lr-decay", "linear", "--lr-decay-steps", "15", "--lr-end-factor", "0.1"]
+STEP = ["--lr-decay", "step", "--lr-decay-steps", "4", "--lr-gamma", "0.5"]
+EXPONENTIAL = ["--lr-decay", "exponential", "--lr-gamma", "0.9"]
 # mode: (ranks, capture flags, loom-compile flags)
 CASES = {
     "eager": (1, [*ADAMW, *COSINE], []),
     "ddp": (2, [*SGD, *LINEAR, "--reference", "ddp"], ["--dp=replicate"]),
     "fsdp": (4, [*ADAMW, *COSINE, "--reference", "fsdp"], ["--dp=fsdp"]),
+    "eager-step": (1, [*ADAMW, *STEP], []),
+    "ddp-exponential": (2, [*SGD, *EXPONENTIAL, "--reference", "ddp"], ["--dp=replicate"]),
 }
 
 

@@ -988,13 +988,34 @@ void ProgramReader::readLrSchedule(const json &v, const std::string &path) {
     s.decay = LrDecay::Cosine;
   else if (decay == schema::kLrDecayLinear)
     s.decay = LrDecay::Linear;
+  else if (decay == schema::kLrDecayStep && version() >= 5)
+    s.decay = LrDecay::Step;
+  else if (decay == schema::kLrDecayExponential && version() >= 5)
+    s.decay = LrDecay::Exponential;
   else
     fail(join(path, schema::kLrScheduleDecay),
-         "unknown decay '" + decay + "' (expected constant, cosine or linear)");
-  s.decaySteps = count(schema::kLrScheduleDecaySteps,
-                       s.decay == LrDecay::Constant ? 0 : 1);
+         "unknown decay '" + decay +
+             "' (expected constant, cosine, linear, step or exponential; "
+             "step and exponential need format version 5)");
+  bool factored = s.decay == LrDecay::Step || s.decay == LrDecay::Exponential;
+  s.decaySteps = count(
+      schema::kLrScheduleDecaySteps,
+      s.decay == LrDecay::Constant || s.decay == LrDecay::Exponential ? 0 : 1);
+  if (s.decay == LrDecay::Exponential && s.decaySteps != 0)
+    fail(join(path, schema::kLrScheduleDecaySteps),
+         "must be 0 for the exponential decay, found " +
+             std::to_string(s.decaySteps));
   s.etaMin = number(schema::kLrScheduleEtaMin, 0, HUGE_VAL);
   s.endFactor = number(schema::kLrScheduleEndFactor, 0, 1);
+  if (factored != v.contains(schema::kLrScheduleGamma))
+    fail(join(path, schema::kLrScheduleGamma),
+         factored ? "missing: the " + decay + " decay needs its gamma"
+                  : "only the step and exponential decays take a gamma");
+  if (factored) {
+    s.gamma = number(schema::kLrScheduleGamma, 0, HUGE_VAL);
+    if (s.gamma <= 0)
+      fail(join(path, schema::kLrScheduleGamma), "must be greater than 0");
+  }
   a.lrSchedule = s;
 }
 

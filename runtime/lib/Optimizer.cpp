@@ -537,6 +537,9 @@ double LrSchedule::next(double baseLr, double prev, int64_t step) const {
   if (warmup > 0 && epoch == 0) {
     // At the milestone SequentialLR calls the decay's _update_lr(0), which
     // takes the closed form.
+    if (spec.decay == LrDecay::Step || spec.decay == LrDecay::Exponential)
+      // base_lr * gamma ** (0 // step_size), base_lr * gamma ** 0
+      return baseLr;
     if (spec.decay == LrDecay::Cosine)
       // eta_min + (base_lr - eta_min) * (1 + cos(pi * 0 / T_max)) / 2
       return spec.etaMin + (baseLr - spec.etaMin) *
@@ -547,6 +550,12 @@ double LrSchedule::next(double baseLr, double prev, int64_t step) const {
   }
   if (spec.decay == LrDecay::Linear)
     return linearStep(prev, 1.0, spec.endFactor, total, epoch);
+  // StepLR.get_lr: group["lr"] * gamma every step_size epochs;
+  // ExponentialLR.get_lr: every epoch.
+  if (spec.decay == LrDecay::Step)
+    return epoch % total != 0 ? prev : prev * spec.gamma;
+  if (spec.decay == LrDecay::Exponential)
+    return prev * spec.gamma;
   // CosineAnnealingLR.get_lr's two recursive branches.
   double eta = spec.etaMin;
   if ((epoch - 1 - total) % (2 * total) == 0)

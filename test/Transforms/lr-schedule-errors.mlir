@@ -5,18 +5,28 @@
 // RUN: not loom-opt %s --loom-attach-optimizer="lr-decay=linear lr-decay-steps=5 lr-eta-min=0.1" 2>&1 | FileCheck %s --check-prefix=ETA
 // RUN: not loom-opt %s --loom-attach-optimizer="lr-decay=linear lr-decay-steps=5 lr-end-factor=2" 2>&1 | FileCheck %s --check-prefix=END
 // RUN: not loom-opt %s --loom-attach-optimizer="lr-decay=cosine lr-decay-steps=5 lr-end-factor=0.5" 2>&1 | FileCheck %s --check-prefix=ENDCOS
-// RUN: not loom-opt %s --loom-attach-optimizer="lr-decay=step" 2>&1 | FileCheck %s --check-prefix=KIND
+// RUN: not loom-opt %s --loom-attach-optimizer="lr-decay=onecycle" 2>&1 | FileCheck %s --check-prefix=KIND
+// RUN: not loom-opt %s --loom-attach-optimizer="lr-decay=step" 2>&1 | FileCheck %s --check-prefix=STEPSIZE
+// RUN: not loom-opt %s --loom-attach-optimizer="lr-decay=exponential" 2>&1 | FileCheck %s --check-prefix=GAMMA
+// RUN: not loom-opt %s --loom-attach-optimizer="lr-decay=exponential lr-gamma=0.9 lr-decay-steps=3" 2>&1 | FileCheck %s --check-prefix=EXPSTEPS
+// RUN: not loom-opt %s --loom-attach-optimizer="lr-decay=cosine lr-decay-steps=3 lr-gamma=0.9" 2>&1 | FileCheck %s --check-prefix=GAMMACOS
+// RUN: not loom-opt %s --loom-attach-optimizer="lr-decay=step lr-decay-steps=3 lr-gamma=-1" 2>&1 | FileCheck %s --check-prefix=GAMMANEG
 
 // Schedules lr_scheduler's constructors would refuse, each with the option
 // at fault.
 // STEPS: error: 'func.func' op --loom-attach-optimizer: lr-decay=cosine needs 'lr-decay-steps' >= 1, found 0
-// DECAY: error: 'func.func' op --loom-attach-optimizer: 'lr-decay-steps' needs lr-decay=cosine or linear
+// DECAY: error: 'func.func' op --loom-attach-optimizer: 'lr-decay-steps' needs lr-decay=cosine, linear or step
 // WARMUP: error: 'func.func' op --loom-attach-optimizer: 'lr-warmup-steps' is -1, expected a step count >= 0 (0: no warm-up)
 // FACTOR: error: 'func.func' op --loom-attach-optimizer: 'lr-warmup-start-factor' is 0{{.*}}, expected a value in (0, 1] (LinearLR's start_factor)
 // ETA: error: 'func.func' op --loom-attach-optimizer: 'lr-eta-min' needs lr-decay=cosine
 // END: error: 'func.func' op --loom-attach-optimizer: 'lr-end-factor' is 2{{.*}}, expected a value in [0, 1] (LinearLR's end_factor)
 // ENDCOS: error: 'func.func' op --loom-attach-optimizer: 'lr-end-factor' needs lr-decay=linear
-// KIND: for the --lr-decay option: 'step' is not one of constant, cosine, linear
+// KIND: for the --lr-decay option: 'onecycle' is not one of constant, cosine, linear, step, exponential
+// STEPSIZE: error: 'func.func' op --loom-attach-optimizer: lr-decay=step needs 'lr-decay-steps' >= 1, found 0
+// GAMMA: error: 'func.func' op --loom-attach-optimizer: lr-decay=exponential needs 'lr-gamma' (ExponentialLR has no default gamma)
+// EXPSTEPS: error: 'func.func' op --loom-attach-optimizer: 'lr-decay-steps' needs lr-decay=cosine, linear or step
+// GAMMACOS: error: 'func.func' op --loom-attach-optimizer: 'lr-gamma' needs lr-decay=step or exponential
+// GAMMANEG: error: 'func.func' op --loom-attach-optimizer: 'lr-gamma' is -1{{.*}}, expected a finite value > 0
 
 func.func @step(%w: tensor<8x4xf32> {loom.name = "fc.weight", loom.role = #loom.role<parameter>},
                 %b: tensor<8xf32> {loom.name = "fc.bias", loom.role = #loom.role<parameter>},

@@ -1,6 +1,8 @@
 // RUN: loom-opt %s --loom-attach-optimizer="optimizer=sgd lr=0.1 lr-warmup-steps=5 lr-warmup-start-factor=0.1 lr-decay=cosine lr-decay-steps=15 lr-eta-min=0.001" | FileCheck %s --check-prefix=COSINE
 // RUN: loom-opt %s --loom-attach-optimizer="optimizer=sgd lr=0.1 lr-decay=linear lr-decay-steps=10 lr-end-factor=0.5" | FileCheck %s --check-prefix=LINEAR
 // RUN: loom-opt %s --loom-attach-optimizer="optimizer=sgd lr=0.1 lr-warmup-steps=3" | FileCheck %s --check-prefix=WARMUP
+// RUN: loom-opt %s --loom-attach-optimizer="optimizer=sgd lr=0.1 lr-decay=step lr-decay-steps=4" | FileCheck %s --check-prefix=STEP
+// RUN: loom-opt %s --loom-attach-optimizer="optimizer=sgd lr=0.1 lr-warmup-steps=2 lr-decay=exponential lr-gamma=0.9" | FileCheck %s --check-prefix=EXP
 // RUN: loom-opt %s --loom-attach-optimizer="optimizer=sgd lr=0.1" | FileCheck %s --check-prefix=NONE
 // RUN: loom-opt %s --loom-attach-optimizer="optimizer=sgd lr=0.1 lr-warmup-steps=5 lr-decay=cosine lr-decay-steps=15" --loom-lower-to-rt | FileCheck %s --check-prefix=RT
 
@@ -12,6 +14,11 @@
 // LINEAR-SAME: loom.lr_schedule = {decay = "linear", decay_steps = 10 : i64, end_factor = 5.000000e-01 : f64, eta_min = 0.000000e+00 : f64, warmup_start_factor = 0.33333333333333331 : f64, warmup_steps = 0 : i64}
 // WARMUP: func.func @step
 // WARMUP-SAME: loom.lr_schedule = {decay = "constant", decay_steps = 0 : i64, end_factor = 0.000000e+00 : f64, eta_min = 0.000000e+00 : f64, warmup_start_factor = 0.33333333333333331 : f64, warmup_steps = 3 : i64}
+// StepLR's gamma is 0.1 unless given; ExponentialLR's is given.
+// STEP: func.func @step
+// STEP-SAME: loom.lr_schedule = {decay = "step", decay_steps = 4 : i64, end_factor = 0.000000e+00 : f64, eta_min = 0.000000e+00 : f64, gamma = 1.000000e-01 : f64, warmup_start_factor = 0.33333333333333331 : f64, warmup_steps = 0 : i64}
+// EXP: func.func @step
+// EXP-SAME: loom.lr_schedule = {decay = "exponential", decay_steps = 0 : i64, end_factor = 0.000000e+00 : f64, eta_min = 0.000000e+00 : f64, gamma = 9.000000e-01 : f64, warmup_start_factor = 0.33333333333333331 : f64, warmup_steps = 2 : i64}
 // A constant rate is no schedule.
 // NONE-NOT: loom.lr_schedule
 

@@ -146,7 +146,7 @@ enum class TargetDevice { Cpu, Cuda };
 /// What follows the warm-up of a learning-rate schedule
 /// (`loom-attach-optimizer`): each is the torch.optim.lr_scheduler class a
 /// user chains after LinearLR with SequentialLR.
-enum class LrDecay { Constant, Cosine, Linear };
+enum class LrDecay { Constant, Cosine, Linear, Step, Exponential };
 
 #define LOOM_LR_DECAY_VALUES                                                   \
   ::llvm::cl::values(                                                          \
@@ -156,7 +156,11 @@ enum class LrDecay { Constant, Cosine, Linear };
                  "CosineAnnealingLR(T_max=lr-decay-steps, "                    \
                  "eta_min=lr-eta-min)"),                                       \
       clEnumValN(::loom::LrDecay::Linear, "linear",                            \
-                 "LinearLR(1, lr-end-factor, total_iters=lr-decay-steps)"))
+                 "LinearLR(1, lr-end-factor, total_iters=lr-decay-steps)"),    \
+      clEnumValN(::loom::LrDecay::Step, "step",                                \
+                 "StepLR(step_size=lr-decay-steps, gamma=lr-gamma)"),          \
+      clEnumValN(::loom::LrDecay::Exponential, "exponential",                  \
+                 "ExponentialLR(gamma=lr-gamma)"))
 
 /// How backward prefetches FSDP all-gathers (`loom-prefetch`).
 enum class BackwardPrefetch { Bounded, Pre, Post, None };

@@ -309,7 +309,10 @@ def LoomAttachOptimizer
     `LinearLR(start_factor=lr-warmup-start-factor, total_iters=W)`;
     `lr-decay` = `cosine` or `linear` then decays over `lr-decay-steps` = T
     as `CosineAnnealingLR(T_max=T, eta_min=lr-eta-min)` or
-    `LinearLR(1, lr-end-factor, total_iters=T)`, chained after the warm-up
+    `LinearLR(1, lr-end-factor, total_iters=T)`; `step` multiplies the rate
+    by `lr-gamma` every T steps (`StepLR(step_size=T, gamma)`, gamma 0.1
+    unless given) and `exponential` every step (`ExponentialLR(gamma)`,
+    which needs `lr-gamma`); each is chained after the warm-up
     by `SequentialLR(milestones=[W])` (alone without a warm-up). The step
     function records the schedule as `loom.lr_schedule` (a dictionary of
     those values); the runtime computes every group's learning rate from
@@ -405,8 +408,9 @@ def LoomAttachOptimizer
            "(LinearLR start_factor, in (0, 1])">,
     Option<"lrDecay", "lr-decay", "::loom::LrDecay",
            /*default=*/"::loom::LrDecay::Constant",
-           "After the warm-up: constant, cosine (CosineAnnealingLR) or "
-           "linear (LinearLR)", "LOOM_LR_DECAY_VALUES">,
+           "After the warm-up: constant, cosine (CosineAnnealingLR), "
+           "linear (LinearLR), step (StepLR) or exponential (ExponentialLR)",
+           "LOOM_LR_DECAY_VALUES">,
     Option<"lrDecaySteps", "lr-decay-steps", "int64_t", /*default=*/"0",
            "Steps of the decay (T_max or total_iters; needs lr-decay)">,
     Option<"lrEtaMin", "lr-eta-min", "double", /*default=*/"0.0",
@@ -414,6 +418,9 @@ def LoomAttachOptimizer
     Option<"lrEndFactor", "lr-end-factor", "double", /*default=*/"0.0",
            "lr-decay=linear: the final learning rate as a fraction of lr "
            "(end_factor, in [0, 1])">,
+    Option<"lrGamma", "lr-gamma", "double", /*default=*/"0.0",
+           "lr-decay=step or exponential: the factor (gamma, > 0; 0: "
+           "StepLR's 0.1, ExponentialLR has none)">,
   ];
   let dependentDialects = ["::loom::LoomDialect"];
 }

@@ -668,6 +668,8 @@ std::string ArtifactWriter::buildProgram() {
         integer(schema::kLrScheduleDecaySteps);
         number(schema::kLrScheduleEtaMin);
         number(schema::kLrScheduleEndFactor);
+        if (schedule.get(schema::kLrScheduleGamma))
+          number(schema::kLrScheduleGamma);
       });
     if (!mpmd) {
       writeLines(j, schema::kProgramInputs, tables[0]);

@@ -199,10 +199,11 @@ struct OptimizerSpec {
 };
 
 /// What follows the warm-up of an `lr_schedule`.
-enum class LrDecay { Constant, Cosine, Linear };
+enum class LrDecay { Constant, Cosine, Linear, Step, Exponential };
 
 /// The `lr_schedule` object: torch.optim.lr_scheduler's LinearLR warm-up
-/// chained (SequentialLR) with CosineAnnealingLR or LinearLR decay.
+/// chained (SequentialLR) with CosineAnnealingLR, LinearLR, StepLR or
+/// ExponentialLR decay.
 struct LrScheduleSpec {
   int64_t warmupSteps = 0;
   double warmupStartFactor = 1.0 / 3;
@@ -210,6 +211,7 @@ struct LrScheduleSpec {
   int64_t decaySteps = 0;
   double etaMin = 0;
   double endFactor = 0;
+  double gamma = 0; // step and exponential
 };
 
 /// One ARG of an `aten` instruction, as written in the artifact. Its meaning

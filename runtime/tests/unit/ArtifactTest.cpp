@@ -79,12 +79,12 @@ TEST(Artifact, ShorterThanMagic) {
 
 TEST(Artifact, WrongVersion) {
   ArtifactBytes b;
-  b.version = 5;
+  b.version = 6;
   std::string path =
       writeFile("a.loomx", b.build(validProgram(), validWeights()));
   EXPECT_CONTAINS(errorOf([&] { Artifact::load(path); }),
-                  "artifact format version 5; this runtime reads "
-                  "versions 1 to 4 — recompile with the matching "
+                  "artifact format version 6; this runtime reads "
+                  "versions 1 to 5 — recompile with the matching "
                   "loom-compile");
 }
 
@@ -142,8 +142,39 @@ TEST(Artifact, ProgramIsNotJson) {
 
 TEST(Artifact, ProgramVersion) {
   json p = linearProgram(sgdOptimizer());
+  p["version"] = 6;
+  EXPECT_CONTAINS(loadError(p), "version: program version 6");
+}
+
+// The step and exponential decays (version 5) carry a gamma; the others
+// none, and the exponential decay counts no steps.
+TEST(Artifact, LrScheduleGamma) {
+  json p = linearProgram(sgdOptimizer());
+  p["lr_schedule"] = {{"warmup_steps", 2}, {"warmup_start_factor", 0.5},
+                      {"decay", "step"},   {"decay_steps", 3},
+                      {"eta_min", 0.0},    {"end_factor", 0.0}};
   p["version"] = 5;
-  EXPECT_CONTAINS(loadError(p), "version: program version 5");
+  EXPECT_CONTAINS(loadError(p),
+                  "lr_schedule.gamma: missing: the step decay needs its gamma");
+  p["lr_schedule"]["gamma"] = 0.0;
+  EXPECT_CONTAINS(loadError(p), "lr_schedule.gamma: must be greater than 0");
+  p["lr_schedule"]["gamma"] = 0.25;
+  std::string path = writeArtifact("a.loomx", p, linearWeights());
+  Artifact a = Artifact::load(path);
+  ASSERT_TRUE(a.lrSchedule.has_value());
+  EXPECT_EQ(a.lrSchedule->decay, LrDecay::Step);
+  EXPECT_EQ(a.lrSchedule->gamma, 0.25);
+
+  p["lr_schedule"]["decay"] = "exponential";
+  EXPECT_CONTAINS(
+      loadError(p),
+      "lr_schedule.decay_steps: must be 0 for the exponential decay");
+  p["lr_schedule"]["decay"] = "cosine";
+  EXPECT_CONTAINS(loadError(p), "lr_schedule.gamma: only the step and "
+                                "exponential decays take a gamma");
+  p["lr_schedule"]["decay"] = "step";
+  p["version"] = 4;
+  EXPECT_CONTAINS(loadError(p), "'gamma' needs format version 5");
 }
 
 TEST(Artifact, MissingField) {

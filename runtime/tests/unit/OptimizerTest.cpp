@@ -348,9 +348,9 @@ struct LrScheduleCase {
 } // namespace
 
 // get_last_lr() of torch.optim.lr_scheduler's LinearLR / CosineAnnealingLR /
-// SequentialLR, 25 steps each, as exact hex floats (printed by
-// float.hex() from torch 2.9's schedulers built as loom.capture builds
-// them). The cosine past T_max takes CosineAnnealingLR's second branch.
+// StepLR / ExponentialLR / SequentialLR, 25 steps each, as exact hex floats
+// (printed by float.hex() from torch 2.9's schedulers built as loom.capture
+// builds them). The cosine past T_max takes CosineAnnealingLR's second branch.
 TEST(LrSchedule, MatchesTorchLrSchedulerBitwise) {
   const LrScheduleCase cases[] = {
       {"WarmupCosine",
@@ -407,6 +407,58 @@ TEST(LrSchedule, MatchesTorchLrSchedulerBitwise) {
         0x1.999999999999bp-4, 0x1.999999999999bp-4, 0x1.999999999999bp-4,
         0x1.999999999999bp-4, 0x1.999999999999bp-4, 0x1.999999999999bp-4,
         0x1.999999999999bp-4}},
+      {"WarmupStep",
+       {3, 0x1.0000000000000p-2, LrDecay::Step, 4, 0x0.0p+0, 0x0.0p+0,
+        0x1.3333333333333p-2},
+       0x1.999999999999ap-5,
+       {0x1.999999999999ap-7,  0x1.999999999999ap-6,  0x1.3333333333334p-5,
+        0x1.999999999999ap-5,  0x1.999999999999ap-5,  0x1.999999999999ap-5,
+        0x1.999999999999ap-5,  0x1.eb851eb851eb8p-7,  0x1.eb851eb851eb8p-7,
+        0x1.eb851eb851eb8p-7,  0x1.eb851eb851eb8p-7,  0x1.26e978d4fdf3bp-8,
+        0x1.26e978d4fdf3bp-8,  0x1.26e978d4fdf3bp-8,  0x1.26e978d4fdf3bp-8,
+        0x1.61e4f765fd8adp-10, 0x1.61e4f765fd8adp-10, 0x1.61e4f765fd8adp-10,
+        0x1.61e4f765fd8adp-10, 0x1.a8ac5c13fd0cfp-12, 0x1.a8ac5c13fd0cfp-12,
+        0x1.a8ac5c13fd0cfp-12, 0x1.a8ac5c13fd0cfp-12, 0x1.fd9ba1b1960f8p-14,
+        0x1.fd9ba1b1960f8p-14}},
+      {"Exponential",
+       {0, 0x1.5555555555555p-2, LrDecay::Exponential, 0, 0x0.0p+0, 0x0.0p+0,
+        0x1.b333333333333p-1},
+       0x1.47ae147ae147bp-6,
+       {0x1.47ae147ae147bp-6,  0x1.16872b020c49cp-6,  0x1.d97f62b6ae7d6p-7,
+        0x1.927913e81450fp-7,  0x1.561a1db877ab3p-7,  0x1.22c9660fff518p-7,
+        0x1.ee5660b4cba42p-8,  0x1.a42fd23346b1ep-8,  0x1.6528a5dec8e40p-8,
+        0x1.2f95c03091283p-8,  0x1.020c168fae956p-8,  0x1.b6ae265aa8cacp-9,
+        0x1.74e0d3cd0f792p-9,  0x1.3cf24da1805a2p-9,  0x1.0d678ec946b30p-9,
+        0x1.c9fcd922f8305p-10, 0x1.854a1ef752f5ep-10, 0x1.4ae5671f06843p-10,
+        0x1.1942fe0d9256cp-10, 0x1.de25164a45937p-11, 0x1.966c52f254bd5p-11,
+        0x1.5975ace794d42p-11, 0x1.25a4062b3e812p-11, 0x1.f33070e31d752p-12,
+        0x1.a84f932772a39p-12}},
+      {"WarmupExponential",
+       {2, 0x1.0000000000000p-1, LrDecay::Exponential, 0, 0x0.0p+0, 0x0.0p+0,
+        0x1.ccccccccccccdp-1},
+       0x1.999999999999ap-4,
+       {0x1.999999999999ap-5, 0x1.3333333333334p-4, 0x1.999999999999ap-4,
+        0x1.70a3d70a3d70bp-4, 0x1.4bc6a7ef9db24p-4, 0x1.2a9930be0ded4p-4,
+        0x1.0cbd1244a6225p-4, 0x1.e3baba7b91710p-5, 0x1.b35b416f3618fp-5,
+        0x1.87d2214a7d7cep-5, 0x1.60a3845ca423ap-5, 0x1.3d5ff7202d534p-5,
+        0x1.1da32b368f315p-5, 0x1.0112da1780df9p-5, 0x1.cebb8890b4c5ap-6,
+        0x1.a07594823c4b8p-6, 0x1.76d038db9caa6p-6, 0x1.5154fff8d9cc9p-6,
+        0x1.2f994cc65d9e8p-6, 0x1.113d2b7f5441ep-6, 0x1.ebd4817ecadd0p-7,
+        0x1.baa5a7bee9c6fp-7, 0x1.8e61e3c56bffep-7, 0x1.668b4cfe7accbp-7,
+        0x1.42b092183b51dp-7}},
+      {"StepOnly",
+       {0, 0x1.5555555555555p-2, LrDecay::Step, 5, 0x0.0p+0, 0x0.0p+0,
+        0x1.999999999999ap-4},
+       0x1.47ae147ae147bp-7,
+       {0x1.47ae147ae147bp-7,  0x1.47ae147ae147bp-7,  0x1.47ae147ae147bp-7,
+        0x1.47ae147ae147bp-7,  0x1.47ae147ae147bp-7,  0x1.0624dd2f1a9fcp-10,
+        0x1.0624dd2f1a9fcp-10, 0x1.0624dd2f1a9fcp-10, 0x1.0624dd2f1a9fcp-10,
+        0x1.0624dd2f1a9fcp-10, 0x1.a36e2eb1c432dp-14, 0x1.a36e2eb1c432dp-14,
+        0x1.a36e2eb1c432dp-14, 0x1.a36e2eb1c432dp-14, 0x1.a36e2eb1c432dp-14,
+        0x1.4f8b588e368f1p-17, 0x1.4f8b588e368f1p-17, 0x1.4f8b588e368f1p-17,
+        0x1.4f8b588e368f1p-17, 0x1.4f8b588e368f1p-17, 0x1.0c6f7a0b5ed8ep-20,
+        0x1.0c6f7a0b5ed8ep-20, 0x1.0c6f7a0b5ed8ep-20, 0x1.0c6f7a0b5ed8ep-20,
+        0x1.0c6f7a0b5ed8ep-20}},
 
   };
   for (const LrScheduleCase &c : cases) {

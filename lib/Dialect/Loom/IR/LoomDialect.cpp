@@ -783,12 +783,13 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
     if (!has("warmup_steps", IntegerAttr()) ||
         !has("warmup_start_factor", FloatAttr()) ||
         !has("decay", StringAttr()) || !has("decay_steps", IntegerAttr()) ||
-        !has("eta_min", FloatAttr()) || !has("end_factor", FloatAttr()))
+        !has("eta_min", FloatAttr()) || !has("end_factor", FloatAttr()) ||
+        (dict.get("gamma") && !has("gamma", FloatAttr())))
       return op->emitOpError("'")
              << name
              << "' must be a dictionary of warmup_steps, decay_steps "
-                "(integers), warmup_start_factor, eta_min, end_factor "
-                "(floats) and decay (a string)";
+                "(integers), warmup_start_factor, eta_min, end_factor, "
+                "optionally gamma (floats) and decay (a string)";
     return success();
   }
   if (name == kProgramRanksAttrName)
