@@ -569,12 +569,9 @@ struct LoomAttachOptimizerPass
     return byArg;
   }
 
-  /// Checks the schedule options as torch.optim.lr_scheduler checks its
-  /// arguments and records them on the step as `loom.lr_schedule`.
-  LogicalResult attachSchedule(func::FuncOp func) {
+  /// The warm-up's options, checked as LinearLR checks its arguments.
+  LogicalResult checkWarmup(func::FuncOp func) {
     auto fail = [&]() { return func.emitOpError("--loom-attach-optimizer: "); };
-    bool cosine = lrDecay == LrDecay::Cosine;
-    bool linear = lrDecay == LrDecay::Linear;
     if (lrWarmupSteps < 0)
       return fail() << "'lr-warmup-steps' is "
                     << static_cast<int64_t>(lrWarmupSteps)
@@ -584,6 +581,17 @@ struct LoomAttachOptimizerPass
                     << static_cast<double>(lrWarmupStartFactor)
                     << ", expected a value in (0, 1] (LinearLR's "
                        "start_factor)";
+    return success();
+  }
+
+  /// The decay's options, checked as its lr_scheduler class checks its
+  /// arguments (each option belongs to the decays that take it); the
+  /// resolved gamma of the step and exponential decays (StepLR's 0.1 unless
+  /// given), 0 for the others.
+  FailureOr<double> checkDecay(func::FuncOp func) {
+    auto fail = [&]() { return func.emitOpError("--loom-attach-optimizer: "); };
+    bool cosine = lrDecay == LrDecay::Cosine;
+    bool linear = lrDecay == LrDecay::Linear;
     bool factored = lrDecay == LrDecay::Step || lrDecay == LrDecay::Exponential;
     bool stepped =
         lrDecay != LrDecay::Constant && lrDecay != LrDecay::Exponential;
@@ -612,6 +620,15 @@ struct LoomAttachOptimizerPass
     if (linear && !(lrEndFactor >= 0 && lrEndFactor <= 1))
       return fail() << "'lr-end-factor' is " << static_cast<double>(lrEndFactor)
                     << ", expected a value in [0, 1] (LinearLR's end_factor)";
+    return gamma;
+  }
+
+  /// Checks the schedule options and records them on the step as
+  /// `loom.lr_schedule` (nothing for a constant rate).
+  LogicalResult attachSchedule(func::FuncOp func) {
+    FailureOr<double> gamma = failure();
+    if (failed(checkWarmup(func)) || failed(gamma = checkDecay(func)))
+      return failure();
     if (lrWarmupSteps == 0 && lrDecay == LrDecay::Constant)
       return success();
     Builder b(&getContext());
@@ -622,8 +639,8 @@ struct LoomAttachOptimizerPass
     fields.set("decay_steps", b.getI64IntegerAttr(lrDecaySteps));
     fields.set("eta_min", b.getF64FloatAttr(lrEtaMin));
     fields.set("end_factor", b.getF64FloatAttr(lrEndFactor));
-    if (factored)
-      fields.set("gamma", b.getF64FloatAttr(gamma));
+    if (lrDecay == LrDecay::Step || lrDecay == LrDecay::Exponential)
+      fields.set("gamma", b.getF64FloatAttr(*gamma));
     func->setAttr(LoomDialect::kLrScheduleAttrName,
                   fields.getDictionary(&getContext()));
     return success();
