@@ -409,16 +409,29 @@ def stages(args: argparse.Namespace, compile_args: list[str]) -> list[Stage]:
     return [capture_stage, import_stage, *profile_stages, compile_stage, train_stage]
 
 
-def check_hint(args: argparse.Namespace, error: str) -> str:
-    """What to try when a multi-rank check against eager fails: the two
-    reasons a correct distributed step differs from one device's."""
-    if not (error.startswith("[train]") and "FAIL" in error and args.check and args.nproc > 1
+def check_hint(args: argparse.Namespace, compile_args: list[str], error: str) -> str:
+    """What to try when a check against eager fails on a step that need not
+    match one device's whole batch: data parallelism, and microbatches
+    (gradient accumulation, pipelining)."""
+    if not (error.startswith("[train]") and "FAIL" in error and args.check
             and args.reference == "eager"):
         return ""
-    return ("the check compared with PyTorch eager on one device, which a data-parallel step "
+    pipelined = any(a.startswith("--pp=") and a != "--pp=1" for a in compile_args)
+    hints = []
+    if args.nproc > 1:
+        hints.append(
+            "the check compared with PyTorch eager on one device, which a data-parallel step "
             "need not match: with Adam/AdamW, batch norm or a loss that is not a mean over the "
             "batch, compare with PyTorch's own run (--reference ddp|fsdp|hsdp); a sequence-first "
             "model (inputs (S, B, ...)) needs --batch-dims 1, or ranks split its sequences")
+    if pipelined or args.microbatches > 1:
+        hints.append(
+            "a step run in microbatches (--microbatches, --pp) sums their gradients in another "
+            "order than eager's whole batch, which Adam/AdamW magnify where a gradient is "
+            "mathematically zero, and a loss averaged within each microbatch (ignore_index, "
+            "masks) is not the whole batch's mean; pipelining equals the same step's gradient "
+            "accumulation bit for bit (docs/pipeline.md)")
+    return "; ".join(hints)
 
 
 def reference_label(out: Path) -> str:
@@ -442,7 +455,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             run_stage(stage, args.out, use_cache=not args.no_cache)
     except StageError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
-        hint = check_hint(args, str(exc))
+        hint = check_hint(args, compile_args, str(exc))
         if hint:
             print(f"{PROG}: note: {hint}", file=sys.stderr)
         return 1

@@ -206,6 +206,26 @@ def test_usage_errors(tmp_path, flags, fragment, capsys, monkeypatch):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("argv, compile_args, fragments", [
+    (["--nproc", "2"], [], ["--reference ddp|fsdp|hsdp"]),
+    (["--nproc", "1"], ["--pp=2"], ["pipelining equals the same step's gradient accumulation"]),
+    (["--nproc", "2", "--microbatches", "2"], [],
+     ["--reference ddp|fsdp|hsdp", "a loss averaged within each microbatch"]),
+    (["--nproc", "1"], [], []),
+    (["--nproc", "2", "--reference", "fsdp"], [], []),
+])
+def test_a_failed_check_says_why_a_correct_step_can_differ(argv, compile_args, fragments):
+    """After a failed check against eager, the note names the reasons a
+    correct step differs from one device's whole batch (none on one rank
+    without microbatches, or against PyTorch's own data parallelism)."""
+    from loom import run as command
+
+    args, _ = command.parse_args(["examples/mlp.py", "--check", *argv])
+    hint = command.check_hint(args, compile_args, "[train] loom-run exited with status 1: FAIL")
+    assert all(f in hint for f in fragments) and bool(hint) == bool(fragments), hint
+    assert command.check_hint(args, compile_args, "[compile] loom-compile exited") == ""
+
+
 def test_optimizer_and_schedule_reach_the_reference(tmp_path):
     """The optimizer's own options and the learning-rate schedule go to
     capture, so the reference trains with them and loom-compile takes them
