@@ -231,9 +231,7 @@ static DictionaryAttr parseLrSchedule(const json::Object &o, MLIRContext *ctx,
   std::optional<int64_t> warmup = r.integer("warmup_steps", 0, std::nullopt);
   std::optional<double> start = r.number("warmup_start_factor");
   std::optional<StringRef> decay = o.getString("decay");
-  if (!decay ||
-      !llvm::is_contained(
-          {"constant", "cosine", "linear", "step", "exponential"}, *decay))
+  if (!decay || !parseLrDecay(*decay))
     return r.wrong("decay", "\"constant\", \"cosine\", \"linear\", \"step\" "
                             "or \"exponential\""),
            nullptr;

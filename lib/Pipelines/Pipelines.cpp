@@ -346,15 +346,9 @@ LogicalResult RunConfigApplier::takeLrSchedule(DictionaryAttr schedule) {
     return attr ? attr.getValueAsDouble() : 0.0;
   };
   auto decayName = schedule.getAs<StringAttr>("decay");
-  LrDecay decay = LrDecay::Constant;
-  if (decayName && decayName.getValue() == "cosine")
-    decay = LrDecay::Cosine;
-  else if (decayName && decayName.getValue() == "linear")
-    decay = LrDecay::Linear;
-  else if (decayName && decayName.getValue() == "step")
-    decay = LrDecay::Step;
-  else if (decayName && decayName.getValue() == "exponential")
-    decay = LrDecay::Exponential;
+  LrDecay decay =
+      decayName ? parseLrDecay(decayName.getValue()).value_or(LrDecay::Constant)
+                : LrDecay::Constant;
   return success(
       succeeded(take("lr-warmup-steps", options.lrWarmupSteps,
                      integer("warmup_steps"), "lr_schedule.warmup_steps")) &&

@@ -58,22 +58,6 @@ StringRef loom::stringifyOptimizerImpl(OptimizerImpl impl) {
   llvm_unreachable("unknown optimizer implementation");
 }
 
-StringRef loom::stringifyLrDecay(LrDecay decay) {
-  switch (decay) {
-  case LrDecay::Constant:
-    return "constant";
-  case LrDecay::Cosine:
-    return "cosine";
-  case LrDecay::Linear:
-    return "linear";
-  case LrDecay::Step:
-    return "step";
-  case LrDecay::Exponential:
-    return "exponential";
-  }
-  llvm_unreachable("unknown lr decay");
-}
-
 /// torch.optim's default learning rate of `kind`'s constructor.
 static double getDefaultLr(OptimizerKind kind) {
   switch (kind) {

@@ -14,12 +14,14 @@
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/ErrorHandling.h"
 
 #include "loomrt/ArtifactSchema.h"
 
 #include <limits>
 #include <optional>
 #include <string>
+#include <utility>
 
 namespace loom {
 
@@ -286,8 +288,31 @@ bool optimizerTakes(OptimizerKind kind, llvm::StringRef option);
 /// The spelling of `impl` in options and attributes ("fused").
 llvm::StringRef stringifyOptimizerImpl(OptimizerImpl impl);
 
-/// The spelling of `decay` in options and attributes ("cosine").
-llvm::StringRef stringifyLrDecay(LrDecay decay);
+/// Every decay with its spelling in options, run configurations, attributes
+/// and artifacts (ArtifactSchema.def's LrDecay names; the runtime reads them).
+inline constexpr std::pair<LrDecay, const char *> kLrDecays[] = {
+    {LrDecay::Constant, ::loomrt::schema::kLrDecayConstant},
+    {LrDecay::Cosine, ::loomrt::schema::kLrDecayCosine},
+    {LrDecay::Linear, ::loomrt::schema::kLrDecayLinear},
+    {LrDecay::Step, ::loomrt::schema::kLrDecayStep},
+    {LrDecay::Exponential, ::loomrt::schema::kLrDecayExponential},
+};
+
+/// The spelling of `decay` ("cosine").
+inline llvm::StringRef stringifyLrDecay(LrDecay decay) {
+  for (auto [kind, name] : kLrDecays)
+    if (kind == decay)
+      return name;
+  llvm_unreachable("unknown lr decay");
+}
+
+/// The decay `name` spells, as stringifyLrDecay.
+inline std::optional<LrDecay> parseLrDecay(llvm::StringRef name) {
+  for (auto [kind, spelling] : kLrDecays)
+    if (name == spelling)
+      return kind;
+  return std::nullopt;
+}
 
 } // namespace loom
 

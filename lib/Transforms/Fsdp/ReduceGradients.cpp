@@ -103,11 +103,6 @@ static Value packGradients(ShardingState &s, OpBuilder &b, Location loc,
     total += info.localNumel;
   }
   Value buffer = blocks.front();
-  if (blocks.size() == 1 && s.params[unitParams.front()].shardDim > 0)
-    // The [G, n] block of a gradient sharded on dim d > 0 is a strided
-    // view when each rank's slice of d is one element (the moved
-    // [G, local..., 1] reshapes without a copy): reshape, which copies it.
-    return t.view(b, loc, buffer, {shardSize * total}, "aten::reshape.default");
   if (blocks.size() > 1) {
     SmallVector<Attribute> refs;
     for (unsigned i = 0; i < blocks.size(); ++i)
@@ -117,6 +112,9 @@ static Value packGradients(ShardingState &s, OpBuilder &b, Location loc,
         cast<RankedTensorType>(buffer.getType()).clone({shardSize, total}),
         blocks, {b.getArrayAttr(refs), b.getI64IntegerAttr(1)});
   }
+  // A lone block need not be contiguous: a permuted gradient, or the [G, n]
+  // block of one sharded on dim d > 0, which is a strided view when each
+  // rank's slice of d is one element. Reshape copies those.
   return t.view(b, loc, buffer, {shardSize * total}, "aten::reshape.default");
 }
 
