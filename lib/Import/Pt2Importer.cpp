@@ -106,6 +106,9 @@ const char *safetensorsDtype(Type t) {
     return "F8_E4M3";
   if (isa<Float8E5M2Type>(t))
     return "F8_E5M2";
+  // safetensors defines complex64 (C64) but no complex128.
+  if (auto complex = dyn_cast<ComplexType>(t))
+    return complex.getElementType().isF32() ? "C64" : nullptr;
   return nullptr;
 }
 
@@ -1267,8 +1270,9 @@ LogicalResult Importer::importWeights(Pt2Archive &archive) {
       }
       const char *dtype = safetensorsDtype(et);
       if (!dtype)
-        return error("weights for '" + in.fqn +
-                     "' have an element type safetensors cannot hold");
+        return error(llvm::formatv("weights for '{0}' have element type {1}, "
+                                   "which safetensors cannot hold",
+                                   in.fqn, et));
       if (llvm::Error err = weights.add(in.fqn, dtype, shape, std::move(out)))
         return error(llvm::toString(std::move(err)));
     } else if (static_cast<int64_t>(raw->size()) <

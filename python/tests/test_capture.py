@@ -203,6 +203,25 @@ def test_every_op_is_labelled(captured, name):
     assert c.nodes("forward") and c.nodes("backward")
 
 
+def test_an_archive_that_lost_a_label_is_refused(captured, tmp_path):
+    """The capture's canary reads the saved graph as loom-import does: it
+    passes the archive capture wrote, and refuses one whose node lost its
+    phase (as a torch that stopped saving ``custom`` metadata would write)."""
+    archive = captured["mlp"].out / "step.pt2"
+    capture.verify_archive(archive)
+    broken = tmp_path / "step.pt2"
+    with zipfile.ZipFile(archive) as src, zipfile.ZipFile(broken, "w") as dst:
+        for item in src.infolist():
+            data = src.read(item)
+            if item.filename.endswith("models/model.json"):
+                model = json.loads(data)
+                model["graph_module"]["graph"]["nodes"][3]["metadata"].pop("custom")
+                data = json.dumps(model).encode()
+            dst.writestr(item, data)
+    with pytest.raises(RuntimeError, match=r"node 3 \(torch\.ops\.aten\..*\) lost its custom"):
+        capture.verify_archive(broken)
+
+
 @pytest.mark.parametrize("name", ALL)
 def test_linear_layers_have_backward_ops(captured, name):
     c = captured[name]
