@@ -11,8 +11,9 @@ It trains the model of a capture (same file, ``make()`` arguments, seed,
 batches, optimizer, steps and microbatches, from its ``run.json``) with the
 real ``DistributedDataParallel`` or ``fully_shard`` (with the capture's
 parameter groups and learning-rate schedule) on the capture's world
-size (``torch.multiprocessing`` spawn, ``init_process_group("gloo")`` with a
-file store, one ATen thread per rank as loom-run uses), each rank on its rows
+size (``torch.multiprocessing`` processes forked from a server that
+imported torch once, ``init_process_group("gloo")`` with a file store, one
+ATen thread per rank as loom-run uses), each rank on its rows
 ``[r*B/N, (r+1)*B/N)`` of every batch, and writes the result in the
 capture's layout so that ``loom-run --check`` compares Loom with it:
 
@@ -404,11 +405,16 @@ def spawn_ranks(fn, world: int, *args):
     second failure is raised."""
     import torch.multiprocessing as mp
 
+    # The ranks fork from one server process that imported torch once
+    # (spawning imports it in every rank); the server has run nothing, so
+    # forking it is safe.
+    mp.set_forkserver_preload(["torch", "loom.dp_reference"])
     for attempt in (1, 2):
         with tempfile.TemporaryDirectory() as tmp:
             result = str(Path(tmp) / "result.pt")
             try:
-                mp.spawn(fn, nprocs=world, args=(world, str(Path(tmp) / "store"), result, *args))
+                mp.start_processes(fn, nprocs=world, start_method="forkserver",
+                                   args=(world, str(Path(tmp) / "store"), result, *args))
             except mp.ProcessRaisedException as exc:
                 # PyTorch refused the model (an exception, not a death):
                 # trying again would refuse it again.
