@@ -24,8 +24,9 @@ previous one's files in DIR (default ``out/<model file stem>``):
     ``--name=value``): ``step.loomx``. World size, microbatches and
     optimizer come from the run configuration, not from this command.
 ``train``
-    ``loom-run step.loomx --steps K [--check reference.json [--rtol R] [--atol A]]`` on the world
-    size the artifact records.
+    ``loom-run step.loomx --steps K --seed S [--check reference.json [--rtol R] [--atol A]]``
+    on the world size the artifact records (the eager reference's seed: a
+    model with dropout draws the same random numbers).
 
 ``--check`` compares with PyTorch eager on one device (the whole batch at
 once), or with ``--reference ddp|fsdp|hsdp|replicate`` with PyTorch's own data
@@ -382,7 +383,7 @@ def stages(args: argparse.Namespace, compile_args: list[str]) -> list[Stage]:
         profile_stages.append(Stage(
             "profile",
             [str(runner), str(out / "plain.loomx"), "--batches", str(out / "batches.safetensors"),
-             "--steps", steps, "--no-progress", *measured],
+             "--steps", steps, "--seed", str(args.seed), "--no-progress", *measured],
             inputs=[runner, *runtime_libraries, out / "plain.loomx", out / "batches.safetensors"],
             outputs=produced))
         compile_args = [*compile_args, *flags]
@@ -401,7 +402,8 @@ def stages(args: argparse.Namespace, compile_args: list[str]) -> list[Stage]:
     train_stage = Stage(
         "train",
         [str(runner), str(out / "step.loomx"), "--batches",
-         str(out / "batches.safetensors"), "--steps", str(args.steps), *check, "--no-progress"],
+         str(out / "batches.safetensors"), "--steps", str(args.steps), "--seed", str(args.seed),
+         *check, "--no-progress"],
         inputs=[runner, *runtime_libraries, out / "step.loomx", out / "batches.safetensors",
                 *([out / "reference.json", out / "reference.safetensors"] if args.check else [])],
         outputs=[],

@@ -182,6 +182,29 @@ def test_data_parallel_reference_checks_each_ranks_batch_norm(tmp_path):
     assert re.search(r"step +0 +loss .* MISMATCH", out), out
 
 
+def test_dropout_draws_what_eager_seeded_alike_draws(tmp_path):
+    """A model with dropout (p = 0.25) trained with ``--seed 5``: loom-run
+    seeds its generator with the capture's seed (``--seed 5``) before the
+    first step, as the eager reference did, and the native dropout kernel
+    draws its masks in the same order, so the step equals eager bitwise.
+    Negative control: the same artifact seeded 0 (loom-run's default)
+    draws other masks and fails the exact check."""
+    model = REPO / "python" / "tests" / "remat_dropout_model.py"
+    out = tmp_path / "run"
+    result = loom_run(model, "--steps", "3", "--seed", "5", "--check", "--rtol", "0", "--atol",
+                      "0", "--optimizer", "adamw", out=out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "--seed 5" in stage_lines(result.stdout)["train"]
+    assert "PASS" in result.stdout
+
+    seeded_0 = subprocess.run(
+        [LOOM_RUN, out / "step.loomx", "--batches",
+         out / "batches.safetensors", "--steps", "3", "--check", out / "reference.json",
+         "--rtol", "0", "--atol", "0", "--no-progress"], capture_output=True, text=True)
+    assert seeded_0.returncode == 1, seeded_0.stdout + seeded_0.stderr
+    assert re.search(r"step +0 +loss .* MISMATCH", seeded_0.stdout), seeded_0.stdout
+
+
 @pytest.mark.parametrize("flags, fragment", [
     (["--measure-op-times"], "--measure-op-times needs --recompute-budget or --schedule"),
     (["--optimizer", "sgd"], "--optimizer sgd needs --lr"),

@@ -437,9 +437,11 @@ int runRank(const RunOptions &o, const DistributedConfig &config) {
     at::set_num_threads(o.threads);
   else if (config.worldSize > 1)
     at::set_num_threads(1);
-  // A fixed seed: random ops (dropout) draw the same numbers on every run,
-  // so two runs of a step (with and without recompute) compare bitwise.
-  at::manual_seed(0);
+  // A fixed seed (0 unless --seed): random ops (dropout) draw the same
+  // numbers on every run, so two runs of a step (with and without
+  // recompute) compare bitwise, and a capture's eager reference, seeded the
+  // same before its first step, draws them too.
+  at::manual_seed(o.seed);
 
   Session session = Session::load(o.artifact, config);
   const bool leader = session.rank() == 0;

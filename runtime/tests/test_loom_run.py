@@ -274,6 +274,8 @@ def test_usage_errors(tmp_path: Path) -> None:
     assert r.returncode == 2 and "usage: loom-run" in r.stderr
     r = loom_run("x.loomx", "--batches", "b", "--steps", "0")
     assert r.returncode == 2 and "--steps expects an integer >= 1, found '0'" in r.stderr
+    r = loom_run("x.loomx", "--batches", "b", "--seed", "1.5")
+    assert r.returncode == 2 and "--seed expects an integer" in r.stderr and "'1.5'" in r.stderr
     r = loom_run("x.loomx", "--batches", "b", "--frobnicate")
     assert r.returncode == 2 and "unknown option '--frobnicate'" in r.stderr
     r = loom_run("--help")

@@ -66,6 +66,10 @@ struct RunOptions {
   std::string kernelWorkspace;
   /// ATen intra-op threads; 0: one per rank on several ranks, else ATen's.
   int threads = 0;
+  /// The generator's seed before the first step (at::manual_seed, as
+  /// torch.manual_seed; a negative seed is its two's complement): random
+  /// ops (dropout) draw what PyTorch seeded alike draws in the same order.
+  uint64_t seed = 0;
   bool progress = true;
   /// Ranks to run; 0 takes the artifact's world_size. Given, it must equal
   /// it (and WORLD_SIZE under an external launcher).

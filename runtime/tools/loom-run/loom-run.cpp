@@ -6,7 +6,7 @@
 //          [--nproc N] [--timeout SECONDS] [--rtol R] [--atol A]
 //          [--checkpoint-dir DIR --save-every K [--keep N]] [--resume PATH]
 //          [--memory-report FILE] [--kernel-workspace FILE]
-//          [--device cpu|cuda]
+//          [--device cpu|cuda] [--seed S]
 //
 // Option parsing over libloomrt's launcher and runner (loomrt/Launcher.h,
 // loomrt/Runner.h). Exit status: 0, 1 for a --check mismatch on any rank, 2
@@ -22,6 +22,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -52,7 +53,7 @@ void usage(FILE *out) {
       "                [--checkpoint-dir DIR --save-every K [--keep N]]\n"
       "                [--resume PATH] [--memory-report FILE]\n"
       "                [--kernel-workspace FILE]\n"
-      "                [--device cpu|cuda]\n"
+      "                [--device cpu|cuda] [--seed S]\n"
       "\n"
       "  --batches FILE     a capture's batches.safetensors (step s uses\n"
       "                     batch s mod num_steps)\n"
@@ -70,6 +71,10 @@ void usage(FILE *out) {
       "                     losses, R for tensors, i.e. R*max(1,|ref|))\n"
       "  --trace FILE       write a Chrome trace-event JSON (Perfetto)\n"
       "  --threads N        ATen intra-op threads\n"
+      "  --seed S           the random generator's seed before the first\n"
+      "                     step (default 0; as torch.manual_seed, so a\n"
+      "                     model with dropout draws what eager seeded\n"
+      "                     with S draws)\n"
       "  --weights FILE     start from these weights instead of the\n"
       "                     artifact's (safetensors)\n"
       "  --save-params FILE write the final parameters and buffers\n"
@@ -148,6 +153,9 @@ RunOptions parseOptions(int argc, char **argv) {
       o.trace = value();
     } else if (a == "--threads") {
       o.threads = int(parseInt(a, value(), 1));
+    } else if (a == "--seed") {
+      // torch.manual_seed(-1) seeds 2^64 - 1: the two's complement.
+      o.seed = uint64_t(parseInt(a, value(), INT64_MIN));
     } else if (a == "--weights") {
       o.weights = value();
     } else if (a == "--save-params") {
