@@ -343,8 +343,6 @@ def call_make(make: Callable[..., Any], path: Path, kwargs: dict[str, Any] | Non
                 raise CaptureError(
                     f"batch {i} element {j} is a {type(arg).__name__}, expected a torch.Tensor"
                 )
-            if arg.is_floating_point() and arg.dtype != torch.float32:
-                raise CaptureError(f"batch {i} element {j} is {arg.dtype}; Loom captures fp32 only")
         normalized.append(tuple(batch))
 
     # The graph is specialised to the shapes of batches[0]; a batch that
@@ -358,10 +356,6 @@ def call_make(make: Callable[..., Any], path: Path, kwargs: dict[str, Any] | Non
                 "all batches must have the same number, shapes and dtypes of tensors"
             )
 
-    for kind, named in (("parameter", model.named_parameters()), ("buffer", model.named_buffers())):
-        for name, t in named:
-            if t.is_floating_point() and t.dtype != torch.float32:
-                raise CaptureError(f"{kind} {name} is {t.dtype}; Loom captures fp32 only")
     if not any(p.requires_grad for p in model.parameters()):
         raise CaptureError("the model has no trainable parameters")
     return UserProgram(model, normalized)

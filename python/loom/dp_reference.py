@@ -325,7 +325,10 @@ def train_on_ranks(model, opt, batches, rank: int, world: int, steps: int,
         opt.step()
         if scheduler is not None:
             scheduler.step()
-        total = loss.detach().float().clone()
+        # A bf16/f16 loss is averaged in float32, as loom-run reports it.
+        total = loss.detach().clone()
+        if total.dtype in (torch.bfloat16, torch.float16):
+            total = total.float()
         dist.all_reduce(total)
         losses.append((total / world).item())
     return losses

@@ -873,10 +873,15 @@ double SessionImpl::checkOutputs() {
 double SessionImpl::reduceLoss(const ReduceSpec &reduce, const at::Tensor &loss,
                                const std::string &op) {
   // The runtime's own reduction (not a step collective): every rank reports
-  // the loss over the whole batch.
+  // the loss over the whole batch, a bf16 or f16 loss averaged in float32
+  // (as loom.dp_reference averages PyTorch's).
   try {
     return comm
-        ->allReduce(reduce.axes, loss, reduce.op,
+        ->allReduce(reduce.axes,
+                    at::isReducedFloatingType(loss.scalar_type())
+                        ? loss.to(at::kFloat)
+                        : loss,
+                    reduce.op,
                     ", the runtime's reduction of step " +
                         std::to_string(stepsRun) + "'s loss")
         .item<double>();
