@@ -379,7 +379,13 @@ def note_strided_tensors(model: nn.Module, batches: list[tuple[torch.Tensor, ...
 
 def check_loss(loss: Any) -> torch.Tensor:
     if not isinstance(loss, torch.Tensor):
-        raise CaptureError(f"model(*batch) must return a scalar loss tensor, got {type(loss).__name__}")
+        hint = ""
+        if isinstance(loss, (tuple, list, dict)) or hasattr(loss, "loss"):
+            # (loss, logits), {"loss": ...}, a Hugging Face ModelOutput.
+            hint = ("; Loom trains the loss alone: return only it from forward (other "
+                    "outputs are not supported)")
+        raise CaptureError(f"model(*batch) must return a scalar loss tensor, got "
+                           f"{type(loss).__name__}{hint}")
     if loss.dim() != 0:
         raise CaptureError(
             f"model(*batch) must return a scalar loss, got a tensor of shape {tuple(loss.shape)} "

@@ -605,6 +605,31 @@ def test_error_non_scalar_loss(tmp_path, capsys):
     assert not (tmp_path / "out" / "step.pt2").exists()
 
 
+def test_error_loss_with_other_outputs(tmp_path, capsys):
+    """A forward returning (loss, logits) is refused saying what to return."""
+    path = write_model(
+        tmp_path,
+        """
+        import torch
+        import torch.nn as nn
+
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 2)
+
+            def forward(self, x):
+                logits = self.fc(x)
+                return logits.square().mean(), logits
+
+        def make():
+            return M(), [(torch.randn(3, 4),)]
+        """,
+    )
+    assert_user_error(call_cli(capsys, str(path), "--out", str(tmp_path / "out")),
+                      "got tuple; Loom trains the loss alone: return only it from forward")
+
+
 @pytest.mark.parametrize(
     "body, fragment",
     [
