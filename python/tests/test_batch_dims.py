@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -109,21 +110,27 @@ def test_batch_dims_errors(args, message, tmp_path):
     assert message in result.stderr, result.stderr
 
 
+@pytest.fixture(scope="module")
+def meta_step(tmp_path_factory) -> Path:
+    """The model captured with --batch-dims 1 (--meta: the graph only), once."""
+    out = tmp_path_factory.mktemp("meta")
+    result = loom_capture([MODEL, "--out", out, "--steps", "1", "--batch-dims", "1", "--meta"])
+    assert result.returncode == 0, result.stdout + result.stderr
+    return out
+
+
 @pytest.mark.parametrize("dims, message", [
     ([1], "'batch_dims' lists 1 dims but the step has 2 batch inputs"),
     ([1, 2], "'batch_dims' gives batch input #1 dim 2, but it has 2 dims"),
     ([1, -1], "'batch_dims' must be a list of non-negative integers"),
 ])
-def test_import_checks_the_recorded_batch_dims(dims, message, tmp_path):
+def test_import_checks_the_recorded_batch_dims(dims, message, meta_step, tmp_path):
     """loom-import reads "batch_dims" from the run configuration inside
     step.pt2; one that does not fit the step is a located error."""
     import zipfile
 
-    result = loom_capture([MODEL, "--out", tmp_path, "--steps", "1", "--batch-dims", "1",
-                           "--meta"])
-    assert result.returncode == 0, result.stdout + result.stderr
     entry = "step/extra/loom_run.json"
-    with zipfile.ZipFile(tmp_path / "step.pt2") as z:
+    with zipfile.ZipFile(meta_step / "step.pt2") as z:
         files = {name: z.read(name) for name in z.namelist()}
     config = json.loads(files[entry])
     config["batch_dims"] = dims
