@@ -1,7 +1,7 @@
 """A Llama-style decoder as Meta's and torchtitan's code write it: rotary
 embeddings as complex numbers (`torch.polar`, `view_as_complex`,
 `view_as_real`) from a complex64 buffer `freqs_cis`, grouped-query attention
-(`repeat_interleave`), `nn.RMSNorm`, a SwiGLU MLP and tied-free output.
+(`repeat_interleave`), `nn.RMSNorm`, a SwiGLU MLP and an untied output head.
 The buffer reaches Loom as a complex weight; a plain attribute (not a
 buffer) of complex type is lifted as a tensor constant.
 """
