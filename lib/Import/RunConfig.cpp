@@ -232,9 +232,7 @@ static DictionaryAttr parseLrSchedule(const json::Object &o, MLIRContext *ctx,
   std::optional<double> start = r.number("warmup_start_factor");
   std::optional<StringRef> decay = o.getString("decay");
   if (!decay || !parseLrDecay(*decay))
-    return r.wrong("decay", "\"constant\", \"cosine\", \"linear\", \"step\" "
-                            "or \"exponential\""),
-           nullptr;
+    return r.wrong("decay", listLrDecays()), nullptr;
   std::optional<int64_t> steps = r.integer("decay_steps", 0, std::nullopt);
   std::optional<double> etaMin = r.number("eta_min");
   std::optional<double> endFactor = r.number("end_factor");

@@ -18,6 +18,7 @@
 
 #include "loomrt/ArtifactSchema.h"
 
+#include <cstddef>
 #include <limits>
 #include <optional>
 #include <string>
@@ -268,16 +269,24 @@ inline std::optional<OptimizerKind> parseOptimizerKind(llvm::StringRef name) {
   return std::nullopt;
 }
 
+/// The spelling `nameOf` gives each of `table`'s entries, quoted, for a
+/// message: `"a", "b" or "c"`.
+template <typename Entry, size_t N, typename NameOf>
+std::string listSpellings(const Entry (&table)[N], NameOf nameOf) {
+  std::string text;
+  for (size_t i = 0; i < N; ++i) {
+    if (i)
+      text += i + 1 == N ? " or " : ", ";
+    text += std::string("\"") + nameOf(table[i]) + "\"";
+  }
+  return text;
+}
+
 /// Every algorithm's spelling, quoted, for a message: `"sgd", "adam", ...
 /// or "nadam"`.
 inline std::string listOptimizerNames() {
-  std::string text;
-  for (auto [i, optimizer] : llvm::enumerate(kOptimizers)) {
-    if (i)
-      text += i + 1 == std::size(kOptimizers) ? " or " : ", ";
-    text += std::string("\"") + optimizer.name + "\"";
-  }
-  return text;
+  return listSpellings(kOptimizers,
+                       [](const OptimizerSpelling &o) { return o.name; });
 }
 
 /// Whether algorithm `kind` takes the loom-attach-optimizer option `option`
@@ -304,6 +313,12 @@ inline llvm::StringRef stringifyLrDecay(LrDecay decay) {
     if (kind == decay)
       return name;
   llvm_unreachable("unknown lr decay");
+}
+
+/// Every decay's spelling, quoted, for a message: `"constant", ... or
+/// "exponential"`.
+inline std::string listLrDecays() {
+  return listSpellings(kLrDecays, [](const auto &d) { return d.second; });
 }
 
 /// The decay `name` spells, as stringifyLrDecay.
