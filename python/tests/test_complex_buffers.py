@@ -25,6 +25,7 @@ import torch
 from build_tools import LOOM_COMPILE, LOOM_IMPORT, LOOM_RUN, REPO, needs_tools
 from capture_cli import loom_capture
 from test_fsdp_peak_memory import measured_peaks
+from test_permuted_gradients import compile_fsdp
 from test_torch_dp_parity import EXACT, run
 
 sys.path.insert(0, str(REPO / "python"))
@@ -70,13 +71,7 @@ def test_complex_buffers_import_as_c64_and_train_as_eager(tmp_path):
 def test_complex_buffers_shard_as_fully_shard(tmp_path):
     step = capture_and_import(tmp_path, "--split", "2", "--reference", "fsdp")
     artifact = tmp_path / "step.loomx"
-    compiled = run([LOOM_COMPILE, step / "step.mlir", "-o", artifact, "--dp=fsdp", "--summary",
-                    "--optimizer=adamw"])
-    assert compiled.returncode == 0, compiled.stderr
-    predicted = {int(p) for p in re.findall(r"predicted peak memory (\d+) bytes",
-                                            compiled.stderr)}
-    assert len(predicted) == 1, compiled.stderr
-    peak = predicted.pop()
+    peak = compile_fsdp(step, artifact, "--optimizer=adamw")
     result = train(artifact, step, step, "--nproc", "2", "--trace", tmp_path / "trace.json")
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"losses  {STEPS}/{STEPS} within rtol 0" in result.stdout and "PASS" in result.stdout
