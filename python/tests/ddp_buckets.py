@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import runpy
-import socket
 
 import torch
 import torch.distributed as dist
@@ -26,10 +25,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 
 def ddp_buckets(model_file: str, bucket_cap_mb: float | None) -> list[list[str]]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     try:
         torch.manual_seed(0)
         model, batches = runpy.run_path(model_file)["make"]()

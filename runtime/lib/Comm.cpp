@@ -222,6 +222,8 @@ Comm::Comm(const Artifact &artifact, const DistributedConfig &config,
       ::c10d::TCPStoreOptions opts;
       opts.port = uint16_t(config.masterPort);
       opts.isServer = rank_ == 0;
+      if (opts.isServer)
+        opts.masterListenFd = config.masterListenFd;
       opts.numWorkers = size_t(worldSize_);
       opts.waitWorkers = true;
       opts.timeout = timeout_;

@@ -49,21 +49,29 @@ constexpr const char *kTraceMergeEnv = "LOOMRT_TRACE_MERGE";
 /// errors) after one failed, before it terminates them.
 constexpr auto kGracePeriod = std::chrono::seconds(2);
 
-int freeLoopbackPort() {
+/// A socket bound to 127.0.0.1 on a port the kernel picked, listening.
+/// Rank 0 hosts the rendezvous store on it (kMasterListenFdEnv), so no other
+/// process can take the port between the launcher choosing it and rank 0
+/// binding it; the other ranks' connections wait in its backlog until rank
+/// 0 accepts them. Returns the descriptor and the port, or -1 and errno.
+std::pair<int, int> listeningLoopbackSocket() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0)
-    return -1;
+    return {-1, -1};
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   addr.sin_port = 0;
   socklen_t len = sizeof addr;
-  int port = -1;
-  if (::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &len) == 0)
-    port = ntohs(addr.sin_port);
-  ::close(fd);
-  return port;
+  if (::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) != 0 ||
+      ::listen(fd, SOMAXCONN) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &len) != 0) {
+    int saved = errno;
+    ::close(fd);
+    errno = saved;
+    return {-1, -1};
+  }
+  return {fd, ntohs(addr.sin_port)};
 }
 
 struct RankProcess {
@@ -101,10 +109,11 @@ bool failed(int status) {
 }
 
 /// Forks `ranks.size()` ranks re-executing argv, with torchrun's variables
-/// and a rendezvous on 127.0.0.1:`port`; ranks above 0 write into a pipe
-/// the launcher reads. Prints the error and returns false if one cannot be
-/// started.
-bool forkRanks(char **argv, int port, std::vector<RankProcess> &ranks) {
+/// and a rendezvous on 127.0.0.1:`port`, whose listening socket `listenFd`
+/// rank 0 inherits; ranks above 0 write into a pipe the launcher reads.
+/// Prints the error and returns false if one cannot be started.
+bool forkRanks(char **argv, int listenFd, int port,
+               std::vector<RankProcess> &ranks) {
   int nproc = int(ranks.size());
   for (int k = 0; k < nproc; ++k) {
     int fds[2] = {-1, -1};
@@ -129,6 +138,10 @@ bool forkRanks(char **argv, int port, std::vector<RankProcess> &ranks) {
       for (const RankProcess &other : ranks)
         if (other.out >= 0)
           ::close(other.out);
+      if (k == 0)
+        ::setenv(kMasterListenFdEnv, std::to_string(listenFd).c_str(), 1);
+      else
+        ::close(listenFd);
       ::setenv("RANK", std::to_string(k).c_str(), 1);
       ::setenv("LOCAL_RANK", std::to_string(k).c_str(), 1);
       ::setenv("WORLD_SIZE", std::to_string(nproc).c_str(), 1);
@@ -323,8 +336,8 @@ void explainFailure(const std::vector<RankProcess> &ranks, const Ending &ending,
 } // namespace
 
 int launchRanks(char **argv, int nproc) {
-  int port = freeLoopbackPort();
-  if (port < 0) {
+  auto [listenFd, port] = listeningLoopbackSocket();
+  if (listenFd < 0) {
     std::fprintf(stderr, "loom-run: error: no free port on 127.0.0.1: %s\n",
                  std::strerror(errno));
     return kExitError;
@@ -332,7 +345,9 @@ int launchRanks(char **argv, int nproc) {
   std::fflush(stdout);
   std::fflush(stderr);
   std::vector<RankProcess> ranks(static_cast<size_t>(nproc));
-  if (!forkRanks(argv, port, ranks))
+  bool started = forkRanks(argv, listenFd, port, ranks);
+  ::close(listenFd); // rank 0 holds it now
+  if (!started)
     return kExitError;
   Ending ending = watchRanks(ranks);
   drainOutput(ranks);

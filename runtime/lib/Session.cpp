@@ -1253,6 +1253,9 @@ std::optional<DistributedConfig> DistributedConfig::fromEnvironment() {
     c.masterAddr = addr;
   if (const char *port = std::getenv("MASTER_PORT"); port && *port)
     c.masterPort = int(number("MASTER_PORT", port, 1, 65535));
+  if (const char *fd = std::getenv(kMasterListenFdEnv);
+      fd && *fd && c.rank == 0)
+    c.masterListenFd = int(number(kMasterListenFdEnv, fd, 0, INT32_MAX));
   if (const char *local = std::getenv("LOCAL_RANK"); local && *local)
     c.localRank = number("LOCAL_RANK", local, 0, 1 << 20);
   return c;

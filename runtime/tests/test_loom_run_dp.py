@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -128,6 +129,39 @@ def test_world_size_comes_from_the_artifact(tmp_path: Path) -> None:
     r = loom_run(d, None, "--check", str(d / "reference.json"))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "2 ranks" in r.stderr and r.stdout.rstrip().endswith("PASS"), r.stdout + r.stderr
+
+
+def test_rank_zero_serves_the_rendezvous_on_the_socket_it_is_handed(tmp_path: Path) -> None:
+    """loom-run's launcher binds the rendezvous port itself and hands rank 0 the listening
+    socket (LOOMRT_MASTER_LISTEN_FD): picking a free port and letting rank 0 bind it later left a
+    window in which another process took it (EADDRINUSE on a loaded CI machine)."""
+    d = make(tmp_path, "ddp", 2)
+
+    def start(rank: int, port: int, handed: int | None) -> subprocess.Popen:
+        env = {**os.environ, "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2",
+               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+        if handed is not None:
+            env["LOOMRT_MASTER_LISTEN_FD"] = str(handed)
+        return subprocess.Popen(
+            [LOOM_RUN, str(d / "step.loomx"), "--batches", str(d / "batches.safetensors"), "--steps", "1",
+             "--timeout", "20"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+            pass_fds=() if handed is None else (handed,))
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        # Negative control: rank 0 told only the port cannot bind it while another socket holds it.
+        alone = start(0, port, None)
+        _, err = alone.communicate(timeout=60)
+        assert alone.returncode == 2 and f"rank 0: rendezvous at 127.0.0.1:{port} failed" in err, err
+        assert "EADDRINUSE" in err, err
+        # Handed the socket, rank 0 serves the store on it and rank 1 meets it there.
+        procs = [start(0, port, held.fileno()), start(1, port, None)]
+        outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    assert outs[0][0].startswith("step   0  loss "), outs
 
 
 def test_nproc_must_match_the_artifact(tmp_path: Path) -> None:

@@ -3,7 +3,8 @@
 // loom-run's process management as a library: with no RANK in the
 // environment, a multi-rank artifact is launched as `world_size` copies of
 // the running executable on this machine (RANK, WORLD_SIZE, LOCAL_RANK,
-// MASTER_ADDR=127.0.0.1, MASTER_PORT=a free port), rank 0's output passed
+// MASTER_ADDR=127.0.0.1, MASTER_PORT=a free port whose listening socket
+// rank 0 inherits, so no other process can take it), rank 0's output passed
 // through, the others' prefixed with "[rank k] ", all stopped when one
 // fails, and the rank that failed first named. With RANK set (by this
 // launcher or torchrun) the process runs its rank (Runner.h).

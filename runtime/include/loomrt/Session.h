@@ -40,6 +40,10 @@ struct CollectiveCount {
   int64_t bytes = 0;
 };
 
+/// The environment variable by which loom-run's launcher passes rank 0 the
+/// listening socket of the rendezvous (DistributedConfig::masterListenFd).
+constexpr const char *kMasterListenFdEnv = "LOOMRT_MASTER_LISTEN_FD";
+
 /// Where this process stands among the ranks of a multi-rank artifact, and
 /// the device it runs on.
 struct DistributedConfig {
@@ -48,6 +52,10 @@ struct DistributedConfig {
   /// Rank 0 hosts the c10d::TCPStore here; the others connect to it.
   std::string masterAddr = "127.0.0.1";
   int masterPort = 29500;
+  /// Rank 0's store listens on this socket, already bound to masterPort,
+  /// instead of binding the port itself (how loom-run's launcher hands the
+  /// port over without a window in which another process can take it).
+  std::optional<int> masterListenFd;
   /// For the rendezvous, process group creation and every collective.
   double timeoutSeconds = 60;
   /// torchrun's LOCAL_RANK: which GPU of this machine the rank uses.
@@ -55,8 +63,9 @@ struct DistributedConfig {
   /// Runs the step here instead of on the artifact's `device`.
   std::optional<DeviceKind> device;
 
-  /// From RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (torchrun's variables);
-  /// nullopt when RANK is not set. Throws on malformed values.
+  /// From RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (torchrun's variables)
+  /// and, on rank 0, kMasterListenFdEnv; nullopt when RANK is not set.
+  /// Throws on malformed values.
   static std::optional<DistributedConfig> fromEnvironment();
 };
 

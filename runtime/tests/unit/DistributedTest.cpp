@@ -350,17 +350,35 @@ TEST(SessionV2, GatherDimOutOfRangeAtRunTime) {
                   "dim 5 out of range for a 2-d tensor");
 }
 
-int freePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  ::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
+/// A rendezvous on a port the kernel picked: rank 0's store takes over the
+/// listening socket, as under loom-run's launcher, so no concurrent test
+/// can take the port first.
+struct Rendezvous {
+  int fd = -1;
+  int port = 0;
+
+  static Rendezvous onFreePort() {
+    Rendezvous r;
+    r.fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    EXPECT_EQ(::bind(r.fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr),
+              0);
+    EXPECT_EQ(::listen(r.fd, SOMAXCONN), 0);
+    ::getsockname(r.fd, reinterpret_cast<sockaddr *>(&addr), &len);
+    r.port = ntohs(addr.sin_port);
+    return r;
+  }
+
+  /// Points `c` (whose rank is set) at the rendezvous.
+  void configure(DistributedConfig &c) const {
+    c.masterPort = port;
+    if (c.rank == 0)
+      c.masterListenFd = fd;
+  }
+};
 
 // Two ranks in two threads: a reduce_scatter whose dim is not divisible by
 // the group size fails on both, naming the instruction and the collective.
@@ -375,14 +393,14 @@ TEST(SessionV2, ReduceScatterNeedsDivisibleDim) {
                       {"stream", 1}});
   insts(p).push_back(wait(20, 21));
   std::string path = writeArtifact("v2rs.loomx", p, linearWeights());
-  int port = freePort();
+  Rendezvous rendezvous = Rendezvous::onFreePort();
   std::string errors[2];
   auto rank = [&](int r) {
     errors[r] = errorOf([&] {
       DistributedConfig c;
       c.rank = r;
       c.worldSize = 2;
-      c.masterPort = port;
+      rendezvous.configure(c);
       c.timeoutSeconds = 20;
       Session s = Session::load(path, c);
       s.step(linearBatch(0));
@@ -426,7 +444,7 @@ TEST(SessionV2, BroadcastAndMaxOnTwoRanks) {
   p["outputs"][0]["reduce"] = {{"axes", {"shard"}}, {"op", "avg"}};
   std::string path = writeArtifact("v2bc.loomx", p, linearWeights());
   at::Tensor x = at::randn({10, 6}), target = at::randn({10, 3});
-  int port = freePort();
+  Rendezvous rendezvous = Rendezvous::onFreePort();
   std::map<std::string, at::Tensor> grads[2];
   double losses[2] = {0, 0};
   std::string errors[2];
@@ -435,7 +453,7 @@ TEST(SessionV2, BroadcastAndMaxOnTwoRanks) {
       DistributedConfig c;
       c.rank = r;
       c.worldSize = 2;
-      c.masterPort = port;
+      rendezvous.configure(c);
       c.timeoutSeconds = 20;
       Session s = Session::load(path, c);
       losses[r] = s.step({x, target});
@@ -476,7 +494,7 @@ TEST(SessionV2, ReduceScatterAlongDimOne) {
   p["outputs"][3]["slot"] = 23;
   std::string path = writeArtifact("v2rs1.loomx", p, linearWeights());
   at::Tensor x = at::randn({10, 6}), target = at::randn({10, 3});
-  int port = freePort();
+  Rendezvous rendezvous = Rendezvous::onFreePort();
   std::map<std::string, at::Tensor> grads[2];
   std::string errors[2];
   auto rank = [&](int r) {
@@ -484,7 +502,7 @@ TEST(SessionV2, ReduceScatterAlongDimOne) {
       DistributedConfig c;
       c.rank = r;
       c.worldSize = 2;
-      c.masterPort = port;
+      rendezvous.configure(c);
       c.timeoutSeconds = 20;
       Session s = Session::load(path, c);
       s.step({x, target});
@@ -521,7 +539,7 @@ TEST(SessionV2, AllSliceKeepsTheRanksChunk) {
   p["outputs"][2]["slot"] = 21;
   std::string path = writeArtifact("v2slice.loomx", p, linearWeights());
   at::Tensor x = at::randn({10, 6}), target = at::randn({10, 3});
-  int port = freePort();
+  Rendezvous rendezvous = Rendezvous::onFreePort();
   std::map<std::string, at::Tensor> grads[2];
   std::string errors[2];
   auto rank = [&](int r) {
@@ -529,7 +547,7 @@ TEST(SessionV2, AllSliceKeepsTheRanksChunk) {
       DistributedConfig c;
       c.rank = r;
       c.worldSize = 2;
-      c.masterPort = port;
+      rendezvous.configure(c);
       c.timeoutSeconds = 20;
       Session s = Session::load(path, c);
       s.step({x, target});
@@ -790,13 +808,13 @@ TEST(ArtifactV3, NegativeTag) {
 void runTwoRanks(const std::string &path, const std::vector<at::Tensor> &batch,
                  double timeoutSeconds, std::string errors[2], double losses[2],
                  std::map<std::string, at::Tensor> grads[2]) {
-  int port = freePort();
+  Rendezvous rendezvous = Rendezvous::onFreePort();
   auto rank = [&](int r) {
     errors[r] = errorOf([&] {
       DistributedConfig c;
       c.rank = r;
       c.worldSize = 2;
-      c.masterPort = port;
+      rendezvous.configure(c);
       c.timeoutSeconds = timeoutSeconds;
       Session s = Session::load(path, c);
       losses[r] = s.step(batch);
