@@ -131,20 +131,22 @@ def test_two_ranks_trace(fsdp2: Path, tmp_path: Path) -> None:
     assert a["ts"] < b["ts"] + b["dur"] and b["ts"] < a["ts"] + a["dur"]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_external_launcher_writes_one_trace_per_rank(fsdp2: Path, tmp_path: Path) -> None:
     trace = tmp_path / "t.json"
-    env = {"WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
-    procs = [subprocess.Popen(
-        [LOOM_RUN, str(fsdp2 / "step.loomx"), "--batches", str(fsdp2 / "batches.safetensors"),
-         "--steps", "1", "--trace", str(trace)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, **env, "RANK": str(rank), "LOCAL_RANK": str(rank)}) for rank in (0, 1)]
+    # Rank 0 serves the store on a socket bound here (as loom-run's launcher hands it one), so no
+    # other process can take a port picked free before rank 0 binds it.
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    held.listen()
+    env = {"WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(held.getsockname()[1])}
+    with held:
+        procs = [subprocess.Popen(
+            [LOOM_RUN, str(fsdp2 / "step.loomx"), "--batches", str(fsdp2 / "batches.safetensors"),
+             "--steps", "1", "--trace", str(trace)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, **env, "RANK": str(rank), "LOCAL_RANK": str(rank),
+                 **({"LOOMRT_MASTER_LISTEN_FD": str(held.fileno())} if rank == 0 else {})},
+            pass_fds=(held.fileno(),) if rank == 0 else ()) for rank in (0, 1)]
     outs = [p.communicate(timeout=120) for p in procs]
     assert all(p.returncode == 0 for p in procs), outs
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.rank0.json", "t.rank1.json"]
