@@ -559,6 +559,13 @@ static std::pair<double, int> optimizerTraffic(Attribute optimizer) {
     add(6, 2); // delta.div_(std).mul_(grad)
     add(6, 2); // acc_delta.mul_().addcmul_(delta, delta)
     add(3, 1); // param.add_(delta)
+  } else if (name == "rprop") {
+    add(5, 2); // sign = grad.mul(prev).sign()
+    add(9, 6); // three masks of sign and their masked_fill_
+    add(5, 2); // step_size.mul_(sign).clamp_()
+    add(5, 3); // grad.clone(), masked_fill_(sign.eq(etaminus), 0)
+    add(6, 2); // param.addcmul_(grad.sign(), step_size)
+    add(2, 1); // prev.copy_(grad)
   } else if (name == "adagrad") {
     add(4, 1); // state_sum.addcmul_(grad, grad)
     add(4, 2); // state_sum.sqrt().add_(eps)

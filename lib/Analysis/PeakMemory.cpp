@@ -185,9 +185,12 @@ void loom::recordMemoryBudget(ModuleOp module, int64_t bytes) {
 /// Nesterov gradients, at most two at once, and with momentum 12 bytes of
 /// scalars. The single-tensor RMSprop, Adagrad and Adamax hold those
 /// gradients and then one parameter-sized tensor beside them (`avg`, `std`,
-/// `grad.abs()`), and 12 bytes of scalars; Adadelta two (`std`, `delta`). The
-/// fused Adam, AdamW and Adagrad kernels take a 4-byte step tensor; fused SGD
-/// nothing.
+/// `grad.abs()`), and 12 bytes of scalars; Adadelta two (`std`, `delta`).
+/// Rprop holds three parameter-sized tensors at once (`grad.mul(prev)` and
+/// its `sign` beside the negated gradient, which the clone replaces; `sign`,
+/// the clone and its `sign()`), or `sign`, the clone and the one-byte mask
+/// `sign.eq(etaminus)` with its 8-byte wrapped scalar. The fused Adam,
+/// AdamW and Adagrad kernels take a 4-byte step tensor; fused SGD nothing.
 static int64_t getOptimizerScratchBytes(const OptimizerUpdate &update) {
   const OptimizerConfig &config = update.config;
   int64_t bytes = getValueBytes(update.param.getType());
@@ -201,6 +204,13 @@ static int64_t getOptimizerScratchBytes(const OptimizerUpdate &update) {
     bool decoupled = config.name == "adamw" || config.decoupledWeightDecay;
     bool gradCopy = config.maximize || (config.weightDecay != 0 && !decoupled);
     return (gradCopy ? 3 : 2) * bytes + 12;
+  }
+  if (config.name == "rprop") {
+    auto type = cast<RankedTensorType>(update.param.getType());
+    int64_t mask = type.getNumElements();
+    if (isa<ComplexType>(type.getElementType()))
+      mask *= 2; // the masks of its view_as_real
+    return std::max(3 * bytes, 2 * bytes + mask + 8);
   }
   // SGD, RMSprop and Adagrad: the negated gradient, then the
   // weight-decayed one made from it (both alive while it is made).

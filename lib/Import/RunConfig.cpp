@@ -85,11 +85,24 @@ static Attribute parseOptimizer(const json::Object &o, MLIRContext *ctx,
   if (!name || !parseOptimizerKind(*name))
     return r.wrong("name", listOptimizerNames()), nullptr;
   std::optional<double> lr = r.number("lr");
-  std::optional<double> weightDecay = r.number("weight_decay");
   std::optional<bool> maximize = r.boolean("maximize");
-  if (!lr || !weightDecay || !maximize)
+  if (!lr || !maximize)
     return nullptr;
   auto f = [](double v) { return APFloat(v); };
+  // A list of two numbers (`betas`, Rprop's `etas` and `step_sizes`).
+  auto pair = [&](StringRef key) -> std::optional<std::pair<double, double>> {
+    const json::Value *value = o.get(key);
+    if (!value)
+      return r.missing(key), std::nullopt;
+    const json::Array *a = value->getAsArray();
+    std::optional<double> first =
+        a && a->size() == 2 ? (*a)[0].getAsNumber() : std::nullopt;
+    std::optional<double> second =
+        a && a->size() == 2 ? (*a)[1].getAsNumber() : std::nullopt;
+    if (!first || !second)
+      return r.wrong(key, "a list of two numbers"), std::nullopt;
+    return std::make_pair(*first, *second);
+  };
   // Hyperparameters PyTorch would reject are refused as loom-attach-optimizer
   // refuses them; the verifier's message becomes the error.
   ScopedDiagnosticHandler capture(ctx, [&](Diagnostic &d) {
@@ -98,6 +111,20 @@ static Attribute parseOptimizer(const json::Object &o, MLIRContext *ctx,
     return success();
   });
   auto emitError = [&] { return mlir::emitError(UnknownLoc::get(ctx)); };
+  if (*name == "rprop") {
+    std::optional<std::pair<double, double>> etas = pair("etas");
+    if (!etas)
+      return nullptr;
+    std::optional<std::pair<double, double>> stepSizes = pair("step_sizes");
+    if (!stepSizes)
+      return nullptr;
+    return RpropAttr::getChecked(emitError, ctx, f(*lr), f(etas->first),
+                                 f(etas->second), f(stepSizes->first),
+                                 f(stepSizes->second), *maximize);
+  }
+  std::optional<double> weightDecay = r.number("weight_decay");
+  if (!weightDecay)
+    return nullptr;
   if (*name == "sgd") {
     std::optional<double> momentum = r.number("momentum");
     std::optional<double> dampening = r.number("dampening");
@@ -137,17 +164,10 @@ static Attribute parseOptimizer(const json::Object &o, MLIRContext *ctx,
     return AdadeltaAttr::getChecked(emitError, ctx, f(*lr), f(*rho), f(*eps),
                                     f(*weightDecay), *maximize);
   }
-  const json::Value *betasValue = o.get("betas");
-  if (!betasValue)
-    return r.missing("betas"), nullptr;
-  const json::Array *a = betasValue->getAsArray();
-  std::optional<double> b0 =
-      a && a->size() == 2 ? (*a)[0].getAsNumber() : std::nullopt;
-  std::optional<double> b1 =
-      a && a->size() == 2 ? (*a)[1].getAsNumber() : std::nullopt;
-  if (!b0 || !b1)
-    return r.wrong("betas", "a list of two numbers"), nullptr;
-  double betas[2] = {*b0, *b1};
+  std::optional<std::pair<double, double>> betaPair = pair("betas");
+  if (!betaPair)
+    return nullptr;
+  double betas[2] = {betaPair->first, betaPair->second};
   if (*name == "adamax")
     return AdamaxAttr::getChecked(emitError, ctx, f(*lr), f(betas[0]),
                                   f(betas[1]), f(*eps), f(*weightDecay),

@@ -331,6 +331,12 @@ LogicalResult RunConfigApplier::takeOptimizer(Attribute optimizer) {
       succeeded(takeIf("rho", options.rho, c->rho, "rho")) &&
       succeeded(takeIf("momentum-decay", options.momentumDecay,
                        c->momentumDecay, "momentum_decay")) &&
+      succeeded(takeIf("etaminus", options.etaminus, c->etaminus, "etas[0]")) &&
+      succeeded(takeIf("etaplus", options.etaplus, c->etaplus, "etas[1]")) &&
+      succeeded(takeIf("step-size-min", options.stepSizeMin, c->stepSizeMin,
+                       "step_sizes[0]")) &&
+      succeeded(takeIf("step-size-max", options.stepSizeMax, c->stepSizeMax,
+                       "step_sizes[1]")) &&
       succeeded(takeIf("weight-decay", options.weightDecay, c->weightDecay,
                        "weight_decay")) &&
       succeeded(takeIf("maximize", options.maximize, c->maximize, "maximize")));

@@ -25,12 +25,14 @@ bool loom::optimizerTakes(OptimizerKind kind, StringRef option) {
   bool rmsprop = kind == OptimizerKind::RMSprop;
   bool radam = kind == OptimizerKind::RAdam;
   bool nadam = kind == OptimizerKind::NAdam;
+  bool rprop = kind == OptimizerKind::Rprop;
   return llvm::StringSwitch<bool>(option)
       .Case("momentum", sgd || rmsprop)
       .Cases({"dampening", "nesterov"}, sgd)
       .Cases({"beta1", "beta2"},
              adam || radam || nadam || kind == OptimizerKind::Adamax)
-      .Case("eps", !sgd)
+      .Case("eps", !sgd && !rprop)
+      .Case("weight-decay", !rprop)
       .Case("amsgrad", adam)
       .Cases({"alpha", "centered"}, rmsprop)
       .Cases({"adagrad-lr-decay", "initial-accumulator-value"},
@@ -38,6 +40,7 @@ bool loom::optimizerTakes(OptimizerKind kind, StringRef option) {
       .Case("decoupled-weight-decay", radam || nadam)
       .Case("momentum-decay", nadam)
       .Case("rho", kind == OptimizerKind::Adadelta)
+      .Cases({"etaminus", "etaplus", "step-size-min", "step-size-max"}, rprop)
       .Default(true);
 }
 
@@ -63,6 +66,7 @@ static double getDefaultLr(OptimizerKind kind) {
   switch (kind) {
   case OptimizerKind::RMSprop:
   case OptimizerKind::Adagrad:
+  case OptimizerKind::Rprop:
     return 1e-2;
   case OptimizerKind::Adadelta:
     return 1.0;
@@ -106,6 +110,8 @@ getForeignHyperparameter(OptimizerKind kind,
                          const LoomAttachOptimizerOptions &options) {
   LoomAttachOptimizerOptions defaults;
   std::pair<StringRef, bool> given[] = {
+      {"eps", options.eps != getDefaultEps(kind)},
+      {"weight-decay", options.weightDecay != 0},
       {"momentum", options.momentum != 0},
       {"dampening", options.dampening != 0},
       {"nesterov", options.nesterov},
@@ -116,7 +122,11 @@ getForeignHyperparameter(OptimizerKind kind,
       {"initial-accumulator-value", options.initialAccumulatorValue != 0},
       {"decoupled-weight-decay", options.decoupledWeightDecay},
       {"rho", options.rho != defaults.rho},
-      {"momentum-decay", options.momentumDecay != defaults.momentumDecay}};
+      {"momentum-decay", options.momentumDecay != defaults.momentumDecay},
+      {"etaminus", options.etaminus != defaults.etaminus},
+      {"etaplus", options.etaplus != defaults.etaplus},
+      {"step-size-min", options.stepSizeMin != defaults.stepSizeMin},
+      {"step-size-max", options.stepSizeMax != defaults.stepSizeMax}};
   for (auto [name, isGiven] : given)
     if (isGiven && !optimizerTakes(kind, name))
       return name;
@@ -187,6 +197,11 @@ loom::buildOptimizerAttr(MLIRContext *ctx,
         emitError, ctx, f(options.lr), f(options.beta1), f(options.beta2),
         f(options.eps), f(options.weightDecay), f(options.momentumDecay),
         options.decoupledWeightDecay, options.maximize);
+    break;
+  case OptimizerKind::Rprop:
+    attr = RpropAttr::getChecked(
+        emitError, ctx, f(options.lr), f(options.etaminus), f(options.etaplus),
+        f(options.stepSizeMin), f(options.stepSizeMax), options.maximize);
     break;
   case OptimizerKind::Adadelta:
     attr = AdadeltaAttr::getChecked(emitError, ctx, f(options.lr),
@@ -422,6 +437,10 @@ struct LoomAttachOptimizerPass
     options.decoupledWeightDecay = decoupledWeightDecay;
     options.rho = rho;
     options.momentumDecay = momentumDecay;
+    options.etaminus = etaminus;
+    options.etaplus = etaplus;
+    options.stepSizeMin = stepSizeMin;
+    options.stepSizeMax = stepSizeMax;
     FailureOr<Attribute> config = buildOptimizerAttr(ctx, options, [&] {
       return func.emitOpError("--loom-attach-optimizer: ");
     });

@@ -3,11 +3,11 @@
 Usage (from the repository root)::
 
     PYTHONPATH=python python -m loom.capture FILE.py --out DIR \
-        [--steps K] [--optimizer sgd|adam|adamw|rmsprop|adagrad|adadelta|adamax|radam|nadam] [--lr X] \
+        [--steps K] [--optimizer sgd|adam|adamw|rmsprop|adagrad|adadelta|adamax|radam|nadam|rprop] [--lr X] \
         [--weight-decay W] [--momentum M] [--dampening D] [--nesterov] \
         [--betas B1 B2] [--eps E] [--amsgrad] [--alpha A] [--centered] \
         [--adagrad-lr-decay D] [--initial-accumulator-value V] [--rho R] \
-        [--momentum-decay P] [--decoupled-weight-decay] \
+        [--momentum-decay P] [--decoupled-weight-decay] [--etas E- E+] [--step-sizes MIN MAX] \
         [--maximize] [--seed S] [--split N] [--microbatches M] \
         [--make-arg KEY=VALUE ...] [--meta]
         [--reference eager|ddp|fsdp|hsdp|replicate [--replicate-size R]
@@ -54,6 +54,7 @@ step (training cycles through them). The capture writes into DIR:
     ``lr_decay``, ``initial_accumulator_value`` and ``eps``; Adamax ``betas`` and ``eps``;
     RAdam ``betas``, ``eps`` and ``decoupled_weight_decay``; Adadelta ``rho`` and ``eps``;
     NAdam ``betas``, ``eps``, ``momentum_decay`` and ``decoupled_weight_decay``;
+    Rprop ``etas`` and ``step_sizes`` (and no ``weight_decay``: it has none);
     ``--optimizer-impl fused`` adds ``"impl": "fused"``, and the
     reference then runs torch.optim with ``fused=True``.) When FILE.py defines ``param_groups(model)`` (the list of
     dicts a user passes to ``torch.optim``, e.g. ``[{"params": decay,
@@ -177,6 +178,7 @@ OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
     "adamax": torch.optim.Adamax,
     "radam": torch.optim.RAdam,
     "nadam": torch.optim.NAdam,
+    "rprop": torch.optim.Rprop,
 }
 # The hyperparameters the run configuration records for each optimizer, in
 # the order it lists them; everything else (foreach, capturable,
@@ -194,7 +196,10 @@ OPTIMIZER_KEYS = {
     "radam": ("lr", "weight_decay", "betas", "eps", "decoupled_weight_decay", "maximize"),
     "nadam": ("lr", "weight_decay", "betas", "eps", "momentum_decay", "decoupled_weight_decay",
               "maximize"),
+    "rprop": ("lr", "etas", "step_sizes", "maximize"),
 }
+# The hyperparameters that are pairs (a list in run.json, a tuple for torch).
+PAIR_KEYS = ("betas", "etas", "step_sizes")
 # The command-line flag of each hyperparameter (Adagrad's lr_decay is not
 # --lr-decay, the schedule's option).
 OPTIMIZER_FLAGS = {
@@ -203,7 +208,7 @@ OPTIMIZER_FLAGS = {
     "amsgrad": "--amsgrad", "alpha": "--alpha", "centered": "--centered",
     "lr_decay": "--adagrad-lr-decay", "initial_accumulator_value": "--initial-accumulator-value",
     "decoupled_weight_decay": "--decoupled-weight-decay", "rho": "--rho",
-    "momentum_decay": "--momentum-decay",
+    "momentum_decay": "--momentum-decay", "etas": "--etas", "step_sizes": "--step-sizes",
     "maximize": "--maximize",
 }
 
@@ -438,7 +443,7 @@ def resolve_optimizer(name: str, given: dict[str, Any]) -> dict[str, Any]:
     for key in OPTIMIZER_KEYS[name]:
         value = given.get(key)
         value = defaults[key] if value is None else value
-        if key == "betas":
+        if key in PAIR_KEYS:
             value = [float(v) for v in value]
         elif isinstance(value, bool):
             pass
@@ -450,7 +455,7 @@ def resolve_optimizer(name: str, given: dict[str, Any]) -> dict[str, Any]:
 
 def optimizer_kwargs(config: dict[str, Any]) -> dict[str, Any]:
     """The constructor keywords of a resolved optimizer configuration."""
-    kwargs = {k: tuple(v) if k == "betas" else v for k, v in config.items()
+    kwargs = {k: tuple(v) if k in PAIR_KEYS else v for k, v in config.items()
               if k not in ("name", "impl")}
     if config.get("impl") == "fused":
         kwargs["fused"] = True
@@ -482,6 +487,10 @@ def resolve_param_groups(
                 raise CaptureError(
                     f"param group {i} sets {key}={value!r}; a group may set only lr and "
                     f"weight_decay (the optimizer's {key} is {want!r})")
+        decays = "weight_decay" in OPTIMIZER_KEYS[optimizer["name"]]
+        if not decays and "weight_decay" in group:
+            raise CaptureError(f"param group {i} sets weight_decay, which torch.optim."
+                               f"{type(opt).__name__} does not have (it would ignore it)")
         params = []
         for p in group["params"]:
             if id(p) not in names:
@@ -491,8 +500,10 @@ def resolve_param_groups(
                 params.append(names[id(p)])
                 seen.add(names[id(p)])
         if params:
+            # Rprop has no weight decay: its groups record 0, which the
+            # compiler's group rules accept for it.
             resolved.append({"params": params, "lr": float(group["lr"]),
-                             "weight_decay": float(group["weight_decay"])})
+                             "weight_decay": float(group.get("weight_decay", 0.0))})
     missing = [n for n, p in model.named_parameters() if p.requires_grad and n not in seen]
     if missing:
         raise CaptureError(f"parameters in no param group: {', '.join(missing)} (Loom updates "
@@ -513,8 +524,10 @@ def make_optimizer(model: nn.Module, optimizer: dict[str, Any],
     named = {n: p for n, p in model.named_parameters() if p.requires_grad}
     if not param_groups:
         return cls(list(named.values()), **optimizer_kwargs(optimizer), **extra)
+    decays = "weight_decay" in OPTIMIZER_KEYS[optimizer["name"]]
     groups = [{"params": [named[n] for n in g["params"]], "lr": g["lr"],
-               "weight_decay": g["weight_decay"]} for g in param_groups]
+               **({"weight_decay": g["weight_decay"]} if decays else {})}
+              for g in param_groups]
     return cls(groups, **optimizer_kwargs(optimizer), **extra)
 
 
@@ -1114,7 +1127,7 @@ def add_optimizer_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default=DEFAULT_OPTIMIZER,
                        help=f"default {DEFAULT_OPTIMIZER}")
     group.add_argument("--lr", type=float,
-                       help="learning rate (adam/adamw: default 1e-3; rmsprop/adagrad: 1e-2; "
+                       help="learning rate (adam/adamw: default 1e-3; rmsprop/adagrad/rprop: 1e-2; "
                        "adamax/nadam: 2e-3; adadelta: 1.0; sgd: required)")
     group.add_argument("--weight-decay", type=float,
                        help="weight decay (default 0.01 for adamw, 0 for the others)")
@@ -1142,6 +1155,10 @@ def add_optimizer_arguments(parser: argparse.ArgumentParser) -> None:
                        help="NAdam momentum_decay (default 4e-3)")
     group.add_argument("--rho", type=float,
                        help="Adadelta: decay of its running averages (default 0.9)")
+    group.add_argument("--etas", type=float, nargs=2, metavar=("ETAMINUS", "ETAPLUS"),
+                       help="Rprop step-size factors (default 0.5 1.2)")
+    group.add_argument("--step-sizes", type=float, nargs=2, metavar=("MIN", "MAX"),
+                       help="Rprop step-size bounds (default 1e-6 50)")
     group.add_argument("--maximize", action="store_true", default=None,
                        help="maximize the loss instead of minimizing it")
     group.add_argument("--optimizer-impl", choices=OPTIMIZER_IMPLS, default="forloop",
@@ -1229,7 +1246,8 @@ def optimizer_config(parser: argparse.ArgumentParser, args: argparse.Namespace) 
     config = resolve_optimizer(name, given)
     if not (config["lr"] > 0 and math.isfinite(config["lr"])):
         parser.error(f"--lr must be a positive number, got {config['lr']}")
-    if not (config["weight_decay"] >= 0 and math.isfinite(config["weight_decay"])):
+    if "weight_decay" in config and not (config["weight_decay"] >= 0
+                                         and math.isfinite(config["weight_decay"])):
         parser.error(f"--weight-decay must be a non-negative number, got {config['weight_decay']}")
     # The range checks of torch.optim's constructors.
     for key in ("momentum", "eps", "alpha", "lr_decay", "initial_accumulator_value",
@@ -1242,6 +1260,10 @@ def optimizer_config(parser: argparse.ArgumentParser, args: argparse.Namespace) 
         parser.error(f"--rho must lie in [0, 1], got {config['rho']}")
     if "betas" in config and not all(0 <= b < 1 for b in config["betas"]):
         parser.error(f"--betas must lie in [0, 1), got {config['betas']}")
+    if "etas" in config and not 0 < config["etas"][0] < 1 < config["etas"][1] < math.inf:
+        parser.error(f"--etas must satisfy 0 < ETAMINUS < 1 < ETAPLUS, got {config['etas']}")
+    if "step_sizes" in config and not 0 <= config["step_sizes"][0] <= config["step_sizes"][1] < math.inf:
+        parser.error(f"--step-sizes must satisfy 0 <= MIN <= MAX, got {config['step_sizes']}")
     if getattr(args, "optimizer_impl", "forloop") == "fused" and name not in FUSED_OPTIMIZERS:
         parser.error(f"--optimizer-impl fused: torch.optim has no fused {name} "
                      f"(fused: {', '.join(FUSED_OPTIMIZERS)})")
@@ -1346,6 +1368,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
             reshard_setting(args.reshard_after_forward)
         except ValueError as exc:
             parser.error(f"--reshard-after-forward: {exc}")
+        # torch.optim.Rprop writes through a boolean mask
+        # (sign[sign.gt(0)] = etaplus), an index_put_ whose sharding DTensor
+        # cannot propagate: PyTorch's fully_shard cannot train with it.
+        if args.reference in ("fsdp", "hsdp") and args.optimizer == "rprop":
+            parser.error(f"--reference {args.reference}: PyTorch's fully_shard cannot run "
+                         "torch.optim.Rprop (its masked index_put_ has no DTensor sharding rule); "
+                         "use --reference ddp, whose update is the same elementwise math")
     if args.steps < 1:
         parser.error("--steps must be at least 1")
     if args.split < 1:

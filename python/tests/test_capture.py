@@ -405,6 +405,18 @@ def test_run_config_records_what_was_asked(tmp_path, capsys):
      "--momentum-decay is not an option of --optimizer adam"),
     (["--optimizer", "nadam", "--momentum-decay", "-1"], "--momentum-decay must be a non-negative number"),
     (["--optimizer", "nadam", "--optimizer-impl", "fused"], "torch.optim has no fused nadam"),
+    # Rprop has no weight decay or eps; its etas and step sizes as torch.optim.Rprop checks them.
+    (["--optimizer", "rprop", "--weight-decay", "0.1"],
+     "--weight-decay is not an option of --optimizer rprop"),
+    (["--optimizer", "rprop", "--eps", "1e-6"], "--eps is not an option of --optimizer rprop"),
+    (["--optimizer", "adam", "--etas", "0.4", "1.3"], "--etas is not an option of --optimizer adam"),
+    (["--optimizer", "rprop", "--etas", "0.5", "0.9"],
+     "--etas must satisfy 0 < ETAMINUS < 1 < ETAPLUS, got [0.5, 0.9]"),
+    (["--optimizer", "rprop", "--step-sizes", "1", "0.5"],
+     "--step-sizes must satisfy 0 <= MIN <= MAX, got [1.0, 0.5]"),
+    (["--optimizer", "rprop", "--optimizer-impl", "fused"], "torch.optim has no fused rprop"),
+    (["--optimizer", "rprop", "--split", "2", "--reference", "fsdp"],
+     "PyTorch's fully_shard cannot run torch.optim.Rprop"),
     # The schedule's options, as lr_scheduler's constructors take them.
     (["--lr-decay", "exponential"], "--lr-decay exponential needs --lr-gamma"),
     (["--lr-decay", "cosine", "--lr-decay-steps", "5", "--lr-gamma", "0.5"],

@@ -1,11 +1,11 @@
-"""RMSprop, Adagrad, Adadelta, Adamax, RAdam, NAdam and Adam's AMSGrad against
-torch.optim, bitwise.
+"""RMSprop, Adagrad, Adadelta, Adamax, RAdam, NAdam, Rprop and Adam's AMSGrad
+against torch.optim, bitwise.
 
 Capture records the optimizer with every hyperparameter (run.json);
 loom-compile takes it from there and the runtime runs torch.optim's
 single-tensor algorithm op for op (``_single_tensor_rmsprop``,
 ``_single_tensor_adagrad``, ``_single_tensor_adadelta``, ``_single_tensor_adamax``,
-``_single_tensor_radam``, ``_single_tensor_nadam``,
+``_single_tensor_radam``, ``_single_tensor_nadam``, ``_single_tensor_rprop``,
 the ``amsgrad`` branch of
 ``_single_tensor_adam``) or the fused kernel (``_fused_adagrad_``,
 ``_fused_adam(w)_`` with ``max_exp_avg_sqs``). So at tolerance 0:
@@ -17,16 +17,19 @@ the ``amsgrad`` branch of
   forloop and fused; Adamax with weight decay and maximize; RAdam with
   decoupled weight decay, past the step where its rectification starts;
   Adadelta with rho, weight decay and maximize; NAdam with momentum_decay
-  and decoupled weight decay);
+  and decoupled weight decay; Rprop with etas, step sizes and maximize under
+  a warm-up, whose first lr its step_size starts from);
 - with FSDP on 3 ranks, on a model whose every parameter and its state are
-  padded, they equal PyTorch's ``fully_shard`` with the same optimizer;
+  padded, they equal PyTorch's ``fully_shard`` with the same optimizer
+  (Rprop, which fully_shard cannot run, on 2 ranks against DDP);
 - on a one-layer model whose peak is the update, every rank's measured peak
   equals the compiler's prediction (the algorithm's temporaries:
   PeakMemory.cpp, getKernelScratchBytes); RAdam's is reached once the
   rectification runs (betas (0.9, 0.9): from step 6), below it before.
 
-Negative controls: the same step without AMSGrad, and Adagrad's sum started
-from 0 instead of 0.1, each fail the exact check against the reference they
+Negative controls: the same step without AMSGrad, Adagrad's sum started
+from 0 instead of 0.1, and Rprop's step size started from the lr instead of
+the warm-up's first, each fail the exact check against the reference they
 differ from; and a compile option that contradicts the captured optimizer
 is refused.
 """
@@ -62,6 +65,8 @@ NADAM = ["--optimizer", "nadam", "--betas", "0.8", "0.95", "--momentum-decay", "
          "--weight-decay", "0.1", "--decoupled-weight-decay"]
 ADADELTA = ["--optimizer", "adadelta", "--lr", "0.5", "--rho", "0.8", "--weight-decay", "0.01",
             "--maximize"]
+RPROP = ["--optimizer", "rprop", "--lr", "3e-3", "--etas", "0.4", "1.3", "--step-sizes", "1e-5",
+         "0.01"]
 FUSED = ["--optimizer-impl", "fused"]
 CASES = {
     "rmsprop": RMSPROP,
@@ -73,6 +78,8 @@ CASES = {
     "radam": RADAM,
     "adadelta": ADADELTA,
     "nadam": NADAM,
+    # Rprop's step_size starts at the first step's lr: the warm-up's, here.
+    "rprop": [*RPROP, "--maximize", "--lr-warmup-steps", "3"],
 }
 
 
@@ -125,6 +132,19 @@ def test_fsdp_padded_state_bitwise_equal_to_fully_shard(case, tmp_path):
     assert "losses  8/8 within rtol 0" in result.stdout and "PASS" in result.stdout
 
 
+def test_rprop_fsdp_padded_state_bitwise_equal_to_ddp(tmp_path):
+    """PyTorch's fully_shard cannot run Rprop (its masked index_put_ has no
+    DTensor sharding rule, so capture refuses --reference fsdp with it);
+    Loom's FSDP shards it, and on 2 ranks its elementwise update equals
+    DistributedDataParallel's exactly."""
+    capture(tmp_path, MODELS, *RPROP, "--make-arg", "kind=odd", "--split", "2",
+            "--reference", "ddp", steps=8)
+    compile_step(tmp_path, "--dp=fsdp")
+    result = check(tmp_path, tmp_path, 2, 8)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "losses  8/8 within rtol 0" in result.stdout and "PASS" in result.stdout
+
+
 PEAK_CASES = {
     "rmsprop": RMSPROP,
     "rmsprop-plain": ["--optimizer", "rmsprop"],
@@ -139,6 +159,8 @@ PEAK_CASES = {
     "adadelta-plain": ["--optimizer", "adadelta"],
     "nadam": NADAM,
     "nadam-l2-maximize": ["--optimizer", "nadam", "--weight-decay", "0.1", "--maximize"],
+    "rprop": RPROP,
+    "rprop-maximize": ["--optimizer", "rprop", "--maximize"],
 }
 
 
@@ -171,10 +193,14 @@ def test_amsgrad_and_initial_accumulator_matter(tmp_path):
         "adam": ["--optimizer", "adam", "--weight-decay", "0.01"],
         "sum-0.1": ["--optimizer", "adagrad", "--initial-accumulator-value", "0.1"],
         "sum-0": ["--optimizer", "adagrad"],
+        # Rprop's step_size starts at the lr of the first step: 1e-2 / 3
+        # under the warm-up, 1e-2 without.
+        "rprop-warmup": ["--optimizer", "rprop", "--lr-warmup-steps", "2"],
+        "rprop": ["--optimizer", "rprop"],
     }
     for name, flags in runs.items():
         capture(tmp_path / name, MODELS, *flags, steps=3)
-    for artifact, reference in (("adam", "amsgrad"), ("sum-0", "sum-0.1")):
+    for artifact, reference in (("adam", "amsgrad"), ("sum-0", "sum-0.1"), ("rprop", "rprop-warmup")):
         compile_step(tmp_path / artifact)
         result = check(tmp_path / artifact, tmp_path / artifact, 1, 3)
         assert result.returncode == 0, result.stdout + result.stderr

@@ -74,6 +74,8 @@ const char *toString(OptimizerKind kind) {
     return schema::kOptimizerNameRadam;
   case OptimizerKind::NAdam:
     return schema::kOptimizerNameNadam;
+  case OptimizerKind::Rprop:
+    return schema::kOptimizerNameRprop;
   }
   return "?";
 }
@@ -99,7 +101,8 @@ std::optional<OptimizerKind> parseOptimizerKind(const std::string &name) {
   for (OptimizerKind k :
        {OptimizerKind::SGD, OptimizerKind::Adam, OptimizerKind::AdamW,
         OptimizerKind::RMSprop, OptimizerKind::Adagrad, OptimizerKind::Adadelta,
-        OptimizerKind::Adamax, OptimizerKind::RAdam, OptimizerKind::NAdam})
+        OptimizerKind::Adamax, OptimizerKind::RAdam, OptimizerKind::NAdam,
+        OptimizerKind::Rprop})
     if (name == toString(k))
       return k;
   return std::nullopt;
@@ -1030,12 +1033,14 @@ void ProgramReader::readOptimizer(const json &v, const std::string &path) {
     fail(join(path, schema::kOptimizerName),
          "unknown optimizer '" + name +
              "' (expected sgd, adam, adamw, rmsprop, adagrad, adadelta, "
-             "adamax, radam or nadam)");
+             "adamax, radam, nadam or rprop)");
   o.kind = *kind;
   if (!schema::isEnumValue("OptimizerName", name.c_str(), version()))
     fail(join(path, schema::kOptimizerName),
-         "'" + name + "' needs format version 4 (this program is version " +
-             std::to_string(a.version) + ")");
+         "'" + name + "' needs format version " +
+             std::to_string(
+                 schema::enumValueSince("OptimizerName", name.c_str())) +
+             " (this program is version " + std::to_string(a.version) + ")");
   auto nonNegative = [&](const char *key) {
     double d = finiteNumber(field(v, path, key), join(path, key));
     if (d < 0)
@@ -1096,6 +1101,29 @@ void ProgramReader::readOptimizer(const json &v, const std::string &path) {
   }
   if (v.contains(schema::kOptimizerMomentumDecay))
     o.momentumDecay = nonNegative(schema::kOptimizerMomentumDecay);
+  // Rprop's pairs, checked as torch.optim.Rprop's constructor checks etas.
+  auto pair = [&](const char *key, double &first, double &second) {
+    if (!v.contains(key))
+      return;
+    std::string p = join(path, key);
+    const json &a = array(v[key], p);
+    if (a.size() != 2)
+      fail(p, "expected two numbers, found " + a.dump());
+    first = finiteNumber(a[0], index(p, 0));
+    second = finiteNumber(a[1], index(p, 1));
+  };
+  pair(schema::kOptimizerEtas, o.etaminus, o.etaplus);
+  if (!(0 < o.etaminus && o.etaminus < 1 && 1 < o.etaplus))
+    fail(join(path, schema::kOptimizerEtas),
+         "must satisfy 0 < etaminus < 1 < etaplus, found [" +
+             std::to_string(o.etaminus) + ", " + std::to_string(o.etaplus) +
+             "]");
+  pair(schema::kOptimizerStepSizes, o.stepSizeMin, o.stepSizeMax);
+  if (!(0 <= o.stepSizeMin && o.stepSizeMin <= o.stepSizeMax))
+    fail(join(path, schema::kOptimizerStepSizes),
+         "must satisfy 0 <= min <= max, found [" +
+             std::to_string(o.stepSizeMin) + ", " +
+             std::to_string(o.stepSizeMax) + "]");
   if (v.contains(schema::kOptimizerLrDecay))
     o.lrDecay = nonNegative(schema::kOptimizerLrDecay);
   if (v.contains(schema::kOptimizerInitialAccumulatorValue))

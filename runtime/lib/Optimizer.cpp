@@ -5,8 +5,8 @@
 // each line mirrors one line of torch 2.9's `_single_tensor_sgd`,
 // `_single_tensor_adam` (AdamW is Adam with decoupled_weight_decay=True),
 // `_single_tensor_rmsprop`, `_single_tensor_adagrad` (dense gradients),
-// `_single_tensor_adadelta`, `_single_tensor_adamax`, `_single_tensor_radam`
-// or `_single_tensor_nadam`.
+// `_single_tensor_adadelta`, `_single_tensor_adamax`, `_single_tensor_radam`,
+// `_single_tensor_nadam` or `_single_tensor_rprop`.
 // Python passes a float operand of add/mul/div (`x.mul_(beta2)`) as a
 // wrapped 0-d double tensor to the Tensor overload (PyTorch binds no Scalar
 // overload of those to Python), so this does too (`number`): ATen's
@@ -359,6 +359,46 @@ void radamStep(const OptimizerSpec &o, const at::Tensor &paramIn,
   param.add_(update, -1.0);
 }
 
+/// State: [prev, step_size]. torch.optim.Rprop creates step_size at the
+/// parameter's first step as full_like(grad, lr) with that step's lr
+/// (complex(lr, lr) for a complex parameter); the runtime created it as
+/// zeros and fills it here when the step count is 1.
+void rpropStep(const OptimizerSpec &o, const at::Tensor &paramIn,
+               const at::Tensor &gradIn, const std::vector<at::Tensor> &state,
+               float &step) {
+  at::Tensor param = paramIn;
+  // grad = grad if not maximize else -grad
+  at::Tensor grad = o.maximize ? at::neg(gradIn) : gradIn;
+  at::Tensor prev = state[0];
+  at::Tensor stepSize = state[1];
+  // step += 1
+  step += 1.0f;
+  if (param.is_complex()) {
+    grad = at::view_as_real(grad);
+    prev = at::view_as_real(prev);
+    param = at::view_as_real(param);
+    stepSize = at::view_as_real(stepSize);
+  }
+  if (step == 1.0f)
+    stepSize.fill_(o.lr);
+  // sign = grad.mul(prev).sign()
+  at::Tensor sign = grad.mul(prev).sign();
+  // sign[sign.gt(0)] = etaplus; sign[sign.lt(0)] = etaminus;
+  // sign[sign.eq(0)] = 1
+  sign.masked_fill_(sign.gt(0), o.etaplus);
+  sign.masked_fill_(sign.lt(0), o.etaminus);
+  sign.masked_fill_(sign.eq(0), 1);
+  // step_size.mul_(sign).clamp_(step_size_min, step_size_max)
+  stepSize.mul_(sign).clamp_(o.stepSizeMin, o.stepSizeMax);
+  // grad = grad.clone(); grad[sign.eq(etaminus)] = 0
+  grad = grad.clone(at::MemoryFormat::Preserve);
+  grad.masked_fill_(sign.eq(o.etaminus), 0);
+  // param.addcmul_(grad.sign(), step_size, value=-1)
+  param.addcmul_(grad.sign(), stepSize, -1);
+  // prev.copy_(grad)
+  prev.copy_(grad);
+}
+
 /// State: [sum], created by torch.optim.Adagrad's constructor as
 /// full_like(param, initial_accumulator_value).
 void adagradStep(const OptimizerSpec &o, const at::Tensor &paramIn,
@@ -475,6 +515,8 @@ void optimizerStep(const OptimizerSpec &spec, const at::Tensor &param,
     nadamStep(spec, param, grad, state, scalars);
   else if (spec.kind == OptimizerKind::RAdam)
     radamStep(spec, param, grad, state, scalars.step);
+  else if (spec.kind == OptimizerKind::Rprop)
+    rpropStep(spec, param, grad, state, scalars.step);
   else
     adamStep(spec, param, grad, state, scalars.step);
 }

@@ -347,18 +347,20 @@ def optimizer_json(opt) -> dict:
     g = opt.param_groups[0]
     name = {torch.optim.SGD: "sgd", torch.optim.Adam: "adam", torch.optim.AdamW: "adamw",
             torch.optim.RMSprop: "rmsprop", torch.optim.Adagrad: "adagrad", torch.optim.Adadelta: "adadelta",
-            torch.optim.NAdam: "nadam", torch.optim.Adamax: "adamax", torch.optim.RAdam: "radam"}[type(opt)]
+            torch.optim.NAdam: "nadam", torch.optim.Adamax: "adamax", torch.optim.RAdam: "radam",
+            torch.optim.Rprop: "rprop"}[type(opt)]
     return {
         "name": name,
         "lr": float(g["lr"]),
         "betas": [float(b) for b in g.get("betas", (0.9, 0.999))],
         "eps": float(g.get("eps", 1e-8)),
-        "weight_decay": float(g["weight_decay"]),
+        "weight_decay": float(g.get("weight_decay", 0.0)),
         "momentum": float(g.get("momentum", 0.0)),
         "dampening": float(g.get("dampening", 0.0)),
         "nesterov": bool(g.get("nesterov", False)),
         "maximize": bool(g["maximize"]),
-        **{key: g[key] if isinstance(g[key], bool) else float(g[key])
+        **{key: g[key] if isinstance(g[key], bool)
+           else [float(v) for v in g[key]] if isinstance(g[key], (tuple, list)) else float(g[key])
            for key in SCHEMA.optimizer_keys.get(name, [])},
     }
 

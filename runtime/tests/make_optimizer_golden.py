@@ -82,11 +82,17 @@ CONFIGS = [
     ("nadam_decoupled_bf16", torch.bfloat16, "nadam", dict(lr=1e-2, betas=(0.9, 0.95), weight_decay=0.1, decoupled_weight_decay=True)),
     ("nadam_complex", torch.complex64, "nadam", dict(lr=1e-2, weight_decay=0.01, decoupled_weight_decay=True)),
     ("nadam_f64", torch.float64, "nadam", dict(lr=3e-3, momentum_decay=0.1)),
+    # Rprop's step_size starts at lr on the first step (filled by the runtime).
+    ("rprop", torch.float32, "rprop", dict()),
+    ("rprop_etas_maximize", torch.float32, "rprop", dict(lr=3e-3, etas=(0.4, 1.3), step_sizes=(1e-4, 5e-3), maximize=True)),
+    ("rprop_bf16", torch.bfloat16, "rprop", dict(lr=1e-2, etas=(0.3, 1.5))),
+    ("rprop_complex", torch.complex64, "rprop", dict(lr=1e-2)),
+    ("rprop_f64", torch.float64, "rprop", dict(lr=5e-3, step_sizes=(1e-3, 2e-2))),
 ]
 
 CLASSES = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW,
            "rmsprop": torch.optim.RMSprop, "adagrad": torch.optim.Adagrad, "adadelta": torch.optim.Adadelta, "nadam": torch.optim.NAdam,
-           "adamax": torch.optim.Adamax, "radam": torch.optim.RAdam}
+           "adamax": torch.optim.Adamax, "radam": torch.optim.RAdam, "rprop": torch.optim.Rprop}
 
 
 def spec(kind: str, opt: torch.optim.Optimizer) -> dict:
@@ -96,7 +102,9 @@ def spec(kind: str, opt: torch.optim.Optimizer) -> dict:
         "lr": g["lr"],
         "betas": list(g.get("betas", (0.9, 0.999))),
         "eps": g.get("eps", 1e-8),
-        "weight_decay": g["weight_decay"],
+        "weight_decay": g.get("weight_decay", 0.0),
+        "etas": list(g.get("etas", (0.5, 1.2))),
+        "step_sizes": list(g.get("step_sizes", (1e-6, 50))),
         "momentum": g.get("momentum", 0.0),
         "dampening": g.get("dampening", 0.0),
         "nesterov": g.get("nesterov", False),

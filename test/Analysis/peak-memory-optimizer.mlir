@@ -37,6 +37,11 @@
 //   acc_delta 2P: 4096 + 3088 = 7184. With weight decay and maximize: -grad,
 //   then the decayed gradient (which outlives it) beside std and delta, 3P +
 //   12: 4112; 8208.
+// - Rprop: sign, the gradient's clone and its sign() at once, 3P (above 2P
+//   and the 256-byte mask sign.eq(etaminus) with its 8-byte scalar): 1028 +
+//   3072 = 4100; state prev and step_size 2P: 4096 + 4100 = 8196. With
+//   maximize the same: -grad is freed when its clone replaces it, and
+//   before that it, grad.mul(prev) and its sign are three P too.
 // The runtime measures each of these on a capture of a one-layer model
 // whose peak is the update (loom-run --memory-report; see
 // python/tests/test_optimizers_parity.py).
@@ -44,6 +49,10 @@
 
 // RUN: loom-opt %s --pass-pipeline='builtin.module(func.func(loom-attach-optimizer{optimizer=adamw}),loom-stats)' -o /dev/null 2>&1 | FileCheck %s --check-prefix=ADAMW
 // ADAMW: predicted peak memory: 7184 bytes (persistent 4096 + activations 3088
+// RUN: loom-opt %s --pass-pipeline='builtin.module(func.func(loom-attach-optimizer{optimizer=rprop}),loom-stats)' -o /dev/null 2>&1 | FileCheck %s --check-prefix=RPROP
+// RPROP: predicted peak memory: 8196 bytes (persistent 4096 + activations 4100
+// RUN: loom-opt %s --pass-pipeline='builtin.module(func.func(loom-attach-optimizer{optimizer=rprop maximize=true}),loom-stats)' -o /dev/null 2>&1 | FileCheck %s --check-prefix=RPROP-MAX
+// RPROP-MAX: predicted peak memory: 8196 bytes (persistent 4096 + activations 4100
 // RUN: loom-opt %s --pass-pipeline='builtin.module(func.func(loom-attach-optimizer{optimizer=adam weight-decay=0.1}),loom-stats)' -o /dev/null 2>&1 | FileCheck %s --check-prefix=ADAM-WD
 // RUN: loom-opt %s --pass-pipeline='builtin.module(func.func(loom-attach-optimizer{optimizer=adamw maximize=true}),loom-stats)' -o /dev/null 2>&1 | FileCheck %s --check-prefix=ADAM-WD
 // ADAM-WD: predicted peak memory: 8208 bytes (persistent 4096 + activations 4112

@@ -19,10 +19,16 @@
 // RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=nadam impl=fused" 2>&1 | FileCheck %s --check-prefix=FUSED-NADAM
 // RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=nadam momentum-decay=-1" 2>&1 | FileCheck %s --check-prefix=MOMENTUM-DECAY
 // RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=adam momentum-decay=0.01" 2>&1 | FileCheck %s --check-prefix=MOMENTUM-DECAY-ADAM
+// RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=rprop weight-decay=0.1" 2>&1 | FileCheck %s --check-prefix=WD-RPROP
+// RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=rprop eps=1e-3" 2>&1 | FileCheck %s --check-prefix=EPS-RPROP
+// RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=adam etaminus=0.3" 2>&1 | FileCheck %s --check-prefix=ETA-ADAM
+// RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=rprop etaplus=0.9" 2>&1 | FileCheck %s --check-prefix=ETAS
+// RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=rprop step-size-min=1 step-size-max=0.5" 2>&1 | FileCheck %s --check-prefix=STEP-SIZES
+// RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=rprop impl=fused" 2>&1 | FileCheck %s --check-prefix=FUSED-RPROP
 
 // An unknown algorithm is refused when the options are parsed, naming the
 // known ones.
-// LION: for the --optimizer option: 'lion' is not one of none, sgd, adam, adamw, rmsprop, adagrad, adadelta, adamax, radam, nadam
+// LION: for the --optimizer option: 'lion' is not one of none, sgd, adam, adamw, rmsprop, adagrad, adadelta, adamax, radam, nadam, rprop
 func.func @step(%w: tensor<4xf32> {loom.name = "w", loom.role = #loom.role<parameter>})
     -> (tensor<f32> {loom.role = #loom.role<loss>},
         tensor<4xf32> {loom.role = #loom.role<grad>, loom.target = "w"})
@@ -53,3 +59,11 @@ func.func @step(%w: tensor<4xf32> {loom.name = "w", loom.role = #loom.role<param
 // MOMENTUM-DECAY: error: 'func.func' op --loom-attach-optimizer: 'momentum_decay' is -1.0, expected a finite value >= 0.0
 // MOMENTUM-DECAY-ADAM: error: 'func.func' op --loom-attach-optimizer: 'momentum-decay' is not a hyperparameter of adam (torch.optim.Adam does not take it)
 // AMSGRAD-ADAMAX: error: 'func.func' op --loom-attach-optimizer: 'amsgrad' is not a hyperparameter of adamax (torch.optim.Adamax does not take it)
+// Rprop has no weight decay and no eps (torch.optim.Rprop takes neither);
+// its etas and step sizes are checked as its constructor checks them.
+// WD-RPROP: error: 'func.func' op --loom-attach-optimizer: 'weight-decay' is not a hyperparameter of rprop (torch.optim.Rprop does not take it)
+// EPS-RPROP: error: 'func.func' op --loom-attach-optimizer: 'eps' is not a hyperparameter of rprop (torch.optim.Rprop does not take it)
+// ETA-ADAM: error: 'func.func' op --loom-attach-optimizer: 'etaminus' is not a hyperparameter of adam (torch.optim.Adam does not take it)
+// ETAS: error: 'func.func' op --loom-attach-optimizer: 'etas' are (0.5, 0.9), expected 0 < etaminus < 1 < etaplus
+// STEP-SIZES: error: 'func.func' op --loom-attach-optimizer: 'step_size_min' is 1.0, above 'step_size_max' 0.5
+// FUSED-RPROP: error: 'func.func' op --loom-attach-optimizer: impl=fused: rprop has no fused implementation (torch.optim.Rprop takes no fused=True)

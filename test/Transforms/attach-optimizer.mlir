@@ -8,6 +8,7 @@
 // RUN: loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=rmsprop" | FileCheck %s --check-prefix=RMSPROP-PLAIN
 // RUN: loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=adagrad adagrad-lr-decay=0.01 initial-accumulator-value=0.1" | FileCheck %s --check-prefix=ADAGRAD
 // RUN: loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=adamax beta2=0.99" | FileCheck %s --check-prefix=ADAMAX
+// RUN: loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=rprop etaminus=0.4 step-size-max=1.0" | FileCheck %s --check-prefix=RPROP
 // RUN: loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=radam weight-decay=0.1 decoupled-weight-decay=true" | FileCheck %s --check-prefix=RADAM
 // RUN: loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=adadelta rho=0.95" | FileCheck %s --check-prefix=ADADELTA
 // RUN: loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=nadam momentum-decay=0.01 weight-decay=0.1 decoupled-weight-decay=true" | FileCheck %s --check-prefix=NADAM
@@ -113,6 +114,13 @@ func.func @step(%w: tensor<8x4xf32> {loom.name = "fc.weight", loom.role = #loom.
 // ADAMAX-SAME: loom.name = "fc.bias.exp_avg",
 // ADAMAX-SAME: loom.name = "fc.bias.exp_inf", loom.role = #loom.role<optimizer_state>, loom.target = "fc.bias"
 // ADAMAX-SAME: attributes {loom.optimizer = #loom.adamax<beta2 = 0.99>, loom.step}
+
+// Rprop keeps prev and step_size (filled with the lr by the runtime at the
+// parameter's first step); its default lr is 1e-2.
+// RPROP-LABEL: func.func @step(
+// RPROP-SAME: loom.name = "fc.bias.prev",
+// RPROP-SAME: loom.name = "fc.bias.step_size", loom.role = #loom.role<optimizer_state>, loom.target = "fc.bias"
+// RPROP-SAME: attributes {loom.optimizer = #loom.rprop<etaminus = 0.4, step_size_max = 1.0>, loom.step}
 
 // RAdam keeps Adam's two.
 // RADAM-LABEL: func.func @step(

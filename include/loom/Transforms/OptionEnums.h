@@ -100,7 +100,8 @@ public:
   X(Adadelta, Adadelta, "Adadelta")                                            \
   X(Adamax, Adamax, "Adamax")                                                  \
   X(RAdam, Radam, "RAdam")                                                     \
-  X(NAdam, Nadam, "NAdam")
+  X(NAdam, Nadam, "NAdam")                                                     \
+  X(Rprop, Rprop, "Rprop")
 
 /// The optimizer a step applies (`loom-attach-optimizer`); `none` leaves the
 /// step returning its gradients.

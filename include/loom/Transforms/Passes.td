@@ -340,7 +340,7 @@ def LoomAttachOptimizer
     Option<"optimizer", "optimizer", "::loom::OptimizerKind",
            /*default=*/"::loom::OptimizerKind::AdamW",
            "The algorithm: sgd, adam, adamw, rmsprop, adagrad, adadelta, "
-           "adamax, radam or nadam (none attaches nothing)",
+           "adamax, radam, nadam or rprop (none attaches nothing)",
            "LOOM_OPTIMIZER_KIND_VALUES">,
     Option<"impl", "impl", "::loom::OptimizerImpl",
            /*default=*/"::loom::OptimizerImpl::Forloop",
@@ -350,8 +350,8 @@ def LoomAttachOptimizer
     Option<"lr", "lr", "double",
            /*default=*/"std::numeric_limits<double>::quiet_NaN()",
            "Learning rate (unset: PyTorch's default for the algorithm, "
-           "1e-3 for sgd, adam and adamw, 1e-2 for rmsprop and adagrad, "
-           "2e-3 for adamax and nadam, 1.0 for adadelta)">,
+           "1e-3 for sgd, adam and adamw, 1e-2 for rmsprop, adagrad and "
+           "rprop, 2e-3 for adamax and nadam, 1.0 for adadelta)">,
     Option<"momentum", "momentum", "double", /*default=*/"0.0",
            "SGD and RMSprop momentum factor">,
     Option<"dampening", "dampening", "double", /*default=*/"0.0",
@@ -387,6 +387,15 @@ def LoomAttachOptimizer
            "Adadelta: decay of its running averages">,
     Option<"momentumDecay", "momentum-decay", "double", /*default=*/"4.0e-3",
            "NAdam: momentum decay (its momentum_decay)">,
+    Option<"etaminus", "etaminus", "double", /*default=*/"0.5",
+           "Rprop: step-size factor where the gradient changes sign "
+           "(etas[0])">,
+    Option<"etaplus", "etaplus", "double", /*default=*/"1.2",
+           "Rprop: step-size factor where it keeps its sign (etas[1])">,
+    Option<"stepSizeMin", "step-size-min", "double", /*default=*/"1.0e-6",
+           "Rprop: smallest step size (step_sizes[0])">,
+    Option<"stepSizeMax", "step-size-max", "double", /*default=*/"50.0",
+           "Rprop: largest step size (step_sizes[1])">,
     Option<"maximize", "maximize", "bool", /*default=*/"false",
            "Maximize the objective instead of minimizing it">,
     Option<"maxGradNorm", "max-grad-norm", "double", /*default=*/"0.0",

@@ -92,6 +92,16 @@ void writeOptimizer(OStream &j, const OptimizerConfig &config, StringRef impl) {
       j.attribute(key, config.centered);
     } else if (key == schema::kOptimizerDecoupledWeightDecay) {
       j.attribute(key, config.decoupledWeightDecay);
+    } else if (key == schema::kOptimizerEtas) {
+      j.attributeArray(key, [&] {
+        writeDouble(j, config.etaminus);
+        writeDouble(j, config.etaplus);
+      });
+    } else if (key == schema::kOptimizerStepSizes) {
+      j.attributeArray(key, [&] {
+        writeDouble(j, config.stepSizeMin);
+        writeDouble(j, config.stepSizeMax);
+      });
     } else {
       number(key, getOptimizerNumber(config, key));
     }

@@ -141,7 +141,8 @@ enum class OptimizerKind {
   Adadelta,
   Adamax,
   RAdam,
-  NAdam
+  NAdam,
+  Rprop
 };
 const char *toString(OptimizerKind kind);
 /// The OptimizerKind `name` spells ("adamw"), nullopt for any other.
@@ -180,6 +181,11 @@ struct OptimizerSpec {
   bool decoupledWeightDecay = false;
   double rho = 0.9;
   double momentumDecay = 4e-3;
+  /// Version 6's Rprop keys: `etas` and `step_sizes`.
+  double etaminus = 0.5;
+  double etaplus = 1.2;
+  double stepSizeMin = 1e-6;
+  double stepSizeMax = 50;
   /// `impl`, absent in artifacts older than the key: forloop.
   OptimizerImpl impl = OptimizerImpl::Forloop;
 
@@ -188,13 +194,14 @@ struct OptimizerSpec {
   /// [momentum_buffer]; Adam/AdamW [exp_avg, exp_avg_sq(, max_exp_avg_sq)];
   /// RMSprop [square_avg(, momentum_buffer)(, grad_avg)]; Adagrad [sum];
   /// Adadelta [square_avg, acc_delta]; NAdam [exp_avg, exp_avg_sq];
-  /// Adamax [exp_avg, exp_inf]; RAdam [exp_avg, exp_avg_sq].
+  /// Adamax [exp_avg, exp_inf]; RAdam [exp_avg, exp_avg_sq]; Rprop [prev,
+  /// step_size].
   std::vector<std::string> stateNames() const;
   /// stateNames().size(), without building the names (the interpreter
   /// checks it on every update).
   size_t numStateSlots() const;
   /// Whether torch.optim has a fused=True kernel for this algorithm (not
-  /// for RMSprop, Adadelta, Adamax, RAdam, NAdam).
+  /// for RMSprop, Adadelta, Adamax, RAdam, NAdam, Rprop).
   bool hasFusedKernel() const;
 };
 

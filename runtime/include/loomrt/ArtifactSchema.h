@@ -215,6 +215,15 @@ inline bool isEnumValue(const char *enumName, const char *spelling,
   return false;
 }
 
+/// The version that added `spelling` to enumeration `enumName` (0: none).
+inline uint32_t enumValueSince(const char *enumName, const char *spelling) {
+  for (const EnumInfo &e : kEnumValues)
+    if (std::strcmp(e.enumName, enumName) == 0 &&
+        std::strcmp(e.spelling, spelling) == 0)
+      return e.since;
+  return 0;
+}
+
 } // namespace schema
 } // namespace loomrt
 

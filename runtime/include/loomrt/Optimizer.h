@@ -1,11 +1,12 @@
 //===- Optimizer.h - torch.optim's single-tensor updates in C++ -*- C++ -*-===//
 //
 // SGD, Adam, AdamW (with or without AMSGrad), RMSprop, Adagrad, Adadelta,
-// Adamax and RAdam exactly as torch/optim/*.py's `_single_tensor_*` functions
-// compute them on CPU (foreach=False, capturable=False,
-// differentiable=False, dense gradients), or as their `_fused_*`: the same ATen
-// calls with the same scalars in the same order, so the updated parameters
-// are bitwise-identical to torch.optim's. Python-side scalar arithmetic
+// Adamax, RAdam, NAdam and Rprop exactly as torch/optim/*.py's
+// `_single_tensor_*` functions compute them on CPU (foreach=False,
+// capturable=False, differentiable=False, dense gradients), or as their
+// `_fused_*`: the same ATen calls with the same scalars in the same order, so
+// the updated parameters are bitwise-identical to torch.optim's. Python-side
+// scalar arithmetic
 // (`1 - beta1`, `beta2 ** step`, `bias_correction2 ** 0.5`) is done in double,
 // as Python floats are.
 //
@@ -36,9 +37,10 @@ struct OptimizerScalars {
 /// Adam/AdamW: [exp_avg, exp_avg_sq(, max_exp_avg_sq)]; RMSprop:
 /// [square_avg(, momentum_buffer)(, grad_avg)]; Adagrad: [sum]; Adadelta:
 /// [square_avg, acc_delta]; Adamax: [exp_avg, exp_inf]; RAdam: [exp_avg,
-/// exp_avg_sq]; NAdam: [exp_avg, exp_avg_sq]), created
-/// before the first step as zeros (Adagrad's sum: filled with
-/// initial_accumulator_value). `scalars.step` is the per-parameter step
+/// exp_avg_sq]; NAdam: [exp_avg, exp_avg_sq]; Rprop: [prev, step_size]),
+/// created before the first step as zeros (Adagrad's sum: filled with
+/// initial_accumulator_value; Rprop's step_size is filled with the lr at the
+/// parameter's first step, here). `scalars.step` is the per-parameter step
 /// count; it is incremented here, and SGD uses it to tell the first step,
 /// where torch.optim creates the momentum buffer as a clone of the gradient.
 /// Throws loomrt::Error when shapes or dtypes do not match.

@@ -79,12 +79,12 @@ TEST(Artifact, ShorterThanMagic) {
 
 TEST(Artifact, WrongVersion) {
   ArtifactBytes b;
-  b.version = 6;
+  b.version = 7;
   std::string path =
       writeFile("a.loomx", b.build(validProgram(), validWeights()));
   EXPECT_CONTAINS(errorOf([&] { Artifact::load(path); }),
-                  "artifact format version 6; this runtime reads "
-                  "versions 1 to 5 — recompile with the matching "
+                  "artifact format version 7; this runtime reads "
+                  "versions 1 to 6 — recompile with the matching "
                   "loom-compile");
 }
 
@@ -142,8 +142,8 @@ TEST(Artifact, ProgramIsNotJson) {
 
 TEST(Artifact, ProgramVersion) {
   json p = linearProgram(sgdOptimizer());
-  p["version"] = 6;
-  EXPECT_CONTAINS(loadError(p), "version: program version 6");
+  p["version"] = 7;
+  EXPECT_CONTAINS(loadError(p), "version: program version 7");
 }
 
 // The step and exponential decays (version 5) carry a gamma; the others
@@ -175,6 +175,33 @@ TEST(Artifact, LrScheduleGamma) {
   p["lr_schedule"]["decay"] = "step";
   p["version"] = 4;
   EXPECT_CONTAINS(loadError(p), "'gamma' needs format version 5");
+}
+
+// Rprop (version 6) and its `etas` and `step_sizes`, checked as
+// torch.optim.Rprop's constructor checks them, and only Rprop's.
+TEST(Artifact, RpropKeys) {
+  json p = linearProgram(sgdOptimizer());
+  p["version"] = 6;
+  p["optimizer"]["etas"] = {0.5, 1.2};
+  EXPECT_CONTAINS(loadError(p),
+                  "optimizer.etas: 'etas' is not a hyperparameter "
+                  "of sgd (torch.optim does not take it)");
+  p["optimizer"].erase("etas");
+  p["optimizer"]["name"] = "rprop";
+  p["version"] = 5;
+  EXPECT_CONTAINS(loadError(p), "optimizer.name: 'rprop' needs format version "
+                                "6 (this program is version 5)");
+  p["version"] = 6;
+  p["optimizer"]["etas"] = {0.5, 0.9};
+  EXPECT_CONTAINS(loadError(p), "optimizer.etas: must satisfy 0 < etaminus < "
+                                "1 < etaplus, found [0.500000, 0.900000]");
+  p["optimizer"]["etas"] = {0.5};
+  EXPECT_CONTAINS(loadError(p),
+                  "optimizer.etas: expected two numbers, found [0.5]");
+  p["optimizer"]["etas"] = {0.4, 1.3};
+  p["optimizer"]["step_sizes"] = {1.0, 0.5};
+  EXPECT_CONTAINS(loadError(p), "optimizer.step_sizes: must satisfy 0 <= min "
+                                "<= max, found [1.000000, 0.500000]");
 }
 
 TEST(Artifact, MissingField) {

@@ -643,6 +643,20 @@ func.func @f() attributes {loom.optimizer = #loom.adamax<beta2 = 1.0>} {
 
 // -----
 
+// expected-error@+1 {{'etas' are (1.0, 1.2), expected 0 < etaminus < 1 < etaplus}}
+func.func @f() attributes {loom.optimizer = #loom.rprop<etaminus = 1.0>} {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{'step_size_min' is -1.0, expected a finite value >= 0.0}}
+func.func @f() attributes {loom.optimizer = #loom.rprop<step_size_min = -1.0>} {
+  return
+}
+
+// -----
+
 // expected-error@+1 {{'momentum_decay' is -1.0, expected a finite value >= 0.0}}
 func.func @f() attributes {loom.optimizer = #loom.nadam<momentum_decay = -1.0>} {
   return
@@ -819,7 +833,7 @@ func.func @f(%w: tensor<4xf32>, %g: tensor<4xf32>) {
 // -----
 
 func.func @f(%w: tensor<4xf32>, %g: tensor<4xf32>) {
-  // expected-error@+1 {{attribute 'optimizer' failed to satisfy constraint: optimizer hyperparameters (#loom.sgd, #loom.adam, #loom.adamw, #loom.rmsprop, #loom.adagrad, #loom.adadelta, #loom.adamax, #loom.radam or #loom.nadam)}}
+  // expected-error@+1 {{attribute 'optimizer' failed to satisfy constraint: optimizer hyperparameters (#loom.sgd, #loom.adam, #loom.adamw, #loom.rmsprop, #loom.adagrad, #loom.adadelta, #loom.adamax, #loom.radam, #loom.nadam or #loom.rprop)}}
   %0 = "loom.optimizer_update"(%w, %g) {optimizer = 1.0 : f32} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return
 }
@@ -876,7 +890,7 @@ module attributes {loom.run_config = #loom.run_config<world_size = 0>} {}
 
 // -----
 
-// expected-error@+1 {{optimizer must be #loom.sgd, #loom.adam, #loom.adamw, #loom.rmsprop, #loom.adagrad, #loom.adadelta, #loom.adamax, #loom.radam or #loom.nadam, got "sgd"}}
+// expected-error@+1 {{optimizer must be #loom.sgd, #loom.adam, #loom.adamw, #loom.rmsprop, #loom.adagrad, #loom.adadelta, #loom.adamax, #loom.radam, #loom.nadam or #loom.rprop, got "sgd"}}
 module attributes {loom.run_config = #loom.run_config<world_size = 2, optimizer = "sgd">} {}
 
 // -----

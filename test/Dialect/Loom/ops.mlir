@@ -109,6 +109,9 @@ func.func @optimizer(%w: tensor<8x4xf32> {loom.name = "w", loom.role = #loom.rol
   // NAdam: exp_avg, exp_avg_sq.
   // CHECK: loom.optimizer_update #loom.nadam<momentum_decay = 0.01, decoupled_weight_decay = true> param %{{.*}} grad %{{.*}} state [%{{.*}}, %{{.*}}] : tensor<8x4xf32>
   %l:3 = loom.optimizer_update #loom.nadam<lr = 2.0e-3, momentum_decay = 1.0e-2, decoupled_weight_decay = true> param %w grad %g state [%m, %v] : tensor<8x4xf32>
+  // Rprop: prev, step_size.
+  // CHECK: loom.optimizer_update #loom.rprop<etaplus = 1.3, step_size_max = 1.0> param %{{.*}} grad %{{.*}} state [%{{.*}}, %{{.*}}] : tensor<8x4xf32>
+  %r:3 = loom.optimizer_update #loom.rprop<lr = 1.0e-2, etaplus = 1.3, step_size_max = 1.0> param %w grad %g state [%m, %v] : tensor<8x4xf32>
   // Adagrad: sum.
   // CHECK: loom.optimizer_update #loom.adagrad<lr = 0.1, lr_decay = 0.01, initial_accumulator_value = 0.1> param %{{.*}} grad %{{.*}} state [%{{.*}}] : tensor<8x4xf32>
   %h:2 = loom.optimizer_update #loom.adagrad<lr = 0.1, lr_decay = 0.01, initial_accumulator_value = 0.1, eps = 1.0e-10> param %w grad %g state [%m] : tensor<8x4xf32>

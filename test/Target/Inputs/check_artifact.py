@@ -151,6 +151,11 @@ class Checker:
             if "rho" in opt:
                 need(isinstance(opt["rho"], (int, float)) and 0 <= opt["rho"] <= 1,
                      "optimizer.rho", "expected a number in [0, 1]")
+            for key in ("etas", "step_sizes"):
+                if key in opt:
+                    pair = field(opt, key, "optimizer", list)
+                    need(len(pair) == 2 and all(isinstance(v, (int, float)) for v in pair),
+                         f"optimizer.{key}", "expected two numbers")
             for key in ("amsgrad", "centered", "decoupled_weight_decay"):
                 if key in opt:
                     field(opt, key, "optimizer", bool)

@@ -130,8 +130,8 @@ RunConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (optimizer && !isOptimizerAttr(optimizer))
     return emitError() << "optimizer must be #loom.sgd, #loom.adam, "
                           "#loom.adamw, #loom.rmsprop, #loom.adagrad, "
-                          "#loom.adadelta, #loom.adamax, #loom.radam or "
-                          "#loom.nadam, got "
+                          "#loom.adadelta, #loom.adamax, #loom.radam, "
+                          "#loom.nadam or #loom.rprop, got "
                        << optimizer;
   if ((paramGroups || lrSchedule || optimizerImpl) && !optimizer)
     return emitError()
@@ -264,9 +264,33 @@ LogicalResult AdadeltaAttr::verify(function_ref<InFlightDiagnostic()> emitError,
       emitError, {{"lr", lr}, {"eps", eps}, {"weight_decay", weightDecay}});
 }
 
+LogicalResult RpropAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                APFloat lr, APFloat etaminus, APFloat etaplus,
+                                APFloat stepSizeMin, APFloat stepSizeMax,
+                                bool) {
+  // torch.optim.Rprop: 0 <= lr, 0 < etaminus < 1 < etaplus.
+  double minus = etaminus.convertToDouble(), plus = etaplus.convertToDouble();
+  if (!(0 < minus && minus < 1 && 1 < plus) || !std::isfinite(plus))
+    return emitError() << "'etas' are ("
+                       << loom::detail::formatF64Parameter(minus) << ", "
+                       << loom::detail::formatF64Parameter(plus)
+                       << "), expected 0 < etaminus < 1 < etaplus";
+  double lo = stepSizeMin.convertToDouble(), hi = stepSizeMax.convertToDouble();
+  if (failed(verifyNonNegative(emitError, {{"lr", lr},
+                                           {"step_size_min", stepSizeMin},
+                                           {"step_size_max", stepSizeMax}})))
+    return failure();
+  if (lo > hi)
+    return emitError() << "'step_size_min' is "
+                       << loom::detail::formatF64Parameter(lo)
+                       << ", above 'step_size_max' "
+                       << loom::detail::formatF64Parameter(hi);
+  return success();
+}
+
 bool loom::isOptimizerAttr(Attribute attr) {
   return isa<SGDAttr, AdamAttr, AdamWAttr, RMSpropAttr, AdagradAttr,
-             AdadeltaAttr, AdamaxAttr, RAdamAttr, NAdamAttr>(attr);
+             AdadeltaAttr, AdamaxAttr, RAdamAttr, NAdamAttr, RpropAttr>(attr);
 }
 
 bool loom::isSameAlgorithm(Attribute a, Attribute b) {
@@ -280,7 +304,9 @@ bool loom::isSameAlgorithm(Attribute a, Attribute b) {
          x->centered == y->centered && x->lrDecay == y->lrDecay &&
          x->initialAccumulatorValue == y->initialAccumulatorValue &&
          x->decoupledWeightDecay == y->decoupledWeightDecay &&
-         x->rho == y->rho && x->momentumDecay == y->momentumDecay;
+         x->rho == y->rho && x->momentumDecay == y->momentumDecay &&
+         x->etaminus == y->etaminus && x->etaplus == y->etaplus &&
+         x->stepSizeMin == y->stepSizeMin && x->stepSizeMax == y->stepSizeMax;
 }
 
 /// The state names the artifact schema declares for `c`'s algorithm and
@@ -360,6 +386,14 @@ std::optional<OptimizerConfig> loom::getOptimizerConfig(Attribute attr) {
     c.eps = number(adadelta.getEps());
     c.weightDecay = number(adadelta.getWeightDecay());
     c.maximize = adadelta.getMaximize();
+  } else if (auto rprop = dyn_cast<RpropAttr>(attr)) {
+    c.name = "rprop";
+    c.lr = number(rprop.getLr());
+    c.etaminus = number(rprop.getEtaminus());
+    c.etaplus = number(rprop.getEtaplus());
+    c.stepSizeMin = number(rprop.getStepSizeMin());
+    c.stepSizeMax = number(rprop.getStepSizeMax());
+    c.maximize = rprop.getMaximize();
   } else {
     return std::nullopt;
   }

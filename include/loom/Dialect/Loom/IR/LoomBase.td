@@ -556,10 +556,35 @@ def Loom_NAdamAttr : Loom_Attr<"NAdam", "nadam"> {
   let genVerifyDecl = 1;
 }
 
+def Loom_RpropAttr : Loom_Attr<"Rprop", "rprop"> {
+  let summary = "torch.optim.Rprop and its hyperparameters";
+  let description = [{
+    Resilient backpropagation with PyTorch's semantics and defaults
+    (`torch.optim.Rprop(lr=1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50),
+    maximize=False)`); it has no weight decay. Each parameter keeps `prev`
+    and `step_size`; `step_size` starts at the learning rate of the
+    parameter's first step (the runtime fills it then, as torch.optim
+    creates it).
+
+    ```mlir
+    #loom.rprop<lr = 1.0e-3, etaminus = 0.4, step_size_max = 1.0>
+    ```
+  }];
+  let parameters = (ins
+    Loom_F64Parameter<"1.0e-2", "learning rate (the first step size)">:$lr,
+    Loom_F64Parameter<"0.5", "step-size factor where the gradient changes sign (etas[0])">:$etaminus,
+    Loom_F64Parameter<"1.2", "step-size factor where it keeps its sign (etas[1])">:$etaplus,
+    Loom_F64Parameter<"1.0e-6", "smallest step size (step_sizes[0])">:$step_size_min,
+    Loom_F64Parameter<"50.0", "largest step size (step_sizes[1])">:$step_size_max,
+    Loom_BoolParameter<"false", "maximize the objective">:$maximize);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 def Loom_OptimizerAttr : Attr<CPred<"::loom::isOptimizerAttr($_self)">,
     "optimizer hyperparameters (#loom.sgd, #loom.adam, #loom.adamw, "
     "#loom.rmsprop, #loom.adagrad, #loom.adadelta, #loom.adamax, "
-    "#loom.radam or #loom.nadam)"> {
+    "#loom.radam, #loom.nadam or #loom.rprop)"> {
   let storageType = "::mlir::Attribute";
   let returnType = "::mlir::Attribute";
   let convertFromStorage = "$_self";

@@ -33,18 +33,20 @@ namespace loom {
 
 /// One optimizer attribute (`#loom.sgd`, `#loom.adam`, `#loom.adamw`,
 /// `#loom.rmsprop`, `#loom.adagrad`, `#loom.adadelta`, `#loom.adamax`,
-/// `#loom.radam`, `#loom.nadam`) seen
+/// `#loom.radam`, `#loom.nadam`, `#loom.rprop`) seen
 /// through one struct: every hyperparameter the artifact records, with the ones
 /// an algorithm lacks at PyTorch's neutral values.
 struct OptimizerConfig {
   /// "sgd", "adam", "adamw", "rmsprop", "adagrad", "adadelta", "adamax",
-  /// "radam" or "nadam" (the
+  /// "radam", "nadam" or "rprop" (the
   /// mnemonic and the artifact's name).
   llvm::StringRef name;
   double lr = 0, momentum = 0, dampening = 0, weightDecay = 0;
   double beta1 = 0, beta2 = 0, eps = 0;
   double alpha = 0, lrDecay = 0, initialAccumulatorValue = 0, rho = 0;
   double momentumDecay = 0;
+  /// Rprop's etas and step_sizes.
+  double etaminus = 0, etaplus = 0, stepSizeMin = 0, stepSizeMax = 0;
   bool nesterov = false, maximize = false, amsgrad = false, centered = false;
   bool decoupledWeightDecay = false;
   /// Names of the per-parameter state tensors in PyTorch's state_dict
