@@ -205,8 +205,9 @@ def LoomSchedule : Pass<"loom-schedule", "::mlir::ModuleOp"> {
 
 def LoomAttachOptimizer
     : Pass<"loom-attach-optimizer", "::mlir::func::FuncOp"> {
-  let summary = "Make a step update its parameters with SGD, Adam, AdamW, "
-                "RMSprop, Adagrad, Adamax or RAdam";
+  let summary = "Make a step update its parameters with a torch.optim "
+                "optimizer (SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, "
+                "Adamax, RAdam, NAdam or Rprop)";
   let description = [{
     Turns a step that returns gradients into one that applies the optimizer
     itself, as `optimizer.step()` after `loss.backward()` does in PyTorch.
@@ -220,8 +221,9 @@ def LoomAttachOptimizer
       `momentum_buffer` for SGD with momentum, none for plain SGD;
       `square_avg`, then `momentum_buffer` with momentum and `grad_avg` when
       `centered`, for RMSprop; `sum` for Adagrad; `exp_avg`, `exp_inf` for
-      Adamax; `exp_avg`, `exp_avg_sq` for RAdam), after the existing
-      arguments;
+      Adamax; `exp_avg`, `exp_avg_sq` for RAdam and NAdam; `square_avg`,
+      `acc_delta` for Adadelta; `prev`, `step_size` for Rprop), after the
+      existing arguments;
     - inserts a `loom.optimizer_update` before the return, in phase
       `optimizer` and in the module that owns the parameter (`fc1` for
       `fc1.weight`);
@@ -232,12 +234,14 @@ def LoomAttachOptimizer
     The function also records the optimizer as `loom.optimizer`, for the
     artifact. Parameters without a gradient (frozen) get no update and no
     state, as in PyTorch. The hyperparameters and their defaults are
-    PyTorch's (`torch.optim.SGD/Adam/AdamW/RMSprop/Adagrad/Adamax/RAdam`; `lr`
-    and `eps` left unset and a negative `weight-decay` take the algorithm's
-    own default); the step count the algorithms need is kept by the runtime, which also
-    creates Adagrad's `sum` filled with `initial-accumulator-value`. Giving
-    a hyperparameter of another algorithm (`momentum` to Adam, `amsgrad` to
-    SGD, ...) is an error.
+    PyTorch's (`torch.optim.SGD/Adam/AdamW/RMSprop/Adagrad/Adadelta/Adamax/
+    RAdam/NAdam/Rprop`; `lr` and `eps` left unset and a negative
+    `weight-decay` take the algorithm's own default); the step count the
+    algorithms need is kept by the runtime, which also creates Adagrad's
+    `sum` filled with `initial-accumulator-value` and fills Rprop's
+    `step_size` with the lr of the parameter's first step. Giving a
+    hyperparameter of another algorithm (`momentum` to Adam, `amsgrad` to
+    SGD, `weight-decay` or `eps` to Rprop, ...) is an error.
 
     Before:
 
@@ -327,8 +331,8 @@ def LoomAttachOptimizer
     single-tensor loop (`impl=forloop`, the default, records nothing). The
     state tensors are the same either way, so checkpoints move between the
     two. Fused refuses complex parameters, as PyTorch's fused optimizers do,
-    and RMSprop, Adamax and RAdam, which have no fused implementation in
-    PyTorch.
+    and RMSprop, Adadelta, Adamax, RAdam, NAdam and Rprop, which have no
+    fused implementation in PyTorch.
 
     Fails on a step that already has an optimizer attached, and on
     hyperparameters PyTorch would reject (negative learning rate, betas
