@@ -10,6 +10,7 @@ checking anything.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -56,3 +57,12 @@ def require_tools(*tools: Path) -> None:
     if tools_required():
         pytest.fail(f"{message}; make test needs every tool", pytrace=False)
     pytest.skip(message)
+
+
+PREDICTED_PEAK = re.compile(r"predicted peak memory (\d+) bytes")
+
+
+def predicted_peaks(summary: str) -> list[int]:
+    """Every per-rank peak a ``--summary`` (loom-compile) or ``loom-stats``
+    (loom-opt) printed, in order: one per program, all equal under SPMD."""
+    return [int(p) for p in PREDICTED_PEAK.findall(summary)]

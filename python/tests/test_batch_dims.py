@@ -14,13 +14,12 @@ run slices the sequence and fails the check (the negative control).
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from build_tools import LOOM_COMPILE, LOOM_IMPORT, LOOM_RUN, needs_tools
+from build_tools import LOOM_COMPILE, LOOM_IMPORT, LOOM_RUN, needs_tools, predicted_peaks
 from capture_cli import loom_capture
 from test_run_command import loom_run
 
@@ -70,8 +69,7 @@ def test_fsdp_matches_fully_shard_on_dim_1_within_the_predicted_peak(tmp_path):
     compiled = run([LOOM_COMPILE, out / "step.mlir", "-o", out / "step.loomx", "--dp=fsdp",
                     "--summary"])
     assert compiled.returncode == 0, compiled.stderr
-    predicted = {int(p) for p in re.findall(r"predicted peak memory (\d+) bytes",
-                                            compiled.stderr)}
+    predicted = set(predicted_peaks(compiled.stderr))
     report = out / "memory.jsonl"
     result = run([LOOM_RUN, out / "step.loomx", "--nproc", "2", "--batches",
                   out / "batches.safetensors", "--check", out / "reference.json",

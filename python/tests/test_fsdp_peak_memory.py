@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import importlib
 import json
-import re
 import sys
 
 import pytest
 
+from build_tools import predicted_peaks
 from test_distributed_parity import (  # noqa: F401
     LOOM_COMPILE, LOOM_RUN, MODELS, OPTIMIZERS, REPO, capture_and_import, pytestmark, run)
 
@@ -65,8 +65,7 @@ def test_measured_peak_is_the_predicted_one(world, flags, tmp_path):
     compiled = run([LOOM_COMPILE, tmp_path / "step.mlir", "-o", artifact, *OPTIMIZERS["gpt"][1],
                     "--dp=fsdp", f"--world-size={world}", "--summary", *flags])
     assert compiled.returncode == 0, compiled.stderr
-    predicted = [int(p) for p in re.findall(r"predicted peak memory (\d+) bytes",
-                                            compiled.stderr)]
+    predicted = predicted_peaks(compiled.stderr)
     # FSDP gives every rank the same program.
     assert len(set(predicted)) == 1, compiled.stderr
     trace = tmp_path / "trace.json"
@@ -89,8 +88,7 @@ def compile_gpt(world: int, flags: list, tmp_path) -> tuple:
     compiled = run([LOOM_COMPILE, tmp_path / "step.mlir", "-o", artifact, *OPTIMIZERS["gpt"][1],
                     "--dp=fsdp", f"--world-size={world}", "--summary", *flags])
     assert compiled.returncode == 0, compiled.stderr
-    predicted = re.findall(r"predicted peak memory (\d+) bytes", compiled.stderr)
-    return artifact, int(predicted[0])
+    return artifact, predicted_peaks(compiled.stderr)[0]
 
 
 @pytest.mark.parametrize("world", [2, 4])

@@ -29,9 +29,9 @@ import json
 
 import pytest
 
-from build_tools import LOOM_COMPILE, LOOM_IMPORT, LOOM_RUN, needs_tools
+from build_tools import LOOM_COMPILE, LOOM_IMPORT, LOOM_RUN, needs_tools, predicted_peaks
 from test_remat_parity import STEPS, Run, capture, differences, run
-from test_sac_ilp import PREDICTED, compile_step, smallest_budget
+from test_sac_ilp import compile_step, smallest_budget
 
 pytestmark = needs_tools(LOOM_IMPORT, LOOM_COMPILE, LOOM_RUN)
 
@@ -83,7 +83,7 @@ def test_profiled_budget_bounds_the_measured_peak(world, tmp_path):
     assert result.returncode == 0, result.stderr
     assert (f"warning: the memory budget ({middle} B) does not count the CPU workspace of "
             in result.stderr and "such as this 'aten::convolution" in result.stderr), result.stderr
-    predicted = int(PREDICTED.search(result.stderr).group(1))
+    predicted = predicted_peaks(result.stderr)[0]
     blind = train(tmp_path, world, "blind")
     assert blind.peak > predicted, f"measured {blind.peak}, predicted {predicted}"
     for rank in range(world):

@@ -37,12 +37,11 @@ is refused.
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 
 import pytest
 
-from build_tools import LOOM_COMPILE, LOOM_IMPORT, LOOM_RUN, REPO, needs_tools
+from build_tools import LOOM_COMPILE, LOOM_IMPORT, LOOM_RUN, REPO, needs_tools, predicted_peaks
 from capture_cli import loom_capture
 
 pytestmark = needs_tools(LOOM_IMPORT, LOOM_COMPILE, LOOM_RUN)
@@ -99,7 +98,7 @@ def compile_step(out, *flags) -> int:
     """Compiles out/step.mlir to out/step.loomx; the predicted peak."""
     result = run([LOOM_COMPILE, out / "step.mlir", "-o", out / "step.loomx", "--summary", *flags])
     assert result.returncode == 0, result.stderr
-    return int(re.search(r"predicted peak memory (\d+) bytes", result.stderr).group(1))
+    return predicted_peaks(result.stderr)[0]
 
 
 def check(out, reference, world: int = 1, steps: int = STEPS, *extra):

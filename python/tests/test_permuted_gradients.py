@@ -15,12 +15,11 @@ peak the compiler predicts, in f32 and with bf16 parameters reduced in f32.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
 
-from build_tools import LOOM_COMPILE, LOOM_IMPORT, LOOM_RUN, needs_tools
+from build_tools import LOOM_COMPILE, LOOM_IMPORT, LOOM_RUN, needs_tools, predicted_peaks
 from capture_cli import loom_capture
 from test_fsdp_peak_memory import measured_peaks
 from test_torch_dp_parity import EXACT, run
@@ -48,8 +47,7 @@ def compile_fsdp(step: Path, artifact: Path, *flags: str) -> int:
     compiled = run([LOOM_COMPILE, step / "step.mlir", "-o", artifact, "--dp=fsdp", "--summary",
                     *flags])
     assert compiled.returncode == 0, compiled.stderr
-    predicted = {int(p) for p in re.findall(r"predicted peak memory (\d+) bytes",
-                                            compiled.stderr)}
+    predicted = set(predicted_peaks(compiled.stderr))
     assert len(predicted) == 1, compiled.stderr
     return predicted.pop()
 

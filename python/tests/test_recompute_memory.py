@@ -21,7 +21,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from build_tools import LOOM_COMPILE, LOOM_OPT, LOOM_RUN, REPO, needs_tools
+from build_tools import LOOM_COMPILE, LOOM_OPT, LOOM_RUN, REPO, needs_tools, predicted_peaks
 
 pytestmark = needs_tools(LOOM_OPT, LOOM_COMPILE, LOOM_RUN)
 
@@ -67,7 +67,7 @@ def make_artifact(name: str, text: str, tmp_path):
     summary = subprocess.run(
         [str(LOOM_COMPILE), str(out / "step.mlir"), "--optimizer=sgd", "--summary",
          "-o", str(out / "step.loomx")], capture_output=True, text=True, check=True).stderr
-    predicted = int(re.search(r"predicted peak memory (\d+) bytes", summary).group(1))
+    predicted = predicted_peaks(summary)[0]
     return out / "step.loomx", out / "batches.safetensors", predicted
 
 

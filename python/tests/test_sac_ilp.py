@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from build_tools import LOOM_COMPILE, LOOM_IMPORT, LOOM_RUN, REPO, needs_tools
+from build_tools import LOOM_COMPILE, LOOM_IMPORT, LOOM_RUN, REPO, needs_tools, predicted_peaks
 from capture_cli import loom_capture
 from test_remat_parity import STEPS, Run, capture, differences, run
 
@@ -39,7 +39,6 @@ pytestmark = needs_tools(LOOM_IMPORT, LOOM_COMPILE, LOOM_RUN)
 
 CASES = [("gpt", 1), ("gpt", 2), ("gpt", 4), ("vit", 2), ("dropout", 1), ("batchnorm", 1),
          ("batchnorm", 2), ("gru", 1), ("gru", 2)]
-PREDICTED = re.compile(r"predicted peak memory (\d+) bytes")
 RECOMPUTED = re.compile(r"loom-sac-ilp: budget .*?; recompute (\d+) of \d+ forward ops \(([0-9.]+) ms")
 SMALLEST = re.compile(r"the smallest feasible budget is .*?\((\d+) B\)")
 
@@ -52,7 +51,7 @@ def compile_step(out: Path, world: int, tag: str, *flags: str) -> tuple[int, flo
                   *dp, *flags])
     assert result.returncode == 0, result.stderr
     recomputed = RECOMPUTED.search(result.stderr)
-    return (int(PREDICTED.search(result.stderr).group(1)),
+    return (predicted_peaks(result.stderr)[0],
             float(recomputed.group(2)) if recomputed else None)
 
 
@@ -194,7 +193,7 @@ def test_whole_step_recomputes_the_modules_around_the_layers(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "loom-sac-ilp: block 'norm' (1 alike)" in result.stderr, result.stderr
     got = train(tmp_path, 1, "whole")
-    assert got.peak == int(PREDICTED.search(result.stderr).group(1)) <= whole
+    assert got.peak == predicted_peaks(result.stderr)[0] <= whole
     assert differences(got, plain) == []
     result = run([LOOM_COMPILE, tmp_path / "step.mlir", "-o", tmp_path / "x.loomx",
                   f"--recompute-budget={whole}B", layers])

@@ -21,7 +21,7 @@ import pytest
 
 from test_distributed_parity import (  # noqa: F401
     LOOM_COMPILE, LOOM_RUN, OPTIMIZERS, STEPS, capture_and_import, pytestmark, run, train)
-from build_tools import LOOM_OPT
+from build_tools import LOOM_OPT, predicted_peaks
 from test_fsdp_parity import compile_fsdp, count, issued
 from test_prefetch_parity import in_flight_at_most
 
@@ -31,7 +31,7 @@ def predicted_peak(tmp_path, world: int, *flags: str) -> int:
         [str(LOOM_COMPILE), str(tmp_path / "step.mlir"), "-o", "/dev/null",
          *OPTIMIZERS["gpt"][1], "--dp=fsdp", f"--world-size={world}", "--summary", *flags],
         capture_output=True, text=True, check=True).stderr
-    return int(re.search(r"predicted peak memory (\d+) bytes", out).group(1))
+    return predicted_peaks(out)[0]
 
 
 @pytest.mark.parametrize("world, reshard", [(2, "true"), (4, "auto")])

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from build_tools import LOOM_COMPILE, LOOM_IMPORT, LOOM_RUN, needs_tools
+from build_tools import LOOM_COMPILE, LOOM_IMPORT, LOOM_RUN, needs_tools, predicted_peaks
 from capture_cli import loom_capture
 
 pytestmark = needs_tools(LOOM_IMPORT, LOOM_COMPILE, LOOM_RUN)
@@ -144,7 +144,7 @@ def test_pytorch_test_model_equals_pytorch(model, setting, world, optimizer, tmp
     result = run([LOOM_COMPILE, tmp_path / "step.mlir", "-o", artifact, "--summary", *flags,
                   f"--kernel-workspace={workspace}"])
     assert result.returncode == 0, result.stderr
-    predicted = {int(p) for p in re.findall(r"predicted peak memory (\d+) bytes", result.stderr)}
+    predicted = set(predicted_peaks(result.stderr))
     assert len(predicted) == 1, result.stderr  # every rank runs the same program
 
     tol = tolerance(mode, world)
@@ -276,8 +276,8 @@ def test_recompute_on_the_test_transformer_equals_fully_shard(tmp_path):
     def compile_step(tag: str, *flags: str) -> tuple[subprocess.CompletedProcess, int | None]:
         result = run([LOOM_COMPILE, tmp_path / "step.mlir", "-o", tmp_path / f"{tag}.loomx",
                       "--summary", "--dp=fsdp", *flags])
-        peak = re.search(r"predicted peak memory (\d+) bytes", result.stderr)
-        return result, int(peak.group(1)) if peak else None
+        peaks = predicted_peaks(result.stderr)
+        return result, peaks[0] if peaks else None
 
     result, plain = compile_step("plain")
     assert result.returncode == 0, result.stderr

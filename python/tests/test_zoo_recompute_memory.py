@@ -34,10 +34,10 @@ from pathlib import Path
 
 import pytest
 
-from build_tools import LOOM_COMPILE, LOOM_IMPORT, LOOM_RUN, needs_tools
+from build_tools import LOOM_COMPILE, LOOM_IMPORT, LOOM_RUN, needs_tools, predicted_peaks
 from capture_cli import loom_capture
 from test_remat_parity import Run, differences, run
-from test_sac_ilp import PREDICTED, SMALLEST
+from test_sac_ilp import SMALLEST
 
 pytestmark = needs_tools(LOOM_IMPORT, LOOM_COMPILE, LOOM_RUN)
 
@@ -97,7 +97,7 @@ def test_zoo_budget_is_measured_exactly(name, world, tmp_path):
 
     result = compile_step("plain", *measured)
     assert result.returncode == 0, result.stderr
-    no_recompute = int(PREDICTED.search(result.stderr).group(1))
+    no_recompute = predicted_peaks(result.stderr)[0]
     plain = train("plain")
     over = OVER.get((name, world), 0)
     assert 0 <= no_recompute - plain.peak <= over, \
@@ -111,7 +111,7 @@ def test_zoo_budget_is_measured_exactly(name, world, tmp_path):
         tag = f"budget{budget}"
         result = compile_step(tag, blocks, f"--recompute-budget={budget}B", *measured)
         assert result.returncode == 0, result.stderr
-        predicted = int(PREDICTED.search(result.stderr).group(1))
+        predicted = predicted_peaks(result.stderr)[0]
         got = train(tag)
         assert 0 <= predicted - got.peak <= over and predicted <= budget, \
             f"budget {budget}: measured {got.peak}, predicted {predicted}"
