@@ -1058,12 +1058,19 @@ void ProgramReader::readOptimizer(const json &v, const std::string &path) {
                        join(path, schema::kOptimizerNesterov));
   o.maximize = boolean(field(v, path, schema::kOptimizerMaximize),
                        join(path, schema::kOptimizerMaximize));
+  // A list of two finite numbers (`betas`, Rprop's `etas` and
+  // `step_sizes`), `expected` naming them in the error.
+  auto twoNumbers = [&](const json &value, const std::string &p,
+                        const char *expected, double &first, double &second) {
+    const json &a = array(value, p);
+    if (a.size() != 2)
+      fail(p, std::string("expected ") + expected + ", found " + a.dump());
+    first = finiteNumber(a[0], index(p, 0));
+    second = finiteNumber(a[1], index(p, 1));
+  };
   std::string betasPath = join(path, schema::kOptimizerBetas);
-  const json &betas = array(field(v, path, schema::kOptimizerBetas), betasPath);
-  if (betas.size() != 2)
-    fail(betasPath, "expected [beta1, beta2], found " + betas.dump());
-  o.beta1 = finiteNumber(betas[0], index(betasPath, 0));
-  o.beta2 = finiteNumber(betas[1], index(betasPath, 1));
+  twoNumbers(field(v, path, schema::kOptimizerBetas), betasPath,
+             "[beta1, beta2]", o.beta1, o.beta2);
   for (int i = 0; i < 2; ++i) {
     double b = i == 0 ? o.beta1 : o.beta2;
     if (b < 0 || b >= 1)
@@ -1102,23 +1109,17 @@ void ProgramReader::readOptimizer(const json &v, const std::string &path) {
   if (v.contains(schema::kOptimizerMomentumDecay))
     o.momentumDecay = nonNegative(schema::kOptimizerMomentumDecay);
   // Rprop's pairs, checked as torch.optim.Rprop's constructor checks etas.
-  auto pair = [&](const char *key, double &first, double &second) {
-    if (!v.contains(key))
-      return;
-    std::string p = join(path, key);
-    const json &a = array(v[key], p);
-    if (a.size() != 2)
-      fail(p, "expected two numbers, found " + a.dump());
-    first = finiteNumber(a[0], index(p, 0));
-    second = finiteNumber(a[1], index(p, 1));
+  auto optionalPair = [&](const char *key, double &first, double &second) {
+    if (v.contains(key))
+      twoNumbers(v[key], join(path, key), "two numbers", first, second);
   };
-  pair(schema::kOptimizerEtas, o.etaminus, o.etaplus);
+  optionalPair(schema::kOptimizerEtas, o.etaminus, o.etaplus);
   if (!(0 < o.etaminus && o.etaminus < 1 && 1 < o.etaplus))
     fail(join(path, schema::kOptimizerEtas),
          "must satisfy 0 < etaminus < 1 < etaplus, found [" +
              std::to_string(o.etaminus) + ", " + std::to_string(o.etaplus) +
              "]");
-  pair(schema::kOptimizerStepSizes, o.stepSizeMin, o.stepSizeMax);
+  optionalPair(schema::kOptimizerStepSizes, o.stepSizeMin, o.stepSizeMax);
   if (!(0 <= o.stepSizeMin && o.stepSizeMin <= o.stepSizeMax))
     fail(join(path, schema::kOptimizerStepSizes),
          "must satisfy 0 <= min <= max, found [" +

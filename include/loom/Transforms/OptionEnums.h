@@ -292,7 +292,8 @@ inline std::string listOptimizerNames() {
 
 /// Whether algorithm `kind` takes the loom-attach-optimizer option `option`
 /// ("momentum", "amsgrad", "adagrad-lr-decay", ...), as its torch.optim
-/// class takes the hyperparameter; lr, weight-decay and maximize every one.
+/// class takes the hyperparameter; lr and maximize every one, weight-decay
+/// all but Rprop.
 bool optimizerTakes(OptimizerKind kind, llvm::StringRef option);
 
 /// The spelling of `impl` in options and attributes ("fused").
