@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <set>
@@ -97,12 +98,18 @@ std::optional<DeviceKind> parseDeviceKind(const std::string &name) {
   return std::nullopt;
 }
 
+/// Every OptimizerKind; the schema's OptimizerName has as many spellings.
+constexpr OptimizerKind kAllOptimizerKinds[] = {
+    OptimizerKind::SGD,     OptimizerKind::Adam,    OptimizerKind::AdamW,
+    OptimizerKind::RMSprop, OptimizerKind::Adagrad, OptimizerKind::Adadelta,
+    OptimizerKind::Adamax,  OptimizerKind::RAdam,   OptimizerKind::NAdam,
+    OptimizerKind::Rprop};
+static_assert(std::size(kAllOptimizerKinds) ==
+                  schema::enumSize("OptimizerName"),
+              "an OptimizerName of ArtifactSchema.def has no OptimizerKind");
+
 std::optional<OptimizerKind> parseOptimizerKind(const std::string &name) {
-  for (OptimizerKind k :
-       {OptimizerKind::SGD, OptimizerKind::Adam, OptimizerKind::AdamW,
-        OptimizerKind::RMSprop, OptimizerKind::Adagrad, OptimizerKind::Adadelta,
-        OptimizerKind::Adamax, OptimizerKind::RAdam, OptimizerKind::NAdam,
-        OptimizerKind::Rprop})
+  for (OptimizerKind k : kAllOptimizerKinds)
     if (name == toString(k))
       return k;
   return std::nullopt;
@@ -413,6 +420,17 @@ constexpr OpKind kAllOpKinds[] = {OpKind::Aten,
                                   OpKind::WaitEvent,
                                   OpKind::SendStart,
                                   OpKind::RecvStart};
+static_assert(std::size(kAllOpKinds) == schema::enumSize("Op"),
+              "an Op of ArtifactSchema.def has no OpKind");
+
+/// The spellings of enumeration `enumName` in `version`, "a, b, c".
+std::string spellings(const char *enumName, uint32_t version) {
+  std::string list;
+  for (const schema::EnumInfo &e : schema::kEnumValues)
+    if (std::strcmp(e.enumName, enumName) == 0 && e.since <= version)
+      list += std::string(list.empty() ? "" : ", ") + e.spelling;
+  return list;
+}
 
 /// "this runtime reads versions 1 to 2", for version errors.
 std::string readableVersions() {
@@ -1031,9 +1049,9 @@ void ProgramReader::readOptimizer(const json &v, const std::string &path) {
   std::optional<OptimizerKind> kind = parseOptimizerKind(name);
   if (!kind)
     fail(join(path, schema::kOptimizerName),
-         "unknown optimizer '" + name +
-             "' (expected sgd, adam, adamw, rmsprop, adagrad, adadelta, "
-             "adamax, radam, nadam or rprop)");
+         "unknown optimizer '" + name + "' (version " +
+             std::to_string(a.version) + " has " +
+             spellings("OptimizerName", version()) + ")");
   o.kind = *kind;
   if (!schema::isEnumValue("OptimizerName", name.c_str(), version()))
     fail(join(path, schema::kOptimizerName),
@@ -1435,13 +1453,10 @@ Instruction ProgramReader::readInstruction(const json &v, const std::string &p,
     if (op == toString(k))
       kind = k;
   if (!kind || !schema::isEnumValue("Op", op.c_str(), version())) {
-    std::string list;
-    for (const schema::EnumInfo &e : schema::kEnumValues)
-      if (std::string(e.enumName) == "Op" && e.since <= version())
-        list += std::string(list.empty() ? "" : ", ") + e.spelling;
-    fail(join(p, schema::kInstOp),
-         "unknown instruction '" + op + "' (version " +
-             std::to_string(a.version) + " has " + list + ")");
+    fail(join(p, schema::kInstOp), "unknown instruction '" + op +
+                                       "' (version " +
+                                       std::to_string(a.version) + " has " +
+                                       spellings("Op", version()) + ")");
   }
   inst.op = *kind;
   onlyInstructionKeys(v, p, op);

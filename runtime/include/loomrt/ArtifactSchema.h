@@ -215,6 +215,23 @@ inline bool isEnumValue(const char *enumName, const char *spelling,
   return false;
 }
 
+/// Whether two C strings are equal, usable in a constant expression.
+constexpr bool sameString(const char *a, const char *b) {
+  while (*a && *a == *b)
+    ++a, ++b;
+  return *a == *b;
+}
+
+/// How many values enumeration `enumName` has in the newest version: lets
+/// a reader's table of its own enum be checked against the schema at
+/// compile time.
+constexpr size_t enumSize(const char *enumName) {
+  size_t n = 0;
+  for (const EnumInfo &e : kEnumValues)
+    n += sameString(e.enumName, enumName);
+  return n;
+}
+
 /// The version that added `spelling` to enumeration `enumName` (0: none).
 inline uint32_t enumValueSince(const char *enumName, const char *spelling) {
   for (const EnumInfo &e : kEnumValues)

@@ -384,8 +384,15 @@ TEST(Artifact, UnknownPhase) {
 TEST(Artifact, UnknownOptimizer) {
   json o = sgdOptimizer();
   o["name"] = "lion";
-  EXPECT_CONTAINS(loadError(linearProgram(o)),
-                  "optimizer.name: unknown optimizer 'lion'");
+  json p = linearProgram(o);
+  p["version"] = 6;
+  EXPECT_CONTAINS(loadError(p),
+                  "optimizer.name: unknown optimizer 'lion' (version 6 has "
+                  "sgd, adam, adamw, rmsprop, adagrad, adadelta, adamax, "
+                  "radam, nadam, rprop)");
+  p["version"] = 1;
+  EXPECT_CONTAINS(loadError(p), "unknown optimizer 'lion' (version 1 has sgd, "
+                                "adam, adamw)");
 }
 
 TEST(Artifact, OptimizerHyperparameterMissing) {
