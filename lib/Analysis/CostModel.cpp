@@ -566,6 +566,10 @@ static std::pair<double, int> optimizerTraffic(Attribute optimizer) {
     add(5, 3); // grad.clone(), masked_fill_(sign.eq(etaminus), 0)
     add(6, 2); // param.addcmul_(grad.sign(), step_size)
     add(2, 1); // prev.copy_(grad)
+  } else if (name == "asgd") {
+    add(2, 1); // param.mul_(1 - lambd * eta)
+    add(3, 1); // param.add_(grad, alpha=-eta)
+    add(2, 1); // ax.copy_(param) (until step t0 + 1, 1e6 by default)
   } else if (name == "adagrad") {
     add(4, 1); // state_sum.addcmul_(grad, grad)
     add(4, 2); // state_sum.sqrt().add_(eps)

@@ -189,7 +189,10 @@ void loom::recordMemoryBudget(ModuleOp module, int64_t bytes) {
 /// Rprop holds three parameter-sized tensors at once (`grad.mul(prev)` and
 /// its `sign` beside the negated gradient, which the clone replaces; `sign`,
 /// the clone and its `sign()`), or `sign`, the clone and the one-byte mask
-/// `sign.eq(etaminus)` with its 8-byte wrapped scalar. The fused Adam,
+/// `sign.eq(etaminus)` with its 8-byte wrapped scalar. ASGD holds SGD's
+/// negated and weight-decayed gradients, with the 8-byte wrapped scalar of
+/// `param.mul_(1 - lambd * eta)` beside them, and once averaging starts
+/// (after step t0 + 1) `param.sub(ax)` and the 4-byte `mu`. The fused Adam,
 /// AdamW and Adagrad kernels take a 4-byte step tensor; fused SGD nothing.
 static int64_t getOptimizerScratchBytes(const OptimizerUpdate &update) {
   const OptimizerConfig &config = update.config;
@@ -218,6 +221,10 @@ static int64_t getOptimizerScratchBytes(const OptimizerUpdate &update) {
   if (config.weightDecay != 0) {
     most = std::max(most, alive + 1);
     alive = 1;
+  }
+  if (config.name == "asgd") {
+    // Averaging may start at any step the run reaches: counted always.
+    return std::max({most * bytes, alive * bytes + 8, bytes + 4});
   }
   if (sgd) {
     if (config.momentum != 0 && config.nesterov)

@@ -135,6 +135,15 @@ static Attribute parseOptimizer(const json::Object &o, MLIRContext *ctx,
                                f(*dampening), f(*weightDecay), *nesterov,
                                *maximize);
   }
+  if (*name == "asgd") {
+    std::optional<double> lambd = r.number("lambd");
+    std::optional<double> alpha = r.number("alpha");
+    std::optional<double> t0 = r.number("t0");
+    if (!lambd || !alpha || !t0)
+      return nullptr;
+    return ASGDAttr::getChecked(emitError, ctx, f(*lr), f(*lambd), f(*alpha),
+                                f(*t0), f(*weightDecay), *maximize);
+  }
   std::optional<double> eps = r.number("eps");
   if (!eps)
     return nullptr;

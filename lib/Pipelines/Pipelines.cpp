@@ -337,6 +337,8 @@ LogicalResult RunConfigApplier::takeOptimizer(Attribute optimizer) {
                        "step_sizes[0]")) &&
       succeeded(takeIf("step-size-max", options.stepSizeMax, c->stepSizeMax,
                        "step_sizes[1]")) &&
+      succeeded(takeIf("lambd", options.lambd, c->lambd, "lambd")) &&
+      succeeded(takeIf("t0", options.t0, c->t0, "t0")) &&
       succeeded(takeIf("weight-decay", options.weightDecay, c->weightDecay,
                        "weight_decay")) &&
       succeeded(takeIf("maximize", options.maximize, c->maximize, "maximize")));

@@ -26,21 +26,24 @@ bool loom::optimizerTakes(OptimizerKind kind, StringRef option) {
   bool radam = kind == OptimizerKind::RAdam;
   bool nadam = kind == OptimizerKind::NAdam;
   bool rprop = kind == OptimizerKind::Rprop;
+  bool asgd = kind == OptimizerKind::ASGD;
   return llvm::StringSwitch<bool>(option)
       .Case("momentum", sgd || rmsprop)
       .Cases({"dampening", "nesterov"}, sgd)
       .Cases({"beta1", "beta2"},
              adam || radam || nadam || kind == OptimizerKind::Adamax)
-      .Case("eps", !sgd && !rprop)
+      .Case("eps", !sgd && !rprop && !asgd)
       .Case("weight-decay", !rprop)
       .Case("amsgrad", adam)
-      .Cases({"alpha", "centered"}, rmsprop)
+      .Case("alpha", rmsprop || asgd)
+      .Case("centered", rmsprop)
       .Cases({"adagrad-lr-decay", "initial-accumulator-value"},
              kind == OptimizerKind::Adagrad)
       .Case("decoupled-weight-decay", radam || nadam)
       .Case("momentum-decay", nadam)
       .Case("rho", kind == OptimizerKind::Adadelta)
       .Cases({"etaminus", "etaplus", "step-size-min", "step-size-max"}, rprop)
+      .Cases({"lambd", "t0"}, asgd)
       .Default(true);
 }
 
@@ -67,6 +70,7 @@ static double getDefaultLr(OptimizerKind kind) {
   case OptimizerKind::RMSprop:
   case OptimizerKind::Adagrad:
   case OptimizerKind::Rprop:
+  case OptimizerKind::ASGD:
     return 1e-2;
   case OptimizerKind::Adadelta:
     return 1.0;
@@ -90,12 +94,19 @@ static double getDefaultEps(OptimizerKind kind) {
   return kind == OptimizerKind::Adadelta ? 1e-6 : 1e-8;
 }
 
+/// torch.optim's default alpha: RMSprop's smoothing constant, ASGD's power.
+static double getDefaultAlpha(OptimizerKind kind) {
+  return kind == OptimizerKind::ASGD ? 0.75 : 0.99;
+}
+
 void loom::resolveOptimizerDefaults(LoomAttachOptimizerOptions &options) {
   OptimizerKind kind = options.optimizer;
   if (std::isnan(options.lr))
     options.lr = getDefaultLr(kind);
   if (std::isnan(options.eps))
     options.eps = getDefaultEps(kind);
+  if (std::isnan(options.alpha))
+    options.alpha = getDefaultAlpha(kind);
   // The one place where the algorithms' default weight decays differ.
   if (options.weightDecay < 0)
     options.weightDecay = kind == OptimizerKind::AdamW ? 1e-2 : 0.0;
@@ -116,7 +127,7 @@ getForeignHyperparameter(OptimizerKind kind,
       {"dampening", options.dampening != 0},
       {"nesterov", options.nesterov},
       {"amsgrad", options.amsgrad},
-      {"alpha", options.alpha != defaults.alpha},
+      {"alpha", options.alpha != getDefaultAlpha(kind)},
       {"centered", options.centered},
       {"adagrad-lr-decay", options.adagradLrDecay != 0},
       {"initial-accumulator-value", options.initialAccumulatorValue != 0},
@@ -126,7 +137,9 @@ getForeignHyperparameter(OptimizerKind kind,
       {"etaminus", options.etaminus != defaults.etaminus},
       {"etaplus", options.etaplus != defaults.etaplus},
       {"step-size-min", options.stepSizeMin != defaults.stepSizeMin},
-      {"step-size-max", options.stepSizeMax != defaults.stepSizeMax}};
+      {"step-size-max", options.stepSizeMax != defaults.stepSizeMax},
+      {"lambd", options.lambd != defaults.lambd},
+      {"t0", options.t0 != defaults.t0}};
   for (auto [name, isGiven] : given)
     if (isGiven && !optimizerTakes(kind, name))
       return name;
@@ -202,6 +215,11 @@ loom::buildOptimizerAttr(MLIRContext *ctx,
     attr = RpropAttr::getChecked(
         emitError, ctx, f(options.lr), f(options.etaminus), f(options.etaplus),
         f(options.stepSizeMin), f(options.stepSizeMax), options.maximize);
+    break;
+  case OptimizerKind::ASGD:
+    attr = ASGDAttr::getChecked(emitError, ctx, f(options.lr), f(options.lambd),
+                                f(options.alpha), f(options.t0),
+                                f(options.weightDecay), options.maximize);
     break;
   case OptimizerKind::Adadelta:
     attr = AdadeltaAttr::getChecked(emitError, ctx, f(options.lr),
@@ -438,6 +456,8 @@ struct LoomAttachOptimizerPass
     options.rho = rho;
     options.momentumDecay = momentumDecay;
     options.etaminus = etaminus;
+    options.lambd = lambd;
+    options.t0 = t0;
     options.etaplus = etaplus;
     options.stepSizeMin = stepSizeMin;
     options.stepSizeMax = stepSizeMax;

@@ -3,11 +3,13 @@
 Usage (from the repository root)::
 
     PYTHONPATH=python python -m loom.capture FILE.py --out DIR \
-        [--steps K] [--optimizer sgd|adam|adamw|rmsprop|adagrad|adadelta|adamax|radam|nadam|rprop] [--lr X] \
+        [--steps K] [--optimizer sgd|adam|adamw|rmsprop|adagrad|adadelta|adamax|radam|nadam|rprop|asgd] \
+        [--lr X] \
         [--weight-decay W] [--momentum M] [--dampening D] [--nesterov] \
         [--betas B1 B2] [--eps E] [--amsgrad] [--alpha A] [--centered] \
         [--adagrad-lr-decay D] [--initial-accumulator-value V] [--rho R] \
         [--momentum-decay P] [--decoupled-weight-decay] [--etas E- E+] [--step-sizes MIN MAX] \
+        [--lambd L] [--t0 T] \
         [--maximize] [--seed S] [--split N] [--microbatches M] \
         [--make-arg KEY=VALUE ...] [--meta]
         [--reference eager|ddp|fsdp|hsdp|replicate [--replicate-size R]
@@ -55,6 +57,7 @@ step (training cycles through them). The capture writes into DIR:
     RAdam ``betas``, ``eps`` and ``decoupled_weight_decay``; Adadelta ``rho`` and ``eps``;
     NAdam ``betas``, ``eps``, ``momentum_decay`` and ``decoupled_weight_decay``;
     Rprop ``etas`` and ``step_sizes`` (and no ``weight_decay``: it has none);
+    ASGD ``lambd``, ``alpha`` and ``t0``;
     ``--optimizer-impl fused`` adds ``"impl": "fused"``, and the
     reference then runs torch.optim with ``fused=True``.) When FILE.py defines ``param_groups(model)`` (the list of
     dicts a user passes to ``torch.optim``, e.g. ``[{"params": decay,
@@ -179,6 +182,7 @@ OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
     "radam": torch.optim.RAdam,
     "nadam": torch.optim.NAdam,
     "rprop": torch.optim.Rprop,
+    "asgd": torch.optim.ASGD,
 }
 # The hyperparameters the run configuration records for each optimizer, in
 # the order it lists them; everything else (foreach, capturable,
@@ -197,6 +201,7 @@ OPTIMIZER_KEYS = {
     "nadam": ("lr", "weight_decay", "betas", "eps", "momentum_decay", "decoupled_weight_decay",
               "maximize"),
     "rprop": ("lr", "etas", "step_sizes", "maximize"),
+    "asgd": ("lr", "weight_decay", "lambd", "alpha", "t0", "maximize"),
 }
 # The hyperparameters that are pairs (a list in run.json, a tuple for torch).
 PAIR_KEYS = ("betas", "etas", "step_sizes")
@@ -209,6 +214,7 @@ OPTIMIZER_FLAGS = {
     "lr_decay": "--adagrad-lr-decay", "initial_accumulator_value": "--initial-accumulator-value",
     "decoupled_weight_decay": "--decoupled-weight-decay", "rho": "--rho",
     "momentum_decay": "--momentum-decay", "etas": "--etas", "step_sizes": "--step-sizes",
+    "lambd": "--lambd", "t0": "--t0",
     "maximize": "--maximize",
 }
 
@@ -1127,7 +1133,7 @@ def add_optimizer_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default=DEFAULT_OPTIMIZER,
                        help=f"default {DEFAULT_OPTIMIZER}")
     group.add_argument("--lr", type=float,
-                       help="learning rate (adam/adamw: default 1e-3; rmsprop/adagrad/rprop: 1e-2; "
+                       help="learning rate (adam/adamw: default 1e-3; rmsprop/adagrad/rprop/asgd: 1e-2; "
                        "adamax/nadam: 2e-3; adadelta: 1.0; sgd: required)")
     group.add_argument("--weight-decay", type=float,
                        help="weight decay (default 0.01 for adamw, 0 for the others)")
@@ -1142,7 +1148,9 @@ def add_optimizer_arguments(parser: argparse.ArgumentParser) -> None:
                        "adagrad 1e-10; adadelta 1e-6)")
     group.add_argument("--amsgrad", action="store_true", default=None,
                        help="Adam/AdamW: the AMSGrad variant")
-    group.add_argument("--alpha", type=float, help="RMSprop smoothing constant (default 0.99)")
+    group.add_argument("--alpha", type=float,
+                       help="RMSprop smoothing constant (default 0.99); ASGD power of the eta "
+                       "update (default 0.75)")
     group.add_argument("--centered", action="store_true", default=None,
                        help="RMSprop: centered (normalise by the gradient's variance)")
     group.add_argument("--adagrad-lr-decay", type=float,
@@ -1159,6 +1167,9 @@ def add_optimizer_arguments(parser: argparse.ArgumentParser) -> None:
                        help="Rprop step-size factors (default 0.5 1.2)")
     group.add_argument("--step-sizes", type=float, nargs=2, metavar=("MIN", "MAX"),
                        help="Rprop step-size bounds (default 1e-6 50)")
+    group.add_argument("--lambd", type=float, help="ASGD decay term (default 1e-4)")
+    group.add_argument("--t0", type=float,
+                       help="ASGD: the step at which averaging starts (default 1e6)")
     group.add_argument("--maximize", action="store_true", default=None,
                        help="maximize the loss instead of minimizing it")
     group.add_argument("--optimizer-impl", choices=OPTIMIZER_IMPLS, default="forloop",
@@ -1252,8 +1263,12 @@ def optimizer_config(parser: argparse.ArgumentParser, args: argparse.Namespace) 
     # The range checks of torch.optim's constructors.
     for key in ("momentum", "eps", "alpha", "lr_decay", "initial_accumulator_value",
                 "momentum_decay"):
-        if key in config and not (config[key] >= 0 and math.isfinite(config[key])):
+        if name != "asgd" and key in config and not (config[key] >= 0 and math.isfinite(config[key])):
             parser.error(f"{OPTIMIZER_FLAGS[key]} must be a non-negative number, got {config[key]}")
+    # torch.optim.ASGD checks none of its own; the arithmetic needs finite ones.
+    for key in ("lambd", "alpha", "t0"):
+        if name == "asgd" and not math.isfinite(config[key]):
+            parser.error(f"{OPTIMIZER_FLAGS[key]} must be a finite number, got {config[key]}")
     if name == "sgd" and config["nesterov"] and (config["momentum"] <= 0 or config["dampening"] != 0):
         parser.error("--nesterov needs --momentum > 0 and no dampening (as torch.optim.SGD)")
     if "rho" in config and not 0 <= config["rho"] <= 1:

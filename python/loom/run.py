@@ -4,7 +4,7 @@ Usage (from the repository root)::
 
     PYTHONPATH=python python -m loom run FILE.py --nproc N [--dp none|replicate|fsdp] \\
         [--steps K] [--check [--rtol R] [--atol A]] [--out DIR] [--make-arg KEY=VALUE ...] [--seed S] \\
-        [--microbatches M] [--optimizer sgd|adam|adamw|rmsprop|adagrad|adadelta|adamax|radam|nadam|rprop --lr X ...] [--no-cache] \\
+        [--microbatches M] [--optimizer sgd|adam|adamw|rmsprop|adagrad|adadelta|adamax|radam|nadam|rprop|asgd --lr X ...] [--no-cache] \\
         [--measure-workspace] [--measure-op-times] [--reference MODE] \\
         [loom-compile options, e.g. --reshard-after-forward=false --schedule]
 

@@ -417,6 +417,13 @@ def test_run_config_records_what_was_asked(tmp_path, capsys):
     (["--optimizer", "rprop", "--optimizer-impl", "fused"], "torch.optim has no fused rprop"),
     (["--optimizer", "rprop", "--split", "2", "--reference", "fsdp"],
      "PyTorch's fully_shard cannot run torch.optim.Rprop"),
+    # ASGD has no eps; its lambd, alpha and t0 may be any finite number.
+    (["--optimizer", "asgd", "--eps", "1e-6"], "--eps is not an option of --optimizer asgd"),
+    (["--optimizer", "adam", "--t0", "10"], "--t0 is not an option of --optimizer adam"),
+    (["--optimizer", "sgd", "--lr", "0.1", "--lambd", "0.1"],
+     "--lambd is not an option of --optimizer sgd"),
+    (["--optimizer", "asgd", "--t0", "inf"], "--t0 must be a finite number, got inf"),
+    (["--optimizer", "asgd", "--optimizer-impl", "fused"], "torch.optim has no fused asgd"),
     # The schedule's options, as lr_scheduler's constructors take them.
     (["--lr-decay", "exponential"], "--lr-decay exponential needs --lr-gamma"),
     (["--lr-decay", "cosine", "--lr-decay-steps", "5", "--lr-gamma", "0.5"],

@@ -1,4 +1,4 @@
-"""RMSprop, Adagrad, Adadelta, Adamax, RAdam, NAdam, Rprop and Adam's AMSGrad
+"""RMSprop, Adagrad, Adadelta, Adamax, RAdam, NAdam, Rprop, ASGD and Adam's AMSGrad
 against torch.optim, bitwise.
 
 Capture records the optimizer with every hyperparameter (run.json);
@@ -6,6 +6,7 @@ loom-compile takes it from there and the runtime runs torch.optim's
 single-tensor algorithm op for op (``_single_tensor_rmsprop``,
 ``_single_tensor_adagrad``, ``_single_tensor_adadelta``, ``_single_tensor_adamax``,
 ``_single_tensor_radam``, ``_single_tensor_nadam``, ``_single_tensor_rprop``,
+``_single_tensor_asgd``,
 the ``amsgrad`` branch of
 ``_single_tensor_adam``) or the fused kernel (``_fused_adagrad_``,
 ``_fused_adam(w)_`` with ``max_exp_avg_sqs``). So at tolerance 0:
@@ -18,14 +19,18 @@ the ``amsgrad`` branch of
   decoupled weight decay, past the step where its rectification starts;
   Adadelta with rho, weight decay and maximize; NAdam with momentum_decay
   and decoupled weight decay; Rprop with etas, step sizes and maximize under
-  a warm-up, whose first lr its step_size starts from);
+  a warm-up, whose first lr its step_size starts from; ASGD with lambd,
+  alpha, weight decay and maximize under a warm-up, whose eta follows the
+  lr a step late, past t0, where its average starts);
 - with FSDP on 3 ranks, on a model whose every parameter and its state are
   padded, they equal PyTorch's ``fully_shard`` with the same optimizer
-  (Rprop, which fully_shard cannot run, on 2 ranks against DDP);
+  (Rprop, which fully_shard cannot run, on 2 ranks against DDP; ASGD
+  averaging from step 3);
 - on a one-layer model whose peak is the update, every rank's measured peak
   equals the compiler's prediction (the algorithm's temporaries:
   PeakMemory.cpp, getKernelScratchBytes); RAdam's is reached once the
-  rectification runs (betas (0.9, 0.9): from step 6), below it before.
+  rectification runs (betas (0.9, 0.9): from step 6), below it before;
+  ASGD's once its averaging runs (t0 0: from step 3), below it before.
 
 Negative controls: the same step without AMSGrad, Adagrad's sum started
 from 0 instead of 0.1, and Rprop's step size started from the lr instead of
@@ -66,6 +71,8 @@ ADADELTA = ["--optimizer", "adadelta", "--lr", "0.5", "--rho", "0.8", "--weight-
             "--maximize"]
 RPROP = ["--optimizer", "rprop", "--lr", "3e-3", "--etas", "0.4", "1.3", "--step-sizes", "1e-5",
          "0.01"]
+ASGD = ["--optimizer", "asgd", "--lr", "5e-2", "--lambd", "1e-2", "--alpha", "0.6", "--t0", "5",
+        "--weight-decay", "0.01"]
 FUSED = ["--optimizer-impl", "fused"]
 CASES = {
     "rmsprop": RMSPROP,
@@ -79,6 +86,8 @@ CASES = {
     "nadam": NADAM,
     # Rprop's step_size starts at the first step's lr: the warm-up's, here.
     "rprop": [*RPROP, "--maximize", "--lr-warmup-steps", "3"],
+    # ASGD's eta is the previous step's lr (the first step's: its own).
+    "asgd": [*ASGD, "--maximize", "--lr-warmup-steps", "3"],
 }
 
 
@@ -120,10 +129,12 @@ def test_gpt_bitwise_equal_to_torch_optim(case, tmp_path):
 
 
 @pytest.mark.parametrize("case", ["rmsprop", "adagrad", "adamw-amsgrad-fused", "adamax", "radam",
-                                  "adadelta", "nadam"])
+                                  "adadelta", "nadam", "asgd"])
 def test_fsdp_padded_state_bitwise_equal_to_fully_shard(case, tmp_path):
     world = 3
-    capture(tmp_path, MODELS, *CASES[case], "--make-arg", "kind=odd", "--split", str(world),
+    # ASGD averaging from step 3 of the 8.
+    flags = [*ASGD, "--t0", "1"] if case == "asgd" else CASES[case]
+    capture(tmp_path, MODELS, *flags, "--make-arg", "kind=odd", "--split", str(world),
             "--reference", "fsdp", steps=8)
     compile_step(tmp_path, "--dp=fsdp")
     result = check(tmp_path, tmp_path, world, 8)
@@ -160,6 +171,8 @@ PEAK_CASES = {
     "nadam-l2-maximize": ["--optimizer", "nadam", "--weight-decay", "0.1", "--maximize"],
     "rprop": RPROP,
     "rprop-maximize": ["--optimizer", "rprop", "--maximize"],
+    "asgd": ["--optimizer", "asgd", "--t0", "0"],
+    "asgd-l2-maximize": ["--optimizer", "asgd", "--t0", "0", "--weight-decay", "0.1", "--maximize"],
 }
 
 
@@ -178,6 +191,13 @@ def test_update_peak_measured_equals_predicted(case, tmp_path):
     if case.startswith("radam"):
         # Unrectified steps 1-5 hold one parameter-sized tensor less.
         assert measured[:5] == [predicted - 64 * 64 * 4] * 5 and measured[5:] == [predicted] * 3
+    elif case == "asgd":
+        # The update's param.sub(ax) and 4-byte mu exist once averaging runs
+        # (step 3); before, it holds only the 8-byte scalar of
+        # param.mul_(1 - lambd * eta), and the step's peak is a few hundred
+        # bytes of the backward's above the update's, a parameter size below.
+        assert measured[2:] == [predicted]
+        assert measured[0] == measured[1] < predicted - 64 * 64 * 4 + 512
     else:
         assert set(measured) == {predicted}, (measured, predicted)
     # The peak is the update: the parameter, its gradient and state, and the

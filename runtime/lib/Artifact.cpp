@@ -77,6 +77,8 @@ const char *toString(OptimizerKind kind) {
     return schema::kOptimizerNameNadam;
   case OptimizerKind::Rprop:
     return schema::kOptimizerNameRprop;
+  case OptimizerKind::ASGD:
+    return schema::kOptimizerNameAsgd;
   }
   return "?";
 }
@@ -103,7 +105,7 @@ constexpr OptimizerKind kAllOptimizerKinds[] = {
     OptimizerKind::SGD,     OptimizerKind::Adam,    OptimizerKind::AdamW,
     OptimizerKind::RMSprop, OptimizerKind::Adagrad, OptimizerKind::Adadelta,
     OptimizerKind::Adamax,  OptimizerKind::RAdam,   OptimizerKind::NAdam,
-    OptimizerKind::Rprop};
+    OptimizerKind::Rprop,   OptimizerKind::ASGD};
 static_assert(std::size(kAllOptimizerKinds) ==
                   schema::enumSize("OptimizerName"),
               "an OptimizerName of ArtifactSchema.def has no OptimizerKind");
@@ -1115,8 +1117,17 @@ void ProgramReader::readOptimizer(const json &v, const std::string &path) {
   optionalFlag(schema::kOptimizerAmsgrad, o.amsgrad);
   optionalFlag(schema::kOptimizerCentered, o.centered);
   optionalFlag(schema::kOptimizerDecoupledWeightDecay, o.decoupledWeightDecay);
-  if (v.contains(schema::kOptimizerAlpha))
+  if (o.kind == OptimizerKind::ASGD) {
+    // torch.optim.ASGD checks none of these; any finite number trains.
+    o.alpha = 0.75;
+    for (auto [key, value] : {std::pair{schema::kOptimizerLambd, &o.lambd},
+                              {schema::kOptimizerAlpha, &o.alpha},
+                              {schema::kOptimizerT0, &o.t0}})
+      if (v.contains(key))
+        *value = finiteNumber(v[key], join(path, key));
+  } else if (v.contains(schema::kOptimizerAlpha)) {
     o.alpha = nonNegative(schema::kOptimizerAlpha);
+  }
   if (v.contains(schema::kOptimizerRho)) {
     o.rho = finiteNumber(v[schema::kOptimizerRho],
                          join(path, schema::kOptimizerRho));

@@ -5,6 +5,7 @@
 #include "FileUtil.h"
 #include "loomrt/Dtype.h"
 #include "loomrt/Error.h"
+#include "loomrt/Optimizer.h"
 #include "loomrt/Safetensors.h"
 #include "loomrt/Session.h"
 
@@ -123,12 +124,10 @@ std::vector<ModelTensor> modelTensors(const Artifact &a) {
            {}},
           k);
   // The 0-d float32 scalars torch.optim keeps per parameter: every
-  // algorithm's step count, NAdam's mu_product.
+  // algorithm's step count, NAdam's mu_product, ASGD's eta and mu.
   std::vector<const char *> scalars;
   if (a.optimizer)
-    scalars.push_back("step");
-  if (a.optimizer && a.optimizer->kind == OptimizerKind::NAdam)
-    scalars.push_back("mu_product");
+    scalars = optimizerScalarNames(a.optimizer->kind);
   for (const char *kind : scalars)
     for (size_t k = 0; k < numPrograms; ++k)
       for (const InputSpec &in : a.programs[k].inputs)
@@ -162,10 +161,8 @@ bool holdsLocally(const Session &session, const ModelTensor &t) {
 at::Tensor localValue(const Session &session,
                       const std::map<std::string, at::Tensor> &state,
                       const ModelTensor &t) {
-  if (t.kind == "step" || t.kind == "mu_product")
-    return at::full({},
-                    t.kind == "step" ? session.stepCount(t.param)
-                                     : session.muProduct(t.param),
+  if (isOptimizerScalar(t.kind))
+    return at::full({}, session.optimizerScalar(t.param, t.kind),
                     at::TensorOptions().dtype(at::kFloat));
   if (t.kind == "parameter")
     return session.parameter(t.name);
@@ -547,10 +544,8 @@ CheckpointInfo loadCheckpoint(Session &session, const std::string &path) {
   }
 
   for (const auto &[w, g] : full) {
-    if (w->kind == "step")
-      session.setStepCount(w->param, g.item<float>());
-    else if (w->kind == "mu_product")
-      session.setMuProduct(w->param, g.item<float>());
+    if (isOptimizerScalar(w->kind))
+      session.setOptimizerScalar(w->param, w->kind, g.item<float>());
     else
       session.assignFromFull(w->name, g);
   }

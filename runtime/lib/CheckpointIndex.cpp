@@ -12,6 +12,7 @@
 
 #include "loomrt/Dtype.h"
 #include "loomrt/Error.h"
+#include "loomrt/Optimizer.h"
 
 #include <nlohmann/json.hpp>
 
@@ -245,11 +246,10 @@ CheckpointIndex CheckpointIndex::parse(const std::string &text,
     p = "index.tensors['" + t.name + "']";
     t.kind = stringField(tj, "kind", what, p);
     if (t.kind != "parameter" && t.kind != "buffer" &&
-        t.kind != "optimizer_state" && t.kind != "step" &&
-        t.kind != "mu_product")
+        t.kind != "optimizer_state" && !isOptimizerScalar(t.kind))
       fail(what, p + ".kind",
-           "must be parameter, buffer, optimizer_state, step or mu_product, "
-           "found '" +
+           "must be parameter, buffer, optimizer_state, step, mu_product, "
+           "eta or mu, found '" +
                t.kind + "'");
     if (tj.contains("param"))
       t.param = stringField(tj, "param", what, p);

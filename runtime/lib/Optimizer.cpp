@@ -6,7 +6,7 @@
 // `_single_tensor_adam` (AdamW is Adam with decoupled_weight_decay=True),
 // `_single_tensor_rmsprop`, `_single_tensor_adagrad` (dense gradients),
 // `_single_tensor_adadelta`, `_single_tensor_adamax`, `_single_tensor_radam`,
-// `_single_tensor_nadam` or `_single_tensor_rprop`.
+// `_single_tensor_nadam`, `_single_tensor_rprop` or `_single_tensor_asgd`.
 // Python passes a float operand of add/mul/div (`x.mul_(beta2)`) as a
 // wrapped 0-d double tensor to the Tensor overload (PyTorch binds no Scalar
 // overload of those to Python), so this does too (`number`): ATen's
@@ -232,6 +232,49 @@ void adadeltaStep(const OptimizerSpec &o, const at::Tensor &param,
     delta = at::view_as_complex(delta);
   // param.add_(delta, alpha=-lr)
   param.add_(delta, -o.lr);
+}
+
+/// State: [ax]; `scalars.eta` and `scalars.mu` are state["eta"] and
+/// state["mu"], 0-d float32 tensors: eta reads back as a Python float
+/// (`_get_value`), mu multiplies as the tensor it is. torch.optim creates
+/// eta at the parameter's first step from that step's lr; the runtime sets
+/// it here when the step count is 0.
+void asgdStep(const OptimizerSpec &o, const at::Tensor &paramIn,
+              const at::Tensor &gradIn, const std::vector<at::Tensor> &state,
+              OptimizerScalars &scalars) {
+  at::Tensor param = paramIn;
+  if (scalars.step == 0) {
+    // state["eta"] = torch.as_tensor(lr, dtype=float32); state["mu"] = 1
+    scalars.eta = float(o.lr);
+    scalars.mu = 1;
+  }
+  // grad = grad if not maximize else -grad
+  at::Tensor grad = o.maximize ? at::neg(gradIn) : gradIn;
+  at::Tensor ax = state[0];
+  viewAsRealIfComplex({&param, &grad, &ax});
+  // step_t += 1
+  scalars.step += 1.0f;
+  // if weight_decay != 0: grad = grad.add(param, alpha=weight_decay)
+  if (o.weightDecay != 0)
+    grad = grad.add(param, o.weightDecay);
+  // eta_value = _get_value(eta)
+  double eta = double(scalars.eta);
+  // param.mul_(1 - lambd * eta_value); param.add_(grad, alpha=-eta_value)
+  param.mul_(number(1 - o.lambd * eta));
+  param.add_(grad, -eta);
+  grad = at::Tensor(); // freed before the average needs its temporary
+  // if mu.item() != 1: ax.add_(param.sub(ax).mul_(mu)) else: ax.copy_(param)
+  if (scalars.mu != 1)
+    ax.add_(param.sub(ax).mul_(
+        at::scalar_tensor(scalars.mu, at::TensorOptions().dtype(at::kFloat))));
+  else
+    ax.copy_(param);
+  // step = _get_value(step_t)
+  double step = double(scalars.step);
+  // eta.copy_(torch.as_tensor(lr / ((1 + lambd * lr * step) ** alpha)))
+  scalars.eta = float(o.lr / std::pow(1 + o.lambd * o.lr * step, o.alpha));
+  // mu.copy_(torch.as_tensor(1 / max(1, step - t0)))
+  scalars.mu = float(1 / std::max(1.0, step - o.t0));
 }
 
 /// State: [exp_avg, exp_avg_sq]; `muProduct` is state["mu_product"], a 0-d
@@ -517,6 +560,8 @@ void optimizerStep(const OptimizerSpec &spec, const at::Tensor &param,
     radamStep(spec, param, grad, state, scalars.step);
   else if (spec.kind == OptimizerKind::Rprop)
     rpropStep(spec, param, grad, state, scalars.step);
+  else if (spec.kind == OptimizerKind::ASGD)
+    asgdStep(spec, param, grad, state, scalars);
   else
     adamStep(spec, param, grad, state, scalars.step);
 }

@@ -119,8 +119,8 @@ public:
   std::vector<at::Tensor> owned;
   /// Per `state` entry.
   std::vector<at::Tensor> state;
-  /// Per input: torch.optim's state["step"] (and NAdam's
-  /// state["mu_product"]) for parameters.
+  /// Per input: torch.optim's per-parameter scalars (the step count,
+  /// NAdam's mu_product, ASGD's eta and mu) for parameters.
   std::vector<OptimizerScalars> scalars;
   /// The artifact's lr_schedule, if any.
   std::optional<LrSchedule> lrSchedule;
@@ -1150,9 +1150,13 @@ double Session::stepCount(const std::string &param) const {
   return impl_->scalars[impl_->inputIndex(param, InputRole::Parameter)].step;
 }
 
-double Session::muProduct(const std::string &param) const {
-  return impl_->scalars[impl_->inputIndex(param, InputRole::Parameter)]
-      .muProduct;
+double Session::optimizerScalar(const std::string &param,
+                                const std::string &name) const {
+  OptimizerScalars &s =
+      impl_->scalars[impl_->inputIndex(param, InputRole::Parameter)];
+  if (float *value = s.find(name))
+    return *value;
+  throw Error("there is no optimizer scalar '" + name + "'");
 }
 
 void Session::assignFromFull(const std::string &name, const at::Tensor &full) {
@@ -1196,9 +1200,14 @@ void Session::setStepCount(const std::string &param, double count) {
       float(count);
 }
 
-void Session::setMuProduct(const std::string &param, double value) {
-  impl_->scalars[impl_->inputIndex(param, InputRole::Parameter)].muProduct =
-      float(value);
+void Session::setOptimizerScalar(const std::string &param,
+                                 const std::string &name, double value) {
+  OptimizerScalars &s =
+      impl_->scalars[impl_->inputIndex(param, InputRole::Parameter)];
+  float *field = s.find(name);
+  if (!field)
+    throw Error("there is no optimizer scalar '" + name + "'");
+  *field = float(value);
 }
 
 void Session::setStepsRun(int64_t steps) { impl_->stepsRun = steps; }

@@ -348,7 +348,7 @@ def optimizer_json(opt) -> dict:
     name = {torch.optim.SGD: "sgd", torch.optim.Adam: "adam", torch.optim.AdamW: "adamw",
             torch.optim.RMSprop: "rmsprop", torch.optim.Adagrad: "adagrad", torch.optim.Adadelta: "adadelta",
             torch.optim.NAdam: "nadam", torch.optim.Adamax: "adamax", torch.optim.RAdam: "radam",
-            torch.optim.Rprop: "rprop"}[type(opt)]
+            torch.optim.Rprop: "rprop", torch.optim.ASGD: "asgd"}[type(opt)]
     return {
         "name": name,
         "lr": float(g["lr"]),

@@ -57,6 +57,10 @@ def make_optimizer(mode: str, params, name: str | None = None) -> torch.optim.Op
         # what the NAdam checkpoint test restores.
         return torch.optim.NAdam(params, lr=0.01, weight_decay=0.1, momentum_decay=0.01,
                                  decoupled_weight_decay=True)
+    if name == "asgd":
+        # Its per-parameter eta and mu, scalars beside the step count, are
+        # what the ASGD checkpoint test restores; averaging from step 3.
+        return torch.optim.ASGD(params, lr=0.05, lambd=0.1, t0=1, weight_decay=0.01)
     return torch.optim.AdamW(params, lr=0.01, weight_decay=0.1)
 
 
@@ -241,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nproc", type=int, default=None)
     ap.add_argument("--steps", type=int, default=5)
     # The checkpoint tests reshard one model's AdamW state from FSDP to DDP.
-    ap.add_argument("--optimizer", choices=["sgd", "adamw", "nadam"], default=None,
+    ap.add_argument("--optimizer", choices=["sgd", "adamw", "nadam", "asgd"], default=None,
                     help="default: SGD (momentum) for ddp, AdamW otherwise")
     args = ap.parse_args(argv)
     if args.nproc is None:

@@ -88,11 +88,20 @@ CONFIGS = [
     ("rprop_bf16", torch.bfloat16, "rprop", dict(lr=1e-2, etas=(0.3, 1.5))),
     ("rprop_complex", torch.complex64, "rprop", dict(lr=1e-2)),
     ("rprop_f64", torch.float64, "rprop", dict(lr=5e-3, step_sizes=(1e-3, 2e-2))),
+    # ASGD averages from step t0 + 2 (mu = 1 / (step - t0) once below 1):
+    # t0 = 3 takes both branches in eight steps.
+    ("asgd", torch.float32, "asgd", dict()),
+    ("asgd_averaging_wd_maximize", torch.float32, "asgd",
+     dict(lr=5e-2, lambd=1e-2, alpha=0.6, t0=3, weight_decay=0.1, maximize=True)),
+    ("asgd_bf16", torch.bfloat16, "asgd", dict(lr=2e-2, t0=2)),
+    ("asgd_complex", torch.complex64, "asgd", dict(lr=1e-2, t0=4, weight_decay=0.01)),
+    ("asgd_f64", torch.float64, "asgd", dict(lr=3e-2, lambd=0.1, alpha=1.5, t0=1.5)),
 ]
 
 CLASSES = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW,
            "rmsprop": torch.optim.RMSprop, "adagrad": torch.optim.Adagrad, "adadelta": torch.optim.Adadelta, "nadam": torch.optim.NAdam,
-           "adamax": torch.optim.Adamax, "radam": torch.optim.RAdam, "rprop": torch.optim.Rprop}
+           "adamax": torch.optim.Adamax, "radam": torch.optim.RAdam, "rprop": torch.optim.Rprop,
+           "asgd": torch.optim.ASGD}
 
 
 def spec(kind: str, opt: torch.optim.Optimizer) -> dict:
@@ -111,6 +120,8 @@ def spec(kind: str, opt: torch.optim.Optimizer) -> dict:
         "maximize": g["maximize"],
         "amsgrad": g.get("amsgrad", False),
         "alpha": g.get("alpha", 0.99),
+        "lambd": g.get("lambd", 1e-4),
+        "t0": g.get("t0", 1e6),
         "rho": g.get("rho", 0.9),
         "momentum_decay": g.get("momentum_decay", 4e-3),
         "centered": g.get("centered", False),
@@ -141,9 +152,9 @@ def main() -> int:
         names = SCHEMA.state_names(spec(kind, opt))
         for k in names:
             tensors[f"{name}.state.{k}"] = state[k].clone()
-        # The per-parameter 0-d scalars: step (not kept by SGD), and NAdam's
-        # mu_product.
-        for k in ("step", "mu_product"):
+        # The per-parameter 0-d scalars: step (not kept by SGD), NAdam's
+        # mu_product, ASGD's eta and mu.
+        for k in ("step", "mu_product", "eta", "mu"):
             if k in state:
                 tensors[f"{name}.state.{k}"] = state[k].clone()
         configs.append({"name": name, "optimizer": spec(kind, opt), "steps": STEPS, "state": names})

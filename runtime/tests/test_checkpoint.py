@@ -130,36 +130,62 @@ def test_negative_control_lost_optimizer_state_changes_the_run(arts, tmp_path: P
     assert got[5] != want_losses[5]
 
 
-def test_nadam_mu_product_is_saved_and_restored(tmp_path: Path) -> None:
-    """NAdam keeps a per-parameter scalar beside the step count, state
-    ["mu_product"] (the product of its momentum coefficients): the index
-    lists it (kind mu_product, a float32 scalar), a resume on 2 FSDP ranks
-    is bitwise the uninterrupted run, and the same checkpoint with every
-    mu_product put back to 1 (its value before the first step) resumes to
-    the same step-4 loss and a different step-5 loss."""
+# The per-parameter scalars an optimizer keeps beside the step count, and
+# the one whose loss changes the next step: NAdam's mu_product (the product
+# of its momentum coefficients, 1 before the first step); ASGD's eta (the
+# rate of its next step, the lr before the first) and mu (the averaging
+# weight, which changes only its average `ax`).
+OPTIMIZER_SCALARS = {"nadam": (("mu_product",), "mu_product", 1.0),
+                     "asgd": (("eta", "mu"), "eta", 0.05)}
+
+
+@pytest.mark.parametrize("optimizer", sorted(OPTIMIZER_SCALARS))
+def test_optimizer_scalars_are_saved_and_restored(tmp_path: Path, optimizer: str) -> None:
+    """The index lists every per-parameter scalar (its own kind, a float32
+    scalar), a resume on 2 FSDP ranks is bitwise the uninterrupted run (its
+    losses, parameters and final optimizer state: ASGD's `ax` depends on
+    mu), and the same checkpoint with one scalar put back to its value
+    before the first step resumes to the same step-4 loss and a different
+    step-5 loss."""
     sys.path.insert(0, str(HERE))
     import make_dp_linear
 
-    d = Path(make_dp_linear.write_layouts(tmp_path / "a", {"nadam2": ("fsdp", 2)}, optimizer="nadam")["nadam2"])
+    kinds, lost, initial = OPTIMIZER_SCALARS[optimizer]
+    name = optimizer + "2"
+    d = Path(make_dp_linear.write_layouts(tmp_path / "a", {name: ("fsdp", 2)}, optimizer=optimizer)[name])
     want_losses, want_params = uninterrupted(d, tmp_path)
     ck = tmp_path / "ck"
     ok(loom_run(d, "--steps", "4", "--checkpoint-dir", str(ck), "--save-every", "4"))
     index = json.loads((ck / "step-00000004" / "index.json").read_text())
-    scalars = {t["name"]: t for t in index["tensors"] if t["kind"] == "mu_product"}
-    assert set(scalars) == {"fc.weight.mu_product", "fc.bias.mu_product"}
-    assert all(t["param"] == t["name"][:-len(".mu_product")] and t["shape"] == [] and t["dtype"] == "f32"
-               for t in scalars.values())
+    for kind in kinds:
+        scalars = {t["name"]: t for t in index["tensors"] if t["kind"] == kind}
+        assert set(scalars) == {f"fc.weight.{kind}", f"fc.bias.{kind}"}
+        assert all(t["param"] == t["name"][:-len(kind) - 1] and t["shape"] == [] and t["dtype"] == "f32"
+                   for t in scalars.values())
     ok(loom_run(d, "--steps", str(STEPS), "--resume", str(ck), "--trace", str(tmp_path / "r.json"),
                 "--save-params", str(tmp_path / "r.st")))
     assert trace_losses(tmp_path / "r.json") == {4: want_losses[4], 5: want_losses[5]}
     params = load_file(str(tmp_path / "r.st"))
     assert all(torch.equal(params[k], want_params[k]) for k in want_params)
+    # The optimizer state after the last step, resumed and uninterrupted.
+    ends = {}
+    for run_name, extra in (("resumed", ["--resume", str(ck)]), ("whole", [])):
+        ok(loom_run(d, "--steps", str(STEPS), *extra, "--checkpoint-dir", str(tmp_path / run_name),
+                    "--save-every", str(STEPS)))
+        step_dir = tmp_path / run_name / f"step-{STEPS:08d}"
+        ends[run_name] = {(f.name, k): v for f in sorted(step_dir.glob("rank-*.safetensors"))
+                          for k, v in load_file(str(f)).items()}
+    assert ends["resumed"].keys() == ends["whole"].keys()
+    assert any(k.endswith((".ax", ".exp_avg")) for _, k in ends["whole"])
+    for k, v in ends["whole"].items():
+        assert torch.equal(ends["resumed"][k], v), k
 
-    # Negative control: the product lost.
+    # Negative control: the scalar lost.
     saved = []
     rewrite_checkpoint(ck / "step-00000004",
-                       lambda k, v: saved.append(v.item()) or torch.ones_like(v) if k.endswith(".mu_product") else v)
-    assert saved and all(0 < p < 1 for p in saved)
+                       lambda k, v: saved.append(v.item()) or torch.full_like(v, initial)
+                       if k.endswith("." + lost) else v)
+    assert saved and all(p != initial for p in saved)
     ok(loom_run(d, "--steps", str(STEPS), "--resume", str(ck), "--trace", str(tmp_path / "n.json")))
     got = trace_losses(tmp_path / "n.json")
     assert got[4] == want_losses[4] and got[5] != want_losses[5]

@@ -42,6 +42,11 @@
 //   3072 = 4100; state prev and step_size 2P: 4096 + 4100 = 8196. With
 //   maximize the same: -grad is freed when its clone replaces it, and
 //   before that it, grad.mul(prev) and its sign are three P too.
+// - ASGD, once averaging starts (any step may be past t0 + 1):
+//   param.sub(ax) and the 4-byte mu, P + 4 (above the 8-byte scalar of
+//   param.mul_): 1028 + 1028 = 2056; state ax P: 3072 + 2056 = 5128. With
+//   weight decay and maximize: -grad and the decayed gradient made from it,
+//   2P (above P + 8 and P + 4): 1028 + 2048 = 3076; 3072 + 3076 = 6148.
 // The runtime measures each of these on a capture of a one-layer model
 // whose peak is the update (loom-run --memory-report; see
 // python/tests/test_optimizers_parity.py).
@@ -53,6 +58,10 @@
 // RPROP: predicted peak memory: 8196 bytes (persistent 4096 + activations 4100
 // RUN: loom-opt %s --pass-pipeline='builtin.module(func.func(loom-attach-optimizer{optimizer=rprop maximize=true}),loom-stats)' -o /dev/null 2>&1 | FileCheck %s --check-prefix=RPROP-MAX
 // RPROP-MAX: predicted peak memory: 8196 bytes (persistent 4096 + activations 4100
+// RUN: loom-opt %s --pass-pipeline='builtin.module(func.func(loom-attach-optimizer{optimizer=asgd}),loom-stats)' -o /dev/null 2>&1 | FileCheck %s --check-prefix=ASGD
+// ASGD: predicted peak memory: 5128 bytes (persistent 3072 + activations 2056
+// RUN: loom-opt %s --pass-pipeline='builtin.module(func.func(loom-attach-optimizer{optimizer=asgd weight-decay=0.1 maximize=true}),loom-stats)' -o /dev/null 2>&1 | FileCheck %s --check-prefix=ASGD-WD-MAX
+// ASGD-WD-MAX: predicted peak memory: 6148 bytes (persistent 3072 + activations 3076
 // RUN: loom-opt %s --pass-pipeline='builtin.module(func.func(loom-attach-optimizer{optimizer=adam weight-decay=0.1}),loom-stats)' -o /dev/null 2>&1 | FileCheck %s --check-prefix=ADAM-WD
 // RUN: loom-opt %s --pass-pipeline='builtin.module(func.func(loom-attach-optimizer{optimizer=adamw maximize=true}),loom-stats)' -o /dev/null 2>&1 | FileCheck %s --check-prefix=ADAM-WD
 // ADAM-WD: predicted peak memory: 8208 bytes (persistent 4096 + activations 4112

@@ -25,10 +25,15 @@
 // RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=rprop etaplus=0.9" 2>&1 | FileCheck %s --check-prefix=ETAS
 // RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=rprop step-size-min=1 step-size-max=0.5" 2>&1 | FileCheck %s --check-prefix=STEP-SIZES
 // RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=rprop impl=fused" 2>&1 | FileCheck %s --check-prefix=FUSED-RPROP
+// RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=asgd eps=1e-3" 2>&1 | FileCheck %s --check-prefix=EPS-ASGD
+// RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=adam t0=10" 2>&1 | FileCheck %s --check-prefix=T0-ADAM
+// RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=sgd lr=0.1 alpha=0.75" 2>&1 | FileCheck %s --check-prefix=ALPHA-SGD
+// RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=asgd lr=-1" 2>&1 | FileCheck %s --check-prefix=LR-ASGD
+// RUN: not loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=asgd impl=fused" 2>&1 | FileCheck %s --check-prefix=FUSED-ASGD
 
 // An unknown algorithm is refused when the options are parsed, naming the
 // known ones.
-// LION: for the --optimizer option: 'lion' is not one of none, sgd, adam, adamw, rmsprop, adagrad, adadelta, adamax, radam, nadam, rprop
+// LION: for the --optimizer option: 'lion' is not one of none, sgd, adam, adamw, rmsprop, adagrad, adadelta, adamax, radam, nadam, rprop, asgd
 func.func @step(%w: tensor<4xf32> {loom.name = "w", loom.role = #loom.role<parameter>})
     -> (tensor<f32> {loom.role = #loom.role<loss>},
         tensor<4xf32> {loom.role = #loom.role<grad>, loom.target = "w"})
@@ -67,3 +72,10 @@ func.func @step(%w: tensor<4xf32> {loom.name = "w", loom.role = #loom.role<param
 // ETAS: error: 'func.func' op --loom-attach-optimizer: 'etas' are (0.5, 0.9), expected 0 < etaminus < 1 < etaplus
 // STEP-SIZES: error: 'func.func' op --loom-attach-optimizer: 'step_size_min' is 1.0, above 'step_size_max' 0.5
 // FUSED-RPROP: error: 'func.func' op --loom-attach-optimizer: impl=fused: rprop has no fused implementation (torch.optim.Rprop takes no fused=True)
+// ASGD has no eps; its lambd and t0 are its own, and alpha is RMSprop's and
+// ASGD's only (each with its own default).
+// EPS-ASGD: error: 'func.func' op --loom-attach-optimizer: 'eps' is not a hyperparameter of asgd (torch.optim.ASGD does not take it)
+// T0-ADAM: error: 'func.func' op --loom-attach-optimizer: 't0' is not a hyperparameter of adam (torch.optim.Adam does not take it)
+// ALPHA-SGD: error: 'func.func' op --loom-attach-optimizer: 'alpha' is not a hyperparameter of sgd (torch.optim.SGD does not take it)
+// LR-ASGD: error: 'func.func' op --loom-attach-optimizer: 'lr' is -1.0, expected a finite value >= 0.0
+// FUSED-ASGD: error: 'func.func' op --loom-attach-optimizer: impl=fused: asgd has no fused implementation (torch.optim.ASGD takes no fused=True)

@@ -9,6 +9,7 @@
 // RUN: loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=adagrad adagrad-lr-decay=0.01 initial-accumulator-value=0.1" | FileCheck %s --check-prefix=ADAGRAD
 // RUN: loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=adamax beta2=0.99" | FileCheck %s --check-prefix=ADAMAX
 // RUN: loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=rprop etaminus=0.4 step-size-max=1.0" | FileCheck %s --check-prefix=RPROP
+// RUN: loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=asgd t0=10 lambd=0.001" | FileCheck %s --check-prefix=ASGD
 // RUN: loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=radam weight-decay=0.1 decoupled-weight-decay=true" | FileCheck %s --check-prefix=RADAM
 // RUN: loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=adadelta rho=0.95" | FileCheck %s --check-prefix=ADADELTA
 // RUN: loom-opt %s --split-input-file --loom-attach-optimizer="optimizer=nadam momentum-decay=0.01 weight-decay=0.1 decoupled-weight-decay=true" | FileCheck %s --check-prefix=NADAM
@@ -121,6 +122,13 @@ func.func @step(%w: tensor<8x4xf32> {loom.name = "fc.weight", loom.role = #loom.
 // RPROP-SAME: loom.name = "fc.bias.prev",
 // RPROP-SAME: loom.name = "fc.bias.step_size", loom.role = #loom.role<optimizer_state>, loom.target = "fc.bias"
 // RPROP-SAME: attributes {loom.optimizer = #loom.rprop<etaminus = 0.4, step_size_max = 1.0>, loom.step}
+
+// ASGD keeps ax (its eta and mu, scalars, the runtime keeps beside the step
+// count); its default lr is 1e-2 and its default alpha 0.75, not RMSprop's.
+// ASGD-LABEL: func.func @step(
+// ASGD-SAME: loom.name = "fc.bias.ax", loom.role = #loom.role<optimizer_state>, loom.target = "fc.bias"
+// ASGD-NOT: .eta
+// ASGD-SAME: attributes {loom.optimizer = #loom.asgd<lambd = 0.001, t0 = 1.0e+01>, loom.step}
 
 // RAdam keeps Adam's two.
 // RADAM-LABEL: func.func @step(

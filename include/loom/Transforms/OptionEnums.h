@@ -101,7 +101,8 @@ public:
   X(Adamax, Adamax, "Adamax")                                                  \
   X(RAdam, Radam, "RAdam")                                                     \
   X(NAdam, Nadam, "NAdam")                                                     \
-  X(Rprop, Rprop, "Rprop")
+  X(Rprop, Rprop, "Rprop")                                                     \
+  X(ASGD, Asgd, "ASGD")
 
 /// The optimizer a step applies (`loom-attach-optimizer`); `none` leaves the
 /// step returning its gradients.

@@ -207,7 +207,7 @@ def LoomAttachOptimizer
     : Pass<"loom-attach-optimizer", "::mlir::func::FuncOp"> {
   let summary = "Make a step update its parameters with a torch.optim "
                 "optimizer (SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, "
-                "Adamax, RAdam, NAdam or Rprop)";
+                "Adamax, RAdam, NAdam, Rprop or ASGD)";
   let description = [{
     Turns a step that returns gradients into one that applies the optimizer
     itself, as `optimizer.step()` after `loss.backward()` does in PyTorch.
@@ -222,7 +222,8 @@ def LoomAttachOptimizer
       `square_avg`, then `momentum_buffer` with momentum and `grad_avg` when
       `centered`, for RMSprop; `sum` for Adagrad; `exp_avg`, `exp_inf` for
       Adamax; `exp_avg`, `exp_avg_sq` for RAdam and NAdam; `square_avg`,
-      `acc_delta` for Adadelta; `prev`, `step_size` for Rprop), after the
+      `acc_delta` for Adadelta; `prev`, `step_size` for Rprop; `ax` for
+      ASGD), after the
       existing arguments;
     - inserts a `loom.optimizer_update` before the return, in phase
       `optimizer` and in the module that owns the parameter (`fc1` for
@@ -235,13 +236,15 @@ def LoomAttachOptimizer
     artifact. Parameters without a gradient (frozen) get no update and no
     state, as in PyTorch. The hyperparameters and their defaults are
     PyTorch's (`torch.optim.SGD/Adam/AdamW/RMSprop/Adagrad/Adadelta/Adamax/
-    RAdam/NAdam/Rprop`; `lr` and `eps` left unset and a negative
+    RAdam/NAdam/Rprop/ASGD`; `lr`, `eps` and `alpha` left unset and a negative
     `weight-decay` take the algorithm's own default); the step count the
     algorithms need is kept by the runtime, which also creates Adagrad's
     `sum` filled with `initial-accumulator-value` and fills Rprop's
-    `step_size` with the lr of the parameter's first step. Giving a
-    hyperparameter of another algorithm (`momentum` to Adam, `amsgrad` to
-    SGD, `weight-decay` or `eps` to Rprop, ...) is an error.
+    `step_size` with the lr of the parameter's first step; NAdam's
+    `mu_product` and ASGD's `eta` and `mu` are scalars the runtime keeps
+    beside the step count. Giving a hyperparameter of another algorithm
+    (`momentum` to Adam, `amsgrad` to SGD, `weight-decay` or `eps` to
+    Rprop, `eps` to ASGD, ...) is an error.
 
     Before:
 
@@ -344,7 +347,7 @@ def LoomAttachOptimizer
     Option<"optimizer", "optimizer", "::loom::OptimizerKind",
            /*default=*/"::loom::OptimizerKind::AdamW",
            "The algorithm: sgd, adam, adamw, rmsprop, adagrad, adadelta, "
-           "adamax, radam, nadam or rprop (none attaches nothing)",
+           "adamax, radam, nadam, rprop or asgd (none attaches nothing)",
            "LOOM_OPTIMIZER_KIND_VALUES">,
     Option<"impl", "impl", "::loom::OptimizerImpl",
            /*default=*/"::loom::OptimizerImpl::Forloop",
@@ -354,8 +357,8 @@ def LoomAttachOptimizer
     Option<"lr", "lr", "double",
            /*default=*/"std::numeric_limits<double>::quiet_NaN()",
            "Learning rate (unset: PyTorch's default for the algorithm, "
-           "1e-3 for sgd, adam and adamw, 1e-2 for rmsprop, adagrad and "
-           "rprop, 2e-3 for adamax and nadam, 1.0 for adadelta)">,
+           "1e-3 for sgd, adam and adamw, 1e-2 for rmsprop, adagrad, rprop "
+           "and asgd, 2e-3 for adamax and nadam, 1.0 for adadelta)">,
     Option<"momentum", "momentum", "double", /*default=*/"0.0",
            "SGD and RMSprop momentum factor">,
     Option<"dampening", "dampening", "double", /*default=*/"0.0",
@@ -376,8 +379,10 @@ def LoomAttachOptimizer
            "Adadelta's 1e-6)">,
     Option<"amsgrad", "amsgrad", "bool", /*default=*/"false",
            "Adam/AdamW: the AMSGrad variant">,
-    Option<"alpha", "alpha", "double", /*default=*/"0.99",
-           "RMSprop smoothing constant">,
+    Option<"alpha", "alpha", "double",
+           /*default=*/"std::numeric_limits<double>::quiet_NaN()",
+           "RMSprop smoothing constant (unset: 0.99); ASGD: power of the eta "
+           "update (unset: 0.75)">,
     Option<"centered", "centered", "bool", /*default=*/"false",
            "RMSprop: normalise by the estimated variance of the gradient">,
     Option<"adagradLrDecay", "adagrad-lr-decay", "double", /*default=*/"0.0",
@@ -396,6 +401,10 @@ def LoomAttachOptimizer
            "(etas[0])">,
     Option<"etaplus", "etaplus", "double", /*default=*/"1.2",
            "Rprop: step-size factor where it keeps its sign (etas[1])">,
+    Option<"lambd", "lambd", "double", /*default=*/"1.0e-4",
+           "ASGD: decay term (its lambd)">,
+    Option<"t0", "t0", "double", /*default=*/"1.0e6",
+           "ASGD: the step at which averaging starts">,
     Option<"stepSizeMin", "step-size-min", "double", /*default=*/"1.0e-6",
            "Rprop: smallest step size (step_sizes[0])">,
     Option<"stepSizeMax", "step-size-max", "double", /*default=*/"50.0",

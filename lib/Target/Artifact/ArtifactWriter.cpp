@@ -56,6 +56,10 @@ double getOptimizerNumber(const OptimizerConfig &config, StringRef key) {
     return config.rho;
   if (key == schema::kOptimizerMomentumDecay)
     return config.momentumDecay;
+  if (key == schema::kOptimizerLambd)
+    return config.lambd;
+  if (key == schema::kOptimizerT0)
+    return config.t0;
   llvm_unreachable("an optional optimizer key the writer does not know");
 }
 

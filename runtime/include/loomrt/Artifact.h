@@ -142,7 +142,8 @@ enum class OptimizerKind {
   Adamax,
   RAdam,
   NAdam,
-  Rprop
+  Rprop,
+  ASGD
 };
 const char *toString(OptimizerKind kind);
 /// The OptimizerKind `name` spells ("adamw"), nullopt for any other.
@@ -186,6 +187,9 @@ struct OptimizerSpec {
   double etaplus = 1.2;
   double stepSizeMin = 1e-6;
   double stepSizeMax = 50;
+  /// Version 7's ASGD keys (its `alpha` is the key above, absent: 0.75).
+  double lambd = 1e-4;
+  double t0 = 1e6;
   /// `impl`, absent in artifacts older than the key: forloop.
   OptimizerImpl impl = OptimizerImpl::Forloop;
 
@@ -195,7 +199,7 @@ struct OptimizerSpec {
   /// RMSprop [square_avg(, momentum_buffer)(, grad_avg)]; Adagrad [sum];
   /// Adadelta [square_avg, acc_delta]; NAdam [exp_avg, exp_avg_sq];
   /// Adamax [exp_avg, exp_inf]; RAdam [exp_avg, exp_avg_sq]; Rprop [prev,
-  /// step_size].
+  /// step_size]; ASGD [ax].
   std::vector<std::string> stateNames() const;
   /// stateNames().size(), without building the names (the interpreter
   /// checks it on every update).

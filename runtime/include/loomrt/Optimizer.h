@@ -1,7 +1,7 @@
 //===- Optimizer.h - torch.optim's single-tensor updates in C++ -*- C++ -*-===//
 //
 // SGD, Adam, AdamW (with or without AMSGrad), RMSprop, Adagrad, Adadelta,
-// Adamax, RAdam, NAdam and Rprop exactly as torch/optim/*.py's
+// Adamax, RAdam, NAdam, Rprop and ASGD exactly as torch/optim/*.py's
 // `_single_tensor_*` functions compute them on CPU (foreach=False,
 // capturable=False, differentiable=False, dense gradients), or as their
 // `_fused_*`: the same ATen calls with the same scalars in the same order, so
@@ -19,25 +19,69 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <string>
 #include <vector>
 
 namespace loomrt {
 
 /// The per-parameter scalars torch.optim keeps as 0-d float32 tensors beside
-/// the parameter-shaped state: `state["step"]` (every algorithm) and NAdam's
-/// `state["mu_product"]`, the running product of its momentum coefficients.
-/// Float32, as PyTorch's are, so they round and stop growing where its do.
+/// the parameter-shaped state: `state["step"]` (every algorithm), NAdam's
+/// `state["mu_product"]`, the running product of its momentum coefficients,
+/// and ASGD's `state["eta"]` (the rate its next step applies; the first
+/// step's lr, set at that step, as torch.optim creates it then) and
+/// `state["mu"]` (the averaging weight). Float32, as PyTorch's are, so they
+/// round and stop growing where its do.
 struct OptimizerScalars {
   float step = 0;
   float muProduct = 1;
+  float eta = 0;
+  float mu = 1;
+
+  /// The member state_dict name `name` is ("step", "mu_product", "eta",
+  /// "mu"); nullptr for any other.
+  float *find(const std::string &name) {
+    if (name == "step")
+      return &step;
+    if (name == "mu_product")
+      return &muProduct;
+    if (name == "eta")
+      return &eta;
+    if (name == "mu")
+      return &mu;
+    return nullptr;
+  }
 };
+
+/// Every scalar name OptimizerScalars::find knows, as checkpoints spell
+/// their kinds.
+inline constexpr const char *kOptimizerScalarNames[] = {"step", "mu_product",
+                                                        "eta", "mu"};
+
+/// Whether `kind` (a checkpoint tensor's kind) names such a scalar.
+inline bool isOptimizerScalar(const std::string &kind) {
+  for (const char *name : kOptimizerScalarNames)
+    if (kind == name)
+      return true;
+  return false;
+}
+
+/// The scalars `kind` keeps per parameter, in torch.optim's state order:
+/// the step count, then NAdam's mu_product or ASGD's eta and mu.
+inline std::vector<const char *> optimizerScalarNames(OptimizerKind kind) {
+  if (kind == OptimizerKind::NAdam)
+    return {"step", "mu_product"};
+  if (kind == OptimizerKind::ASGD)
+    return {"step", "eta", "mu"};
+  return {"step"};
+}
 
 /// Updates `param` in place from `grad`, one step of `spec`'s optimizer.
 /// `state` holds the spec.stateNames() tensors (SGD: [momentum_buffer];
 /// Adam/AdamW: [exp_avg, exp_avg_sq(, max_exp_avg_sq)]; RMSprop:
 /// [square_avg(, momentum_buffer)(, grad_avg)]; Adagrad: [sum]; Adadelta:
 /// [square_avg, acc_delta]; Adamax: [exp_avg, exp_inf]; RAdam: [exp_avg,
-/// exp_avg_sq]; NAdam: [exp_avg, exp_avg_sq]; Rprop: [prev, step_size]),
+/// exp_avg_sq]; NAdam: [exp_avg, exp_avg_sq]; Rprop: [prev, step_size];
+/// ASGD: [ax]),
 /// created before the first step as zeros (Adagrad's sum: filled with
 /// initial_accumulator_value; Rprop's step_size is filled with the lr at the
 /// parameter's first step, here). `scalars.step` is the per-parameter step

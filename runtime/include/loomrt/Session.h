@@ -193,8 +193,11 @@ public:
   /// The optimizer's step count of a parameter (torch.optim's
   /// state["step"]).
   double stepCount(const std::string &param) const;
-  /// NAdam's state["mu_product"] of a parameter (1 before its first step).
-  double muProduct(const std::string &param) const;
+  /// A per-parameter scalar of the optimizer's state by its state_dict
+  /// name (OptimizerScalars::find: "step", NAdam's "mu_product", ASGD's
+  /// "eta" and "mu"); throws for any other name.
+  double optimizerScalar(const std::string &param,
+                         const std::string &name) const;
   /// The learning rate step `step` (0-based) applies to the parameters
   /// outside any parameter group (the artifact optimizer's lr after its
   /// lr_schedule); std::nullopt without an optimizer.
@@ -206,7 +209,8 @@ public:
   /// zero-padded as at load); throws when the dtype or shape differs.
   void assignFromFull(const std::string &name, const at::Tensor &full);
   void setStepCount(const std::string &param, double count);
-  void setMuProduct(const std::string &param, double value);
+  void setOptimizerScalar(const std::string &param, const std::string &name,
+                          double value);
   /// The step count lastStats() and the next step report.
   void setStepsRun(int64_t steps);
   /// Blocking all-gather of a 1-d tensor over every rank, in rank order

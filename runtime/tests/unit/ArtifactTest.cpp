@@ -79,12 +79,12 @@ TEST(Artifact, ShorterThanMagic) {
 
 TEST(Artifact, WrongVersion) {
   ArtifactBytes b;
-  b.version = 7;
+  b.version = 8;
   std::string path =
       writeFile("a.loomx", b.build(validProgram(), validWeights()));
   EXPECT_CONTAINS(errorOf([&] { Artifact::load(path); }),
-                  "artifact format version 7; this runtime reads "
-                  "versions 1 to 6 — recompile with the matching "
+                  "artifact format version 8; this runtime reads "
+                  "versions 1 to 7 — recompile with the matching "
                   "loom-compile");
 }
 
@@ -142,8 +142,8 @@ TEST(Artifact, ProgramIsNotJson) {
 
 TEST(Artifact, ProgramVersion) {
   json p = linearProgram(sgdOptimizer());
-  p["version"] = 7;
-  EXPECT_CONTAINS(loadError(p), "version: program version 7");
+  p["version"] = 8;
+  EXPECT_CONTAINS(loadError(p), "version: program version 8");
 }
 
 // The step and exponential decays (version 5) carry a gamma; the others
@@ -202,6 +202,25 @@ TEST(Artifact, RpropKeys) {
   p["optimizer"]["step_sizes"] = {1.0, 0.5};
   EXPECT_CONTAINS(loadError(p), "optimizer.step_sizes: must satisfy 0 <= min "
                                 "<= max, found [1.000000, 0.500000]");
+}
+
+TEST(Artifact, ASGDKeys) {
+  json p = linearProgram(sgdOptimizer());
+  p["version"] = 7;
+  p["optimizer"]["t0"] = 10.0;
+  EXPECT_CONTAINS(loadError(p), "optimizer.t0: 't0' is not a hyperparameter "
+                                "of sgd (torch.optim does not take it)");
+  p["optimizer"].erase("t0");
+  p["optimizer"]["name"] = "asgd";
+  p["version"] = 6;
+  EXPECT_CONTAINS(loadError(p), "optimizer.name: 'asgd' needs format version "
+                                "7 (this program is version 6)");
+  p["version"] = 7;
+  p["optimizer"]["lambd"] = "0.1";
+  EXPECT_CONTAINS(loadError(p), "optimizer.lambd: expected a number");
+  p["optimizer"]["lambd"] = -0.5; // torch.optim.ASGD takes it
+  p["optimizer"]["alpha"] = nullptr;
+  EXPECT_CONTAINS(loadError(p), "optimizer.alpha: expected a number");
 }
 
 TEST(Artifact, MissingField) {
@@ -390,6 +409,10 @@ TEST(Artifact, UnknownOptimizer) {
                   "optimizer.name: unknown optimizer 'lion' (version 6 has "
                   "sgd, adam, adamw, rmsprop, adagrad, adadelta, adamax, "
                   "radam, nadam, rprop)");
+  p["version"] = 7;
+  EXPECT_CONTAINS(loadError(p), "(version 7 has sgd, adam, adamw, rmsprop, "
+                                "adagrad, adadelta, adamax, radam, nadam, "
+                                "rprop, asgd)");
   p["version"] = 1;
   EXPECT_CONTAINS(loadError(p), "unknown optimizer 'lion' (version 1 has sgd, "
                                 "adam, adamw)");

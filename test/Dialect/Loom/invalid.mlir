@@ -650,6 +650,13 @@ func.func @f() attributes {loom.optimizer = #loom.rprop<etaminus = 1.0>} {
 
 // -----
 
+// expected-error@+1 {{'weight_decay' is -1.0, expected a finite value >= 0.0}}
+func.func @f() attributes {loom.optimizer = #loom.asgd<t0 = 0.0, weight_decay = -1.0>} {
+  return
+}
+
+// -----
+
 // expected-error@+1 {{'step_size_min' is -1.0, expected a finite value >= 0.0}}
 func.func @f() attributes {loom.optimizer = #loom.rprop<step_size_min = -1.0>} {
   return
@@ -833,7 +840,7 @@ func.func @f(%w: tensor<4xf32>, %g: tensor<4xf32>) {
 // -----
 
 func.func @f(%w: tensor<4xf32>, %g: tensor<4xf32>) {
-  // expected-error@+1 {{attribute 'optimizer' failed to satisfy constraint: optimizer hyperparameters (#loom.sgd, #loom.adam, #loom.adamw, #loom.rmsprop, #loom.adagrad, #loom.adadelta, #loom.adamax, #loom.radam, #loom.nadam or #loom.rprop)}}
+  // expected-error@+1 {{attribute 'optimizer' failed to satisfy constraint: optimizer hyperparameters (#loom.sgd, #loom.adam, #loom.adamw, #loom.rmsprop, #loom.adagrad, #loom.adadelta, #loom.adamax, #loom.radam, #loom.nadam, #loom.rprop or #loom.asgd)}}
   %0 = "loom.optimizer_update"(%w, %g) {optimizer = 1.0 : f32} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return
 }
@@ -890,7 +897,7 @@ module attributes {loom.run_config = #loom.run_config<world_size = 0>} {}
 
 // -----
 
-// expected-error@+1 {{optimizer must be #loom.sgd, #loom.adam, #loom.adamw, #loom.rmsprop, #loom.adagrad, #loom.adadelta, #loom.adamax, #loom.radam, #loom.nadam or #loom.rprop, got "sgd"}}
+// expected-error@+1 {{optimizer must be #loom.sgd, #loom.adam, #loom.adamw, #loom.rmsprop, #loom.adagrad, #loom.adadelta, #loom.adamax, #loom.radam, #loom.nadam, #loom.rprop or #loom.asgd, got "sgd"}}
 module attributes {loom.run_config = #loom.run_config<world_size = 2, optimizer = "sgd">} {}
 
 // -----

@@ -112,6 +112,10 @@ func.func @optimizer(%w: tensor<8x4xf32> {loom.name = "w", loom.role = #loom.rol
   // Rprop: prev, step_size.
   // CHECK: loom.optimizer_update #loom.rprop<etaplus = 1.3, step_size_max = 1.0> param %{{.*}} grad %{{.*}} state [%{{.*}}, %{{.*}}] : tensor<8x4xf32>
   %r:3 = loom.optimizer_update #loom.rprop<lr = 1.0e-2, etaplus = 1.3, step_size_max = 1.0> param %w grad %g state [%m, %v] : tensor<8x4xf32>
+  // ASGD: ax (its eta and mu are scalars the runtime keeps); lambd may be
+  // negative, as torch.optim.ASGD allows.
+  // CHECK: loom.optimizer_update #loom.asgd<lambd = -0.001, t0 = 1.0e+01, weight_decay = 0.1> param %{{.*}} grad %{{.*}} state [%{{.*}}] : tensor<8x4xf32>
+  %q:2 = loom.optimizer_update #loom.asgd<lr = 1.0e-2, lambd = -1.0e-3, t0 = 10.0, weight_decay = 0.1> param %w grad %g state [%m] : tensor<8x4xf32>
   // Adagrad: sum.
   // CHECK: loom.optimizer_update #loom.adagrad<lr = 0.1, lr_decay = 0.01, initial_accumulator_value = 0.1> param %{{.*}} grad %{{.*}} state [%{{.*}}] : tensor<8x4xf32>
   %h:2 = loom.optimizer_update #loom.adagrad<lr = 0.1, lr_decay = 0.01, initial_accumulator_value = 0.1, eps = 1.0e-10> param %w grad %g state [%m] : tensor<8x4xf32>

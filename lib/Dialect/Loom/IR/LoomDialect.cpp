@@ -131,7 +131,7 @@ RunConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "optimizer must be #loom.sgd, #loom.adam, "
                           "#loom.adamw, #loom.rmsprop, #loom.adagrad, "
                           "#loom.adadelta, #loom.adamax, #loom.radam, "
-                          "#loom.nadam or #loom.rprop, got "
+                          "#loom.nadam, #loom.rprop or #loom.asgd, got "
                        << optimizer;
   if ((paramGroups || lrSchedule || optimizerImpl) && !optimizer)
     return emitError()
@@ -288,9 +288,26 @@ LogicalResult RpropAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
+LogicalResult ASGDAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               APFloat lr, APFloat lambd, APFloat alpha,
+                               APFloat t0, APFloat weightDecay, bool) {
+  // torch.optim.ASGD checks lr and weight_decay; lambd, alpha and t0 may be
+  // any number that keeps the arithmetic finite.
+  for (auto [name, value] :
+       {std::pair{"lambd", lambd}, {"alpha", alpha}, {"t0", t0}})
+    if (!std::isfinite(value.convertToDouble()))
+      return emitError() << "'" << name << "' is "
+                         << loom::detail::formatF64Parameter(
+                                value.convertToDouble())
+                         << ", expected a finite value";
+  return verifyNonNegative(emitError,
+                           {{"lr", lr}, {"weight_decay", weightDecay}});
+}
+
 bool loom::isOptimizerAttr(Attribute attr) {
   return isa<SGDAttr, AdamAttr, AdamWAttr, RMSpropAttr, AdagradAttr,
-             AdadeltaAttr, AdamaxAttr, RAdamAttr, NAdamAttr, RpropAttr>(attr);
+             AdadeltaAttr, AdamaxAttr, RAdamAttr, NAdamAttr, RpropAttr,
+             ASGDAttr>(attr);
 }
 
 bool loom::isSameAlgorithm(Attribute a, Attribute b) {
@@ -306,7 +323,8 @@ bool loom::isSameAlgorithm(Attribute a, Attribute b) {
          x->decoupledWeightDecay == y->decoupledWeightDecay &&
          x->rho == y->rho && x->momentumDecay == y->momentumDecay &&
          x->etaminus == y->etaminus && x->etaplus == y->etaplus &&
-         x->stepSizeMin == y->stepSizeMin && x->stepSizeMax == y->stepSizeMax;
+         x->stepSizeMin == y->stepSizeMin && x->stepSizeMax == y->stepSizeMax &&
+         x->lambd == y->lambd && x->t0 == y->t0;
 }
 
 /// The state names the artifact schema declares for `c`'s algorithm and
@@ -394,6 +412,14 @@ std::optional<OptimizerConfig> loom::getOptimizerConfig(Attribute attr) {
     c.stepSizeMin = number(rprop.getStepSizeMin());
     c.stepSizeMax = number(rprop.getStepSizeMax());
     c.maximize = rprop.getMaximize();
+  } else if (auto asgd = dyn_cast<ASGDAttr>(attr)) {
+    c.name = "asgd";
+    c.lr = number(asgd.getLr());
+    c.lambd = number(asgd.getLambd());
+    c.alpha = number(asgd.getAlpha());
+    c.t0 = number(asgd.getT0());
+    c.weightDecay = number(asgd.getWeightDecay());
+    c.maximize = asgd.getMaximize();
   } else {
     return std::nullopt;
   }

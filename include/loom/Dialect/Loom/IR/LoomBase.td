@@ -581,10 +581,38 @@ def Loom_RpropAttr : Loom_Attr<"Rprop", "rprop"> {
   let genVerifyDecl = 1;
 }
 
+def Loom_ASGDAttr : Loom_Attr<"ASGD", "asgd"> {
+  let summary = "torch.optim.ASGD and its hyperparameters";
+  let description = [{
+    Averaged stochastic gradient descent with PyTorch's semantics and
+    defaults (`torch.optim.ASGD(lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6,
+    weight_decay=0, maximize=False)`): each step scales the parameter by
+    `1 - lambd * eta` and subtracts `eta` times the gradient, where `eta`,
+    the first step's learning rate, becomes `lr / (1 + lambd * lr *
+    step) ** alpha` after each step; the average `ax` copies the parameter
+    until step `t0 + 1`, then averages it in with weight
+    `1 / (step - t0)`. Each parameter keeps `ax`; its `eta` and `mu`,
+    scalars like the step count, are kept beside that count by the runtime.
+
+    ```mlir
+    #loom.asgd<lr = 5.0e-2, t0 = 10.0>
+    ```
+  }];
+  let parameters = (ins
+    Loom_F64Parameter<"1.0e-2", "learning rate (the first eta)">:$lr,
+    Loom_F64Parameter<"1.0e-4", "decay term">:$lambd,
+    Loom_F64Parameter<"0.75", "power of the eta update">:$alpha,
+    Loom_F64Parameter<"1.0e6", "step at which averaging starts">:$t0,
+    Loom_F64Parameter<"0.0", "weight decay">:$weight_decay,
+    Loom_BoolParameter<"false", "maximize the objective">:$maximize);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 def Loom_OptimizerAttr : Attr<CPred<"::loom::isOptimizerAttr($_self)">,
     "optimizer hyperparameters (#loom.sgd, #loom.adam, #loom.adamw, "
     "#loom.rmsprop, #loom.adagrad, #loom.adadelta, #loom.adamax, "
-    "#loom.radam, #loom.nadam or #loom.rprop)"> {
+    "#loom.radam, #loom.nadam, #loom.rprop or #loom.asgd)"> {
   let storageType = "::mlir::Attribute";
   let returnType = "::mlir::Attribute";
   let convertFromStorage = "$_self";

@@ -33,12 +33,12 @@ namespace loom {
 
 /// One optimizer attribute (`#loom.sgd`, `#loom.adam`, `#loom.adamw`,
 /// `#loom.rmsprop`, `#loom.adagrad`, `#loom.adadelta`, `#loom.adamax`,
-/// `#loom.radam`, `#loom.nadam`, `#loom.rprop`) seen
+/// `#loom.radam`, `#loom.nadam`, `#loom.rprop`, `#loom.asgd`) seen
 /// through one struct: every hyperparameter the artifact records, with the ones
 /// an algorithm lacks at PyTorch's neutral values.
 struct OptimizerConfig {
   /// "sgd", "adam", "adamw", "rmsprop", "adagrad", "adadelta", "adamax",
-  /// "radam", "nadam" or "rprop" (the
+  /// "radam", "nadam", "rprop" or "asgd" (the
   /// mnemonic and the artifact's name).
   llvm::StringRef name;
   double lr = 0, momentum = 0, dampening = 0, weightDecay = 0;
@@ -47,6 +47,8 @@ struct OptimizerConfig {
   double momentumDecay = 0;
   /// Rprop's etas and step_sizes.
   double etaminus = 0, etaplus = 0, stepSizeMin = 0, stepSizeMax = 0;
+  /// ASGD's decay term and averaging start (its power is `alpha`).
+  double lambd = 0, t0 = 0;
   bool nesterov = false, maximize = false, amsgrad = false, centered = false;
   bool decoupledWeightDecay = false;
   /// Names of the per-parameter state tensors in PyTorch's state_dict
