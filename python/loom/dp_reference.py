@@ -58,9 +58,10 @@ from pathlib import Path
 import torch
 
 from loom.capture import make_optimizer, make_scheduler, make_seeded, slice_rows
+from loom.options import REFERENCE_MODES
 from loom.safetensors_io import load_tensors, save_tensors
 
-MODES = ("ddp", "fsdp", "hsdp", "replicate")
+MODES = REFERENCE_MODES
 
 
 def repeated_blocks(names: list[str]) -> list[str]:

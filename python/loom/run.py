@@ -79,8 +79,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from loom import capture
-from loom.dp_reference import MODES as REFERENCE_MODES
+from loom import options
+from loom.options import REFERENCE_MODES
 
 PROG = "loom run"
 REPO = Path(__file__).resolve().parents[2]
@@ -135,7 +135,7 @@ def model_sources(model: Path) -> list[Path]:
 
 
 def capture_tool_files() -> list[Path]:
-    package = Path(capture.__file__).resolve().parent
+    package = Path(options.__file__).resolve().parent
     return sorted(package.glob("*.py"))
 
 
@@ -249,7 +249,7 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str
     parser.add_argument("--seed", type=int, default=0, help="torch.manual_seed before make()")
     parser.add_argument("--microbatches", type=int, default=1, metavar="M",
                         help="gradient-accumulation microbatches per rank (default 1)")
-    parser.add_argument("--batch-dims", type=capture.batch_dims_arg, metavar="D[,D...]",
+    parser.add_argument("--batch-dims", type=options.batch_dims_arg, metavar="D[,D...]",
                         help="the samples' dim of each batch tensor (capture --batch-dims; "
                              "default 0, 1 for sequence-first tensors)")
     parser.add_argument("--make-arg", action="append", default=[], metavar="KEY=VALUE",
@@ -263,8 +263,8 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str
                         help="trace a run of the step without a recompute budget first, and "
                              "price ops by its measured times (loom-compile --op-times; needs "
                              "--recompute-budget or --schedule)")
-    capture.add_optimizer_arguments(parser)
-    capture.add_schedule_arguments(parser)
+    options.add_optimizer_arguments(parser)
+    options.add_schedule_arguments(parser)
     args, compile_args = parser.parse_known_args(argv)
     if args.measure_op_times and not any(
             a.startswith(("--recompute-budget", "--schedule")) and
@@ -278,8 +278,8 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str
     if stray:
         parser.error(f"unexpected argument '{stray[0]}' (loom-compile options are passed as "
                      "--name=value)")
-    args.optimizer_config = capture.optimizer_config(parser, args)
-    args.lr_schedule = capture.schedule_config(parser, args)
+    args.optimizer_config = options.optimizer_config(parser, args)
+    args.lr_schedule = options.schedule_config(parser, args)
     for name in ("rtol", "atol"):
         value = getattr(args, name)
         if value is not None and not (value >= 0 and math.isfinite(value)):
@@ -305,8 +305,8 @@ def capture_options(args: argparse.Namespace, compile_args: list[str]) -> list[s
     opt = args.optimizer_config
     flags += ["--optimizer", opt["name"]]
     # Every resolved hyperparameter, by its capture flag.
-    for key in capture.OPTIMIZER_KEYS[opt["name"]]:
-        flag, value = capture.OPTIMIZER_FLAGS[key], opt[key]
+    for key in options.OPTIMIZER_KEYS[opt["name"]]:
+        flag, value = options.OPTIMIZER_FLAGS[key], opt[key]
         if isinstance(value, bool):
             flags += [flag] if value else []
         elif isinstance(value, list):
@@ -335,14 +335,14 @@ def stages(args: argparse.Namespace, compile_args: list[str]) -> list[Stage]:
     import torch  # capture's key: the torch that exports and trains the reference
 
     env = dict(os.environ)
-    package_root = str(Path(capture.__file__).resolve().parents[1])
+    package_root = str(Path(options.__file__).resolve().parents[1])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
     capture_stage = Stage(
         "capture",
         [sys.executable, "-m", "loom.capture", str(model), "--out", str(out),
          *capture_options(args, compile_args)],
         inputs=[*model_sources(model), *capture_tool_files()],
-        outputs=[out / n for n in ("step.pt2", capture.RUN_CONFIG_FILE, "batches.safetensors",
+        outputs=[out / n for n in ("step.pt2", options.RUN_CONFIG_FILE, "batches.safetensors",
                                    "reference.json", "reference.safetensors")],
         salt=[torch.__version__],
         env=env)
@@ -359,7 +359,7 @@ def stages(args: argparse.Namespace, compile_args: list[str]) -> list[Stage]:
     runtime_libraries = sorted((build_dir() / "runtime" / "lib").glob("libloomrt*.so*"))
     dp = [f"--dp={args.dp}"] if args.dp else []
     step_inputs = [compiler, out / "step.mlir", out / "step.weights.safetensors",
-                   out / capture.RUN_CONFIG_FILE]
+                   out / options.RUN_CONFIG_FILE]
     profile_stages = []
     if args.measure_workspace or args.measure_op_times:
         plain = [a for a in compile_args if not a.startswith(UNPROFILED_FLAGS)]
