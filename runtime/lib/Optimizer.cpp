@@ -114,14 +114,7 @@ void adamStep(const OptimizerSpec &o, const at::Tensor &paramIn,
   applyWeightDecay(o, o.kind == OptimizerKind::AdamW, param, grad);
 
   at::Tensor maxExpAvgSq = o.amsgrad ? state[2] : at::Tensor();
-  if (param.is_complex()) {
-    grad = at::view_as_real(grad);
-    expAvg = at::view_as_real(expAvg);
-    expAvgSq = at::view_as_real(expAvgSq);
-    param = at::view_as_real(param);
-    if (o.amsgrad)
-      maxExpAvgSq = at::view_as_real(maxExpAvgSq);
-  }
+  viewAsRealIfComplex({&param, &grad, &expAvg, &expAvgSq, &maxExpAvgSq});
 
   // exp_avg.lerp_(grad, 1 - beta1)
   expAvg.lerp_(grad, 1 - o.beta1);
@@ -416,12 +409,7 @@ void rpropStep(const OptimizerSpec &o, const at::Tensor &paramIn,
   at::Tensor stepSize = state[1];
   // step += 1
   step += 1.0f;
-  if (param.is_complex()) {
-    grad = at::view_as_real(grad);
-    prev = at::view_as_real(prev);
-    param = at::view_as_real(param);
-    stepSize = at::view_as_real(stepSize);
-  }
+  viewAsRealIfComplex({&param, &grad, &prev, &stepSize});
   if (step == 1.0f)
     stepSize.fill_(o.lr);
   // sign = grad.mul(prev).sign()
@@ -459,11 +447,7 @@ void adagradStep(const OptimizerSpec &o, const at::Tensor &paramIn,
     grad = grad.add(param, o.weightDecay);
   // clr = lr / (1 + (step - 1) * lr_decay)
   double clr = o.lr / (1 + (s - 1) * o.lrDecay);
-  if (param.is_complex()) {
-    grad = at::view_as_real(grad);
-    stateSum = at::view_as_real(stateSum);
-    param = at::view_as_real(param);
-  }
+  viewAsRealIfComplex({&param, &grad, &stateSum});
   // state_sum.addcmul_(grad, grad, value=1)
   stateSum.addcmul_(grad, grad, 1);
   // std = state_sum.sqrt().add_(eps)
