@@ -1150,13 +1150,19 @@ double Session::stepCount(const std::string &param) const {
   return impl_->scalars[impl_->inputIndex(param, InputRole::Parameter)].step;
 }
 
+/// Parameter `param`'s optimizer scalar `name` (OptimizerScalars::find).
+static float &optimizerScalarOf(SessionImpl &s, const std::string &param,
+                                const std::string &name) {
+  float *value =
+      s.scalars[s.inputIndex(param, InputRole::Parameter)].find(name);
+  if (!value)
+    throw Error("there is no optimizer scalar '" + name + "'");
+  return *value;
+}
+
 double Session::optimizerScalar(const std::string &param,
                                 const std::string &name) const {
-  OptimizerScalars &s =
-      impl_->scalars[impl_->inputIndex(param, InputRole::Parameter)];
-  if (float *value = s.find(name))
-    return *value;
-  throw Error("there is no optimizer scalar '" + name + "'");
+  return optimizerScalarOf(*impl_, param, name);
 }
 
 void Session::assignFromFull(const std::string &name, const at::Tensor &full) {
@@ -1202,12 +1208,7 @@ void Session::setStepCount(const std::string &param, double count) {
 
 void Session::setOptimizerScalar(const std::string &param,
                                  const std::string &name, double value) {
-  OptimizerScalars &s =
-      impl_->scalars[impl_->inputIndex(param, InputRole::Parameter)];
-  float *field = s.find(name);
-  if (!field)
-    throw Error("there is no optimizer scalar '" + name + "'");
-  *field = float(value);
+  optimizerScalarOf(*impl_, param, name) = float(value);
 }
 
 void Session::setStepsRun(int64_t steps) { impl_->stepsRun = steps; }

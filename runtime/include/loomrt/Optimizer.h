@@ -52,17 +52,9 @@ struct OptimizerScalars {
   }
 };
 
-/// Every scalar name OptimizerScalars::find knows, as checkpoints spell
-/// their kinds.
-inline constexpr const char *kOptimizerScalarNames[] = {"step", "mu_product",
-                                                        "eta", "mu"};
-
 /// Whether `kind` (a checkpoint tensor's kind) names such a scalar.
 inline bool isOptimizerScalar(const std::string &kind) {
-  for (const char *name : kOptimizerScalarNames)
-    if (kind == name)
-      return true;
-  return false;
+  return OptimizerScalars().find(kind) != nullptr;
 }
 
 /// The scalars `kind` keeps per parameter, in torch.optim's state order:
