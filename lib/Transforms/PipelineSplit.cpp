@@ -38,11 +38,11 @@ bool isForward(Operation *op) {
   return !phase || phase.getValue() == Phase::forward;
 }
 
-/// Where modules start: the index of the first forward op of each module
-/// path (and of every prefix of it), in program order.
+/// Where modules start and end: the index of the first and the last forward
+/// op of each module path (and of every prefix of it), in program order.
 struct ForwardOrder {
   SmallVector<Operation *> ops;
-  llvm::StringMap<int64_t> firstOp;
+  llvm::StringMap<int64_t> firstOp, lastOp;
 
   explicit ForwardOrder(Block &body) {
     for (Operation &op : body.without_terminator()) {
@@ -55,6 +55,7 @@ struct ForwardOrder {
       // submodule's op is.
       while (!path.empty()) {
         firstOp.try_emplace(path, index);
+        lastOp[path] = index;
         size_t dot = path.rfind('.');
         path = dot == StringRef::npos ? StringRef() : path.take_front(dot);
       }
@@ -67,12 +68,21 @@ struct ForwardOrder {
       return std::nullopt;
     return it->second;
   }
+
+  /// The index of the module's last forward op (nullopt when `start` is).
+  std::optional<int64_t> end(StringRef module) const {
+    auto it = lastOp.find(module);
+    if (it == lastOp.end())
+      return std::nullopt;
+    return it->second;
+  }
 };
 
 /// The units a default split cuts between: the model's repeated blocks, as
 /// the FSDP units (getRepeatedBlocks: the blocks of the container with the
 /// most numbered children, `layers.N`, a Sequential's `N`, `stack.N`, when
-/// it has at least two), or else the root's children, in forward order.
+/// it has at least two), or else the root's children (through a chain of
+/// only children), in forward order.
 SmallVector<std::string> findUnits(func::FuncOp step,
                                    const ForwardOrder &order) {
   SmallVector<StringRef> names;
@@ -81,14 +91,30 @@ SmallVector<std::string> findUnits(func::FuncOp step,
             step.getArgAttrOfType<StringAttr>(i, LoomDialect::kNameAttrName))
       names.push_back(name.getValue());
   SmallVector<std::string> units = getRepeatedBlocks(names, /*minBlocks=*/2);
-  if (units.empty()) {
-    llvm::StringSet<> top;
+  // Else the root's children; under a module that is the root's only child
+  // (a wrapper that holds the model and adds the loss), its children, and
+  // so on down.
+  std::string parent;
+  while (units.empty()) {
+    SmallVector<std::string> children;
+    llvm::StringSet<> seen;
     for (Operation *op : order.ops) {
       StringRef path = moduleOf(op);
-      StringRef head = path.split('.').first;
-      if (!head.empty() && top.insert(head).second)
-        units.push_back(head.str());
+      if (path == parent || !isInModule(path, parent))
+        continue;
+      StringRef head = path.drop_front(parent.empty() ? 0 : parent.size() + 1)
+                           .split('.')
+                           .first;
+      std::string child =
+          parent.empty() ? head.str() : parent + "." + head.str();
+      if (seen.insert(child).second)
+        children.push_back(std::move(child));
     }
+    if (children.size() != 1) {
+      units = std::move(children);
+      break;
+    }
+    parent = children.front();
   }
   // Only units that run in forward, in forward order.
   llvm::erase_if(units, [&](const std::string &u) { return !order.start(u); });
@@ -158,14 +184,16 @@ private:
   LogicalResult assignStages(func::FuncOp step, const ForwardOrder &order,
                              ArrayRef<int64_t> starts);
   FailureOr<std::optional<int64_t>>
-  recomputeStage(RecomputeOp region, const ForwardOrder &order,
-                 function_ref<int64_t(int64_t)> stageAt);
+  recomputeStage(RecomputeOp region,
+                 function_ref<std::optional<int64_t>(StringRef)> moduleStage);
   LogicalResult checkDataflow(func::FuncOp step);
   void buildFunctions(func::FuncOp step);
   DenseSet<Operation *> findWeightGradientOps(Block &body);
 
   /// The stage of every op of the step body.
   DenseMap<Operation *, int64_t> stageOf;
+  /// State arguments no op reads, and the stage whose forward takes them.
+  SmallVector<std::pair<BlockArgument, int64_t>> unreadState;
 };
 
 LogicalResult LoomPipelineSplitPass::checkStep(func::FuncOp step) {
@@ -277,21 +305,36 @@ LogicalResult LoomPipelineSplitPass::assignStages(func::FuncOp step,
     return static_cast<int64_t>(llvm::upper_bound(starts, index) -
                                 starts.begin());
   };
-  auto producerStage = [&](Value v) -> std::optional<int64_t> {
-    Operation *def = v.getDefiningOp();
-    if (!def)
+  // The stage of a module whose forward lies within one stage. A module a
+  // boundary cuts (one that encloses the cut blocks, such as a model under
+  // a wrapper that adds the loss) has none: its own ops, like the root's,
+  // go where the values they read are.
+  auto moduleStage = [&](StringRef path) -> std::optional<int64_t> {
+    std::optional<int64_t> first = order.start(path), last = order.end(path);
+    if (!first || stageAt(*first) != stageAt(*last))
       return std::nullopt;
-    return stageOf.lookup(def);
+    return stageAt(*first);
+  };
+  // The stage of the op that makes `v`, if it has one yet (an op deferred
+  // to its users below has none).
+  auto producerStage = [&](Value v) -> std::optional<int64_t> {
+    auto it = stageOf.find(v.getDefiningOp());
+    if (it == stageOf.end())
+      return std::nullopt;
+    return it->second;
   };
   Block &body = step.getBody().front();
   SmallVector<Operation *> deferred;
+  int64_t forwardIndex = 0;
   for (Operation &op : body.without_terminator()) {
+    // The op's place in forward order (as ForwardOrder counts).
+    int64_t position = isForward(&op) ? forwardIndex++ : -1;
     // A recompute region re-runs forward ops in the backward of their stage
     // (where the gradients reach them); its own module may be a prefix that
     // spans stages (remat-modules=layers), so its body decides.
     if (auto region = dyn_cast<RecomputeOp>(op)) {
       FailureOr<std::optional<int64_t>> stage =
-          recomputeStage(region, order, stageAt);
+          recomputeStage(region, moduleStage);
       if (failed(stage))
         return failure();
       if (*stage) {
@@ -299,15 +342,12 @@ LogicalResult LoomPipelineSplitPass::assignStages(func::FuncOp step,
         continue;
       }
     }
-    StringRef path = moduleOf(&op);
-    if (!path.empty()) {
-      std::optional<int64_t> start = order.start(path);
-      if (start) {
-        stageOf[&op] = stageAt(*start);
-        continue;
-      }
+    if (std::optional<int64_t> stage = moduleStage(moduleOf(&op))) {
+      stageOf[&op] = *stage;
+      continue;
     }
-    // A root-module op (or one of a module with no forward op).
+    // An op of the root module, of a module the cut spans, or of one with
+    // no forward op.
     std::optional<int64_t> fwd, bwd;
     for (Value operand : op.getOperands()) {
       std::optional<int64_t> s = producerStage(operand);
@@ -319,8 +359,12 @@ LogicalResult LoomPipelineSplitPass::assignStages(func::FuncOp step,
         bwd = bwd ? std::min(*bwd, *s) : *s;
     }
     if (isForward(&op)) {
+      // With the latest value it reads; one that reads only the step's
+      // arguments (a parameter, an input) where it stands in forward order.
       if (fwd)
         stageOf[&op] = *fwd;
+      else if (llvm::any_of(op.getOperands(), llvm::IsaPred<BlockArgument>))
+        stageOf[&op] = stageAt(position);
       else
         deferred.push_back(&op);
       continue;
@@ -349,22 +393,41 @@ LogicalResult LoomPipelineSplitPass::assignStages(func::FuncOp step,
     }
     stageOf[op] = stage.value_or(isForward(op) ? 0 : ppStages - 1);
   }
+  // State no op reads (a registered buffer the forward never uses, the
+  // parameters of a module it never calls) still belongs to a stage, whose
+  // ranks keep, update and checkpoint it: its module's, or the nearest
+  // enclosing module's that lies in one stage, else the first.
+  unreadState.clear();
+  for (BlockArgument arg : step.getArguments()) {
+    unsigned i = arg.getArgNumber();
+    auto role = step.getArgAttrOfType<RoleAttr>(i, LoomDialect::kRoleAttrName);
+    if (!arg.use_empty() || !role ||
+        !llvm::is_contained({Role::parameter, Role::buffer, Role::constant},
+                            role.getValue()))
+      continue;
+    auto name =
+        step.getArgAttrOfType<StringAttr>(i, LoomDialect::kNameAttrName);
+    StringRef owner = name ? getOwnerModule(name.getValue()) : StringRef();
+    std::optional<int64_t> stage;
+    for (; !owner.empty() && !stage;
+         owner = owner.contains('.') ? owner.rsplit('.').first : StringRef())
+      stage = moduleStage(owner);
+    unreadState.emplace_back(arg, stage.value_or(0));
+  }
   return checkDataflow(step);
 }
 
-FailureOr<std::optional<int64_t>>
-LoomPipelineSplitPass::recomputeStage(RecomputeOp region,
-                                      const ForwardOrder &order,
-                                      function_ref<int64_t(int64_t)> stageAt) {
+FailureOr<std::optional<int64_t>> LoomPipelineSplitPass::recomputeStage(
+    RecomputeOp region,
+    function_ref<std::optional<int64_t>(StringRef)> moduleStage) {
   // The stage of each re-run op, by the module it was copied from; the
   // first op seen in each stage names it in the error.
   std::map<int64_t, Operation *> stages;
   region.getBodyBlock().walk([&](Operation *inner) {
-    StringRef path = moduleOf(inner);
-    if (path.empty() || !isForward(inner))
+    if (!isForward(inner))
       return;
-    if (std::optional<int64_t> start = order.start(path))
-      stages.try_emplace(stageAt(*start), inner);
+    if (std::optional<int64_t> stage = moduleStage(moduleOf(inner)))
+      stages.try_emplace(*stage, inner);
   });
   if (stages.empty())
     return std::optional<int64_t>();
@@ -527,6 +590,9 @@ void LoomPipelineSplitPass::buildFunctions(func::FuncOp step) {
       for (Value operand : op->getOperands())
         if (!inGroup.contains(operand.getDefiningOp()))
           seenInputs.insert(operand);
+    for (auto [arg, argStage] : unreadState)
+      if (forward && argStage == stage)
+        seenInputs.insert(arg);
     inputs.assign(seenInputs.begin(), seenInputs.end());
 
     // Results: keyed values read by another group, then the step results

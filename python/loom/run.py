@@ -12,7 +12,8 @@ It runs the four stages a user would otherwise type one by one, each on the
 previous one's files in DIR (default ``out/<model file stem>``):
 
 ``capture``
-    ``python -m loom.capture FILE.py --split N`` with the seed, steps,
+    ``python -m loom.capture FILE.py --split N`` (``N / P`` with ``--pp=P``:
+    the pipeline's ranks train the same batch) with the seed, steps,
     microbatches, ``--make-arg`` and optimizer options: ``step.pt2`` (which
     carries the run configuration, ``run.json``), the batches and PyTorch
     eager's reference.
@@ -227,7 +228,9 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str
         epilog="Any other option is passed to loom-compile (see `loom-compile --help`).")
     parser.add_argument("file", type=Path, help="Python file defining make() -> (model, batches)")
     parser.add_argument("--nproc", type=int, default=1, metavar="N",
-                        help="ranks to train on (capture --split N; default 1)")
+                        help="ranks to train on (default 1): N data-parallel ranks (capture "
+                             "--split N), or with loom-compile's --pp=P, P pipeline ranks "
+                             "times N / P data-parallel ones")
     parser.add_argument("--dp", choices=("none", "replicate", "fsdp"),
                         help="data parallelism (loom-compile --dp; default loom-compile's)")
     parser.add_argument("--steps", type=int, default=20,
@@ -278,6 +281,11 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str
     if stray:
         parser.error(f"unexpected argument '{stray[0]}' (loom-compile options are passed as "
                      "--name=value)")
+    args.pp = pipeline_ranks(compile_args)
+    if args.nproc % args.pp:
+        parser.error(f"--nproc {args.nproc} is not a multiple of --pp={args.pp} (the ranks are "
+                     "the pipeline's times the data-parallel ones)")
+    args.dp_ranks = args.nproc // args.pp
     args.optimizer_config = options.optimizer_config(parser, args)
     args.lr_schedule = options.schedule_config(parser, args)
     for name in ("rtol", "atol"):
@@ -286,17 +294,32 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str
             parser.error(f"--{name} must be a finite number at least 0")
         if value is not None and not args.check:
             parser.error(f"--{name} is --check's tolerance; add --check")
-    if args.reference != "eager" and args.nproc < 2:
-        parser.error(f"--reference {args.reference} needs --nproc N with N > 1")
+    if args.reference != "eager" and args.dp_ranks < 2:
+        parser.error(f"--reference {args.reference} needs data-parallel ranks: --nproc N with "
+                     "N > 1" + (f" (N / {args.pp} > 1 with --pp={args.pp})" if args.pp > 1 else ""))
     if args.out is None:
         args.out = Path("out") / args.file.stem
     return args, compile_args
 
 
+def pipeline_ranks(compile_args: list[str]) -> int:
+    """The pipeline-parallel ranks loom-compile is asked for (``--pp=P``; 1
+    without, or for 0 and 1, which loom-compile reads as no pipelining). A
+    value that is not a number is left to loom-compile's own error."""
+    for arg in compile_args:
+        name, _, value = arg.partition("=")
+        if name in ("--pp", "-pp"):
+            try:
+                return max(int(value), 1)
+            except ValueError:
+                return 1
+    return 1
+
+
 def capture_options(args: argparse.Namespace, compile_args: list[str]) -> list[str]:
     """The capture flags of everything this command was asked (a data-parallel
     reference shards as `compile_args` do)."""
-    flags = ["--steps", str(args.steps), "--split", str(args.nproc), "--microbatches",
+    flags = ["--steps", str(args.steps), "--split", str(args.dp_ranks), "--microbatches",
              str(args.microbatches), "--seed", str(args.seed)]
     for item in args.make_arg:
         flags += ["--make-arg", item]
@@ -418,15 +441,14 @@ def check_hint(args: argparse.Namespace, compile_args: list[str], error: str) ->
     if not (error.startswith("[train]") and "FAIL" in error and args.check
             and args.reference == "eager"):
         return ""
-    pipelined = any(a.startswith("--pp=") and a != "--pp=1" for a in compile_args)
     hints = []
-    if args.nproc > 1:
+    if args.dp_ranks > 1:
         hints.append(
             "the check compared with PyTorch eager on one device, which a data-parallel step "
             "need not match: with Adam/AdamW, batch norm or a loss that is not a mean over the "
             "batch, compare with PyTorch's own run (--reference ddp|fsdp|hsdp); a sequence-first "
             "model (inputs (S, B, ...)) needs --batch-dims 1, or ranks split its sequences")
-    if pipelined or args.microbatches > 1:
+    if args.pp > 1 or args.microbatches > 1:
         hints.append(
             "a step run in microbatches (--microbatches, --pp) sums their gradients in another "
             "order than eager's whole batch, which Adam/AdamW magnify where a gradient is "

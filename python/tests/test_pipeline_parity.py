@@ -25,7 +25,13 @@ head on the first and last stage: the head's gradient contribution crosses back 
 stage, and the reduced gradient goes to the last, so both copies take the
 same AdamW update; ``gpt-fused`` captures it with ``--optimizer-impl
 fused``, so both runs update with ATen's fused AdamW) and PyTorch's
-pipeline-test stack of MLPModule blocks (pp_mlp_stack.py, ``stack.0..7``).
+pipeline-test stack of MLPModule blocks (pp_mlp_stack.py, ``stack.0..7``),
+and PyTorch's ``CompositeParamModel`` under a loss wrapper
+(torch_test_models.py ``compositeparam``: the split descends into the
+wrapper's only child; the model's own ``mm`` by its parameter ``p`` runs
+after the cut, and its backward's transpose of ``p``, which reads nothing
+computed, goes with it; the buffer no op reads stays on the first stage,
+where the check against eager finds it).
 """
 
 from __future__ import annotations
@@ -52,6 +58,8 @@ MODELS = {
     "mlp": (REPO / "examples" / "mlp.py", []),
     "gpt": (REPO / "examples" / "gpt.py", []),
     "stack": (REPO / "python" / "tests" / "pp_mlp_stack.py", []),
+    "composite": (REPO / "python" / "tests" / "torch_test_models.py",
+                  ["--make-arg", "model=compositeparam"]),
     # AdamW as ATen's fused kernel (torch.optim.AdamW(fused=True)) on every
     # stage's parameters: the run configuration carries it to loom-compile.
     "gpt-fused": (REPO / "examples" / "gpt.py",
@@ -81,6 +89,7 @@ CASES = [
     ("gpt", "ZBVZeroBubble", 2, 4, True),
     ("gpt", "DualPipeV", 2, 4, True),
     ("gpt-fused", "1F1B", 2, 4, True),
+    ("composite", "1F1B", 2, 4, True),
     ("stack", "GPipe", 2, 4, True),
     ("stack", "1F1B", 2, 4, True),
     ("stack", "1F1B", 4, 4, True),

@@ -113,6 +113,23 @@ def test_failing_stage_is_named(first, tmp_path):
     assert "--split 3" in result.stderr
 
 
+def test_pipeline_ranks_count_in_nproc(tmp_path):
+    """With ``--pp=P``, ``--nproc`` counts every rank, as torchrun's does: 4
+    ranks are 2 pipeline ranks times 2 data-parallel ones, so capture splits
+    the batch in 2 (the pipeline's ranks train the same rows) and loom-run
+    starts 4. PyTorch's CompositeParamModel under a loss wrapper, FSDP on
+    each stage, checked against eager."""
+    out = tmp_path / "composite"
+    result = loom_run("python/tests/torch_test_models.py", "--make-arg", "model=compositeparam",
+                      "--nproc", "4", "--pp=2", "--pp-schedule=1F1B", "--dp", "fsdp",
+                      "--microbatches", "2", "--steps", "2", "--check", out=out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    stages = ran(result.stdout)
+    assert "--split 2 " in stages["capture"], stages["capture"]
+    assert "PASS" in result.stdout
+    assert "trained 2 steps on 4 ranks" in result.stdout
+
+
 def test_measure_workspace_profiles_before_compiling(tmp_path):
     """``--measure-workspace``: the step compiled without the budget runs one
     step measuring the kernels' workspace, and compile counts it."""
@@ -210,7 +227,10 @@ def test_dropout_draws_what_eager_seeded_alike_draws(tmp_path):
     (["--optimizer", "sgd"], "--optimizer sgd needs --lr"),
     (["--nproc", "0"], "--nproc must be at least 1"),
     (["--units", "fc1"], "unexpected argument 'fc1'"),
-    (["--reference", "fsdp"], "--reference fsdp needs --nproc N with N > 1"),
+    (["--reference", "fsdp"], "--reference fsdp needs data-parallel ranks: --nproc N with N > 1"),
+    (["--nproc", "2", "--pp=2", "--reference", "ddp"],
+     "--reference ddp needs data-parallel ranks: --nproc N with N > 1 (N / 2 > 1 with --pp=2)"),
+    (["--nproc", "3", "--pp=2"], "--nproc 3 is not a multiple of --pp=2"),
     (["--rtol", "0"], "--rtol is --check's tolerance; add --check"),
     (["--check", "--atol", "-1"], "--atol must be a finite number at least 0"),
     (["--check", "--rtol", "nan"], "--rtol must be a finite number at least 0"),
@@ -232,7 +252,7 @@ def test_usage_errors(tmp_path, flags, fragment, capsys, monkeypatch):
 
 @pytest.mark.parametrize("argv, compile_args, fragments", [
     (["--nproc", "2"], [], ["--reference ddp|fsdp|hsdp"]),
-    (["--nproc", "1"], ["--pp=2"], ["pipelining equals the same step's gradient accumulation"]),
+    (["--nproc", "2"], ["--pp=2"], ["pipelining equals the same step's gradient accumulation"]),
     (["--nproc", "2", "--microbatches", "2"], [],
      ["--reference ddp|fsdp|hsdp", "a loss averaged within each microbatch"]),
     (["--nproc", "1"], [], []),
@@ -244,7 +264,7 @@ def test_a_failed_check_says_why_a_correct_step_can_differ(argv, compile_args, f
     without microbatches, or against PyTorch's own data parallelism)."""
     from loom import run as command
 
-    args, _ = command.parse_args(["examples/mlp.py", "--check", *argv])
+    args, compile_args = command.parse_args(["examples/mlp.py", "--check", *argv, *compile_args])
     hint = command.check_hint(args, compile_args, "[train] loom-run exited with status 1: FAIL")
     assert all(f in hint for f in fragments) and bool(hint) == bool(fragments), hint
     assert command.check_hint(args, compile_args, "[compile] loom-compile exited") == ""

@@ -21,12 +21,19 @@ use_second_linear=False)`` from ``torch.testing._internal.common_fsdp``,
 PyTorch's model for an unused module: ``lin2`` is trainable but the loss
 never reads it, so its parameters receive no gradient (torch.optim leaves
 them as they are; DDP needs ``find_unused_parameters=True``).
+``make(model="compositeparam")`` is ``CompositeParamModel`` from
+``torch.testing._internal.common_dist_composable`` (a Linear, two
+``UnitModule``s, a parameter ``p`` of its own it multiplies by, and a
+registered buffer its forward never reads) under a wrapper that adds the
+loss, so the model is the root's only child ``model``: its own code runs
+before and after its children, and its buffer belongs to no op.
 """
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from torch.testing._internal.common_dist_composable import CompositeParamModel
 from torch.testing._internal.common_fsdp import (
     DEVICEInitMode,
     DoubleLinear,
@@ -53,6 +60,15 @@ class DoubleLinearLoss(DoubleLinear):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return super().forward(x).pow(2).mean()
+
+
+class CompositeParamModelLoss(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.model = CompositeParamModel(torch.device("cpu"))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.model(x).pow(2).mean()
 
 
 class _OneProcess:
@@ -95,5 +111,7 @@ def make(model: str = "transformer", batch: int = 8, steps: int = 4, n_layers: i
                      for _ in range(steps)]
     if model == "doublelinear":
         return DoubleLinearLoss(dim), [(torch.randn(batch, dim),) for _ in range(steps)]
-    raise ValueError(
-        f"model must be 'transformer', 'mlpstack', 'twsp' or 'doublelinear', got '{model}'")
+    if model == "compositeparam":
+        return CompositeParamModelLoss(), [(torch.randn(batch, 100),) for _ in range(steps)]
+    raise ValueError("model must be 'transformer', 'mlpstack', 'twsp', 'doublelinear' or "
+                     f"'compositeparam', got '{model}'")

@@ -8,7 +8,7 @@
 
 // NOWHERE: boundary 'nowhere' names no module of the step's forward
 // UNITS: 3 stages need at least as many splittable modules, found 2 (a, b)
-// FLOW: error: 'loom.aten' op (stage 0, module 'a') reads a forward value of a later stage (1, module 'b'); pipeline stages must follow the forward order of the model
+// FLOW: error: 'loom.aten' op (stage 1, module 'b') reads a gradient of an earlier stage (0, module 'a'); pipeline stages must follow the forward order of the model
 // FLOW: note: the value is computed here
 
 // MUTATION: result #0 has role buffer_mutation; a pipelined step returns the loss and gradients
@@ -21,8 +21,9 @@ func.func @step(%w: tensor<4xf32> {loom.name = "a.w", loom.role = #loom.role<par
     attributes {loom.step} {
   %0 = loom.aten "aten::add.Tensor"(%x, %w) {args = [#loom.arg<0>, #loom.arg<1>], loom.module = "a", loom.phase = #loom.phase<forward>} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   %1 = loom.aten "aten::relu.default"(%0) {args = [#loom.arg<0>], loom.module = "b", loom.phase = #loom.phase<forward>} : (tensor<4xf32>) -> tensor<4xf32>
-  %2 = loom.aten "aten::add.Tensor"(%1, %w) {args = [#loom.arg<0>, #loom.arg<1>], loom.module = "a", loom.phase = #loom.phase<forward>} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-  %3 = loom.aten "aten::sum.default"(%2) {args = [#loom.arg<0>], loom.module = "", loom.phase = #loom.phase<forward>} : (tensor<4xf32>) -> tensor<f32>
-  %4 = loom.aten "aten::ones_like.default"(%2) {args = [#loom.arg<0>], loom.module = "a", loom.phase = #loom.phase<backward>} : (tensor<4xf32>) -> tensor<4xf32>
-  return %3, %4 : tensor<f32>, tensor<4xf32>
+  %2 = loom.aten "aten::sum.default"(%1) {args = [#loom.arg<0>], loom.module = "", loom.phase = #loom.phase<forward>} : (tensor<4xf32>) -> tensor<f32>
+  // a's backward op (stage 0) makes a value b's (stage 1) reads.
+  %3 = loom.aten "aten::ones_like.default"(%0) {args = [#loom.arg<0>], loom.module = "a", loom.phase = #loom.phase<backward>} : (tensor<4xf32>) -> tensor<4xf32>
+  %4 = loom.aten "aten::mul.Tensor"(%3, %1) {args = [#loom.arg<0>, #loom.arg<1>], loom.module = "b", loom.phase = #loom.phase<backward>} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %2, %4 : tensor<f32>, tensor<4xf32>
 }

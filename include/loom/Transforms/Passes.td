@@ -1137,11 +1137,21 @@ def LoomPipelineSplit : Pass<"loom-pipeline-split", "::mlir::ModuleOp"> {
     stage. Without `boundaries`, a cut pinned on the module
     (`loom.pipeline_boundaries`, which `loom-sac-ilp` sets so that the
     regions it adds do not move the cut it decided on) is taken instead;
-    either way the pass records the cut it made there. An op of a module takes the module's stage; an op of the root
-    module (the loss, activations between blocks) takes, in forward, the
-    latest stage of its operands, and in backward the stage of the forward
-    values it reads, so each stage's backward differentiates its own
-    forward and only gradients of stage inputs cross back. With
+    either way the pass records the cut it made there. Without
+    `layers.N` blocks the units are the root's children, or, under a module
+    that is the root's only child (a wrapper that holds the model and adds
+    the loss), that module's children, and so on down. An op of a module
+    whose forward lies within one stage takes that stage. An op of the root
+    module (the loss, activations between blocks), or of a module the cut
+    spans (the model under such a wrapper, a module called again after the
+    cut), takes, in forward, the latest stage of its operands (or, reading
+    only parameters and inputs, the stage where it stands in forward
+    order), and in backward the stage of the forward values it reads, so
+    each stage's backward differentiates its own forward and only gradients
+    of stage inputs cross back; a parameter such ops read in two stages is
+    shared between them. A parameter or buffer no op reads goes to the
+    forward of its module's stage (or the nearest enclosing module's, else
+    stage 0), so that its ranks keep and checkpoint it. With
     `split-backward`, each backward is cut in two, as zero-bubble schedules
     need: `@<step>_s<s>_backward_input` (`loom.pipeline_part = "input"`: the
     ops the gradients sent to other stages depend on) and
