@@ -449,9 +449,33 @@ void ListScheduler::buildGraph() {
               readersBefore(r, update);
     }
   };
-  Operation *lastRandom = nullptr, *lastUpdate = nullptr,
-            *lastBarrier = nullptr;
-  SmallVector<Operation *> sinceBarrier;
+  // Fences: each op of a sequence that `isFence` picks stays where it is
+  // among the sequence's ops (every one before it stays before, every one
+  // after stays after).
+  struct Fences {
+    Operation *last = nullptr;
+    SmallVector<Operation *> since;
+  };
+  auto sequence = [&](Fences &fences, Operation *op, bool isFence) {
+    if (isFence) {
+      for (Operation *before : fences.since)
+        addEdge(before, op);
+      fences.since.clear();
+      fences.last = op;
+    } else if (fences.last) {
+      addEdge(fences.last, op);
+    }
+    fences.since.push_back(op);
+  };
+  // The collective a start or a wait belongs to (nullptr for other ops and
+  // for a local loom.all_slice_start).
+  auto collectiveOf = [](Operation *op) -> Operation * {
+    if (auto wait = dyn_cast<WaitOp>(op))
+      op = wait.getFuture().getDefiningOp();
+    return op && getCollectiveKind(op) ? op : nullptr;
+  };
+  Operation *lastRandom = nullptr, *lastUpdate = nullptr;
+  Fences barriers, transfers;
   for (Operation *op : program) {
     if (auto update = dyn_cast<OptimizerUpdateOp>(op)) {
       for (Value v : op->getOperands())
@@ -480,15 +504,17 @@ void ListScheduler::buildGraph() {
         (isa<AtenOp>(op) && !isInPlaceAtenOp(op)) ||
         isa<OptimizerUpdateOp, WaitOp, AllSliceStartOp, RecomputeOp>(op) ||
         getCollectiveKind(op).has_value();
-    if (!known) {
-      for (Operation *before : sinceBarrier)
-        addEdge(before, op);
-      sinceBarrier.clear();
-      lastBarrier = op;
-    } else if (lastBarrier) {
-      addEdge(lastBarrier, op);
-    }
-    sinceBarrier.push_back(op);
+    sequence(barriers, op, !known);
+    // A point-to-point transfer (a pipeline's send or receive, and its
+    // wait) keeps its place among the rank's communication. Each rank is
+    // scheduled on its own, so moving a receive's wait ahead of a send its
+    // peer is waiting for (or a collective of this stage's data-parallel
+    // group ahead of either) could deadlock the ranks, which program order
+    // does not. Compute still moves across transfers as its data allow, and
+    // collectives between two transfers reorder as elsewhere (identically
+    // on the group's ranks, which run one program).
+    if (Operation *collective = collectiveOf(op))
+      sequence(transfers, op, isa<SendStartOp, RecvStartOp>(collective));
   }
 }
 

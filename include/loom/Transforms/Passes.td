@@ -160,7 +160,11 @@ def LoomSchedule : Pass<"loom-schedule", "::mlir::ModuleOp"> {
     every other reader of the parameter and state it overwrites (through
     views, and collectives reading them until their wait); ops drawing
     random numbers keep their order; ops the scheduler does not model are
-    barriers. A `loom.recompute` region is one node, never split: it takes
+    barriers; a pipeline rank's sends and receives (`loom.send_start`,
+    `loom.recv_start`) and their waits keep their place among the rank's
+    collectives and transfers (each rank is scheduled alone, and a receive
+    waited for before a send its peer needs would deadlock the ranks;
+    compute still moves across them). A `loom.recompute` region is one node, never split: it takes
     its body's time, and the memory limit counts its body's transient peak.
 
     `memory-limit` bounds the predicted peak per rank (the liveness of
