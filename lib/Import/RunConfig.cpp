@@ -11,6 +11,8 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace loom;
 namespace json = llvm::json;
@@ -283,6 +285,26 @@ static DictionaryAttr parseLrSchedule(const json::Object &o, MLIRContext *ctx,
   return fields.getDictionary(ctx);
 }
 
+/// The "clip_grad_norm" object (`clip_grad_norm_(params, max_norm,
+/// norm_type)` before each update) as `{max_norm, norm_type}`.
+static DictionaryAttr parseClipGradNorm(const json::Object &o, MLIRContext *ctx,
+                                        std::string &error) {
+  FieldReader r(o, "clip_grad_norm.", error);
+  Builder b(ctx);
+  std::optional<double> maxNorm = r.number("max_norm");
+  if (!maxNorm)
+    return nullptr;
+  if (!(*maxNorm > 0) || !std::isfinite(*maxNorm))
+    return r.wrong("max_norm", "a finite number > 0"), nullptr;
+  std::optional<StringRef> normType = o.getString("norm_type");
+  if (!normType || !llvm::is_contained({"2", "inf"}, *normType))
+    return r.wrong("norm_type", "\"2\" or \"inf\""), nullptr;
+  NamedAttrList fields;
+  fields.set("max_norm", b.getF64FloatAttr(*maxNorm));
+  fields.set("norm_type", b.getStringAttr(*normType));
+  return fields.getDictionary(ctx);
+}
+
 /// An error about the run configuration, naming its entry.
 static llvm::Error fail(const Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(),
@@ -315,13 +337,21 @@ llvm::Expected<RunConfigAttr> loom::parseRunConfig(StringRef text,
   std::optional<int64_t> worldSize = r.integer("world_size", 1, std::nullopt);
   std::optional<int64_t> microbatches = r.integer("microbatches", 1, 1);
   std::optional<int64_t> seed = r.integer("seed", INT64_MIN, 0);
-  Attribute optimizer;
-  if (const json::Value *v = root->get("optimizer")) {
+  // An optional object entry, read by `parse` (null when absent or not an
+  // object, which is an error).
+  auto object = [&](StringRef key, auto parse) {
+    using Result = decltype(parse(std::declval<const json::Object &>()));
+    const json::Value *v = root->get(key);
+    if (!v)
+      return Result();
     if (const json::Object *o = v->getAsObject())
-      optimizer = parseOptimizer(*o, ctx, error);
-    else
-      r.wrong("optimizer", "an object");
-  }
+      return parse(*o);
+    r.wrong(key, "an object");
+    return Result();
+  };
+  Attribute optimizer = object("optimizer", [&](const json::Object &o) {
+    return parseOptimizer(o, ctx, error);
+  });
   StringAttr paramGroups;
   if (const json::Value *v = root->get("param_groups")) {
     if (const json::Array *a = v->getAsArray())
@@ -329,15 +359,17 @@ llvm::Expected<RunConfigAttr> loom::parseRunConfig(StringRef text,
     else
       r.wrong("param_groups", "a list");
   }
-  DictionaryAttr lrSchedule;
-  if (const json::Value *v = root->get("lr_schedule")) {
-    if (const json::Object *o = v->getAsObject())
-      lrSchedule = parseLrSchedule(*o, ctx, error);
-    else
-      r.wrong("lr_schedule", "an object");
-  }
-  if (error.empty() && (paramGroups || lrSchedule) && !optimizer)
-    error = "'param_groups' and 'lr_schedule' need an 'optimizer'";
+  DictionaryAttr lrSchedule = object("lr_schedule", [&](const json::Object &o) {
+    return parseLrSchedule(o, ctx, error);
+  });
+  DictionaryAttr clipGradNorm =
+      object("clip_grad_norm", [&](const json::Object &o) {
+        return parseClipGradNorm(o, ctx, error);
+      });
+  if (error.empty() && (paramGroups || lrSchedule || clipGradNorm) &&
+      !optimizer)
+    error = "'param_groups', 'lr_schedule' and 'clip_grad_norm' need an "
+            "'optimizer'";
   // "impl" is written only for fused=True; the loop is the default.
   StringAttr optimizerImpl;
   if (const json::Object *o = root->getObject("optimizer")) {
@@ -353,7 +385,8 @@ llvm::Expected<RunConfigAttr> loom::parseRunConfig(StringRef text,
   if (!error.empty())
     return fail(error);
   return RunConfigAttr::get(ctx, *worldSize, *microbatches, *seed, optimizer,
-                            paramGroups, lrSchedule, optimizerImpl);
+                            paramGroups, lrSchedule, optimizerImpl,
+                            clipGradNorm);
 }
 
 llvm::Expected<SmallVector<int64_t>>

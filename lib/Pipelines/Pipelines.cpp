@@ -415,6 +415,17 @@ LogicalResult loom::applyRunConfig(CompileOptions &options, ModuleOp module) {
   if (!attached && !gradients && config.getLrSchedule() &&
       failed(apply.takeLrSchedule(config.getLrSchedule())))
     return failure();
+  // And clipped its gradients so (the verifier checked both fields).
+  if (DictionaryAttr clip = config.getClipGradNorm();
+      clip && !attached && !gradients &&
+      (failed(apply.take("max-grad-norm", options.maxGradNorm,
+                         clip.getAs<FloatAttr>("max_norm").getValueAsDouble(),
+                         "clip_grad_norm.max_norm, capture --max-grad-norm")) ||
+       failed(
+           apply.take("grad-norm-type", options.gradNormType,
+                      clip.getAs<StringAttr>("norm_type").str(),
+                      "clip_grad_norm.norm_type, capture --grad-norm-type"))))
+    return failure();
   // The kernels round differently, so the reference's implementation too.
   OptimizerImpl impl =
       config.getOptimizerImpl() ? OptimizerImpl::Fused : OptimizerImpl::Forloop;

@@ -71,7 +71,10 @@ step (training cycles through them). The capture writes into DIR:
     ``end_factor``, and ``gamma`` for the step and exponential decays), which
     the reference trains with as ``SequentialLR([LinearLR, CosineAnnealingLR
     | LinearLR | StepLR | ExponentialLR], [W])`` and
-    loom-compile gives loom-attach-optimizer. ``step.pt2`` carries the identical text as the extra file
+    loom-compile gives loom-attach-optimizer. With ``--max-grad-norm X
+    [--grad-norm-type 2|inf]``, ``"clip_grad_norm": {"max_norm": X,
+    "norm_type": "2"}``: the references clip with ``clip_grad_norm_``
+    before each update, and loom-compile clips the same way. ``step.pt2`` carries the identical text as the extra file
     ``loom_run.json`` (zip entry ``step/extra/loom_run.json``), which is
     where ``loom-import`` reads it.
 ``batches.safetensors``
@@ -179,9 +182,12 @@ from loom.options import (  # noqa: F401 (re-exported: capture's options)
     RUN_CONFIG_FILE,
     RUN_CONFIG_FORMAT,
     RUN_CONFIG_VERSION,
+    add_clip_arguments,
     add_optimizer_arguments,
     add_schedule_arguments,
     batch_dims_arg,
+    clip_config,
+    clip_gradients,
     optimizer_arg,
     optimizer_config,
     pytorch_defaults,
@@ -535,10 +541,12 @@ def run_reference(
     path: Path,
     param_groups: list[dict[str, Any]] | None = None,
     schedule: dict[str, Any] | None = None,
+    clip: dict[str, Any] | None = None,
 ) -> Reference:
     """Train ``model`` (the caller passes a copy) eagerly for ``steps`` steps
     with ``optimizer`` (a :func:`resolve_optimizer` result), its
-    ``param_groups`` and ``schedule``.
+    ``param_groups`` and ``schedule``, clipping the gradients as ``clip``
+    (run.json's ``clip_grad_norm``) asks before each update.
 
     ``losses[i]`` is the loss computed at step ``i`` with the parameters
     before that step's update, i.e. what the joint graph returns for step i;
@@ -564,6 +572,7 @@ def run_reference(
             raise CaptureError(f"{_user_location(exc, path)}the backward of model(*batch) "
                                f"raised {_describe(exc)}") from exc
         lrs.append([g["lr"] for g in opt.param_groups])
+        clip_gradients(model.parameters(), clip)
         opt.step()
         if scheduler is not None:
             scheduler.step()
@@ -1076,6 +1085,8 @@ def run_config(args: argparse.Namespace) -> dict[str, Any]:
         config["param_groups"] = args.param_groups
     if getattr(args, "lr_schedule", None):
         config["lr_schedule"] = args.lr_schedule
+    if getattr(args, "clip", None):
+        config["clip_grad_norm"] = args.clip
     if getattr(args, "unused_parameters", None):
         # Trainable in the model, frozen in the step: DDP needs
         # find_unused_parameters=True to train the model on several ranks.
@@ -1106,6 +1117,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=20, help="eager reference steps (default 20)")
     add_optimizer_arguments(parser)
     add_schedule_arguments(parser)
+    add_clip_arguments(parser)
     parser.add_argument("--seed", type=int, default=0, help="torch.manual_seed before make() (default 0)")
     parser.add_argument(
         "--split", type=int, default=1, metavar="N",
@@ -1170,6 +1182,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--microbatches must be at least 1")
     args.optimizer_config = optimizer_config(parser, args)
     args.lr_schedule = schedule_config(parser, args)
+    args.clip = clip_config(parser, args)
     args.make_kwargs = {}
     for item in args.make_arg:
         key, sep, text = item.partition("=")
@@ -1306,7 +1319,7 @@ def capture(args: argparse.Namespace) -> None:
     # dropout) independent of how much randomness make() consumed.
     torch.manual_seed(args.seed)
     reference = run_reference(copy.deepcopy(model), batches, args.steps, args.optimizer_config,
-                              path, args.param_groups, args.lr_schedule)
+                              path, args.param_groups, args.lr_schedule, args.clip)
 
     ep, aliases = export_rank_step(model, batches, args)
     n_forward, n_backward = annotate(ep)
@@ -1387,6 +1400,9 @@ def capture(args: argparse.Namespace) -> None:
             what.append(f"linear over {sched['decay_steps']} steps to "
                         f"{_show(sched['end_factor'])} x lr")
         print(f"  lr schedule: {', then '.join(what)}")
+    if args.clip:
+        print(f"  gradient clipping: clip_grad_norm_(max_norm={_show(args.clip['max_norm'])}, "
+              f"norm_type={args.clip['norm_type']}) before each update")
     names = ["step.pt2", RUN_CONFIG_FILE, "batches.safetensors", "reference.json",
              "reference.safetensors"]
     if args.reference != "eager":

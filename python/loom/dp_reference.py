@@ -58,7 +58,7 @@ from pathlib import Path
 import torch
 
 from loom.capture import make_optimizer, make_scheduler, make_seeded, slice_rows
-from loom.options import REFERENCE_MODES
+from loom.options import REFERENCE_MODES, clip_gradients
 from loom.safetensors_io import load_tensors, save_tensors
 
 MODES = REFERENCE_MODES
@@ -281,7 +281,8 @@ def _no_sync(model: torch.nn.Module, last: bool):
 def train_on_ranks(model, opt, batches, rank: int, world: int, steps: int,
                    before_step=None, microbatches: int = 1, scheduler=None,
                    settings: ModuleSettings | None = None,
-                   batch_dims: list[int] | None = None) -> list[float]:
+                   batch_dims: list[int] | None = None,
+                   clip: dict | None = None) -> list[float]:
     """Trains ``steps`` steps on this rank's rows ``[r*B/N, (r+1)*B/N)`` of
     each batch tensor (B that tensor's own batch dim, ``batch_dims`` or 0,
     as capture and loom-run slice it), in ``microbatches`` equal slices of
@@ -289,7 +290,9 @@ def train_on_ranks(model, opt, batches, rank: int, world: int, steps: int,
     step's loss averaged over the ranks (float32, as loom-run reports it).
     ``before_step(step)`` runs before each step; ``scheduler`` (an
     lr_scheduler) steps after each ``opt.step()``; ``settings`` with
-    per-microbatch flags replaces syncing on the last microbatch only."""
+    per-microbatch flags replaces syncing on the last microbatch only;
+    ``clip`` (run.json's ``clip_grad_norm``) clips the gradients before each
+    update, across the shards and ranks (clip_grad_norm_ on DTensors)."""
     import torch.distributed as dist
 
     losses = []
@@ -323,6 +326,7 @@ def train_on_ranks(model, opt, batches, rank: int, world: int, steps: int,
             for p in model.parameters():
                 if p.grad is not None:
                     p.grad.div_(microbatches)
+        clip_gradients(model.parameters(), clip)
         opt.step()
         if scheduler is not None:
             scheduler.step()
@@ -456,7 +460,8 @@ def _rank(rank: int, world: int, store: str, out: str, mode: str, replicate_size
         losses = train_on_ranks(model, opt, program.batches, rank, world, config["steps"],
                                 before_step=snapshot, microbatches=config["microbatches"],
                                 scheduler=scheduler, settings=settings,
-                                batch_dims=config.get("batch_dims"))
+                                batch_dims=config.get("batch_dims"),
+                                clip=config.get("clip_grad_norm"))
         final = {n: _full(p) for n, p in inner.named_parameters()}
         # Buffers are each rank's own (batch norm's running statistics of
         # its rows); rank 0 keeps every rank's.

@@ -231,6 +231,43 @@ def schedule_config(parser: argparse.ArgumentParser, args: argparse.Namespace) -
     return config
 
 
+GRAD_NORM_TYPES = ("2", "inf")
+
+
+def add_clip_arguments(parser: argparse.ArgumentParser) -> None:
+    """Gradient clipping before each update (loom-attach-optimizer's
+    max-grad-norm and grad-norm-type)."""
+    group = parser.add_argument_group(
+        "gradient clipping (torch.nn.utils.clip_grad_norm_ before each update; recorded in "
+        "run.json)")
+    group.add_argument("--max-grad-norm", type=float, metavar="X",
+                       help="clip the gradients to total norm X across every shard and rank "
+                            "(default: no clipping)")
+    group.add_argument("--grad-norm-type", choices=GRAD_NORM_TYPES,
+                       help="the norm (default 2)")
+
+
+def clip_config(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict | None:
+    """The ``clip_grad_norm`` of run.json, checked as loom-attach-optimizer
+    checks it; None without clipping."""
+    if args.max_grad_norm is None:
+        if args.grad_norm_type is not None:
+            parser.error("--grad-norm-type needs --max-grad-norm")
+        return None
+    if not (args.max_grad_norm > 0 and math.isfinite(args.max_grad_norm)):
+        parser.error(f"--max-grad-norm must be a finite number > 0, got {args.max_grad_norm}")
+    return {"max_norm": args.max_grad_norm, "norm_type": args.grad_norm_type or "2"}
+
+
+def clip_gradients(parameters, clip: dict | None) -> None:
+    """``clip_grad_norm_`` as a recorded ``clip_grad_norm`` asks (nothing for
+    None)."""
+    if clip:
+        import torch
+
+        torch.nn.utils.clip_grad_norm_(parameters, clip["max_norm"], float(clip["norm_type"]))
+
+
 def optimizer_config(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, Any]:
     """Checks the optimizer options against each other and resolves them
     (:func:`resolve_optimizer`); a bad combination is a usage error."""

@@ -268,6 +268,7 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str
                              "--recompute-budget or --schedule)")
     options.add_optimizer_arguments(parser)
     options.add_schedule_arguments(parser)
+    options.add_clip_arguments(parser)
     args, compile_args = parser.parse_known_args(argv)
     if args.measure_op_times and not any(
             a.startswith(("--recompute-budget", "--schedule")) and
@@ -288,6 +289,7 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str
     args.dp_ranks = args.nproc // args.pp
     args.optimizer_config = options.optimizer_config(parser, args)
     args.lr_schedule = options.schedule_config(parser, args)
+    args.clip = options.clip_config(parser, args)
     for name in ("rtol", "atol"):
         value = getattr(args, name)
         if value is not None and not (value >= 0 and math.isfinite(value)):
@@ -343,6 +345,10 @@ def capture_options(args: argparse.Namespace, compile_args: list[str]) -> list[s
     if args.lr_schedule:
         for key, value in args.lr_schedule.items():
             flags += [f"--lr-{key.replace('_', '-')}", str(value)]
+    # Clipping too, which the reference applies before each update.
+    if args.clip:
+        flags += ["--max-grad-norm", repr(args.clip["max_norm"]), "--grad-norm-type",
+                  args.clip["norm_type"]]
     if args.reference != "eager":
         flags += ["--reference", args.reference]
         # The reference's sharding follows the compile's.

@@ -26,18 +26,25 @@ parameters within 9e-8) and is checked at the same tolerance.
 
 Negative control: every step's norm is above max_norm (asserted), so the
 same model compiled without ``--max-grad-norm`` must fail the same check.
+
+The run configuration: ``--max-grad-norm`` given to capture (or ``loom
+run``) makes capture's own references clip (eager and PyTorch's data
+parallelism), records ``clip_grad_norm`` in run.json, and loom-compile
+clips from it without being told (test/Import/run-config.test has its
+parsing and the refusal of a contradicting flag).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from build_tools import LOOM_COMPILE, LOOM_IMPORT, LOOM_RUN, REPO, needs_tools
+from build_tools import BUILD, LOOM_COMPILE, LOOM_IMPORT, LOOM_RUN, REPO, needs_tools
 from capture_cli import loom_capture
 
 pytestmark = needs_tools(LOOM_IMPORT, LOOM_COMPILE, LOOM_RUN)
@@ -98,3 +105,35 @@ def test_clipping_equals_pytorch(mode, tmp_path):
     result = check([])
     assert result.returncode == 1, result.stdout + result.stderr
     assert "MISMATCH" in result.stdout and "FAIL" in result.stdout
+
+
+def test_capture_records_clipping_for_the_reference_and_compile(tmp_path):
+    """``--max-grad-norm`` given to capture (here through ``loom run``) is
+    part of the run configuration: PyTorch's own fully_shard reference clips
+    with ``clip_grad_norm_`` before each update, run.json records
+    ``clip_grad_norm``, and loom-compile takes it from there without being
+    told. The clipped run passes its check at the FSDP tolerance above; the
+    reference without clipping trains differently (the clipping took effect
+    in the reference, whose gradient norms on this model stay above 1)."""
+    env = dict(os.environ, PYTHONPATH=str(REPO / "python"), LOOM_BUILD=str(BUILD))
+
+    def loom_run(out: Path, *flags: str) -> subprocess.CompletedProcess:
+        return run([sys.executable, "-m", "loom", "run", MODEL, "--out", out, "--nproc", "2",
+                    "--dp", "fsdp", "--reference", "fsdp", "--optimizer", "adamw", "--lr", "1e-2",
+                    "--steps", "6", "--check", "--rtol", "1e-6", "--atol", "1e-6", *flags],
+                   cwd=REPO, env=env)
+
+    clipped = loom_run(tmp_path / "clipped", "--max-grad-norm", "1", "--grad-norm-type", "2")
+    assert clipped.returncode == 0, clipped.stdout + clipped.stderr
+    assert "gradient clipping: clip_grad_norm_(max_norm=1, norm_type=2)" in clipped.stdout
+    assert "PASS" in clipped.stdout
+    config = json.loads((tmp_path / "clipped" / "run.json").read_text())
+    assert config["clip_grad_norm"] == {"max_norm": 1.0, "norm_type": "2"}
+    compile_line = next(l for l in clipped.stdout.splitlines() if l.startswith("[compile]"))
+    assert "--max-grad-norm" not in compile_line, compile_line
+
+    plain = loom_run(tmp_path / "plain")
+    assert plain.returncode == 0, plain.stdout + plain.stderr
+    losses = [json.loads((tmp_path / d / "reference.json").read_text())["losses"]
+              for d in ("clipped", "plain")]
+    assert losses[0][0] == losses[1][0] and losses[0][1:] != losses[1][1:], losses

@@ -231,6 +231,8 @@ def test_dropout_draws_what_eager_seeded_alike_draws(tmp_path):
     (["--nproc", "2", "--pp=2", "--reference", "ddp"],
      "--reference ddp needs data-parallel ranks: --nproc N with N > 1 (N / 2 > 1 with --pp=2)"),
     (["--nproc", "3", "--pp=2"], "--nproc 3 is not a multiple of --pp=2"),
+    (["--grad-norm-type", "inf"], "--grad-norm-type needs --max-grad-norm"),
+    (["--max-grad-norm", "0"], "--max-grad-norm must be a finite number > 0, got 0.0"),
     (["--rtol", "0"], "--rtol is --check's tolerance; add --check"),
     (["--check", "--atol", "-1"], "--atol must be a finite number at least 0"),
     (["--check", "--rtol", "nan"], "--rtol must be a finite number at least 0"),

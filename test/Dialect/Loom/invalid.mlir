@@ -907,8 +907,18 @@ module attributes {loom.run_config = #loom.run_config<optimizer = #loom.adam<>, 
 
 // -----
 
-// expected-error@+1 {{param_groups, lr_schedule and optimizer_impl need an optimizer}}
+// expected-error@+1 {{param_groups, lr_schedule, optimizer_impl and clip_grad_norm need an optimizer}}
 module attributes {loom.run_config = #loom.run_config<optimizer_impl = "fused">} {}
+
+// -----
+
+// expected-error@+1 {{clip_grad_norm.max_norm must be a finite number > 0, got 0.000000e+00 : f64}}
+module attributes {loom.run_config = #loom.run_config<optimizer = #loom.sgd<lr = 0.1>, clip_grad_norm = {max_norm = 0.0 : f64, norm_type = "2"}>} {}
+
+// -----
+
+// expected-error@+1 {{clip_grad_norm.norm_type must be "2" or "inf", got "1"}}
+module attributes {loom.run_config = #loom.run_config<optimizer = #loom.sgd<lr = 0.1>, clip_grad_norm = {max_norm = 1.0 : f64, norm_type = "1"}>} {}
 
 // -----
 

@@ -121,7 +121,8 @@ LogicalResult
 RunConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                       int64_t worldSize, int64_t microbatches, int64_t seed,
                       Attribute optimizer, StringAttr paramGroups,
-                      DictionaryAttr lrSchedule, StringAttr optimizerImpl) {
+                      DictionaryAttr lrSchedule, StringAttr optimizerImpl,
+                      DictionaryAttr clipGradNorm) {
   if (worldSize < 1)
     return emitError() << "world_size must be at least 1, got " << worldSize;
   if (microbatches < 1)
@@ -133,9 +134,23 @@ RunConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                           "#loom.adadelta, #loom.adamax, #loom.radam, "
                           "#loom.nadam, #loom.rprop or #loom.asgd, got "
                        << optimizer;
-  if ((paramGroups || lrSchedule || optimizerImpl) && !optimizer)
-    return emitError()
-           << "param_groups, lr_schedule and optimizer_impl need an optimizer";
+  if ((paramGroups || lrSchedule || optimizerImpl || clipGradNorm) &&
+      !optimizer)
+    return emitError() << "param_groups, lr_schedule, optimizer_impl and "
+                          "clip_grad_norm need an optimizer";
+  if (clipGradNorm) {
+    auto maxNorm = clipGradNorm.getAs<FloatAttr>("max_norm");
+    auto normType = clipGradNorm.getAs<StringAttr>("norm_type");
+    if (!maxNorm || !(maxNorm.getValueAsDouble() > 0) ||
+        !std::isfinite(maxNorm.getValueAsDouble()))
+      return emitError() << "clip_grad_norm.max_norm must be a finite number "
+                            "> 0, got "
+                         << clipGradNorm.get("max_norm");
+    if (!normType || !llvm::is_contained({"2", "inf"}, normType.getValue()))
+      return emitError() << "clip_grad_norm.norm_type must be \"2\" or "
+                            "\"inf\", got "
+                         << clipGradNorm.get("norm_type");
+  }
   if (optimizerImpl && optimizerImpl.getValue() != "fused")
     return emitError() << "optimizer_impl must be \"fused\" (the "
                           "single-tensor loop is the default), got "

@@ -627,7 +627,8 @@ def Loom_RunConfigAttr : Loom_Attr<"RunConfig", "run_config"> {
     seed and the optimizer the eager reference trained with, every
     hyperparameter resolved, with its parameter groups (one rule per group
     of the torch.optim optimizer, naming its parameters), learning-rate
-    schedule and fused implementation when it had them. `loom-compile` takes the world size, the
+    schedule, fused implementation and gradient clipping
+    (`clip_grad_norm_` before each update) when it had them. `loom-compile` takes the world size, the
     microbatches and the optimizer from it unless told otherwise, and
     refuses an option that contradicts it.
 
@@ -650,7 +651,10 @@ def Loom_RunConfigAttr : Loom_Attr<"RunConfig", "run_config"> {
         "its learning-rate schedule, as loom.lr_schedule">:$lr_schedule,
     OptionalParameter<"::mlir::StringAttr",
         "how torch.optim computed its update (\"fused\": fused=True; "
-        "absent: the single-tensor loop)">:$optimizer_impl);
+        "absent: the single-tensor loop)">:$optimizer_impl,
+    OptionalParameter<"::mlir::DictionaryAttr",
+        "its gradient clipping before each update (clip_grad_norm_: "
+        "max_norm, norm_type \"2\" or \"inf\")">:$clip_grad_norm);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }
