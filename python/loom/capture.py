@@ -13,7 +13,7 @@ Usage (from the repository root)::
         [--maximize] [--seed S] [--split N] [--microbatches M] \
         [--make-arg KEY=VALUE ...] [--meta]
         [--reference eager|ddp|fsdp|hsdp|replicate [--replicate-size R]
-         [--reshard-after-forward auto|true|false|K]]
+         [--reshard-after-forward auto|true|false|K] [--param-dtype D] [--reduce-dtype D]]
 
 FILE.py defines ``make()`` returning ``(model, batches)``: ``model(*batch)``
 returns a scalar loss and ``batches`` is a list of tuples of tensors, one per
@@ -107,7 +107,9 @@ default): the whole batch on one device, as above; exact for a single-rank
 step and for SGD. ``ddp``, ``fsdp``, ``hsdp`` or ``replicate`` (with
 ``--split N``, N > 1): PyTorch's own ``DistributedDataParallel``,
 ``fully_shard`` (HSDP on a ``--replicate-size R`` x N/R mesh;
-``--reshard-after-forward`` as loom-compile's) or FSDP2-based ``replicate``
+``--reshard-after-forward`` as loom-compile's; ``--param-dtype`` and
+``--reduce-dtype``, loom-compile's names, as its ``MixedPrecisionPolicy``)
+or FSDP2-based ``replicate``
 trains the same model on N Gloo ranks, each on its slice of
 every batch (loom/dp_reference.py); its losses and parameters replace the
 eager ones, ``reference.json`` says which run made them in
@@ -1152,7 +1154,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--reshard-after-forward", default="auto", metavar="auto|true|false|K",
                         help="--reference fsdp/hsdp: fully_shard's reshard_after_forward "
                         "(default auto)")
+    parser.add_argument("--param-dtype", choices=("bf16", "f16", "f32"),
+                        help="--reference fsdp/hsdp: MixedPrecisionPolicy(param_dtype), as "
+                        "loom-compile's --param-dtype")
+    parser.add_argument("--reduce-dtype", choices=("bf16", "f16", "f32"),
+                        help="--reference fsdp/hsdp: MixedPrecisionPolicy(reduce_dtype), as "
+                        "loom-compile's --reduce-dtype")
     args = parser.parse_args(argv)
+    if (args.param_dtype or args.reduce_dtype) and args.reference not in ("fsdp", "hsdp"):
+        parser.error("--param-dtype and --reduce-dtype are fully_shard's mixed precision: they "
+                     "need --reference fsdp or hsdp")
     if args.reference != "eager":
         from loom.dp_reference import reshard_setting
 
@@ -1361,7 +1372,8 @@ def capture(args: argparse.Namespace) -> None:
         try:
             got = dp_reference.train(path, args.out, args.out, args.reference,
                                      args.replicate_size, args.reshard_after_forward,
-                                     args.make_kwargs)
+                                     args.make_kwargs,
+                                     precision=(args.param_dtype, args.reduce_dtype))
         except ValueError as exc:
             raise CaptureError(f"--reference {args.reference}: {exc}") from exc
         losses = got["losses"]

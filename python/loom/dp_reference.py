@@ -237,11 +237,29 @@ def wrap_replicate(model: torch.nn.Module, world: int) -> torch.nn.Module:
     return model
 
 
+# loom-compile's --param-dtype/--reduce-dtype names.
+MP_DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
+
+
+def mp_policy(precision: tuple[str | None, str | None] | None):
+    """fully_shard's ``MixedPrecisionPolicy(param_dtype, reduce_dtype)`` of
+    loom-compile's (param-dtype, reduce-dtype) names (None for neither)."""
+    if not precision or not any(precision):
+        return None
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    param, reduce = precision
+    return MixedPrecisionPolicy(param_dtype=MP_DTYPES[param] if param else None,
+                                reduce_dtype=MP_DTYPES[reduce] if reduce else None)
+
+
 def _wrap(model: torch.nn.Module, mode: str, world: int, replicate_size: int,
           reshard: str, settings: ModuleSettings | None = None,
-          unused: bool = False) -> torch.nn.Module:
+          unused: bool = False,
+          precision: tuple[str | None, str | None] | None = None) -> torch.nn.Module:
     """``unused``: some parameters receive no gradient (DDP must be told;
-    fully_shard and replicate find them on their own)."""
+    fully_shard and replicate find them on their own). ``precision``:
+    fully_shard's mixed precision, as (param-dtype, reduce-dtype)."""
     if mode == "replicate":
         return wrap_replicate(model, world)
     if mode == "ddp":
@@ -259,6 +277,8 @@ def _wrap(model: torch.nn.Module, mode: str, world: int, replicate_size: int,
     units = _units(model, settings)
     check_units_share_nothing(model, units)
     placement = {"shard_placement_fn": _largest_dim} if settings.shard_largest_dim else {}
+    if mp_policy(precision) is not None:
+        placement["mp_policy"] = mp_policy(precision)
     for path in [*units, ""]:
         after = reshard_setting(settings.reshard_after_forward.get(path, reshard))
         fully_shard(model.get_submodule(path), mesh=mesh, reshard_after_forward=after,
@@ -437,13 +457,14 @@ def spawn_ranks(fn, world: int, *args):
 
 def _rank(rank: int, world: int, store: str, out: str, mode: str, replicate_size: int,
           reshard: str, model_file: str, make_kwargs: dict, config: dict,
-          settings: ModuleSettings | None) -> None:
+          settings: ModuleSettings | None,
+          precision: tuple[str | None, str | None] | None = None) -> None:
     start_rank(rank, world, store)
     try:
         program = make_seeded(Path(model_file), config["seed"], make_kwargs)
         torch.manual_seed(config["seed"])
         model = _wrap(program.model, mode, world, replicate_size, reshard, settings,
-                      bool(config.get("unused_parameters")))
+                      bool(config.get("unused_parameters")), precision)
         inner = model.module if mode == "ddp" else model
         # foreach=False: torch.optim's single-tensor loop, which Loom's
         # runtime implements op for op. Groups and schedule as the capture
@@ -505,7 +526,8 @@ def write_reference(capture: Path, out: Path, losses: list[float],
 
 
 def describe(mode: str, world: int, replicate_size: int = 1, reshard: str = "auto",
-             microbatches: int = 1) -> str:
+             microbatches: int = 1,
+             precision: tuple[str | None, str | None] | None = None) -> str:
     """What made a reference, for its ``"reference"`` field and messages."""
     what = {"ddp": "DistributedDataParallel", "fsdp": "fully_shard",
             "hsdp": f"fully_shard HSDP ({replicate_size} x {world // max(replicate_size, 1)})",
@@ -513,6 +535,9 @@ def describe(mode: str, world: int, replicate_size: int = 1, reshard: str = "aut
     label = f"PyTorch {what[mode]} on {world} Gloo ranks"
     if mode in ("fsdp", "hsdp"):
         label += f", reshard_after_forward={reshard}"
+        if precision and any(precision):
+            label += (f", MixedPrecisionPolicy(param_dtype={precision[0] or 'None'}, "
+                      f"reduce_dtype={precision[1] or 'None'})")
     if microbatches > 1:
         label += f", {microbatches} microbatches"
     return label
@@ -520,11 +545,14 @@ def describe(mode: str, world: int, replicate_size: int = 1, reshard: str = "aut
 
 def train(model_file: Path, capture: Path, out: Path, mode: str, replicate_size: int = 1,
           reshard: str = "auto", make_kwargs: dict | None = None,
-          settings: ModuleSettings | None = None) -> dict:
+          settings: ModuleSettings | None = None,
+          precision: tuple[str | None, str | None] | None = None) -> dict:
     """Trains the capture in ``capture`` the ``mode`` way on its world size
     and writes ``out/reference.*`` and ``out/one-step-short/`` (``out`` may
     be ``capture``: its eager reference is then replaced). ``settings``:
-    per-module FSDP2 knobs (fsdp and hsdp only)."""
+    per-module FSDP2 knobs (fsdp and hsdp only); ``precision``:
+    fully_shard's mixed precision as loom-compile's (param-dtype,
+    reduce-dtype) (fsdp and hsdp only)."""
     config = json.loads((capture / "run.json").read_text())
     world = config["world_size"]
     if mode not in MODES:
@@ -538,13 +566,15 @@ def train(model_file: Path, capture: Path, out: Path, mode: str, replicate_size:
     if mode != "hsdp":
         replicate_size = 1
     reshard_setting(reshard)
+    if precision and any(precision) and mode not in ("fsdp", "hsdp"):
+        raise ValueError(f"mixed precision is fully_shard's; {mode} takes none")
     if settings is not None:
         if mode not in ("fsdp", "hsdp"):
             raise ValueError(f"per-module settings are fully_shard's; {mode} takes none")
         settings.check()
     got = spawn_ranks(_rank, world, mode, replicate_size, reshard, str(model_file.resolve()),
-                      make_kwargs or {}, config, settings)
-    label = describe(mode, world, replicate_size, reshard, config["microbatches"])
+                      make_kwargs or {}, config, settings, precision)
+    label = describe(mode, world, replicate_size, reshard, config["microbatches"], precision)
     if settings is not None:
         label += f", per-module settings {settings}"
     # The short one first: `out` may be the capture, whose reference.* it reads.

@@ -32,7 +32,8 @@ previous one's files in DIR (default ``out/<model file stem>``):
 ``--check`` compares with PyTorch eager on one device (the whole batch at
 once), or with ``--reference ddp|fsdp|hsdp|replicate`` with PyTorch's own data
 parallelism run on ``--nproc`` Gloo ranks (``loom.capture --reference``, with
-the compile's ``--replicate-size`` and ``--reshard-after-forward``): the fair
+the compile's ``--replicate-size``, ``--reshard-after-forward``, and
+``--param-dtype``/``--reduce-dtype`` as fully_shard's MixedPrecisionPolicy): the fair
 reference where the distributed step differs from one device's by design
 (batch norm's statistics of each rank's rows, which each rank's check compares
 with that rank's; a loss that is not a mean over the batch) or by the order of
@@ -352,7 +353,8 @@ def capture_options(args: argparse.Namespace, compile_args: list[str]) -> list[s
     if args.reference != "eager":
         flags += ["--reference", args.reference]
         # The reference's sharding follows the compile's.
-        for name in ("--replicate-size", "--reshard-after-forward"):
+        for name in ("--replicate-size", "--reshard-after-forward", "--param-dtype",
+                     "--reduce-dtype"):
             flags += [part for arg in compile_args if arg.startswith(name + "=")
                       for part in arg.split("=", 1)]
     return flags

@@ -245,3 +245,35 @@ def test_fsdp_bf16_on_4_ranks_within_bf16_tolerance(name, tmp_path):
     assert "PASS" in result.stdout
     check_update(tmp_path, tmp_path / "final.safetensors")
 
+
+
+def test_loom_run_reference_takes_the_mixed_precision_policy(tmp_path):
+    """``loom run --dp fsdp --param-dtype=bf16 --reduce-dtype=f32 --reference
+    fsdp`` trains PyTorch's fully_shard reference with that
+    ``MixedPrecisionPolicy`` (capture --param-dtype/--reduce-dtype), so the
+    check is the fair one and exact: GPT, 5 AdamW steps on 2 ranks, every
+    loss and parameter bitwise. The policy took effect in the reference: the
+    same run compiled and referenced in f32 has other losses."""
+    import os
+    import subprocess
+
+    from build_tools import BUILD
+
+    env = dict(os.environ, PYTHONPATH=str(REPO / "python"), LOOM_BUILD=str(BUILD))
+
+    def loom_run(out: Path, *flags: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "loom", "run", MODELS["gpt"], "--out", str(out), "--nproc",
+             "2", "--dp", "fsdp", "--reference", "fsdp", "--optimizer", "adamw", "--steps", "5",
+             "--check", "--rtol", "0", "--atol", "0", *flags],
+            cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+
+    mixed = loom_run(tmp_path / "bf16", "--param-dtype=bf16", "--reduce-dtype=f32")
+    assert mixed.returncode == 0, mixed.stdout + mixed.stderr
+    assert "PASS" in mixed.stdout
+    report = json.loads((tmp_path / "bf16" / "reference.json").read_text())
+    assert "MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=f32)" in report["reference"]
+    plain = loom_run(tmp_path / "f32")
+    assert plain.returncode == 0, plain.stdout + plain.stderr
+    f32 = json.loads((tmp_path / "f32" / "reference.json").read_text())
+    assert report["losses"] != f32["losses"], f32["losses"]
