@@ -92,6 +92,14 @@ CACHE_DIR = ".loom-cache"
 # loom-compile options the profile's compile leaves out: what would make it
 # fail or change nothing the kernels see (a budget, a memory limit).
 UNPROFILED_FLAGS = ("--recompute-", "--memory-limit", "--op-times")
+# loom-compile options that change what the step computes but that capture's
+# reference cannot take, so a check against it would compare different
+# training: what to do instead.
+UNREFERENCED_FLAGS = {
+    "--param-groups": "define param_groups(model) in the model file: capture records the "
+                      "groups, the reference trains with them and loom-compile takes them",
+    "--gradient-divide-factor": "the reference divides by the data-parallel size",
+}
 
 class StageError(Exception):
     """A stage failed; the message names it and says why."""
@@ -279,6 +287,11 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str
     for name in ("nproc", "steps", "microbatches"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be at least 1")
+    if args.check:
+        for flag, instead in UNREFERENCED_FLAGS.items():
+            if any(a == flag or a.startswith(flag + "=") for a in compile_args):
+                parser.error(f"{flag} changes the compiled step but not the reference --check "
+                             f"compares with; {instead}")
     stray = [a for a in compile_args if not a.startswith("-")]
     if stray:
         parser.error(f"unexpected argument '{stray[0]}' (loom-compile options are passed as "

@@ -232,6 +232,9 @@ def test_dropout_draws_what_eager_seeded_alike_draws(tmp_path):
      "--reference ddp needs data-parallel ranks: --nproc N with N > 1 (N / 2 > 1 with --pp=2)"),
     (["--nproc", "3", "--pp=2"], "--nproc 3 is not a multiple of --pp=2"),
     (["--grad-norm-type", "inf"], "--grad-norm-type needs --max-grad-norm"),
+    (["--check", "--param-groups=ndim<2:weight-decay=0"],
+     "--param-groups changes the compiled step but not the reference --check compares with; "
+     "define param_groups(model) in the model file"),
     (["--max-grad-norm", "0"], "--max-grad-norm must be a finite number > 0, got 0.0"),
     (["--rtol", "0"], "--rtol is --check's tolerance; add --check"),
     (["--check", "--atol", "-1"], "--atol must be a finite number at least 0"),
