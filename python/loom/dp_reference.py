@@ -265,7 +265,11 @@ def _wrap(model: torch.nn.Module, mode: str, world: int, replicate_size: int,
     if mode == "ddp":
         from torch.nn.parallel import DistributedDataParallel
 
-        return DistributedDataParallel(model, find_unused_parameters=unused)
+        # Buffers stay each rank's own (batch norm's running statistics of its
+        # rows), as loom-replicate keeps them: DDP's default would overwrite
+        # them with rank 0's at every forward.
+        return DistributedDataParallel(model, find_unused_parameters=unused,
+                                       broadcast_buffers=False)
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
@@ -529,7 +533,7 @@ def describe(mode: str, world: int, replicate_size: int = 1, reshard: str = "aut
              microbatches: int = 1,
              precision: tuple[str | None, str | None] | None = None) -> str:
     """What made a reference, for its ``"reference"`` field and messages."""
-    what = {"ddp": "DistributedDataParallel", "fsdp": "fully_shard",
+    what = {"ddp": "DistributedDataParallel (broadcast_buffers=False)", "fsdp": "fully_shard",
             "hsdp": f"fully_shard HSDP ({replicate_size} x {world // max(replicate_size, 1)})",
             "replicate": "replicate (FSDP2-based)"}
     label = f"PyTorch {what[mode]} on {world} Gloo ranks"
