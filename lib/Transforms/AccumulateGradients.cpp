@@ -56,18 +56,37 @@ struct LoomAccumulateGradientsPass
       return func.emitOpError("already has an optimizer attached; run "
                               "loom-accumulate-gradients before "
                               "loom-attach-optimizer");
+    // The buffer each buffer mutation writes (by name).
+    llvm::StringMap<BlockArgument> buffers;
+    for (BlockArgument arg : func.getArguments()) {
+      unsigned i = arg.getArgNumber();
+      auto role =
+          func.getArgAttrOfType<RoleAttr>(i, LoomDialect::kRoleAttrName);
+      auto name =
+          func.getArgAttrOfType<StringAttr>(i, LoomDialect::kNameAttrName);
+      if (role && role.getValue() == Role::buffer && name)
+        buffers[name.getValue()] = arg;
+    }
     SmallVector<Role> roles;
+    DenseMap<unsigned, BlockArgument> written;
     for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
       Role role =
           func.getResultAttrOfType<RoleAttr>(i, LoomDialect::kRoleAttrName)
               .getValue();
-      if (role != Role::loss && role != Role::grad)
+      roles.push_back(role);
+      if (role == Role::loss || role == Role::grad)
+        continue;
+      auto target =
+          func.getResultAttrOfType<StringAttr>(i, LoomDialect::kTargetAttrName);
+      BlockArgument buffer =
+          target ? buffers.lookup(target.getValue()) : BlockArgument();
+      if (role != Role::buffer_mutation || !buffer)
         return func.emitOpError("result #")
                << i << " has role " << stringifyRole(role)
                << "; gradient accumulation handles steps that return the "
-                  "loss and gradients (buffer mutations would chain from "
-                  "one microbatch to the next)";
-      roles.push_back(role);
+                  "loss, gradients and buffer mutations of the step's "
+                  "buffers";
+      written[i] = buffer;
     }
     Block &body = func.getBody().front();
     for (Operation &op : body)
@@ -101,8 +120,13 @@ struct LoomAccumulateGradientsPass
     // One running sum per result, added to after each microbatch, so only
     // one microbatch's gradients are live besides the sums.
     SmallVector<Value> sums(func.getNumResults());
+    // Buffer mutations chain: microbatch k reads what microbatch k - 1
+    // wrote (batch norm's running statistics are updated once per
+    // microbatch, as a loop running the module M times updates them), and
+    // the step returns what the last one wrote.
+    IRMapping previous;
     for (int64_t k = 0; k < microbatches; ++k) {
-      IRMapping map;
+      IRMapping map = previous;
       for (auto [arg, dim] : batch) {
         Location loc = NameLoc::get(
             StringAttr::get(ctx, "microbatch" + Twine(k)), arg.getLoc());
@@ -113,8 +137,14 @@ struct LoomAccumulateGradientsPass
       for (Operation *op : original)
         b.clone(*op, map)->setAttr(LoomDialect::kMicrobatchAttrName,
                                    b.getI64IntegerAttr(k));
+      previous.clear();
       for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
         Value value = map.lookupOrDefault(v);
+        if (BlockArgument buffer = written.lookup(i)) {
+          previous.map(buffer, value);
+          sums[i] = value;
+          continue;
+        }
         Phase phase =
             roles[i] == Role::loss ? Phase::forward : Phase::backward;
         sums[i] = !sums[i] ? value
@@ -127,8 +157,12 @@ struct LoomAccumulateGradientsPass
       }
     }
 
-    // The mean over the microbatches.
+    // The mean over the microbatches (a buffer: the last one's value).
     for (auto [i, sum] : llvm::enumerate(sums)) {
+      if (written.count(i)) {
+        ret->setOperand(i, sum);
+        continue;
+      }
       Phase phase = roles[i] == Role::loss ? Phase::forward : Phase::backward;
       Type type = sum.getType();
       Location loc = sum.getLoc();

@@ -137,3 +137,35 @@ def test_ddp_reference_keeps_each_ranks_batch_norm_statistics(tmp_path):
     # Negative control: one AdamW step fewer is caught by the exact check.
     result = check(tmp_path / "one-step-short" / "reference.json")
     assert result.returncode == 1, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("mode, flags", [("fsdp", ["--dp=fsdp"]), ("ddp", ["--dp=replicate"])])
+def test_accumulation_chains_batch_norm_statistics(mode, flags, tmp_path):
+    """Gradient accumulation over a model with batch norm: each microbatch
+    updates the running statistics the one before left, as PyTorch's loop
+    (``no_sync`` / ``set_requires_gradient_sync`` on all but the last)
+    runs the module M times. Three residual BatchNorm1d blocks on 2 ranks,
+    2 microbatches, 4 AdamW steps: every loss, parameter and each rank's
+    statistics bitwise equal to fully_shard's and DDP's (loom-accumulate-
+    gradients used to refuse the step)."""
+    model = REPO / "python" / "tests" / "remat_batchnorm_model.py"
+    steps = 4
+    result = loom_capture([model, "--out", tmp_path, "--steps", str(steps), "--split", "2",
+                           "--microbatches", "2", "--optimizer", "adamw", "--reference", mode])
+    assert result.returncode == 0, result.stderr
+    result = run([LOOM_IMPORT, tmp_path / "step.pt2", "-o", tmp_path / "step.mlir"])
+    assert result.returncode == 0, result.stderr
+    artifact = tmp_path / "step.loomx"
+    result = run([LOOM_COMPILE, tmp_path / "step.mlir", "-o", artifact, *flags])
+    assert result.returncode == 0, result.stderr
+
+    def check(reference: Path) -> subprocess.CompletedProcess:
+        return run([LOOM_RUN, artifact, "--nproc", "2", "--batches",
+                    tmp_path / "batches.safetensors", "--steps", str(steps), "--check",
+                    reference, "--no-progress", *EXACT])
+
+    result = check(tmp_path / "reference.json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "PASS" in result.stdout
+    result = check(tmp_path / "one-step-short" / "reference.json")
+    assert result.returncode == 1, result.stdout + result.stderr

@@ -3,15 +3,14 @@
 
 // CHECK: --loom-accumulate-gradients: microbatches must be at least 1, got 0
 
-// expected-error@+1 {{result #1 has role buffer_mutation; gradient accumulation handles steps that return the loss and gradients (buffer mutations would chain from one microbatch to the next)}}
-func.func @bn(%b: tensor<4xf32> {loom.name = "bn.mean", loom.role = #loom.role<buffer>},
-              %x: tensor<2x4xf32> {loom.name = "x", loom.role = #loom.role<input>})
+// expected-error@+1 {{result #1 has role output; gradient accumulation handles steps that return the loss, gradients and buffer mutations of the step's buffers}}
+func.func @out(%x: tensor<2x4xf32> {loom.name = "x", loom.role = #loom.role<input>})
     -> (tensor<f32> {loom.role = #loom.role<loss>},
-        tensor<4xf32> {loom.role = #loom.role<buffer_mutation>, loom.target = "bn.mean"})
+        tensor<2x4xf32> {loom.role = #loom.role<output>})
     attributes {loom.step} {
   %l = loom.aten "aten::sum.default"(%x) {args = [#loom.arg<0>]} : (tensor<2x4xf32>) -> tensor<f32>
-  %m = loom.aten "aten::neg.default"(%b) {args = [#loom.arg<0>]} : (tensor<4xf32>) -> tensor<4xf32>
-  return %l, %m : tensor<f32>, tensor<4xf32>
+  %y = loom.aten "aten::neg.default"(%x) {args = [#loom.arg<0>]} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  return %l, %y : tensor<f32>, tensor<2x4xf32>
 }
 
 // -----

@@ -1272,9 +1272,11 @@ def LoomAccumulateGradients
     or FSDP2's last microbatch does. Every op of microbatch k's copy
     (slices included) carries `loom.microbatch = k`, which `loom-fsdp`
     uses to gather and reshard per microbatch; the accumulation ops carry
-    none. Fails on steps with buffer mutations (BatchNorm statistics would
-    have to chain from one microbatch to the next) or user outputs, and on
-    a step that already has an optimizer or collectives.
+    none. Buffer mutations (BatchNorm's running statistics) chain:
+    microbatch k reads the buffers microbatch k - 1 wrote, as the module
+    run M times updates them M times, and the step returns the last
+    microbatch's. Fails on steps with user outputs, and on a step that
+    already has an optimizer or collectives.
 
     ```mlir
     // --loom-accumulate-gradients="microbatches=2": x: tensor<2x4xf32> -> tensor<4x4xf32>
