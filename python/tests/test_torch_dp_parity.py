@@ -97,6 +97,31 @@ def test_loom_equals_pytorch_data_parallel(mode, step, tmp_path):
     assert "MISMATCH" in result.stdout and "FAIL" in result.stdout
 
 
+BATCH_NORM_MODEL = REPO / "python" / "tests" / "remat_batchnorm_model.py"
+
+
+def batch_norm_run(tmp_path: Path, mode: str, flags: list, steps: int, microbatches: int = 1):
+    """Captures the residual BatchNorm1d blocks for 2 ranks with PyTorch's
+    ``mode`` reference, compiles them with ``flags``; returns the exact
+    check of the trained artifact against a reference.json."""
+    result = loom_capture([BATCH_NORM_MODEL, "--out", tmp_path, "--steps", str(steps),
+                           "--split", "2", "--microbatches", str(microbatches),
+                           "--optimizer", "adamw", "--reference", mode])
+    assert result.returncode == 0, result.stderr
+    result = run([LOOM_IMPORT, tmp_path / "step.pt2", "-o", tmp_path / "step.mlir"])
+    assert result.returncode == 0, result.stderr
+    artifact = tmp_path / "step.loomx"
+    result = run([LOOM_COMPILE, tmp_path / "step.mlir", "-o", artifact, *flags])
+    assert result.returncode == 0, result.stderr
+
+    def check(reference: Path) -> subprocess.CompletedProcess:
+        return run([LOOM_RUN, artifact, "--nproc", "2", "--batches",
+                    tmp_path / "batches.safetensors", "--steps", str(steps), "--check",
+                    reference, "--no-progress", *EXACT])
+
+    return check
+
+
 def test_ddp_reference_keeps_each_ranks_batch_norm_statistics(tmp_path):
     """Batch norm's running statistics under ``--dp=replicate`` stay each
     rank's own (loom-replicate, as DDP with ``broadcast_buffers=False``), and
@@ -106,24 +131,9 @@ def test_ddp_reference_keeps_each_ranks_batch_norm_statistics(tmp_path):
     overwrites rank 1's statistics with rank 0's before every forward (by
     hand, a residual conv net on 2 ranks: 12 of rank 1's statistics off by up
     to 5e-3)."""
-    model = REPO / "python" / "tests" / "remat_batchnorm_model.py"
-    steps = 5
-    result = loom_capture([model, "--out", tmp_path, "--steps", str(steps), "--split", "2",
-                           "--optimizer", "adamw", "--reference", "ddp"])
-    assert result.returncode == 0, result.stderr
+    check = batch_norm_run(tmp_path, "ddp", ["--dp=replicate"], steps=5)
     report = json.loads((tmp_path / "reference.json").read_text())
     assert "broadcast_buffers=False" in report["reference"], report["reference"]
-    result = run([LOOM_IMPORT, tmp_path / "step.pt2", "-o", tmp_path / "step.mlir"])
-    assert result.returncode == 0, result.stderr
-    artifact = tmp_path / "step.loomx"
-    result = run([LOOM_COMPILE, tmp_path / "step.mlir", "-o", artifact, "--dp=replicate"])
-    assert result.returncode == 0, result.stderr
-
-    def check(reference: Path) -> subprocess.CompletedProcess:
-        return run([LOOM_RUN, artifact, "--nproc", "2", "--batches",
-                    tmp_path / "batches.safetensors", "--steps", str(steps), "--check",
-                    reference, "--no-progress", *EXACT])
-
     result = check(tmp_path / "reference.json")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "every rank checks its own" in result.stdout and "PASS" in result.stdout
@@ -148,22 +158,7 @@ def test_accumulation_chains_batch_norm_statistics(mode, flags, tmp_path):
     2 microbatches, 4 AdamW steps: every loss, parameter and each rank's
     statistics bitwise equal to fully_shard's and DDP's (loom-accumulate-
     gradients used to refuse the step)."""
-    model = REPO / "python" / "tests" / "remat_batchnorm_model.py"
-    steps = 4
-    result = loom_capture([model, "--out", tmp_path, "--steps", str(steps), "--split", "2",
-                           "--microbatches", "2", "--optimizer", "adamw", "--reference", mode])
-    assert result.returncode == 0, result.stderr
-    result = run([LOOM_IMPORT, tmp_path / "step.pt2", "-o", tmp_path / "step.mlir"])
-    assert result.returncode == 0, result.stderr
-    artifact = tmp_path / "step.loomx"
-    result = run([LOOM_COMPILE, tmp_path / "step.mlir", "-o", artifact, *flags])
-    assert result.returncode == 0, result.stderr
-
-    def check(reference: Path) -> subprocess.CompletedProcess:
-        return run([LOOM_RUN, artifact, "--nproc", "2", "--batches",
-                    tmp_path / "batches.safetensors", "--steps", str(steps), "--check",
-                    reference, "--no-progress", *EXACT])
-
+    check = batch_norm_run(tmp_path, mode, flags, steps=4, microbatches=2)
     result = check(tmp_path / "reference.json")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "PASS" in result.stdout
