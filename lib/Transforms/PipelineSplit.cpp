@@ -276,6 +276,30 @@ LoomPipelineSplitPass::boundaryStarts(func::FuncOp step,
   // the head's.
   SmallVector<double> costs(units.size(), 0.0);
   double head = 0, tail = 0;
+  int64_t firstUnit = *order.start(units.front());
+  DenseMap<Operation *, int64_t> positionOf;
+  for (auto [i, op] : llvm::enumerate(order.ops))
+    positionOf[op] = i;
+  // Whether an op outside the units runs before them. A module's by where
+  // it starts; the root's and that of a module enclosing the units (the
+  // model under a loss wrapper, whose own code runs before and after its
+  // children) by where the op stands in forward order, or, in backward, the
+  // latest forward value it reads (none: after).
+  auto beforeUnits = [&](AtenOp aten, StringRef path) {
+    if (!path.empty() && !isInModule(units.front(), path)) {
+      std::optional<int64_t> start = order.start(path);
+      return start && *start < firstUnit;
+    }
+    std::optional<int64_t> at;
+    if (auto it = positionOf.find(aten); it != positionOf.end())
+      at = it->second;
+    else
+      for (Value v : aten->getOperands())
+        if (auto it = positionOf.find(v.getDefiningOp());
+            it != positionOf.end())
+          at = std::max(at.value_or(it->second), it->second);
+    return at && *at < firstUnit;
+  };
   step.getBody().front().walk([&](AtenOp aten) {
     double flops = static_cast<double>(countFlops(aten));
     StringRef path = moduleOf(aten);
@@ -285,11 +309,7 @@ LoomPipelineSplitPass::boundaryStarts(func::FuncOp step,
       costs[unit - units.begin()] += flops;
       return;
     }
-    std::optional<int64_t> start = order.start(path);
-    if (start && *start < *order.start(units.front()))
-      head += flops;
-    else
-      tail += flops;
+    (beforeUnits(aten, path) ? head : tail) += flops;
   });
   for (int64_t unit : balance(costs, head, tail, ppStages)) {
     starts.push_back(*order.start(units[unit]));
