@@ -56,37 +56,31 @@ struct LoomAccumulateGradientsPass
       return func.emitOpError("already has an optimizer attached; run "
                               "loom-accumulate-gradients before "
                               "loom-attach-optimizer");
-    // The buffer each buffer mutation writes (by name).
-    llvm::StringMap<BlockArgument> buffers;
-    for (BlockArgument arg : func.getArguments()) {
-      unsigned i = arg.getArgNumber();
-      auto role =
-          func.getArgAttrOfType<RoleAttr>(i, LoomDialect::kRoleAttrName);
-      auto name =
-          func.getArgAttrOfType<StringAttr>(i, LoomDialect::kNameAttrName);
-      if (role && role.getValue() == Role::buffer && name)
-        buffers[name.getValue()] = arg;
-    }
+    // The arguments by name: the step verifier guarantees that a buffer
+    // mutation targets a buffer argument of its type.
+    llvm::StringMap<BlockArgument> args;
+    for (BlockArgument arg : func.getArguments())
+      if (auto name = func.getArgAttrOfType<StringAttr>(
+              arg.getArgNumber(), LoomDialect::kNameAttrName))
+        args[name.getValue()] = arg;
     SmallVector<Role> roles;
+    // The buffer each buffer-mutation result writes.
     DenseMap<unsigned, BlockArgument> written;
     for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
       Role role =
           func.getResultAttrOfType<RoleAttr>(i, LoomDialect::kRoleAttrName)
               .getValue();
       roles.push_back(role);
-      if (role == Role::loss || role == Role::grad)
-        continue;
-      auto target =
-          func.getResultAttrOfType<StringAttr>(i, LoomDialect::kTargetAttrName);
-      BlockArgument buffer =
-          target ? buffers.lookup(target.getValue()) : BlockArgument();
-      if (role != Role::buffer_mutation || !buffer)
+      if (role == Role::buffer_mutation)
+        written[i] = args.lookup(func.getResultAttrOfType<StringAttr>(
+                                         i, LoomDialect::kTargetAttrName)
+                                     .getValue());
+      else if (role != Role::loss && role != Role::grad)
         return func.emitOpError("result #")
                << i << " has role " << stringifyRole(role)
                << "; gradient accumulation handles steps that return the "
                   "loss, gradients and buffer mutations of the step's "
                   "buffers";
-      written[i] = buffer;
     }
     Block &body = func.getBody().front();
     for (Operation &op : body)

@@ -38,10 +38,12 @@ bool isForward(Operation *op) {
   return !phase || phase.getValue() == Phase::forward;
 }
 
-/// Where modules start and end: the index of the first and the last forward
-/// op of each module path (and of every prefix of it), in program order.
+/// The forward ops of the step body in program order, and where modules
+/// start and end: the index of the first and the last forward op of each
+/// module path (and of every prefix of it).
 struct ForwardOrder {
   SmallVector<Operation *> ops;
+  DenseMap<Operation *, int64_t> indexOf;
   llvm::StringMap<int64_t> firstOp, lastOp;
 
   explicit ForwardOrder(Block &body) {
@@ -50,31 +52,35 @@ struct ForwardOrder {
         continue;
       int64_t index = ops.size();
       ops.push_back(&op);
-      StringRef path = moduleOf(&op);
+      indexOf[&op] = index;
       // Record every enclosing module too: `layers.2` starts where its first
       // submodule's op is.
-      while (!path.empty()) {
+      for (StringRef path = moduleOf(&op); !path.empty();
+           path = getOwnerModule(path)) {
         firstOp.try_emplace(path, index);
         lastOp[path] = index;
-        size_t dot = path.rfind('.');
-        path = dot == StringRef::npos ? StringRef() : path.take_front(dot);
       }
     }
   }
 
-  std::optional<int64_t> start(StringRef module) const {
-    auto it = firstOp.find(module);
-    if (it == firstOp.end())
-      return std::nullopt;
-    return it->second;
+  /// The op's index in forward order (nullopt for an op not in it).
+  std::optional<int64_t> position(Operation *op) const {
+    auto it = indexOf.find(op);
+    return it == indexOf.end() ? std::nullopt : std::optional(it->second);
   }
-
+  std::optional<int64_t> start(StringRef module) const {
+    return find(firstOp, module);
+  }
   /// The index of the module's last forward op (nullopt when `start` is).
   std::optional<int64_t> end(StringRef module) const {
-    auto it = lastOp.find(module);
-    if (it == lastOp.end())
-      return std::nullopt;
-    return it->second;
+    return find(lastOp, module);
+  }
+
+private:
+  static std::optional<int64_t> find(const llvm::StringMap<int64_t> &map,
+                                     StringRef module) {
+    auto it = map.find(module);
+    return it == map.end() ? std::nullopt : std::optional(it->second);
   }
 };
 
@@ -277,9 +283,6 @@ LoomPipelineSplitPass::boundaryStarts(func::FuncOp step,
   SmallVector<double> costs(units.size(), 0.0);
   double head = 0, tail = 0;
   int64_t firstUnit = *order.start(units.front());
-  DenseMap<Operation *, int64_t> positionOf;
-  for (auto [i, op] : llvm::enumerate(order.ops))
-    positionOf[op] = i;
   // Whether an op outside the units runs before them. A module's by where
   // it starts; the root's and that of a module enclosing the units (the
   // model under a loss wrapper, whose own code runs before and after its
@@ -290,14 +293,11 @@ LoomPipelineSplitPass::boundaryStarts(func::FuncOp step,
       std::optional<int64_t> start = order.start(path);
       return start && *start < firstUnit;
     }
-    std::optional<int64_t> at;
-    if (auto it = positionOf.find(aten); it != positionOf.end())
-      at = it->second;
-    else
+    std::optional<int64_t> at = order.position(aten);
+    if (!at)
       for (Value v : aten->getOperands())
-        if (auto it = positionOf.find(v.getDefiningOp());
-            it != positionOf.end())
-          at = std::max(at.value_or(it->second), it->second);
+        if (std::optional<int64_t> read = order.position(v.getDefiningOp()))
+          at = std::max(at.value_or(*read), *read);
     return at && *at < firstUnit;
   };
   step.getBody().front().walk([&](AtenOp aten) {
@@ -345,10 +345,7 @@ LogicalResult LoomPipelineSplitPass::assignStages(func::FuncOp step,
   };
   Block &body = step.getBody().front();
   SmallVector<Operation *> deferred;
-  int64_t forwardIndex = 0;
   for (Operation &op : body.without_terminator()) {
-    // The op's place in forward order (as ForwardOrder counts).
-    int64_t position = isForward(&op) ? forwardIndex++ : -1;
     // A recompute region re-runs forward ops in the backward of their stage
     // (where the gradients reach them); its own module may be a prefix that
     // spans stages (remat-modules=layers), so its body decides.
@@ -384,7 +381,7 @@ LogicalResult LoomPipelineSplitPass::assignStages(func::FuncOp step,
       if (fwd)
         stageOf[&op] = *fwd;
       else if (llvm::any_of(op.getOperands(), llvm::IsaPred<BlockArgument>))
-        stageOf[&op] = stageAt(position);
+        stageOf[&op] = stageAt(*order.position(&op));
       else
         deferred.push_back(&op);
       continue;
@@ -429,8 +426,7 @@ LogicalResult LoomPipelineSplitPass::assignStages(func::FuncOp step,
         step.getArgAttrOfType<StringAttr>(i, LoomDialect::kNameAttrName);
     StringRef owner = name ? getOwnerModule(name.getValue()) : StringRef();
     std::optional<int64_t> stage;
-    for (; !owner.empty() && !stage;
-         owner = owner.contains('.') ? owner.rsplit('.').first : StringRef())
+    for (; !owner.empty() && !stage; owner = getOwnerModule(owner))
       stage = moduleStage(owner);
     unreadState.emplace_back(arg, stage.value_or(0));
   }

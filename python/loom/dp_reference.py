@@ -281,8 +281,9 @@ def _wrap(model: torch.nn.Module, mode: str, world: int, replicate_size: int,
     units = _units(model, settings)
     check_units_share_nothing(model, units)
     placement = {"shard_placement_fn": _largest_dim} if settings.shard_largest_dim else {}
-    if mp_policy(precision) is not None:
-        placement["mp_policy"] = mp_policy(precision)
+    policy = mp_policy(precision)
+    if policy is not None:
+        placement["mp_policy"] = policy
     for path in [*units, ""]:
         after = reshard_setting(settings.reshard_after_forward.get(path, reshard))
         fully_shard(model.get_submodule(path), mesh=mesh, reshard_after_forward=after,

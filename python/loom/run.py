@@ -279,9 +279,8 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str
     options.add_schedule_arguments(parser)
     options.add_clip_arguments(parser)
     args, compile_args = parser.parse_known_args(argv)
-    if args.measure_op_times and not any(
-            a.startswith(("--recompute-budget", "--schedule")) and
-            not a.startswith("--schedule-") for a in compile_args):
+    if args.measure_op_times and all(compile_option(compile_args, flag) is None
+                                     for flag in ("--recompute-budget", "--schedule")):
         parser.error("--measure-op-times needs --recompute-budget or --schedule (the passes "
                      "that price ops)")
     for name in ("nproc", "steps", "microbatches"):
@@ -289,7 +288,7 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str
             parser.error(f"--{name} must be at least 1")
     if args.check:
         for flag, instead in UNREFERENCED_FLAGS.items():
-            if any(a == flag or a.startswith(flag + "=") for a in compile_args):
+            if compile_option(compile_args, flag) is not None:
                 parser.error(f"{flag} changes the compiled step but not the reference --check "
                              f"compares with; {instead}")
     stray = [a for a in compile_args if not a.startswith("-")]
@@ -318,18 +317,25 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str
     return args, compile_args
 
 
+def compile_option(compile_args: list[str], flag: str) -> str | None:
+    """The value of loom-compile's ``--NAME=VALUE`` (``flag`` is ``--NAME``)
+    among ``compile_args``: "" for a bare ``--NAME``, None when absent. LLVM
+    reads ``-NAME`` the same way."""
+    for arg in compile_args:
+        name, _, value = arg.partition("=")
+        if name in (flag, flag[1:]):
+            return value
+    return None
+
+
 def pipeline_ranks(compile_args: list[str]) -> int:
     """The pipeline-parallel ranks loom-compile is asked for (``--pp=P``; 1
     without, or for 0 and 1, which loom-compile reads as no pipelining). A
     value that is not a number is left to loom-compile's own error."""
-    for arg in compile_args:
-        name, _, value = arg.partition("=")
-        if name in ("--pp", "-pp"):
-            try:
-                return max(int(value), 1)
-            except ValueError:
-                return 1
-    return 1
+    try:
+        return max(int(compile_option(compile_args, "--pp") or 1), 1)
+    except ValueError:
+        return 1
 
 
 def capture_options(args: argparse.Namespace, compile_args: list[str]) -> list[str]:
@@ -368,8 +374,8 @@ def capture_options(args: argparse.Namespace, compile_args: list[str]) -> list[s
         # The reference's sharding follows the compile's.
         for name in ("--replicate-size", "--reshard-after-forward", "--param-dtype",
                      "--reduce-dtype"):
-            flags += [part for arg in compile_args if arg.startswith(name + "=")
-                      for part in arg.split("=", 1)]
+            value = compile_option(compile_args, name)
+            flags += [name, value] if value else []
     return flags
 
 

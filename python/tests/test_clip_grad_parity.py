@@ -37,14 +37,13 @@ parsing and the refusal of a contradicting flag).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from build_tools import BUILD, LOOM_COMPILE, LOOM_IMPORT, LOOM_RUN, REPO, needs_tools
+from build_tools import LOOM_COMPILE, LOOM_IMPORT, LOOM_RUN, REPO, needs_tools
 from capture_cli import loom_capture
 
 pytestmark = needs_tools(LOOM_IMPORT, LOOM_COMPILE, LOOM_RUN)
@@ -115,15 +114,14 @@ def test_capture_records_clipping_for_the_reference_and_compile(tmp_path):
     told. The clipped run passes its check at the FSDP tolerance above; the
     reference without clipping trains differently (the clipping took effect
     in the reference, whose gradient norms on this model stay above 1)."""
-    env = dict(os.environ, PYTHONPATH=str(REPO / "python"), LOOM_BUILD=str(BUILD))
+    from test_run_command import loom_run
 
-    def loom_run(out: Path, *flags: str) -> subprocess.CompletedProcess:
-        return run([sys.executable, "-m", "loom", "run", MODEL, "--out", out, "--nproc", "2",
-                    "--dp", "fsdp", "--reference", "fsdp", "--optimizer", "adamw", "--lr", "1e-2",
-                    "--steps", "6", "--check", "--rtol", "1e-6", "--atol", "1e-6", *flags],
-                   cwd=REPO, env=env)
+    def train(out: Path, *flags: str) -> subprocess.CompletedProcess:
+        return loom_run(MODEL, "--nproc", "2", "--dp", "fsdp", "--reference", "fsdp",
+                        "--optimizer", "adamw", "--lr", "1e-2", "--steps", "6", "--check",
+                        "--rtol", "1e-6", "--atol", "1e-6", *flags, out=out)
 
-    clipped = loom_run(tmp_path / "clipped", "--max-grad-norm", "1", "--grad-norm-type", "2")
+    clipped = train(tmp_path / "clipped", "--max-grad-norm", "1", "--grad-norm-type", "2")
     assert clipped.returncode == 0, clipped.stdout + clipped.stderr
     assert "gradient clipping: clip_grad_norm_(max_norm=1, norm_type=2)" in clipped.stdout
     assert "PASS" in clipped.stdout
@@ -132,7 +130,7 @@ def test_capture_records_clipping_for_the_reference_and_compile(tmp_path):
     compile_line = next(l for l in clipped.stdout.splitlines() if l.startswith("[compile]"))
     assert "--max-grad-norm" not in compile_line, compile_line
 
-    plain = loom_run(tmp_path / "plain")
+    plain = train(tmp_path / "plain")
     assert plain.returncode == 0, plain.stdout + plain.stderr
     losses = [json.loads((tmp_path / d / "reference.json").read_text())["losses"]
               for d in ("clipped", "plain")]

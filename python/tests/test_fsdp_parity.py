@@ -254,26 +254,19 @@ def test_loom_run_reference_takes_the_mixed_precision_policy(tmp_path):
     check is the fair one and exact: GPT, 5 AdamW steps on 2 ranks, every
     loss and parameter bitwise. The policy took effect in the reference: the
     same run compiled and referenced in f32 has other losses."""
-    import os
-    import subprocess
+    from test_run_command import loom_run
 
-    from build_tools import BUILD
+    def train(out: Path, *flags: str):
+        return loom_run(MODELS["gpt"], "--nproc", "2", "--dp", "fsdp", "--reference", "fsdp",
+                        "--optimizer", "adamw", "--steps", "5", "--check", "--rtol", "0",
+                        "--atol", "0", *flags, out=out)
 
-    env = dict(os.environ, PYTHONPATH=str(REPO / "python"), LOOM_BUILD=str(BUILD))
-
-    def loom_run(out: Path, *flags: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "loom", "run", MODELS["gpt"], "--out", str(out), "--nproc",
-             "2", "--dp", "fsdp", "--reference", "fsdp", "--optimizer", "adamw", "--steps", "5",
-             "--check", "--rtol", "0", "--atol", "0", *flags],
-            cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-
-    mixed = loom_run(tmp_path / "bf16", "--param-dtype=bf16", "--reduce-dtype=f32")
+    mixed = train(tmp_path / "bf16", "--param-dtype=bf16", "--reduce-dtype=f32")
     assert mixed.returncode == 0, mixed.stdout + mixed.stderr
     assert "PASS" in mixed.stdout
     report = json.loads((tmp_path / "bf16" / "reference.json").read_text())
     assert "MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=f32)" in report["reference"]
-    plain = loom_run(tmp_path / "f32")
+    plain = train(tmp_path / "f32")
     assert plain.returncode == 0, plain.stdout + plain.stderr
     f32 = json.loads((tmp_path / "f32" / "reference.json").read_text())
     assert report["losses"] != f32["losses"], f32["losses"]
