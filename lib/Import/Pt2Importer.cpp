@@ -184,6 +184,8 @@ private:
                          Location loc, StringRef name);
   LogicalResult setCheckpointRegion(Operation *op, const json::Object &custom,
                                     Location loc, StringRef node);
+  LogicalResult setCastPair(Operation *op, const json::Object &custom,
+                            Location loc, StringRef node);
   void tagPhasesByDataflow();
 
   // Signature, weights and the step function -------------------------------
@@ -882,7 +884,8 @@ LogicalResult Importer::setModuleAndPhase(Operation *op,
           haveModule = true;
         }
         if (failed(setCheckpointRegion(op, *c, loc, name)) ||
-            failed(setCalls(op, *c, loc, name)))
+            failed(setCalls(op, *c, loc, name)) ||
+            failed(setCastPair(op, *c, loc, name)))
           return failure();
       }
     }
@@ -973,6 +976,28 @@ LogicalResult Importer::setCheckpointRegion(Operation *op,
   op->setAttr(LoomDialect::kAcRegionAttrName, builder.getI64IntegerAttr(*id));
   op->setAttr(LoomDialect::kAcPolicyAttrName,
               AcPolicyAttr::get(ctx, *acPolicy));
+  return success();
+}
+
+/// A forward `_to_copy` and the backward `_to_copy` autograd made for it
+/// share an id (`loom.cast`, a non-negative integer), which capture records
+/// on casts only.
+LogicalResult Importer::setCastPair(Operation *op, const json::Object &custom,
+                                    Location loc, StringRef name) {
+  const json::Value *cast = custom.get(LoomDialect::kCastAttrName);
+  if (!cast)
+    return success();
+  std::optional<int64_t> id = cast->getAsInteger();
+  if (!id || *id < 0)
+    return nodeError(loc, name, "has '")
+           << LoomDialect::kCastAttrName
+           << "' = " << llvm::formatv("{0}", *cast).str()
+           << ", expected a non-negative integer cast id";
+  auto aten = dyn_cast<AtenOp>(op);
+  if (!aten || aten.getOpName() != "aten::_to_copy")
+    return nodeError(loc, name, "has '")
+           << LoomDialect::kCastAttrName << "' but is not an aten::_to_copy";
+  op->setAttr(LoomDialect::kCastAttrName, builder.getI64IntegerAttr(*id));
   return success();
 }
 

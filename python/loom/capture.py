@@ -36,7 +36,10 @@ step (training cycles through them). The capture writes into DIR:
     function's answer for the op. The joint graph itself recomputes nothing
     (``loom-remat`` does). A ``use_reentrant=True`` region is traced as a
     non-reentrant one (the same gradients); one none of whose inputs
-    requires grad, and a checkpoint inside another, cannot be captured.
+    requires grad, and a checkpoint inside another, cannot be captured. A
+    forward ``_to_copy`` and the backward ``_to_copy`` autograd made for it
+    (which casts the gradient back to the forward input's dtype) share an
+    id, ``"loom.cast": K``.
 ``run.json``
     The run configuration: what this capture was asked, every value
     resolved, so that later stages need not be told again::
@@ -146,6 +149,7 @@ import contextlib
 import copy
 import functools
 import importlib.util
+import itertools
 import json
 import math
 import re
@@ -154,7 +158,7 @@ import traceback
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 import torch.fx
@@ -208,6 +212,7 @@ MODULE_KEY = "loom.module"
 CALLS_KEY = "loom.calls"
 AC_REGION_KEY = "loom.ac_region"
 AC_POLICY_KEY = "loom.ac_policy"
+CAST_KEY = "loom.cast"
 # PyTorch's CheckpointPolicy as loom-import spells #loom.ac_policy.
 AC_POLICY_NAMES = {
     torch_checkpoint.CheckpointPolicy.MUST_SAVE: "must_save",
@@ -661,6 +666,35 @@ def _copy_forward_meta_to_backward(graph: torch.fx.Graph) -> None:
             node.meta["stack_trace"] = forward.meta["stack_trace"]
 
 
+def _pair_casts(graph: torch.fx.Graph, ids: Iterator[int]) -> None:
+    """Give a forward ``_to_copy`` and the backward ``_to_copy`` autograd made
+    for it (ToCopyBackward: the gradient cast back to the dtype of the forward
+    cast's input) one id, ``meta["custom"]["loom.cast"]``.
+
+    AOTAutograd gives both the same ``seq_nr``. The joint graph is traced in
+    the parameters' dtype; when ``loom-fsdp``'s mixed precision lowers the
+    forward cast's input to the compute dtype, eager's gradient of it is in
+    the compute dtype too, and the backward cast follows it (an autocast
+    region's cast of a bf16 activation under ``MixedPrecisionPolicy``).
+    """
+    casts: dict[int, torch.fx.Node] = {}
+    for node in graph.nodes:
+        if (node.target is torch.ops.aten._to_copy.default and "seq_nr" in node.meta
+                and node.meta.get("partitioner_tag") != "is_backward"):
+            casts.setdefault(node.meta["seq_nr"], node)
+    for node in graph.nodes:
+        if (node.target is not torch.ops.aten._to_copy.default
+                or node.meta.get("partitioner_tag") != "is_backward"):
+            continue
+        forward = casts.get(node.meta.get("seq_nr"))
+        if forward is None:
+            continue
+        if CAST_KEY not in (forward.meta.get("custom") or {}):
+            forward.meta["custom"] = {**(forward.meta.get("custom") or {}), CAST_KEY: next(ids)}
+        node.meta["custom"] = {**(node.meta.get("custom") or {}),
+                               CAST_KEY: forward.meta["custom"][CAST_KEY]}
+
+
 @contextlib.contextmanager
 def _keep_joint_node_metadata():
     """Make the joint export keep per-node provenance.
@@ -671,14 +705,16 @@ def _keep_joint_node_metadata():
     that metadata. While node metadata is being preserved we run the inner
     graph through ``torch.fx.Interpreter`` instead, which replays each node's
     metadata onto the ops it emits, after first copying module stacks from
-    forward nodes to their backward counterparts.
+    forward nodes to their backward counterparts and pairing casts.
     """
     original = fx_graph_module._WrappedCall.__call__
+    cast_ids = itertools.count()
 
     def call(self, obj, *args, **kwargs):
         if kwargs or not fx_traceback.has_preserved_node_meta():
             return original(self, obj, *args, **kwargs)
         _copy_forward_meta_to_backward(obj.graph)
+        _pair_casts(obj.graph, cast_ids)
         return torch.fx.Interpreter(obj).run(*args)
 
     fx_graph_module._WrappedCall.__call__ = call

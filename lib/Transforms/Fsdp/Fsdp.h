@@ -338,8 +338,17 @@ LogicalResult unshardPerMicrobatch(ShardingState &s);
 //===----------------------------------------------------------------------===//
 
 /// Runs the step in the compute dtype as FSDP2's MixedPrecisionPolicy does
-/// (MixedPrecision.cpp); nothing without param-dtype.
+/// (MixedPrecision.cpp): with param-dtype the ops, with param-dtype or
+/// reduce-dtype the gradients' accumulation (accumulateInReduceDtype) and
+/// the dtype a gradient crosses between pipeline ranks in.
 void applyMixedPrecision(ShardingState &s);
+
+/// FSDP2 keeps a unit's gradients of unsynced microbatches in the reduce
+/// dtype where that differs from theirs (to_accumulated_grad_if_needed
+/// casts the first, accumulate_unsharded_grad_if_needed adds each later
+/// one into it): the accumulation of every unit reduced once per step is
+/// rebuilt so (ReduceGradients.cpp).
+void accumulateInReduceDtype(ShardingState &s);
 
 /// The accumulated gradient `grad` as loom-accumulate-gradients builds it,
 /// `div(add(...add(g0, g1)..., gM-1), M)` out of untagged ops: fills

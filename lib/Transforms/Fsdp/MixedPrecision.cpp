@@ -59,6 +59,24 @@ static Type dtypeOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getElementType();
 }
 
+/// Whether the step returns `v` as a parameter's gradient: on a pipelined
+/// step, a shared parameter's gradient its gradient rank sends to the other
+/// ranks that hold it, and those ranks' receive of it.
+static bool isGradientResult(ShardingState &s, Value v) {
+  Operation *terminator = s.body().getTerminator();
+  return llvm::any_of(s.params, [&](const ParamInfo &info) {
+    return info.gradResult && terminator->getOperand(*info.gradResult) == v;
+  });
+}
+
+/// The received value of a receive (its wait's result), or null.
+static Value receivedValue(RecvStartOp recv) {
+  for (Operation *user : recv.getFuture().getUsers())
+    if (auto wait = dyn_cast<WaitOp>(user))
+      return wait.getResult();
+  return nullptr;
+}
+
 namespace {
 /// Moves ops from the original (parameter) dtype to the compute dtype.
 class ComputeLowering {
@@ -94,6 +112,12 @@ private:
   void retypeDtypeArgs(AtenOp atenOp);
   /// A check without results whose operand now runs in the compute dtype.
   void lowerCheck(AtenOp check);
+  /// A cast keeps its dtype (the model wrote it), unless it is autograd's
+  /// cast of a gradient back to the dtype of a forward cast's input that now
+  /// runs in the compute dtype (eager makes that gradient in the compute
+  /// dtype), or lowering left it converting to the dtype its input has: then
+  /// the cast goes.
+  void lowerCast(AtenOp cast);
   /// Whether type promotion keeps an op with compute-dtype operands in the
   /// original dtype.
   bool staysOriginal(Operation &op) const;
@@ -109,6 +133,8 @@ private:
   Type original, compute;
   Builder b;
   DenseMap<Value, Value> castOnce;
+  /// The input dtype of each forward cast met so far, by its `loom.cast` id.
+  DenseMap<int64_t, Type> forwardInputDtypes;
   /// Each send's traced element type, recorded before lowering.
   SmallVector<std::pair<SendStartOp, Type>> sends;
 };
@@ -133,6 +159,10 @@ void ComputeLowering::castForwardInputs() {
 
 void ComputeLowering::lowerReceives() {
   for (auto recv : s.body().getOps<RecvStartOp>()) {
+    // A gradient crosses in the dtype castGradientTransfers gives it.
+    if (Value received = receivedValue(recv);
+        received && isGradientResult(s, received))
+      continue;
     auto future = cast<FutureType>(recv.getFuture().getType());
     auto type = cast<RankedTensorType>(future.getValueType());
     Type wire = wireType(type.getElementType());
@@ -148,7 +178,8 @@ void ComputeLowering::lowerReceives() {
 
 void ComputeLowering::recordSends() {
   for (auto send : s.body().getOps<SendStartOp>())
-    sends.emplace_back(send, dtypeOf(send.getInput()));
+    if (!isGradientResult(s, send.getInput()))
+      sends.emplace_back(send, dtypeOf(send.getInput()));
 }
 
 void ComputeLowering::castSends() {
@@ -221,6 +252,41 @@ void ComputeLowering::lowerCheck(AtenOp check) {
   retypeDtypeArgs(check);
 }
 
+/// Whether a cast only converts the dtype (`_to_copy(x, dtype=...)`, as
+/// autocast and `.to(dtype)` write it), not the layout, device or memory
+/// format.
+static bool convertsDtypeOnly(AtenOp cast) {
+  return cast.getArgs().size() == 1 &&
+         llvm::all_of(cast.getKwargs(), [](NamedAttribute kwarg) {
+           return kwarg.getName() == "dtype";
+         });
+}
+
+void ComputeLowering::lowerCast(AtenOp cast) {
+  Value input = cast->getOperand(0);
+  Value result = cast->getResult(0);
+  auto id = cast->getAttrOfType<IntegerAttr>(LoomDialect::kCastAttrName);
+  std::optional<Phase> phase = getPhase(cast);
+  if (id && phase == Phase::forward)
+    forwardInputDtypes.try_emplace(id.getInt(), dtypeOf(input));
+  // Autograd's cast of a gradient back to the dtype of the forward cast's
+  // input (a recompute region's copy of a forward cast is the model's).
+  bool gradientOfLowered = false;
+  if (id && phase == Phase::backward &&
+      !isa<RecomputeOp>(cast->getParentOp())) {
+    auto forward = forwardInputDtypes.find(id.getInt());
+    gradientOfLowered =
+        forward != forwardInputDtypes.end() && forward->second == compute &&
+        dtypeOf(input) == compute && dtypeOf(result) == original;
+  }
+  // Eager's `.to(dtype)` returns a tensor already in that dtype as it is.
+  bool sameDtype = dtypeOf(input) == dtypeOf(result) && convertsDtypeOnly(cast);
+  if (!gradientOfLowered && !sameDtype)
+    return;
+  result.replaceAllUsesWith(input);
+  cast->erase();
+}
+
 void ComputeLowering::retypeDtypeArgs(AtenOp atenOp) {
   auto retype = [&](Attribute a) -> Attribute {
     if (auto t = dyn_cast<TypeAttr>(a))
@@ -285,9 +351,10 @@ void ComputeLowering::lowerBlock(Block &block) {
     }
     if (s.gatheredValues.contains(atenOp->getResult(0)))
       continue;
-    // A cast the model wrote (`.float()`) keeps its dtype.
-    if (atenOp.getOpName() == "aten::_to_copy")
+    if (atenOp.getOpName() == "aten::_to_copy") {
+      lowerCast(atenOp);
       continue;
+    }
     if (!lowered)
       continue;
     if (promotesTypes(atenOp.getOpName()) && staysOriginal(op))
@@ -337,16 +404,48 @@ void ComputeLowering::lowerGradientProducers() {
   }
 }
 
+/// A parameter's gradient crosses between pipeline ranks (a shared
+/// parameter's, from its gradient rank to the others that hold it) in the
+/// dtype it is reduced in, else the compute dtype: as accumulated, so every
+/// holder reduces the same value.
+static void castGradientTransfers(ShardingState &s) {
+  Type wire = s.config.gradReduceDtype ? s.config.gradReduceDtype
+                                       : s.config.computeDtype;
+  if (!wire)
+    return;
+  for (auto send : s.body().getOps<SendStartOp>()) {
+    Value grad = send.getInput();
+    if (dtypeOf(grad) == wire || !isGradientResult(s, grad))
+      continue;
+    OpBuilder b(send);
+    s.tagger.module = b.getStringAttr(getModulePath(send));
+    s.tagger.phase = Phase::backward;
+    send.getInputMutable().assign(
+        s.tagger.castTo(b, send.getLoc(), grad, wire));
+  }
+  for (auto recv : s.body().getOps<RecvStartOp>()) {
+    Value received = receivedValue(recv);
+    if (!received || dtypeOf(received) == wire ||
+        !isGradientResult(s, received))
+      continue;
+    auto type = cast<RankedTensorType>(received.getType()).clone(wire);
+    recv.getFuture().setType(FutureType::get(recv.getContext(), type));
+    received.setType(type);
+  }
+}
+
 void fsdp::applyMixedPrecision(ShardingState &s) {
   Type original = s.params.front().fullType.getElementType();
   Type compute = s.config.computeDtype;
-  if (!compute || compute == original)
-    return;
-  ComputeLowering lowering(s, original);
-  lowering.castForwardInputs();
-  lowering.recordSends();
-  lowering.lowerReceives();
-  lowering.lowerOps();
-  lowering.lowerGradientProducers();
-  lowering.castSends();
+  if (compute && compute != original) {
+    ComputeLowering lowering(s, original);
+    lowering.castForwardInputs();
+    lowering.recordSends();
+    lowering.lowerReceives();
+    lowering.lowerOps();
+    lowering.lowerGradientProducers();
+    lowering.castSends();
+  }
+  accumulateInReduceDtype(s);
+  castGradientTransfers(s);
 }

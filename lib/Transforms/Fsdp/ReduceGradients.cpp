@@ -362,6 +362,65 @@ LogicalResult UnitReduction::run() {
   return success();
 }
 
+/// `grad`, the mean loom-accumulate-gradients built over unsynced
+/// microbatches, rebuilt to accumulate in `reduceDtype`: the first
+/// microbatch's gradient cast to it, each later one added into it as
+/// `acc += g` does (in the promoted dtype, stored in acc's); every use of
+/// `grad` reads the rebuilt mean. Nothing when `grad` is not such a mean.
+static void accumulateIn(ShardingState &s, Value grad, Type reduceDtype) {
+  SmallVector<Value> terms;
+  SmallVector<Operation *> chain;
+  if (failed(splitAccumulated(s.microbatches, grad, terms, chain)))
+    return;
+  Operation *mean = chain.front();
+  OpBuilder b(mean);
+  Location loc = mean->getLoc();
+  MLIRContext *ctx = b.getContext();
+  const OpTagger &t = s.tagger;
+  auto type = cast<RankedTensorType>(grad.getType());
+  Type summed =
+      reduceDtype == type.getElementType() ? reduceDtype : b.getF32Type();
+  Value acc = t.castTo(b, loc, terms.front(), reduceDtype);
+  for (Value term : ArrayRef(terms).drop_front()) {
+    Value sum =
+        t.aten(b, loc, "aten::add.Tensor", type.clone(summed), {acc, term},
+               {OperandRefAttr::get(ctx, 0), OperandRefAttr::get(ctx, 1)});
+    acc = t.castTo(b, loc, sum, reduceDtype);
+  }
+  Value rebuilt =
+      t.aten(b, loc, "aten::div.Tensor", type.clone(reduceDtype), acc,
+             {OperandRefAttr::get(ctx, 0),
+              b.getF64FloatAttr(static_cast<double>(terms.size()))});
+  grad.replaceAllUsesWith(rebuilt);
+  for (Operation *op : chain)
+    if (op->use_empty())
+      op->erase();
+}
+
+void fsdp::accumulateInReduceDtype(ShardingState &s) {
+  Type reduceDtype = s.config.gradReduceDtype;
+  if (!reduceDtype || s.microbatches.count < 2)
+    return;
+  Operation *terminator = s.body().getTerminator();
+  for (const Unit &unit : s.units) {
+    // A unit synced every microbatch reduces each microbatch's gradients.
+    if (unit.syncEveryMicrobatch)
+      continue;
+    for (unsigned p : unit.params) {
+      std::optional<unsigned> result = s.params[p].gradResult;
+      if (!result)
+        continue;
+      Value grad = terminator->getOperand(*result);
+      if (cast<RankedTensorType>(grad.getType()).getElementType() ==
+          reduceDtype)
+        continue;
+      s.tagger.module = StringAttr::get(terminator->getContext(), unit.prefix);
+      s.tagger.phase = Phase::backward;
+      accumulateIn(s, grad, reduceDtype);
+    }
+  }
+}
+
 LogicalResult fsdp::reduceGradients(ShardingState &s) {
   for (const Unit &unit : s.units)
     if (failed(UnitReduction(s, unit).run()))

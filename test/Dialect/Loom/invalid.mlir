@@ -988,6 +988,22 @@ func.func @f(%x: tensor<2xf32>) {
 
 // -----
 
+func.func @f(%x: tensor<2xf32>) {
+  // expected-error@+1 {{'loom.cast' is only on an aten::_to_copy}}
+  %y = loom.aten "aten::neg.default"(%x) {args = [#loom.arg<0>], loom.cast = 0 : i64} : (tensor<2xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2xf32>) {
+  // expected-error@+1 {{'loom.cast' must be a non-negative i64 cast id}}
+  %y = loom.aten "aten::_to_copy.default"(%x) {args = [#loom.arg<0>], kwargs = {dtype = bf16}, loom.cast = -2 : i64} : (tensor<2xf32>) -> tensor<2xbf16>
+  return
+}
+
+// -----
+
 // expected-error@+1 {{'loom.device' must be "cpu" or "cuda" on a module}}
 module attributes {loom.device = "tpu"} {
 }

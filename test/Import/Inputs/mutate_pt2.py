@@ -62,6 +62,12 @@ CALL_MUTATIONS = {
     "calls-elsewhere": ("torch.ops.aten.addmm.default", {"loom.calls": {"nowhere": 1}}),
 }
 
+# Cast-pair tags (`loom.cast`) that capture never writes, in the same form.
+CAST_MUTATIONS = {
+    "cast-negative": ("torch.ops.aten.addmm.default", {"loom.cast": -1}),
+    "cast-not-a-cast": ("torch.ops.aten.addmm.default", {"loom.cast": 0}),
+}
+
 
 def main():
     src, dst, mutation = sys.argv[1:4]
@@ -149,8 +155,8 @@ def main():
     elif mutation == "signature":
         rewrite(src, dst, edit_json=lambda m: m["graph_module"]["signature"][
             "input_specs"].pop())
-    elif mutation in AC_MUTATIONS or mutation in CALL_MUTATIONS:
-        target, keys = {**AC_MUTATIONS, **CALL_MUTATIONS}[mutation]
+    elif mutation in AC_MUTATIONS or mutation in CALL_MUTATIONS or mutation in CAST_MUTATIONS:
+        target, keys = {**AC_MUTATIONS, **CALL_MUTATIONS, **CAST_MUTATIONS}[mutation]
         rewrite(src, dst, edit_json=lambda m: set_custom(first(m, target), keys))
     else:
         sys.exit(f"unknown mutation {mutation}")

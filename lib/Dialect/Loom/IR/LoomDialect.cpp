@@ -729,6 +729,16 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
              << name << "' must be a non-negative i64 checkpoint region id";
     return success();
   }
+  if (name == kCastAttrName) {
+    // (Lowered ops keep it: the runtime's copy of the cast.)
+    if (auto aten = dyn_cast<AtenOp>(op);
+        aten && aten.getOpName() != "aten::_to_copy")
+      return op->emitOpError("'") << name << "' is only on an aten::_to_copy";
+    if (!isI64AtLeast(attr.getValue(), 0))
+      return op->emitOpError("'")
+             << name << "' must be a non-negative i64 cast id";
+    return success();
+  }
   if (name == kAcPolicyAttrName) {
     if (!isa<AcPolicyAttr>(attr.getValue()))
       return op->emitOpError("'") << name << "' must be a #loom.ac_policy";

@@ -112,6 +112,12 @@ def Loom_Dialect : Dialect {
         "loom.ac_region";
     static constexpr ::llvm::StringLiteral kAcPolicyAttrName =
         "loom.ac_policy";
+    /// On an `aten::_to_copy`: an id a forward cast shares with the backward
+    /// cast autograd made for it (ToCopyBackward), which casts the gradient
+    /// back to the dtype of the forward cast's input. `loom-fsdp`'s mixed
+    /// precision keeps that backward cast only while the input keeps the
+    /// dtype it was traced in.
+    static constexpr ::llvm::StringLiteral kCastAttrName = "loom.cast";
     /// On the module: the module paths where each pipeline stage after the
     /// first starts. `loom-pipeline-split` records the cut it made here, and
     /// cuts there when its `boundaries` option is empty; `loom-sac-ilp`
