@@ -1,7 +1,8 @@
 """A Llama-style decoder as Meta's and torchtitan's code write it: rotary
 embeddings as complex numbers (`torch.polar`, `view_as_complex`,
 `view_as_real`) from a complex64 buffer `freqs_cis`, grouped-query attention
-(`repeat_interleave`), `nn.RMSNorm`, a SwiGLU MLP and an untied output head.
+(`repeat_interleave`), `nn.RMSNorm` (``make(norm="layer")``: `nn.LayerNorm`),
+a SwiGLU MLP and an untied output head.
 The buffer reaches Loom as a complex weight; a plain attribute (not a
 buffer) of complex type is lifted as a tensor constant.
 """
@@ -26,15 +27,15 @@ def apply_rotary(x: torch.Tensor, freqs_cis: torch.Tensor) -> torch.Tensor:
 
 
 class Block(nn.Module):
-    def __init__(self):
+    def __init__(self, norm=nn.RMSNorm):
         super().__init__()
         head_dim = DIM // HEADS
-        self.attention_norm = nn.RMSNorm(DIM)
+        self.attention_norm = norm(DIM)
         self.wq = nn.Linear(DIM, DIM, bias=False)
         self.wk = nn.Linear(DIM, KV_HEADS * head_dim, bias=False)
         self.wv = nn.Linear(DIM, KV_HEADS * head_dim, bias=False)
         self.wo = nn.Linear(DIM, DIM, bias=False)
-        self.ffn_norm = nn.RMSNorm(DIM, eps=1e-6)
+        self.ffn_norm = norm(DIM, eps=1e-6)
         self.w1 = nn.Linear(DIM, 64, bias=False)
         self.w2 = nn.Linear(64, DIM, bias=False)
         self.w3 = nn.Linear(DIM, 64, bias=False)
@@ -55,11 +56,11 @@ class Block(nn.Module):
 
 
 class RopeLlama(nn.Module):
-    def __init__(self):
+    def __init__(self, norm=nn.RMSNorm):
         super().__init__()
         self.tok_embeddings = nn.Embedding(VOCAB, DIM)
-        self.layers = nn.ModuleList([Block() for _ in range(2)])
-        self.norm = nn.RMSNorm(DIM)
+        self.layers = nn.ModuleList([Block(norm) for _ in range(2)])
+        self.norm = norm(DIM)
         self.output = nn.Linear(DIM, VOCAB, bias=False)
         self.register_buffer("freqs_cis", precompute_freqs_cis(SEQ, DIM // HEADS))
         # Meta's reference code keeps it as a plain attribute instead.
@@ -74,8 +75,8 @@ class RopeLlama(nn.Module):
         return F.cross_entropy(logits.flatten(0, 1), labels.flatten())
 
 
-def make(batch: int = 4, steps: int = 4):
+def make(batch: int = 4, steps: int = 4, norm: str = "rms"):
     torch.manual_seed(0)
     batches = [(torch.randint(0, VOCAB, (batch, SEQ)), torch.randint(0, VOCAB, (batch, SEQ)))
                for _ in range(steps)]
-    return RopeLlama(), batches
+    return RopeLlama({"rms": nn.RMSNorm, "layer": nn.LayerNorm}[norm]), batches

@@ -79,3 +79,60 @@ func.func @float_check(%w: tensor<8x8xf32> {loom.name = "layers.0.q.weight", loo
   %gw = loom.aten "aten::mm.default"(%got, %x) {args = [#loom.arg<0>, #loom.arg<1>], loom.module = "layers.0.q", loom.phase = #loom.phase<backward>} : (tensor<8x4xf32>, tensor<4x8xf32>) -> tensor<8x8xf32>
   return %l, %gw : tensor<f32>, tensor<8x8xf32>
 }
+
+// -----
+
+// Rotary embeddings as complex numbers (Meta's and torchtitan's Llama):
+// ATen has no bf16 complex, so view_as_complex reads f32 in eager mixed
+// precision. In forward the model casts up itself (`x.float()`, traced as a
+// no-op on f32); in backward autograd casts the bf16 gradient of the next
+// matmul up to the f32 of view_as_real's output before view_as_complex
+// takes it. Loom lowered that gradient to bf16 and view_as_complex failed at
+// run time ("view_as_complex is only supported for half, float and double
+// tensors", rope_llama_model.py under FSDP bf16); it now reads it cast up.
+
+// CHECK-LABEL: func.func @rotary(
+// CHECK: %[[H:.*]] = loom.aten "aten::view.default"{{.*}} -> tensor<4x4x2xbf16>
+// CHECK-NEXT: %[[HF:.*]] = loom.aten "aten::_to_copy.default"(%[[H]]) {{.*}}kwargs = {dtype = f32}{{.*}} -> tensor<4x4x2xf32>
+// CHECK-NEXT: loom.aten "aten::view_as_complex.default"(%[[HF]]) {{.*}}phase<forward>} : (tensor<4x4x2xf32>) -> tensor<4x4xcomplex<f32>>
+// CHECK: %[[G:.*]] = loom.aten "aten::view.default"{{.*}}phase<backward>} : (tensor<4x8xbf16>) -> tensor<4x4x2xbf16>
+// CHECK-NEXT: %[[GF:.*]] = loom.aten "aten::_to_copy.default"(%[[G]]) {{.*}}kwargs = {dtype = f32}{{.*}} -> tensor<4x4x2xf32>
+// CHECK-NEXT: loom.aten "aten::view_as_complex.default"(%[[GF]]) {{.*}}phase<backward>} : (tensor<4x4x2xf32>) -> tensor<4x4xcomplex<f32>>
+
+// REMAT-LABEL: func.func @rotary(
+
+!c = tensor<4x4xcomplex<f32>>
+func.func @rotary(%w1: tensor<8x8xf32> {loom.name = "layers.0.q.weight", loom.role = #loom.role<parameter>},
+                  %w2: tensor<8x8xf32> {loom.name = "layers.0.o.weight", loom.role = #loom.role<parameter>},
+                  %freqs: tensor<4xcomplex<f32>> {loom.name = "freqs", loom.role = #loom.role<buffer>},
+                  %x: tensor<4x8xf32> {loom.name = "x", loom.role = #loom.role<input>})
+    -> (tensor<f32> {loom.role = #loom.role<loss>},
+        tensor<8x8xf32> {loom.role = #loom.role<grad>, loom.target = "layers.0.q.weight"},
+        tensor<8x8xf32> {loom.role = #loom.role<grad>, loom.target = "layers.0.o.weight"})
+    attributes {loom.step} {
+  %w1t = loom.aten "aten::t.default"(%w1) {args = [#loom.arg<0>], loom.module = "layers.0.q", loom.phase = #loom.phase<forward>} : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  %h = loom.aten "aten::mm.default"(%x, %w1t) {args = [#loom.arg<0>, #loom.arg<1>], loom.module = "layers.0.q", loom.phase = #loom.phase<forward>} : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %hv = loom.aten "aten::view.default"(%h) {args = [#loom.arg<0>, [4, 4, 2]], loom.module = "layers.0", loom.phase = #loom.phase<forward>} : (tensor<4x8xf32>) -> tensor<4x4x2xf32>
+  %c = loom.aten "aten::view_as_complex.default"(%hv) {args = [#loom.arg<0>], loom.module = "layers.0", loom.phase = #loom.phase<forward>} : (tensor<4x4x2xf32>) -> !c
+  %r = loom.aten "aten::mul.Tensor"(%c, %freqs) {args = [#loom.arg<0>, #loom.arg<1>], loom.module = "layers.0", loom.phase = #loom.phase<forward>} : (!c, tensor<4xcomplex<f32>>) -> !c
+  %rr = loom.aten "aten::view_as_real.default"(%r) {args = [#loom.arg<0>], loom.module = "layers.0", loom.phase = #loom.phase<forward>} : (!c) -> tensor<4x4x2xf32>
+  %rf = loom.aten "aten::view.default"(%rr) {args = [#loom.arg<0>, [4, 8]], loom.module = "layers.0", loom.phase = #loom.phase<forward>} : (tensor<4x4x2xf32>) -> tensor<4x8xf32>
+  %w2t = loom.aten "aten::t.default"(%w2) {args = [#loom.arg<0>], loom.module = "layers.0.o", loom.phase = #loom.phase<forward>} : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  %o = loom.aten "aten::mm.default"(%rf, %w2t) {args = [#loom.arg<0>, #loom.arg<1>], loom.module = "layers.0.o", loom.phase = #loom.phase<forward>} : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %l = loom.aten "aten::sum.default"(%o) {args = [#loom.arg<0>], loom.module = "", loom.phase = #loom.phase<forward>} : (tensor<4x8xf32>) -> tensor<f32>
+  %one = loom.aten "aten::ones_like.default"(%l) {args = [#loom.arg<0>], kwargs = {memory_format = "torch.preserve_format", pin_memory = false}, loom.module = "", loom.phase = #loom.phase<backward>} : (tensor<f32>) -> tensor<f32>
+  %go = loom.aten "aten::expand.default"(%one) {args = [#loom.arg<0>, [4, 8]], loom.module = "", loom.phase = #loom.phase<backward>} : (tensor<f32>) -> tensor<4x8xf32>
+  %rft = loom.aten "aten::t.default"(%rf) {args = [#loom.arg<0>], loom.module = "layers.0.o", loom.phase = #loom.phase<backward>} : (tensor<4x8xf32>) -> tensor<8x4xf32>
+  %gw2t = loom.aten "aten::mm.default"(%rft, %go) {args = [#loom.arg<0>, #loom.arg<1>], loom.module = "layers.0.o", loom.phase = #loom.phase<backward>} : (tensor<8x4xf32>, tensor<4x8xf32>) -> tensor<8x8xf32>
+  %gw2 = loom.aten "aten::t.default"(%gw2t) {args = [#loom.arg<0>], loom.module = "layers.0.o", loom.phase = #loom.phase<backward>} : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  %grf = loom.aten "aten::mm.default"(%go, %w2) {args = [#loom.arg<0>, #loom.arg<1>], loom.module = "layers.0.o", loom.phase = #loom.phase<backward>} : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %grr = loom.aten "aten::view.default"(%grf) {args = [#loom.arg<0>, [4, 4, 2]], loom.module = "layers.0", loom.phase = #loom.phase<backward>} : (tensor<4x8xf32>) -> tensor<4x4x2xf32>
+  %gr = loom.aten "aten::view_as_complex.default"(%grr) {args = [#loom.arg<0>], loom.module = "layers.0", loom.phase = #loom.phase<backward>} : (tensor<4x4x2xf32>) -> !c
+  %gc = loom.aten "aten::mul.Tensor"(%gr, %freqs) {args = [#loom.arg<0>, #loom.arg<1>], loom.module = "layers.0", loom.phase = #loom.phase<backward>} : (!c, tensor<4xcomplex<f32>>) -> !c
+  %ghv = loom.aten "aten::view_as_real.default"(%gc) {args = [#loom.arg<0>], loom.module = "layers.0", loom.phase = #loom.phase<backward>} : (!c) -> tensor<4x4x2xf32>
+  %gh = loom.aten "aten::view.default"(%ghv) {args = [#loom.arg<0>, [4, 8]], loom.module = "layers.0", loom.phase = #loom.phase<backward>} : (tensor<4x4x2xf32>) -> tensor<4x8xf32>
+  %xt = loom.aten "aten::t.default"(%x) {args = [#loom.arg<0>], loom.module = "layers.0.q", loom.phase = #loom.phase<backward>} : (tensor<4x8xf32>) -> tensor<8x4xf32>
+  %gw1t = loom.aten "aten::mm.default"(%xt, %gh) {args = [#loom.arg<0>, #loom.arg<1>], loom.module = "layers.0.q", loom.phase = #loom.phase<backward>} : (tensor<8x4xf32>, tensor<4x8xf32>) -> tensor<8x8xf32>
+  %gw1 = loom.aten "aten::t.default"(%gw1t) {args = [#loom.arg<0>], loom.module = "layers.0.q", loom.phase = #loom.phase<backward>} : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  return %l, %gw1, %gw2 : tensor<f32>, tensor<8x8xf32>, tensor<8x8xf32>
+}

@@ -37,6 +37,17 @@ static bool promotesTypes(StringRef opName) {
       .Default(false);
 }
 
+/// Whether an ATen operator makes a complex value from real ones. ATen has
+/// no bf16 or f16 complex dtype, so such an op reads f32 in eager mixed
+/// precision: a model casts its input up first (RoPE's `x.float()` before
+/// `view_as_complex`), and autograd casts the gradient that reaches the
+/// op's backward (`view_as_complex` of the gradient of `view_as_real`) up
+/// to the f32 of its forward output.
+static bool makesComplex(StringRef opName) {
+  return llvm::is_contained(
+      {"aten::view_as_complex", "aten::polar", "aten::complex"}, opName);
+}
+
 /// A float32 statistic of a reduced-precision kernel (attention's
 /// logsumexp): the kernel returns it in float32 and its backward reads it so.
 /// A recompute region's result is the body value it yields, a body
@@ -112,6 +123,9 @@ private:
   void retypeDtypeArgs(AtenOp atenOp);
   /// A check without results whose operand now runs in the compute dtype.
   void lowerCheck(AtenOp check);
+  /// Runs `op` in the original dtype: its compute-dtype operands are cast
+  /// up (once per value).
+  void raiseToOriginal(AtenOp op);
   /// A cast keeps its dtype (the model wrote it), unless it is autograd's
   /// cast of a gradient back to the dtype of a forward cast's input that now
   /// runs in the compute dtype (eager makes that gradient in the compute
@@ -132,7 +146,7 @@ private:
   ShardingState &s;
   Type original, compute;
   Builder b;
-  DenseMap<Value, Value> castOnce;
+  DenseMap<Value, Value> castOnce, castUpOnce;
   /// The input dtype of each forward cast met so far, by its `loom.cast` id.
   DenseMap<int64_t, Type> forwardInputDtypes;
   /// Each send's traced element type, recorded before lowering.
@@ -287,6 +301,21 @@ void ComputeLowering::lowerCast(AtenOp cast) {
   cast->erase();
 }
 
+void ComputeLowering::raiseToOriginal(AtenOp op) {
+  OpBuilder ob(op);
+  s.tagger.module = b.getStringAttr(getModulePath(op));
+  s.tagger.phase = getPhase(op).value_or(Phase::forward);
+  for (OpOperand &operand : op->getOpOperands()) {
+    Value v = operand.get();
+    if (dtypeOf(v) != compute)
+      continue;
+    Value &raised = castUpOnce[v];
+    if (!raised)
+      raised = s.tagger.castTo(ob, op.getLoc(), v, original);
+    operand.set(raised);
+  }
+}
+
 void ComputeLowering::retypeDtypeArgs(AtenOp atenOp) {
   auto retype = [&](Attribute a) -> Attribute {
     if (auto t = dyn_cast<TypeAttr>(a))
@@ -357,6 +386,10 @@ void ComputeLowering::lowerBlock(Block &block) {
     }
     if (!lowered)
       continue;
+    if (makesComplex(atenOp.getOpName())) {
+      raiseToOriginal(atenOp);
+      continue;
+    }
     if (promotesTypes(atenOp.getOpName()) && staysOriginal(op))
       continue;
     lowerToCompute(atenOp);
