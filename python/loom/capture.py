@@ -358,6 +358,21 @@ def note_strided_tensors(model: nn.Module, batches: list[tuple[torch.Tensor, ...
               "mathematically zero, e.g. a bias before batch norm)", file=sys.stderr)
 
 
+def note_dtype_dependent_eps(model: nn.Module) -> None:
+    """Says which ``nn.RMSNorm`` modules leave ``eps`` to the input's dtype:
+    ``F.rms_norm`` then uses ``torch.finfo(x.dtype).eps``, which the f32 trace
+    bakes in as 1.2e-7, while under a bf16 ``param-dtype`` PyTorch's own
+    ``fully_shard`` normalises bf16 inputs with 7.8e-3."""
+    names = [name for name, m in model.named_modules()
+             if isinstance(m, nn.RMSNorm) and m.eps is None]
+    if names:
+        more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+        print(f"{PROG}: note: nn.RMSNorm without eps ({', '.join(names[:3])}{more}): PyTorch "
+              "takes it from the input's dtype (1.2e-7 in f32, as captured; 7.8e-3 for bf16), "
+              "so under --param-dtype=bf16 the compiled step keeps f32's where PyTorch's mixed "
+              "precision uses bf16's; give eps to make them agree", file=sys.stderr)
+
+
 def check_loss(loss: Any) -> torch.Tensor:
     if not isinstance(loss, torch.Tensor):
         hint = ""
@@ -1353,6 +1368,7 @@ def capture(args: argparse.Namespace) -> None:
     program = make_seeded(path, args.seed, args.make_kwargs)
     model, batches = program.model, program.batches
     note_strided_tensors(model, batches)
+    note_dtype_dependent_eps(model)
     make_groups = load_param_groups(path)
     args.param_groups = (resolve_param_groups(make_groups, model, args.optimizer_config)
                          if make_groups else None)

@@ -760,6 +760,37 @@ def test_strided_tensors_are_noted(tmp_path, capsys, layout):
     assert (note in err) == (layout == "channels_last"), err
 
 
+RMSNORM_MODEL = """
+import torch
+import torch.nn as nn
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 8)
+        self.norm = nn.RMSNorm(8{eps})
+
+    def forward(self, x):
+        return self.norm(self.fc(x)).square().mean()
+
+def make():
+    return Net(), [(torch.randn(2, 4),)]
+"""
+
+
+@pytest.mark.parametrize("eps", ["", ", eps=1e-6"], ids=["default", "given"])
+def test_rms_norm_without_eps_is_noted(tmp_path, capsys, eps):
+    """nn.RMSNorm without eps normalises with the input dtype's epsilon: the
+    f32 capture bakes in 1.2e-7 where PyTorch's bf16 mixed precision uses
+    7.8e-3. Capture says which modules leave it open; none when eps is
+    given."""
+    path = write_model(tmp_path, RMSNORM_MODEL.replace("{eps}", eps))
+    assert capture.main([str(path), "--out", str(tmp_path / "out"), "--steps", "1"]) == 0
+    err = capsys.readouterr().err
+    note = "loom.capture: note: nn.RMSNorm without eps (norm): PyTorch takes it from"
+    assert (note in err) == (eps == ""), err
+
+
 UNUSED_MODEL = """
 import torch
 import torch.nn as nn
