@@ -186,6 +186,11 @@ private:
                                     Location loc, StringRef node);
   LogicalResult setCastPair(Operation *op, const json::Object &custom,
                             Location loc, StringRef node);
+  /// `value`, the custom metadata `key` of a node, as a non-negative integer
+  /// (`what` it is names it in the error).
+  FailureOr<int64_t> getNonNegativeId(const json::Value &value, StringRef key,
+                                      StringRef what, Location loc,
+                                      StringRef node);
   void tagPhasesByDataflow();
 
   // Signature, weights and the step function -------------------------------
@@ -953,12 +958,10 @@ LogicalResult Importer::setCheckpointRegion(Operation *op,
            << (region ? LoomDialect::kAcPolicyAttrName
                       : LoomDialect::kAcRegionAttrName)
            << "': a checkpoint region needs both";
-  std::optional<int64_t> id = region->getAsInteger();
-  if (!id || *id < 0)
-    return nodeError(loc, name, "has '")
-           << LoomDialect::kAcRegionAttrName
-           << "' = " << llvm::formatv("{0}", *region).str()
-           << ", expected a non-negative integer region id";
+  FailureOr<int64_t> id = getNonNegativeId(
+      *region, LoomDialect::kAcRegionAttrName, "region id", loc, name);
+  if (failed(id))
+    return failure();
   std::optional<StringRef> policyName = policy->getAsString();
   std::optional<AcPolicy> acPolicy =
       policyName ? symbolizeAcPolicy(*policyName) : std::nullopt;
@@ -979,6 +982,17 @@ LogicalResult Importer::setCheckpointRegion(Operation *op,
   return success();
 }
 
+FailureOr<int64_t> Importer::getNonNegativeId(const json::Value &value,
+                                              StringRef key, StringRef what,
+                                              Location loc, StringRef node) {
+  std::optional<int64_t> id = value.getAsInteger();
+  if (!id || *id < 0)
+    return nodeError(loc, node, "has '")
+           << key << "' = " << llvm::formatv("{0}", value).str()
+           << ", expected a non-negative integer " << what;
+  return *id;
+}
+
 /// A forward `_to_copy` and the backward `_to_copy` autograd made for it
 /// share an id (`loom.cast`, a non-negative integer), which capture records
 /// on casts only.
@@ -987,12 +1001,10 @@ LogicalResult Importer::setCastPair(Operation *op, const json::Object &custom,
   const json::Value *cast = custom.get(LoomDialect::kCastAttrName);
   if (!cast)
     return success();
-  std::optional<int64_t> id = cast->getAsInteger();
-  if (!id || *id < 0)
-    return nodeError(loc, name, "has '")
-           << LoomDialect::kCastAttrName
-           << "' = " << llvm::formatv("{0}", *cast).str()
-           << ", expected a non-negative integer cast id";
+  FailureOr<int64_t> id =
+      getNonNegativeId(*cast, LoomDialect::kCastAttrName, "cast id", loc, name);
+  if (failed(id))
+    return failure();
   auto aten = dyn_cast<AtenOp>(op);
   if (!aten || aten.getOpName() != "aten::_to_copy")
     return nodeError(loc, name, "has '")

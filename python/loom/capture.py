@@ -342,6 +342,12 @@ def call_make(make: Callable[..., Any], path: Path, kwargs: dict[str, Any] | Non
     return UserProgram(model, normalized)
 
 
+def _some_names(names: list[str]) -> str:
+    """The first three names, and how many more there are."""
+    more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+    return ", ".join(names[:3]) + more
+
+
 def note_strided_tensors(model: nn.Module, batches: list[tuple[torch.Tensor, ...]]) -> None:
     """Says which parameters, buffers and batch tensors are not row-major
     (e.g. ``channels_last``): Loom holds every one row-major, so kernels
@@ -351,8 +357,7 @@ def note_strided_tensors(model: nn.Module, batches: list[tuple[torch.Tensor, ...
              *((f"batch argument {j}", t) for j, t in enumerate(batches[0]))]
     strided = [name for name, t in named if not t.is_contiguous()]
     if strided:
-        more = f" and {len(strided) - 3} more" if len(strided) > 3 else ""
-        print(f"{PROG}: note: {', '.join(strided[:3])}{more} are not row-major (e.g. "
+        print(f"{PROG}: note: {_some_names(strided)} are not row-major (e.g. "
               "channels_last); Loom runs every tensor row-major, so convolutions round "
               "differently from eager's (AdamW magnifies that where a gradient is "
               "mathematically zero, e.g. a bias before batch norm)", file=sys.stderr)
@@ -366,8 +371,7 @@ def note_dtype_dependent_eps(model: nn.Module) -> None:
     names = [name for name, m in model.named_modules()
              if isinstance(m, nn.RMSNorm) and m.eps is None]
     if names:
-        more = f" and {len(names) - 3} more" if len(names) > 3 else ""
-        print(f"{PROG}: note: nn.RMSNorm without eps ({', '.join(names[:3])}{more}): PyTorch "
+        print(f"{PROG}: note: nn.RMSNorm without eps ({_some_names(names)}): PyTorch "
               "takes it from the input's dtype (1.2e-7 in f32, as captured; 7.8e-3 for bf16), "
               "so under --param-dtype=bf16 the compiled step keeps f32's where PyTorch's mixed "
               "precision uses bf16's; give eps to make them agree", file=sys.stderr)

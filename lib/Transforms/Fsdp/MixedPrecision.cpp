@@ -123,9 +123,9 @@ private:
   void retypeDtypeArgs(AtenOp atenOp);
   /// A check without results whose operand now runs in the compute dtype.
   void lowerCheck(AtenOp check);
-  /// Runs `op` in the original dtype: its compute-dtype operands are cast
-  /// up (once per value).
-  void raiseToOriginal(AtenOp op);
+  /// Points the operands of `atenOp` in dtype `from` (but f32 statistics)
+  /// at their cast to `to`, made once per value.
+  void castOperands(AtenOp atenOp, Type from, Type to);
   /// A cast keeps its dtype (the model wrote it), unless it is autograd's
   /// cast of a gradient back to the dtype of a forward cast's input that now
   /// runs in the compute dtype (eager makes that gradient in the compute
@@ -146,7 +146,9 @@ private:
   ShardingState &s;
   Type original, compute;
   Builder b;
-  DenseMap<Value, Value> castOnce, castUpOnce;
+  /// Each value's cast to the other of the two dtypes (which one its own
+  /// dtype says).
+  DenseMap<Value, Value> castOnce;
   /// The input dtype of each forward cast met so far, by its `loom.cast` id.
   DenseMap<int64_t, Type> forwardInputDtypes;
   /// Each send's traced element type, recorded before lowering.
@@ -209,23 +211,26 @@ void ComputeLowering::castSends() {
   }
 }
 
-void ComputeLowering::lowerToCompute(AtenOp atenOp) {
-  Operation &op = *atenOp;
-  OpBuilder ob(&op);
-  s.tagger.module = b.getStringAttr(getModulePath(&op));
-  s.tagger.phase = getPhase(&op).value_or(Phase::forward);
-  for (OpOperand &operand : op.getOpOperands()) {
+void ComputeLowering::castOperands(AtenOp atenOp, Type from, Type to) {
+  OpBuilder ob(atenOp);
+  s.tagger.module = b.getStringAttr(getModulePath(atenOp));
+  s.tagger.phase = getPhase(atenOp).value_or(Phase::forward);
+  for (OpOperand &operand : atenOp->getOpOperands()) {
     Value v = operand.get();
-    if (dtypeOf(v) != original || isFloat32Statistic(v))
+    if (dtypeOf(v) != from || isFloat32Statistic(v))
       continue;
     // Values defined before the loop dominate every later use, so one
     // cast serves all of them.
-    Value &lowered = castOnce[v];
-    if (!lowered)
-      lowered = s.tagger.castTo(ob, op.getLoc(), v, compute);
-    operand.set(lowered);
+    Value &cast = castOnce[v];
+    if (!cast)
+      cast = s.tagger.castTo(ob, atenOp.getLoc(), v, to);
+    operand.set(cast);
   }
-  for (Value result : op.getResults()) {
+}
+
+void ComputeLowering::lowerToCompute(AtenOp atenOp) {
+  castOperands(atenOp, original, compute);
+  for (Value result : atenOp->getResults()) {
     auto type = cast<RankedTensorType>(result.getType());
     if (isFloat32Statistic(result))
       result.setType(type.clone(
@@ -301,21 +306,6 @@ void ComputeLowering::lowerCast(AtenOp cast) {
   cast->erase();
 }
 
-void ComputeLowering::raiseToOriginal(AtenOp op) {
-  OpBuilder ob(op);
-  s.tagger.module = b.getStringAttr(getModulePath(op));
-  s.tagger.phase = getPhase(op).value_or(Phase::forward);
-  for (OpOperand &operand : op->getOpOperands()) {
-    Value v = operand.get();
-    if (dtypeOf(v) != compute)
-      continue;
-    Value &raised = castUpOnce[v];
-    if (!raised)
-      raised = s.tagger.castTo(ob, op.getLoc(), v, original);
-    operand.set(raised);
-  }
-}
-
 void ComputeLowering::retypeDtypeArgs(AtenOp atenOp) {
   auto retype = [&](Attribute a) -> Attribute {
     if (auto t = dyn_cast<TypeAttr>(a))
@@ -387,7 +377,7 @@ void ComputeLowering::lowerBlock(Block &block) {
     if (!lowered)
       continue;
     if (makesComplex(atenOp.getOpName())) {
-      raiseToOriginal(atenOp);
+      castOperands(atenOp, compute, original);
       continue;
     }
     if (promotesTypes(atenOp.getOpName()) && staysOriginal(op))

@@ -406,17 +406,16 @@ void fsdp::accumulateInReduceDtype(ShardingState &s) {
     // A unit synced every microbatch reduces each microbatch's gradients.
     if (unit.syncEveryMicrobatch)
       continue;
+    s.tagger.module = StringAttr::get(terminator->getContext(), unit.prefix);
+    s.tagger.phase = Phase::backward;
     for (unsigned p : unit.params) {
       std::optional<unsigned> result = s.params[p].gradResult;
       if (!result)
         continue;
       Value grad = terminator->getOperand(*result);
-      if (cast<RankedTensorType>(grad.getType()).getElementType() ==
+      if (cast<RankedTensorType>(grad.getType()).getElementType() !=
           reduceDtype)
-        continue;
-      s.tagger.module = StringAttr::get(terminator->getContext(), unit.prefix);
-      s.tagger.phase = Phase::backward;
-      accumulateIn(s, grad, reduceDtype);
+        accumulateIn(s, grad, reduceDtype);
     }
   }
 }
