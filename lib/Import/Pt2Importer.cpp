@@ -15,6 +15,7 @@
 #include "RunConfig.h"
 
 #include "loom/Dialect/Loom/IR/LoomOps.h"
+#include "loom/Dialect/Loom/IR/OpClassification.h"
 #include "loom/Support/Safetensors.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
@@ -186,6 +187,8 @@ private:
                                     Location loc, StringRef node);
   LogicalResult setCastPair(Operation *op, const json::Object &custom,
                             Location loc, StringRef node);
+  LogicalResult setSyncBatchNorm(Operation *op, const json::Object &custom,
+                                 Location loc, StringRef node);
   /// `value`, the custom metadata `key` of a node, as a non-negative integer
   /// (`what` it is names it in the error).
   FailureOr<int64_t> getNonNegativeId(const json::Value &value, StringRef key,
@@ -890,7 +893,8 @@ LogicalResult Importer::setModuleAndPhase(Operation *op,
         }
         if (failed(setCheckpointRegion(op, *c, loc, name)) ||
             failed(setCalls(op, *c, loc, name)) ||
-            failed(setCastPair(op, *c, loc, name)))
+            failed(setCastPair(op, *c, loc, name)) ||
+            failed(setSyncBatchNorm(op, *c, loc, name)))
           return failure();
       }
     }
@@ -1010,6 +1014,32 @@ LogicalResult Importer::setCastPair(Operation *op, const json::Object &custom,
     return nodeError(loc, name, "has '")
            << LoomDialect::kCastAttrName << "' but is not an aten::_to_copy";
   op->setAttr(LoomDialect::kCastAttrName, builder.getI64IntegerAttr(*id));
+  return success();
+}
+
+/// The training-mode forward of an `nn.SyncBatchNorm`, which capture marks
+/// (`loom.sync_batch_norm`: true) because it traces as plain batch norm.
+LogicalResult Importer::setSyncBatchNorm(Operation *op,
+                                         const json::Object &custom,
+                                         Location loc, StringRef name) {
+  const json::Value *sync = custom.get(LoomDialect::kSyncBatchNormAttrName);
+  if (!sync)
+    return success();
+  if (sync->getAsBoolean() != std::optional<bool>(true))
+    return nodeError(loc, name, "has '")
+           << LoomDialect::kSyncBatchNormAttrName
+           << "' = " << llvm::formatv("{0}", *sync).str() << ", expected true";
+  if (!getBatchNormForm(getAtenKernel(op)))
+    return nodeError(loc, name, "has '")
+           << LoomDialect::kSyncBatchNormAttrName
+           << "' but is not a batch norm forward "
+              "(_native_batch_norm_legit_functional or its no_stats form)";
+  if (auto phase = op->getAttrOfType<PhaseAttr>(LoomDialect::kPhaseAttrName);
+      phase && phase.getValue() != Phase::forward)
+    return nodeError(loc, name, "has '")
+           << LoomDialect::kSyncBatchNormAttrName << "' but its phase is '"
+           << stringifyPhase(phase.getValue()) << "', not forward";
+  op->setAttr(LoomDialect::kSyncBatchNormAttrName, builder.getUnitAttr());
   return success();
 }
 

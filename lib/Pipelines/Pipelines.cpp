@@ -528,6 +528,9 @@ static void buildDistributePipeline(OpPassManager &pm,
     if (options.bucketBytes > 0)
       pm.addPass(createLoomBucket(forwardToPass<LoomBucketOptions>(options)));
   }
+  // nn.SyncBatchNorm's statistics span the ranks the batch is split over.
+  if (options.dp != DataParallel::None)
+    pm.addPass(createLoomSyncBatchNorm());
   if (options.optimizer != OptimizerKind::None) {
     auto attach = forwardToPass<LoomAttachOptimizerOptions>(options);
     // Resolved here so the pipeline recorded in the artifact shows the

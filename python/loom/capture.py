@@ -213,6 +213,11 @@ CALLS_KEY = "loom.calls"
 AC_REGION_KEY = "loom.ac_region"
 AC_POLICY_KEY = "loom.ac_policy"
 CAST_KEY = "loom.cast"
+SYNC_BATCH_NORM_KEY = "loom.sync_batch_norm"
+# The training-mode batch norm forwards AOTAutograd traces F.batch_norm to
+# (with running statistics, and without).
+BATCH_NORM_FORWARDS = (torch.ops.aten._native_batch_norm_legit_functional.default,
+                       torch.ops.aten._native_batch_norm_legit.no_stats)
 # PyTorch's CheckpointPolicy as loom-import spells #loom.ac_policy.
 AC_POLICY_NAMES = {
     torch_checkpoint.CheckpointPolicy.MUST_SAVE: "must_save",
@@ -972,9 +977,29 @@ def module_calls(node: torch.fx.Node) -> dict[str, int]:
     return calls
 
 
-def annotate(ep: torch.export.ExportedProgram) -> tuple[int, int]:
-    """Set Loom's phase/module labels; returns (forward, backward) node counts."""
+def sync_batch_norm_modules(model: nn.Module) -> set[str]:
+    """The paths of the model's ``nn.SyncBatchNorm`` modules. On one process
+    SyncBatchNorm runs as plain batch norm, so the trace cannot tell them
+    apart; Loom synchronizes over every data-parallel rank, as
+    SyncBatchNorm's default group (the world) does."""
+    paths = set()
+    for path, module in model.named_modules():
+        if not isinstance(module, nn.SyncBatchNorm):
+            continue
+        if module.process_group is not None:
+            raise CaptureError(
+                f"nn.SyncBatchNorm '{path}' has a process_group of its own; Loom synchronizes "
+                "batch statistics over all data-parallel ranks (convert_sync_batchnorm without "
+                "process_group)")
+        paths.add(path)
+    return paths
+
+
+def annotate(ep: torch.export.ExportedProgram, model: nn.Module) -> tuple[int, int]:
+    """Set Loom's phase/module labels, and mark the batch norm forwards of
+    ``nn.SyncBatchNorm`` modules; returns (forward, backward) node counts."""
     counts = {"forward": 0, "backward": 0}
+    synced = sync_batch_norm_modules(model)
     for node in ep.graph.nodes:
         if node.op != "call_function":
             continue
@@ -982,6 +1007,9 @@ def annotate(ep: torch.export.ExportedProgram) -> tuple[int, int]:
         counts[phase] += 1
         custom = dict(node.meta.get("custom") or {})
         custom.update({PHASE_KEY: phase, MODULE_KEY: module_path(node)})
+        if (phase == "forward" and node.target in BATCH_NORM_FORWARDS
+                and module_path(node) in synced):
+            custom[SYNC_BATCH_NORM_KEY] = True
         calls = module_calls(node)
         if calls:
             custom[CALLS_KEY] = calls
@@ -1334,7 +1362,7 @@ def capture_meta(args: argparse.Namespace, path: Path) -> None:
     if args.out.exists() and not args.out.is_dir():
         raise CaptureError(f"--out {args.out} exists and is not a directory")
     ep, aliases = export_rank_step(model, batches, args)
-    n_forward, n_backward = annotate(ep)
+    n_forward, n_backward = annotate(ep, model)
     args.out.mkdir(parents=True, exist_ok=True)
     pt2 = save_step(ep, args.out, json.dumps(run_config(args), indent=2) + "\n")
 
@@ -1389,7 +1417,7 @@ def capture(args: argparse.Namespace) -> None:
                               path, args.param_groups, args.lr_schedule, args.clip)
 
     ep, aliases = export_rank_step(model, batches, args)
-    n_forward, n_backward = annotate(ep)
+    n_forward, n_backward = annotate(ep, model)
 
     args.out.mkdir(parents=True, exist_ok=True)
     pt2 = save_step(ep, args.out, json.dumps(run_config(args), indent=2) + "\n",

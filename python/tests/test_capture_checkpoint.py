@@ -381,7 +381,7 @@ def test_composable_checkpoint_is_a_region():
     model = Net()
     composable_checkpoint(model.b)
     ep, _ = capture.export_joint(model, (torch.randn(2, 4),))
-    capture.annotate(ep)
+    capture.annotate(ep, model)
     tagged = {(n.meta["custom"][capture.MODULE_KEY], region_of(n), policy_of(n))
               for n in forward_nodes(ep)}
     assert tagged == {("a", None, None), ("b", 0, "prefer_recompute"), ("", None, None)}

@@ -4,11 +4,11 @@
 // bucket-bytes is set; loom-compile passes the options through.
 
 // RUN: loom-compile --dp=fsdp --world-size=4 --print-pipeline | FileCheck %s --check-prefix=DEFAULT
-// DEFAULT: builtin.module(loom-fsdp{{.*}} reshard-after-forward=auto },loom-prefetch{backward-prefetch=bounded forward-prefetch=0 },func.func(loom-attach-optimizer
+// DEFAULT: builtin.module(loom-fsdp{{.*}} reshard-after-forward=auto },loom-prefetch{backward-prefetch=bounded forward-prefetch=0 },loom-sync-batch-norm,func.func(loom-attach-optimizer
 // DEFAULT-NOT: loom-bucket
 
 // RUN: loom-compile --dp=fsdp --world-size=4 --forward-prefetch=2 --backward-prefetch=post --bucket-bytes=4096 --print-pipeline | FileCheck %s --check-prefix=OPTS
-// OPTS: loom-prefetch{backward-prefetch=post forward-prefetch=2 },loom-bucket{bucket-bytes=4096},func.func(loom-attach-optimizer
+// OPTS: loom-prefetch{backward-prefetch=post forward-prefetch=2 },loom-bucket{bucket-bytes=4096},loom-sync-batch-norm,func.func(loom-attach-optimizer
 
 // The same pipeline through loom-opt.
 // RUN: loom-opt %S/prefetch.mlir --pass-pipeline="builtin.module(loom-compile-pipeline{dp=fsdp world-size=2 optimizer=none forward-prefetch=1 backward-prefetch=none bucket-bytes=64})" | FileCheck %s --check-prefix=OPT

@@ -1295,6 +1295,54 @@ def LoomAccumulateGradients
   let dependentDialects = ["::loom::LoomDialect"];
 }
 
+def LoomSyncBatchNorm : Pass<"loom-sync-batch-norm", "::mlir::ModuleOp"> {
+  let summary = "nn.SyncBatchNorm: batch statistics over every data-parallel rank";
+  let description = [{
+    A model converted with `nn.SyncBatchNorm.convert_sync_batchnorm` traces
+    on one process as plain batch norm (SyncBatchNorm falls back to
+    `F.batch_norm` when no process group runs), so capture marks the
+    training-mode forward of each such module with `loom.sync_batch_norm`.
+    On a data-parallel step (its batch inputs carry `loom.split`) this pass
+    makes every marked op and its backward compute what SyncBatchNorm's
+    autograd function computes over the ranks the batch is split over:
+
+    - forward: each rank's per-channel mean and biased variance
+      (`aten::var_mean`) are all-gathered (`loom.all_gather_start`) and
+      merged into the statistics of all ranks' rows (the mean of the means;
+      the mean of the variances plus the variance of the means, as
+      `batch_norm_gather_stats_with_counts` merges equal counts); the
+      output is `aten::_native_batch_norm_legit_no_training` with them, and
+      the running statistics move toward them with the global count's
+      unbiased variance;
+    - backward: the per-channel sums of `dy` and `dy * (x - mean)` are
+      summed over the ranks (`loom.all_reduce_start ... reduce <sum>`) and
+      the input gradient is `batch_norm_backward_elemt`'s
+      `(dy - sum_dy / N - (x - mean) * invstd^2 * sum_dy_xmu / N) * invstd
+      * weight` with N the rows of all ranks; the weight and bias gradients
+      stay this rank's sums, which data parallelism then averages.
+
+    On one rank, or on a step no data-parallel pass split, it changes
+    nothing (SyncBatchNorm on a group of one is batch norm). Run it after
+    `loom-replicate` or `loom-fsdp` (and their prefetch and bucketing),
+    before `loom-attach-optimizer`. Fails, naming the module, on a marked
+    op inside a `loom.recompute` region, on a pipelined step, and on
+    inputs that are not f32 or f64 (FSDP's mixed precision).
+
+    ```mlir
+    // before (a rank's 4 of 8 rows, split over @dp axes ["dp"] of 2 ranks)
+    %r:5 = loom.aten "aten::_native_batch_norm_legit_functional.default"(%x, %w, %b, %rm, %rv)
+        {args = [..., true, 0.1, 1.0e-05], loom.sync_batch_norm} ...
+    // after
+    %v:2 = loom.aten "aten::var_mean.correction"(%x) ...
+    %s = loom.aten "aten::cat.default"(%v#1, %v#0) ...
+    %f = loom.all_gather_start %s on @dp axes ["dp"] dim 0 : tensor<16xf32> -> ...
+    ...
+    %y:3 = loom.aten "aten::_native_batch_norm_legit_no_training.default"(%x, %w, %b, %mean, %var) ...
+    ```
+  }];
+  let dependentDialects = ["::loom::LoomDialect"];
+}
+
 def LoomKernelWorkspace : Pass<"loom-kernel-workspace", "::mlir::ModuleOp"> {
   let summary = "Attach a measured kernel workspace profile to the module";
   let description = [{

@@ -1004,6 +1004,22 @@ func.func @f(%x: tensor<2xf32>) {
 
 // -----
 
+func.func @f(%x: tensor<2x3xf32>) {
+  // expected-error@+1 {{'loom.sync_batch_norm' is only on a training-mode batch norm forward (aten::_native_batch_norm_legit_functional.default or aten::_native_batch_norm_legit.no_stats)}}
+  %y = loom.aten "aten::neg.default"(%x) {args = [#loom.arg<0>], loom.sync_batch_norm} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x3xf32>) {
+  // expected-error@+1 {{'loom.sync_batch_norm' must be a unit attribute}}
+  %y:3 = loom.aten "aten::_native_batch_norm_legit.no_stats"(%x) {args = [#loom.arg<0>, unit, unit, true, 1.000000e-01, 1.000000e-05], loom.sync_batch_norm = 1 : i64} : (tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<3xf32>, tensor<3xf32>)
+  return
+}
+
+// -----
+
 // expected-error@+1 {{'loom.device' must be "cpu" or "cuda" on a module}}
 module attributes {loom.device = "tpu"} {
 }

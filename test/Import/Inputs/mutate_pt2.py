@@ -68,6 +68,15 @@ CAST_MUTATIONS = {
     "cast-not-a-cast": ("torch.ops.aten.addmm.default", {"loom.cast": 0}),
 }
 
+# nn.SyncBatchNorm marks (`loom.sync_batch_norm`) that capture never writes.
+SYNC_BATCH_NORM_MUTATIONS = {
+    "sync-bn-false": ("torch.ops.aten._native_batch_norm_legit_functional.default",
+                      {"loom.sync_batch_norm": False}),
+    "sync-bn-not-bn": ("torch.ops.aten.addmm.default", {"loom.sync_batch_norm": True}),
+}
+
+TAG_MUTATIONS = {**AC_MUTATIONS, **CALL_MUTATIONS, **CAST_MUTATIONS, **SYNC_BATCH_NORM_MUTATIONS}
+
 
 def main():
     src, dst, mutation = sys.argv[1:4]
@@ -155,8 +164,8 @@ def main():
     elif mutation == "signature":
         rewrite(src, dst, edit_json=lambda m: m["graph_module"]["signature"][
             "input_specs"].pop())
-    elif mutation in AC_MUTATIONS or mutation in CALL_MUTATIONS or mutation in CAST_MUTATIONS:
-        target, keys = {**AC_MUTATIONS, **CALL_MUTATIONS, **CAST_MUTATIONS}[mutation]
+    elif mutation in TAG_MUTATIONS:
+        target, keys = TAG_MUTATIONS[mutation]
         rewrite(src, dst, edit_json=lambda m: set_custom(first(m, target), keys))
     else:
         sys.exit(f"unknown mutation {mutation}")

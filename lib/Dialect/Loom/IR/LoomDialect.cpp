@@ -739,6 +739,19 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
              << name << "' must be a non-negative i64 cast id";
     return success();
   }
+  if (name == kSyncBatchNormAttrName) {
+    if (!isa<UnitAttr>(attr.getValue()))
+      return op->emitOpError("'") << name << "' must be a unit attribute";
+    // (Only the forward ops capture marks; loom-sync-batch-norm replaces
+    // them.)
+    if (!getBatchNormForm(getAtenKernel(op)))
+      return op->emitOpError("'")
+             << name
+             << "' is only on a training-mode batch norm forward "
+                "(aten::_native_batch_norm_legit_functional.default or "
+                "aten::_native_batch_norm_legit.no_stats)";
+    return success();
+  }
   if (name == kAcPolicyAttrName) {
     if (!isa<AcPolicyAttr>(attr.getValue()))
       return op->emitOpError("'") << name << "' must be a #loom.ac_policy";

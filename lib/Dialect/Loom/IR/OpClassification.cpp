@@ -17,6 +17,16 @@ StringRef loom::stripAtenOverload(StringRef schemaName) {
   return schemaName.split('.').first;
 }
 
+std::optional<BatchNormForm> loom::getBatchNormForm(StringRef schemaName) {
+  // (input, weight, bias, running_mean, running_var, training, momentum,
+  // eps) and (input, weight, bias, training, momentum, eps).
+  if (schemaName == "aten::_native_batch_norm_legit_functional.default")
+    return BatchNormForm{5, 6, 7, 3u, 4u};
+  if (schemaName == "aten::_native_batch_norm_legit.no_stats")
+    return BatchNormForm{3, 4, 5, std::nullopt, std::nullopt};
+  return std::nullopt;
+}
+
 bool loom::isRandomAtenOp(StringRef schemaName) {
   // Exact names, not substrings: `native_dropout_backward` replays a saved
   // mask and draws nothing. Functional variants (`uniform`,

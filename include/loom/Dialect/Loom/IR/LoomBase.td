@@ -118,6 +118,12 @@ def Loom_Dialect : Dialect {
     /// precision keeps that backward cast only while the input keeps the
     /// dtype it was traced in.
     static constexpr ::llvm::StringLiteral kCastAttrName = "loom.cast";
+    /// On the training-mode forward of an `nn.SyncBatchNorm`
+    /// (`aten::_native_batch_norm_legit_functional` or its `no_stats`
+    /// form): its statistics are those of every data-parallel rank's rows
+    /// (`loom-sync-batch-norm`).
+    static constexpr ::llvm::StringLiteral kSyncBatchNormAttrName =
+        "loom.sync_batch_norm";
     /// On the module: the module paths where each pipeline stage after the
     /// first starts. `loom-pipeline-split` records the cut it made here, and
     /// cuts there when its `boundaries` option is empty; `loom-sac-ilp`

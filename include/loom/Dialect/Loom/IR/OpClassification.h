@@ -53,6 +53,20 @@ bool isInPlaceAtenOp(llvm::StringRef schemaName);
 /// `schemaName` may carry an overload.
 bool isFloat32StatisticResult(llvm::StringRef schemaName, unsigned index);
 
+/// Where a functional batch norm forward keeps its arguments: the two
+/// forms AOTAutograd traces a training-mode `F.batch_norm` to
+/// (`aten::_native_batch_norm_legit_functional.default`, with running
+/// statistics, and `aten::_native_batch_norm_legit.no_stats`, without).
+/// Positions are in the schema's argument list; results are (out,
+/// save_mean, save_rstd[, new running_mean, new running_var]).
+struct BatchNormForm {
+  unsigned training, momentum, eps;
+  std::optional<unsigned> runningMean, runningVar;
+};
+/// The form of `schemaName` (with its overload), or std::nullopt for any
+/// other operator.
+std::optional<BatchNormForm> getBatchNormForm(llvm::StringRef schemaName);
+
 /// The above for an op: true only for a `loom.aten` of such an operator
 /// (`loomrt.aten` callers pass its name).
 bool isRandomAtenOp(mlir::Operation *op);
