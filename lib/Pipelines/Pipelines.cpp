@@ -184,6 +184,13 @@ LogicalResult loom::verifyCompileOptions(
                      "buckets; grouping=units reduces one unit at a time");
   if (units && options.ppRanks > 1)
     return emitError("grouping=units with pp is not supported yet");
+  if (options.broadcastBuffers &&
+      (options.dp != DataParallel::Replicate || units))
+    return emitError("broadcast-buffers is DDP's broadcast_buffers: it needs "
+                     "dp=replicate with grouping=buckets (fully_shard and "
+                     "FSDP2's replicate keep each rank's buffers)");
+  if (options.broadcastBuffers && options.ppRanks > 1)
+    return emitError("broadcast-buffers with pp is not supported yet");
   if (options.dp == DataParallel::Replicate && !units &&
       (!options.units.empty() || !options.unitSettings.empty()))
     return emitError("units and unit-settings with dp=replicate need "

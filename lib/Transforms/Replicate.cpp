@@ -87,6 +87,10 @@ struct LoomReplicatePass
         return module.emitError("--loom-replicate: bucket-cap-mb and "
                                 "first-bucket-cap-mb size DDP's buckets; "
                                 "grouping=units reduces one unit at a time");
+      if (broadcastBuffers)
+        return module.emitError("--loom-replicate: broadcast-buffers is "
+                                "DDP's broadcast_buffers; FSDP2's replicate "
+                                "(grouping=units) keeps each rank's buffers");
     } else if (!units.empty() || !unitSettings.empty()) {
       return module.emitError("--loom-replicate: units and unit-settings "
                               "need grouping=units (DDP's buckets are sized, "
@@ -268,6 +272,9 @@ struct LoomReplicatePass
                << g.target << "' is not floating point (" << g.value.getType()
                << "); it cannot be averaged";
 
+    if (broadcastBuffers &&
+        failed(broadcastFromFirstRank(func, mesh, axesAttr)))
+      return failure();
     anchors.clear();
     if (unitState)
       return reduceByUnits(func, mesh, axesAttr, grads, *unitState);
@@ -512,11 +519,12 @@ struct LoomReplicatePass
   }
 
   /// Stamps an inserted op with the bucket's module, phase and name.
-  static void tag(Operation *op, StringRef module, Location loc) {
+  static void tag(Operation *op, StringRef module, Location loc,
+                  Phase phase = Phase::backward) {
     Builder b(op->getContext());
     op->setAttr(LoomDialect::kModuleAttrName, b.getStringAttr(module));
     op->setAttr(LoomDialect::kPhaseAttrName,
-                PhaseAttr::get(op->getContext(), Phase::backward));
+                PhaseAttr::get(op->getContext(), phase));
     op->setLoc(loc);
   }
 
@@ -616,6 +624,90 @@ struct LoomReplicatePass
     std::string name = ("ddp.bucket" + Twine(index)).str();
     setResults(func, bucket,
                allReduce(func, mesh, axesAttr, name, module, values(bucket)));
+  }
+
+  /// DDP's broadcast_buffers=True: before forward, every buffer takes the
+  /// value of the group's first rank. DDP's _broadcast_coalesced flattens
+  /// the buffers into buckets (compute_bucket_assignment_by_size with its
+  /// 250 MiB broadcast_bucket_size: per element type, a bucket closing once
+  /// it holds the limit; ordered by their first buffer) and broadcasts each.
+  LogicalResult broadcastFromFirstRank(func::FuncOp func, MeshOp mesh,
+                                       ArrayAttr axesAttr) {
+    if (fsdp::isPipelinedStep(func))
+      return func.emitOpError("--loom-replicate: broadcast-buffers on a "
+                              "pipelined step is not supported");
+    const int64_t limit = 250 * 1024 * 1024;
+    struct Open {
+      SmallVector<BlockArgument> buffers;
+      int64_t bytes = 0;
+    };
+    llvm::MapVector<Type, Open> open;
+    SmallVector<SmallVector<BlockArgument>> buckets;
+    for (BlockArgument arg : func.getArguments()) {
+      auto role = func.getArgAttrOfType<RoleAttr>(arg.getArgNumber(),
+                                                  LoomDialect::kRoleAttrName);
+      if (!role || role.getValue() != Role::buffer)
+        continue;
+      auto type = cast<RankedTensorType>(arg.getType());
+      Open &o = open[type.getElementType()];
+      o.buffers.push_back(arg);
+      o.bytes +=
+          type.getNumElements() * ((type.getElementTypeBitWidth() + 7) / 8);
+      if (o.bytes >= limit) {
+        buckets.push_back(std::move(o.buffers));
+        o = Open();
+      }
+    }
+    for (auto &entry : open)
+      if (!entry.second.buffers.empty())
+        buckets.push_back(std::move(entry.second.buffers));
+    llvm::stable_sort(buckets, [](const auto &a, const auto &b) {
+      return a.front().getArgNumber() < b.front().getArgNumber();
+    });
+
+    MLIRContext *ctx = &getContext();
+    Block &body = func.getBody().front();
+    OpBuilder builder(ctx);
+    builder.setInsertionPointToStart(&body);
+    for (auto [index, bucket] : llvm::enumerate(buckets)) {
+      SmallVector<StringRef> owners;
+      for (BlockArgument arg : bucket)
+        owners.push_back(getOwnerModule(
+            func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                              LoomDialect::kNameAttrName)
+                .getValue()));
+      std::string module = getCommonModule(owners).str();
+      std::string name = ("ddp.buffers" + Twine(index)).str();
+      auto nameLoc = [&](StringRef suffix) -> Location {
+        return NameLoc::get(StringAttr::get(ctx, name + suffix), func.getLoc());
+      };
+      SmallVector<Value> values(bucket.begin(), bucket.end());
+      Type element =
+          cast<RankedTensorType>(values.front().getType()).getElementType();
+      SmallVector<Operation *> inserted;
+      SmallVector<int64_t> sizes;
+      Value buffer =
+          packBucket(builder, values, element, nameLoc, sizes, inserted);
+      auto bufferType = cast<RankedTensorType>(buffer.getType());
+      auto start = BroadcastStartOp::create(
+          builder, nameLoc(""), FutureType::get(ctx, bufferType), buffer,
+          FlatSymbolRefAttr::get(mesh.getSymNameAttr()), axesAttr,
+          builder.getI64IntegerAttr(0));
+      inserted.push_back(start);
+      auto wait = WaitOp::create(builder, nameLoc(".wait"), bufferType,
+                                 start.getFuture());
+      inserted.push_back(wait);
+      SmallVector<Value> received = unpackBucket(
+          builder, values, wait.getResult(), element, sizes, nameLoc, inserted);
+      llvm::SmallPtrSet<Operation *, 8> ours(inserted.begin(), inserted.end());
+      for (auto [arg, value] : llvm::zip(bucket, received))
+        arg.replaceUsesWithIf(value, [&](OpOperand &use) {
+          return !ours.contains(use.getOwner());
+        });
+      for (Operation *op : inserted)
+        tag(op, module, op->getLoc(), Phase::forward);
+    }
+    return success();
   }
 
   /// Averages `group` (values in the order backward produces them) over the

@@ -13,7 +13,8 @@ Usage (from the repository root)::
         [--maximize] [--seed S] [--split N] [--microbatches M] \
         [--make-arg KEY=VALUE ...] [--meta]
         [--reference eager|ddp|fsdp|hsdp|replicate [--replicate-size R]
-         [--reshard-after-forward auto|true|false|K] [--param-dtype D] [--reduce-dtype D]]
+         [--reshard-after-forward auto|true|false|K] [--param-dtype D] [--reduce-dtype D]
+         [--broadcast-buffers true|false]]
 
 FILE.py defines ``make()`` returning ``(model, batches)``: ``model(*batch)``
 returns a scalar loss and ``batches`` is a list of tuples of tensors, one per
@@ -111,7 +112,8 @@ step and for SGD. ``ddp``, ``fsdp``, ``hsdp`` or ``replicate`` (with
 ``--split N``, N > 1): PyTorch's own ``DistributedDataParallel``,
 ``fully_shard`` (HSDP on a ``--replicate-size R`` x N/R mesh;
 ``--reshard-after-forward`` as loom-compile's; ``--param-dtype`` and
-``--reduce-dtype``, loom-compile's names, as its ``MixedPrecisionPolicy``)
+``--reduce-dtype``, loom-compile's names, as its ``MixedPrecisionPolicy``;
+``--broadcast-buffers``, DDP's ``broadcast_buffers``, as loom-compile's)
 or FSDP2-based ``replicate``
 trains the same model on N Gloo ranks, each on its slice of
 every batch (loom/dp_reference.py); its losses and parameters replace the
@@ -1243,7 +1245,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--reduce-dtype", choices=("bf16", "f16", "f32"),
                         help="--reference fsdp/hsdp: MixedPrecisionPolicy(reduce_dtype), as "
                         "loom-compile's --reduce-dtype")
+    parser.add_argument("--broadcast-buffers", choices=("true", "false"), default="false",
+                        help="--reference ddp: DistributedDataParallel(broadcast_buffers), as "
+                        "loom-compile's --broadcast-buffers (default false)")
     args = parser.parse_args(argv)
+    if args.broadcast_buffers == "true" and args.reference != "ddp":
+        parser.error("--broadcast-buffers is DistributedDataParallel's: it needs --reference ddp")
     if (args.param_dtype or args.reduce_dtype) and args.reference not in ("fsdp", "hsdp"):
         parser.error("--param-dtype and --reduce-dtype are fully_shard's mixed precision: they "
                      "need --reference fsdp or hsdp")
@@ -1457,7 +1464,8 @@ def capture(args: argparse.Namespace) -> None:
             got = dp_reference.train(path, args.out, args.out, args.reference,
                                      args.replicate_size, args.reshard_after_forward,
                                      args.make_kwargs,
-                                     precision=(args.param_dtype, args.reduce_dtype))
+                                     precision=(args.param_dtype, args.reduce_dtype),
+                                     broadcast_buffers=args.broadcast_buffers == "true")
         except ValueError as exc:
             raise CaptureError(f"--reference {args.reference}: {exc}") from exc
         losses = got["losses"]

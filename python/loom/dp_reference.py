@@ -256,20 +256,23 @@ def mp_policy(precision: tuple[str | None, str | None] | None):
 def _wrap(model: torch.nn.Module, mode: str, world: int, replicate_size: int,
           reshard: str, settings: ModuleSettings | None = None,
           unused: bool = False,
-          precision: tuple[str | None, str | None] | None = None) -> torch.nn.Module:
+          precision: tuple[str | None, str | None] | None = None,
+          broadcast_buffers: bool = False) -> torch.nn.Module:
     """``unused``: some parameters receive no gradient (DDP must be told;
     fully_shard and replicate find them on their own). ``precision``:
-    fully_shard's mixed precision, as (param-dtype, reduce-dtype)."""
+    fully_shard's mixed precision, as (param-dtype, reduce-dtype).
+    ``broadcast_buffers``: DDP's, as loom-compile's --broadcast-buffers."""
     if mode == "replicate":
         return wrap_replicate(model, world)
     if mode == "ddp":
         from torch.nn.parallel import DistributedDataParallel
 
         # Buffers stay each rank's own (batch norm's running statistics of its
-        # rows), as loom-replicate keeps them: DDP's default would overwrite
-        # them with rank 0's at every forward.
+        # rows), as loom-replicate keeps them by default; DDP's default
+        # (loom-compile --broadcast-buffers=true) overwrites them with rank
+        # 0's before forward.
         return DistributedDataParallel(model, find_unused_parameters=unused,
-                                       broadcast_buffers=False)
+                                       broadcast_buffers=broadcast_buffers)
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
@@ -463,13 +466,14 @@ def spawn_ranks(fn, world: int, *args):
 def _rank(rank: int, world: int, store: str, out: str, mode: str, replicate_size: int,
           reshard: str, model_file: str, make_kwargs: dict, config: dict,
           settings: ModuleSettings | None,
-          precision: tuple[str | None, str | None] | None = None) -> None:
+          precision: tuple[str | None, str | None] | None = None,
+          broadcast_buffers: bool = False) -> None:
     start_rank(rank, world, store)
     try:
         program = make_seeded(Path(model_file), config["seed"], make_kwargs)
         torch.manual_seed(config["seed"])
         model = _wrap(program.model, mode, world, replicate_size, reshard, settings,
-                      bool(config.get("unused_parameters")), precision)
+                      bool(config.get("unused_parameters")), precision, broadcast_buffers)
         inner = model.module if mode == "ddp" else model
         # foreach=False: torch.optim's single-tensor loop, which Loom's
         # runtime implements op for op. Groups and schedule as the capture
@@ -532,9 +536,11 @@ def write_reference(capture: Path, out: Path, losses: list[float],
 
 def describe(mode: str, world: int, replicate_size: int = 1, reshard: str = "auto",
              microbatches: int = 1,
-             precision: tuple[str | None, str | None] | None = None) -> str:
+             precision: tuple[str | None, str | None] | None = None,
+             broadcast_buffers: bool = False) -> str:
     """What made a reference, for its ``"reference"`` field and messages."""
-    what = {"ddp": "DistributedDataParallel (broadcast_buffers=False)", "fsdp": "fully_shard",
+    what = {"ddp": f"DistributedDataParallel (broadcast_buffers={broadcast_buffers})",
+            "fsdp": "fully_shard",
             "hsdp": f"fully_shard HSDP ({replicate_size} x {world // max(replicate_size, 1)})",
             "replicate": "replicate (FSDP2-based)"}
     label = f"PyTorch {what[mode]} on {world} Gloo ranks"
@@ -551,13 +557,15 @@ def describe(mode: str, world: int, replicate_size: int = 1, reshard: str = "aut
 def train(model_file: Path, capture: Path, out: Path, mode: str, replicate_size: int = 1,
           reshard: str = "auto", make_kwargs: dict | None = None,
           settings: ModuleSettings | None = None,
-          precision: tuple[str | None, str | None] | None = None) -> dict:
+          precision: tuple[str | None, str | None] | None = None,
+          broadcast_buffers: bool = False) -> dict:
     """Trains the capture in ``capture`` the ``mode`` way on its world size
     and writes ``out/reference.*`` and ``out/one-step-short/`` (``out`` may
     be ``capture``: its eager reference is then replaced). ``settings``:
     per-module FSDP2 knobs (fsdp and hsdp only); ``precision``:
     fully_shard's mixed precision as loom-compile's (param-dtype,
-    reduce-dtype) (fsdp and hsdp only)."""
+    reduce-dtype) (fsdp and hsdp only); ``broadcast_buffers``: DDP's (ddp
+    only)."""
     config = json.loads((capture / "run.json").read_text())
     world = config["world_size"]
     if mode not in MODES:
@@ -573,13 +581,16 @@ def train(model_file: Path, capture: Path, out: Path, mode: str, replicate_size:
     reshard_setting(reshard)
     if precision and any(precision) and mode not in ("fsdp", "hsdp"):
         raise ValueError(f"mixed precision is fully_shard's; {mode} takes none")
+    if broadcast_buffers and mode != "ddp":
+        raise ValueError(f"broadcast_buffers is DDP's; {mode} keeps each rank's buffers")
     if settings is not None:
         if mode not in ("fsdp", "hsdp"):
             raise ValueError(f"per-module settings are fully_shard's; {mode} takes none")
         settings.check()
     got = spawn_ranks(_rank, world, mode, replicate_size, reshard, str(model_file.resolve()),
-                      make_kwargs or {}, config, settings, precision)
-    label = describe(mode, world, replicate_size, reshard, config["microbatches"], precision)
+                      make_kwargs or {}, config, settings, precision, broadcast_buffers)
+    label = describe(mode, world, replicate_size, reshard, config["microbatches"], precision,
+                     broadcast_buffers)
     if settings is not None:
         label += f", per-module settings {settings}"
     # The short one first: `out` may be the capture, whose reference.* it reads.

@@ -376,6 +376,10 @@ def capture_options(args: argparse.Namespace, compile_args: list[str]) -> list[s
                      "--reduce-dtype"):
             value = compile_option(compile_args, name)
             flags += [name, value] if value else []
+        # DDP's buffer broadcast, a flag of loom-compile's (bare: true).
+        broadcast = compile_option(compile_args, "--broadcast-buffers")
+        if broadcast is not None and args.reference == "ddp":
+            flags += ["--broadcast-buffers", broadcast or "true"]
     return flags
 
 

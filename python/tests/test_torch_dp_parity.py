@@ -100,13 +100,14 @@ def test_loom_equals_pytorch_data_parallel(mode, step, tmp_path):
 BATCH_NORM_MODEL = REPO / "python" / "tests" / "remat_batchnorm_model.py"
 
 
-def batch_norm_run(tmp_path: Path, mode: str, flags: list, steps: int, microbatches: int = 1):
+def batch_norm_run(tmp_path: Path, mode: str, flags: list, steps: int, microbatches: int = 1,
+                   capture_flags: tuple = ()):
     """Captures the residual BatchNorm1d blocks for 2 ranks with PyTorch's
     ``mode`` reference, compiles them with ``flags``; returns the exact
     check of the trained artifact against a reference.json."""
     result = loom_capture([BATCH_NORM_MODEL, "--out", tmp_path, "--steps", str(steps),
                            "--split", "2", "--microbatches", str(microbatches),
-                           "--optimizer", "adamw", "--reference", mode])
+                           "--optimizer", "adamw", "--reference", mode, *capture_flags])
     assert result.returncode == 0, result.stderr
     result = run([LOOM_IMPORT, tmp_path / "step.pt2", "-o", tmp_path / "step.mlir"])
     assert result.returncode == 0, result.stderr
@@ -147,6 +148,36 @@ def test_ddp_reference_keeps_each_ranks_batch_norm_statistics(tmp_path):
     # Negative control: one AdamW step fewer is caught by the exact check.
     result = check(tmp_path / "one-step-short" / "reference.json")
     assert result.returncode == 1, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("microbatches", [1, 2])
+def test_broadcast_buffers_equals_ddp_default(microbatches, tmp_path):
+    """``--broadcast-buffers=true`` is DDP's default ``broadcast_buffers=True``:
+    every buffer takes rank 0's value before the step's forward (before the
+    first microbatch's only, as DDP's ``no_sync`` loop). Three residual
+    BatchNorm1d blocks on 2 ranks, AdamW: every loss, parameter and each
+    rank's statistics bitwise equal to DDP's. Negative control: the same
+    step compiled without the broadcast (each rank keeps its statistics)
+    fails that check, and the broadcast step fails the
+    ``broadcast_buffers=False`` reference."""
+    steps = 4
+    check = batch_norm_run(tmp_path / "on", "ddp", ["--dp=replicate", "--broadcast-buffers=true"],
+                           steps=steps, microbatches=microbatches,
+                           capture_flags=("--broadcast-buffers", "true"))
+    reference = tmp_path / "on" / "reference.json"
+    assert "broadcast_buffers=True" in json.loads(reference.read_text())["reference"]
+    result = check(reference)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "PASS" in result.stdout
+
+    kept = batch_norm_run(tmp_path / "off", "ddp", ["--dp=replicate"], steps=steps,
+                          microbatches=microbatches)
+    for run, against in ((kept, reference), (check, tmp_path / "off" / "reference.json")):
+        result = run(against)
+        out = result.stdout + result.stderr
+        assert result.returncode == 1, out
+        # Rank 0's statistics are its own either way; rank 1's differ.
+        assert "--check failed on rank(s) 1" in out and "running_mean" in out, out
 
 
 @pytest.mark.parametrize("mode, flags", [("fsdp", ["--dp=fsdp"]), ("ddp", ["--dp=replicate"])])

@@ -497,7 +497,15 @@ def LoomReplicate : Pass<"loom-replicate", "::mlir::ModuleOp"> {
     the bucket's parameters (their longest common module prefix). With one
     rank the pass only declares the mesh and the attributes: DDP on one
     rank issues no collectives. Buffer mutations (BatchNorm running
-    statistics) stay per rank, as DDP with `broadcast_buffers=False`.
+    statistics) stay per rank, as DDP with `broadcast_buffers=False`;
+    `broadcast-buffers=true` is DDP's default, `broadcast_buffers=True`:
+    before forward every buffer takes the value of rank 0 of the group
+    (`loom.broadcast_start ... root 0`), the buffers coalesced as DDP's
+    `_broadcast_coalesced` does (one flat buffer per element type, closed
+    at 250 MiB, its `broadcast_bucket_size`, in the order of the buffers),
+    once per step (DDP syncs before the first microbatch's forward only:
+    its `no_sync` forwards skip the sync, and so does the synced last one,
+    whose flag the `no_sync` forward before it cleared).
 
     Runs before `loom-attach-optimizer`, which then consumes the reduced
     gradients; fails on a step that already has an optimizer, a collective,
@@ -595,6 +603,11 @@ def LoomReplicate : Pass<"loom-replicate", "::mlir::ModuleOp"> {
                "With grouping=units: UNIT:gradient-sync=last|every entries "
                "(loom-fsdp's syntax; UNIT a glob over the units, <root> the "
                "root)">,
+    Option<"broadcastBuffers", "broadcast-buffers", "bool",
+           /*default=*/"false",
+           "As DDP's broadcast_buffers=True: every buffer takes rank 0's "
+           "value before each step's forward; false keeps each rank's own, "
+           "as broadcast_buffers=False">,
   ];
   let dependentDialects = ["::loom::LoomDialect"];
 }
