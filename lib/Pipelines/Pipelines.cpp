@@ -184,6 +184,12 @@ LogicalResult loom::verifyCompileOptions(
                      "buckets; grouping=units reduces one unit at a time");
   if (units && options.ppRanks > 1)
     return emitError("grouping=units with pp is not supported yet");
+  if (options.commHook != CommHook::Allreduce &&
+      (options.dp != DataParallel::Replicate || units))
+    return emitError("comm-hook is a DDP communication hook: it needs "
+                     "dp=replicate with grouping=buckets");
+  if (options.commHook != CommHook::Allreduce && options.ppRanks > 1)
+    return emitError("comm-hook with pp is not supported yet");
   if (options.broadcastBuffers &&
       (options.dp != DataParallel::Replicate || units))
     return emitError("broadcast-buffers is DDP's broadcast_buffers: it needs "

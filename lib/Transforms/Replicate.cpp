@@ -87,6 +87,10 @@ struct LoomReplicatePass
         return module.emitError("--loom-replicate: bucket-cap-mb and "
                                 "first-bucket-cap-mb size DDP's buckets; "
                                 "grouping=units reduces one unit at a time");
+      if (commHook != CommHook::Allreduce)
+        return module.emitError("--loom-replicate: comm-hook is a DDP "
+                                "communication hook; FSDP2's replicate "
+                                "(grouping=units) has none");
       if (broadcastBuffers)
         return module.emitError("--loom-replicate: broadcast-buffers is "
                                 "DDP's broadcast_buffers; FSDP2's replicate "
@@ -484,34 +488,50 @@ struct LoomReplicatePass
   SmallVector<SmallVector<Gradient>>
   makeBuckets(ArrayRef<Gradient> grads) const {
     // DDP's int(cap_mb * 1024 * 1024) bytes, compared with >=.
-    const int64_t limits[2] = {int64_t(firstBucketCapMb * 1024.0 * 1024.0),
-                               int64_t(bucketCapMb * 1024.0 * 1024.0)};
+    SmallVector<SmallVector<unsigned>> indices =
+        assignBySize(values(grads), int64_t(firstBucketCapMb * 1024.0 * 1024.0),
+                     int64_t(bucketCapMb * 1024.0 * 1024.0));
+    SmallVector<SmallVector<Gradient>> buckets;
+    for (ArrayRef<unsigned> bucket : indices) {
+      SmallVector<Gradient> &members = buckets.emplace_back();
+      for (unsigned i : bucket)
+        members.push_back(grads[i]);
+    }
+    return buckets;
+  }
+
+  /// compute_bucket_assignment_by_size over `values` in order, as indices:
+  /// per element type, a bucket closes once it holds `firstLimit` bytes
+  /// (the type's first) or `limit` (later ones); closed buckets in the
+  /// order they closed, then the open ones by their first value.
+  static SmallVector<SmallVector<unsigned>>
+  assignBySize(ArrayRef<Value> values, int64_t firstLimit, int64_t limit) {
     struct Open {
-      SmallVector<Gradient> grads;
+      SmallVector<unsigned> members;
       int64_t bytes = 0;
-      unsigned limit = 0;
+      bool first = true;
     };
     llvm::MapVector<Type, Open> open;
-    SmallVector<SmallVector<Gradient>> buckets;
-    for (const Gradient &g : grads) {
-      auto type = cast<RankedTensorType>(g.value.getType());
+    SmallVector<SmallVector<unsigned>> buckets;
+    for (auto [index, value] : llvm::enumerate(values)) {
+      auto type = cast<RankedTensorType>(value.getType());
       Open &o = open[type.getElementType()];
-      o.grads.push_back(g);
+      o.members.push_back(index);
       o.bytes +=
           type.getNumElements() * ((type.getElementTypeBitWidth() + 7) / 8);
-      if (o.bytes >= limits[o.limit]) {
-        buckets.push_back(std::move(o.grads));
-        o.grads.clear();
+      if (o.bytes >= (o.first ? firstLimit : limit)) {
+        buckets.push_back(std::move(o.members));
+        o.members.clear();
         o.bytes = 0;
-        o.limit = 1;
+        o.first = false;
       }
     }
-    SmallVector<SmallVector<Gradient>> rest;
+    SmallVector<SmallVector<unsigned>> rest;
     for (auto &entry : open)
-      if (!entry.second.grads.empty())
-        rest.push_back(std::move(entry.second.grads));
+      if (!entry.second.members.empty())
+        rest.push_back(std::move(entry.second.members));
     llvm::stable_sort(rest, [](const auto &a, const auto &b) {
-      return a.front().position < b.front().position;
+      return a.front() < b.front();
     });
     buckets.append(std::make_move_iterator(rest.begin()),
                    std::make_move_iterator(rest.end()));
@@ -636,33 +656,20 @@ struct LoomReplicatePass
     if (fsdp::isPipelinedStep(func))
       return func.emitOpError("--loom-replicate: broadcast-buffers on a "
                               "pipelined step is not supported");
-    const int64_t limit = 250 * 1024 * 1024;
-    struct Open {
-      SmallVector<BlockArgument> buffers;
-      int64_t bytes = 0;
-    };
-    llvm::MapVector<Type, Open> open;
-    SmallVector<SmallVector<BlockArgument>> buckets;
+    SmallVector<Value> buffers;
     for (BlockArgument arg : func.getArguments()) {
       auto role = func.getArgAttrOfType<RoleAttr>(arg.getArgNumber(),
                                                   LoomDialect::kRoleAttrName);
-      if (!role || role.getValue() != Role::buffer)
-        continue;
-      auto type = cast<RankedTensorType>(arg.getType());
-      Open &o = open[type.getElementType()];
-      o.buffers.push_back(arg);
-      o.bytes +=
-          type.getNumElements() * ((type.getElementTypeBitWidth() + 7) / 8);
-      if (o.bytes >= limit) {
-        buckets.push_back(std::move(o.buffers));
-        o = Open();
-      }
+      if (role && role.getValue() == Role::buffer)
+        buffers.push_back(arg);
     }
-    for (auto &entry : open)
-      if (!entry.second.buffers.empty())
-        buckets.push_back(std::move(entry.second.buffers));
+    // DDP's broadcast_bucket_size, the same for every bucket; without
+    // tensor indices the assignment orders all buckets by their first.
+    const int64_t limit = 250 * 1024 * 1024;
+    SmallVector<SmallVector<unsigned>> buckets =
+        assignBySize(buffers, limit, limit);
     llvm::stable_sort(buckets, [](const auto &a, const auto &b) {
-      return a.front().getArgNumber() < b.front().getArgNumber();
+      return a.front() < b.front();
     });
 
     MLIRContext *ctx = &getContext();
@@ -670,44 +677,117 @@ struct LoomReplicatePass
     OpBuilder builder(ctx);
     builder.setInsertionPointToStart(&body);
     for (auto [index, bucket] : llvm::enumerate(buckets)) {
+      SmallVector<Value> values =
+          llvm::map_to_vector(bucket, [&](unsigned i) { return buffers[i]; });
       SmallVector<StringRef> owners;
-      for (BlockArgument arg : bucket)
-        owners.push_back(getOwnerModule(
-            func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                              LoomDialect::kNameAttrName)
-                .getValue()));
+      for (Value v : values)
+        owners.push_back(
+            getOwnerModule(func.getArgAttrOfType<StringAttr>(
+                                   cast<BlockArgument>(v).getArgNumber(),
+                                   LoomDialect::kNameAttrName)
+                               .getValue()));
       std::string module = getCommonModule(owners).str();
       std::string name = ("ddp.buffers" + Twine(index)).str();
       auto nameLoc = [&](StringRef suffix) -> Location {
         return NameLoc::get(StringAttr::get(ctx, name + suffix), func.getLoc());
       };
-      SmallVector<Value> values(bucket.begin(), bucket.end());
-      Type element =
-          cast<RankedTensorType>(values.front().getType()).getElementType();
-      SmallVector<Operation *> inserted;
-      SmallVector<int64_t> sizes;
-      Value buffer =
-          packBucket(builder, values, element, nameLoc, sizes, inserted);
-      auto bufferType = cast<RankedTensorType>(buffer.getType());
-      auto start = BroadcastStartOp::create(
-          builder, nameLoc(""), FutureType::get(ctx, bufferType), buffer,
-          FlatSymbolRefAttr::get(mesh.getSymNameAttr()), axesAttr,
-          builder.getI64IntegerAttr(0));
-      inserted.push_back(start);
-      auto wait = WaitOp::create(builder, nameLoc(".wait"), bufferType,
-                                 start.getFuture());
-      inserted.push_back(wait);
-      SmallVector<Value> received = unpackBucket(
-          builder, values, wait.getResult(), element, sizes, nameLoc, inserted);
-      llvm::SmallPtrSet<Operation *, 8> ours(inserted.begin(), inserted.end());
-      for (auto [arg, value] : llvm::zip(bucket, received))
-        arg.replaceUsesWithIf(value, [&](OpOperand &use) {
+      Coalesced c = startCoalesced(
+          builder, values, nameLoc, [&](Value buffer, Type future) {
+            return BroadcastStartOp::create(
+                builder, nameLoc(""), future, buffer,
+                FlatSymbolRefAttr::get(mesh.getSymNameAttr()), axesAttr,
+                builder.getI64IntegerAttr(0));
+          });
+      SmallVector<Value> received = finishCoalesced(builder, c, nameLoc);
+      llvm::SmallPtrSet<Operation *, 8> ours(c.inserted.begin(),
+                                             c.inserted.end());
+      for (auto [buffer, value] : llvm::zip(values, received))
+        buffer.replaceUsesWithIf(value, [&](OpOperand &use) {
           return !ours.contains(use.getOwner());
         });
-      for (Operation *op : inserted)
+      for (Operation *op : c.inserted)
         tag(op, module, op->getLoc(), Phase::forward);
     }
     return success();
+  }
+
+  /// A collective over a group of values, flattened and concatenated into
+  /// one buffer (the value itself for a group of one).
+  struct Coalesced {
+    SmallVector<Value> group;
+    Type element;
+    SmallVector<int64_t> sizes;
+    Operation *start;
+    SmallVector<Operation *> inserted;
+  };
+
+  /// Packs `group` and starts the collective `create` makes of the buffer
+  /// (given the future's type) at the builder's insertion point.
+  static Coalesced
+  startCoalesced(OpBuilder &builder, ArrayRef<Value> group,
+                 function_ref<Location(StringRef)> nameLoc,
+                 function_ref<Operation *(Value, Type)> create) {
+    Coalesced c;
+    c.group.assign(group.begin(), group.end());
+    c.element =
+        cast<RankedTensorType>(group.front().getType()).getElementType();
+    Value buffer =
+        packBucket(builder, group, c.element, nameLoc, c.sizes, c.inserted);
+    c.start = create(buffer,
+                     FutureType::get(builder.getContext(),
+                                     cast<RankedTensorType>(buffer.getType())));
+    c.inserted.push_back(c.start);
+    return c;
+  }
+
+  /// Waits for `c` at the builder's insertion point and cuts the group's
+  /// values, in their own shapes, from the result (cast back to their
+  /// dtype when it crossed in another).
+  static SmallVector<Value>
+  finishCoalesced(OpBuilder &builder, Coalesced &c,
+                  function_ref<Location(StringRef)> nameLoc) {
+    Value future = c.start->getResult(0);
+    auto wait = WaitOp::create(
+        builder, nameLoc(".wait"),
+        cast<FutureType>(future.getType()).getValueType(), future);
+    c.inserted.push_back(wait);
+    Value result = wait.getResult();
+    if (cast<RankedTensorType>(result.getType()).getElementType() !=
+        c.element) {
+      Operation *back =
+          createCast(builder, nameLoc(".decompress"), result, c.element);
+      c.inserted.push_back(back);
+      result = back->getResult(0);
+    }
+    return unpackBucket(builder, c.group, result, c.element, c.sizes, nameLoc,
+                        c.inserted);
+  }
+
+  /// `aten::_to_copy(v, dtype=element)`.
+  static Operation *createCast(OpBuilder &builder, Location loc, Value v,
+                               Type element) {
+    auto type = cast<RankedTensorType>(v.getType()).clone(element);
+    return loom::AtenOp::create(
+        builder, loc, TypeRange{type},
+        builder.getStringAttr("aten::_to_copy.default"), ValueRange{v},
+        builder.getArrayAttr({OperandRefAttr::get(builder.getContext(), 0)}),
+        builder.getDictionaryAttr(
+            builder.getNamedAttr("dtype", TypeAttr::get(element))),
+        /*returns=*/ArrayAttr());
+  }
+
+  /// The 16-bit type a compress hook sends gradients in, or null for DDP's
+  /// own all-reduce.
+  Type getCompressedType() {
+    switch (commHook) {
+    case CommHook::Allreduce:
+      return {};
+    case CommHook::Fp16Compress:
+      return Float16Type::get(&getContext());
+    case CommHook::Bf16Compress:
+      return BFloat16Type::get(&getContext());
+    }
+    llvm_unreachable("unknown comm hook");
   }
 
   /// Averages `group` (values in the order backward produces them) over the
@@ -744,26 +824,42 @@ struct LoomReplicatePass
       builder.setInsertionPointAfter(def);
     else
       builder.setInsertionPointToStart(&body);
-    SmallVector<Operation *> inserted;
-    SmallVector<int64_t> sizes;
-    Value buffer =
-        packBucket(builder, group, element, nameLoc, sizes, inserted);
-    auto bufferType = cast<RankedTensorType>(buffer.getType());
-    auto start = AllReduceStartOp::create(
-        builder, nameLoc(""), FutureType::get(ctx, bufferType), buffer,
-        FlatSymbolRefAttr::get(mesh.getSymNameAttr()), axesAttr,
-        ReduceKindAttr::get(ctx, ReduceKind::avg));
-    inserted.push_back(start);
+    // A compress hook: buffer.to(dtype).div_(world_size), summed.
+    Type compressed =
+        grouping == ReplicateGrouping::Buckets ? getCompressedType() : Type();
+    int64_t groupSize = 1;
+    for (StringRef axis : axesAttr.getAsValueRange<StringAttr>())
+      groupSize *= mesh.getShape()[*mesh.getAxisIndex(axis)];
+    SmallVector<Operation *> compression;
+    Coalesced c =
+        startCoalesced(builder, group, nameLoc, [&](Value buffer, Type future) {
+          ReduceKind kind = ReduceKind::avg;
+          if (compressed) {
+            Operation *cast =
+                createCast(builder, nameLoc(".compress"), buffer, compressed);
+            auto divided = loom::AtenOp::create(
+                builder, nameLoc(".compress"), cast->getResultTypes(),
+                builder.getStringAttr("aten::div.Tensor"), cast->getResults(),
+                builder.getArrayAttr({OperandRefAttr::get(ctx, 0),
+                                      builder.getF64FloatAttr(groupSize)}),
+                builder.getDictionaryAttr({}), ArrayAttr());
+            compression = {cast, divided};
+            buffer = divided.getResult(0);
+            future = FutureType::get(ctx, cast->getResultTypes().front());
+            kind = ReduceKind::sum;
+          }
+          return AllReduceStartOp::create(
+              builder, nameLoc(""), future, buffer,
+              FlatSymbolRefAttr::get(mesh.getSymNameAttr()), axesAttr,
+              ReduceKindAttr::get(ctx, kind));
+        });
+    c.inserted.append(compression.begin(), compression.end());
     // A later group whose last value has the same producer goes after.
-    anchors[def] = start;
+    anchors[def] = c.start;
 
     builder.setInsertionPoint(ret);
-    auto wait = WaitOp::create(builder, nameLoc(".wait"), bufferType,
-                               start.getFuture());
-    inserted.push_back(wait);
-    SmallVector<Value> reduced = unpackBucket(
-        builder, group, wait.getResult(), element, sizes, nameLoc, inserted);
-    for (Operation *op : inserted)
+    SmallVector<Value> reduced = finishCoalesced(builder, c, nameLoc);
+    for (Operation *op : c.inserted)
       tag(op, module, op->getLoc());
     return reduced;
   }

@@ -14,7 +14,7 @@ Usage (from the repository root)::
         [--make-arg KEY=VALUE ...] [--meta]
         [--reference eager|ddp|fsdp|hsdp|replicate [--replicate-size R]
          [--reshard-after-forward auto|true|false|K] [--param-dtype D] [--reduce-dtype D]
-         [--broadcast-buffers true|false]]
+         [--broadcast-buffers true|false] [--comm-hook allreduce|fp16-compress|bf16-compress]]
 
 FILE.py defines ``make()`` returning ``(model, batches)``: ``model(*batch)``
 returns a scalar loss and ``batches`` is a list of tuples of tensors, one per
@@ -113,7 +113,8 @@ step and for SGD. ``ddp``, ``fsdp``, ``hsdp`` or ``replicate`` (with
 ``fully_shard`` (HSDP on a ``--replicate-size R`` x N/R mesh;
 ``--reshard-after-forward`` as loom-compile's; ``--param-dtype`` and
 ``--reduce-dtype``, loom-compile's names, as its ``MixedPrecisionPolicy``;
-``--broadcast-buffers``, DDP's ``broadcast_buffers``, as loom-compile's)
+``--broadcast-buffers``, DDP's ``broadcast_buffers``, and ``--comm-hook``, the
+DDP communication hook, as loom-compile's)
 or FSDP2-based ``replicate``
 trains the same model on N Gloo ranks, each on its slice of
 every batch (loom/dp_reference.py); its losses and parameters replace the
@@ -1245,12 +1246,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--reduce-dtype", choices=("bf16", "f16", "f32"),
                         help="--reference fsdp/hsdp: MixedPrecisionPolicy(reduce_dtype), as "
                         "loom-compile's --reduce-dtype")
+    parser.add_argument("--comm-hook", choices=("allreduce", "fp16-compress", "bf16-compress"),
+                        default="allreduce",
+                        help="--reference ddp: the DDP communication hook registered "
+                        "(fp16_compress_hook, bf16_compress_hook), as loom-compile's --comm-hook")
     parser.add_argument("--broadcast-buffers", choices=("true", "false"), default="false",
                         help="--reference ddp: DistributedDataParallel(broadcast_buffers), as "
                         "loom-compile's --broadcast-buffers (default false)")
     args = parser.parse_args(argv)
     if args.broadcast_buffers == "true" and args.reference != "ddp":
         parser.error("--broadcast-buffers is DistributedDataParallel's: it needs --reference ddp")
+    if args.comm_hook != "allreduce" and args.reference != "ddp":
+        parser.error("--comm-hook is a DistributedDataParallel hook: it needs --reference ddp")
     if (args.param_dtype or args.reduce_dtype) and args.reference not in ("fsdp", "hsdp"):
         parser.error("--param-dtype and --reduce-dtype are fully_shard's mixed precision: they "
                      "need --reference fsdp or hsdp")
@@ -1465,7 +1472,8 @@ def capture(args: argparse.Namespace) -> None:
                                      args.replicate_size, args.reshard_after_forward,
                                      args.make_kwargs,
                                      precision=(args.param_dtype, args.reduce_dtype),
-                                     broadcast_buffers=args.broadcast_buffers == "true")
+                                     broadcast_buffers=args.broadcast_buffers == "true",
+                                     comm_hook=args.comm_hook)
         except ValueError as exc:
             raise CaptureError(f"--reference {args.reference}: {exc}") from exc
         losses = got["losses"]

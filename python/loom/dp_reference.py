@@ -237,6 +237,12 @@ def wrap_replicate(model: torch.nn.Module, world: int) -> torch.nn.Module:
     return model
 
 
+# loom-compile's --comm-hook values: the DDP communication hook of each
+# (from torch.distributed.algorithms.ddp_comm_hooks.default_hooks).
+COMM_HOOKS = {"allreduce": None,
+              "fp16-compress": lambda hooks: hooks.fp16_compress_hook,
+              "bf16-compress": lambda hooks: hooks.bf16_compress_hook}
+
 # loom-compile's --param-dtype/--reduce-dtype names.
 MP_DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
 
@@ -257,11 +263,13 @@ def _wrap(model: torch.nn.Module, mode: str, world: int, replicate_size: int,
           reshard: str, settings: ModuleSettings | None = None,
           unused: bool = False,
           precision: tuple[str | None, str | None] | None = None,
-          broadcast_buffers: bool = False) -> torch.nn.Module:
+          broadcast_buffers: bool = False, comm_hook: str = "allreduce") -> torch.nn.Module:
     """``unused``: some parameters receive no gradient (DDP must be told;
     fully_shard and replicate find them on their own). ``precision``:
     fully_shard's mixed precision, as (param-dtype, reduce-dtype).
-    ``broadcast_buffers``: DDP's, as loom-compile's --broadcast-buffers."""
+    ``broadcast_buffers``: DDP's, as loom-compile's --broadcast-buffers;
+    ``comm_hook``: loom-compile's --comm-hook, as the DDP communication
+    hook registered."""
     if mode == "replicate":
         return wrap_replicate(model, world)
     if mode == "ddp":
@@ -271,8 +279,13 @@ def _wrap(model: torch.nn.Module, mode: str, world: int, replicate_size: int,
         # rows), as loom-replicate keeps them by default; DDP's default
         # (loom-compile --broadcast-buffers=true) overwrites them with rank
         # 0's before forward.
-        return DistributedDataParallel(model, find_unused_parameters=unused,
-                                       broadcast_buffers=broadcast_buffers)
+        ddp = DistributedDataParallel(model, find_unused_parameters=unused,
+                                      broadcast_buffers=broadcast_buffers)
+        if comm_hook != "allreduce":
+            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+            ddp.register_comm_hook(None, COMM_HOOKS[comm_hook](default_hooks))
+        return ddp
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
@@ -467,13 +480,14 @@ def _rank(rank: int, world: int, store: str, out: str, mode: str, replicate_size
           reshard: str, model_file: str, make_kwargs: dict, config: dict,
           settings: ModuleSettings | None,
           precision: tuple[str | None, str | None] | None = None,
-          broadcast_buffers: bool = False) -> None:
+          broadcast_buffers: bool = False, comm_hook: str = "allreduce") -> None:
     start_rank(rank, world, store)
     try:
         program = make_seeded(Path(model_file), config["seed"], make_kwargs)
         torch.manual_seed(config["seed"])
         model = _wrap(program.model, mode, world, replicate_size, reshard, settings,
-                      bool(config.get("unused_parameters")), precision, broadcast_buffers)
+                      bool(config.get("unused_parameters")), precision, broadcast_buffers,
+                      comm_hook)
         inner = model.module if mode == "ddp" else model
         # foreach=False: torch.optim's single-tensor loop, which Loom's
         # runtime implements op for op. Groups and schedule as the capture
@@ -537,9 +551,10 @@ def write_reference(capture: Path, out: Path, losses: list[float],
 def describe(mode: str, world: int, replicate_size: int = 1, reshard: str = "auto",
              microbatches: int = 1,
              precision: tuple[str | None, str | None] | None = None,
-             broadcast_buffers: bool = False) -> str:
+             broadcast_buffers: bool = False, comm_hook: str = "allreduce") -> str:
     """What made a reference, for its ``"reference"`` field and messages."""
-    what = {"ddp": f"DistributedDataParallel (broadcast_buffers={broadcast_buffers})",
+    hook = "" if comm_hook == "allreduce" else f", {comm_hook.replace('-', '_')}_hook"
+    what = {"ddp": f"DistributedDataParallel (broadcast_buffers={broadcast_buffers}{hook})",
             "fsdp": "fully_shard",
             "hsdp": f"fully_shard HSDP ({replicate_size} x {world // max(replicate_size, 1)})",
             "replicate": "replicate (FSDP2-based)"}
@@ -558,14 +573,14 @@ def train(model_file: Path, capture: Path, out: Path, mode: str, replicate_size:
           reshard: str = "auto", make_kwargs: dict | None = None,
           settings: ModuleSettings | None = None,
           precision: tuple[str | None, str | None] | None = None,
-          broadcast_buffers: bool = False) -> dict:
+          broadcast_buffers: bool = False, comm_hook: str = "allreduce") -> dict:
     """Trains the capture in ``capture`` the ``mode`` way on its world size
     and writes ``out/reference.*`` and ``out/one-step-short/`` (``out`` may
     be ``capture``: its eager reference is then replaced). ``settings``:
     per-module FSDP2 knobs (fsdp and hsdp only); ``precision``:
     fully_shard's mixed precision as loom-compile's (param-dtype,
-    reduce-dtype) (fsdp and hsdp only); ``broadcast_buffers``: DDP's (ddp
-    only)."""
+    reduce-dtype) (fsdp and hsdp only); ``broadcast_buffers`` and
+    ``comm_hook``: DDP's (ddp only)."""
     config = json.loads((capture / "run.json").read_text())
     world = config["world_size"]
     if mode not in MODES:
@@ -583,14 +598,19 @@ def train(model_file: Path, capture: Path, out: Path, mode: str, replicate_size:
         raise ValueError(f"mixed precision is fully_shard's; {mode} takes none")
     if broadcast_buffers and mode != "ddp":
         raise ValueError(f"broadcast_buffers is DDP's; {mode} keeps each rank's buffers")
+    if comm_hook not in COMM_HOOKS:
+        raise ValueError(f"comm_hook must be one of {', '.join(COMM_HOOKS)}, not '{comm_hook}'")
+    if comm_hook != "allreduce" and mode != "ddp":
+        raise ValueError(f"a communication hook is DDP's; {mode} takes none")
     if settings is not None:
         if mode not in ("fsdp", "hsdp"):
             raise ValueError(f"per-module settings are fully_shard's; {mode} takes none")
         settings.check()
     got = spawn_ranks(_rank, world, mode, replicate_size, reshard, str(model_file.resolve()),
-                      make_kwargs or {}, config, settings, precision, broadcast_buffers)
+                      make_kwargs or {}, config, settings, precision, broadcast_buffers,
+                      comm_hook)
     label = describe(mode, world, replicate_size, reshard, config["microbatches"], precision,
-                     broadcast_buffers)
+                     broadcast_buffers, comm_hook)
     if settings is not None:
         label += f", per-module settings {settings}"
     # The short one first: `out` may be the capture, whose reference.* it reads.

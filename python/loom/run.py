@@ -380,6 +380,9 @@ def capture_options(args: argparse.Namespace, compile_args: list[str]) -> list[s
         broadcast = compile_option(compile_args, "--broadcast-buffers")
         if broadcast is not None and args.reference == "ddp":
             flags += ["--broadcast-buffers", broadcast or "true"]
+        hook = compile_option(compile_args, "--comm-hook")
+        if hook and args.reference == "ddp":
+            flags += ["--comm-hook", hook]
     return flags
 
 

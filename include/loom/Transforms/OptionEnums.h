@@ -207,6 +207,21 @@ enum class ReplicateGrouping { Buckets, Units };
                  "FSDP2's replicate: one all-reduce per unit (units, or the "  \
                  "model's repeated blocks, plus the root)"))
 
+/// The DDP communication hook `loom-replicate` reduces each bucket with:
+/// DDP's own all-reduce (average), or PyTorch's `fp16_compress_hook` /
+/// `bf16_compress_hook` (cast the bucket to 16 bits, divide by the world
+/// size, sum, cast back).
+enum class CommHook { Allreduce, Fp16Compress, Bf16Compress };
+
+#define LOOM_COMM_HOOK_VALUES                                                  \
+  ::llvm::cl::values(                                                          \
+      clEnumValN(::loom::CommHook::Allreduce, "allreduce",                     \
+                 "DDP's default: average the bucket in its own dtype"),        \
+      clEnumValN(::loom::CommHook::Fp16Compress, "fp16-compress",              \
+                 "fp16_compress_hook: the bucket crosses in float16"),         \
+      clEnumValN(::loom::CommHook::Bf16Compress, "bf16-compress",              \
+                 "bf16_compress_hook: the bucket crosses in bfloat16"))
+
 /// What `loom-remat` recomputes in backward instead of saving.
 enum class RematMode { None, Full, Selective, Captured };
 
@@ -367,6 +382,11 @@ public:
 template <>
 class parser<loom::ReplicateGrouping>
     : public loom::EnumOptionParser<loom::ReplicateGrouping> {
+public:
+  using EnumOptionParser::EnumOptionParser;
+};
+template <>
+class parser<loom::CommHook> : public loom::EnumOptionParser<loom::CommHook> {
 public:
   using EnumOptionParser::EnumOptionParser;
 };

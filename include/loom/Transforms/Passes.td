@@ -498,6 +498,12 @@ def LoomReplicate : Pass<"loom-replicate", "::mlir::ModuleOp"> {
     rank the pass only declares the mesh and the attributes: DDP on one
     rank issues no collectives. Buffer mutations (BatchNorm running
     statistics) stay per rank, as DDP with `broadcast_buffers=False`;
+    `comm-hook=fp16-compress|bf16-compress` reduces each bucket as
+    DDP with PyTorch's `fp16_compress_hook` / `bf16_compress_hook`
+    registered: the flat bucket is cast to float16 / bfloat16
+    (`aten::_to_copy`), divided by the group size, summed
+    (`loom.all_reduce_start ... reduce <sum>`) and cast back before it is
+    split, so gradients cross at half the bytes.
     `broadcast-buffers=true` is DDP's default, `broadcast_buffers=True`:
     before forward every buffer takes the value of rank 0 of the group
     (`loom.broadcast_start ... root 0`), the buffers coalesced as DDP's
@@ -603,6 +609,12 @@ def LoomReplicate : Pass<"loom-replicate", "::mlir::ModuleOp"> {
                "With grouping=units: UNIT:gradient-sync=last|every entries "
                "(loom-fsdp's syntax; UNIT a glob over the units, <root> the "
                "root)">,
+    Option<"commHook", "comm-hook", "::loom::CommHook",
+           /*default=*/"::loom::CommHook::Allreduce",
+           "The DDP communication hook each bucket is reduced with: "
+           "allreduce (DDP's default), fp16-compress or bf16-compress "
+           "(PyTorch's fp16_compress_hook, bf16_compress_hook)",
+           "LOOM_COMM_HOOK_VALUES">,
     Option<"broadcastBuffers", "broadcast-buffers", "bool",
            /*default=*/"false",
            "As DDP's broadcast_buffers=True: every buffer takes rank 0's "
