@@ -29,6 +29,10 @@ bool loom::isRecomputable(Operation *op) {
     return false;
   if (isRandomAtenOp(op) || isInPlaceAtenOp(op))
     return false;
+  // An nn.SyncBatchNorm's statistics come from a collective, which a
+  // recompute region cannot hold: its outputs are saved.
+  if (op->hasAttr(LoomDialect::kSyncBatchNormAttrName))
+    return false;
   return llvm::all_of(op->getResultTypes(),
                       [](Type t) { return isa<RankedTensorType>(t); });
 }

@@ -1349,8 +1349,10 @@ def LoomSyncBatchNorm : Pass<"loom-sync-batch-norm", "::mlir::ModuleOp"> {
     On one rank, or on a step no data-parallel pass split, it changes
     nothing (SyncBatchNorm on a group of one is batch norm). Run it after
     `loom-replicate` or `loom-fsdp` (and their prefetch and bucketing),
-    before `loom-attach-optimizer`. Fails, naming the module, on a marked
-    op inside a `loom.recompute` region, on a pipelined step, and on
+    before `loom-attach-optimizer`. `loom-remat` and `loom-sac-ilp` never
+    recompute a marked op (its statistics come from a collective), so its
+    outputs are saved. Fails, naming the module, on a marked op inside a
+    `loom.recompute` region all the same, on a pipelined step, and on
     inputs that are not f32 or f64 (FSDP's mixed precision).
 
     ```mlir

@@ -308,6 +308,8 @@ bool fsdp::isRecomputable(Operation *op) {
   if (!aten || op->getNumOperands() == 0 || op->getNumRegions() != 0)
     return false;
   // Random ops draw new numbers each call, so they are never recomputed;
-  // in-place ops would apply twice.
-  return !isRandomAtenOp(aten) && !isInPlaceAtenOp(aten);
+  // in-place ops would apply twice; an nn.SyncBatchNorm's statistics come
+  // from a collective.
+  return !isRandomAtenOp(aten) && !isInPlaceAtenOp(aten) &&
+         !aten->hasAttr(LoomDialect::kSyncBatchNormAttrName);
 }

@@ -90,8 +90,10 @@ FailureOr<Problem> sacilp::buildProblem(func::FuncOp step,
       Node node;
       node.op = aten;
       node.block = index;
-      node.mustSave =
-          isRandomAtenOp(aten.getKernel()) || isInPlaceAtenOp(aten.getKernel());
+      // (An nn.SyncBatchNorm's statistics come from a collective.)
+      node.mustSave = isRandomAtenOp(aten.getKernel()) ||
+                      isInPlaceAtenOp(aten.getKernel()) ||
+                      aten->hasAttr(LoomDialect::kSyncBatchNormAttrName);
       bool inBlock = false, outside = false;
       for (Value r : aten.getResults())
         findBackwardReaders(r, module, inBlock, outside);
