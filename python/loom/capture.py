@@ -1467,6 +1467,13 @@ def capture(args: argparse.Namespace) -> None:
     if args.reference != "eager":
         from loom import dp_reference
 
+        synced = sorted(sync_batch_norm_modules(model))
+        if synced:
+            raise CaptureError(
+                f"--reference {args.reference}: PyTorch runs nn.SyncBatchNorm ({_some_names(synced)}) "
+                "on GPUs only, so its data parallelism cannot train this model on CPU ranks; "
+                "SyncBatchNorm over every rank normalises by the whole batch, as one device "
+                "does: check against --reference eager")
         try:
             got = dp_reference.train(path, args.out, args.out, args.reference,
                                      args.replicate_size, args.reshard_after_forward,

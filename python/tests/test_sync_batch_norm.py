@@ -88,3 +88,14 @@ def test_capture_marks_sync_batch_norm_forwards_only():
     with pytest.raises(capture.CaptureError,
                        match="'features.1' has a process_group of its own"):
         capture.annotate(ep, model)
+
+
+def test_a_data_parallel_reference_is_refused_with_advice(tmp_path):
+    """PyTorch's DDP cannot train SyncBatchNorm on CPU ranks; capture says
+    so before trying, and names the reference that fits."""
+    result = loom_run(MODEL, "--nproc", "2", "--dp", "replicate", "--reference", "ddp",
+                      "--steps", "1", "--check", out=tmp_path / "ddp")
+    out = result.stdout + result.stderr
+    assert result.returncode != 0, out
+    assert "PyTorch runs nn.SyncBatchNorm (bn2, features.1) on GPUs only" in out, out
+    assert "--reference eager" in out, out
