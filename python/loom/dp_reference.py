@@ -323,7 +323,7 @@ def train_on_ranks(model, opt, batches, rank: int, world: int, steps: int,
                    before_step=None, microbatches: int = 1, scheduler=None,
                    settings: ModuleSettings | None = None,
                    batch_dims: list[int] | None = None,
-                   clip: dict | None = None) -> list[float]:
+                   clip: dict | None = None, scale_loss: bool = False) -> list[float]:
     """Trains ``steps`` steps on this rank's rows ``[r*B/N, (r+1)*B/N)`` of
     each batch tensor (B that tensor's own batch dim, ``batch_dims`` or 0,
     as capture and loom-run slice it), in ``microbatches`` equal slices of
@@ -333,7 +333,12 @@ def train_on_ranks(model, opt, batches, rank: int, world: int, steps: int,
     lr_scheduler) steps after each ``opt.step()``; ``settings`` with
     per-microbatch flags replaces syncing on the last microbatch only;
     ``clip`` (run.json's ``clip_grad_norm``) clips the gradients before each
-    update, across the shards and ranks (clip_grad_norm_ on DTensors)."""
+    update, across the shards and ranks (clip_grad_norm_ on DTensors).
+    ``scale_loss``: each microbatch's loss is divided by M before its
+    backward (the usual ``loss / accumulation_steps``), so the reduction
+    sees the mean; otherwise the reduced sum is divided after. The two
+    agree bit for bit for M a power of two when the reduction is linear;
+    a compress hook's 16-bit cast is not (it rounds small values)."""
     import torch.distributed as dist
 
     losses = []
@@ -357,9 +362,11 @@ def train_on_ranks(model, opt, batches, rank: int, world: int, steps: int,
             with sync:
                 part = model(*(slice_rows(t, d, slot, world * microbatches)
                                for t, d in zip(batch, dims)))
-                part.backward()
+                (part / microbatches if scale_loss else part).backward()
             loss = part.detach() if loss is None else loss + part.detach()
-        if microbatches > 1:
+        if microbatches > 1 and scale_loss:
+            loss = loss / microbatches
+        elif microbatches > 1:
             # loom-accumulate-gradients averages after summing; PyTorch
             # reduces the sum. Dividing by a power of two is exact, so the
             # two orders agree bit for bit when M is a power of two.
@@ -505,7 +512,10 @@ def _rank(rank: int, world: int, store: str, out: str, mode: str, replicate_size
                                 before_step=snapshot, microbatches=config["microbatches"],
                                 scheduler=scheduler, settings=settings,
                                 batch_dims=config.get("batch_dims"),
-                                clip=config.get("clip_grad_norm"))
+                                clip=config.get("clip_grad_norm"),
+                                # A compress hook reduces the mean, as a
+                                # loop that scales its loss does.
+                                scale_loss=comm_hook != "allreduce")
         final = {n: _full(p) for n, p in inner.named_parameters()}
         # Buffers are each rank's own (batch norm's running statistics of
         # its rows); rank 0 keeps every rank's.

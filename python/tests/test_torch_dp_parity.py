@@ -180,15 +180,20 @@ def test_broadcast_buffers_equals_ddp_default(microbatches, tmp_path):
         assert "--check failed on rank(s) 1" in out and "running_mean" in out, out
 
 
-@pytest.mark.parametrize("hook", ["fp16-compress", "bf16-compress"])
-def test_compress_hooks_equal_ddp_with_them(hook, tmp_path):
+@pytest.mark.parametrize("hook, microbatches", [("fp16-compress", 1), ("bf16-compress", 1),
+                                                 ("fp16-compress", 2)])
+def test_compress_hooks_equal_ddp_with_them(hook, microbatches, tmp_path):
     """``--comm-hook=fp16-compress|bf16-compress`` is DDP with PyTorch's
     ``fp16_compress_hook`` / ``bf16_compress_hook`` registered: the GPT
     example on 2 ranks, 10 AdamW steps, every loss and parameter bitwise
-    equal to DDP's with the hook. Negative control: the same step reduced
-    in f32 (no hook) fails that check."""
+    equal to DDP's with the hook; with 2 microbatches the hook reduces the
+    mean of their gradients, as a loop that divides each microbatch's loss
+    by 2 does (a sum halved after the 16-bit cast rounds small gradients
+    differently). Negative control: the same step reduced in f32 (no hook)
+    fails that check."""
     result = loom_capture([MODEL, "--out", tmp_path, "--steps", str(STEPS), "--split",
-                           str(WORLD), "--reference", "ddp", "--comm-hook", hook])
+                           str(WORLD), "--microbatches", str(microbatches),
+                           "--reference", "ddp", "--comm-hook", hook])
     assert result.returncode == 0, result.stderr
     report = json.loads((tmp_path / "reference.json").read_text())["reference"]
     assert f"{hook.replace('-', '_')}_hook" in report, report
