@@ -136,11 +136,6 @@ LogicalResult loom::verifyCompileOptions(
         pipeline::parseScheduleKind(options.ppSchedule);
     if (!kind)
       return emitError("pp-schedule: " + llvm::toString(kind.takeError()));
-    // The stage functions carry no loom.step, so the clipping of
-    // loom-attach-optimizer would silently not happen.
-    if (options.maxGradNorm != 0)
-      return emitError("max-grad-norm is not supported with pp: the norm "
-                       "spans every stage's gradients");
     // World-size counts every rank of the [pp, dp] mesh.
     if (options.dp != DataParallel::None &&
         options.worldSize % options.ppRanks != 0)

@@ -277,6 +277,35 @@ static Value createNormOfNorms(OpBuilder &b, Location loc,
   return createNorm(b, loc, stacked, normType);
 }
 
+/// The norm over a group of ranks of each rank's `local` norm: the sum of
+/// p-th powers (max for inf) over `axes` of `mesh`, then the p-th root.
+static Value completeNorm(OpBuilder &b, Location loc, Value local,
+                          double normType, FlatSymbolRefAttr mesh,
+                          ArrayAttr axes) {
+  MLIRContext *ctx = b.getContext();
+  bool inf = std::isinf(normType);
+  Type type = local.getType();
+  if (!inf)
+    local = createClipAten(
+        b, loc, "aten::pow.Tensor_Scalar", type, local,
+        {OperandRefAttr::get(ctx, 0), b.getF64FloatAttr(normType)});
+  auto start = AllReduceStartOp::create(
+      b, loc, FutureType::get(ctx, type), local, mesh, axes,
+      ReduceKindAttr::get(ctx, inf ? ReduceKind::max : ReduceKind::sum));
+  auto wait = WaitOp::create(b, loc, type, start.getFuture());
+  for (Operation *op : {start.getOperation(), wait.getOperation()}) {
+    op->setAttr(LoomDialect::kModuleAttrName, b.getStringAttr(""));
+    op->setAttr(LoomDialect::kPhaseAttrName,
+                PhaseAttr::get(ctx, Phase::optimizer));
+  }
+  Value total = wait.getResult();
+  if (!inf)
+    total = createClipAten(
+        b, loc, "aten::pow.Tensor_Scalar", type, total,
+        {OperandRefAttr::get(ctx, 0), b.getF64FloatAttr(1.0 / normType)});
+  return total;
+}
+
 /// One gradient result of a step and the parameter argument it targets.
 struct GradientTarget {
   unsigned result;
@@ -714,6 +743,18 @@ struct LoomAttachOptimizerPass
     if (func->hasAttr(LoomDialect::kPipelineStageAttrName))
       return fail() << "gradient clipping of a pipeline stage is not "
                        "supported: the norm spans every stage's gradients";
+    // A pipeline rank's step completes its norm over the pipeline ranks,
+    // the axes its transfers run over.
+    std::optional<std::pair<FlatSymbolRefAttr, ArrayAttr>> pipeline;
+    if (func->hasAttr(LoomDialect::kPipelineActionsAttrName)) {
+      func.walk([&](Operation *op) {
+        if (auto send = dyn_cast<SendStartOp>(op))
+          pipeline = {send.getMeshAttr(), send.getAxesAttr()};
+        else if (auto recv = dyn_cast<RecvStartOp>(op))
+          pipeline = {recv.getMeshAttr(), recv.getAxesAttr()};
+        return pipeline ? WalkResult::interrupt() : WalkResult::advance();
+      });
+    }
 
     auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
     Location loc =
@@ -725,8 +766,12 @@ struct LoomAttachOptimizerPass
                       [](const GradientTarget &a, const GradientTarget &c) {
                         return a.arg < c.arg;
                       });
-    if (grads.empty())
+    if (grads.empty()) {
+      // The other ranks would wait for this one's norm.
+      if (pipeline)
+        return fail() << "pipeline rank holds no gradient to clip";
       return success();
+    }
 
     OpBuilder b(ret);
     // The norm of each gradient, in result order as PyTorch takes
@@ -740,6 +785,9 @@ struct LoomAttachOptimizerPass
               cast<RankedTensorType>(grad.getType()).getElementType()))
         return fail() << "cannot clip the gradient of result " << i
                       << ": it is not a floating-point tensor";
+      // A copy of a gradient another pipeline rank made counts there.
+      if (func.getResultAttr(i, LoomDialect::kPipelineGradFromAttrName))
+        continue;
       Value norm = createNorm(b, loc, grad, normType);
       auto shard = func.getArgAttrOfType<ShardAttr>(
           target.arg, LoomDialect::kShardAttrName);
@@ -758,37 +806,30 @@ struct LoomAttachOptimizerPass
     }
     if (!sharded.empty()) {
       // The norm over all shards: the shards' local norm, completed over
-      // the shard group as DTensor completes a partial norm (sum of p-th
-      // powers then the p-th root; max for inf).
-      bool inf = std::isinf(normType);
+      // the shard group as DTensor completes a partial norm.
       Value local = createNormOfNorms(b, loc, sharded, normType);
-      Type type = local.getType();
-      if (!inf)
-        local = createClipAten(
-            b, loc, "aten::pow.Tensor_Scalar", type, local,
-            {OperandRefAttr::get(ctx, 0), b.getF64FloatAttr(normType)});
-      auto start = AllReduceStartOp::create(
-          b, loc, FutureType::get(ctx, type), local, shardedOver.getMesh(),
-          shardedOver.getAxes(),
-          ReduceKindAttr::get(ctx, inf ? ReduceKind::max : ReduceKind::sum));
-      start->setAttr(LoomDialect::kModuleAttrName, b.getStringAttr(""));
-      start->setAttr(LoomDialect::kPhaseAttrName,
-                     PhaseAttr::get(ctx, Phase::optimizer));
-      auto wait = WaitOp::create(b, loc, type, start.getFuture());
-      wait->setAttr(LoomDialect::kModuleAttrName, b.getStringAttr(""));
-      wait->setAttr(LoomDialect::kPhaseAttrName,
-                    PhaseAttr::get(ctx, Phase::optimizer));
-      Value total = wait.getResult();
-      if (!inf)
-        total = createClipAten(
-            b, loc, "aten::pow.Tensor_Scalar", type, total,
-            {OperandRefAttr::get(ctx, 0), b.getF64FloatAttr(1.0 / normType)});
-      whole.insert(whole.begin(), total);
+      whole.insert(whole.begin(),
+                   completeNorm(b, loc, local, normType, shardedOver.getMesh(),
+                                shardedOver.getAxes()));
     }
-    // Only shards (FSDP): their completed norm is the total already.
-    Value total = whole.size() == 1 && !sharded.empty()
-                      ? whole.front()
-                      : createNormOfNorms(b, loc, whole, normType);
+    Value total;
+    if (whole.empty()) {
+      // Only copies here: this rank adds nothing to the pipeline's norm (a
+      // zero, not the copy's norm times zero, which is nan for inf).
+      Value like =
+          createNorm(b, loc, ret.getOperand(grads.front().result), normType);
+      total = createClipAten(b, loc, "aten::zeros_like.default", like.getType(),
+                             like, {OperandRefAttr::get(ctx, 0)});
+    } else if (whole.size() == 1 && !sharded.empty())
+      // Only shards (FSDP): their completed norm is the total already.
+      total = whole.front();
+    else
+      total = createNormOfNorms(b, loc, whole, normType);
+    // Each pipeline rank's norm, completed over the pipeline ranks as
+    // torchtitan's clip_grad_norm_ completes it over its pp mesh.
+    if (pipeline)
+      total = completeNorm(b, loc, total, normType, pipeline->first,
+                           pipeline->second);
     Type type = total.getType();
     auto ref0 = OperandRefAttr::get(ctx, 0);
     // max_norm / (total + 1e-6), clamped to 1, computed as PyTorch's

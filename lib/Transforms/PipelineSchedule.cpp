@@ -629,10 +629,15 @@ FailureOr<func::FuncOp> RankBuilder::build(ArrayRef<pp::Action> actions,
     if (!program.gradStage.count(pname))
       continue;
     Value grad = finalGrads.lookup(pname);
-    if (!grad)
-      grad = valueHere(("grad:" + pname).str(), 0);
-    results.push_back(grad);
     NamedAttrList attrs;
+    if (!grad) {
+      // Another rank's REDUCE_GRAD made it: this rank holds a copy.
+      grad = valueHere(("grad:" + pname).str(), 0);
+      attrs.set(LoomDialect::kPipelineGradFromAttrName,
+                b.getI64IntegerAttr(
+                    pp::stageToRank(spec, program.gradStage.lookup(pname))));
+    }
+    results.push_back(grad);
     attrs.set(LoomDialect::kRoleAttrName, RoleAttr::get(ctx, Role::grad));
     attrs.set(LoomDialect::kTargetAttrName, b.getStringAttr(pname));
     resultAttrs.push_back(attrs);

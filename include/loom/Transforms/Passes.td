@@ -291,7 +291,13 @@ def LoomAttachOptimizer
     squared norm with `reduce <sum>` for norm 2, of the norm with
     `reduce <max>` for inf), as DTensor's partial norm is; after loom-replicate
     the gradients are already averaged and whole, so the norm is local and
-    there is no collective.
+    there is no collective. On a pipeline rank's step
+    (`loom.pipeline_actions`) this rank's norm is completed over the
+    pipeline ranks, the axes its sends and receives run over, the same way
+    (torchtitan's `clip_grad_norm_` over its pp mesh); a gradient this rank
+    only holds a copy of (`loom.pipeline_grad_from`: a parameter several
+    ranks hold, whose REDUCE_GRAD ran on another) counts there, not here,
+    and is scaled all the same.
 
     Parameter groups. `param-groups` gives some parameters their own
     learning rate and weight decay, as the dicts of `torch.optim.AdamW([{
@@ -344,8 +350,8 @@ def LoomAttachOptimizer
     Fails on a step that already has an optimizer attached, and on
     hyperparameters PyTorch would reject (negative learning rate, betas
     outside [0, 1), Nesterov without momentum, a negative max-grad-norm, a
-    norm other than 2 or inf, ...). Pipeline stages are not step functions
-    and get no clipping: loom-compile refuses max-grad-norm with pp.
+    norm other than 2 or inf, ...), and clipping a pipeline stage function
+    (the pipeline ranks' steps clip).
   }];
   let options = [
     Option<"optimizer", "optimizer", "::loom::OptimizerKind",

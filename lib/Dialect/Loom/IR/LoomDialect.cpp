@@ -987,6 +987,12 @@ LogicalResult LoomDialect::verifyRegionResultAttribute(Operation *op,
                                   << " must be a non-empty string";
     return success();
   }
+  if (name == kPipelineGradFromAttrName) {
+    if (!isI64AtLeast(attr.getValue(), 0))
+      return op->emitOpError("'") << name << "' of result #" << resultIndex
+                                  << " must be a non-negative i64 rank";
+    return success();
+  }
   return op->emitOpError("unknown loom result attribute '") << name << "'";
 }
 

@@ -142,6 +142,11 @@ def Loom_Dialect : Dialect {
     /// W).
     static constexpr ::llvm::StringLiteral kPipelinePartAttrName =
         "loom.pipeline_part";
+    /// On a grad result of a pipeline rank's step: the pipeline rank whose
+    /// REDUCE_GRAD made this gradient of a parameter several ranks hold;
+    /// this rank holds a copy (gradient clipping counts it once).
+    static constexpr ::llvm::StringLiteral kPipelineGradFromAttrName =
+        "loom.pipeline_grad_from";
     /// On a pipeline rank's step: the schedule's actions it runs, in
     /// PyTorch's notation ("0F0", "1RECV_B3", "0REDUCE_GRAD").
     static constexpr ::llvm::StringLiteral kPipelineActionsAttrName =
