@@ -1068,3 +1068,17 @@ module attributes {loom.memory_budget = 0 : i64} {
 func.func @f() attributes {loom.memory_budget = 1024 : i64} {
   return
 }
+
+// -----
+
+// expected-error@+1 {{'loom.pipeline_grad_from' of result #0 must be a non-negative i64 rank}}
+func.func @f(%g: tensor<2xf32>) -> (tensor<2xf32> {loom.pipeline_grad_from = -1 : i64}) {
+  return %g : tensor<2xf32>
+}
+
+// -----
+
+// expected-error@+1 {{unknown loom result attribute 'loom.grad_from'}}
+func.func @f(%g: tensor<2xf32>) -> (tensor<2xf32> {loom.grad_from = 1 : i64}) {
+  return %g : tensor<2xf32>
+}
