@@ -152,8 +152,6 @@ LogicalResult loom::verifyCompileOptions(
           " ranks leaves one data-parallel rank per stage, so FSDP has "
           "nothing to shard; capture with --split N for N data-parallel "
           "ranks per stage (world-size N x pp), or leave dp out");
-    if (options.replicateSize != 1)
-      return emitError("pp with replicate-size (HSDP) is not supported yet");
     if (fsdp && options.reshardAfterForward != "auto" &&
         options.reshardAfterForward != "false" &&
         options.reshardAfterForward != "1")
@@ -483,6 +481,8 @@ static void buildDistributePipeline(OpPassManager &pm,
     schedule.microbatches = options.microbatches;
     if (options.dp != DataParallel::None)
       schedule.dpRanks = options.worldSize / options.ppRanks;
+    if (options.replicateSize > 1)
+      schedule.replicas = options.replicateSize;
     configureSplit(split, options);
     pm.addPass(createLoomPipelineSplit(split));
     pm.addPass(createLoomPipelineSchedule(schedule));
@@ -522,7 +522,9 @@ static void buildDistributePipeline(OpPassManager &pm,
       // FSDP inside each stage: shard over the "dp" axis of the schedule's
       // [pp, dp] mesh.
       fsdp.meshName = "pp";
-      fsdp.shardAxes = {"dp"};
+      fsdp.shardAxes = {options.replicateSize > 1 ? "shard" : "dp"};
+      if (options.replicateSize > 1)
+        fsdp.replicateAxes = {"replicate"};
       // What the pass does under pipelining anyway, shown in the pipeline
       // the artifact records.
       fsdp.reshardAfterBackward = false;

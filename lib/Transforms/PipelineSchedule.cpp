@@ -694,6 +694,12 @@ struct LoomPipelineSchedulePass
           << int64_t(dpRanks);
       return signalPassFailure();
     }
+    if (replicas < 1 || dpRanks % replicas != 0) {
+      module.emitError("--loom-pipeline-schedule: replicate=")
+          << int64_t(replicas)
+          << " must be at least 1 and divide dp=" << int64_t(dpRanks);
+      return signalPassFailure();
+    }
     MeshOp mesh = getOrCreateMesh(module, spec->pp);
     if (!mesh)
       return signalPassFailure();
@@ -774,6 +780,14 @@ struct LoomPipelineSchedulePass
     }
     OpBuilder builder(module.getBodyRegion());
     builder.setInsertionPointToStart(module.getBody());
+    // HSDP inside each stage: dp factored (replicate, shard), row-major, so
+    // the ranks of each row stay pp * dp + d.
+    if (replicas > 1)
+      return MeshOp::create(
+          builder, module.getLoc(), builder.getStringAttr("pp"),
+          builder.getDenseI64ArrayAttr(
+              {pp, int64_t(replicas), int64_t(dpRanks / replicas)}),
+          builder.getStrArrayAttr({"pp", "replicate", "shard"}));
     if (dpRanks > 1)
       return MeshOp::create(builder, module.getLoc(),
                             builder.getStringAttr("pp"),

@@ -861,6 +861,9 @@ def LoomFsdp : Pass<"loom-fsdp", "::mlir::ModuleOp"> {
            "of loom-pipeline-schedule) instead of declaring one">,
     ListOption<"shardAxes", "shard-axes", "std::string",
                "With 'mesh': the axis of that mesh to shard over">,
+    ListOption<"replicateAxes", "replicate-axes", "std::string",
+               "With 'mesh': HSDP's replicate axis of that mesh (none: "
+               "FSDP over shard-axes)">,
     Option<"reshardAfterForward", "reshard-after-forward", "std::string",
            /*default=*/"\"auto\"",
            "auto (true for every unit but the root), true, false, or an "
@@ -1259,7 +1262,11 @@ def LoomPipelineSchedule
     * D + dp index), and the step of pipeline rank `r` runs on the D ranks
     of row `r` (`loom.program_ranks`); sends and receives stay over
     `["pp"]`, so each dp rank talks to the same dp index of the next stage.
-    `loom-replicate` / `loom-fsdp` then reduce over `"dp"`.
+    `loom-replicate` / `loom-fsdp` then reduce over `"dp"`. With
+    `replicate=R > 1` as well (HSDP inside each stage) the data-parallel
+    axis is HSDP's: `@pp shape [P, R, D/R] axes ["pp", "replicate",
+    "shard"]`, the same ranks in the same order, for `loom-fsdp{mesh=pp
+    shard-axes=shard replicate-axes=replicate}`.
 
     `pp` defaults to the number of stages over the stages per rank the
     schedule runs (1 for GPipe and 1F1B, 2 otherwise), `microbatches` to the
@@ -1280,6 +1287,10 @@ def LoomPipelineSchedule
     Option<"dpRanks", "dp", "int64_t", /*default=*/"1",
            "Data-parallel ranks per pipeline rank: the mesh becomes "
            "[pp, dp] with axes [\"pp\", \"dp\"]">,
+    Option<"replicas", "replicate", "int64_t", /*default=*/"1",
+           "With dp=D: HSDP's replicas R inside each stage; the mesh "
+           "becomes [pp, R, D/R] with axes [\"pp\", \"replicate\", "
+           "\"shard\"]">,
   ];
 }
 

@@ -94,6 +94,7 @@ LoomFsdpOptions LoomFsdpPass::getOptions() const {
   options.meshShape.assign(meshShape.begin(), meshShape.end());
   options.meshName = meshName;
   options.shardAxes.assign(shardAxes.begin(), shardAxes.end());
+  options.replicateAxes.assign(replicateAxes.begin(), replicateAxes.end());
   options.reshardAfterForward = reshardAfterForward;
   options.reshardAfterBackward = reshardAfterBackward;
   options.paramDtype = paramDtype;

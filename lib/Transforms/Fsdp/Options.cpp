@@ -92,6 +92,26 @@ resolveExistingMesh(func::FuncOp func, const LoomFsdpOptions &options) {
   layout.replicateAxes = b.getStrArrayAttr({});
   layout.dpAxes = layout.shardAxes;
   layout.shardSize = mesh.getShape()[*axis];
+  if (options.replicateAxes.empty())
+    return layout;
+  // HSDP on the existing mesh: replicas of the shards over one more axis,
+  // before the shard axis (the data-parallel group is row-major over both).
+  if (options.replicateAxes.size() != 1)
+    return emitFsdpError(func)
+           << "with mesh=" << options.meshName
+           << ", replicate-axes names at most one of its axes (got "
+           << options.replicateAxes.size() << ")";
+  std::optional<unsigned> replicate =
+      mesh.getAxisIndex(options.replicateAxes.front());
+  if (!replicate || *replicate >= *axis)
+    return emitFsdpError(func)
+           << "replicate-axes names '" << options.replicateAxes.front()
+           << "', which is not an axis of mesh @" << options.meshName << " "
+           << mesh.getAxes() << " before the shard axis";
+  layout.replicateAxes = b.getStrArrayAttr({options.replicateAxes.front()});
+  layout.replicateSize = mesh.getShape()[*replicate];
+  layout.dpAxes = b.getStrArrayAttr(
+      {options.replicateAxes.front(), options.shardAxes.front()});
   return layout;
 }
 
