@@ -18,12 +18,8 @@ int64_t product(ArrayRef<int64_t> dims) {
 }
 
 RankedTensorType operandType(AtenOp op, unsigned pos) {
-  ArrayAttr args = op.getArgs();
-  if (pos >= args.size())
-    return {};
-  if (auto ref = dyn_cast<OperandRefAttr>(args[pos]))
-    return cast<RankedTensorType>(op->getOperand(ref.getIndex()).getType());
-  return {};
+  Value v = op.getArgOperand(pos);
+  return v ? cast<RankedTensorType>(v.getType()) : RankedTensorType();
 }
 
 bool maskBit(AtenOp op, unsigned pos, unsigned bit) {

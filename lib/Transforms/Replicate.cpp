@@ -228,9 +228,7 @@ struct LoomReplicatePass
     if (failed(reduceOver))
       return failure();
     ArrayAttr axesAttr = *reduceOver;
-    int64_t dataRanks = 1;
-    for (StringRef axis : axesAttr.getAsValueRange<StringAttr>())
-      dataRanks *= mesh.getShape()[*mesh.getAxisIndex(axis)];
+    int64_t dataRanks = mesh.getGroupSize(axesAttr);
     for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
       if (func.getArgAttr(i, LoomDialect::kSplitAttrName) ||
           func.getArgAttr(i, LoomDialect::kShardAttrName))
@@ -827,9 +825,7 @@ struct LoomReplicatePass
     // A compress hook: buffer.to(dtype).div_(world_size), summed.
     Type compressed =
         grouping == ReplicateGrouping::Buckets ? getCompressedType() : Type();
-    int64_t groupSize = 1;
-    for (StringRef axis : axesAttr.getAsValueRange<StringAttr>())
-      groupSize *= mesh.getShape()[*mesh.getAxisIndex(axis)];
+    int64_t groupSize = mesh.getGroupSize(axesAttr);
     SmallVector<Operation *> compression;
     Coalesced c =
         startCoalesced(builder, group, nameLoc, [&](Value buffer, Type future) {

@@ -114,16 +114,6 @@ private:
   std::string name;
 };
 
-/// The operand at schema position `position` of `op`, or null for `None`.
-Value getArgOperand(AtenOp op, unsigned position) {
-  ArrayAttr args = op.getArgs();
-  if (position >= args.size())
-    return {};
-  if (auto ref = dyn_cast<OperandRefAttr>(args[position]))
-    return op.getOperand(ref.getIndex());
-  return {};
-}
-
 double getFloatArg(AtenOp op, unsigned position, double otherwise) {
   ArrayAttr args = op.getArgs();
   if (position < args.size())
@@ -201,8 +191,7 @@ struct LoomSyncBatchNormPass
     if (!mesh)
       return func.emitOpError("--loom-sync-batch-norm: no loom.mesh ")
              << group.mesh;
-    for (StringRef axis : group.axes.getAsValueRange<StringAttr>())
-      group.size *= mesh.getShape()[*mesh.getAxisIndex(axis)];
+    group.size = mesh.getGroupSize(group.axes);
     return group;
   }
 
@@ -313,7 +302,7 @@ struct LoomSyncBatchNormPass
     SmallVector<Value> operands = {x};
     SmallVector<Attribute> args = {OperandRefAttr::get(b.getContext(), 0)};
     for (unsigned position : {1u, 2u}) {
-      Value v = getArgOperand(op, position);
+      Value v = op.getArgOperand(position);
       if (v)
         operands.push_back(v);
       args.push_back(v ? Attribute(OperandRefAttr::get(b.getContext(),
@@ -341,12 +330,11 @@ struct LoomSyncBatchNormPass
         Value kept = e.binary("aten::mul.Tensor", running, 1.0 - momentum);
         return e.binary("aten::add.Tensor", toward, kept);
       };
-      replacements.push_back(
-          update(getArgOperand(op, *form.runningMean), mean));
+      replacements.push_back(update(op.getArgOperand(*form.runningMean), mean));
       Value unbiased =
           e.binary("aten::mul.Tensor", var, double(count) / double(count - 1));
       replacements.push_back(
-          update(getArgOperand(op, *form.runningVar), unbiased));
+          update(op.getArgOperand(*form.runningVar), unbiased));
     }
     for (auto [result, value] : llvm::zip(op.getResults(), replacements))
       result.replaceAllUsesWith(value);
@@ -360,8 +348,8 @@ struct LoomSyncBatchNormPass
                        const RankGroup &group) {
     Emitter e(bw, "sync_batch_norm_backward");
     OpBuilder &b = e.b;
-    Value dy = getArgOperand(bw, 0), x = getArgOperand(bw, 1);
-    Value weight = getArgOperand(bw, 2);
+    Value dy = bw.getArgOperand(0), x = bw.getArgOperand(1);
+    Value weight = bw.getArgOperand(2);
     auto type = cast<RankedTensorType>(x.getType());
     int64_t channels = type.getDimSize(1);
     auto vector = type.clone({channels});

@@ -179,6 +179,7 @@ from torch.export.exported_program import _decompose_exported_program, _special_
 from torch.export.graph_signature import ExportGraphSignature, InputKind
 
 from loom.options import (  # noqa: F401 (re-exported: capture's options)
+    COMM_HOOKS,
     DEFAULT_OPTIMIZER,
     FUSED_OPTIMIZERS,
     LR_DECAYS,
@@ -1246,8 +1247,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--reduce-dtype", choices=("bf16", "f16", "f32"),
                         help="--reference fsdp/hsdp: MixedPrecisionPolicy(reduce_dtype), as "
                         "loom-compile's --reduce-dtype")
-    parser.add_argument("--comm-hook", choices=("allreduce", "fp16-compress", "bf16-compress"),
-                        default="allreduce",
+    parser.add_argument("--comm-hook", choices=tuple(COMM_HOOKS), default="allreduce",
                         help="--reference ddp: the DDP communication hook registered "
                         "(fp16_compress_hook, bf16_compress_hook), as loom-compile's --comm-hook")
     parser.add_argument("--broadcast-buffers", choices=("true", "false"), default="false",

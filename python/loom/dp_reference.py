@@ -58,7 +58,7 @@ from pathlib import Path
 import torch
 
 from loom.capture import make_optimizer, make_scheduler, make_seeded, slice_rows
-from loom.options import REFERENCE_MODES, clip_gradients
+from loom.options import COMM_HOOKS, REFERENCE_MODES, clip_gradients
 from loom.safetensors_io import load_tensors, save_tensors
 
 MODES = REFERENCE_MODES
@@ -237,12 +237,6 @@ def wrap_replicate(model: torch.nn.Module, world: int) -> torch.nn.Module:
     return model
 
 
-# loom-compile's --comm-hook values: the DDP communication hook of each
-# (from torch.distributed.algorithms.ddp_comm_hooks.default_hooks).
-COMM_HOOKS = {"allreduce": None,
-              "fp16-compress": lambda hooks: hooks.fp16_compress_hook,
-              "bf16-compress": lambda hooks: hooks.bf16_compress_hook}
-
 # loom-compile's --param-dtype/--reduce-dtype names.
 MP_DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
 
@@ -281,10 +275,10 @@ def _wrap(model: torch.nn.Module, mode: str, world: int, replicate_size: int,
         # 0's before forward.
         ddp = DistributedDataParallel(model, find_unused_parameters=unused,
                                       broadcast_buffers=broadcast_buffers)
-        if comm_hook != "allreduce":
+        if COMM_HOOKS[comm_hook]:
             from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
-            ddp.register_comm_hook(None, COMM_HOOKS[comm_hook](default_hooks))
+            ddp.register_comm_hook(None, getattr(default_hooks, COMM_HOOKS[comm_hook]))
         return ddp
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
@@ -563,7 +557,7 @@ def describe(mode: str, world: int, replicate_size: int = 1, reshard: str = "aut
              precision: tuple[str | None, str | None] | None = None,
              broadcast_buffers: bool = False, comm_hook: str = "allreduce") -> str:
     """What made a reference, for its ``"reference"`` field and messages."""
-    hook = "" if comm_hook == "allreduce" else f", {comm_hook.replace('-', '_')}_hook"
+    hook = f", {COMM_HOOKS[comm_hook]}" if COMM_HOOKS[comm_hook] else ""
     what = {"ddp": f"DistributedDataParallel (broadcast_buffers={broadcast_buffers}{hook})",
             "fsdp": "fully_shard",
             "hsdp": f"fully_shard HSDP ({replicate_size} x {world // max(replicate_size, 1)})",

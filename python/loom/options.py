@@ -33,6 +33,11 @@ OPTIMIZER_CLASSES = {
 }
 # The data-parallel references capture trains (loom.dp_reference).
 REFERENCE_MODES = ("ddp", "fsdp", "hsdp", "replicate")
+# loom-compile's --comm-hook values and the DDP communication hook of each
+# (in torch.distributed.algorithms.ddp_comm_hooks.default_hooks; allreduce:
+# DDP's own, none registered).
+COMM_HOOKS = {"allreduce": None, "fp16-compress": "fp16_compress_hook",
+              "bf16-compress": "bf16_compress_hook"}
 
 # The hyperparameters the run configuration records for each optimizer, in
 # the order it lists them; everything else (foreach, capturable,

@@ -44,6 +44,15 @@ int64_t MeshOp::getNumRanks() {
   return n;
 }
 
+int64_t MeshOp::getGroupSize(ArrayAttr axes) {
+  int64_t n = 1;
+  for (Attribute a : axes)
+    if (std::optional<unsigned> i =
+            getAxisIndex(cast<StringAttr>(a).getValue()))
+      n *= getShape()[*i];
+  return n;
+}
+
 SmallVector<int64_t> MeshOp::getGroup(ArrayAttr axes, int64_t rank) {
   ArrayRef<int64_t> shape = getShape();
   SmallVector<int64_t> coord(shape.size());
@@ -89,6 +98,15 @@ std::optional<unsigned> MeshOp::getAxisIndex(StringRef name) {
 
 StringRef AtenOp::getOpName() { return getKernel().split('.').first; }
 StringRef AtenOp::getOverload() { return getKernel().split('.').second; }
+
+Value AtenOp::getArgOperand(unsigned position) {
+  ArrayAttr args = getArgs();
+  if (position >= args.size())
+    return {};
+  if (auto ref = dyn_cast<OperandRefAttr>(args[position]))
+    return getOperand(ref.getIndex());
+  return {};
+}
 
 /// Records every `#loom.arg<N>` inside `attr` into `uses`; fails on an index
 /// out of range.

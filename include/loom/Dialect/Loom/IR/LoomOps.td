@@ -39,6 +39,9 @@ def Loom_MeshOp : Loom_Op<"mesh", [Symbol, HasParent<"::mlir::ModuleOp">]> {
     int64_t getNumRanks();
     /// Index of the axis called `name`, or std::nullopt.
     std::optional<unsigned> getAxisIndex(::llvm::StringRef name);
+    /// The ranks of a group over `axes`: the product of their sizes (axes
+    /// the mesh lacks are ignored, as getGroup ignores them).
+    int64_t getGroupSize(::mlir::ArrayAttr axes);
     /// The global ranks of `rank`'s group over `axes`, indexed as a
     /// collective's `peer` (and the runtime's Mesh::group) index them: the
     /// named axes' coordinates row-major in the mesh's axis order, the
@@ -93,6 +96,9 @@ def Loom_AtenOp : Loom_Op<"aten"> {
     ::llvm::StringRef getOpName();
     /// The overload, e.g. "default" (empty when the name has none).
     ::llvm::StringRef getOverload();
+    /// The operand positional argument `position` refers to, or null when
+    /// that argument is not a tensor operand (`None`, a scalar) or absent.
+    ::mlir::Value getArgOperand(unsigned position);
   }];
 }
 
