@@ -84,7 +84,7 @@ TEST_F(ArtifactWriterTest, ContainerHoldsProgramAndBoundWeightsOnly) {
 
   ASSERT_GE(artifact.size(), 32u);
   EXPECT_EQ(StringRef(artifact).take_front(8), StringRef("LOOMX\r\n\x1a", 8));
-  EXPECT_EQ(readLE(artifact, 8, 4), 7u);  // the schema's current version
+  EXPECT_EQ(readLE(artifact, 8, 4), 8u);  // the schema's current version
   EXPECT_EQ(readLE(artifact, 12, 4), 0u); // flags
   uint64_t n = readLE(artifact, 16, 8), m = readLE(artifact, 24, 8);
   EXPECT_EQ(32 + n + m, artifact.size());

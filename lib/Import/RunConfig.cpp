@@ -282,6 +282,25 @@ static DictionaryAttr parseLrSchedule(const json::Object &o, MLIRContext *ctx,
       return nullptr;
     fields.set("gamma", b.getF64FloatAttr(*gamma));
   }
+  if (o.get("milestones")) {
+    const json::Array *list = o.getArray("milestones");
+    SmallVector<int64_t> steps;
+    for (const json::Value &step : list ? *list : json::Array()) {
+      std::optional<int64_t> n = step.getAsInteger();
+      if (!n)
+        break;
+      steps.push_back(*n);
+    }
+    if (!list || steps.size() != list->size())
+      return r.wrong("milestones", "a list of integers"), nullptr;
+    fields.set("milestones", b.getI64ArrayAttr(steps));
+  }
+  if (o.get("power")) {
+    std::optional<double> power = r.number("power");
+    if (!power)
+      return nullptr;
+    fields.set("power", b.getF64FloatAttr(*power));
+  }
   return fields.getDictionary(ctx);
 }
 

@@ -10,6 +10,7 @@
 #include "loom/Dialect/LoomRT/Transforms/Passes.h"
 
 #include "mlir/Pass/PassRegistry.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/ManagedStatic.h"
@@ -260,6 +261,10 @@ static std::string formatOptionValue(LrDecay v) {
   return stringifyLrDecay(v).str();
 }
 static std::string formatOptionValue(const std::string &v) { return v; }
+static std::string formatOptionValue(const std::vector<int64_t> &v) {
+  return llvm::join(
+      llvm::map_range(v, [](int64_t i) { return std::to_string(i); }), ",");
+}
 } // namespace loom
 
 namespace {
@@ -359,6 +364,13 @@ LogicalResult RunConfigApplier::takeLrSchedule(DictionaryAttr schedule) {
     auto attr = schedule.getAs<FloatAttr>(key);
     return attr ? attr.getValueAsDouble() : 0.0;
   };
+  auto milestones = [&](StringRef key) {
+    std::vector<int64_t> steps;
+    if (auto list = schedule.getAs<ArrayAttr>(key))
+      for (auto step : list.getAsRange<IntegerAttr>())
+        steps.push_back(step.getInt());
+    return steps;
+  };
   auto decayName = schedule.getAs<StringAttr>("decay");
   LrDecay decay =
       decayName ? parseLrDecay(decayName.getValue()).value_or(LrDecay::Constant)
@@ -378,7 +390,12 @@ LogicalResult RunConfigApplier::takeLrSchedule(DictionaryAttr schedule) {
       succeeded(take("lr-end-factor", options.lrEndFactor, number("end_factor"),
                      "lr_schedule.end_factor")) &&
       succeeded(take("lr-gamma", options.lrGamma, number("gamma"),
-                     "lr_schedule.gamma")));
+                     "lr_schedule.gamma")) &&
+      succeeded(take("lr-milestones", options.lrMilestones,
+                     milestones("milestones"), "lr_schedule.milestones")) &&
+      succeeded(take("lr-power", options.lrPower,
+                     schedule.get("power") ? number("power") : 1.0,
+                     "lr_schedule.power")));
 }
 
 LogicalResult loom::applyRunConfig(CompileOptions &options, ModuleOp module) {

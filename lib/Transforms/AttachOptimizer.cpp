@@ -638,30 +638,51 @@ struct LoomAttachOptimizerPass
 
   /// The decay's options, checked as its lr_scheduler class checks its
   /// arguments (each option belongs to the decays that take it); the
-  /// resolved gamma of the step and exponential decays (StepLR's 0.1 unless
-  /// given), 0 for the others.
+  /// resolved gamma of the step, exponential and multistep decays (StepLR's
+  /// and MultiStepLR's 0.1 unless given), 0 for the others.
   FailureOr<double> checkDecay(func::FuncOp func) {
     auto fail = [&]() { return func.emitOpError("--loom-attach-optimizer: "); };
     bool cosine = lrDecay == LrDecay::Cosine;
     bool linear = lrDecay == LrDecay::Linear;
-    bool factored = lrDecay == LrDecay::Step || lrDecay == LrDecay::Exponential;
-    bool stepped =
-        lrDecay != LrDecay::Constant && lrDecay != LrDecay::Exponential;
+    bool multistep = lrDecay == LrDecay::MultiStep;
+    bool polynomial = lrDecay == LrDecay::Polynomial;
+    bool factored = lrDecay == LrDecay::Step ||
+                    lrDecay == LrDecay::Exponential || multistep;
+    bool stepped = cosine || linear || polynomial || lrDecay == LrDecay::Step;
     if (!stepped && lrDecaySteps != 0)
-      return fail() << "'lr-decay-steps' needs lr-decay=cosine, linear or step";
+      return fail() << "'lr-decay-steps' needs lr-decay=cosine, linear, step "
+                       "or polynomial";
     if (stepped && lrDecaySteps < 1)
       return fail() << "lr-decay=" << stringifyLrDecay(lrDecay)
                     << " needs 'lr-decay-steps' >= 1, found "
                     << static_cast<int64_t>(lrDecaySteps);
     if (!factored && lrGamma != 0)
-      return fail() << "'lr-gamma' needs lr-decay=step or exponential";
+      return fail() << "'lr-gamma' needs lr-decay=step, exponential or "
+                       "multistep";
     if (lrDecay == LrDecay::Exponential && lrGamma == 0)
       return fail() << "lr-decay=exponential needs 'lr-gamma' (ExponentialLR "
                        "has no default gamma)";
-    double gamma = lrDecay == LrDecay::Step && lrGamma == 0 ? 0.1 : lrGamma;
+    double gamma = factored && lrGamma == 0 ? 0.1 : lrGamma;
     if (factored && !(gamma > 0 && std::isfinite(gamma)))
       return fail() << "'lr-gamma' is " << gamma
                     << ", expected a finite value > 0";
+    if (!multistep && !lrMilestones.empty())
+      return fail() << "'lr-milestones' needs lr-decay=multistep";
+    if (multistep && lrMilestones.empty())
+      return fail() << "lr-decay=multistep needs 'lr-milestones' (the steps "
+                       "after the warm-up at which the rate falls)";
+    for (auto [i, milestone] : llvm::enumerate(lrMilestones)) {
+      int64_t least = i ? lrMilestones[i - 1] + 1 : 1;
+      if (milestone < least)
+        return fail() << "'lr-milestones' entry " << i << " is " << milestone
+                      << ", expected at least " << least
+                      << " (increasing steps after the warm-up, from 1)";
+    }
+    if (!polynomial && lrPower != 1)
+      return fail() << "'lr-power' needs lr-decay=polynomial";
+    if (polynomial && !(lrPower >= 0 && std::isfinite(lrPower)))
+      return fail() << "'lr-power' is " << static_cast<double>(lrPower)
+                    << ", expected a finite value >= 0";
     if (!cosine && lrEtaMin != 0)
       return fail() << "'lr-eta-min' needs lr-decay=cosine";
     if (cosine && !(lrEtaMin >= 0 && std::isfinite(lrEtaMin)))
@@ -691,8 +712,13 @@ struct LoomAttachOptimizerPass
     fields.set("decay_steps", b.getI64IntegerAttr(lrDecaySteps));
     fields.set("eta_min", b.getF64FloatAttr(lrEtaMin));
     fields.set("end_factor", b.getF64FloatAttr(lrEndFactor));
-    if (lrDecay == LrDecay::Step || lrDecay == LrDecay::Exponential)
+    if (*gamma != 0)
       fields.set("gamma", b.getF64FloatAttr(*gamma));
+    if (lrDecay == LrDecay::MultiStep)
+      fields.set("milestones", b.getI64ArrayAttr(SmallVector<int64_t>(
+                                   lrMilestones.begin(), lrMilestones.end())));
+    if (lrDecay == LrDecay::Polynomial)
+      fields.set("power", b.getF64FloatAttr(lrPower));
     func->setAttr(LoomDialect::kLrScheduleAttrName,
                   fields.getDictionary(&getContext()));
     return success();

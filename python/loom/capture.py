@@ -72,9 +72,10 @@ step (training cycles through them). The capture writes into DIR:
     must be in one. With ``--lr-warmup-steps``/``--lr-decay``,
     ``"lr_schedule"`` records the schedule (``warmup_steps``,
     ``warmup_start_factor``, ``decay``, ``decay_steps``, ``eta_min``,
-    ``end_factor``, and ``gamma`` for the step and exponential decays), which
-    the reference trains with as ``SequentialLR([LinearLR, CosineAnnealingLR
-    | LinearLR | StepLR | ExponentialLR], [W])`` and
+    ``end_factor``, ``gamma`` for the step, exponential and multistep decays,
+    ``milestones`` for multistep, ``power`` for polynomial), which the
+    reference trains with as ``SequentialLR([LinearLR, CosineAnnealingLR |
+    LinearLR | StepLR | ExponentialLR | MultiStepLR | PolynomialLR], [W])`` and
     loom-compile gives loom-attach-optimizer. With ``--max-grad-norm X
     [--grad-norm-type 2|inf]``, ``"clip_grad_norm": {"max_norm": X,
     "norm_type": "2"}``: the references clip with ``clip_grad_norm_``
@@ -513,9 +514,9 @@ def make_optimizer(model: nn.Module, optimizer: dict[str, Any],
 
 def make_scheduler(opt: torch.optim.Optimizer, schedule: dict[str, Any] | None):
     """The ``torch.optim.lr_scheduler`` of a recorded ``lr_schedule`` (None:
-    constant): a LinearLR warm-up, then CosineAnnealingLR, LinearLR, StepLR
-    or ExponentialLR decay, chained by SequentialLR at the end of the
-    warm-up."""
+    constant): a LinearLR warm-up, then CosineAnnealingLR, LinearLR, StepLR,
+    ExponentialLR, MultiStepLR or PolynomialLR decay, chained by
+    SequentialLR at the end of the warm-up."""
     if not schedule:
         return None
     from torch.optim import lr_scheduler
@@ -537,6 +538,12 @@ def make_scheduler(opt: torch.optim.Optimizer, schedule: dict[str, Any] | None):
                                          gamma=schedule["gamma"]))
     elif decay == "exponential":
         parts.append(lr_scheduler.ExponentialLR(opt, gamma=schedule["gamma"]))
+    elif decay == "multistep":
+        parts.append(lr_scheduler.MultiStepLR(opt, milestones=schedule["milestones"],
+                                              gamma=schedule["gamma"]))
+    elif decay == "polynomial":
+        parts.append(lr_scheduler.PolynomialLR(opt, total_iters=schedule["decay_steps"],
+                                               power=schedule["power"]))
     if len(parts) == 1:
         return parts[0]
     return lr_scheduler.SequentialLR(opt, parts, milestones=[warmup])
@@ -1518,6 +1525,16 @@ def capture(args: argparse.Namespace) -> None:
         elif sched["decay"] == "linear":
             what.append(f"linear over {sched['decay_steps']} steps to "
                         f"{_show(sched['end_factor'])} x lr")
+        elif sched["decay"] == "step":
+            what.append(f"x {_show(sched['gamma'])} every {sched['decay_steps']} steps")
+        elif sched["decay"] == "exponential":
+            what.append(f"x {_show(sched['gamma'])} every step")
+        elif sched["decay"] == "multistep":
+            what.append(f"x {_show(sched['gamma'])} after steps "
+                        f"{', '.join(map(str, sched['milestones']))}")
+        elif sched["decay"] == "polynomial":
+            what.append(f"polynomial (power {_show(sched['power'])}) to 0 over "
+                        f"{sched['decay_steps']} steps")
         print(f"  lr schedule: {', then '.join(what)}")
     if args.clip:
         print(f"  gradient clipping: clip_grad_norm_(max_norm={_show(args.clip['max_norm'])}, "

@@ -172,7 +172,7 @@ def add_optimizer_arguments(parser: argparse.ArgumentParser) -> None:
                        "loom-compile takes it")
 
 
-LR_DECAYS = ("constant", "cosine", "linear", "step", "exponential")
+LR_DECAYS = ("constant", "cosine", "linear", "step", "exponential", "multistep", "polynomial")
 
 
 def add_schedule_arguments(parser: argparse.ArgumentParser) -> None:
@@ -185,7 +185,7 @@ def add_schedule_arguments(parser: argparse.ArgumentParser) -> None:
                        help="the warm-up's start_factor (default 1/3, LinearLR's)")
     group.add_argument("--lr-decay", choices=LR_DECAYS, default="constant",
                        help="after the warm-up: CosineAnnealingLR, LinearLR, StepLR, "
-                            "ExponentialLR or nothing")
+                            "ExponentialLR, MultiStepLR, PolynomialLR or nothing")
     group.add_argument("--lr-decay-steps", type=int, default=0, metavar="T",
                        help="T_max / total_iters / step_size of the decay")
     group.add_argument("--lr-eta-min", type=float, default=0.0,
@@ -193,8 +193,22 @@ def add_schedule_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--lr-end-factor", type=float, default=0.0,
                        help="linear: end_factor (default 0)")
     group.add_argument("--lr-gamma", type=float, default=None,
-                       help="step: gamma (default 0.1, StepLR's); exponential: gamma "
-                            "(required)")
+                       help="step, multistep: gamma (default 0.1, StepLR's and "
+                            "MultiStepLR's); exponential: gamma (required)")
+    group.add_argument("--lr-milestones", type=_milestones, default=None, metavar="M1,M2,...",
+                       help="multistep: the steps after the warm-up at which the rate is "
+                            "multiplied by gamma (increasing, from 1)")
+    group.add_argument("--lr-power", type=float, default=None,
+                       help="polynomial: power (default 1.0, PolynomialLR's)")
+
+
+def _milestones(text: str) -> list[int]:
+    """``--lr-milestones 30,60,90`` as a list of step counts."""
+    try:
+        return [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected step counts separated by commas, got '{text}'") from None
 
 
 def schedule_config(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict | None:
@@ -204,19 +218,31 @@ def schedule_config(parser: argparse.ArgumentParser, args: argparse.Namespace) -
         parser.error(f"--lr-warmup-steps must be >= 0, got {args.lr_warmup_steps}")
     if not 0 < args.lr_warmup_start_factor <= 1:
         parser.error(f"--lr-warmup-start-factor must be in (0, 1], got {args.lr_warmup_start_factor}")
-    stepped = args.lr_decay in ("cosine", "linear", "step")
+    stepped = args.lr_decay in ("cosine", "linear", "step", "polynomial")
     if not stepped and args.lr_decay_steps:
-        parser.error("--lr-decay-steps needs --lr-decay cosine, linear or step")
+        parser.error("--lr-decay-steps needs --lr-decay cosine, linear, step or polynomial")
     if stepped and args.lr_decay_steps < 1:
         parser.error(f"--lr-decay {args.lr_decay} needs --lr-decay-steps >= 1")
-    factored = args.lr_decay in ("step", "exponential")
+    factored = args.lr_decay in ("step", "exponential", "multistep")
     if not factored and args.lr_gamma is not None:
-        parser.error("--lr-gamma needs --lr-decay step or exponential")
+        parser.error("--lr-gamma needs --lr-decay step, exponential or multistep")
     if args.lr_decay == "exponential" and args.lr_gamma is None:
         parser.error("--lr-decay exponential needs --lr-gamma (ExponentialLR has no default)")
-    gamma = 0.1 if args.lr_decay == "step" and args.lr_gamma is None else args.lr_gamma
+    gamma = 0.1 if factored and args.lr_gamma is None else args.lr_gamma
     if factored and not (gamma > 0 and math.isfinite(gamma)):
         parser.error(f"--lr-gamma must be a finite number > 0, got {gamma}")
+    milestones = args.lr_milestones
+    if (args.lr_decay == "multistep") != (milestones is not None):
+        parser.error("--lr-milestones needs --lr-decay multistep" if milestones is not None
+                     else "--lr-decay multistep needs --lr-milestones")
+    if milestones is not None and not all(
+            m >= (milestones[i - 1] + 1 if i else 1) for i, m in enumerate(milestones)):
+        parser.error(f"--lr-milestones must increase from 1, got {args.lr_milestones}")
+    if args.lr_decay != "polynomial" and args.lr_power is not None:
+        parser.error("--lr-power needs --lr-decay polynomial")
+    power = 1.0 if args.lr_power is None else args.lr_power
+    if not (power >= 0 and math.isfinite(power)):
+        parser.error(f"--lr-power must be a finite number >= 0, got {power}")
     if args.lr_decay != "cosine" and args.lr_eta_min:
         parser.error("--lr-eta-min needs --lr-decay cosine")
     if not (args.lr_eta_min >= 0 and math.isfinite(args.lr_eta_min)):
@@ -233,6 +259,10 @@ def schedule_config(parser: argparse.ArgumentParser, args: argparse.Namespace) -
               "eta_min": args.lr_eta_min, "end_factor": args.lr_end_factor}
     if factored:
         config["gamma"] = gamma
+    if milestones is not None:
+        config["milestones"] = milestones
+    if args.lr_decay == "polynomial":
+        config["power"] = power
     return config
 
 

@@ -364,7 +364,8 @@ def capture_options(args: argparse.Namespace, compile_args: list[str]) -> list[s
     # run.json.
     if args.lr_schedule:
         for key, value in args.lr_schedule.items():
-            flags += [f"--lr-{key.replace('_', '-')}", str(value)]
+            text = ",".join(map(str, value)) if isinstance(value, list) else str(value)
+            flags += [f"--lr-{key.replace('_', '-')}", text]
     # Clipping too, which the reference applies before each update.
     if args.clip:
         flags += ["--max-grad-norm", repr(args.clip["max_norm"]), "--grad-norm-type",

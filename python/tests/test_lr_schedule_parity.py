@@ -5,9 +5,11 @@ matrices; none and half the learning rate on the biases). Capture builds
 the real ``torch.optim`` optimizer from it, records its groups and the
 ``--lr-*`` schedule in run.json, and trains the reference with the same
 optimizer and ``SequentialLR([LinearLR, CosineAnnealingLR | LinearLR |
-StepLR | ExponentialLR], milestones=[W])``: single-device eager (1 rank,
-AdamW, warm-up then cosine; or then StepLR), ``DistributedDataParallel`` (2
-ranks, SGD with momentum, warm-up then linear decay; or then ExponentialLR)
+StepLR | ExponentialLR | MultiStepLR | PolynomialLR], milestones=[W])``:
+single-device eager (1 rank, AdamW, warm-up then cosine; or then StepLR; or
+then PolynomialLR with power 0.9, reaching 0 before the end),
+``DistributedDataParallel`` (2 ranks, SGD with momentum, warm-up then linear
+decay; or then ExponentialLR; or then MultiStepLR)
 or ``fully_shard`` (4 ranks, AdamW, warm-up then cosine), 20 steps. loom-compile is given nothing but the world size and the data
 parallelism: the groups and the schedule come from the capture.
 
@@ -45,6 +47,8 @@ COSINE = ["--lr-decay", "cosine", "--lr-decay-steps", "15", "--lr-eta-min", "1e-
 LINEAR = ["--lr-decay", "linear", "--lr-decay-steps", "15", "--lr-end-factor", "0.1"]
 STEP = ["--lr-decay", "step", "--lr-decay-steps", "4", "--lr-gamma", "0.5"]
 EXPONENTIAL = ["--lr-decay", "exponential", "--lr-gamma", "0.9"]
+MULTISTEP = ["--lr-decay", "multistep", "--lr-milestones", "3,8,9", "--lr-gamma", "0.5"]
+POLYNOMIAL = ["--lr-decay", "polynomial", "--lr-decay-steps", "12", "--lr-power", "0.9"]
 # mode: (ranks, capture flags, loom-compile flags)
 CASES = {
     "eager": (1, [*ADAMW, *COSINE], []),
@@ -52,6 +56,8 @@ CASES = {
     "fsdp": (4, [*ADAMW, *COSINE, "--reference", "fsdp"], ["--dp=fsdp"]),
     "eager-step": (1, [*ADAMW, *STEP], []),
     "ddp-exponential": (2, [*SGD, *EXPONENTIAL, "--reference", "ddp"], ["--dp=replicate"]),
+    "ddp-multistep": (2, [*SGD, *MULTISTEP, "--reference", "ddp"], ["--dp=replicate"]),
+    "eager-polynomial": (1, [*ADAMW, *POLYNOMIAL], []),
 }
 
 

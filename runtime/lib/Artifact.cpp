@@ -1005,40 +1005,73 @@ void ProgramReader::readLrSchedule(const json &v, const std::string &path) {
          "must be greater than 0");
   std::string decay = string(field(v, path, schema::kLrScheduleDecay),
                              join(path, schema::kLrScheduleDecay));
-  if (decay == schema::kLrDecayConstant)
-    s.decay = LrDecay::Constant;
-  else if (decay == schema::kLrDecayCosine)
-    s.decay = LrDecay::Cosine;
-  else if (decay == schema::kLrDecayLinear)
-    s.decay = LrDecay::Linear;
-  else if (decay == schema::kLrDecayStep && version() >= 5)
-    s.decay = LrDecay::Step;
-  else if (decay == schema::kLrDecayExponential && version() >= 5)
-    s.decay = LrDecay::Exponential;
-  else
+  static constexpr std::pair<const char *, LrDecay> kDecays[] = {
+      {schema::kLrDecayConstant, LrDecay::Constant},
+      {schema::kLrDecayCosine, LrDecay::Cosine},
+      {schema::kLrDecayLinear, LrDecay::Linear},
+      {schema::kLrDecayStep, LrDecay::Step},
+      {schema::kLrDecayExponential, LrDecay::Exponential},
+      {schema::kLrDecayMultiStep, LrDecay::MultiStep},
+      {schema::kLrDecayPolynomial, LrDecay::Polynomial}};
+  static_assert(std::size(kDecays) == schema::enumSize("LrDecay"),
+                "an LrDecay of ArtifactSchema.def has no LrDecay");
+  const auto *known =
+      std::find_if(std::begin(kDecays), std::end(kDecays),
+                   [&](const auto &d) { return decay == d.first; });
+  if (known == std::end(kDecays))
     fail(join(path, schema::kLrScheduleDecay),
-         "unknown decay '" + decay +
-             "' (expected constant, cosine, linear, step or exponential; "
-             "step and exponential need format version 5)");
-  bool factored = s.decay == LrDecay::Step || s.decay == LrDecay::Exponential;
-  s.decaySteps = count(
-      schema::kLrScheduleDecaySteps,
-      s.decay == LrDecay::Constant || s.decay == LrDecay::Exponential ? 0 : 1);
-  if (s.decay == LrDecay::Exponential && s.decaySteps != 0)
+         "unknown decay '" + decay + "' (version " + std::to_string(a.version) +
+             " has " + spellings("LrDecay", version()) + ")");
+  if (!schema::isEnumValue("LrDecay", decay.c_str(), version()))
+    fail(join(path, schema::kLrScheduleDecay),
+         "'" + decay + "' needs format version " +
+             std::to_string(schema::enumValueSince("LrDecay", decay.c_str())) +
+             " (this program is version " + std::to_string(a.version) + ")");
+  s.decay = known->second;
+  bool factored = s.decay == LrDecay::Step || s.decay == LrDecay::Exponential ||
+                  s.decay == LrDecay::MultiStep;
+  bool stepped = s.decay == LrDecay::Cosine || s.decay == LrDecay::Linear ||
+                 s.decay == LrDecay::Step || s.decay == LrDecay::Polynomial;
+  s.decaySteps = count(schema::kLrScheduleDecaySteps, stepped ? 1 : 0);
+  if (!stepped && s.decaySteps != 0)
     fail(join(path, schema::kLrScheduleDecaySteps),
-         "must be 0 for the exponential decay, found " +
+         "must be 0 for the " + decay + " decay, found " +
              std::to_string(s.decaySteps));
   s.etaMin = number(schema::kLrScheduleEtaMin, 0, HUGE_VAL);
   s.endFactor = number(schema::kLrScheduleEndFactor, 0, 1);
-  if (factored != v.contains(schema::kLrScheduleGamma))
-    fail(join(path, schema::kLrScheduleGamma),
-         factored ? "missing: the " + decay + " decay needs its gamma"
-                  : "only the step and exponential decays take a gamma");
-  if (factored) {
+  // Each decay's own key is required with it and refused without it.
+  auto own = [&](const char *key, bool takes, const char *refusal) {
+    if (takes != v.contains(key))
+      fail(join(path, key),
+           takes ? "missing: the " + decay + " decay needs its " + key
+                 : std::string(refusal));
+    return takes;
+  };
+  if (own(schema::kLrScheduleGamma, factored,
+          "only the step, exponential and multistep decays take a gamma")) {
     s.gamma = number(schema::kLrScheduleGamma, 0, HUGE_VAL);
     if (s.gamma <= 0)
       fail(join(path, schema::kLrScheduleGamma), "must be greater than 0");
   }
+  if (own(schema::kLrScheduleMilestones, s.decay == LrDecay::MultiStep,
+          "only the multistep decay takes milestones")) {
+    std::string at = join(path, schema::kLrScheduleMilestones);
+    const json &list = array(v[schema::kLrScheduleMilestones], at);
+    if (list.empty())
+      fail(at, "must list at least one step");
+    for (size_t i = 0; i < list.size(); ++i) {
+      int64_t m = integer(list[i], index(at, i));
+      int64_t least = i ? s.milestones.back() + 1 : 1;
+      if (m < least)
+        fail(index(at, i), "must be at least " + std::to_string(least) +
+                               " (milestones increase from 1), found " +
+                               std::to_string(m));
+      s.milestones.push_back(m);
+    }
+  }
+  if (own(schema::kLrSchedulePower, s.decay == LrDecay::Polynomial,
+          "only the polynomial decay takes a power"))
+    s.power = number(schema::kLrSchedulePower, 0, HUGE_VAL);
   a.lrSchedule = s;
 }
 

@@ -608,8 +608,11 @@ double LrSchedule::next(double baseLr, double prev, int64_t step) const {
   if (warmup > 0 && epoch == 0) {
     // At the milestone SequentialLR calls the decay's _update_lr(0), which
     // takes the closed form.
-    if (spec.decay == LrDecay::Step || spec.decay == LrDecay::Exponential)
-      // base_lr * gamma ** (0 // step_size), base_lr * gamma ** 0
+    if (spec.decay == LrDecay::Step || spec.decay == LrDecay::Exponential ||
+        spec.decay == LrDecay::MultiStep || spec.decay == LrDecay::Polynomial)
+      // base_lr * gamma ** (0 // step_size), base_lr * gamma ** 0,
+      // base_lr * gamma ** bisect_right(milestones, 0) (each >= 1),
+      // base_lr * (1.0 - min(total_iters, 0) / total_iters) ** power
       return baseLr;
     if (spec.decay == LrDecay::Cosine)
       // eta_min + (base_lr - eta_min) * (1 + cos(pi * 0 / T_max)) / 2
@@ -627,6 +630,23 @@ double LrSchedule::next(double baseLr, double prev, int64_t step) const {
     return epoch % total != 0 ? prev : prev * spec.gamma;
   if (spec.decay == LrDecay::Exponential)
     return prev * spec.gamma;
+  // MultiStepLR.get_lr: group["lr"] * gamma ** milestones[last_epoch] at a
+  // milestone, where each is listed once (gamma ** 1 is gamma).
+  if (spec.decay == LrDecay::MultiStep)
+    return std::binary_search(spec.milestones.begin(), spec.milestones.end(),
+                              epoch)
+               ? prev * spec.gamma
+               : prev;
+  // PolynomialLR.get_lr: the ratio of consecutive closed forms, raised to
+  // power, up to total_iters.
+  if (spec.decay == LrDecay::Polynomial) {
+    if (epoch > total)
+      return prev;
+    double t = double(total);
+    return prev *
+           std::pow((1.0 - double(epoch) / t) / (1.0 - double(epoch - 1) / t),
+                    spec.power);
+  }
   // CosineAnnealingLR.get_lr's two recursive branches.
   double eta = spec.etaMin;
   if ((epoch - 1 - total) % (2 * total) == 0)

@@ -3,6 +3,9 @@
 // RUN: loom-opt %s --loom-attach-optimizer="optimizer=sgd lr=0.1 lr-warmup-steps=3" | FileCheck %s --check-prefix=WARMUP
 // RUN: loom-opt %s --loom-attach-optimizer="optimizer=sgd lr=0.1 lr-decay=step lr-decay-steps=4" | FileCheck %s --check-prefix=STEP
 // RUN: loom-opt %s --loom-attach-optimizer="optimizer=sgd lr=0.1 lr-warmup-steps=2 lr-decay=exponential lr-gamma=0.9" | FileCheck %s --check-prefix=EXP
+// RUN: loom-opt %s --loom-attach-optimizer="optimizer=sgd lr=0.1 lr-warmup-steps=2 lr-decay=multistep lr-milestones=3,8" | FileCheck %s --check-prefix=MULTI
+// RUN: loom-opt %s --loom-attach-optimizer="optimizer=sgd lr=0.1 lr-decay=polynomial lr-decay-steps=10 lr-power=0.9" | FileCheck %s --check-prefix=POLY
+// RUN: loom-opt %s --loom-attach-optimizer="optimizer=sgd lr=0.1 lr-decay=polynomial lr-decay-steps=10" | FileCheck %s --check-prefix=POLY1
 // RUN: loom-opt %s --loom-attach-optimizer="optimizer=sgd lr=0.1" | FileCheck %s --check-prefix=NONE
 // RUN: loom-opt %s --loom-attach-optimizer="optimizer=sgd lr=0.1 lr-warmup-steps=5 lr-decay=cosine lr-decay-steps=15" --loom-lower-to-rt | FileCheck %s --check-prefix=RT
 
@@ -19,6 +22,13 @@
 // STEP-SAME: loom.lr_schedule = {decay = "step", decay_steps = 4 : i64, end_factor = 0.000000e+00 : f64, eta_min = 0.000000e+00 : f64, gamma = 1.000000e-01 : f64, warmup_start_factor = 0.33333333333333331 : f64, warmup_steps = 0 : i64}
 // EXP: func.func @step
 // EXP-SAME: loom.lr_schedule = {decay = "exponential", decay_steps = 0 : i64, end_factor = 0.000000e+00 : f64, eta_min = 0.000000e+00 : f64, gamma = 9.000000e-01 : f64, warmup_start_factor = 0.33333333333333331 : f64, warmup_steps = 2 : i64}
+// MultiStepLR's gamma is 0.1 unless given, its milestones count steps after
+// the warm-up; PolynomialLR's power is 1 unless given.
+// MULTI: func.func @step
+// MULTI-SAME: loom.lr_schedule = {decay = "multistep", decay_steps = 0 : i64, end_factor = 0.000000e+00 : f64, eta_min = 0.000000e+00 : f64, gamma = 1.000000e-01 : f64, milestones = [3, 8], warmup_start_factor = 0.33333333333333331 : f64, warmup_steps = 2 : i64}
+// POLY: func.func @step
+// POLY-SAME: loom.lr_schedule = {decay = "polynomial", decay_steps = 10 : i64, end_factor = 0.000000e+00 : f64, eta_min = 0.000000e+00 : f64, power = 9.000000e-01 : f64, warmup_start_factor = 0.33333333333333331 : f64, warmup_steps = 0 : i64}
+// POLY1: loom.lr_schedule = {decay = "polynomial", {{.*}} power = 1.000000e+00 : f64,
 // A constant rate is no schedule.
 // NONE-NOT: loom.lr_schedule
 

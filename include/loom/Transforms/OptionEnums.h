@@ -151,7 +151,15 @@ enum class TargetDevice { Cpu, Cuda };
 /// What follows the warm-up of a learning-rate schedule
 /// (`loom-attach-optimizer`): each is the torch.optim.lr_scheduler class a
 /// user chains after LinearLR with SequentialLR.
-enum class LrDecay { Constant, Cosine, Linear, Step, Exponential };
+enum class LrDecay {
+  Constant,
+  Cosine,
+  Linear,
+  Step,
+  Exponential,
+  MultiStep,
+  Polynomial
+};
 
 #define LOOM_LR_DECAY_VALUES                                                   \
   ::llvm::cl::values(                                                          \
@@ -165,7 +173,11 @@ enum class LrDecay { Constant, Cosine, Linear, Step, Exponential };
       clEnumValN(::loom::LrDecay::Step, "step",                                \
                  "StepLR(step_size=lr-decay-steps, gamma=lr-gamma)"),          \
       clEnumValN(::loom::LrDecay::Exponential, "exponential",                  \
-                 "ExponentialLR(gamma=lr-gamma)"))
+                 "ExponentialLR(gamma=lr-gamma)"),                             \
+      clEnumValN(::loom::LrDecay::MultiStep, "multistep",                      \
+                 "MultiStepLR(milestones=lr-milestones, gamma=lr-gamma)"),     \
+      clEnumValN(::loom::LrDecay::Polynomial, "polynomial",                    \
+                 "PolynomialLR(total_iters=lr-decay-steps, power=lr-power)"))
 
 /// How backward prefetches FSDP all-gathers (`loom-prefetch`).
 enum class BackwardPrefetch { Bounded, Pre, Post, None };
@@ -323,6 +335,8 @@ inline constexpr std::pair<LrDecay, const char *> kLrDecays[] = {
     {LrDecay::Linear, ::loomrt::schema::kLrDecayLinear},
     {LrDecay::Step, ::loomrt::schema::kLrDecayStep},
     {LrDecay::Exponential, ::loomrt::schema::kLrDecayExponential},
+    {LrDecay::MultiStep, ::loomrt::schema::kLrDecayMultiStep},
+    {LrDecay::Polynomial, ::loomrt::schema::kLrDecayPolynomial},
 };
 
 /// The spelling of `decay` ("cosine").

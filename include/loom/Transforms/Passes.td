@@ -329,7 +329,12 @@ def LoomAttachOptimizer
     `LinearLR(1, lr-end-factor, total_iters=T)`; `step` multiplies the rate
     by `lr-gamma` every T steps (`StepLR(step_size=T, gamma)`, gamma 0.1
     unless given) and `exponential` every step (`ExponentialLR(gamma)`,
-    which needs `lr-gamma`); each is chained after the warm-up
+    which needs `lr-gamma`); `multistep` multiplies it by `lr-gamma` at
+    each step of `lr-milestones` (`MultiStepLR(milestones, gamma)`, gamma
+    0.1 unless given; steps counted from the end of the warm-up, as
+    SequentialLR hands them over) and `polynomial` decays it to 0 over T
+    steps (`PolynomialLR(total_iters=T, power=lr-power)`, power 1 unless
+    given); each is chained after the warm-up
     by `SequentialLR(milestones=[W])` (alone without a warm-up). The step
     function records the schedule as `loom.lr_schedule` (a dictionary of
     those values); the runtime computes every group's learning rate from
@@ -441,7 +446,8 @@ def LoomAttachOptimizer
     Option<"lrDecay", "lr-decay", "::loom::LrDecay",
            /*default=*/"::loom::LrDecay::Constant",
            "After the warm-up: constant, cosine (CosineAnnealingLR), "
-           "linear (LinearLR), step (StepLR) or exponential (ExponentialLR)",
+           "linear (LinearLR), step (StepLR), exponential (ExponentialLR), "
+           "multistep (MultiStepLR) or polynomial (PolynomialLR)",
            "LOOM_LR_DECAY_VALUES">,
     Option<"lrDecaySteps", "lr-decay-steps", "int64_t", /*default=*/"0",
            "Steps of the decay (T_max or total_iters; needs lr-decay)">,
@@ -451,8 +457,14 @@ def LoomAttachOptimizer
            "lr-decay=linear: the final learning rate as a fraction of lr "
            "(end_factor, in [0, 1])">,
     Option<"lrGamma", "lr-gamma", "double", /*default=*/"0.0",
-           "lr-decay=step or exponential: the factor (gamma, > 0; 0: "
-           "StepLR's 0.1, ExponentialLR has none)">,
+           "lr-decay=step, exponential or multistep: the factor (gamma, > "
+           "0; 0: StepLR's and MultiStepLR's 0.1, ExponentialLR has none)">,
+    ListOption<"lrMilestones", "lr-milestones", "int64_t",
+               "lr-decay=multistep: the steps after the warm-up at which the "
+               "rate is multiplied by lr-gamma (milestones, increasing, "
+               ">= 1)">,
+    Option<"lrPower", "lr-power", "double", /*default=*/"1.0",
+           "lr-decay=polynomial: the exponent (power, >= 0)">,
   ];
   let dependentDialects = ["::loom::LoomDialect"];
 }

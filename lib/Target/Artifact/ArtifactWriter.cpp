@@ -684,6 +684,14 @@ std::string ArtifactWriter::buildProgram() {
         number(schema::kLrScheduleEndFactor);
         if (schedule.get(schema::kLrScheduleGamma))
           number(schema::kLrScheduleGamma);
+        if (auto milestones =
+                schedule.getAs<ArrayAttr>(schema::kLrScheduleMilestones))
+          j.attributeArray(schema::kLrScheduleMilestones, [&] {
+            for (auto step : milestones.getAsRange<IntegerAttr>())
+              j.value(step.getInt());
+          });
+        if (schedule.get(schema::kLrSchedulePower))
+          number(schema::kLrSchedulePower);
       });
     if (!mpmd) {
       writeLines(j, schema::kProgramInputs, tables[0]);

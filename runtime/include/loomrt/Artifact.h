@@ -210,11 +210,19 @@ struct OptimizerSpec {
 };
 
 /// What follows the warm-up of an `lr_schedule`.
-enum class LrDecay { Constant, Cosine, Linear, Step, Exponential };
+enum class LrDecay {
+  Constant,
+  Cosine,
+  Linear,
+  Step,
+  Exponential,
+  MultiStep,
+  Polynomial
+};
 
 /// The `lr_schedule` object: torch.optim.lr_scheduler's LinearLR warm-up
-/// chained (SequentialLR) with CosineAnnealingLR, LinearLR, StepLR or
-/// ExponentialLR decay.
+/// chained (SequentialLR) with CosineAnnealingLR, LinearLR, StepLR,
+/// ExponentialLR, MultiStepLR or PolynomialLR decay.
 struct LrScheduleSpec {
   int64_t warmupSteps = 0;
   double warmupStartFactor = 1.0 / 3;
@@ -222,7 +230,9 @@ struct LrScheduleSpec {
   int64_t decaySteps = 0;
   double etaMin = 0;
   double endFactor = 0;
-  double gamma = 0; // step and exponential
+  double gamma = 0;                // step, exponential and multistep
+  std::vector<int64_t> milestones; // multistep, increasing, each >= 1
+  double power = 0;                // polynomial
 };
 
 /// One ARG of an `aten` instruction, as written in the artifact. Its meaning

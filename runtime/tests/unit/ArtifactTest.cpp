@@ -79,12 +79,12 @@ TEST(Artifact, ShorterThanMagic) {
 
 TEST(Artifact, WrongVersion) {
   ArtifactBytes b;
-  b.version = 8;
+  b.version = 9;
   std::string path =
       writeFile("a.loomx", b.build(validProgram(), validWeights()));
   EXPECT_CONTAINS(errorOf([&] { Artifact::load(path); }),
-                  "artifact format version 8; this runtime reads "
-                  "versions 1 to 7 — recompile with the matching "
+                  "artifact format version 9; this runtime reads "
+                  "versions 1 to 8 — recompile with the matching "
                   "loom-compile");
 }
 
@@ -142,8 +142,8 @@ TEST(Artifact, ProgramIsNotJson) {
 
 TEST(Artifact, ProgramVersion) {
   json p = linearProgram(sgdOptimizer());
-  p["version"] = 8;
-  EXPECT_CONTAINS(loadError(p), "version: program version 8");
+  p["version"] = 9;
+  EXPECT_CONTAINS(loadError(p), "version: program version 9");
 }
 
 // The step and exponential decays (version 5) carry a gamma; the others
@@ -170,11 +170,64 @@ TEST(Artifact, LrScheduleGamma) {
       loadError(p),
       "lr_schedule.decay_steps: must be 0 for the exponential decay");
   p["lr_schedule"]["decay"] = "cosine";
-  EXPECT_CONTAINS(loadError(p), "lr_schedule.gamma: only the step and "
-                                "exponential decays take a gamma");
+  EXPECT_CONTAINS(loadError(p), "lr_schedule.gamma: only the step, "
+                                "exponential and multistep decays take a "
+                                "gamma");
   p["lr_schedule"]["decay"] = "step";
   p["version"] = 4;
   EXPECT_CONTAINS(loadError(p), "'gamma' needs format version 5");
+}
+
+// The multistep decay (version 8) takes a gamma and its milestones,
+// increasing from 1, and counts no steps; the polynomial decay (version 8)
+// its power and steps.
+TEST(Artifact, LrScheduleMilestonesAndPower) {
+  json p = linearProgram(sgdOptimizer());
+  p["lr_schedule"] = {{"warmup_steps", 2},    {"warmup_start_factor", 0.5},
+                      {"decay", "multistep"}, {"decay_steps", 0},
+                      {"eta_min", 0.0},       {"end_factor", 0.0},
+                      {"gamma", 0.5}};
+  p["version"] = 7;
+  EXPECT_CONTAINS(loadError(p), "lr_schedule.decay: 'multistep' needs format "
+                                "version 8 (this program is version 7)");
+  p["version"] = 8;
+  EXPECT_CONTAINS(
+      loadError(p),
+      "lr_schedule.milestones: missing: the multistep decay needs its "
+      "milestones");
+  p["lr_schedule"]["milestones"] = {3, 3};
+  EXPECT_CONTAINS(loadError(p), "lr_schedule.milestones[1]: must be at least "
+                                "4 (milestones increase from 1), found 3");
+  p["lr_schedule"]["milestones"] = json::array();
+  EXPECT_CONTAINS(loadError(p),
+                  "lr_schedule.milestones: must list at least one step");
+  p["lr_schedule"]["milestones"] = {2, 7};
+  p["lr_schedule"]["decay_steps"] = 4;
+  EXPECT_CONTAINS(
+      loadError(p),
+      "lr_schedule.decay_steps: must be 0 for the multistep decay, found 4");
+  p["lr_schedule"]["decay_steps"] = 0;
+  Artifact a = Artifact::load(writeArtifact("a.loomx", p, linearWeights()));
+  ASSERT_TRUE(a.lrSchedule.has_value());
+  EXPECT_EQ(a.lrSchedule->decay, LrDecay::MultiStep);
+  EXPECT_EQ(a.lrSchedule->milestones, (std::vector<int64_t>{2, 7}));
+
+  p["lr_schedule"]["decay"] = "polynomial";
+  p["lr_schedule"]["decay_steps"] = 5;
+  p["lr_schedule"].erase("gamma");
+  EXPECT_CONTAINS(loadError(p), "lr_schedule.milestones: only the multistep "
+                                "decay takes milestones");
+  p["lr_schedule"].erase("milestones");
+  EXPECT_CONTAINS(
+      loadError(p),
+      "lr_schedule.power: missing: the polynomial decay needs its power");
+  p["lr_schedule"]["power"] = -1.0;
+  EXPECT_CONTAINS(loadError(p), "lr_schedule.power: must be in [");
+  p["lr_schedule"]["power"] = 0.9;
+  a = Artifact::load(writeArtifact("b.loomx", p, linearWeights()));
+  EXPECT_EQ(a.lrSchedule->decay, LrDecay::Polynomial);
+  EXPECT_EQ(a.lrSchedule->power, 0.9);
+  EXPECT_EQ(a.lrSchedule->decaySteps, 5);
 }
 
 // Rprop (version 6) and its `etas` and `step_sizes`, checked as

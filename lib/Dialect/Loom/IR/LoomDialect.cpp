@@ -882,12 +882,18 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
         !has("warmup_start_factor", FloatAttr()) ||
         !has("decay", StringAttr()) || !has("decay_steps", IntegerAttr()) ||
         !has("eta_min", FloatAttr()) || !has("end_factor", FloatAttr()) ||
-        (dict.get("gamma") && !has("gamma", FloatAttr())))
+        (dict.get("gamma") && !has("gamma", FloatAttr())) ||
+        (dict.get("power") && !has("power", FloatAttr())) ||
+        (dict.get("milestones") &&
+         !(has("milestones", ArrayAttr()) &&
+           llvm::all_of(cast<ArrayAttr>(dict.get("milestones")),
+                        llvm::IsaPred<IntegerAttr>))))
       return op->emitOpError("'")
              << name
              << "' must be a dictionary of warmup_steps, decay_steps "
                 "(integers), warmup_start_factor, eta_min, end_factor, "
-                "optionally gamma (floats) and decay (a string)";
+                "optionally gamma and power (floats), optionally milestones "
+                "(a list of integers) and decay (a string)";
     return success();
   }
   if (name == kProgramRanksAttrName)
