@@ -822,14 +822,31 @@ struct LoomReplicatePass
       builder.setInsertionPointAfter(def);
     else
       builder.setInsertionPointToStart(&body);
-    // A compress hook: buffer.to(dtype).div_(world_size), summed.
+    // A compress hook: buffer.to(dtype).div_(world_size), summed. Without
+    // one, DDP's reducer multiplies each gradient by 1 / world_size as it
+    // copies it into the bucket and sums the buckets (with 3 ranks not the
+    // rounding of a sum divided by 3); FSDP2's replicate averages.
     Type compressed =
         grouping == ReplicateGrouping::Buckets ? getCompressedType() : Type();
     int64_t groupSize = mesh.getGroupSize(axesAttr);
     SmallVector<Operation *> compression;
-    Coalesced c =
-        startCoalesced(builder, group, nameLoc, [&](Value buffer, Type future) {
-          ReduceKind kind = ReduceKind::avg;
+    SmallVector<Value> packed(group.begin(), group.end());
+    bool scales = grouping == ReplicateGrouping::Buckets && !compressed;
+    if (scales)
+      for (Value &v : packed) {
+        auto scaled = loom::AtenOp::create(
+            builder, nameLoc(".scale"), TypeRange{v.getType()},
+            builder.getStringAttr("aten::mul.Tensor"), ValueRange{v},
+            builder.getArrayAttr(
+                {OperandRefAttr::get(ctx, 0),
+                 builder.getF64FloatAttr(1.0 / double(groupSize))}),
+            builder.getDictionaryAttr({}), ArrayAttr());
+        compression.push_back(scaled);
+        v = scaled.getResult(0);
+      }
+    Coalesced c = startCoalesced(
+        builder, packed, nameLoc, [&](Value buffer, Type future) {
+          ReduceKind kind = scales ? ReduceKind::sum : ReduceKind::avg;
           if (compressed) {
             Operation *cast =
                 createCast(builder, nameLoc(".compress"), buffer, compressed);

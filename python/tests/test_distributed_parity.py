@@ -115,10 +115,10 @@ def train(out: Path, world: int) -> subprocess.CompletedProcess:
 def test_ddp_trains_at_parity_with_eager(name, split, tmp_path):
     capture_and_import(name, split, tmp_path)
     program = compile_ddp(name, tmp_path, split)
-    assert program["version"] == 7 and program["world_size"] == split
+    assert program["version"] == 8 and program["world_size"] == split
     assert program["mesh"] == {"shape": [split], "axes": ["dp"]}
     starts = [i for i in program["programs"][0]["instructions"] if i["op"] == "all_reduce_start"]
-    assert starts and all(s["reduce"] == "avg" and s["axes"] == ["dp"] for s in starts)
+    assert starts and all(s["reduce"] == "sum" and s["axes"] == ["dp"] for s in starts)
 
     result = train(tmp_path, split)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -210,6 +210,39 @@ def test_compress_hooks_equal_ddp_with_them(hook, microbatches, tmp_path):
     assert result.returncode == 1, result.stdout + result.stderr
 
 
+def test_ddp_on_three_ranks_scales_each_gradient_like_ddp(tmp_path):
+    """With 3 ranks the order of the division matters: DDP's reducer
+    multiplies each gradient by 1/3 as it copies it into the bucket and
+    sums the buckets, and Loom's buckets do the same (``aten::mul`` before
+    packing, ``reduce <sum>``). ddp_order_model.py (its parameters in the
+    order backward produces them, so DDP's first-step bucket layout is the
+    one it rebuilds and Loom packs): 6 SGD steps with momentum on 3 Gloo
+    ranks, every loss and parameter bitwise equal to DDP's. Negative
+    control: FSDP2-based replicate's reduction of the same step
+    (``--grouping=units``: a sum divided by 3) fails that check."""
+    world, steps = 3, 6
+    result = loom_capture([REPO / "python" / "tests" / "ddp_order_model.py", "--out", tmp_path,
+                           "--steps", str(steps), "--split", str(world), "--make-arg",
+                           f"steps={steps}", "--optimizer", "sgd", "--lr", "0.2",
+                           "--momentum", "0.9", "--reference", "ddp"])
+    assert result.returncode == 0, result.stderr
+    result = run([LOOM_IMPORT, tmp_path / "step.pt2", "-o", tmp_path / "step.mlir"])
+    assert result.returncode == 0, result.stderr
+    outcomes = {}
+    for name, flags in (("ddp", []), ("units", ["--grouping=units"])):
+        artifact = tmp_path / f"{name}.loomx"
+        result = run([LOOM_COMPILE, tmp_path / "step.mlir", "-o", artifact, "--dp=replicate",
+                      f"--world-size={world}", *flags])
+        assert result.returncode == 0, result.stderr
+        outcomes[name] = run([LOOM_RUN, artifact, "--nproc", str(world), "--batches",
+                              tmp_path / "batches.safetensors", "--steps", str(steps),
+                              "--check", tmp_path / "reference.json", "--no-progress", *EXACT])
+    assert outcomes["ddp"].returncode == 0, outcomes["ddp"].stdout + outcomes["ddp"].stderr
+    assert "PASS" in outcomes["ddp"].stdout
+    assert outcomes["units"].returncode == 1, outcomes["units"].stdout + outcomes["units"].stderr
+    assert "MISMATCH" in outcomes["units"].stdout + outcomes["units"].stderr
+
+
 @pytest.mark.parametrize("mode, flags", [("fsdp", ["--dp=fsdp"]), ("ddp", ["--dp=replicate"])])
 def test_accumulation_chains_batch_norm_statistics(mode, flags, tmp_path):
     """Gradient accumulation over a model with batch norm: each microbatch

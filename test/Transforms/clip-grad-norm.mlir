@@ -35,7 +35,7 @@
 
 // Under DDP the gradients are averaged before clipping: the norm is local,
 // the only all-reduce is DDP's bucket.
-// DDP: loom.all_reduce_start {{.*}} reduce <avg> {{.*}}loom.phase = #loom.phase<backward>
+// DDP: loom.all_reduce_start {{.*}} reduce <sum> {{.*}}loom.phase = #loom.phase<backward>
 // DDP-NOT: loom.all_reduce_start
 // DDP: aten::clamp.default
 // DDP-NOT: loom.all_reduce_start

@@ -19,7 +19,7 @@
 // CHECK: loom.send_start {{.*}} on @pp axes ["pp"] peer 1
 // CHECK: aten::div.Tensor
 // CHECK-NOT: loom.all_reduce_start
-// CHECK: loom.all_reduce_start %{{.*}} on @pp axes ["dp"] reduce <avg>
+// CHECK: loom.all_reduce_start %{{.*}} on @pp axes ["dp"] reduce <sum>
 // CHECK-NOT: loom.all_reduce_start
 // CHECK: return
 // CHECK-LABEL: func.func @step_pp1(
@@ -29,7 +29,7 @@
 // CHECK: loom.recv_start on @pp axes ["pp"] peer 0
 // CHECK: aten::div.Tensor
 // CHECK-NOT: loom.all_reduce_start
-// CHECK: loom.all_reduce_start %{{.*}} on @pp axes ["dp"] reduce <avg>
+// CHECK: loom.all_reduce_start %{{.*}} on @pp axes ["dp"] reduce <sum>
 // CHECK-NOT: loom.all_reduce_start
 // CHECK: return
 

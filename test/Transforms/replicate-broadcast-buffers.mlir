@@ -48,7 +48,7 @@ func.func @step(%w: tensor<3xf32> {loom.name = "bn.weight", loom.role = #loom.ro
 // CHECK-NEXT: loom.aten "aten::lerp.Scalar"(%[[RM0]], %[[M]])
 // CHECK-NEXT: loom.aten "aten::mul.Tensor"(%{{.*}}, %[[C0]])
 // CHECK-NOT: loom.broadcast_start
-// CHECK: loom.all_reduce_start {{.*}} reduce <avg>
+// CHECK: loom.all_reduce_start {{.*}} reduce <sum>
 
 // OFF-LABEL: func.func @step
 // OFF-NOT: loom.broadcast_start

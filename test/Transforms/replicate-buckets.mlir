@@ -48,29 +48,37 @@ func.func @step(%p0: tensor<196608xf32> {loom.name = "p0", loom.role = #loom.rol
 // CHECK-NEXT: %[[G1:.*]] = loom.aten "aten::zeros_like.default"(%arg1)
 // CHECK-NEXT: %[[G2:.*]] = loom.aten "aten::zeros_like.default"(%arg2)
 // Bucket 0 (f32, the first f32 bucket: 1.25 MiB >= 1 MiB): g0, g2.
-// CHECK-NEXT: %[[A:.*]] = loom.aten "aten::reshape.default"(%[[G0]])
-// CHECK-NEXT: %[[B:.*]] = loom.aten "aten::reshape.default"(%[[G2]])
+// CHECK-NEXT: %[[SA:.*]] = loom.aten "aten::mul.Tensor"(%[[G0]])
+// CHECK-NEXT: %[[SB:.*]] = loom.aten "aten::mul.Tensor"(%[[G2]])
+// CHECK-NEXT: %[[A:.*]] = loom.aten "aten::reshape.default"(%[[SA]])
+// CHECK-NEXT: %[[B:.*]] = loom.aten "aten::reshape.default"(%[[SB]])
 // CHECK-NEXT: %[[C0:.*]] = loom.aten "aten::cat.default"(%[[A]], %[[B]]) {{.*}} -> tensor<327680xf32>
 // CHECK-NEXT: loom.all_reduce_start %[[C0]] {{.*}} : tensor<327680xf32> -> !loom.future<tensor<327680xf32>>
 // CHECK-NEXT: %[[G3:.*]] = loom.aten "aten::zeros_like.default"(%arg3)
 // Bucket 1 (f64, its own first bucket: 1.125 MiB >= 1 MiB): g1, g3.
-// CHECK-NEXT: %[[A:.*]] = loom.aten "aten::reshape.default"(%[[G1]])
-// CHECK-NEXT: %[[B:.*]] = loom.aten "aten::reshape.default"(%[[G3]])
+// CHECK-NEXT: %[[SA:.*]] = loom.aten "aten::mul.Tensor"(%[[G1]])
+// CHECK-NEXT: %[[SB:.*]] = loom.aten "aten::mul.Tensor"(%[[G3]])
+// CHECK-NEXT: %[[A:.*]] = loom.aten "aten::reshape.default"(%[[SA]])
+// CHECK-NEXT: %[[B:.*]] = loom.aten "aten::reshape.default"(%[[SB]])
 // CHECK-NEXT: %[[C1:.*]] = loom.aten "aten::cat.default"(%[[A]], %[[B]]) {{.*}} -> tensor<147456xf64>
 // CHECK-NEXT: loom.all_reduce_start %[[C1]] {{.*}} : tensor<147456xf64>
 // CHECK-NEXT: %[[G4:.*]] = loom.aten "aten::zeros_like.default"(%arg4)
 // CHECK-NEXT: %[[G5:.*]] = loom.aten "aten::zeros_like.default"(%arg5)
 // Bucket 2 (f32, now capped at 0.5 MiB): g4, g5.
-// CHECK-NEXT: %[[A:.*]] = loom.aten "aten::reshape.default"(%[[G4]])
-// CHECK-NEXT: %[[B:.*]] = loom.aten "aten::reshape.default"(%[[G5]])
+// CHECK-NEXT: %[[SA:.*]] = loom.aten "aten::mul.Tensor"(%[[G4]])
+// CHECK-NEXT: %[[SB:.*]] = loom.aten "aten::mul.Tensor"(%[[G5]])
+// CHECK-NEXT: %[[A:.*]] = loom.aten "aten::reshape.default"(%[[SA]])
+// CHECK-NEXT: %[[B:.*]] = loom.aten "aten::reshape.default"(%[[SB]])
 // CHECK-NEXT: %[[C2:.*]] = loom.aten "aten::cat.default"(%[[A]], %[[B]]) {{.*}} -> tensor<131072xf32>
 // CHECK-NEXT: loom.all_reduce_start %[[C2]] {{.*}} : tensor<131072xf32>
 // Buckets 3 (g6, f64) and 4 (g7, f32) never fill: single gradients,
-// reduced as they are.
+// scaled and reduced as they are.
 // CHECK-NEXT: %[[G6:.*]] = loom.aten "aten::zeros_like.default"(%arg6)
-// CHECK-NEXT: loom.all_reduce_start %[[G6]] {{.*}} : tensor<256xf64>
+// CHECK-NEXT: %[[S6:.*]] = loom.aten "aten::mul.Tensor"(%[[G6]])
+// CHECK-NEXT: loom.all_reduce_start %[[S6]] {{.*}} : tensor<256xf64>
 // CHECK-NEXT: %[[G7:.*]] = loom.aten "aten::zeros_like.default"(%arg7)
-// CHECK-NEXT: loom.all_reduce_start %[[G7]] {{.*}} : tensor<256xf32>
+// CHECK-NEXT: %[[S7:.*]] = loom.aten "aten::mul.Tensor"(%[[G7]])
+// CHECK-NEXT: loom.all_reduce_start %[[S7]] {{.*}} : tensor<256xf32>
 // CHECK-NOT: loom.all_reduce_start
 // CHECK-COUNT-5: loom.wait
 // CHECK: return

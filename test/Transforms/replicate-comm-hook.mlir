@@ -34,7 +34,7 @@ func.func @step(%w: tensor<4x3xf32> {loom.name = "fc.weight", loom.role = #loom.
 // BF16: loom.aten "aten::_to_copy.default"{{.*}}kwargs = {dtype = f32}
 
 // PLAIN-NOT: _to_copy
-// PLAIN: loom.all_reduce_start {{.*}} reduce <avg> {{.*}} : tensor<16xf32>
+// PLAIN: loom.all_reduce_start {{.*}} reduce <sum> {{.*}} : tensor<16xf32>
 
 // UNITS: error: --loom-replicate: comm-hook is a DDP communication hook; FSDP2's replicate (grouping=units) has none
 // COMPILE: comm-hook is a DDP communication hook: it needs dp=replicate with grouping=buckets

@@ -23,8 +23,10 @@ func.func @step(%w: tensor<4xf32> {loom.name = "w", loom.role = #loom.role<param
 // CHECK-NOT: loom.mesh
 // CHECK: %[[GW:.*]] = loom.aten "aten::zeros_like.default"
 // CHECK: %[[GS:.*]] = loom.aten "aten::zeros_like.default"
-// CHECK-NEXT: loom.aten "aten::reshape.default"(%[[GW]])
-// CHECK-NEXT: loom.aten "aten::reshape.default"(%[[GS]]) {args = [#loom.arg<0>, [1]]
+// CHECK-NEXT: %[[SW:.*]] = loom.aten "aten::mul.Tensor"(%[[GW]])
+// CHECK-NEXT: %[[SS:.*]] = loom.aten "aten::mul.Tensor"(%[[GS]])
+// CHECK-NEXT: loom.aten "aten::reshape.default"(%[[SW]])
+// CHECK-NEXT: loom.aten "aten::reshape.default"(%[[SS]]) {args = [#loom.arg<0>, [1]]
 // CHECK: %[[USE:.*]] = loom.aten "aten::neg.default"(%[[GW]])
 // CHECK: loom.wait
 // CHECK: %[[RS:.*]] = loom.aten "aten::reshape.default"(%{{.*}}#1) {args = [#loom.arg<0>, []]{{.*}} -> tensor<f32>

@@ -39,19 +39,24 @@ func.func @step(%w1: tensor<256x256xf32> {loom.name = "fc1.weight", loom.role = 
 
 // Default caps (1 MiB first, 25 MiB after): one bucket of all four gradients
 // (0.5 MiB, under the first cap), in backward
-// order, flattened and concatenated right after the last one is produced;
-// waited for and split back right before the return.
+// order, each multiplied by 1 / world_size as DDP's reducer copies it into
+// the bucket, flattened and concatenated right after the last one is
+// produced and summed; waited for and split back right before the return.
 // CHECK: %[[GW2:.*]] = loom.aten "aten::zeros_like.default"
 // CHECK: %[[GB2:.*]] = loom.aten "aten::zeros_like.default"
 // CHECK: %[[GW1:.*]] = loom.aten "aten::zeros_like.default"
 // CHECK: %[[GB1:.*]] = loom.aten "aten::zeros_like.default"
-// CHECK-NEXT: %[[F0:.*]] = loom.aten "aten::reshape.default"(%[[GW2]]) {args = [#loom.arg<0>, [65536]], loom.module = "", loom.phase = #loom.phase<backward>} : (tensor<256x256xf32>) -> tensor<65536xf32>
-// CHECK-NEXT: %[[F1:.*]] = loom.aten "aten::reshape.default"(%[[GB2]])
-// CHECK-NEXT: %[[F2:.*]] = loom.aten "aten::reshape.default"(%[[GW1]])
-// CHECK-NEXT: %[[F3:.*]] = loom.aten "aten::reshape.default"(%[[GB1]])
+// CHECK-NEXT: %[[S0:.*]] = loom.aten "aten::mul.Tensor"(%[[GW2]]) {args = [#loom.arg<0>, 2.500000e-01], loom.module = "", loom.phase = #loom.phase<backward>} : (tensor<256x256xf32>) -> tensor<256x256xf32>
+// CHECK-NEXT: %[[S1:.*]] = loom.aten "aten::mul.Tensor"(%[[GB2]])
+// CHECK-NEXT: %[[S2:.*]] = loom.aten "aten::mul.Tensor"(%[[GW1]])
+// CHECK-NEXT: %[[S3:.*]] = loom.aten "aten::mul.Tensor"(%[[GB1]])
+// CHECK-NEXT: %[[F0:.*]] = loom.aten "aten::reshape.default"(%[[S0]]) {args = [#loom.arg<0>, [65536]], loom.module = "", loom.phase = #loom.phase<backward>} : (tensor<256x256xf32>) -> tensor<65536xf32>
+// CHECK-NEXT: %[[F1:.*]] = loom.aten "aten::reshape.default"(%[[S1]])
+// CHECK-NEXT: %[[F2:.*]] = loom.aten "aten::reshape.default"(%[[S2]])
+// CHECK-NEXT: %[[F3:.*]] = loom.aten "aten::reshape.default"(%[[S3]])
 // CHECK-NEXT: %[[CAT:.*]] = loom.aten "aten::cat.default"(%[[F0]], %[[F1]], %[[F2]], %[[F3]]) {args = {{\[}}[#loom.arg<0>, #loom.arg<1>, #loom.arg<2>, #loom.arg<3>], 0]
 // CHECK-SAME: -> tensor<131584xf32>
-// CHECK-NEXT: %[[FUT:.*]] = loom.all_reduce_start %[[CAT]] on @dp axes ["dp"] reduce <avg> {loom.module = "", loom.phase = #loom.phase<backward>} : tensor<131584xf32> -> !loom.future<tensor<131584xf32>>
+// CHECK-NEXT: %[[FUT:.*]] = loom.all_reduce_start %[[CAT]] on @dp axes ["dp"] reduce <sum> {loom.module = "", loom.phase = #loom.phase<backward>} : tensor<131584xf32> -> !loom.future<tensor<131584xf32>>
 // CHECK-NEXT: %[[R:.*]] = loom.wait %[[FUT]]
 // CHECK-NEXT: %[[P:.*]]:4 = loom.aten "aten::split_with_sizes.default"(%[[R]]) {args = [#loom.arg<0>, [65536, 256, 65536, 256], 0], {{.*}}returns = {{\[\[}}0, 1, 2, 3]]}
 // CHECK-NEXT: %[[RW2:.*]] = loom.aten "aten::reshape.default"(%[[P]]#0) {args = [#loom.arg<0>, [256, 256]]
@@ -67,12 +72,16 @@ func.func @step(%w1: tensor<256x256xf32> {loom.name = "fc1.weight", loom.role = 
 // EACH-LABEL: func.func @step(
 // EACH-NOT: aten::cat
 // EACH: %[[GW2:.*]] = loom.aten "aten::zeros_like.default"
-// EACH-NEXT: loom.all_reduce_start %[[GW2]] on @dp axes ["dp"] reduce <avg> {loom.module = "fc2", loom.phase = #loom.phase<backward>} : tensor<256x256xf32>
+// EACH-NEXT: %[[SW2:.*]] = loom.aten "aten::mul.Tensor"(%[[GW2]])
+// EACH-NEXT: loom.all_reduce_start %[[SW2]] on @dp axes ["dp"] reduce <sum> {loom.module = "fc2", loom.phase = #loom.phase<backward>} : tensor<256x256xf32>
 // EACH-NEXT: %[[GB2:.*]] = loom.aten "aten::zeros_like.default"
-// EACH-NEXT: loom.all_reduce_start %[[GB2]]
+// EACH-NEXT: %[[SB2:.*]] = loom.aten "aten::mul.Tensor"(%[[GB2]])
+// EACH-NEXT: loom.all_reduce_start %[[SB2]]
 // EACH-NEXT: loom.aten "aten::zeros_like.default"
+// EACH-NEXT: loom.aten "aten::mul.Tensor"
 // EACH-NEXT: loom.all_reduce_start
 // EACH-NEXT: loom.aten "aten::zeros_like.default"
+// EACH-NEXT: loom.aten "aten::mul.Tensor"
 // EACH-NEXT: loom.all_reduce_start
 // EACH-COUNT-4: loom.wait
 // EACH-NEXT: return
@@ -83,12 +92,14 @@ func.func @step(%w1: tensor<256x256xf32> {loom.name = "fc1.weight", loom.role = 
 // fills one alone, fc2.bias and fc1.weight share the next, fc1.bias is last.
 // CAP-LABEL: func.func @step(
 // CAP: %[[GW2:.*]] = loom.aten "aten::zeros_like.default"
-// CAP-NEXT: loom.all_reduce_start %[[GW2]] {{.*}} : tensor<256x256xf32>
+// CAP-NEXT: %[[SW2:.*]] = loom.aten "aten::mul.Tensor"(%[[GW2]])
+// CAP-NEXT: loom.all_reduce_start %[[SW2]] {{.*}} : tensor<256x256xf32>
 // CAP: loom.aten "aten::cat.default"
 // CAP-SAME: -> tensor<65792xf32>
 // CAP-NEXT: loom.all_reduce_start {{.*}} {loom.module = "", {{.*}} : tensor<65792xf32>
 // CAP-NEXT: %[[GB1:.*]] = loom.aten "aten::zeros_like.default"
-// CAP-NEXT: loom.all_reduce_start %[[GB1]] {{.*}} {loom.module = "fc1", {{.*}} : tensor<256xf32>
+// CAP-NEXT: %[[SB1:.*]] = loom.aten "aten::mul.Tensor"(%[[GB1]])
+// CAP-NEXT: loom.all_reduce_start %[[SB1]] {{.*}} {loom.module = "fc1", {{.*}} : tensor<256xf32>
 // CAP-COUNT-3: loom.wait
 // CAP-NOT: loom.all_reduce_start
 
@@ -96,13 +107,17 @@ func.func @step(%w1: tensor<256x256xf32> {loom.name = "fc1.weight", loom.role = 
 // fc2.weight (0.25 MiB); the other three share the second.
 // FIRST-LABEL: func.func @step(
 // FIRST: %[[GW2:.*]] = loom.aten "aten::zeros_like.default"
-// FIRST-NEXT: loom.all_reduce_start %[[GW2]] {{.*}} : tensor<256x256xf32>
+// FIRST-NEXT: %[[SW2:.*]] = loom.aten "aten::mul.Tensor"(%[[GW2]])
+// FIRST-NEXT: loom.all_reduce_start %[[SW2]] {{.*}} : tensor<256x256xf32>
 // FIRST-NEXT: %[[GB2:.*]] = loom.aten "aten::zeros_like.default"
 // FIRST-NEXT: %[[GW1:.*]] = loom.aten "aten::zeros_like.default"
 // FIRST-NEXT: %[[GB1:.*]] = loom.aten "aten::zeros_like.default"
-// FIRST-NEXT: %[[F0:.*]] = loom.aten "aten::reshape.default"(%[[GB2]])
-// FIRST-NEXT: %[[F1:.*]] = loom.aten "aten::reshape.default"(%[[GW1]])
-// FIRST-NEXT: %[[F2:.*]] = loom.aten "aten::reshape.default"(%[[GB1]])
+// FIRST-NEXT: %[[S0:.*]] = loom.aten "aten::mul.Tensor"(%[[GB2]])
+// FIRST-NEXT: %[[S1:.*]] = loom.aten "aten::mul.Tensor"(%[[GW1]])
+// FIRST-NEXT: %[[S2:.*]] = loom.aten "aten::mul.Tensor"(%[[GB1]])
+// FIRST-NEXT: %[[F0:.*]] = loom.aten "aten::reshape.default"(%[[S0]])
+// FIRST-NEXT: %[[F1:.*]] = loom.aten "aten::reshape.default"(%[[S1]])
+// FIRST-NEXT: %[[F2:.*]] = loom.aten "aten::reshape.default"(%[[S2]])
 // FIRST-NEXT: loom.aten "aten::cat.default"(%[[F0]], %[[F1]], %[[F2]])
 // FIRST-SAME: -> tensor<66048xf32>
 // FIRST-NEXT: loom.all_reduce_start {{.*}} : tensor<66048xf32>
@@ -124,7 +139,7 @@ func.func @step(%w1: tensor<256x256xf32> {loom.name = "fc1.weight", loom.role = 
 // A 2-d mesh: the gradients are averaged over both axes.
 // TWOD: loom.mesh @rep shape [2, 2] axes ["r", "s"]
 // TWOD: loom.split = #loom.split<@rep, axes = ["r", "s"], dim = 0>
-// TWOD: loom.all_reduce_start %{{.*}} on @rep axes ["r", "s"] reduce <avg>
+// TWOD: loom.all_reduce_start %{{.*}} on @rep axes ["r", "s"] reduce <sum>
 
 // The optimizer attached afterwards updates with the reduced gradients.
 // OPT-LABEL: func.func @step(

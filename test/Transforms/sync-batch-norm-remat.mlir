@@ -28,4 +28,4 @@ func.func @step(%w: tensor<3xf32> {loom.name = "bn.weight", loom.role = #loom.ro
 // CHECK: loom.aten "aten::sigmoid.default"
 // CHECK: loom.yield
 // CHECK-NOT: batch_norm
-// CHECK: loom.all_reduce_start {{.*}} reduce <avg>
+// CHECK: loom.all_reduce_start {{.*}} reduce <sum>

@@ -80,7 +80,7 @@ func.func @step(%w: tensor<3xf32> {loom.name = "bn.weight", loom.role = #loom.ro
 // CHECK-NEXT: %[[GX:.*]] = loom.aten "aten::mul.Tensor"(%[[INNER]], %[[SCALEB]])
 // CHECK-NEXT: %[[GW:.*]] = loom.aten "aten::mul.Tensor"(%[[SUMDYXMU]], %[[INVSTD]])
 // CHECK-NOT: native_batch_norm_backward
-// CHECK: loom.all_reduce_start {{.*}} reduce <avg>
+// CHECK: loom.all_reduce_start {{.*}} reduce <sum>
 // CHECK: return %[[RM]], %[[RV]], %{{.*}}, %{{.*}}, %{{.*}}, %[[GX]]
 
 // Under HSDP the statistics span both mesh axes, all 4 ranks.
