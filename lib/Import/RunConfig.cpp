@@ -301,6 +301,12 @@ static DictionaryAttr parseLrSchedule(const json::Object &o, MLIRContext *ctx,
       return nullptr;
     fields.set("power", b.getF64FloatAttr(*power));
   }
+  if (o.get("t_mult")) {
+    std::optional<int64_t> tMult = r.integer("t_mult", 1, std::nullopt);
+    if (!tMult)
+      return nullptr;
+    fields.set("t_mult", b.getI64IntegerAttr(*tMult));
+  }
   return fields.getDictionary(ctx);
 }
 

@@ -395,7 +395,10 @@ LogicalResult RunConfigApplier::takeLrSchedule(DictionaryAttr schedule) {
                      milestones("milestones"), "lr_schedule.milestones")) &&
       succeeded(take("lr-power", options.lrPower,
                      schedule.get("power") ? number("power") : 1.0,
-                     "lr_schedule.power")));
+                     "lr_schedule.power")) &&
+      succeeded(take("lr-t-mult", options.lrTMult,
+                     schedule.get("t_mult") ? integer("t_mult") : int64_t(1),
+                     "lr_schedule.t_mult")));
 }
 
 LogicalResult loom::applyRunConfig(CompileOptions &options, ModuleOp module) {

@@ -642,7 +642,8 @@ struct LoomAttachOptimizerPass
   /// and MultiStepLR's 0.1 unless given), 0 for the others.
   FailureOr<double> checkDecay(func::FuncOp func) {
     auto fail = [&]() { return func.emitOpError("--loom-attach-optimizer: "); };
-    bool cosine = lrDecay == LrDecay::Cosine;
+    bool restarts = lrDecay == LrDecay::CosineRestarts;
+    bool cosine = lrDecay == LrDecay::Cosine || restarts;
     bool linear = lrDecay == LrDecay::Linear;
     bool multistep = lrDecay == LrDecay::MultiStep;
     bool polynomial = lrDecay == LrDecay::Polynomial;
@@ -650,8 +651,8 @@ struct LoomAttachOptimizerPass
                     lrDecay == LrDecay::Exponential || multistep;
     bool stepped = cosine || linear || polynomial || lrDecay == LrDecay::Step;
     if (!stepped && lrDecaySteps != 0)
-      return fail() << "'lr-decay-steps' needs lr-decay=cosine, linear, step "
-                       "or polynomial";
+      return fail() << "'lr-decay-steps' needs lr-decay=cosine, linear, step, "
+                       "polynomial or cosine-restarts";
     if (stepped && lrDecaySteps < 1)
       return fail() << "lr-decay=" << stringifyLrDecay(lrDecay)
                     << " needs 'lr-decay-steps' >= 1, found "
@@ -683,8 +684,14 @@ struct LoomAttachOptimizerPass
     if (polynomial && !(lrPower >= 0 && std::isfinite(lrPower)))
       return fail() << "'lr-power' is " << static_cast<double>(lrPower)
                     << ", expected a finite value >= 0";
+    if (!restarts && lrTMult != 1)
+      return fail() << "'lr-t-mult' needs lr-decay=cosine-restarts";
+    if (restarts && lrTMult < 1)
+      return fail() << "'lr-t-mult' is " << static_cast<int64_t>(lrTMult)
+                    << ", expected an integer >= 1 "
+                       "(CosineAnnealingWarmRestarts' T_mult)";
     if (!cosine && lrEtaMin != 0)
-      return fail() << "'lr-eta-min' needs lr-decay=cosine";
+      return fail() << "'lr-eta-min' needs lr-decay=cosine or cosine-restarts";
     if (cosine && !(lrEtaMin >= 0 && std::isfinite(lrEtaMin)))
       return fail() << "'lr-eta-min' is " << static_cast<double>(lrEtaMin)
                     << ", expected a finite value >= 0";
@@ -719,6 +726,8 @@ struct LoomAttachOptimizerPass
                                    lrMilestones.begin(), lrMilestones.end())));
     if (lrDecay == LrDecay::Polynomial)
       fields.set("power", b.getF64FloatAttr(lrPower));
+    if (lrDecay == LrDecay::CosineRestarts)
+      fields.set("t_mult", b.getI64IntegerAttr(lrTMult));
     func->setAttr(LoomDialect::kLrScheduleAttrName,
                   fields.getDictionary(&getContext()));
     return success();

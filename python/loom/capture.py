@@ -73,9 +73,11 @@ step (training cycles through them). The capture writes into DIR:
     ``"lr_schedule"`` records the schedule (``warmup_steps``,
     ``warmup_start_factor``, ``decay``, ``decay_steps``, ``eta_min``,
     ``end_factor``, ``gamma`` for the step, exponential and multistep decays,
-    ``milestones`` for multistep, ``power`` for polynomial), which the
-    reference trains with as ``SequentialLR([LinearLR, CosineAnnealingLR |
-    LinearLR | StepLR | ExponentialLR | MultiStepLR | PolynomialLR], [W])`` and
+    ``milestones`` for multistep, ``power`` for polynomial, ``t_mult`` for
+    cosine-restarts), which the reference trains with as
+    ``SequentialLR([LinearLR, CosineAnnealingLR | LinearLR | StepLR |
+    ExponentialLR | MultiStepLR | PolynomialLR | CosineAnnealingWarmRestarts],
+    [W])`` and
     loom-compile gives loom-attach-optimizer. With ``--max-grad-norm X
     [--grad-norm-type 2|inf]``, ``"clip_grad_norm": {"max_norm": X,
     "norm_type": "2"}``: the references clip with ``clip_grad_norm_``
@@ -515,7 +517,8 @@ def make_optimizer(model: nn.Module, optimizer: dict[str, Any],
 def make_scheduler(opt: torch.optim.Optimizer, schedule: dict[str, Any] | None):
     """The ``torch.optim.lr_scheduler`` of a recorded ``lr_schedule`` (None:
     constant): a LinearLR warm-up, then CosineAnnealingLR, LinearLR, StepLR,
-    ExponentialLR, MultiStepLR or PolynomialLR decay, chained by
+    ExponentialLR, MultiStepLR, PolynomialLR or CosineAnnealingWarmRestarts
+    decay, chained by
     SequentialLR at the end of the warm-up."""
     if not schedule:
         return None
@@ -544,6 +547,10 @@ def make_scheduler(opt: torch.optim.Optimizer, schedule: dict[str, Any] | None):
     elif decay == "polynomial":
         parts.append(lr_scheduler.PolynomialLR(opt, total_iters=schedule["decay_steps"],
                                                power=schedule["power"]))
+    elif decay == "cosine-restarts":
+        parts.append(lr_scheduler.CosineAnnealingWarmRestarts(
+            opt, T_0=schedule["decay_steps"], T_mult=schedule["t_mult"],
+            eta_min=schedule["eta_min"]))
     if len(parts) == 1:
         return parts[0]
     return lr_scheduler.SequentialLR(opt, parts, milestones=[warmup])
@@ -1535,6 +1542,9 @@ def capture(args: argparse.Namespace) -> None:
         elif sched["decay"] == "polynomial":
             what.append(f"polynomial (power {_show(sched['power'])}) to 0 over "
                         f"{sched['decay_steps']} steps")
+        elif sched["decay"] == "cosine-restarts":
+            what.append(f"cosine to {_show(sched['eta_min'])} over {sched['decay_steps']} steps, "
+                        f"restarting (periods x {sched['t_mult']})")
         print(f"  lr schedule: {', then '.join(what)}")
     if args.clip:
         print(f"  gradient clipping: clip_grad_norm_(max_norm={_show(args.clip['max_norm'])}, "

@@ -172,7 +172,8 @@ def add_optimizer_arguments(parser: argparse.ArgumentParser) -> None:
                        "loom-compile takes it")
 
 
-LR_DECAYS = ("constant", "cosine", "linear", "step", "exponential", "multistep", "polynomial")
+LR_DECAYS = ("constant", "cosine", "linear", "step", "exponential", "multistep", "polynomial",
+             "cosine-restarts")
 
 
 def add_schedule_arguments(parser: argparse.ArgumentParser) -> None:
@@ -185,11 +186,12 @@ def add_schedule_arguments(parser: argparse.ArgumentParser) -> None:
                        help="the warm-up's start_factor (default 1/3, LinearLR's)")
     group.add_argument("--lr-decay", choices=LR_DECAYS, default="constant",
                        help="after the warm-up: CosineAnnealingLR, LinearLR, StepLR, "
-                            "ExponentialLR, MultiStepLR, PolynomialLR or nothing")
+                            "ExponentialLR, MultiStepLR, PolynomialLR, "
+                            "CosineAnnealingWarmRestarts or nothing")
     group.add_argument("--lr-decay-steps", type=int, default=0, metavar="T",
-                       help="T_max / total_iters / step_size of the decay")
+                       help="T_max / total_iters / step_size / T_0 of the decay")
     group.add_argument("--lr-eta-min", type=float, default=0.0,
-                       help="cosine: eta_min (default 0)")
+                       help="cosine, cosine-restarts: eta_min (default 0)")
     group.add_argument("--lr-end-factor", type=float, default=0.0,
                        help="linear: end_factor (default 0)")
     group.add_argument("--lr-gamma", type=float, default=None,
@@ -200,6 +202,9 @@ def add_schedule_arguments(parser: argparse.ArgumentParser) -> None:
                             "multiplied by gamma (increasing, from 1)")
     group.add_argument("--lr-power", type=float, default=None,
                        help="polynomial: power (default 1.0, PolynomialLR's)")
+    group.add_argument("--lr-t-mult", type=int, default=None,
+                       help="cosine-restarts: each period's length over the last "
+                            "(T_mult, default 1)")
 
 
 def _milestones(text: str) -> list[int]:
@@ -218,9 +223,10 @@ def schedule_config(parser: argparse.ArgumentParser, args: argparse.Namespace) -
         parser.error(f"--lr-warmup-steps must be >= 0, got {args.lr_warmup_steps}")
     if not 0 < args.lr_warmup_start_factor <= 1:
         parser.error(f"--lr-warmup-start-factor must be in (0, 1], got {args.lr_warmup_start_factor}")
-    stepped = args.lr_decay in ("cosine", "linear", "step", "polynomial")
+    stepped = args.lr_decay in ("cosine", "linear", "step", "polynomial", "cosine-restarts")
     if not stepped and args.lr_decay_steps:
-        parser.error("--lr-decay-steps needs --lr-decay cosine, linear, step or polynomial")
+        parser.error("--lr-decay-steps needs --lr-decay cosine, linear, step, polynomial or "
+                     "cosine-restarts")
     if stepped and args.lr_decay_steps < 1:
         parser.error(f"--lr-decay {args.lr_decay} needs --lr-decay-steps >= 1")
     factored = args.lr_decay in ("step", "exponential", "multistep")
@@ -243,8 +249,13 @@ def schedule_config(parser: argparse.ArgumentParser, args: argparse.Namespace) -
     power = 1.0 if args.lr_power is None else args.lr_power
     if not (power >= 0 and math.isfinite(power)):
         parser.error(f"--lr-power must be a finite number >= 0, got {power}")
-    if args.lr_decay != "cosine" and args.lr_eta_min:
-        parser.error("--lr-eta-min needs --lr-decay cosine")
+    if args.lr_decay not in ("cosine", "cosine-restarts") and args.lr_eta_min:
+        parser.error("--lr-eta-min needs --lr-decay cosine or cosine-restarts")
+    if args.lr_decay != "cosine-restarts" and args.lr_t_mult is not None:
+        parser.error("--lr-t-mult needs --lr-decay cosine-restarts")
+    t_mult = 1 if args.lr_t_mult is None else args.lr_t_mult
+    if t_mult < 1:
+        parser.error(f"--lr-t-mult must be an integer >= 1, got {t_mult}")
     if not (args.lr_eta_min >= 0 and math.isfinite(args.lr_eta_min)):
         parser.error(f"--lr-eta-min must be a finite number >= 0, got {args.lr_eta_min}")
     if args.lr_decay != "linear" and args.lr_end_factor:
@@ -263,6 +274,8 @@ def schedule_config(parser: argparse.ArgumentParser, args: argparse.Namespace) -
         config["milestones"] = milestones
     if args.lr_decay == "polynomial":
         config["power"] = power
+    if args.lr_decay == "cosine-restarts":
+        config["t_mult"] = t_mult
     return config
 
 

@@ -5,11 +5,14 @@ matrices; none and half the learning rate on the biases). Capture builds
 the real ``torch.optim`` optimizer from it, records its groups and the
 ``--lr-*`` schedule in run.json, and trains the reference with the same
 optimizer and ``SequentialLR([LinearLR, CosineAnnealingLR | LinearLR |
-StepLR | ExponentialLR | MultiStepLR | PolynomialLR], milestones=[W])``:
+StepLR | ExponentialLR | MultiStepLR | PolynomialLR |
+CosineAnnealingWarmRestarts], milestones=[W])``:
 single-device eager (1 rank, AdamW, warm-up then cosine; or then StepLR; or
 then PolynomialLR with power 0.9, reaching 0 before the end),
 ``DistributedDataParallel`` (2 ranks, SGD with momentum, warm-up then linear
-decay; or then ExponentialLR; or then MultiStepLR)
+decay; or then ExponentialLR; or then MultiStepLR), ``fully_shard`` on 2
+ranks (AdamW, warm-up then CosineAnnealingWarmRestarts with periods 3, 6,
+12)
 or ``fully_shard`` (4 ranks, AdamW, warm-up then cosine), 20 steps. loom-compile is given nothing but the world size and the data
 parallelism: the groups and the schedule come from the capture.
 
@@ -49,6 +52,8 @@ STEP = ["--lr-decay", "step", "--lr-decay-steps", "4", "--lr-gamma", "0.5"]
 EXPONENTIAL = ["--lr-decay", "exponential", "--lr-gamma", "0.9"]
 MULTISTEP = ["--lr-decay", "multistep", "--lr-milestones", "3,8,9", "--lr-gamma", "0.5"]
 POLYNOMIAL = ["--lr-decay", "polynomial", "--lr-decay-steps", "12", "--lr-power", "0.9"]
+RESTARTS = ["--lr-decay", "cosine-restarts", "--lr-decay-steps", "3", "--lr-t-mult", "2",
+            "--lr-eta-min", "1e-4"]
 # mode: (ranks, capture flags, loom-compile flags)
 CASES = {
     "eager": (1, [*ADAMW, *COSINE], []),
@@ -58,6 +63,7 @@ CASES = {
     "ddp-exponential": (2, [*SGD, *EXPONENTIAL, "--reference", "ddp"], ["--dp=replicate"]),
     "ddp-multistep": (2, [*SGD, *MULTISTEP, "--reference", "ddp"], ["--dp=replicate"]),
     "eager-polynomial": (1, [*ADAMW, *POLYNOMIAL], []),
+    "fsdp-restarts": (2, [*ADAMW, *RESTARTS, "--reference", "fsdp"], ["--dp=fsdp"]),
 }
 
 

@@ -1012,7 +1012,8 @@ void ProgramReader::readLrSchedule(const json &v, const std::string &path) {
       {schema::kLrDecayStep, LrDecay::Step},
       {schema::kLrDecayExponential, LrDecay::Exponential},
       {schema::kLrDecayMultiStep, LrDecay::MultiStep},
-      {schema::kLrDecayPolynomial, LrDecay::Polynomial}};
+      {schema::kLrDecayPolynomial, LrDecay::Polynomial},
+      {schema::kLrDecayCosineRestarts, LrDecay::CosineRestarts}};
   static_assert(std::size(kDecays) == schema::enumSize("LrDecay"),
                 "an LrDecay of ArtifactSchema.def has no LrDecay");
   const auto *known =
@@ -1031,7 +1032,8 @@ void ProgramReader::readLrSchedule(const json &v, const std::string &path) {
   bool factored = s.decay == LrDecay::Step || s.decay == LrDecay::Exponential ||
                   s.decay == LrDecay::MultiStep;
   bool stepped = s.decay == LrDecay::Cosine || s.decay == LrDecay::Linear ||
-                 s.decay == LrDecay::Step || s.decay == LrDecay::Polynomial;
+                 s.decay == LrDecay::Step || s.decay == LrDecay::Polynomial ||
+                 s.decay == LrDecay::CosineRestarts;
   s.decaySteps = count(schema::kLrScheduleDecaySteps, stepped ? 1 : 0);
   if (!stepped && s.decaySteps != 0)
     fail(join(path, schema::kLrScheduleDecaySteps),
@@ -1072,6 +1074,9 @@ void ProgramReader::readLrSchedule(const json &v, const std::string &path) {
   if (own(schema::kLrSchedulePower, s.decay == LrDecay::Polynomial,
           "only the polynomial decay takes a power"))
     s.power = number(schema::kLrSchedulePower, 0, HUGE_VAL);
+  if (own(schema::kLrScheduleTMult, s.decay == LrDecay::CosineRestarts,
+          "only the cosine-restarts decay takes a t_mult"))
+    s.tMult = count(schema::kLrScheduleTMult, 1);
   a.lrSchedule = s;
 }
 

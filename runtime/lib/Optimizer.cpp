@@ -574,6 +574,8 @@ double LrSchedule::lr(double baseLr, int64_t step) {
       first = baseLr * spec.warmupStartFactor;
     else if (spec.decay == LrDecay::Linear)
       first = baseLr * 1.0;
+    else if (spec.decay == LrDecay::CosineRestarts)
+      first = restartsLr(baseLr, 0);
     history.push_back({baseLr, {first}});
     it = std::prev(history.end());
   }
@@ -592,6 +594,22 @@ static double linearStep(double prev, double start, double end, int64_t total,
   // start_factor + (last_epoch - 1) * (end_factor - start_factor)))
   return prev * (1.0 + (end - start) / (double(total) * start +
                                         double(epoch - 1) * (end - start)));
+}
+
+double LrSchedule::restartsLr(double baseLr, int64_t epoch) const {
+  const double pi = 3.141592653589793; // math.pi
+  // CosineAnnealingWarmRestarts.step(): T_cur += 1 per epoch, and past
+  // T_i it wraps (T_cur % T_i) into a period T_mult times longer.
+  int64_t tCur = 0, tI = spec.decaySteps;
+  for (int64_t e = 1; e <= epoch; ++e)
+    if (++tCur >= tI) {
+      tCur %= tI;
+      tI *= spec.tMult;
+    }
+  // get_lr: eta_min + (base_lr - eta_min) * (1 + cos(pi * T_cur / T_i)) / 2
+  double eta = spec.etaMin;
+  return eta +
+         (baseLr - eta) * (1 + std::cos(pi * double(tCur) / double(tI))) / 2;
 }
 
 double LrSchedule::next(double baseLr, double prev, int64_t step) const {
@@ -614,6 +632,9 @@ double LrSchedule::next(double baseLr, double prev, int64_t step) const {
       // base_lr * gamma ** bisect_right(milestones, 0) (each >= 1),
       // base_lr * (1.0 - min(total_iters, 0) / total_iters) ** power
       return baseLr;
+    if (spec.decay == LrDecay::CosineRestarts)
+      // _update_lr(0) takes get_lr() at T_cur 0 (it has no closed form).
+      return restartsLr(baseLr, 0);
     if (spec.decay == LrDecay::Cosine)
       // eta_min + (base_lr - eta_min) * (1 + cos(pi * 0 / T_max)) / 2
       return spec.etaMin + (baseLr - spec.etaMin) *
@@ -624,6 +645,8 @@ double LrSchedule::next(double baseLr, double prev, int64_t step) const {
   }
   if (spec.decay == LrDecay::Linear)
     return linearStep(prev, 1.0, spec.endFactor, total, epoch);
+  if (spec.decay == LrDecay::CosineRestarts)
+    return restartsLr(baseLr, epoch);
   // StepLR.get_lr: group["lr"] * gamma every step_size epochs;
   // ExponentialLR.get_lr: every epoch.
   if (spec.decay == LrDecay::Step)

@@ -6,6 +6,7 @@
 // RUN: loom-opt %s --loom-attach-optimizer="optimizer=sgd lr=0.1 lr-warmup-steps=2 lr-decay=multistep lr-milestones=3,8" | FileCheck %s --check-prefix=MULTI
 // RUN: loom-opt %s --loom-attach-optimizer="optimizer=sgd lr=0.1 lr-decay=polynomial lr-decay-steps=10 lr-power=0.9" | FileCheck %s --check-prefix=POLY
 // RUN: loom-opt %s --loom-attach-optimizer="optimizer=sgd lr=0.1 lr-decay=polynomial lr-decay-steps=10" | FileCheck %s --check-prefix=POLY1
+// RUN: loom-opt %s --loom-attach-optimizer="optimizer=sgd lr=0.1 lr-warmup-steps=2 lr-decay=cosine-restarts lr-decay-steps=3 lr-t-mult=2 lr-eta-min=0.001" | FileCheck %s --check-prefix=RESTARTS
 // RUN: loom-opt %s --loom-attach-optimizer="optimizer=sgd lr=0.1" | FileCheck %s --check-prefix=NONE
 // RUN: loom-opt %s --loom-attach-optimizer="optimizer=sgd lr=0.1 lr-warmup-steps=5 lr-decay=cosine lr-decay-steps=15" --loom-lower-to-rt | FileCheck %s --check-prefix=RT
 
@@ -29,6 +30,9 @@
 // POLY: func.func @step
 // POLY-SAME: loom.lr_schedule = {decay = "polynomial", decay_steps = 10 : i64, end_factor = 0.000000e+00 : f64, eta_min = 0.000000e+00 : f64, power = 9.000000e-01 : f64, warmup_start_factor = 0.33333333333333331 : f64, warmup_steps = 0 : i64}
 // POLY1: loom.lr_schedule = {decay = "polynomial", {{.*}} power = 1.000000e+00 : f64,
+// CosineAnnealingWarmRestarts: T_0 is lr-decay-steps, T_mult its own.
+// RESTARTS: func.func @step
+// RESTARTS-SAME: loom.lr_schedule = {decay = "cosine-restarts", decay_steps = 3 : i64, end_factor = 0.000000e+00 : f64, eta_min = 1.000000e-03 : f64, t_mult = 2 : i64, warmup_start_factor = 0.33333333333333331 : f64, warmup_steps = 2 : i64}
 // A constant rate is no schedule.
 // NONE-NOT: loom.lr_schedule
 

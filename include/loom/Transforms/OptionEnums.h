@@ -158,7 +158,8 @@ enum class LrDecay {
   Step,
   Exponential,
   MultiStep,
-  Polynomial
+  Polynomial,
+  CosineRestarts
 };
 
 #define LOOM_LR_DECAY_VALUES                                                   \
@@ -177,7 +178,10 @@ enum class LrDecay {
       clEnumValN(::loom::LrDecay::MultiStep, "multistep",                      \
                  "MultiStepLR(milestones=lr-milestones, gamma=lr-gamma)"),     \
       clEnumValN(::loom::LrDecay::Polynomial, "polynomial",                    \
-                 "PolynomialLR(total_iters=lr-decay-steps, power=lr-power)"))
+                 "PolynomialLR(total_iters=lr-decay-steps, power=lr-power)"),  \
+      clEnumValN(::loom::LrDecay::CosineRestarts, "cosine-restarts",           \
+                 "CosineAnnealingWarmRestarts(T_0=lr-decay-steps, "            \
+                 "T_mult=lr-t-mult, eta_min=lr-eta-min)"))
 
 /// How backward prefetches FSDP all-gathers (`loom-prefetch`).
 enum class BackwardPrefetch { Bounded, Pre, Post, None };
@@ -337,6 +341,7 @@ inline constexpr std::pair<LrDecay, const char *> kLrDecays[] = {
     {LrDecay::Exponential, ::loomrt::schema::kLrDecayExponential},
     {LrDecay::MultiStep, ::loomrt::schema::kLrDecayMultiStep},
     {LrDecay::Polynomial, ::loomrt::schema::kLrDecayPolynomial},
+    {LrDecay::CosineRestarts, ::loomrt::schema::kLrDecayCosineRestarts},
 };
 
 /// The spelling of `decay` ("cosine").

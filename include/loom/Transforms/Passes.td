@@ -334,6 +334,9 @@ def LoomAttachOptimizer
     0.1 unless given; steps counted from the end of the warm-up, as
     SequentialLR hands them over) and `polynomial` decays it to 0 over T
     steps (`PolynomialLR(total_iters=T, power=lr-power)`, power 1 unless
+    given); `cosine-restarts` follows the cosine to `lr-eta-min` over T
+    steps, then starts again over T * `lr-t-mult` steps, and so on
+    (`CosineAnnealingWarmRestarts(T_0=T, T_mult, eta_min)`, T_mult 1 unless
     given); each is chained after the warm-up
     by `SequentialLR(milestones=[W])` (alone without a warm-up). The step
     function records the schedule as `loom.lr_schedule` (a dictionary of
@@ -447,12 +450,14 @@ def LoomAttachOptimizer
            /*default=*/"::loom::LrDecay::Constant",
            "After the warm-up: constant, cosine (CosineAnnealingLR), "
            "linear (LinearLR), step (StepLR), exponential (ExponentialLR), "
-           "multistep (MultiStepLR) or polynomial (PolynomialLR)",
+           "multistep (MultiStepLR), polynomial (PolynomialLR) or "
+           "cosine-restarts (CosineAnnealingWarmRestarts)",
            "LOOM_LR_DECAY_VALUES">,
     Option<"lrDecaySteps", "lr-decay-steps", "int64_t", /*default=*/"0",
            "Steps of the decay (T_max or total_iters; needs lr-decay)">,
     Option<"lrEtaMin", "lr-eta-min", "double", /*default=*/"0.0",
-           "lr-decay=cosine: the final learning rate (eta_min)">,
+           "lr-decay=cosine or cosine-restarts: the final learning rate "
+           "(eta_min)">,
     Option<"lrEndFactor", "lr-end-factor", "double", /*default=*/"0.0",
            "lr-decay=linear: the final learning rate as a fraction of lr "
            "(end_factor, in [0, 1])">,
@@ -465,6 +470,9 @@ def LoomAttachOptimizer
                ">= 1)">,
     Option<"lrPower", "lr-power", "double", /*default=*/"1.0",
            "lr-decay=polynomial: the exponent (power, >= 0)">,
+    Option<"lrTMult", "lr-t-mult", "int64_t", /*default=*/"1",
+           "lr-decay=cosine-restarts: each period's length over the last "
+           "(T_mult, >= 1)">,
   ];
   let dependentDialects = ["::loom::LoomDialect"];
 }

@@ -692,6 +692,8 @@ std::string ArtifactWriter::buildProgram() {
           });
         if (schedule.get(schema::kLrSchedulePower))
           number(schema::kLrSchedulePower);
+        if (schedule.get(schema::kLrScheduleTMult))
+          integer(schema::kLrScheduleTMult);
       });
     if (!mpmd) {
       writeLines(j, schema::kProgramInputs, tables[0]);

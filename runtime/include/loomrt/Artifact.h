@@ -217,12 +217,14 @@ enum class LrDecay {
   Step,
   Exponential,
   MultiStep,
-  Polynomial
+  Polynomial,
+  CosineRestarts
 };
 
 /// The `lr_schedule` object: torch.optim.lr_scheduler's LinearLR warm-up
 /// chained (SequentialLR) with CosineAnnealingLR, LinearLR, StepLR,
-/// ExponentialLR, MultiStepLR or PolynomialLR decay.
+/// ExponentialLR, MultiStepLR, PolynomialLR or CosineAnnealingWarmRestarts
+/// decay.
 struct LrScheduleSpec {
   int64_t warmupSteps = 0;
   double warmupStartFactor = 1.0 / 3;
@@ -233,6 +235,7 @@ struct LrScheduleSpec {
   double gamma = 0;                // step, exponential and multistep
   std::vector<int64_t> milestones; // multistep, increasing, each >= 1
   double power = 0;                // polynomial
+  int64_t tMult = 0;               // cosine-restarts (T_0 is decaySteps)
 };
 
 /// One ARG of an `aten` instruction, as written in the artifact. Its meaning

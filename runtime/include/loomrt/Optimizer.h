@@ -107,6 +107,9 @@ public:
 
 private:
   double next(double baseLr, double prev, int64_t step) const;
+  /// CosineAnnealingWarmRestarts' rate `epoch` steps into the decay (its
+  /// get_lr is a closed form of T_cur and T_i, not a recursion).
+  double restartsLr(double baseLr, int64_t epoch) const;
 
   LrScheduleSpec spec;
   /// Per initial lr (one per parameter group): the rates so far.

@@ -228,6 +228,21 @@ TEST(Artifact, LrScheduleMilestonesAndPower) {
   EXPECT_EQ(a.lrSchedule->decay, LrDecay::Polynomial);
   EXPECT_EQ(a.lrSchedule->power, 0.9);
   EXPECT_EQ(a.lrSchedule->decaySteps, 5);
+
+  // CosineAnnealingWarmRestarts: T_0 is decay_steps, T_mult its own.
+  p["lr_schedule"]["decay"] = "cosine-restarts";
+  EXPECT_CONTAINS(loadError(p), "lr_schedule.power: only the polynomial "
+                                "decay takes a power");
+  p["lr_schedule"].erase("power");
+  EXPECT_CONTAINS(loadError(p), "lr_schedule.t_mult: missing: the "
+                                "cosine-restarts decay needs its t_mult");
+  p["lr_schedule"]["t_mult"] = 0;
+  EXPECT_CONTAINS(loadError(p),
+                  "lr_schedule.t_mult: must be at least 1, found 0");
+  p["lr_schedule"]["t_mult"] = 2;
+  a = Artifact::load(writeArtifact("c.loomx", p, linearWeights()));
+  EXPECT_EQ(a.lrSchedule->decay, LrDecay::CosineRestarts);
+  EXPECT_EQ(a.lrSchedule->tMult, 2);
 }
 
 // Rprop (version 6) and its `etas` and `step_sizes`, checked as

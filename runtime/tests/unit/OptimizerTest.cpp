@@ -355,10 +355,11 @@ struct LrScheduleCase {
 } // namespace
 
 // get_last_lr() of torch.optim.lr_scheduler's LinearLR / CosineAnnealingLR /
-// StepLR / ExponentialLR / MultiStepLR / PolynomialLR / SequentialLR, 25
-// steps each, as exact hex floats
-// (printed by float.hex() from torch 2.9's schedulers built as loom.capture
-// builds them). The cosine past T_max takes CosineAnnealingLR's second branch.
+// StepLR / ExponentialLR / MultiStepLR / PolynomialLR /
+// CosineAnnealingWarmRestarts / SequentialLR, 25 steps each, as exact hex
+// floats (printed by float.hex() from torch 2.9's schedulers built as
+// loom.capture builds them). The cosine past T_max takes CosineAnnealingLR's
+// second branch.
 TEST(LrSchedule, MatchesTorchLrSchedulerBitwise) {
   const LrScheduleCase cases[] = {
       {"WarmupCosine",
@@ -579,6 +580,48 @@ TEST(LrSchedule, MatchesTorchLrSchedulerBitwise) {
         0x0.0p+0,
         0x0.0p+0,
         0x0.0p+0}},
+      {"WarmupRestarts",
+       {3,
+        0x1.0000000000000p-2,
+        LrDecay::CosineRestarts,
+        3,
+        0x1.a36e2eb1c432dp-14,
+        0x0.0p+0,
+        0x0.0p+0,
+        {},
+        0x0.0p+0,
+        2},
+       0x1.999999999999ap-5,
+       {0x1.999999999999ap-7, 0x1.999999999999ap-6, 0x1.3333333333334p-5,
+        0x1.999999999999ap-5, 0x1.3367a0f9096bcp-5, 0x1.9c0ebedfa4401p-7,
+        0x1.999999999999ap-5, 0x1.7e37855c9f4d4p-5, 0x1.3367a0f9096bcp-5,
+        0x1.9a6b50b0f27bbp-6, 0x1.9c0ebedfa4401p-7, 0x1.c33cb54532e79p-9,
+        0x1.999999999999ap-5, 0x1.92a2b474284cep-5, 0x1.7e37855c9f4d4p-5,
+        0x1.5dbc45a7a78bep-5, 0x1.3367a0f9096bcp-5, 0x1.021c1724f9feep-5,
+        0x1.9a6b50b0f27bbp-6, 0x1.309e7317f0f9cp-6, 0x1.9c0ebedfa4401p-7,
+        0x1.e578584a577ecp-8, 0x1.c33cb54532e79p-9, 0x1.f2270f328bb65p-11,
+        0x1.999999999999ap-5}},
+      {"RestartsOnly",
+       {0,
+        0x1.5555555555555p-2,
+        LrDecay::CosineRestarts,
+        5,
+        0x1.0624dd2f1a9fcp-10,
+        0x0.0p+0,
+        0x0.0p+0,
+        {},
+        0x0.0p+0,
+        1},
+       0x1.47ae147ae147bp-7,
+       {0x1.47ae147ae147cp-7,  0x1.2b84b6833f48cp-7,  0x1.c394b09bff978p-8,
+        0x1.0d50afa5899fep-8,  0x1.e76fccec2a982p-10, 0x1.47ae147ae147cp-7,
+        0x1.2b84b6833f48cp-7,  0x1.c394b09bff978p-8,  0x1.0d50afa5899fep-8,
+        0x1.e76fccec2a982p-10, 0x1.47ae147ae147cp-7,  0x1.2b84b6833f48cp-7,
+        0x1.c394b09bff978p-8,  0x1.0d50afa5899fep-8,  0x1.e76fccec2a982p-10,
+        0x1.47ae147ae147cp-7,  0x1.2b84b6833f48cp-7,  0x1.c394b09bff978p-8,
+        0x1.0d50afa5899fep-8,  0x1.e76fccec2a982p-10, 0x1.47ae147ae147cp-7,
+        0x1.2b84b6833f48cp-7,  0x1.c394b09bff978p-8,  0x1.0d50afa5899fep-8,
+        0x1.e76fccec2a982p-10}},
   };
   for (const LrScheduleCase &c : cases) {
     LrSchedule schedule(c.spec);

@@ -580,28 +580,28 @@ func.func @f() attributes {loom.optimizer = "adamw"} {
 
 // -----
 
-// expected-error@+1 {{'loom.lr_schedule' must be a dictionary of warmup_steps, decay_steps (integers), warmup_start_factor, eta_min, end_factor, optionally gamma and power (floats), optionally milestones (a list of integers) and decay (a string)}}
+// expected-error@+1 {{'loom.lr_schedule' must be a dictionary of warmup_steps, decay_steps (integers), warmup_start_factor, eta_min, end_factor, optionally gamma and power (floats), optionally t_mult (an integer) and milestones (a list of integers), and decay (a string)}}
 func.func @f() attributes {loom.lr_schedule = {warmup_steps = 5 : i64, decay = "cosine"}} {
   return
 }
 
 // -----
 
-// expected-error@+1 {{'loom.lr_schedule' must be a dictionary of warmup_steps, decay_steps (integers), warmup_start_factor, eta_min, end_factor, optionally gamma and power (floats), optionally milestones (a list of integers) and decay (a string)}}
+// expected-error@+1 {{'loom.lr_schedule' must be a dictionary of warmup_steps, decay_steps (integers), warmup_start_factor, eta_min, end_factor, optionally gamma and power (floats), optionally t_mult (an integer) and milestones (a list of integers), and decay (a string)}}
 func.func @f() attributes {loom.lr_schedule = {warmup_steps = 0 : i64, warmup_start_factor = 0.5 : f64, decay = "step", decay_steps = 2 : i64, eta_min = 0.0 : f64, end_factor = 0.0 : f64, gamma = 1 : i64}} {
   return
 }
 
 // -----
 
-// expected-error@+1 {{'loom.lr_schedule' must be a dictionary of warmup_steps, decay_steps (integers), warmup_start_factor, eta_min, end_factor, optionally gamma and power (floats), optionally milestones (a list of integers) and decay (a string)}}
+// expected-error@+1 {{'loom.lr_schedule' must be a dictionary of warmup_steps, decay_steps (integers), warmup_start_factor, eta_min, end_factor, optionally gamma and power (floats), optionally t_mult (an integer) and milestones (a list of integers), and decay (a string)}}
 func.func @f() attributes {loom.lr_schedule = {warmup_steps = 0 : i64, warmup_start_factor = 0.5 : f64, decay = "multistep", decay_steps = 0 : i64, eta_min = 0.0 : f64, end_factor = 0.0 : f64, gamma = 0.1 : f64, milestones = [2, 4.0]}} {
   return
 }
 
 // -----
 
-// expected-error@+1 {{'loom.lr_schedule' must be a dictionary of warmup_steps, decay_steps (integers), warmup_start_factor, eta_min, end_factor, optionally gamma and power (floats), optionally milestones (a list of integers) and decay (a string)}}
+// expected-error@+1 {{'loom.lr_schedule' must be a dictionary of warmup_steps, decay_steps (integers), warmup_start_factor, eta_min, end_factor, optionally gamma and power (floats), optionally t_mult (an integer) and milestones (a list of integers), and decay (a string)}}
 func.func @f() attributes {loom.lr_schedule = {warmup_steps = 0 : i64, warmup_start_factor = 0.5 : f64, decay = "polynomial", decay_steps = 4 : i64, eta_min = 0.0 : f64, end_factor = 0.0 : f64, power = 2 : i64}} {
   return
 }

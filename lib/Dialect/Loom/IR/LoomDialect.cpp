@@ -884,6 +884,7 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
         !has("eta_min", FloatAttr()) || !has("end_factor", FloatAttr()) ||
         (dict.get("gamma") && !has("gamma", FloatAttr())) ||
         (dict.get("power") && !has("power", FloatAttr())) ||
+        (dict.get("t_mult") && !has("t_mult", IntegerAttr())) ||
         (dict.get("milestones") &&
          !(has("milestones", ArrayAttr()) &&
            llvm::all_of(cast<ArrayAttr>(dict.get("milestones")),
@@ -892,8 +893,9 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
              << name
              << "' must be a dictionary of warmup_steps, decay_steps "
                 "(integers), warmup_start_factor, eta_min, end_factor, "
-                "optionally gamma and power (floats), optionally milestones "
-                "(a list of integers) and decay (a string)";
+                "optionally gamma and power (floats), optionally t_mult (an "
+                "integer) and milestones (a list of integers), and decay (a "
+                "string)";
     return success();
   }
   if (name == kProgramRanksAttrName)
