@@ -598,14 +598,16 @@ static double linearStep(double prev, double start, double end, int64_t total,
 
 double LrSchedule::restartsLr(double baseLr, int64_t epoch) const {
   const double pi = 3.141592653589793; // math.pi
-  // CosineAnnealingWarmRestarts.step(): T_cur += 1 per epoch, and past
-  // T_i it wraps (T_cur % T_i) into a period T_mult times longer.
-  int64_t tCur = 0, tI = spec.decaySteps;
-  for (int64_t e = 1; e <= epoch; ++e)
-    if (++tCur >= tI) {
-      tCur %= tI;
-      tI *= spec.tMult;
-    }
+  // CosineAnnealingWarmRestarts.step(): T_cur += 1 per epoch, and when it
+  // reaches T_i it wraps to 0 in a period T_mult times longer; so T_cur is
+  // `epoch` less the whole periods before it (a period at a time: their
+  // count grows with log(epoch) when T_mult > 1).
+  int64_t tI = spec.decaySteps;
+  int64_t tCur = spec.tMult == 1 ? epoch % tI : epoch;
+  while (tCur >= tI) {
+    tCur -= tI;
+    tI *= spec.tMult;
+  }
   // get_lr: eta_min + (base_lr - eta_min) * (1 + cos(pi * T_cur / T_i)) / 2
   double eta = spec.etaMin;
   return eta +
