@@ -137,12 +137,12 @@ def test_capture_records_clipping_for_the_reference_and_compile(tmp_path):
     assert losses[0][0] == losses[1][0] and losses[0][1:] != losses[1][1:], losses
 
 
-@pytest.mark.parametrize("nproc, flags, norm_type", [
-    (2, [], "2"),
-    (4, ["--dp", "fsdp"], "2"),
-    (4, ["--dp", "replicate"], "inf"),
+@pytest.mark.parametrize("nproc, flags, norm_type, control", [
+    (2, [], "2", True),
+    (4, ["--dp", "fsdp"], "2", False),
+    (4, ["--dp", "replicate"], "inf", False),
 ], ids=["pp2", "pp2-fsdp2", "pp2-ddp2-inf"])
-def test_pipelined_clipping_equals_eager(nproc, flags, norm_type, tmp_path):
+def test_pipelined_clipping_equals_eager(nproc, flags, norm_type, control, tmp_path):
     """``--max-grad-norm`` with ``--pp=2``: each pipeline rank's norm is
     completed over the pipeline ranks (torchtitan's clip_grad_norm_ over its
     pp mesh), the tied embedding of the GPT example, which both pipeline
@@ -150,8 +150,9 @@ def test_pipelined_clipping_equals_eager(nproc, flags, norm_type, tmp_path):
     gradient. 1F1B, 2 microbatches, SGD lr 0.5 with max_norm 0.05 (every
     step clips): losses and parameters within loom-run's default tolerance
     (1e-5) of eager PyTorch clipping the whole model on one device. The
-    norms sum in another order, so not bitwise. Negative control: the same
-    artifact against the unclipped reference fails."""
+    norms sum in another order, so not bitwise. Negative control (on 2
+    ranks; the reference and tolerance are the same for all three): the
+    same artifact against the unclipped reference fails."""
     from test_run_command import loom_run
 
     common = ["--nproc", str(nproc), "--pp=2", "--microbatches", "2", "--optimizer", "sgd",
@@ -161,6 +162,8 @@ def test_pipelined_clipping_equals_eager(nproc, flags, norm_type, tmp_path):
                       "--grad-norm-type", norm_type, out=out)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "PASS" in result.stdout
+    if not control:
+        return
     plain = loom_run(REPO / "examples" / "gpt.py", *common, out=tmp_path / "plain")
     assert plain.returncode == 0, plain.stdout + plain.stderr
     result = run([LOOM_RUN, out / "step.loomx", "--batches", out / "batches.safetensors",
