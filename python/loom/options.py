@@ -316,9 +316,13 @@ def clip_gradients(parameters, clip: dict | None) -> None:
         torch.nn.utils.clip_grad_norm_(parameters, clip["max_norm"], float(clip["norm_type"]))
 
 
-def optimizer_config(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, Any]:
+def optimizer_config(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                     resolve: bool = True) -> dict[str, Any]:
     """Checks the optimizer options against each other and resolves them
-    (:func:`resolve_optimizer`); a bad combination is a usage error."""
+    (:func:`resolve_optimizer`); a bad combination is a usage error.
+    ``resolve=False`` (``loom run``, which hands the options to capture):
+    the given values only, without importing torch for its defaults (each
+    check reads given values alone, but for SGD's Nesterov, which resolves)."""
     name = args.optimizer
     for key, flag in OPTIMIZER_FLAGS.items():
         if key not in OPTIMIZER_KEYS[name] and optimizer_arg(args, key) is not None:
@@ -328,8 +332,11 @@ def optimizer_config(parser: argparse.ArgumentParser, args: argparse.Namespace) 
     if name == "sgd" and args.lr is None:
         parser.error("--optimizer sgd needs --lr: give SGD's learning rate explicitly")
     given = {key: optimizer_arg(args, key) for key in OPTIMIZER_KEYS[name]}
-    config = resolve_optimizer(name, given)
-    if not (config["lr"] > 0 and math.isfinite(config["lr"])):
+    # SGD's Nesterov check needs its momentum and dampening, given or not.
+    resolve = resolve or (name == "sgd" and bool(given.get("nesterov")))
+    config = (resolve_optimizer(name, given) if resolve else
+              {"name": name, **{k: v for k, v in given.items() if v is not None}})
+    if "lr" in config and not (config["lr"] > 0 and math.isfinite(config["lr"])):
         parser.error(f"--lr must be a positive number, got {config['lr']}")
     if "weight_decay" in config and not (config["weight_decay"] >= 0
                                          and math.isfinite(config["weight_decay"])):
@@ -341,9 +348,10 @@ def optimizer_config(parser: argparse.ArgumentParser, args: argparse.Namespace) 
             parser.error(f"{OPTIMIZER_FLAGS[key]} must be a non-negative number, got {config[key]}")
     # torch.optim.ASGD checks none of its own; the arithmetic needs finite ones.
     for key in ("lambd", "alpha", "t0"):
-        if name == "asgd" and not math.isfinite(config[key]):
+        if name == "asgd" and key in config and not math.isfinite(config[key]):
             parser.error(f"{OPTIMIZER_FLAGS[key]} must be a finite number, got {config[key]}")
-    if name == "sgd" and config["nesterov"] and (config["momentum"] <= 0 or config["dampening"] != 0):
+    if name == "sgd" and config.get("nesterov") and (config["momentum"] <= 0
+                                                     or config["dampening"] != 0):
         parser.error("--nesterov needs --momentum > 0 and no dampening (as torch.optim.SGD)")
     if "rho" in config and not 0 <= config["rho"] <= 1:
         parser.error(f"--rho must lie in [0, 1], got {config['rho']}")

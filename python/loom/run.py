@@ -300,7 +300,9 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str
         parser.error(f"--nproc {args.nproc} is not a multiple of --pp={args.pp} (the ranks are "
                      "the pipeline's times the data-parallel ones)")
     args.dp_ranks = args.nproc // args.pp
-    args.optimizer_config = options.optimizer_config(parser, args)
+    # Capture resolves what is not given from torch.optim's defaults (and
+    # checks what needs them); this process does not import torch.
+    args.optimizer_config = options.optimizer_config(parser, args, resolve=False)
     args.lr_schedule = options.schedule_config(parser, args)
     args.clip = options.clip_config(parser, args)
     for name in ("rtol", "atol"):
@@ -349,8 +351,11 @@ def capture_options(args: argparse.Namespace, compile_args: list[str]) -> list[s
         flags += ["--batch-dims", ",".join(map(str, args.batch_dims))]
     opt = args.optimizer_config
     flags += ["--optimizer", opt["name"]]
-    # Every resolved hyperparameter, by its capture flag.
+    # Every given hyperparameter, by its capture flag (capture resolves the
+    # rest from torch.optim's defaults and records them all in run.json).
     for key in options.OPTIMIZER_KEYS[opt["name"]]:
+        if key not in opt:
+            continue
         flag, value = options.OPTIMIZER_FLAGS[key], opt[key]
         if isinstance(value, bool):
             flags += [flag] if value else []
@@ -387,11 +392,23 @@ def capture_options(args: argparse.Namespace, compile_args: list[str]) -> list[s
     return flags
 
 
+def torch_version() -> str:
+    """The installed torch's version, capture's key (the torch that exports
+    and trains the reference), read from its package metadata: this process
+    does not import torch."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:  # a torch on PYTHONPATH, not installed
+        import torch
+
+        return torch.__version__
+
+
 def stages(args: argparse.Namespace, compile_args: list[str]) -> list[Stage]:
     out = args.out
     model = args.file.resolve()
-    import torch  # capture's key: the torch that exports and trains the reference
-
     env = dict(os.environ)
     package_root = str(Path(options.__file__).resolve().parents[1])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
@@ -402,7 +419,7 @@ def stages(args: argparse.Namespace, compile_args: list[str]) -> list[Stage]:
         inputs=[*model_sources(model), *capture_tool_files()],
         outputs=[out / n for n in ("step.pt2", options.RUN_CONFIG_FILE, "batches.safetensors",
                                    "reference.json", "reference.safetensors")],
-        salt=[torch.__version__],
+        salt=[torch_version()],
         env=env)
 
     importer = tool("import", "bin/loom-import")

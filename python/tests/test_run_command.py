@@ -239,6 +239,9 @@ def test_dropout_draws_what_eager_seeded_alike_draws(tmp_path):
     (["--rtol", "0"], "--rtol is --check's tolerance; add --check"),
     (["--check", "--atol", "-1"], "--atol must be a finite number at least 0"),
     (["--check", "--rtol", "nan"], "--rtol must be a finite number at least 0"),
+    (["--optimizer", "adam", "--betas", "0.9", "1.5"], "--betas must lie in [0, 1), got [0.9, 1.5]"),
+    (["--optimizer", "sgd", "--lr", "0.1", "--nesterov"],
+     "--nesterov needs --momentum > 0 and no dampening"),
 ])
 def test_usage_errors(tmp_path, flags, fragment, capsys, monkeypatch):
     # In this process (the command's own main; no interpreter and torch to
@@ -253,6 +256,22 @@ def test_usage_errors(tmp_path, flags, fragment, capsys, monkeypatch):
     stderr = capsys.readouterr().err
     assert code == 2 and fragment in stderr, stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_command_line_is_read_without_torch():
+    """The command's own process reads and checks its options without
+    importing torch (seconds per run): the optimizer's defaults are
+    torch.optim's, resolved by capture, which records them in run.json."""
+    code = ("import sys; from loom import run; "
+            "args, _ = run.parse_args(['examples/mlp.py', '--nproc', '2', '--optimizer', 'adam', "
+            "'--betas', '0.8', '0.9', '--check']); "
+            "flags = run.capture_options(args, []); run.torch_version(); "
+            "assert 'torch' not in sys.modules, 'imported torch'; print(' '.join(flags))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO / "python")))
+    assert result.returncode == 0, result.stderr
+    assert "--optimizer adam --betas 0.8 0.9" in result.stdout
+    assert "--eps" not in result.stdout and "--lr" not in result.stdout, result.stdout
 
 
 @pytest.mark.parametrize("argv, compile_args, fragments", [
@@ -288,6 +307,8 @@ def test_optimizer_and_schedule_reach_the_reference(tmp_path):
     assert "PASS" in result.stdout
     config = json.loads((out / "run.json").read_text())
     assert config["optimizer"]["name"] == "rmsprop" and config["optimizer"]["centered"] is True
+    # What was not given is torch.optim.RMSprop's default, resolved by capture.
+    assert config["optimizer"]["alpha"] == 0.99 and config["optimizer"]["eps"] == 1e-8
     assert config["lr_schedule"]["decay"] == "cosine" and config["lr_schedule"]["warmup_steps"] == 2
     stages = ran(result.stdout)
     assert "--lr-decay cosine" in stages["capture"] and "--lr-decay" not in stages["compile"]
