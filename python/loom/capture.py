@@ -180,6 +180,7 @@ from torch.export.experimental import (
 from torch._export.utils import _collect_all_valid_cia_ops_for_aten_namespace
 from torch.export.exported_program import _decompose_exported_program, _special_op_to_preserve_cia
 from torch.export.graph_signature import ExportGraphSignature, InputKind
+from torch._subclasses.fake_tensor import FakeTensor
 
 from loom.options import (  # noqa: F401 (re-exported: capture's options)
     COMM_HOOKS,
@@ -207,6 +208,7 @@ from loom.options import (  # noqa: F401 (re-exported: capture's options)
     resolve_optimizer,
     schedule_config,
 )
+from loom import eager_backward
 from loom.safetensors_io import save_tensors
 
 PROG = "loom.capture"
@@ -387,6 +389,20 @@ def note_dtype_dependent_eps(model: nn.Module) -> None:
               "takes it from the input's dtype (1.2e-7 in f32, as captured; 7.8e-3 for bf16), "
               "so under --param-dtype=bf16 the compiled step keeps f32's where PyTorch's mixed "
               "precision uses bf16's; give eps to make them agree", file=sys.stderr)
+
+
+def refuse_sparse_gradients(model: nn.Module) -> None:
+    """nn.Embedding/EmbeddingBag(sparse=True) give their weight a sparse
+    gradient, which the compiled step, whose tensors are dense, cannot
+    hold."""
+    sparse = [name for name, m in model.named_modules()
+              if isinstance(m, (nn.Embedding, nn.EmbeddingBag)) and m.sparse]
+    if sparse:
+        raise CaptureError(
+            f"{_some_names(sparse)}: an embedding with sparse=True gives its weight a sparse "
+            "gradient, and a "
+            "compiled step holds dense tensors only; construct it with sparse=False (the same "
+            "gradient values, dense)")
 
 
 def check_loss(loss: Any) -> torch.Tensor:
@@ -622,7 +638,11 @@ def run_reference(
                                f"raised {_describe(exc)}") from exc
         lrs.append([g["lr"] for g in opt.param_groups])
         clip_gradients(model.parameters(), clip)
-        opt.step()
+        try:
+            opt.step()
+        except Exception as exc:
+            raise CaptureError(f"the eager reference's torch.optim.{type(opt).__name__}.step() "
+                               f"raised {_describe(exc)}") from exc
         if scheduler is not None:
             scheduler.step()
         value = loss.item()
@@ -1100,7 +1120,7 @@ def export_joint(
     """Exports the joint graph, turning torch.export's failures on models it
     cannot capture into errors that say what to change."""
     try:
-        with _record_checkpoint_regions() as regions:
+        with _record_checkpoint_regions() as regions, eager_backward.recording(model) as extensions:
             ep = torch.export.export(model, example)
     except CaptureError:
         raise
@@ -1145,7 +1165,29 @@ def export_joint(
             ) from exc
         raise CaptureError(f"exporting the backward graph failed: {_first_line(exc)}") from exc
     tag_checkpoint_policies(ep, regions)
+    check_backward(model, example, ep, extensions)
     return ep, aliases
+
+
+def check_backward(model: nn.Module, example: tuple[torch.Tensor, ...],
+                   ep: torch.export.ExportedProgram,
+                   extensions: eager_backward.Extensions) -> None:
+    """Refuses a model whose eager backward the joint graph does not
+    reproduce (a custom autograd.Function's backward, a gradient hook:
+    :mod:`loom.eager_backward`); models without either are not run again."""
+    if not extensions.found:
+        return
+    if any(isinstance(t, FakeTensor) for t in example):
+        print(f"{PROG}: note: {extensions.describe()}: a --meta capture cannot check that "
+              "the traced backward is the model's; the step differentiates the traced forward",
+              file=sys.stderr)
+        return
+    try:
+        eager_backward.check(model, example, ep, extensions)
+    except eager_backward.Mismatch as exc:
+        raise CaptureError(str(exc)) from None
+    print(f"{PROG}: note: {extensions.describe()}: the captured gradients equal eager "
+          "autograd's on the first batch, so the step is captured as traced", file=sys.stderr)
 
 
 def verify_archive(path: Path) -> None:
@@ -1429,6 +1471,7 @@ def capture(args: argparse.Namespace) -> None:
     model, batches = program.model, program.batches
     note_strided_tensors(model, batches)
     note_dtype_dependent_eps(model)
+    refuse_sparse_gradients(model)
     make_groups = load_param_groups(path)
     args.param_groups = (resolve_param_groups(make_groups, model, args.optimizer_config)
                          if make_groups else None)

@@ -917,3 +917,153 @@ def test_split_must_be_positive(tmp_path, capsys):
     result = call_cli(capsys, str(REPO / "examples" / "mlp.py"), "--out", str(tmp_path / "out"),
                       "--split", "0")
     assert result.returncode == 2 and "--split must be at least 1" in result.stderr
+
+
+# A backward that is not the derivative of the forward: torch.export traces
+# the forward only, so the captured step would train something else.
+BACKWARD_MODEL = """
+import torch
+import torch.nn as nn
+
+
+class Grad(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.clamp(min=0)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * (x > 0).to(g.dtype) * {scale}
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(6, 8)
+        self.fc2 = nn.Linear(8, 3)
+
+    def forward(self, x):
+        h = self.fc1(x)
+        {activation}
+        return self.fc2(h).square().mean()
+
+
+def make():
+    net = Net()
+    {setup}
+    return net, [(torch.randn(4, 6),)]
+"""
+
+
+def backward_model(tmp_path: Path, activation: str = "h = torch.relu(h)", setup: str = "pass",
+                   scale: str = "2.0") -> Path:
+    return write_model(tmp_path, BACKWARD_MODEL.format(activation=activation, setup=setup,
+                                                       scale=scale))
+
+
+def line_of(path: Path, text: str) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
+
+@pytest.mark.parametrize(
+    "model, fragment",
+    [
+        (dict(activation="h = Grad.apply(h)"),
+         "{path}:{line}: custom torch.autograd.Function Grad (export differentiates its "
+         "forward; its backward does not run)"),
+        (dict(activation="h.register_hook(lambda g: g * 3.0)"),
+         "{path}:{line}: Tensor.register_hook (export does not trace gradient hooks)"),
+        (dict(setup="net.fc2.weight.register_hook(lambda g: g.clamp(-1e-3, 1e-3))"),
+         "a gradient hook on parameter 'fc2.weight' (Tensor.register_hook)"),
+        (dict(setup="net.fc2.register_full_backward_hook("
+                    "lambda m, gi, go: tuple(g * 0.5 for g in gi))"),
+         "a backward hook on module 'fc2' (register_full_backward_hook)"),
+    ],
+    ids=["function", "tensor-hook", "parameter-hook", "module-hook"])
+def test_a_backward_export_does_not_trace_is_refused(tmp_path, capsys, model, fragment):
+    """A custom autograd.Function's backward, a gradient hook, a module
+    backward hook: export differentiates the traced forward instead, and the
+    first batch's gradients show it (the eager backward runs on the model
+    itself: a deep copy, as the reference trains, drops a parameter's hooks)."""
+    path = backward_model(tmp_path, **model)
+    where = model.get("activation", "")
+    result = call_cli(capsys, str(path), "--out", str(tmp_path / "out"), "--steps", "1")
+    assert_user_error(result, fragment.format(path=path, line=line_of(path, where) if where else 0))
+    assert "the model's backward is not the derivative of its forward" in result.stderr
+    assert "differs from eager autograd's on the first batch" in result.stderr
+    assert not (tmp_path / "out" / "step.pt2").exists()
+
+
+@pytest.mark.parametrize(
+    "model, note",
+    [
+        (dict(activation="h = Grad.apply(h)", scale="1.0"), "custom torch.autograd.Function Grad"),
+        (dict(activation="h = torch.relu(h); h.register_hook(lambda g: None)"),
+         "Tensor.register_hook"),
+    ],
+    ids=["function", "logging-hook"])
+def test_a_backward_equal_to_the_derivative_is_captured(tmp_path, capsys, model, note):
+    """The same constructs whose backward is the forward's derivative (a
+    Function reimplementing ReLU's gradient, a hook that only looks): the
+    gradients agree and the step is captured, with a note."""
+    path = backward_model(tmp_path, **model)
+    code = capture.main([str(path), "--out", str(tmp_path / "out"), "--steps", "1"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert note in err and "the captured gradients equal eager autograd's" in err
+    assert (tmp_path / "out" / "step.pt2").is_file()
+
+
+def test_meta_capture_notes_an_unchecked_backward(tmp_path, capsys):
+    path = backward_model(tmp_path, activation="h = Grad.apply(h)")
+    code = capture.main([str(path), "--out", str(tmp_path / "out"), "--meta"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "custom torch.autograd.Function Grad" in err and "a --meta capture cannot check" in err
+
+
+def test_sparse_embedding_gradients_are_refused(tmp_path, capsys):
+    path = write_model(tmp_path, """
+        import torch
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.emb = nn.Embedding(10, 4, sparse=True)
+
+            def forward(self, i):
+                return self.emb(i).square().mean()
+
+        def make():
+            return Net(), [(torch.tensor([1, 2, 3]),)]
+        """)
+    assert_user_error(call_cli(capsys, str(path), "--out", str(tmp_path / "out"), "--optimizer",
+                               "adam"),
+                      "emb: an embedding with sparse=True gives its weight a sparse gradient")
+
+
+def test_the_reference_optimizers_step_error_is_reported(tmp_path, capsys):
+    """torch.optim's step refusing the model's parameters (fused=True on a
+    complex one) is a located error, not a traceback."""
+    path = write_model(tmp_path, """
+        import torch
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.w = nn.Parameter(torch.randn(3, dtype=torch.complex64))
+
+            def forward(self, x):
+                return (self.w * x).abs().square().mean()
+
+        def make():
+            return Net(), [(torch.randn(3),)]
+        """)
+    assert_user_error(call_cli(capsys, str(path), "--out", str(tmp_path / "out"), "--optimizer",
+                               "adam", "--optimizer-impl", "fused"),
+                      "the eager reference's torch.optim.Adam.step() raised RuntimeError: "
+                      "`fused=True` requires all the params to be floating point")

@@ -1,0 +1,199 @@
+"""What a model's backward does beyond the derivative of its forward.
+
+``torch.export`` traces the forward and the joint graph derives the backward
+from it by autodiff. Eager autograd can do more, and a captured step would
+silently drop it:
+
+- a custom ``torch.autograd.Function``: export traces its ``forward`` and
+  differentiates that; its own ``backward`` (a straight-through estimator, a
+  gradient reversal, a scaled or clipped gradient) never runs;
+- ``Tensor.register_hook`` on a tensor of the forward, or on a parameter;
+- ``Module.register_full_backward_hook`` / ``_pre_hook`` (and the global
+  ones);
+- ``Tensor.register_post_accumulate_grad_hook``.
+
+:func:`recording` notes, while the model is exported, each of these the model
+uses and where; :func:`check` then runs one eager forward and backward of the
+model itself (not a copy: ``copy.deepcopy`` drops a parameter's hooks) and
+the joint graph on the same batch from the same RNG state, and raises
+:class:`Mismatch` when their gradients differ: the step would train something
+else than the model's own backward. Where they agree (a logging hook, a
+Function whose backward is its forward's derivative) the step is captured
+as traced. Models that use none of these are not run again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import torch
+import torch.nn as nn
+from torch.export.graph_signature import InputKind, OutputKind
+
+# A gradient differing from eager's by more than this fraction of the
+# parameter's largest eager gradient element is not rounding: the joint
+# graph's kernels are eager's (or their decompositions, last bits apart).
+RTOL = 1e-3
+ATOL = 1e-7
+
+_TORCH_DIR = Path(torch.__file__).resolve().parent
+_LOOM_DIR = Path(__file__).resolve().parent
+
+
+class Mismatch(Exception):
+    """The joint graph's gradients are not the model's eager ones."""
+
+
+@dataclass
+class Extensions:
+    """What the model's backward does beyond autodiff, one line each."""
+
+    found: list[str]
+
+    def describe(self) -> str:
+        return "; ".join(dict.fromkeys(self.found))
+
+
+def _caller() -> str | None:
+    """'FILE:LINE: ' of the innermost frame outside torch; None where that
+    frame is Loom's own (torch called from capture, not from the model)."""
+    for frame in reversed(traceback.extract_stack()[:-2]):
+        path = Path(frame.filename).resolve()
+        if path.is_relative_to(_LOOM_DIR):
+            return None
+        if not path.is_relative_to(_TORCH_DIR):
+            return f"{frame.filename}:{frame.lineno}: "
+    return None
+
+
+def _is_torch_class(cls: type) -> bool:
+    return cls.__module__ == "torch" or cls.__module__.startswith("torch.")
+
+
+def _static_hooks(model: nn.Module) -> list[str]:
+    """The gradient hooks already registered on the model's parameters and
+    modules, and the global module backward hooks."""
+    found = []
+    for name, p in model.named_parameters(remove_duplicate=False):
+        if getattr(p, "_backward_hooks", None):
+            found.append(f"a gradient hook on parameter '{name}' (Tensor.register_hook)")
+        if getattr(p, "_post_accumulate_grad_hooks", None):
+            found.append(f"a post-accumulate-grad hook on parameter '{name}'")
+    for name, m in model.named_modules():
+        if m._backward_hooks or m._backward_pre_hooks:
+            found.append(f"a backward hook on module '{name or type(m).__name__}' "
+                         "(register_full_backward_hook)")
+    modules = torch.nn.modules.module
+    if modules._global_backward_hooks or modules._global_backward_pre_hooks:
+        found.append("a global module backward hook (register_module_full_backward_hook)")
+    return found
+
+
+@contextlib.contextmanager
+def recording(model: nn.Module) -> Iterator[Extensions]:
+    """Notes the backward extensions of ``model`` while its forward runs
+    (exported) inside the block."""
+    seen = Extensions(_static_hooks(model))
+    apply = torch.autograd.Function.__dict__["apply"]
+    register_hook = torch.Tensor.register_hook
+    register_post = torch.Tensor.register_post_accumulate_grad_hook
+
+    def recorded_apply(cls: type, *args: Any, **kwargs: Any) -> Any:
+        if not _is_torch_class(cls):
+            seen.found.append(f"{_caller() or ''}custom torch.autograd.Function {cls.__qualname__} "
+                              "(export differentiates its forward; its backward does not run)")
+        return apply.__func__(cls, *args, **kwargs)
+
+    def recorded_hook(self: torch.Tensor, hook: Any) -> Any:
+        where = _caller()
+        if where is not None:
+            seen.found.append(f"{where}Tensor.register_hook (export does not trace gradient hooks)")
+        return register_hook(self, hook)
+
+    def recorded_post(self: torch.Tensor, hook: Any) -> Any:
+        where = _caller()
+        if where is not None:
+            seen.found.append(f"{where}Tensor.register_post_accumulate_grad_hook")
+        return register_post(self, hook)
+
+    torch.autograd.Function.apply = classmethod(recorded_apply)
+    torch.Tensor.register_hook = recorded_hook
+    torch.Tensor.register_post_accumulate_grad_hook = recorded_post
+    try:
+        yield seen
+    finally:
+        torch.autograd.Function.apply = apply
+        torch.Tensor.register_hook = register_hook
+        torch.Tensor.register_post_accumulate_grad_hook = register_post
+
+
+def _eager_gradients(model: nn.Module, example: tuple[torch.Tensor, ...]) -> dict[str, Any]:
+    """Each trainable parameter's gradient from one eager forward and
+    backward of ``model`` itself, leaving its gradients and buffers as they
+    were."""
+    params = dict(model.named_parameters())
+    grads = {n: p.grad for n, p in params.items()}
+    buffers = [(n, b, b.detach().clone()) for n, b in model.named_buffers()]
+    for p in params.values():
+        p.grad = None
+    try:
+        model(*example).backward()
+        return {n: p.grad for n, p in params.items() if p.requires_grad}
+    finally:
+        for name, buffer, value in buffers:
+            owner, _, leaf = name.rpartition(".")
+            module = model.get_submodule(owner)
+            module._buffers[leaf] = buffer  # a forward may rebind it
+            with torch.no_grad():
+                buffer.copy_(value)
+        for n, p in params.items():
+            p.grad = grads[n]
+
+
+def _joint_gradients(ep: torch.export.ExportedProgram,
+                     example: tuple[torch.Tensor, ...]) -> dict[str, torch.Tensor]:
+    state = {**ep.state_dict, **ep.constants}
+    inputs = iter(example)
+    outputs = ep.graph_module(*(next(inputs) if s.kind == InputKind.USER_INPUT
+                                else state[s.target] for s in ep.graph_signature.input_specs))
+    return {s.target: o for o, s in zip(outputs, ep.graph_signature.output_specs)
+            if s.kind == OutputKind.GRADIENT_TO_PARAMETER}
+
+
+def _difference(eager: torch.Tensor | None, joint: torch.Tensor) -> str:
+    """'' where the joint gradient is eager's up to rounding, else how not."""
+    if eager is None:
+        return "eager autograd gives it no gradient"
+    diff = (joint.double() - eager.double()).abs().max().item()
+    scale = eager.double().abs().max().item()
+    if diff <= RTOL * scale + ATOL:
+        return ""
+    return f"max |captured - eager| {diff:.3g} where max |eager| is {scale:.3g}"
+
+
+def check(model: nn.Module, example: tuple[torch.Tensor, ...],
+          ep: torch.export.ExportedProgram, extensions: Extensions) -> None:
+    """Raises :class:`Mismatch` if the joint graph's gradients on ``example``
+    are not the model's own eager ones (both from the same RNG state)."""
+    with torch.random.fork_rng(devices=[]):
+        state = torch.get_rng_state()
+        eager = _eager_gradients(model, example)
+        torch.set_rng_state(state)
+        with torch.no_grad():
+            joint = _joint_gradients(ep, example)
+    for name, grad in joint.items():
+        if name not in eager:  # a tied parameter's other name
+            continue
+        how = _difference(eager[name], grad)
+        if how:
+            raise Mismatch(
+                f"the model's backward is not the derivative of its forward: "
+                f"{extensions.describe()}; the captured step's gradient of '{name}' differs "
+                f"from eager autograd's on the first batch ({how}). A captured step runs "
+                "the derivative of the traced forward only: write the gradient change into "
+                "the forward (a straight-through estimator, say, as "
+                "x + (f(x) - x).detach()) or drop it")
