@@ -1124,8 +1124,16 @@ def export_joint(
             ep = torch.export.export(model, example)
     except CaptureError:
         raise
+    except eager_backward.NotCapturable as exc:
+        raise CaptureError(str(exc)) from None
     except Exception as exc:  # torch.export raises many exception types
         raise CaptureError(f"torch.export could not trace the model: {_first_line(exc)}") from exc
+    if extensions.state:
+        print(f"{PROG}: note: the forward keeps tensors on the model as plain attributes "
+              f"({_some_names(list(dict.fromkeys(extensions.state)))}): the step is traced from "
+              "a model that has not run, so state carried from one step to the next this way is "
+              "not captured (a cache recomputed alike every step is); keep such state in a "
+              "buffer updated in place (register_buffer, then .copy_)", file=sys.stderr)
     ep, aliases = canonicalize_tied_parameters(ep, model)
     try:
         with _keep_joint_node_metadata():

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -48,11 +48,17 @@ class Mismatch(Exception):
     """The joint graph's gradients are not the model's eager ones."""
 
 
+class NotCapturable(Exception):
+    """The forward does what no captured step can (take gradients itself)."""
+
+
 @dataclass
 class Extensions:
-    """What the model's backward does beyond autodiff, one line each."""
+    """What the model's backward does beyond autodiff, one line each, and
+    the tensors its forward keeps on a module for a later step."""
 
     found: list[str]
+    state: list[str] = field(default_factory=list)
 
     def describe(self) -> str:
         return "; ".join(dict.fromkeys(self.found))
@@ -120,15 +126,41 @@ def recording(model: nn.Module) -> Iterator[Extensions]:
             seen.found.append(f"{where}Tensor.register_post_accumulate_grad_hook")
         return register_post(self, hook)
 
+    def refused_grad(*args: Any, **kwargs: Any) -> Any:
+        where = _caller()
+        if where is None:
+            return grad(*args, **kwargs)
+        raise NotCapturable(
+            f"{where}the forward calls torch.autograd.grad (a gradient penalty, a double "
+            "backward): a captured step differentiates the traced forward once, and cannot "
+            "take gradients inside it")
+
+    names = {id(m): name for name, m in model.named_modules()}
+
+    def recorded_setattr(self: nn.Module, name: str, value: Any) -> None:
+        if (isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter)
+                and id(self) in names and name not in self._buffers):
+            where = _caller()
+            if where is not None:
+                owner = names[id(self)]
+                seen.state.append(f"{where}{owner + '.' if owner else ''}{name}")
+        setattr_(self, name, value)
+
+    grad = torch.autograd.grad
+    setattr_ = nn.Module.__setattr__
     torch.autograd.Function.apply = classmethod(recorded_apply)
     torch.Tensor.register_hook = recorded_hook
     torch.Tensor.register_post_accumulate_grad_hook = recorded_post
+    torch.autograd.grad = refused_grad
+    nn.Module.__setattr__ = recorded_setattr
     try:
         yield seen
     finally:
         torch.autograd.Function.apply = apply
         torch.Tensor.register_hook = register_hook
         torch.Tensor.register_post_accumulate_grad_hook = register_post
+        torch.autograd.grad = grad
+        nn.Module.__setattr__ = setattr_
 
 
 def _eager_gradients(model: nn.Module, example: tuple[torch.Tensor, ...]) -> dict[str, Any]:

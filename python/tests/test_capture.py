@@ -1067,3 +1067,64 @@ def test_the_reference_optimizers_step_error_is_reported(tmp_path, capsys):
                                "adam", "--optimizer-impl", "fused"),
                       "the eager reference's torch.optim.Adam.step() raised RuntimeError: "
                       "`fused=True` requires all the params to be floating point")
+
+
+def test_gradients_taken_in_forward_are_refused(tmp_path, capsys):
+    """A gradient penalty calls torch.autograd.grad in forward: refused with
+    its line (export's own failure on it named an internal tanh_backward)."""
+    path = write_model(tmp_path, """
+        import torch
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 1)
+
+            def forward(self, x):
+                x = x.clone().requires_grad_(True)
+                out = torch.tanh(self.fc(x))
+                g, = torch.autograd.grad(out.sum(), x, create_graph=True)
+                return out.mean() + g.square().mean()
+
+        def make():
+            return Net(), [(torch.randn(3, 4),)]
+        """)
+    assert_user_error(call_cli(capsys, str(path), "--out", str(tmp_path / "out"), "--steps", "1"),
+                      f"{path}:{line_of(path, 'autograd.grad')}: the forward calls "
+                      "torch.autograd.grad")
+
+
+def test_state_kept_on_the_model_is_noted(tmp_path, capsys):
+    """A forward that keeps a tensor on the model for the next step (a
+    recurrent memory) is traced from a model that has not run: noted with
+    the attribute and its line. A buffer updated in place is the step's own
+    state and is not noted."""
+    path = write_model(tmp_path, """
+        import torch
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+                self.register_buffer("ema", torch.zeros(4))
+                self.mem = None
+
+            def forward(self, x):
+                h = torch.tanh(self.fc(x))
+                if self.mem is not None:
+                    h = h + self.mem
+                self.mem = h.detach()
+                self.ema.mul_(0.9).add_(0.1 * h.detach().mean(0))
+                return (h - self.ema).square().mean()
+
+        def make():
+            return Net(), [(torch.randn(3, 4),)]
+        """)
+    code = capture.main([str(path), "--out", str(tmp_path / "out"), "--steps", "1"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert (f"keeps tensors on the model as plain attributes ({path}:"
+            f"{line_of(path, 'self.mem = h')}: mem)") in err
+    assert "ema" not in err
