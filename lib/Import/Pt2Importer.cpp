@@ -298,7 +298,7 @@ LogicalResult Importer::importRunConfig(Pt2Archive &archive) {
 }
 
 /// Gives the step's batch inputs, in order, the batch dims capture
-/// recorded (`loom.batch_dim` where not 0).
+/// recorded (`loom.batch_dim` where not 0, `loom.unbatched` where none).
 LogicalResult Importer::applyBatchDims(StringRef runConfig) {
   SmallVector<unsigned> inputs;
   SmallVector<int64_t> ranks;
@@ -310,13 +310,17 @@ LogicalResult Importer::applyBatchDims(StringRef runConfig) {
     ranks.push_back(
         cast<RankedTensorType>(func.getArgument(i).getType()).getRank());
   }
-  llvm::Expected<SmallVector<int64_t>> dims = parseBatchDims(runConfig, ranks);
+  llvm::Expected<SmallVector<std::optional<int64_t>>> dims =
+      parseBatchDims(runConfig, ranks);
   if (!dims)
     return error(llvm::toString(dims.takeError()));
-  for (auto [i, dim] : llvm::zip(inputs, *dims))
-    if (dim != 0)
+  for (auto [i, dim] : llvm::zip(inputs, *dims)) {
+    if (!dim)
+      func.setArgAttr(i, LoomDialect::kUnbatchedAttrName, UnitAttr::get(ctx));
+    else if (*dim != 0)
       func.setArgAttr(i, LoomDialect::kBatchDimAttrName,
-                      IntegerAttr::get(IntegerType::get(ctx, 64), dim));
+                      IntegerAttr::get(IntegerType::get(ctx, 64), *dim));
+  }
   return success();
 }
 

@@ -414,33 +414,35 @@ llvm::Expected<RunConfigAttr> loom::parseRunConfig(StringRef text,
                             clipGradNorm);
 }
 
-llvm::Expected<SmallVector<int64_t>>
+llvm::Expected<SmallVector<std::optional<int64_t>>>
 loom::parseBatchDims(StringRef text, ArrayRef<int64_t> inputRanks) {
   llvm::Expected<json::Value> parsed = parseJson(text);
   if (!parsed)
     return parsed.takeError();
-  SmallVector<int64_t> dims;
+  SmallVector<std::optional<int64_t>> dims;
   const json::Object *root = parsed->getAsObject();
   const json::Value *v = root ? root->get("batch_dims") : nullptr;
   if (!v)
     return dims;
   const json::Array *a = v->getAsArray();
   if (!a)
-    return fail("'batch_dims' must be a list of non-negative integers");
+    return fail("'batch_dims' must be a list of non-negative integers or "
+                "nulls");
   for (const json::Value &d : *a) {
     std::optional<int64_t> n = d.getAsInteger();
-    if (!n || *n < 0)
-      return fail("'batch_dims' must be a list of non-negative integers");
-    dims.push_back(*n);
+    if (d.kind() != json::Value::Null && (!n || *n < 0))
+      return fail("'batch_dims' must be a list of non-negative integers or "
+                  "nulls");
+    dims.push_back(n);
   }
   if (dims.size() != inputRanks.size())
     return fail("'batch_dims' lists " + Twine(dims.size()) +
                 " dims but the step has " + Twine(inputRanks.size()) +
                 " batch inputs");
   for (auto [k, dim] : llvm::enumerate(dims))
-    if (dim >= inputRanks[k])
+    if (dim && *dim >= inputRanks[k])
       return fail("'batch_dims' gives batch input #" + Twine(k) + " dim " +
-                  Twine(dim) + ", but it has " + Twine(inputRanks[k]) +
+                  Twine(*dim) + ", but it has " + Twine(inputRanks[k]) +
                   " dims");
   return dims;
 }

@@ -18,10 +18,11 @@ llvm::Expected<RunConfigAttr> parseRunConfig(llvm::StringRef text,
                                              mlir::MLIRContext *ctx);
 
 /// The run configuration's "batch_dims": the dim that indexes the samples
-/// of each batch input, in input order (capture's --batch-dims), checked
-/// against the ranks of the step's batch inputs (`inputRanks`, in order);
-/// empty when absent (every input's dim 0).
-llvm::Expected<llvm::SmallVector<int64_t>>
+/// of each batch input, in input order (capture's --batch-dims), or none
+/// (JSON null) for an input without one, which every rank takes whole;
+/// checked against the ranks of the step's batch inputs (`inputRanks`, in
+/// order); empty when absent (every input's dim 0).
+llvm::Expected<llvm::SmallVector<std::optional<int64_t>>>
 parseBatchDims(llvm::StringRef text, llvm::ArrayRef<int64_t> inputRanks);
 
 } // namespace loom

@@ -89,20 +89,23 @@ struct LoomAccumulateGradientsPass
                               "loom-accumulate-gradients before the "
                               "distribution passes");
 
-    // Batch inputs take M times the rows of their batch dim.
+    // Batch inputs take M times the rows of their batch dim; an unbatched
+    // one is every microbatch's whole.
     SmallVector<std::pair<BlockArgument, int64_t>> batch;
     for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
       auto role =
           func.getArgAttrOfType<RoleAttr>(i, LoomDialect::kRoleAttrName);
-      if (!role || role.getValue() != Role::input)
+      std::optional<int64_t> dim = getBatchDim(func, i);
+      if (!role || role.getValue() != Role::input || !dim)
         continue;
       auto type = cast<RankedTensorType>(func.getArgument(i).getType());
       if (type.getRank() == 0)
         return func.emitOpError("batch input #")
                << i
                << " is 0-d; microbatches split the batch dim of "
-                  "every batch input";
-      batch.push_back({func.getArgument(i), getBatchDim(func, i)});
+                  "every batch input not marked '"
+               << LoomDialect::kUnbatchedAttrName << "'";
+      batch.push_back({func.getArgument(i), *dim});
     }
 
     auto ret = cast<func::ReturnOp>(body.getTerminator());

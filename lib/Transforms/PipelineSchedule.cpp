@@ -316,10 +316,11 @@ Value RankBuilder::batchSlice(StringRef name, int64_t mb) {
   Value &slice = slices[{name.str(), mb}];
   if (slice)
     return slice;
+  std::optional<int64_t> dim = getBatchDim(program.named.lookup(name).second);
+  if (!dim) // every microbatch takes an unbatched input whole
+    return slice = args.lookup(name);
   // The argument still has the microbatch type; it is widened at the end.
-  return slice = buildMicrobatchSlice(
-             b, loc, args.lookup(name),
-             getBatchDim(program.named.lookup(name).second), mb);
+  return slice = buildMicrobatchSlice(b, loc, args.lookup(name), *dim, mb);
 }
 
 void RankBuilder::send(StringRef key, int64_t mb, Value value,
@@ -561,8 +562,9 @@ void RankBuilder::addArguments(Block *entry) {
     BlockArgument arg = entry->addArgument(typeAndAttrs.first, loc);
     args.insert({name, arg});
     auto role = typeAndAttrs.second.getAs<RoleAttr>(LoomDialect::kRoleAttrName);
-    if (role && role.getValue() == Role::input)
-      batchArgs.push_back({arg, getBatchDim(typeAndAttrs.second)});
+    std::optional<int64_t> dim = getBatchDim(typeAndAttrs.second);
+    if (role && role.getValue() == Role::input && dim)
+      batchArgs.push_back({arg, *dim});
   }
 }
 

@@ -240,14 +240,17 @@ struct LoomReplicatePass
           func.getArgAttrOfType<RoleAttr>(i, LoomDialect::kRoleAttrName);
       if (!role || role.getValue() != Role::input)
         continue;
+      std::optional<int64_t> dim = getBatchDim(func, i);
+      if (!dim)
+        continue; // every rank takes it whole
       if (cast<RankedTensorType>(func.getArgument(i).getType()).getRank() == 0)
         return func.emitOpError("batch input #")
                << i
                << " is 0-d; data parallelism splits the batch dim of "
-                  "every batch input";
-      func.setArgAttr(
-          i, LoomDialect::kSplitAttrName,
-          SplitAttr::get(ctx, meshRef, axesAttr, getBatchDim(func, i)));
+                  "every batch input not marked '"
+               << LoomDialect::kUnbatchedAttrName << "'";
+      func.setArgAttr(i, LoomDialect::kSplitAttrName,
+                      SplitAttr::get(ctx, meshRef, axesAttr, *dim));
     }
     for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
       if (func.getResultAttr(i, LoomDialect::kPartialAttrName))

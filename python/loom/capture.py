@@ -105,9 +105,12 @@ the whole batch on one device; ``reference.json`` records ``"split": N`` and
 the samples instead of 0, one for every batch tensor or one per tensor in
 order (``1`` for sequence-first ``(S, B, ...)`` tensors, as
 ``nn.Transformer``, ``nn.MultiheadAttention`` and the RNNs take by
-default); ``run.json`` records it as ``"batch_dims"`` and every later stage
-(``loom-import``'s ``loom.batch_dim``, data parallelism, accumulation,
-pipelining, loom-run, the data-parallel references) splits that dim.
+default), or ``none`` for a tensor without one (a mask every sample shares;
+a 0-d tensor is that without being told), which every rank and microbatch
+takes whole; ``run.json`` records it as ``"batch_dims"`` (``null`` for none)
+and every later stage (``loom-import``'s ``loom.batch_dim`` and
+``loom.unbatched``, data parallelism, accumulation, pipelining, loom-run,
+the data-parallel references) splits that dim.
 
 ``--reference`` says which run ``reference.*`` hold. ``eager`` (the
 default): the whole batch on one device, as above; exact for a single-rank
@@ -1244,7 +1247,8 @@ def run_config(args: argparse.Namespace) -> dict[str, Any]:
         # Trainable in the model, frozen in the step: DDP needs
         # find_unused_parameters=True to train the model on several ranks.
         config["unused_parameters"] = args.unused_parameters
-    if getattr(args, "resolved_batch_dims", None) and any(args.resolved_batch_dims):
+    if getattr(args, "resolved_batch_dims", None) and any(d != 0 for d in
+                                                          args.resolved_batch_dims):
         config["batch_dims"] = args.resolved_batch_dims
     return config
 
@@ -1284,7 +1288,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--batch-dims", type=batch_dims_arg, default=None, metavar="D[,D...]",
         help="the dim of each batch tensor that indexes the samples, which --split and "
         "--microbatches divide: one for all tensors or one per tensor (default 0; 1 for "
-        "sequence-first tensors)",
+        "sequence-first tensors; none for a tensor every rank takes whole)",
     )
     parser.add_argument(
         "--make-arg", action="append", default=[], metavar="KEY=VALUE",
@@ -1367,9 +1371,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def resolve_batch_dims(batch: tuple[torch.Tensor, ...], dims: list[int] | None) -> list[int]:
+def resolve_batch_dims(batch: tuple[torch.Tensor, ...],
+                       dims: list[int | None] | None) -> list[int | None]:
     """Each batch tensor's batch dim: ``--batch-dims`` (one for all tensors,
-    or one each), else 0; checked against the tensors' ranks."""
+    or one each), else 0; None for a tensor without one (``none``, and a 0-d
+    tensor: a per-step scalar), which every rank and microbatch takes whole.
+    Checked against the tensors' ranks."""
     dims = list(dims or [0])
     if len(dims) == 1:
         dims = dims * len(batch)
@@ -1377,10 +1384,10 @@ def resolve_batch_dims(batch: tuple[torch.Tensor, ...], dims: list[int] | None) 
         raise CaptureError(f"--batch-dims gives {len(dims)} dims but a batch has {len(batch)} "
                            "tensors (give one dim for all, or one per tensor)")
     for j, (t, d) in enumerate(zip(batch, dims)):
-        if t.dim() and d >= t.dim():
+        if d is not None and t.dim() and d >= t.dim():
             raise CaptureError(f"--batch-dims gives batch element {j} dim {d}, but it has "
                                f"{t.dim()} dims")
-    return dims
+    return [None if t.dim() == 0 else d for t, d in zip(batch, dims)]
 
 
 def slice_rows(t: torch.Tensor, dim: int, slot: int, parts: int) -> torch.Tensor:
@@ -1401,16 +1408,16 @@ def per_rank_batch(batch: tuple[torch.Tensor, ...], split: int, microbatches: in
     if parts == 1:
         return batch
     what = f"--split {split}" + (f" x --microbatches {microbatches}" if microbatches > 1 else "")
-    for j, (t, d) in enumerate(zip(batch, dims)):
-        if t.dim() == 0:
-            raise CaptureError(f"batch element {j} is a 0-d tensor; {what} slices the batch dim "
-                               "of every batch tensor")
+    sliced = [(j, t, d) for j, (t, d) in enumerate(zip(batch, dims)) if d is not None]
+    for j, t, d in sliced:
         if t.shape[d] % parts:
             raise CaptureError(
                 f"batch element {j} has dim {d} of size {t.shape[d]}, which {what} "
-                f"({parts} slices) does not divide"
+                f"({parts} slices) does not divide (--batch-dims none takes a tensor "
+                "without a batch dim whole)"
             )
-    return tuple(slice_rows(t, d, 0, parts).clone() for t, d in zip(batch, dims))
+    return tuple(t if d is None else slice_rows(t, d, 0, parts).clone()
+                 for t, d in zip(batch, dims))
 
 
 def export_rank_step(model: nn.Module, batches: list, args: argparse.Namespace):
@@ -1419,8 +1426,18 @@ def export_rank_step(model: nn.Module, batches: list, args: argparse.Namespace):
     (``run.json``'s ``"batch_dims"``)."""
     args.resolved_batch_dims = resolve_batch_dims(batches[0], args.batch_dims)
     trainable = [n for n, p in model.named_parameters() if p.requires_grad]
-    exported = export_joint(model, per_rank_batch(batches[0], args.split, args.microbatches,
-                                                  args.resolved_batch_dims))
+    try:
+        exported = export_joint(model, per_rank_batch(batches[0], args.split, args.microbatches,
+                                                      args.resolved_batch_dims))
+    except CaptureError as exc:
+        sizes = {t.shape[d] for t, d in zip(batches[0], args.resolved_batch_dims)
+                 if d is not None}
+        if args.split * args.microbatches == 1 or len(sizes) < 2:
+            raise
+        raise CaptureError(
+            f"{exc} (the batch tensors were sliced on their batch dims, whose sizes differ: "
+            f"{', '.join(map(str, sorted(sizes)))}; a tensor without a batch dim, a shared "
+            "mask say, takes --batch-dims none)") from exc
     args.unused_parameters = [n for n in trainable if not model.get_parameter(n).requires_grad]
     return exported
 

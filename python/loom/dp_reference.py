@@ -354,7 +354,7 @@ def train_on_ranks(model, opt, batches, rank: int, world: int, steps: int,
             else:
                 sync = _no_sync(model, last)
             with sync:
-                part = model(*(slice_rows(t, d, slot, world * microbatches)
+                part = model(*(t if d is None else slice_rows(t, d, slot, world * microbatches)
                                for t, d in zip(batch, dims)))
                 (part / microbatches if scale_loss else part).backward()
             loss = part.detach() if loss is None else loss + part.detach()

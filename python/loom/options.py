@@ -369,12 +369,14 @@ def optimizer_config(parser: argparse.ArgumentParser, args: argparse.Namespace,
     return config
 
 
-def batch_dims_arg(text: str) -> list[int]:
-    """``--batch-dims``' value: comma-separated non-negative dims."""
+def batch_dims_arg(text: str) -> list[int | None]:
+    """``--batch-dims``' value: comma-separated non-negative dims, ``none``
+    for a tensor without one (every rank and microbatch takes it whole)."""
     try:
-        dims = [int(d) for d in text.split(",")]
+        dims = [None if d == "none" else int(d) for d in text.split(",")]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a comma-separated list of dims")
-    if any(d < 0 for d in dims):
+        raise argparse.ArgumentTypeError(
+            f"'{text}' is not a comma-separated list of dims (or none)")
+    if any(d is not None and d < 0 for d in dims):
         raise argparse.ArgumentTypeError(f"'{text}': dims are non-negative")
     return dims

@@ -263,7 +263,8 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str
                         help="gradient-accumulation microbatches per rank (default 1)")
     parser.add_argument("--batch-dims", type=options.batch_dims_arg, metavar="D[,D...]",
                         help="the samples' dim of each batch tensor (capture --batch-dims; "
-                             "default 0, 1 for sequence-first tensors)")
+                             "default 0, 1 for sequence-first tensors, none for a tensor "
+                             "every rank takes whole)")
     parser.add_argument("--make-arg", action="append", default=[], metavar="KEY=VALUE",
                         help="pass KEY=VALUE to make(); repeatable")
     parser.add_argument("--no-cache", action="store_true", help="run every stage again")
@@ -348,7 +349,8 @@ def capture_options(args: argparse.Namespace, compile_args: list[str]) -> list[s
     for item in args.make_arg:
         flags += ["--make-arg", item]
     if args.batch_dims:
-        flags += ["--batch-dims", ",".join(map(str, args.batch_dims))]
+        flags += ["--batch-dims", ",".join("none" if d is None else str(d)
+                                           for d in args.batch_dims)]
     opt = args.optimizer_config
     flags += ["--optimizer", opt["name"]]
     # Every given hyperparameter, by its capture flag (capture resolves the

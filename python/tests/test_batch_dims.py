@@ -100,7 +100,7 @@ def test_pipeline_splits_microbatches_on_dim_1(tmp_path):
     (["--batch-dims", "2"], "--batch-dims gives batch element 0 dim 2, but it has 2 dims"),
     (["--batch-dims", "1", "--split", "3"],
      "batch element 0 has dim 1 of size 8, which --split 3 (3 slices) does not divide"),
-    (["--batch-dims", "1,x"], "'1,x' is not a comma-separated list of dims"),
+    (["--batch-dims", "1,x"], "'1,x' is not a comma-separated list of dims (or none)"),
 ])
 def test_batch_dims_errors(args, message, tmp_path):
     result = loom_capture([MODEL, "--out", tmp_path, "--steps", "1", *args])
@@ -120,7 +120,7 @@ def meta_step(tmp_path_factory) -> Path:
 @pytest.mark.parametrize("dims, message", [
     ([1], "'batch_dims' lists 1 dims but the step has 2 batch inputs"),
     ([1, 2], "'batch_dims' gives batch input #1 dim 2, but it has 2 dims"),
-    ([1, -1], "'batch_dims' must be a list of non-negative integers"),
+    ([1, -1], "'batch_dims' must be a list of non-negative integers or nulls"),
 ])
 def test_import_checks_the_recorded_batch_dims(dims, message, meta_step, tmp_path):
     """loom-import reads "batch_dims" from the run configuration inside
@@ -186,3 +186,54 @@ def test_one_rank_equals_the_exported_graph_bitwise(tmp_path):
     assert len(graph) == len(initial)
     for name, grad in graph.items():  # torch.optim.SGD: param.add_(grad, alpha=-lr)
         assert torch.equal(trained[name], initial[name].add(grad, alpha=-0.1)), name
+
+
+MASK_MODEL = "python/tests/shared_mask_model.py"
+
+
+def test_unbatched_mask_and_scalar_train_like_eager(tmp_path):
+    """A shared (T, T) mask (``--batch-dims 0,0,none,0``) and a 0-d
+    temperature (unbatched without being told) reach every rank and
+    microbatch whole: DDP on 2 ranks with 2 microbatches trains at parity
+    with eager, and the run configuration and the imported step record
+    both as unbatched. Negative control: without ``none`` the mask's rows
+    are sliced per rank and capture fails, naming the sizes and ``none``."""
+    args = [MASK_MODEL, "--nproc", "2", "--dp", "replicate", "--microbatches", "2",
+            "--steps", "3", "--check", *SGD]
+    result = loom_run(*args, "--batch-dims", "0,0,none,0", out=tmp_path / "none")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "PASS" in result.stdout and "at parity with PyTorch eager" in result.stdout
+    config = json.loads((tmp_path / "none" / "run.json").read_text())
+    assert config["batch_dims"] == [0, 0, None, None]
+    mlir = (tmp_path / "none" / "step.mlir").read_text()
+    assert mlir.count("loom.unbatched") == 2
+
+    result = loom_run(*args, out=tmp_path / "sliced")
+    assert result.returncode != 0
+    assert ("the batch tensors were sliced on their batch dims, whose sizes differ: 6, 8; "
+            "a tensor without a batch dim, a shared mask say, takes --batch-dims none"
+            in result.stderr), result.stderr
+
+
+def test_unbatched_mask_with_fsdp_matches_fully_shard(tmp_path):
+    """The data-parallel reference hands every rank the whole mask too."""
+    result = loom_run(MASK_MODEL, "--nproc", "2", "--dp", "fsdp", "--reference", "fsdp",
+                      "--steps", "3", "--check", "--batch-dims", "0,0,none,0", *SGD,
+                      out=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "at parity with PyTorch fully_shard" in result.stdout
+
+
+def test_pipeline_hands_every_microbatch_the_whole_mask(tmp_path):
+    result = loom_capture([MASK_MODEL, "--out", tmp_path, "--microbatches", "4",
+                           "--batch-dims", "0,0,none,0", "--steps", "3", *SGD])
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert run([LOOM_IMPORT, tmp_path / "step.pt2", "-o", tmp_path / "step.mlir"]).returncode == 0
+    artifact = tmp_path / "1F1B.loomx"
+    result = run([LOOM_COMPILE, tmp_path / "step.mlir", "-o", artifact, "--pp=2",
+                  "--pp-schedule=1F1B"])
+    assert result.returncode == 0, result.stderr
+    result = run([LOOM_RUN, artifact, "--nproc", "2", "--batches",
+                  tmp_path / "batches.safetensors", "--check", tmp_path / "reference.json",
+                  "--no-progress"])
+    assert result.returncode == 0 and "PASS" in result.stdout, result.stdout + result.stderr

@@ -62,11 +62,11 @@ static void finishSignature(ShardingState &s) {
   }
   for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
     auto role = func.getArgAttrOfType<RoleAttr>(i, LoomDialect::kRoleAttrName);
-    if (role && role.getValue() == Role::input &&
+    std::optional<int64_t> dim = getBatchDim(func, i);
+    if (role && role.getValue() == Role::input && dim &&
         cast<RankedTensorType>(func.getArgument(i).getType()).getRank() > 0)
-      func.setArgAttr(
-          i, LoomDialect::kSplitAttrName,
-          SplitAttr::get(ctx, mesh.ref, mesh.dpAxes, getBatchDim(func, i)));
+      func.setArgAttr(i, LoomDialect::kSplitAttrName,
+                      SplitAttr::get(ctx, mesh.ref, mesh.dpAxes, *dim));
   }
   func.setType(FunctionType::get(ctx, s.body().getArgumentTypes(),
                                  ret.getOperandTypes()));

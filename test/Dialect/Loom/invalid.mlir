@@ -978,6 +978,27 @@ func.func @f(%x: tensor<4x2xf32> {loom.role = #loom.role<input>, loom.batch_dim 
 
 // -----
 
+// expected-error@+1 {{'loom.unbatched' of argument #0 must be a unit attribute}}
+func.func @f(%x: tensor<4x2xf32> {loom.role = #loom.role<input>, loom.unbatched = 1 : i64}) {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{step argument #0 (parameter) is 'loom.unbatched'; only inputs are elements of the batch}}
+func.func @f(%w: tensor<4x2xf32> {loom.name = "w", loom.role = #loom.role<parameter>, loom.unbatched}) attributes {loom.step} {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{step argument #0 is 'loom.unbatched' and has a 'loom.batch_dim'; an unbatched input is taken whole}}
+func.func @f(%x: tensor<4x2xf32> {loom.role = #loom.role<input>, loom.unbatched, loom.batch_dim = 1 : i64}) attributes {loom.step} {
+  return
+}
+
+// -----
+
 func.func @f(%x: tensor<2xf32>) {
   // expected-error@+1 {{'loom.calls' gives module 'inner' call 0 : i64; expected a positive i64 (call 0 is left out)}}
   %y = loom.aten "aten::neg.default"(%x) {args = [#loom.arg<0>], loom.module = "inner", loom.calls = {inner = 0 : i64}} : (tensor<2xf32>) -> tensor<2xf32>

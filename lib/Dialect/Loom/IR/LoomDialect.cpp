@@ -567,6 +567,22 @@ static LogicalResult verifyStepSignature(func::FuncOp func) {
              << i << " (" << stringifyRole(role.getValue()) << ") has a '"
              << LoomDialect::kBatchIndexAttrName
              << "'; only inputs are elements of the batch";
+    if (func.getArgAttr(i, LoomDialect::kUnbatchedAttrName)) {
+      if (role.getValue() != Role::input)
+        return func.emitOpError("step argument #")
+               << i << " (" << stringifyRole(role.getValue()) << ") is '"
+               << LoomDialect::kUnbatchedAttrName
+               << "'; only inputs are elements of the batch";
+      if (func.getArgAttr(i, LoomDialect::kBatchDimAttrName) ||
+          func.getArgAttr(i, LoomDialect::kSplitAttrName))
+        return func.emitOpError("step argument #")
+               << i << " is '" << LoomDialect::kUnbatchedAttrName
+               << "' and has a '"
+               << (func.getArgAttr(i, LoomDialect::kBatchDimAttrName)
+                       ? LoomDialect::kBatchDimAttrName
+                       : LoomDialect::kSplitAttrName)
+               << "'; an unbatched input is taken whole";
+    }
     if (auto dim = func.getArgAttr(i, LoomDialect::kBatchDimAttrName)) {
       auto type = dyn_cast<RankedTensorType>(func.getArgument(i).getType());
       if (role.getValue() != Role::input)
@@ -930,6 +946,12 @@ LogicalResult LoomDialect::verifyRegionArgAttribute(Operation *op,
                      : " must be a non-negative i64 batch element index");
     return success();
   }
+  if (name == kUnbatchedAttrName) {
+    if (!isa<UnitAttr>(attr.getValue()))
+      return op->emitOpError("'") << name << "' of argument #" << argIndex
+                                  << " must be a unit attribute";
+    return success();
+  }
   if (name == kShardAttrName || name == kSplitAttrName) {
     if (name == kShardAttrName ? !isa<ShardAttr>(attr.getValue())
                                : !isa<SplitAttr>(attr.getValue()))
@@ -1103,11 +1125,13 @@ std::optional<int64_t> loom::getMicrobatch(Operation *op) {
   return std::nullopt;
 }
 
-int64_t loom::getBatchDim(func::FuncOp func, unsigned argIndex) {
+std::optional<int64_t> loom::getBatchDim(func::FuncOp func, unsigned argIndex) {
   return getBatchDim(func.getArgAttrDict(argIndex));
 }
 
-int64_t loom::getBatchDim(DictionaryAttr argAttrs) {
+std::optional<int64_t> loom::getBatchDim(DictionaryAttr argAttrs) {
+  if (argAttrs && argAttrs.get(LoomDialect::kUnbatchedAttrName))
+    return std::nullopt;
   auto dim = argAttrs
                  ? argAttrs.getAs<IntegerAttr>(LoomDialect::kBatchDimAttrName)
                  : IntegerAttr();

@@ -168,6 +168,13 @@ def Loom_Dialect : Dialect {
     /// gradient accumulation and pipelining into microbatches.
     static constexpr ::llvm::StringLiteral kBatchDimAttrName =
         "loom.batch_dim";
+    /// On an input argument: the tensor has no batch dim (capture's
+    /// `--batch-dims ...,none`, and a 0-d batch tensor: a shared attention
+    /// mask, a per-step scalar). Every rank and every microbatch takes it
+    /// whole; data parallelism, accumulation and pipelining split nothing
+    /// of it.
+    static constexpr ::llvm::StringLiteral kUnbatchedAttrName =
+        "loom.unbatched";
   }];
 }
 

@@ -71,10 +71,11 @@ llvm::StringRef getModulePath(mlir::Operation *op);
 /// The microbatch of an op (from `loom.microbatch`), if tagged.
 std::optional<int64_t> getMicrobatch(mlir::Operation *op);
 /// The batch dim of a step argument (from `loom.batch_dim`; 0 without it):
-/// the dim data parallelism and microbatching split.
-int64_t getBatchDim(mlir::func::FuncOp func, unsigned argIndex);
+/// the dim data parallelism and microbatching split; none for a
+/// `loom.unbatched` one, which every rank and microbatch takes whole.
+std::optional<int64_t> getBatchDim(mlir::func::FuncOp func, unsigned argIndex);
 /// The same from a step argument's attribute dictionary.
-int64_t getBatchDim(mlir::DictionaryAttr argAttrs);
+std::optional<int64_t> getBatchDim(mlir::DictionaryAttr argAttrs);
 /// Which call (0-based, from `loom.calls`) of the module at `modulePath`
 /// `op` ran in: 0 unless that module ran more than once per forward.
 int64_t getCallIndex(mlir::Operation *op, llvm::StringRef modulePath);
