@@ -281,11 +281,15 @@ def test_command_line_is_read_without_torch():
      ["--reference ddp|fsdp|hsdp", "a loss averaged within each microbatch"]),
     (["--nproc", "1"], [], []),
     (["--nproc", "2", "--reference", "fsdp"], [], []),
+    (["--nproc", "4", "--dp", "replicate", "--reference", "ddp"], [],
+     ["reduces its first step's gradients as one bucket in parameter order"]),
+    (["--nproc", "2", "--dp", "replicate", "--reference", "ddp"], [], []),
 ])
 def test_a_failed_check_says_why_a_correct_step_can_differ(argv, compile_args, fragments):
     """After a failed check against eager, the note names the reasons a
     correct step differs from one device's whole batch (none on one rank
-    without microbatches, or against PyTorch's own data parallelism)."""
+    without microbatches, or against PyTorch's own data parallelism but for
+    DDP on more than 2 ranks, whose first step's bucket differs)."""
     from loom import run as command
 
     args, compile_args = command.parse_args(["examples/mlp.py", "--check", *argv, *compile_args])
