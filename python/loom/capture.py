@@ -1411,10 +1411,13 @@ def per_rank_batch(batch: tuple[torch.Tensor, ...], split: int, microbatches: in
     sliced = [(j, t, d) for j, (t, d) in enumerate(zip(batch, dims)) if d is not None]
     for j, t, d in sliced:
         if t.shape[d] % parts:
+            # Sizes that differ from the first tensor's suggest a tensor
+            # without a batch dim, a shared mask say.
+            odd = t.shape[d] != sliced[0][1].shape[sliced[0][2]]
             raise CaptureError(
                 f"batch element {j} has dim {d} of size {t.shape[d]}, which {what} "
-                f"({parts} slices) does not divide (--batch-dims none takes a tensor "
-                "without a batch dim whole)"
+                f"({parts} slices) does not divide"
+                + (" (--batch-dims none takes a tensor without a batch dim whole)" if odd else "")
             )
     return tuple(t if d is None else slice_rows(t, d, 0, parts).clone()
                  for t, d in zip(batch, dims))

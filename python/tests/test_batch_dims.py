@@ -237,3 +237,14 @@ def test_pipeline_hands_every_microbatch_the_whole_mask(tmp_path):
                   tmp_path / "batches.safetensors", "--check", tmp_path / "reference.json",
                   "--no-progress"])
     assert result.returncode == 0 and "PASS" in result.stdout, result.stdout + result.stderr
+
+
+def test_a_mask_the_split_does_not_divide_is_named(tmp_path):
+    """A shared mask whose rows --split does not divide (5 of 2) while the
+    samples' dim is divisible: the error names none; a batch the split does
+    not divide says only that (test_batch_dims_errors)."""
+    result = loom_capture([MASK_MODEL, "--out", tmp_path, "--split", "2", "--steps", "1",
+                           "--make-arg", "seq=5"])
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert ("batch element 2 has dim 0 of size 5, which --split 2 (2 slices) does not divide "
+            "(--batch-dims none takes a tensor without a batch dim whole)" in result.stderr)
