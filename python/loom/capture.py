@@ -1137,6 +1137,12 @@ def export_joint(
               "a model that has not run, so state carried from one step to the next this way is "
               "not captured (a cache recomputed alike every step is); keep such state in a "
               "buffer updated in place (register_buffer, then .copy_)", file=sys.stderr)
+    if extensions.host_random:
+        print(f"{PROG}: note: the forward draws from Python's or NumPy's random generator "
+              f"({_some_names(list(dict.fromkeys(extensions.host_random)))}): the trace keeps "
+              "the numbers drawn while exporting as constants, so every step reuses them where "
+              "eager draws new ones; draw with torch (torch.rand, ...), whose draws the step "
+              "makes anew each time", file=sys.stderr)
     ep, aliases = canonicalize_tied_parameters(ep, model)
     try:
         with _keep_joint_node_metadata():

@@ -54,11 +54,13 @@ class NotCapturable(Exception):
 
 @dataclass
 class Extensions:
-    """What the model's backward does beyond autodiff, one line each, and
-    the tensors its forward keeps on a module for a later step."""
+    """What the model's backward does beyond autodiff, one line each; the
+    tensors its forward keeps on a module for a later step; its draws from
+    Python's or NumPy's random generators (constants in the trace)."""
 
     found: list[str]
     state: list[str] = field(default_factory=list)
+    host_random: list[str] = field(default_factory=list)
 
     def describe(self) -> str:
         return "; ".join(dict.fromkeys(self.found))
@@ -74,6 +76,21 @@ def _caller() -> str | None:
         if not path.is_relative_to(_TORCH_DIR):
             return f"{frame.filename}:{frame.lineno}: "
     return None
+
+
+# The module-level draws of Python's and NumPy's generators.
+_HOST_RANDOM = ("random", "uniform", "randint", "randrange", "choice", "choices", "sample",
+                "shuffle", "gauss", "normalvariate", "betavariate", "expovariate", "triangular",
+                "rand", "randn", "normal", "binomial", "permutation", "random_sample",
+                "integers", "beta", "exponential", "poisson")
+
+
+def _host_random_modules() -> list[Any]:
+    """``random``, and ``numpy.random`` where the model imported NumPy."""
+    import random
+    import sys
+
+    return [random] + ([sys.modules["numpy.random"]] if "numpy.random" in sys.modules else [])
 
 
 def _is_torch_class(cls: type) -> bool:
@@ -146,6 +163,17 @@ def recording(model: nn.Module) -> Iterator[Extensions]:
                 seen.state.append(f"{where}{owner + '.' if owner else ''}{name}")
         setattr_(self, name, value)
 
+    def recorded_random(name: str, draw: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            where = _caller()
+            if where is not None:
+                seen.host_random.append(f"{where}{name}")
+            return draw(*args, **kwargs)
+        return wrapper
+
+    host = [(module, name) for module in _host_random_modules() for name in _HOST_RANDOM
+            if callable(getattr(module, name, None))]
+    originals = [getattr(module, name) for module, name in host]
     grad = torch.autograd.grad
     setattr_ = nn.Module.__setattr__
     torch.autograd.Function.apply = classmethod(recorded_apply)
@@ -153,9 +181,13 @@ def recording(model: nn.Module) -> Iterator[Extensions]:
     torch.Tensor.register_post_accumulate_grad_hook = recorded_post
     torch.autograd.grad = refused_grad
     nn.Module.__setattr__ = recorded_setattr
+    for (module, name), draw in zip(host, originals):
+        setattr(module, name, recorded_random(f"{module.__name__}.{name}", draw))
     try:
         yield seen
     finally:
+        for (module, name), draw in zip(host, originals):
+            setattr(module, name, draw)
         torch.autograd.Function.apply = apply
         torch.Tensor.register_hook = register_hook
         torch.Tensor.register_post_accumulate_grad_hook = register_post

@@ -1128,3 +1128,32 @@ def test_state_kept_on_the_model_is_noted(tmp_path, capsys):
     assert (f"keeps tensors on the model as plain attributes ({path}:"
             f"{line_of(path, 'self.mem = h')}: mem)") in err
     assert "ema" not in err
+
+
+def test_host_randomness_in_forward_is_noted(tmp_path, capsys):
+    """A forward drawing from Python's random module is traced with the
+    number drawn while exporting: noted with the call and its line. Drawing
+    with torch is not noted (the step draws anew each time)."""
+    path = write_model(tmp_path, """
+        import random
+        import torch
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 1)
+
+            def forward(self, x):
+                noise = torch.rand(()) * 0.1
+                return (self.fc(x) * random.uniform(0.5, 1.5) + noise).square().mean()
+
+        def make():
+            return Net(), [(torch.randn(3, 4),)]
+        """)
+    code = capture.main([str(path), "--out", str(tmp_path / "out"), "--steps", "1"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert (f"draws from Python's or NumPy's random generator ({path}:"
+            f"{line_of(path, 'random.uniform')}: random.uniform)") in err
+    assert "torch.rand" not in err.split("(")[1]
