@@ -503,6 +503,14 @@ def check_hint(args: argparse.Namespace, compile_args: list[str], error: str) ->
             "elements differ in the last bit, which Adam/AdamW magnify where a gradient is "
             "mathematically zero (an attention key bias): compare with --reference fsdp, or "
             "loosen --rtol/--atol (docs/distributed.md)")
+    microbatches = args.microbatches
+    if args.reference != "eager" and microbatches & (microbatches - 1):
+        return (
+            f"the compiled step divides the {microbatches} microbatches' summed gradients by "
+            f"{microbatches} before reducing them over the ranks, the reference after; for a "
+            "count that is not a power of two the two round apart in the last bit, which "
+            "Adam/AdamW magnify where a gradient is mathematically zero (an attention key bias): "
+            "loosen --rtol/--atol, or use a power-of-two --microbatches (docs/distributed.md)")
     if args.reference != "eager":
         return ""
     hints = []

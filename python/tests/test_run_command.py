@@ -284,12 +284,16 @@ def test_command_line_is_read_without_torch():
     (["--nproc", "4", "--dp", "replicate", "--reference", "ddp"], [],
      ["reduces its first step's gradients as one bucket in parameter order"]),
     (["--nproc", "2", "--dp", "replicate", "--reference", "ddp"], [], []),
+    (["--nproc", "2", "--dp", "fsdp", "--reference", "fsdp", "--microbatches", "3"], [],
+     ["divides the 3 microbatches' summed gradients by 3 before reducing them"]),
+    (["--nproc", "2", "--dp", "fsdp", "--reference", "fsdp", "--microbatches", "4"], [], []),
 ])
 def test_a_failed_check_says_why_a_correct_step_can_differ(argv, compile_args, fragments):
     """After a failed check against eager, the note names the reasons a
     correct step differs from one device's whole batch (none on one rank
     without microbatches, or against PyTorch's own data parallelism but for
-    DDP on more than 2 ranks, whose first step's bucket differs)."""
+    DDP on more than 2 ranks, whose first step's bucket differs, and a
+    microbatch count that is not a power of two)."""
     from loom import run as command
 
     args, compile_args = command.parse_args(["examples/mlp.py", "--check", *argv, *compile_args])
