@@ -365,6 +365,35 @@ def _some_names(names: list[str]) -> str:
     return ", ".join(names[:3]) + more
 
 
+def _lazy_modules(model: nn.Module) -> list[str]:
+    return [name or type(m).__name__ for name, m in model.named_modules()
+            if isinstance(m, nn.modules.lazy.LazyModuleMixin) and m.has_uninitialized_params()]
+
+
+def materialize_lazy_modules(model: nn.Module, batch: tuple[torch.Tensor, ...], path: Path) -> None:
+    """Gives lazy modules (nn.LazyLinear, nn.LazyConv2d, ...) their
+    parameters by one forward of the first batch, as PyTorch asks before an
+    optimizer is built: the parameters are drawn from the generator as make()
+    left it, and the forward's buffer updates (batch norm's running
+    statistics) are undone. (The reference re-seeds before it trains.)"""
+    lazy = _lazy_modules(model)
+    if not lazy:
+        return
+    buffers = [(b, b.detach().clone()) for b in model.buffers()
+               if not isinstance(b, nn.parameter.UninitializedBuffer)]
+    with torch.no_grad():
+        try:
+            model(*batch)
+        except Exception as exc:
+            raise CaptureError(f"{_user_location(exc, path)}initializing the lazy modules "
+                               f"({_some_names(lazy)}) by a forward of the first batch raised "
+                               f"{_describe(exc)}") from exc
+        for buffer, value in buffers:
+            buffer.copy_(value)
+    print(f"{PROG}: note: lazy module(s) {_some_names(lazy)} took their parameters' shapes "
+          "from a forward of the first batch", file=sys.stderr)
+
+
 def note_strided_tensors(model: nn.Module, batches: list[tuple[torch.Tensor, ...]]) -> None:
     """Says which parameters, buffers and batch tensors are not row-major
     (e.g. ``channels_last``): Loom holds every one row-major, so kernels
@@ -1503,6 +1532,7 @@ def capture(args: argparse.Namespace) -> None:
     torch.set_default_dtype(torch.float32)
     program = make_seeded(path, args.seed, args.make_kwargs)
     model, batches = program.model, program.batches
+    materialize_lazy_modules(model, batches[0], path)
     note_strided_tensors(model, batches)
     note_dtype_dependent_eps(model)
     refuse_sparse_gradients(model)

@@ -1157,3 +1157,42 @@ def test_host_randomness_in_forward_is_noted(tmp_path, capsys):
     assert (f"draws from Python's or NumPy's random generator ({path}:"
             f"{line_of(path, 'random.uniform')}: random.uniform)") in err
     assert "torch.rand" not in err.split("(")[1]
+
+
+LAZY_MODEL = """
+import torch
+import torch.nn as nn
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.LazyLinear(4)
+        self.bn = nn.BatchNorm1d(4)
+
+    def forward(self, x):
+        return self.bn(self.fc(x)).square().mean()
+
+def make():
+    return Net(), [(torch.randn(6, 3),), (torch.randn(6, 3),)]
+"""
+
+
+def test_lazy_modules_take_their_shapes_from_the_first_batch(tmp_path, capsys):
+    """nn.LazyLinear has no parameters until a forward: capture runs one on
+    the first batch (as PyTorch asks before building an optimizer), undoes
+    its batch-norm update, and captures the step; it used to fail with a
+    traceback (an uninitialized parameter). Under --meta a lazy module
+    cannot even be made (PyTorch's own error, located in make())."""
+    path = write_model(tmp_path, LAZY_MODEL)
+    code = capture.main([str(path), "--out", str(tmp_path / "out"), "--steps", "2"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "lazy module(s) fc took their parameters' shapes from a forward of the first batch" in err
+    ep = load_program(tmp_path / "out" / "step.pt2")
+    assert tuple(ep.state_dict["fc.weight"].shape) == (4, 3)
+    assert torch.equal(ep.state_dict["bn.running_mean"], torch.zeros(4))
+    assert int(ep.state_dict["bn.num_batches_tracked"]) == 0
+
+    result = call_cli(capsys, str(path), "--out", str(tmp_path / "meta"), "--meta")
+    assert_user_error(result, f"{path}:{line_of(path, 'LazyLinear')}: make() raised RuntimeError")
+    assert "UninitializedParameter" in result.stderr
