@@ -158,6 +158,7 @@ import contextlib
 import copy
 import functools
 import importlib.util
+import io
 import itertools
 import json
 import math
@@ -1092,6 +1093,32 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}"
 
 
+def _model_location(exc: BaseException) -> str:
+    """'FILE:LINE: ' of the innermost frame of ``exc`` in the model's code
+    (outside torch, Loom and Python's own modules), or ''."""
+    outside = (Path(torch.__file__).resolve().parent, Path(__file__).resolve().parent,
+               Path(contextlib.__file__).resolve().parent)
+    where = ""
+    for frame in traceback.extract_tb(exc.__traceback__):
+        path = Path(frame.filename).resolve()
+        if frame.filename.startswith("<") or any(path.is_relative_to(d) for d in outside):
+            continue
+        where = f"{frame.filename}:{frame.lineno}: "
+    return where
+
+
+def _data_dependence_hint(exc: BaseException) -> str:
+    """What to change where export failed on a value-dependent shape or
+    branch."""
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    if not names & {"GuardOnDataDependentSymNode", "DynamicOutputShapeException",
+                    "DataDependentOutputException"}:
+        return ""
+    return (" (the step's shapes or control flow depend on tensor values: boolean-mask "
+            "indexing, nonzero, or .item() in a condition; a captured step has static shapes "
+            "and one path, so weight by the mask (torch.where) instead)")
+
+
 def _params_without_grad(model: nn.Module, example: tuple[torch.Tensor, ...]) -> list[str]:
     probe = copy.deepcopy(model)
     probe(*example).backward()
@@ -1151,15 +1178,22 @@ def export_joint(
 ) -> tuple[torch.export.ExportedProgram, dict[str, str]]:
     """Exports the joint graph, turning torch.export's failures on models it
     cannot capture into errors that say what to change."""
+    # On a failure torch.export prints the partial graph to stderr before it
+    # raises; the error below names the line instead.
+    printed = io.StringIO()
     try:
-        with _record_checkpoint_regions() as regions, eager_backward.recording(model) as extensions:
+        with (_record_checkpoint_regions() as regions,
+              eager_backward.recording(model) as extensions,
+              contextlib.redirect_stderr(printed)):
             ep = torch.export.export(model, example)
+        sys.stderr.write(printed.getvalue())
     except CaptureError:
         raise
     except eager_backward.NotCapturable as exc:
         raise CaptureError(str(exc)) from None
     except Exception as exc:  # torch.export raises many exception types
-        raise CaptureError(f"torch.export could not trace the model: {_first_line(exc)}") from exc
+        raise CaptureError(f"{_model_location(exc)}torch.export could not trace the model: "
+                           f"{_first_line(exc)}{_data_dependence_hint(exc)}") from exc
     if extensions.state:
         print(f"{PROG}: note: the forward keeps tensors on the model as plain attributes "
               f"({_some_names(list(dict.fromkeys(extensions.state)))}): the step is traced from "

@@ -1196,3 +1196,31 @@ def test_lazy_modules_take_their_shapes_from_the_first_batch(tmp_path, capsys):
     result = call_cli(capsys, str(path), "--out", str(tmp_path / "meta"), "--meta")
     assert_user_error(result, f"{path}:{line_of(path, 'LazyLinear')}: make() raised RuntimeError")
     assert "UninitializedParameter" in result.stderr
+
+
+def test_a_value_dependent_branch_is_located(tmp_path, capsys):
+    """A branch on .item(): export fails on a data-dependent guard; the
+    error names the model's line and what to do instead, without the
+    partial graph torch prints. (Boolean-mask indexing that export can
+    trace reaches loom-import, which refuses the symbolic size with the
+    line.)"""
+    line = "return self.fc(x).square().mean() if x.sum().item() > 0 else self.fc(x).mean()"
+    path = write_model(tmp_path, f"""
+        import torch
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 2)
+
+            def forward(self, x, y):
+                {line}
+
+        def make():
+            return Net(), [(torch.randn(6, 4), torch.randn(6))]
+        """)
+    result = call_cli(capsys, str(path), "--out", str(tmp_path / "out"), "--steps", "1")
+    assert_user_error(result, f"{path}:{line_of(path, line[:20])}: torch.export could not trace "
+                      "the model: GuardOnDataDependentSymNode")
+    assert "a captured step has static shapes and one path" in result.stderr
