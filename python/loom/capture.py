@@ -380,17 +380,13 @@ def materialize_lazy_modules(model: nn.Module, batch: tuple[torch.Tensor, ...], 
     lazy = _lazy_modules(model)
     if not lazy:
         return
-    buffers = [(b, b.detach().clone()) for b in model.buffers()
-               if not isinstance(b, nn.parameter.UninitializedBuffer)]
-    with torch.no_grad():
+    with torch.no_grad(), eager_backward.buffers_kept(model):
         try:
             model(*batch)
         except Exception as exc:
             raise CaptureError(f"{_user_location(exc, path)}initializing the lazy modules "
                                f"({_some_names(lazy)}) by a forward of the first batch raised "
                                f"{_describe(exc)}") from exc
-        for buffer, value in buffers:
-            buffer.copy_(value)
     print(f"{PROG}: note: lazy module(s) {_some_names(lazy)} took their parameters' shapes "
           "from a forward of the first batch", file=sys.stderr)
 
@@ -433,9 +429,8 @@ def refuse_sparse_gradients(model: nn.Module) -> None:
     if sparse:
         raise CaptureError(
             f"{_some_names(sparse)}: an embedding with sparse=True gives its weight a sparse "
-            "gradient, and a "
-            "compiled step holds dense tensors only; construct it with sparse=False (the same "
-            "gradient values, dense)")
+            "gradient, and a compiled step holds dense tensors only; construct it with "
+            "sparse=False (the same gradient values, dense)")
 
 
 def check_loss(loss: Any) -> torch.Tensor:
@@ -1096,15 +1091,9 @@ def _first_line(exc: BaseException) -> str:
 def _model_location(exc: BaseException) -> str:
     """'FILE:LINE: ' of the innermost frame of ``exc`` in the model's code
     (outside torch, Loom and Python's own modules), or ''."""
-    outside = (Path(torch.__file__).resolve().parent, Path(__file__).resolve().parent,
-               Path(contextlib.__file__).resolve().parent)
-    where = ""
-    for frame in traceback.extract_tb(exc.__traceback__):
-        path = Path(frame.filename).resolve()
-        if frame.filename.startswith("<") or any(path.is_relative_to(d) for d in outside):
-            continue
-        where = f"{frame.filename}:{frame.lineno}: "
-    return where
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if eager_backward.is_model_frame(f)]
+    return f"{frames[-1].filename}:{frames[-1].lineno}: " if frames else ""
 
 
 def _data_dependence_hint(exc: BaseException) -> str:

@@ -42,6 +42,7 @@ ATOL = 1e-7
 
 _TORCH_DIR = Path(torch.__file__).resolve().parent
 _LOOM_DIR = Path(__file__).resolve().parent
+_STDLIB_DIR = Path(contextlib.__file__).resolve().parent
 
 
 class Mismatch(Exception):
@@ -66,14 +67,27 @@ class Extensions:
         return "; ".join(dict.fromkeys(self.found))
 
 
+def _is_loom_frame(frame: traceback.FrameSummary) -> bool:
+    return Path(frame.filename).resolve().is_relative_to(_LOOM_DIR)
+
+
+def is_model_frame(frame: traceback.FrameSummary) -> bool:
+    """Whether a frame runs the model's code: not torch's, Loom's or
+    Python's own (its standard library, frozen modules)."""
+    if frame.filename.startswith("<"):
+        return False
+    path = Path(frame.filename).resolve()
+    return not any(path.is_relative_to(d) for d in (_TORCH_DIR, _LOOM_DIR, _STDLIB_DIR))
+
+
 def _caller() -> str | None:
-    """'FILE:LINE: ' of the innermost frame outside torch; None where that
-    frame is Loom's own (torch called from capture, not from the model)."""
+    """'FILE:LINE: ' of the innermost frame in the model's code; None where
+    Loom's own frame comes first (torch called from capture, not from the
+    model)."""
     for frame in reversed(traceback.extract_stack()[:-2]):
-        path = Path(frame.filename).resolve()
-        if path.is_relative_to(_LOOM_DIR):
+        if _is_loom_frame(frame):
             return None
-        if not path.is_relative_to(_TORCH_DIR):
+        if is_model_frame(frame):
             return f"{frame.filename}:{frame.lineno}: "
     return None
 
@@ -195,36 +209,54 @@ def recording(model: nn.Module) -> Iterator[Extensions]:
         nn.Module.__setattr__ = setattr_
 
 
+@contextlib.contextmanager
+def buffers_kept(model: nn.Module) -> Iterator[None]:
+    """Puts every buffer of ``model`` back as it was after the block (the
+    same tensor, with the same values), whatever forwards ran in it (batch
+    norm's running statistics, a buffer a forward rebinds). A lazy module's
+    buffer not yet materialized has nothing to keep."""
+    buffers = [(n, b, b.detach().clone()) for n, b in model.named_buffers()
+               if not isinstance(b, nn.parameter.UninitializedBuffer)]
+    try:
+        yield
+    finally:
+        for name, buffer, value in buffers:
+            owner, _, leaf = name.rpartition(".")
+            model.get_submodule(owner)._buffers[leaf] = buffer
+            with torch.no_grad():
+                buffer.copy_(value)
+
+
+def joint_outputs(ep: torch.export.ExportedProgram, state: dict[str, torch.Tensor],
+                  batch: tuple[torch.Tensor, ...]) -> list[tuple[Any, torch.Tensor]]:
+    """Runs the joint graph once on ``batch`` with the parameters, buffers
+    and constants of ``state`` (by FQN): each output with its spec."""
+    inputs = iter(batch)
+    outputs = ep.graph_module(*(next(inputs) if s.kind == InputKind.USER_INPUT
+                                else state[s.target] for s in ep.graph_signature.input_specs))
+    return list(zip(ep.graph_signature.output_specs, outputs))
+
+
 def _eager_gradients(model: nn.Module, example: tuple[torch.Tensor, ...]) -> dict[str, Any]:
     """Each trainable parameter's gradient from one eager forward and
     backward of ``model`` itself, leaving its gradients and buffers as they
     were."""
     params = dict(model.named_parameters())
     grads = {n: p.grad for n, p in params.items()}
-    buffers = [(n, b, b.detach().clone()) for n, b in model.named_buffers()]
     for p in params.values():
         p.grad = None
     try:
-        model(*example).backward()
+        with buffers_kept(model):
+            model(*example).backward()
         return {n: p.grad for n, p in params.items() if p.requires_grad}
     finally:
-        for name, buffer, value in buffers:
-            owner, _, leaf = name.rpartition(".")
-            module = model.get_submodule(owner)
-            module._buffers[leaf] = buffer  # a forward may rebind it
-            with torch.no_grad():
-                buffer.copy_(value)
         for n, p in params.items():
             p.grad = grads[n]
 
 
 def _joint_gradients(ep: torch.export.ExportedProgram,
                      example: tuple[torch.Tensor, ...]) -> dict[str, torch.Tensor]:
-    state = {**ep.state_dict, **ep.constants}
-    inputs = iter(example)
-    outputs = ep.graph_module(*(next(inputs) if s.kind == InputKind.USER_INPUT
-                                else state[s.target] for s in ep.graph_signature.input_specs))
-    return {s.target: o for o, s in zip(outputs, ep.graph_signature.output_specs)
+    return {s.target: o for s, o in joint_outputs(ep, {**ep.state_dict, **ep.constants}, example)
             if s.kind == OutputKind.GRADIENT_TO_PARAMETER}
 
 

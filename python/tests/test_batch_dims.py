@@ -155,10 +155,10 @@ def test_one_rank_equals_the_exported_graph_bitwise(tmp_path):
     oneMKL's first-call race was found: runtime/lib/VectorMath.h)."""
     import torch
     from safetensors.torch import load_file
-    from torch.export.graph_signature import InputKind
 
     import seq_first_model
     from loom.capture import export_joint
+    from loom.eager_backward import joint_outputs
 
     result = loom_run(MODEL, "--steps", "1", "--make-arg", "seq=8", *SGD, out=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -172,17 +172,13 @@ def test_one_rank_equals_the_exported_graph_bitwise(tmp_path):
     model, batches = seq_first_model.make(seq=8)
     initial = {n: p.detach().clone() for n, p in model.named_parameters()}
     ep, _ = export_joint(model, batches[0])
-    state = {**ep.state_dict, **ep.constants}
-    inputs = iter(batches[0])
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        outputs = ep.graph_module(*(next(inputs) if s.kind == InputKind.USER_INPUT
-                                     else state[s.target] for s in ep.graph_signature.input_specs))
+        outputs = joint_outputs(ep, {**ep.state_dict, **ep.constants}, batches[0])
     finally:
         torch.set_num_threads(threads)
-    graph = {s.target: o for o, s in zip(outputs, ep.graph_signature.output_specs)
-             if s.kind.name == "GRADIENT_TO_PARAMETER"}
+    graph = {s.target: o for s, o in outputs if s.kind.name == "GRADIENT_TO_PARAMETER"}
     assert len(graph) == len(initial)
     for name, grad in graph.items():  # torch.optim.SGD: param.add_(grad, alpha=-lr)
         assert torch.equal(trained[name], initial[name].add(grad, alpha=-0.1)), name

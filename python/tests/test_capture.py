@@ -30,7 +30,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "python"))
 
-from loom import capture  # noqa: E402
+from loom import capture, eager_backward  # noqa: E402
 from loom.safetensors_io import load_tensors  # noqa: E402
 
 STEPS = 3
@@ -164,13 +164,10 @@ def trainable_names(model: nn.Module) -> list[str]:
 
 def run_joint_graph(c: Captured, state: dict[str, torch.Tensor], batch) -> dict[str, object]:
     """Execute the captured joint graph once; returns outputs by role."""
-    sig = c.ep.graph_signature
-    user = iter(batch)
-    args = [next(user) if s.kind == InputKind.USER_INPUT else state[s.target] for s in sig.input_specs]
     with torch.no_grad():
-        outs = c.ep.graph_module(*args)
+        outs = eager_backward.joint_outputs(c.ep, state, batch)
     result: dict[str, object] = {"grads": {}, "mutations": {}}
-    for spec, value in zip(sig.output_specs, outs):
+    for spec, value in outs:
         if spec.kind == OutputKind.LOSS_OUTPUT:
             result["loss"] = value
         elif spec.kind == OutputKind.GRADIENT_TO_PARAMETER:

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.utils.checkpoint as torch_checkpoint
-from torch.export.graph_signature import InputKind, OutputKind
+from torch.export.graph_signature import OutputKind
 
 # Imported here, not first inside a capture: its import seeds and draws from
 # the global RNG, which would give the first capture other initial weights.
@@ -30,7 +30,7 @@ import torch.testing._internal.distributed._tensor.common_dtensor  # noqa: F401
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "python"))
 
-from loom import capture  # noqa: E402
+from loom import capture, eager_backward  # noqa: E402
 
 STEPS = 3
 
@@ -247,16 +247,12 @@ def test_joint_graph_loss_and_gradients_match_eager_checkpoint(captures, model_f
     ep = load_program(captures["sac"] / "step.pt2")
     torch.manual_seed(0)
     model, batches = runpy.run_path(str(model_file))["make"](ac="sac")
-    state = {**ep.state_dict, **ep.constants}
-    user = iter(batches[0])
-    args = [next(user) if s.kind == InputKind.USER_INPUT else state[s.target]
-            for s in ep.graph_signature.input_specs]
     with torch.no_grad():
-        outs = ep.graph_module(*args)
+        outs = eager_backward.joint_outputs(ep, {**ep.state_dict, **ep.constants}, batches[0])
     loss = model(*batches[0])
     loss.backward()
     grads = dict(model.named_parameters())
-    for spec, value in zip(ep.graph_signature.output_specs, outs):
+    for spec, value in outs:
         if spec.kind == OutputKind.LOSS_OUTPUT:
             assert torch.equal(value, loss.detach())
         elif spec.kind == OutputKind.GRADIENT_TO_PARAMETER:
