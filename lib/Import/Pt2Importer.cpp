@@ -187,6 +187,8 @@ private:
                                     Location loc, StringRef node);
   LogicalResult setCastPair(Operation *op, const json::Object &custom,
                             Location loc, StringRef node);
+  LogicalResult setPolicyCast(Operation *op, const json::Object &custom,
+                              Location loc, StringRef node);
   LogicalResult setSyncBatchNorm(Operation *op, const json::Object &custom,
                                  Location loc, StringRef node);
   /// `value`, the custom metadata `key` of a node, as a non-negative integer
@@ -898,6 +900,7 @@ LogicalResult Importer::setModuleAndPhase(Operation *op,
         if (failed(setCheckpointRegion(op, *c, loc, name)) ||
             failed(setCalls(op, *c, loc, name)) ||
             failed(setCastPair(op, *c, loc, name)) ||
+            failed(setPolicyCast(op, *c, loc, name)) ||
             failed(setSyncBatchNorm(op, *c, loc, name)))
           return failure();
       }
@@ -1018,6 +1021,32 @@ LogicalResult Importer::setCastPair(Operation *op, const json::Object &custom,
     return nodeError(loc, name, "has '")
            << LoomDialect::kCastAttrName << "' but is not an aten::_to_copy";
   op->setAttr(LoomDialect::kCastAttrName, builder.getI64IntegerAttr(*id));
+  return success();
+}
+
+/// A cast eager makes only under the mixed-precision policy capture traced
+/// with (`loom.policy_cast`: true for one to the compute dtype, false for
+/// one to the dtype it names), a no-op as traced.
+LogicalResult Importer::setPolicyCast(Operation *op, const json::Object &custom,
+                                      Location loc, StringRef name) {
+  const json::Value *policy = custom.get(LoomDialect::kPolicyCastAttrName);
+  if (!policy)
+    return success();
+  std::optional<bool> toCompute = policy->getAsBoolean();
+  if (!toCompute)
+    return nodeError(loc, name, "has '")
+           << LoomDialect::kPolicyCastAttrName
+           << "' = " << llvm::formatv("{0}", *policy).str()
+           << ", expected true or false";
+  auto aten = dyn_cast<AtenOp>(op);
+  if (!aten || aten.getOpName() != "aten::_to_copy" ||
+      op->getNumOperands() != 1 || op->getNumResults() != 1 ||
+      op->getOperand(0).getType() != op->getResult(0).getType())
+    return nodeError(loc, name, "has '")
+           << LoomDialect::kPolicyCastAttrName
+           << "' but is not an aten::_to_copy of a tensor to its own dtype";
+  op->setAttr(LoomDialect::kPolicyCastAttrName,
+              builder.getBoolAttr(*toCompute));
   return success();
 }
 

@@ -40,7 +40,10 @@ step (training cycles through them). The capture writes into DIR:
     requires grad, and a checkpoint inside another, cannot be captured. A
     forward ``_to_copy`` and the backward ``_to_copy`` autograd made for it
     (which casts the gradient back to the forward input's dtype) share an
-    id, ``"loom.cast": K``.
+    id, ``"loom.cast": K``. With ``--param-dtype`` the casts eager makes
+    only under that mixed-precision policy (``.type_as(x)`` of a bf16 x)
+    are written in as no-op ``_to_copy`` nodes with ``"loom.policy_cast":
+    true|false`` (loom/policy_casts.py).
 ``run.json``
     The run configuration: what this capture was asked, every value
     resolved, so that later stages need not be told again::
@@ -212,7 +215,7 @@ from loom.options import (  # noqa: F401 (re-exported: capture's options)
     resolve_optimizer,
     schedule_config,
 )
-from loom import eager_backward
+from loom import eager_backward, policy_casts
 from loom.safetensors_io import save_tensors
 
 PROG = "loom.capture"
@@ -1162,11 +1165,27 @@ def _export_joint_without_decompositions(
     return ep._update(gm, signature)
 
 
+def _trace_joint(model: nn.Module, example: tuple) -> torch.export.ExportedProgram:
+    """The joint graph as export_joint traces it, without its checks and
+    notes: the second trace of :mod:`loom.policy_casts`."""
+    with _record_checkpoint_regions():
+        ep = torch.export.export(model, example)
+    ep, _ = canonicalize_tied_parameters(ep, model)
+    with _keep_joint_node_metadata():
+        return _export_joint_without_decompositions(ep)
+
+
+def _note(message: str) -> None:
+    print(f"{PROG}: note: {message}", file=sys.stderr)
+
+
 def export_joint(
-    model: nn.Module, example: tuple[torch.Tensor, ...]
+    model: nn.Module, example: tuple[torch.Tensor, ...], compute: torch.dtype | None = None,
 ) -> tuple[torch.export.ExportedProgram, dict[str, str]]:
     """Exports the joint graph, turning torch.export's failures on models it
-    cannot capture into errors that say what to change."""
+    cannot capture into errors that say what to change. With ``compute``
+    (the mixed-precision policy's parameter dtype) the casts eager makes
+    under the policy are written into it (:mod:`loom.policy_casts`)."""
     # On a failure torch.export prints the partial graph to stderr before it
     # raises; the error below names the line instead.
     printed = io.StringIO()
@@ -1226,7 +1245,7 @@ def export_joint(
             print(f"{PROG}: note: parameter(s) {', '.join(unused)} receive no gradient from "
                   "the loss; captured as frozen (torch.optim leaves a parameter without a "
                   "gradient as it is)", file=sys.stderr)
-            return export_joint(model, example)
+            return export_joint(model, example, compute)
         if "requires gradients, and received a mutation" in message:
             raise CaptureError(
                 "the model changes a parameter in place during forward (e.g. "
@@ -1234,6 +1253,9 @@ def export_joint(
             ) from exc
         raise CaptureError(f"exporting the backward graph failed: {_first_line(exc)}") from exc
     tag_checkpoint_policies(ep, regions)
+    if compute is not None and compute != torch.float32 and not any(
+            isinstance(t, FakeTensor) for t in example):
+        policy_casts.add_policy_casts(ep, model, example, compute, _trace_joint, _note)
     check_backward(model, example, ep, extensions)
     return ep, aliases
 
@@ -1488,8 +1510,9 @@ def export_rank_step(model: nn.Module, batches: list, args: argparse.Namespace):
     args.resolved_batch_dims = resolve_batch_dims(batches[0], args.batch_dims)
     trainable = [n for n, p in model.named_parameters() if p.requires_grad]
     try:
+        compute = policy_casts.DTYPES[args.param_dtype] if args.param_dtype else None
         exported = export_joint(model, per_rank_batch(batches[0], args.split, args.microbatches,
-                                                      args.resolved_batch_dims))
+                                                      args.resolved_batch_dims), compute)
     except CaptureError as exc:
         sizes = {t.shape[d] for t, d in zip(batches[0], args.resolved_batch_dims)
                  if d is not None}

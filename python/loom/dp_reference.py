@@ -57,6 +57,7 @@ from pathlib import Path
 
 import torch
 
+from loom import policy_casts
 from loom.capture import make_optimizer, make_scheduler, make_seeded, slice_rows
 from loom.options import COMM_HOOKS, REFERENCE_MODES, clip_gradients
 from loom.safetensors_io import load_tensors, save_tensors
@@ -237,8 +238,7 @@ def wrap_replicate(model: torch.nn.Module, world: int) -> torch.nn.Module:
     return model
 
 
-# loom-compile's --param-dtype/--reduce-dtype names.
-MP_DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
+MP_DTYPES = policy_casts.DTYPES
 
 
 def mp_policy(precision: tuple[str | None, str | None] | None):

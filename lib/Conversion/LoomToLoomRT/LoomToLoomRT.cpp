@@ -68,6 +68,13 @@ struct AtenOpLowering : public OpConversionPattern<loom::AtenOp> {
   LogicalResult
   matchAndRewrite(loom::AtenOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
+    // A cast eager makes only under a mixed-precision policy that no
+    // loom-fsdp{param-dtype} made real converts a value to its own dtype:
+    // it is the value.
+    if (op->hasAttr(LoomDialect::kPolicyCastAttrName)) {
+      rewriter.replaceOp(op, adaptor.getInputs());
+      return success();
+    }
     // loom-lower-to-rt reports unencodable arguments before rewriting, so a
     // failure here is only a pattern that does not apply.
     auto silent = [&] { return InFlightDiagnostic(); };

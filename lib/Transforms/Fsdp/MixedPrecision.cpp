@@ -132,6 +132,10 @@ private:
   /// dtype), or lowering left it converting to the dtype its input has: then
   /// the cast goes.
   void lowerCast(AtenOp cast);
+  /// A cast capture found by tracing under the policy (`loom.policy_cast`):
+  /// converts to `target` (the compute dtype, or the dtype it names), or
+  /// goes where its input has that dtype already.
+  void lowerPolicyCast(AtenOp castOp, Type target);
   /// Whether type promotion keeps an op with compute-dtype operands in the
   /// original dtype.
   bool staysOriginal(Operation &op) const;
@@ -251,9 +255,16 @@ void ComputeLowering::lowerCheck(AtenOp check) {
   auto stated = check.getArgs().size() > 3
                     ? dyn_cast<TypeAttr>(check.getArgs()[3])
                     : TypeAttr();
+  // Where capture traced the step under the policy, its casts say which
+  // reads convert (`loom.policy_cast`), and the residual stream's add after
+  // an RMSNorm's `.float()` still reads x itself.
+  bool tracedUnderPolicy =
+      llvm::any_of(check->getOperand(0).getUsers(), [](Operation *user) {
+        return user->hasAttr(LoomDialect::kPolicyCastAttrName);
+      });
   if (check.getOpName() == "aten::_assert_tensor_metadata" &&
       check->getNumOperands() == 1 && stated && stated.getValue() == original &&
-      dtypeOf(check->getOperand(0)) == compute) {
+      dtypeOf(check->getOperand(0)) == compute && !tracedUnderPolicy) {
     Value x = check->getOperand(0);
     OpBuilder ob(check->getContext());
     ob.setInsertionPointAfter(check);
@@ -284,6 +295,11 @@ static bool convertsDtypeOnly(AtenOp cast) {
 void ComputeLowering::lowerCast(AtenOp cast) {
   Value input = cast->getOperand(0);
   Value result = cast->getResult(0);
+  if (auto policy =
+          cast->getAttrOfType<BoolAttr>(LoomDialect::kPolicyCastAttrName)) {
+    lowerPolicyCast(cast, policy.getValue() ? compute : dtypeOf(result));
+    return;
+  }
   auto id = cast->getAttrOfType<IntegerAttr>(LoomDialect::kCastAttrName);
   std::optional<Phase> phase = getPhase(cast);
   if (id && phase == Phase::forward)
@@ -304,6 +320,26 @@ void ComputeLowering::lowerCast(AtenOp cast) {
     return;
   result.replaceAllUsesWith(input);
   cast->erase();
+}
+
+void ComputeLowering::lowerPolicyCast(AtenOp castOp, Type target) {
+  Value input = castOp->getOperand(0);
+  Value result = castOp->getResult(0);
+  if (dtypeOf(input) == target) {
+    result.replaceAllUsesWith(input);
+    castOp->erase();
+    return;
+  }
+  // A real conversion now, as eager's: the mark said where, the types say
+  // what.
+  castOp->removeAttr(LoomDialect::kPolicyCastAttrName);
+  result.setType(cast<RankedTensorType>(result.getType()).clone(target));
+  SmallVector<NamedAttribute> kwargs;
+  for (NamedAttribute a : castOp.getKwargs())
+    kwargs.push_back(a.getName() == "dtype"
+                         ? b.getNamedAttr("dtype", TypeAttr::get(target))
+                         : a);
+  castOp.setKwargsAttr(b.getDictionaryAttr(kwargs));
 }
 
 void ComputeLowering::retypeDtypeArgs(AtenOp atenOp) {

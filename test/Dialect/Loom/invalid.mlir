@@ -1117,3 +1117,27 @@ func.func @f(%g: tensor<2xf32>) -> (tensor<2xf32> {loom.pipeline_grad_from = -1 
 func.func @f(%g: tensor<2xf32>) -> (tensor<2xf32> {loom.grad_from = 1 : i64}) {
   return %g : tensor<2xf32>
 }
+
+// -----
+
+func.func @policy_cast_converts(%x: tensor<4xf32>) -> tensor<4xbf16> {
+  // expected-error @+1 {{'loom.policy_cast' is on a cast to the dtype it was traced in, but 'tensor<4xf32>' becomes 'tensor<4xbf16>'}}
+  %y = loom.aten "aten::_to_copy.default"(%x) {args = [#loom.arg<0>], kwargs = {dtype = bf16}, loom.policy_cast = true} : (tensor<4xf32>) -> tensor<4xbf16>
+  return %y : tensor<4xbf16>
+}
+
+// -----
+
+func.func @policy_cast_not_a_cast(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'loom.policy_cast' is only on an aten::_to_copy of one tensor}}
+  %y = loom.aten "aten::neg.default"(%x) {args = [#loom.arg<0>], loom.policy_cast = true} : (tensor<4xf32>) -> tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+func.func @policy_cast_not_bool(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'loom.policy_cast' must be a bool}}
+  %y = loom.aten "aten::_to_copy.default"(%x) {args = [#loom.arg<0>], kwargs = {dtype = f32}, loom.policy_cast = 1 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+  return %y : tensor<4xf32>
+}

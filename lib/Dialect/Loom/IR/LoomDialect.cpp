@@ -755,6 +755,21 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
              << name << "' must be a non-negative i64 cast id";
     return success();
   }
+  if (name == kPolicyCastAttrName) {
+    auto aten = dyn_cast<AtenOp>(op);
+    if (!aten || aten.getOpName() != "aten::_to_copy" ||
+        aten->getNumOperands() != 1 || aten->getNumResults() != 1)
+      return op->emitOpError("'")
+             << name << "' is only on an aten::_to_copy of one tensor";
+    if (!isa<BoolAttr>(attr.getValue()))
+      return op->emitOpError("'") << name << "' must be a bool";
+    if (aten->getOperand(0).getType() != aten->getResult(0).getType())
+      return op->emitOpError("'")
+             << name << "' is on a cast to the dtype it was traced in, but "
+             << aten->getOperand(0).getType() << " becomes "
+             << aten->getResult(0).getType();
+    return success();
+  }
   if (name == kSyncBatchNormAttrName) {
     if (!isa<UnitAttr>(attr.getValue()))
       return op->emitOpError("'") << name << "' must be a unit attribute";

@@ -118,6 +118,15 @@ def Loom_Dialect : Dialect {
     /// precision keeps that backward cast only while the input keeps the
     /// dtype it was traced in.
     static constexpr ::llvm::StringLiteral kCastAttrName = "loom.cast";
+    /// On an `aten::_to_copy` converting a value to the dtype it was traced
+    /// in: a cast eager makes only under a mixed-precision policy, which
+    /// capture found by tracing the step with the policy's parameter dtype
+    /// (`.type_as(x)` of a bf16 x, `.float()` of one). True: the cast is to
+    /// the policy's compute dtype; false: to the dtype it names.
+    /// `loom-fsdp{param-dtype=...}` makes it real where the value's dtype
+    /// differs; without mixed precision it is the value itself.
+    static constexpr ::llvm::StringLiteral kPolicyCastAttrName =
+        "loom.policy_cast";
     /// On the training-mode forward of an `nn.SyncBatchNorm`
     /// (`aten::_native_batch_norm_legit_functional` or its `no_stats`
     /// form): its statistics are those of every data-parallel rank's rows
