@@ -1167,7 +1167,7 @@ def _export_joint_without_decompositions(
 
 def _trace_joint(model: nn.Module, example: tuple) -> torch.export.ExportedProgram:
     """The joint graph as export_joint traces it, without its checks and
-    notes: the second trace of :mod:`loom.policy_casts`."""
+    notes: the policy trace of :mod:`loom.policy_casts`."""
     with _record_checkpoint_regions():
         ep = torch.export.export(model, example)
     ep, _ = canonicalize_tied_parameters(ep, model)
@@ -1189,10 +1189,16 @@ def export_joint(
     # On a failure torch.export prints the partial graph to stderr before it
     # raises; the error below names the line instead.
     printed = io.StringIO()
+    traced_in_policy = compute is not None and compute != torch.float32 and not any(
+        isinstance(t, FakeTensor) for t in example)
+    policy = (policy_casts.trace_policy(model, example, compute, _trace_joint, _note)
+              if traced_in_policy else None)
+    conversions = policy_casts.Conversions(compute, policy.conversions if policy else None)
     try:
         with (_record_checkpoint_regions() as regions,
               eager_backward.recording(model) as extensions,
-              contextlib.redirect_stderr(printed)):
+              contextlib.redirect_stderr(printed),
+              conversions if policy else contextlib.nullcontext()):
             ep = torch.export.export(model, example)
         sys.stderr.write(printed.getvalue())
     except CaptureError:
@@ -1253,9 +1259,8 @@ def export_joint(
             ) from exc
         raise CaptureError(f"exporting the backward graph failed: {_first_line(exc)}") from exc
     tag_checkpoint_policies(ep, regions)
-    if compute is not None and compute != torch.float32 and not any(
-            isinstance(t, FakeTensor) for t in example):
-        policy_casts.add_policy_casts(ep, model, example, compute, _trace_joint, _note)
+    if policy:
+        policy_casts.add_policy_casts(ep, policy, conversions.forced, compute, _note)
     check_backward(model, example, ep, extensions)
     return ep, aliases
 

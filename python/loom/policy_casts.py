@@ -13,20 +13,28 @@ cast (the product with the weight promotes to float32 there), so such a
 model drifted from ``fully_shard`` by far more than rounding.
 
 When capture is told the policy (``--param-dtype``, for its ``fully_shard``
-reference), it traces the step once more as FSDP2 runs it, with the floating
+reference), it first traces the step as FSDP2 runs it, with the floating
 parameters and forward inputs in the compute dtype (buffers keep theirs),
-lines the two joint graphs up op by op, and writes each cast of the policy
-trace into the float32 graph as a ``_to_copy`` of the float32 value to its own
-dtype, a no-op as traced, with ``meta["custom"]["loom.policy_cast"]``: true
-where the cast converts to the compute dtype (``.type_as(x)`` of a bf16 x),
-false where it converts to the dtype it names (``.float()``). ``loom-fsdp``
-makes the first a cast to its ``param-dtype`` and keeps the second, dropping
-either where the value already has that dtype; without mixed precision both
-are the values themselves.
+recording every dtype conversion the forward calls (:class:`Conversions`).
+Then, tracing in float32, it makes each call that converted under the
+policy but keeps the dtype here a copy, ``_to_copy(x, dtype=f32)``, marked
+``meta["custom"]["loom.policy_cast"]``: true where the policy's cast was to
+the compute dtype (``.type_as(x)`` of a bf16 x), false where it was to the
+dtype it names (``.float()``). The copy makes autograd sum the gradients of
+its output before passing them on, as under the policy, so the two joint
+graphs then line up op by op (casts aside) in backward too, and the policy
+trace's casts that are not in the float32 graph (its gradient casts, a
+decomposition's casts that no Python call makes) are written in the same
+way, as no-op ``_to_copy``s of the float32 value. ``loom-fsdp`` makes a
+marked cast to the compute dtype (true) or to the dtype it names (false)
+real where the value's dtype differs and drops it where not; without mixed
+precision every marked cast is the value itself.
 
-Where the two graphs do not line up (an op only one of them has), nothing
-is written and a note says so: ``loom-fsdp`` then types the step by
-promotion alone, as before.
+The forwards must line up (else only the forced copies are marked, and a
+note says the rest is not recorded); the backwards may not, where the
+policy's casts are inside an ATen composite (``F.rms_norm``: eager sums the
+gradients of its f32 copy of x before casting them, the float32 trace adds
+them into x's one by one). Then only the forward's casts are written.
 """
 
 from __future__ import annotations
@@ -34,11 +42,13 @@ from __future__ import annotations
 import contextlib
 import copy
 import io
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
 import torch.nn as nn
 from torch.fx import Node
+from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
 POLICY_CAST_KEY = "loom.policy_cast"
@@ -188,28 +198,120 @@ def write_policy_casts(traced: torch.fx.Graph, policy: torch.fx.Graph,
     return len(written), both
 
 
-def add_policy_casts(ep: torch.export.ExportedProgram, model: nn.Module,
-                     example: tuple[torch.Tensor, ...], compute: torch.dtype,
-                     trace: Callable[[nn.Module, tuple], torch.export.ExportedProgram],
-                     note: Callable[[str], None]) -> None:
+# The Tensor methods that convert a tensor's dtype (and return it as it is
+# where it has that dtype already).
+CONVERSIONS = frozenset({torch.Tensor.to, torch.Tensor.float, torch.Tensor.type_as,
+                         torch.Tensor.type, torch.Tensor.bfloat16, torch.Tensor.half,
+                         torch.Tensor.double})
+
+
+@dataclass
+class Conversion:
+    """A conversion the forward called under the policy: whether it
+    converted to the compute dtype."""
+    method: str
+    to_compute: bool
+
+
+class Conversions(TorchFunctionMode):
+    """Records the dtype conversions a forward calls, in call order (None
+    for one that kept the dtype); with ``policy`` (the record of the
+    policy trace), makes each call that converted there but keeps the
+    dtype here a copy, ``_to_copy(x, dtype)``, so that autograd differentiates
+    it as it does under the policy (ToCopyBackward sums the gradients of its
+    output before casting them back)."""
+
+    def __init__(self, compute: torch.dtype, policy: list[Conversion | None] | None = None):
+        super().__init__()
+        self.compute, self.policy = compute, policy
+        self.calls: list[Conversion | None] = []
+        self.forced: list[Conversion] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if (func not in CONVERSIONS or not args or not isinstance(args[0], torch.Tensor)
+                or not isinstance(out, torch.Tensor)):
+            return out
+        k = len(self.calls)
+        # (Under export's tracing a no-op returns an alias, not its input.)
+        same = out.dtype == args[0].dtype
+        self.calls.append(None if same else Conversion(func.__name__,
+                                                       out.dtype == self.compute))
+        theirs = self.policy[k] if self.policy is not None and k < len(self.policy) else None
+        if theirs is not None and same and theirs.method == func.__name__:
+            self.forced.append(theirs)
+            return torch.ops.aten._to_copy.default(out, dtype=out.dtype)
+        return out
+
+
+@dataclass
+class PolicyTrace:
+    """The step traced under the policy: its joint graph and the conversions
+    its forward called."""
+    graph: torch.fx.Graph
+    conversions: list[Conversion | None]
+
+
+def _failed(note: Callable[[str], None], compute: torch.dtype, why: str) -> None:
+    note(f"{why}; the casts the model makes under {compute} mixed precision are not recorded, "
+         "and loom-fsdp types the step by type promotion alone")
+
+
+def trace_policy(model: nn.Module, example: tuple[torch.Tensor, ...], compute: torch.dtype,
+                 trace: Callable[[nn.Module, tuple], torch.export.ExportedProgram],
+                 note: Callable[[str], None]) -> PolicyTrace | None:
     """Traces ``model`` under the policy with ``trace`` (capture's joint
-    export) and writes its casts into ``ep``'s graph; a policy trace that
-    fails or does not line up leaves ``ep`` as it is, with a note."""
-    printed = io.StringIO()
+    export), recording its conversions; None, with a note, where it fails."""
+    recorder = Conversions(compute)
     try:
-        with contextlib.redirect_stderr(printed):
-            policy = trace(policy_model(model, compute), policy_example(example, compute))
+        policy, inputs = policy_model(model, compute), policy_example(example, compute)
+        with contextlib.redirect_stderr(io.StringIO()), recorder:
+            ep = trace(policy, inputs)
+    except Exception as exc:  # torch.export raises many exception types
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        _failed(note, compute, f"tracing the step with {compute} parameters failed ({first})")
+        return None
+    return PolicyTrace(ep.graph, recorder.calls)
+
+
+def _no_op_casts(graph: torch.fx.Graph) -> list[Node]:
+    return [n for n in graph.nodes if is_cast(n) and not _is_backward(n)
+            and _dtype(n) is not None and _dtype(n) == _dtype(n.args[0])]
+
+
+def _mark(node: Node, to_compute: bool) -> None:
+    node.meta["custom"] = {**(node.meta.get("custom") or {}), POLICY_CAST_KEY: to_compute}
+
+
+def mark_forced_casts(graph: torch.fx.Graph, forced: list[Conversion]) -> bool:
+    """Marks the copies :class:`Conversions` forced (the forward's no-op
+    casts, in call order): each converts to the compute dtype where the
+    policy's did. (Autograd writes no cast for their gradients, which keep
+    their dtype as traced; the policy trace's are written by lining the
+    backwards up, which the copies make possible.) False, marking nothing,
+    where they do not count up."""
+    forward = _no_op_casts(graph)
+    if len(forward) != len(forced):
+        return False
+    for node, conversion in zip(forward, forced):
+        _mark(node, conversion.to_compute)
+    return True
+
+
+def add_policy_casts(ep: torch.export.ExportedProgram, policy: PolicyTrace,
+                     forced: list[Conversion], compute: torch.dtype,
+                     note: Callable[[str], None]) -> None:
+    """Marks the copies forced while tracing ``ep`` and writes the policy
+    trace's other casts (a decomposition's, which no Python call makes) into
+    ``ep``'s graph by lining the graphs up."""
+    if not mark_forced_casts(ep.graph, forced):
+        _failed(note, compute, f"{len(forced)} conversions were traced as copies, but the "
+                "graph does not have as many")
+    try:
         count, _ = write_policy_casts(ep.graph, policy.graph, compute)
     except Mismatch as exc:
-        note(f"the step traced with {compute} parameters does not line up with the float32 "
-             f"trace ({exc}); the casts the model makes under mixed precision are not "
-             "recorded, and loom-fsdp types the step by type promotion alone")
-        return
-    except Exception as exc:  # torch.export raises many exception types
-        note(f"tracing the step with {compute} parameters failed "
-             f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); the casts the "
-             "model makes under mixed precision are not recorded, and loom-fsdp types the "
-             "step by type promotion alone")
+        _failed(note, compute, f"the step traced with {compute} parameters does not line up "
+                f"with the float32 trace ({exc})")
         return
     if count:
         ep.graph_module.recompile()
