@@ -409,20 +409,6 @@ def note_strided_tensors(model: nn.Module, batches: list[tuple[torch.Tensor, ...
               "mathematically zero, e.g. a bias before batch norm)", file=sys.stderr)
 
 
-def note_dtype_dependent_eps(model: nn.Module) -> None:
-    """Says which ``nn.RMSNorm`` modules leave ``eps`` to the input's dtype:
-    ``F.rms_norm`` then uses ``torch.finfo(x.dtype).eps``, which the f32 trace
-    bakes in as 1.2e-7, while under a bf16 ``param-dtype`` PyTorch's own
-    ``fully_shard`` normalises bf16 inputs with 7.8e-3."""
-    names = [name for name, m in model.named_modules()
-             if isinstance(m, nn.RMSNorm) and m.eps is None]
-    if names:
-        print(f"{PROG}: note: nn.RMSNorm without eps ({_some_names(names)}): PyTorch "
-              "takes it from the input's dtype (1.2e-7 in f32, as captured; 7.8e-3 for bf16), "
-              "so under --param-dtype=bf16 the compiled step keeps f32's where PyTorch's mixed "
-              "precision uses bf16's; give eps to make them agree", file=sys.stderr)
-
-
 def refuse_sparse_gradients(model: nn.Module) -> None:
     """nn.Embedding/EmbeddingBag(sparse=True) give their weight a sparse
     gradient, which the compiled step, whose tensors are dense, cannot
@@ -1198,6 +1184,7 @@ def export_joint(
         with (_record_checkpoint_regions() as regions,
               eager_backward.recording(model) as extensions,
               contextlib.redirect_stderr(printed),
+              policy_casts.python_composites() if policy else contextlib.nullcontext(),
               conversions if policy else contextlib.nullcontext()):
             ep = torch.export.export(model, example)
         sys.stderr.write(printed.getvalue())
@@ -1585,7 +1572,6 @@ def capture(args: argparse.Namespace) -> None:
     model, batches = program.model, program.batches
     materialize_lazy_modules(model, batches[0], path)
     note_strided_tensors(model, batches)
-    note_dtype_dependent_eps(model)
     refuse_sparse_gradients(model)
     make_groups = load_param_groups(path)
     args.param_groups = (resolve_param_groups(make_groups, model, args.optimizer_config)

@@ -161,9 +161,11 @@ def _planned_casts(pairs: list[tuple[Node, Node]], mapping: dict[Node, Node],
 
 
 def write_policy_casts(traced: torch.fx.Graph, policy: torch.fx.Graph,
-                       compute: torch.dtype) -> tuple[int, bool]:
+                       compute: torch.dtype, renamed: dict[str, str]) -> tuple[int, bool]:
     """Writes the policy graph's casts into the float32 graph (module
     docstring); returns how many, and whether the backwards lined up too.
+    ``renamed`` maps each step output now read through a written cast to the
+    cast's name (the exported signature names the outputs).
 
     The forwards must line up op by op (else Mismatch, ``traced`` left as it
     was). The backwards may not: where eager sums the gradients of a cast's
@@ -184,7 +186,10 @@ def write_policy_casts(traced: torch.fx.Graph, policy: torch.fx.Graph,
     backward = (_ops(traced, True), _ops(policy, True))
     try:
         _line_up(*backward, mapping)
-        plan += _planned_casts(list(zip(*backward)), mapping, compute)
+        # The step's outputs too: autograd casts a parameter's gradient to
+        # the parameter's dtype after summing it to its shape.
+        outputs = [(traced.output_node(), policy.output_node())]
+        plan += _planned_casts(list(zip(*backward)) + outputs, mapping, compute)
         both = True
     except Mismatch:
         both = False
@@ -195,6 +200,8 @@ def write_policy_casts(traced: torch.fx.Graph, policy: torch.fx.Graph,
         ours, spec = tree_flatten((a.args, a.kwargs))
         ours[i] = written[y]
         a.args, a.kwargs = spec.unflatten(ours)
+        if a.op == "output":
+            renamed[x.name] = written[y].name
     return len(written), both
 
 
@@ -244,6 +251,45 @@ class Conversions(TorchFunctionMode):
         return out
 
 
+def _rms_norm_composite(original: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    """``F.rms_norm`` as ATen's composite computes it (``rms_norm_composite``
+    in aten/src/ATen/native/layer_norm.cpp), with its casts as Python calls:
+    the input cast up to its math dtype, ``rsqrt(mean(x^2) + eps)``, the
+    products with it and the weight in that dtype, the result cast back with
+    ``type_as``. The same ops autograd differentiates in eager, so the same
+    numbers; written in Python, :class:`Conversions` sees its casts."""
+
+    def rms_norm(input, normalized_shape, weight=None, eps=None):
+        if (input.is_complex() or not input.is_floating_point()
+                or input.dim() < len(normalized_shape)):
+            return original(input, normalized_shape, weight, eps)
+        math_dtype = (torch.float32 if input.dtype in (torch.bfloat16, torch.float16)
+                      else input.dtype)
+        dims = [input.dim() - i - 1 for i in range(len(normalized_shape))]
+        # (ATen's default is its math dtype's epsilon: f32's for bf16 too.)
+        eps_value = eps if eps is not None else torch.finfo(math_dtype).eps
+        upcast = input.to(math_dtype)
+        rstd = torch.rsqrt(upcast.pow(2).mean(dims, keepdim=True).add_(eps_value))
+        result = upcast.mul(rstd)
+        if weight is not None:
+            result = result.mul(weight)
+        return result.contiguous().type_as(input)
+
+    return rms_norm
+
+
+@contextlib.contextmanager
+def python_composites():
+    """Within: ``F.rms_norm`` (``nn.RMSNorm``) runs as its ATen composite
+    written in Python, so that both traces show its casts as calls."""
+    original = torch.nn.functional.rms_norm
+    torch.nn.functional.rms_norm = _rms_norm_composite(original)
+    try:
+        yield
+    finally:
+        torch.nn.functional.rms_norm = original
+
+
 @dataclass
 class PolicyTrace:
     """The step traced under the policy: its joint graph and the conversions
@@ -265,7 +311,7 @@ def trace_policy(model: nn.Module, example: tuple[torch.Tensor, ...], compute: t
     recorder = Conversions(compute)
     try:
         policy, inputs = policy_model(model, compute), policy_example(example, compute)
-        with contextlib.redirect_stderr(io.StringIO()), recorder:
+        with contextlib.redirect_stderr(io.StringIO()), python_composites(), recorder:
             ep = trace(policy, inputs)
     except Exception as exc:  # torch.export raises many exception types
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -307,11 +353,16 @@ def add_policy_casts(ep: torch.export.ExportedProgram, policy: PolicyTrace,
     if not mark_forced_casts(ep.graph, forced):
         _failed(note, compute, f"{len(forced)} conversions were traced as copies, but the "
                 "graph does not have as many")
+    renamed: dict[str, str] = {}
     try:
-        count, _ = write_policy_casts(ep.graph, policy.graph, compute)
+        count, _ = write_policy_casts(ep.graph, policy.graph, compute, renamed)
     except Mismatch as exc:
         _failed(note, compute, f"the step traced with {compute} parameters does not line up "
                 f"with the float32 trace ({exc})")
         return
+    for output in ep.graph_signature.output_specs:
+        name = getattr(output.arg, "name", None)
+        if name in renamed:
+            output.arg = type(output.arg)(name=renamed[name])
     if count:
         ep.graph_module.recompile()

@@ -775,37 +775,6 @@ def test_strided_tensors_are_noted(tmp_path, capsys, layout):
     assert (note in err) == (layout == "channels_last"), err
 
 
-RMSNORM_MODEL = """
-import torch
-import torch.nn as nn
-
-class Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc = nn.Linear(4, 8)
-        self.norm = nn.RMSNorm(8{eps})
-
-    def forward(self, x):
-        return self.norm(self.fc(x)).square().mean()
-
-def make():
-    return Net(), [(torch.randn(2, 4),)]
-"""
-
-
-@pytest.mark.parametrize("eps", ["", ", eps=1e-6"], ids=["default", "given"])
-def test_rms_norm_without_eps_is_noted(tmp_path, capsys, eps):
-    """nn.RMSNorm without eps normalises with the input dtype's epsilon: the
-    f32 capture bakes in 1.2e-7 where PyTorch's bf16 mixed precision uses
-    7.8e-3. Capture says which modules leave it open; none when eps is
-    given."""
-    path = write_model(tmp_path, RMSNORM_MODEL.replace("{eps}", eps))
-    assert capture.main([str(path), "--out", str(tmp_path / "out"), "--steps", "1"]) == 0
-    err = capsys.readouterr().err
-    note = "loom.capture: note: nn.RMSNorm without eps (norm): PyTorch takes it from"
-    assert (note in err) == (eps == ""), err
-
-
 UNUSED_MODEL = """
 import torch
 import torch.nn as nn
@@ -1233,14 +1202,13 @@ def test_the_casts_the_policy_makes_are_written_into_the_graph(norm):
     each casting its input up and its result down, and 4 rotary embeddings
     (q and k of 2 layers), each ``view_as_complex(x.float())`` then
     ``.type_as(x)``: in forward 9 casts up (false: to the dtype they name)
-    and 9 down (true: to the compute dtype). Where Python calls the
-    conversion (Meta's and Hugging Face's norms, the rotary embeddings) the
-    f32 trace makes it a copy, whose gradients autograd sums before passing
-    them on as under the policy, so the backwards line up too and the
-    gradient casts are written: 9 to the compute dtype and 9 to f32.
-    nn.RMSNorm casts inside ATen's composite, where no Python call does:
-    its backward sums in another order, does not line up, and none of its
-    casts is written."""
+    and 9 down (true: to the compute dtype). The f32 trace makes each of
+    those conversions a copy (nn.RMSNorm runs as ATen's composite written in
+    Python for it), whose gradients autograd sums before passing them on as
+    under the policy, so the backwards line up too and the gradient casts
+    are written: 9 to f32 and 9 to the compute dtype, and for nn.RMSNorm,
+    whose weight multiplies in f32, 5 more: autograd's cast of each norm
+    weight's gradient to bf16 after summing it in f32."""
     import rmsnorm_casts_model
     from loom import policy_casts
 
@@ -1254,8 +1222,8 @@ def test_the_casts_the_policy_makes_are_written_into_the_graph(norm):
             marks[key] = marks.get(key, 0) + 1
             # As traced every one converts a value to its own dtype.
             assert node.kwargs["dtype"] == node.args[0].meta["val"].dtype == torch.float32
-    backward = {} if norm == "torch" else {(True, False): 9, (True, True): 9}
-    assert marks == {(False, False): 9, (False, True): 9, **backward}
+    assert marks == {(False, False): 9, (False, True): 9, (True, False): 9,
+                     (True, True): 14 if norm == "torch" else 9}
     plain, _ = capture.export_joint(model, batches[0])
     assert not any(policy_casts.POLICY_CAST_KEY in (n.meta.get("custom") or {})
                    for n in plain.graph.nodes)
