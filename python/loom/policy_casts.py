@@ -153,8 +153,11 @@ def _planned_casts(pairs: list[tuple[Node, Node]], mapping: dict[Node, Node],
             if _dtype(y) is None or _dtype(x) is None:
                 continue
             # A cast to float32 from float32 (its operand kept in float32, a
-            # buffer's) converts nothing under the policy either.
-            if _dtype(y) != compute and _dtype(y) == _dtype(_origin(y)):
+            # buffer's) converts nothing under the policy either; one to a
+            # dtype the float32 value does not have (where the float32
+            # trace converts elsewhere) is no no-op to write.
+            if _dtype(y) != compute and (_dtype(y) == _dtype(_origin(y))
+                                         or _dtype(y) != _dtype(x)):
                 continue
             plan.append((a, i, x, y))
     return plan
