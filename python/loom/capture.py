@@ -1179,13 +1179,11 @@ def export_joint(
         isinstance(t, FakeTensor) for t in example)
     policy = (policy_casts.trace_policy(model, example, compute, _trace_joint, _note)
               if traced_in_policy else None)
-    conversions = policy_casts.Conversions(compute, policy.conversions if policy else None)
     try:
         with (_record_checkpoint_regions() as regions,
               eager_backward.recording(model) as extensions,
               contextlib.redirect_stderr(printed),
-              policy_casts.python_composites() if policy else contextlib.nullcontext(),
-              conversions if policy else contextlib.nullcontext()):
+              policy_casts.replaying(policy) as conversions):
             ep = torch.export.export(model, example)
         sys.stderr.write(printed.getvalue())
     except CaptureError:
@@ -1247,7 +1245,7 @@ def export_joint(
         raise CaptureError(f"exporting the backward graph failed: {_first_line(exc)}") from exc
     tag_checkpoint_policies(ep, regions)
     if policy:
-        policy_casts.add_policy_casts(ep, policy, conversions.forced, compute, _note)
+        policy_casts.add_policy_casts(ep, policy, conversions.forced, _note)
     check_backward(model, example, ep, extensions)
     return ep, aliases
 

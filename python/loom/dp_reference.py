@@ -238,9 +238,6 @@ def wrap_replicate(model: torch.nn.Module, world: int) -> torch.nn.Module:
     return model
 
 
-MP_DTYPES = policy_casts.DTYPES
-
-
 def mp_policy(precision: tuple[str | None, str | None] | None):
     """fully_shard's ``MixedPrecisionPolicy(param_dtype, reduce_dtype)`` of
     loom-compile's (param-dtype, reduce-dtype) names (None for neither)."""
@@ -249,8 +246,8 @@ def mp_policy(precision: tuple[str | None, str | None] | None):
     from torch.distributed.fsdp import MixedPrecisionPolicy
 
     param, reduce = precision
-    return MixedPrecisionPolicy(param_dtype=MP_DTYPES[param] if param else None,
-                                reduce_dtype=MP_DTYPES[reduce] if reduce else None)
+    return MixedPrecisionPolicy(param_dtype=policy_casts.DTYPES[param] if param else None,
+                                reduce_dtype=policy_casts.DTYPES[reduce] if reduce else None)
 
 
 def _wrap(model: torch.nn.Module, mode: str, world: int, replicate_size: int,

@@ -164,9 +164,9 @@ def _planned_casts(pairs: list[tuple[Node, Node]], mapping: dict[Node, Node],
 
 
 def write_policy_casts(traced: torch.fx.Graph, policy: torch.fx.Graph,
-                       compute: torch.dtype, renamed: dict[str, str]) -> tuple[int, bool]:
+                       compute: torch.dtype, renamed: dict[str, str]) -> int:
     """Writes the policy graph's casts into the float32 graph (module
-    docstring); returns how many, and whether the backwards lined up too.
+    docstring); returns how many.
     ``renamed`` maps each step output now read through a written cast to the
     cast's name (the exported signature names the outputs).
 
@@ -193,9 +193,8 @@ def write_policy_casts(traced: torch.fx.Graph, policy: torch.fx.Graph,
         # the parameter's dtype after summing it to its shape.
         outputs = [(traced.output_node(), policy.output_node())]
         plan += _planned_casts(list(zip(*backward)) + outputs, mapping, compute)
-        both = True
     except Mismatch:
-        both = False
+        pass  # only the forward's casts
     written: dict[Node, Node] = {}
     for a, i, x, y in plan:
         if y not in written:
@@ -205,7 +204,7 @@ def write_policy_casts(traced: torch.fx.Graph, policy: torch.fx.Graph,
         a.args, a.kwargs = spec.unflatten(ours)
         if a.op == "output":
             renamed[x.name] = written[y].name
-    return len(written), both
+    return len(written)
 
 
 # The Tensor methods that convert a tensor's dtype (and return it as it is
@@ -297,6 +296,7 @@ def python_composites():
 class PolicyTrace:
     """The step traced under the policy: its joint graph and the conversions
     its forward called."""
+    compute: torch.dtype
     graph: torch.fx.Graph
     conversions: list[Conversion | None]
 
@@ -320,7 +320,20 @@ def trace_policy(model: nn.Module, example: tuple[torch.Tensor, ...], compute: t
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         _failed(note, compute, f"tracing the step with {compute} parameters failed ({first})")
         return None
-    return PolicyTrace(ep.graph, recorder.calls)
+    return PolicyTrace(compute, ep.graph, recorder.calls)
+
+
+@contextlib.contextmanager
+def replaying(policy: PolicyTrace | None):
+    """Within (the float32 trace): each conversion ``policy`` made is a copy
+    (:class:`Conversions`, yielded; None and nothing changed without a
+    policy)."""
+    if policy is None:
+        yield None
+        return
+    conversions = Conversions(policy.compute, policy.conversions)
+    with python_composites(), conversions:
+        yield conversions
 
 
 def _no_op_casts(graph: torch.fx.Graph) -> list[Node]:
@@ -348,17 +361,17 @@ def mark_forced_casts(graph: torch.fx.Graph, forced: list[Conversion]) -> bool:
 
 
 def add_policy_casts(ep: torch.export.ExportedProgram, policy: PolicyTrace,
-                     forced: list[Conversion], compute: torch.dtype,
-                     note: Callable[[str], None]) -> None:
+                     forced: list[Conversion], note: Callable[[str], None]) -> None:
     """Marks the copies forced while tracing ``ep`` and writes the policy
     trace's other casts (a decomposition's, which no Python call makes) into
     ``ep``'s graph by lining the graphs up."""
+    compute = policy.compute
     if not mark_forced_casts(ep.graph, forced):
         _failed(note, compute, f"{len(forced)} conversions were traced as copies, but the "
                 "graph does not have as many")
     renamed: dict[str, str] = {}
     try:
-        count, _ = write_policy_casts(ep.graph, policy.graph, compute, renamed)
+        count = write_policy_casts(ep.graph, policy.graph, compute, renamed)
     except Mismatch as exc:
         _failed(note, compute, f"the step traced with {compute} parameters does not line up "
                 f"with the float32 trace ({exc})")

@@ -334,12 +334,10 @@ void ComputeLowering::lowerPolicyCast(AtenOp castOp, Type target) {
   // what.
   castOp->removeAttr(LoomDialect::kPolicyCastAttrName);
   result.setType(cast<RankedTensorType>(result.getType()).clone(target));
-  SmallVector<NamedAttribute> kwargs;
-  for (NamedAttribute a : castOp.getKwargs())
-    kwargs.push_back(a.getName() == "dtype"
-                         ? b.getNamedAttr("dtype", TypeAttr::get(target))
-                         : a);
-  castOp.setKwargsAttr(b.getDictionaryAttr(kwargs));
+  // A cast to the compute dtype names the original one as traced; one to the
+  // dtype it names keeps it.
+  if (target == compute)
+    retypeDtypeArgs(castOp);
 }
 
 void ComputeLowering::retypeDtypeArgs(AtenOp atenOp) {
