@@ -215,7 +215,7 @@ from loom.options import (  # noqa: F401 (re-exported: capture's options)
     resolve_optimizer,
     schedule_config,
 )
-from loom import eager_backward, policy_casts
+from loom import causal_masks, eager_backward, policy_casts
 from loom.safetensors_io import save_tensors
 
 PROG = "loom.capture"
@@ -1085,14 +1085,24 @@ def _model_location(exc: BaseException) -> str:
     return f"{frames[-1].filename}:{frames[-1].lineno}: " if frames else ""
 
 
-def _data_dependence_hint(exc: BaseException) -> str:
+def _data_dependence_hint(exc: BaseException, printed: str) -> str:
     """What to change where export failed on a value-dependent shape or
-    branch."""
+    branch; ``printed``: what export wrote to stderr."""
     names = {cls.__name__ for cls in type(exc).__mro__}
     if not names & {"GuardOnDataDependentSymNode", "DynamicOutputShapeException",
                     "DataDependentOutputException"}:
         return ""
-    return (" (the step's shapes or control flow depend on tensor values: boolean-mask "
+    # Export prints the graph traced so far, each op under a "# File:
+    # PATH:LINE in FUNC, code: CODE" line: the last one is where the value
+    # was asked for, often inside torch (the model's frame is the call).
+    traced = re.findall(r"# File: (\S+:\d+) in \S+, code: (.*)", printed)
+    where = f" at {traced[-1][0]}: `{traced[-1][1].strip()}`" if traced else ""
+    if traced and "_detect_is_causal_mask" in traced[-1][1]:
+        return (f" (nn.TransformerEncoder/Decoder tests whether the mask it is given is the "
+                f"causal one from its values{where}; capture answers that by running the model "
+                "on the batches first, which --meta cannot: pass is_causal (tgt_is_causal) "
+                "with the mask)")
+    return (f" (the step's shapes or control flow depend on tensor values{where}: boolean-mask "
             "indexing, nonzero, or .item() in a condition; a captured step has static shapes "
             "and one path, so weight by the mask (torch.where) instead)")
 
@@ -1192,7 +1202,8 @@ def export_joint(
         raise CaptureError(str(exc)) from None
     except Exception as exc:  # torch.export raises many exception types
         raise CaptureError(f"{_model_location(exc)}torch.export could not trace the model: "
-                           f"{_first_line(exc)}{_data_dependence_hint(exc)}") from exc
+                           f"{_first_line(exc)}{_data_dependence_hint(exc, printed.getvalue())}"
+                           ) from exc
     if extensions.state:
         print(f"{PROG}: note: the forward keeps tensors on the model as plain attributes "
               f"({_some_names(list(dict.fromkeys(extensions.state)))}): the step is traced from "
@@ -1501,8 +1512,9 @@ def export_rank_step(model: nn.Module, batches: list, args: argparse.Namespace):
     trainable = [n for n, p in model.named_parameters() if p.requires_grad]
     try:
         compute = policy_casts.DTYPES[args.param_dtype] if args.param_dtype else None
-        exported = export_joint(model, per_rank_batch(batches[0], args.split, args.microbatches,
-                                                      args.resolved_batch_dims), compute)
+        with causal_masks.replaying(model, getattr(args, "causal_masks", {})):
+            exported = export_joint(model, per_rank_batch(batches[0], args.split, args.microbatches,
+                                                          args.resolved_batch_dims), compute)
     except CaptureError as exc:
         sizes = {t.shape[d] for t, d in zip(batches[0], args.resolved_batch_dims)
                  if d is not None}
@@ -1571,6 +1583,10 @@ def capture(args: argparse.Namespace) -> None:
     materialize_lazy_modules(model, batches[0], path)
     note_strided_tensors(model, batches)
     refuse_sparse_gradients(model)
+    try:
+        args.causal_masks = causal_masks.decide(model, batches)
+    except causal_masks.InconsistentMask as exc:
+        raise CaptureError(f"{path}: {exc}") from None
     make_groups = load_param_groups(path)
     args.param_groups = (resolve_param_groups(make_groups, model, args.optimizer_config)
                          if make_groups else None)
@@ -1648,6 +1664,8 @@ def capture(args: argparse.Namespace) -> None:
     print(f"  parameters: {len(params)} tensors, {n_elems} elements, {n_bytes} bytes")
     for alias, canonical in aliases.items():
         print(f"  tied: {alias} -> {canonical}")
+    for name, is_causal in args.causal_masks.items():
+        print(f"  mask test: {name} answered is_causal={is_causal} on every batch (traced so)")
     print(f"  joint graph: {n_forward + n_backward} ops ({n_forward} forward, {n_backward} backward)")
     if args.split * args.microbatches > 1:
         print(
