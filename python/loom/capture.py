@@ -186,7 +186,14 @@ from torch.export.experimental import (
 )
 from torch._export.utils import _collect_all_valid_cia_ops_for_aten_namespace
 from torch.export.exported_program import _decompose_exported_program, _special_op_to_preserve_cia
-from torch.export.graph_signature import ExportGraphSignature, InputKind
+from torch.export.graph_signature import (
+    ExportGraphSignature,
+    InputKind,
+    InputSpec,
+    OutputKind,
+    OutputSpec,
+    TensorArgument,
+)
 from torch._subclasses.fake_tensor import FakeTensor
 
 from loom.options import (  # noqa: F401 (re-exported: capture's options)
@@ -1161,6 +1168,39 @@ def _export_joint_without_decompositions(
     return ep._update(gm, signature)
 
 
+def _inputs_renamed(ep: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
+    """``ep`` with its tensor user inputs named ``loom_input_N``.
+
+    The joint export names the backward's nodes after their ops (``t``,
+    ``mm``, ``view``, ...) and then looks its gradients up by name; a
+    forward argument with such a name (``def forward(self, x, t)``) shifts
+    those names, and torch 2.9's signature rebuilding fails on the lookup
+    (``KeyError: 't_4'``). The inputs are positional to everything after
+    capture, so their names carry nothing.
+    """
+    gm, signature = _copy_graph_module_and_signature(ep)
+    placeholders = {n.name: n for n in gm.graph.nodes if n.op == "placeholder"}
+    renamed: dict[str, str] = {}
+    for i, spec in enumerate(signature.input_specs):
+        if spec.kind == InputKind.USER_INPUT and isinstance(spec.arg, TensorArgument):
+            node = placeholders[spec.arg.name]
+            node._rename(f"loom_input_{i}")
+            renamed[spec.arg.name] = node.name
+    gm.recompile()
+
+    def arg(a: Any) -> Any:
+        return TensorArgument(name=renamed[a.name]) if (
+            isinstance(a, TensorArgument) and a.name in renamed) else a
+
+    inputs = [InputSpec(s.kind, arg(s.arg), s.target, s.persistent)
+              for s in signature.input_specs]
+    outputs = [OutputSpec(s.kind, arg(s.arg),
+                          renamed.get(s.target, s.target)
+                          if s.kind == OutputKind.USER_INPUT_MUTATION else s.target)
+               for s in signature.output_specs]
+    return ep._update(gm, ExportGraphSignature(inputs, outputs))
+
+
 def _trace_joint(model: nn.Module, example: tuple) -> torch.export.ExportedProgram:
     """The joint graph as export_joint traces it, without its checks and
     notes: the policy trace of :mod:`loom.policy_casts`."""
@@ -1220,7 +1260,10 @@ def export_joint(
     try:
         with _keep_joint_node_metadata():
             try:
-                joint = _export_joint_without_decompositions(ep)
+                try:
+                    joint = _export_joint_without_decompositions(ep)
+                except KeyError:
+                    joint = _export_joint_without_decompositions(_inputs_renamed(ep))
             except KeyError:
                 # torch 2.9's signature rebuilding trips over some graphs
                 # when nothing is decomposed (e.g. a gradient that is a
