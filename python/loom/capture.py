@@ -222,7 +222,7 @@ from loom.options import (  # noqa: F401 (re-exported: capture's options)
     resolve_optimizer,
     schedule_config,
 )
-from loom import causal_masks, eager_backward, policy_casts
+from loom import causal_masks, eager_backward, policy_casts, rnn_dropout
 from loom.safetensors_io import save_tensors
 
 PROG = "loom.capture"
@@ -1555,7 +1555,8 @@ def export_rank_step(model: nn.Module, batches: list, args: argparse.Namespace):
     trainable = [n for n, p in model.named_parameters() if p.requires_grad]
     try:
         compute = policy_casts.DTYPES[args.param_dtype] if args.param_dtype else None
-        with causal_masks.replaying(model, getattr(args, "causal_masks", {})):
+        with (causal_masks.replaying(model, getattr(args, "causal_masks", {})),
+              rnn_dropout.between_layers()):
             exported = export_joint(model, per_rank_batch(batches[0], args.split, args.microbatches,
                                                           args.resolved_batch_dims), compute)
     except CaptureError as exc:
