@@ -416,6 +416,22 @@ def note_strided_tensors(model: nn.Module, batches: list[tuple[torch.Tensor, ...
               "mathematically zero, e.g. a bias before batch norm)", file=sys.stderr)
 
 
+def refuse_layouts_not_dense(model: nn.Module, batches: list[tuple[torch.Tensor, ...]]) -> None:
+    """A sparse (COO, CSR, ...) parameter, buffer or batch tensor: the
+    compiled step holds dense tensors only (the archive and loom-run's
+    batches cannot even store one)."""
+    named = [*model.named_parameters(), *model.named_buffers(),
+             *((f"batch argument {j} of step {i}", t) for i, batch in enumerate(batches)
+               for j, t in enumerate(batch))]
+    other = [(name, t.layout) for name, t in named if t.layout != torch.strided]
+    if other:
+        layouts = ", ".join(sorted({str(layout).removeprefix("torch.") for _, layout in other}))
+        raise CaptureError(
+            f"{_some_names([name for name, _ in other])}: a tensor of layout {layouts}; a "
+            "compiled step holds dense tensors only: pass it dense (t.to_dense()) and use the "
+            "dense op (torch.mm for torch.sparse.mm)")
+
+
 def refuse_sparse_gradients(model: nn.Module) -> None:
     """nn.Embedding/EmbeddingBag(sparse=True) give their weight a sparse
     gradient, which the compiled step, whose tensors are dense, cannot
@@ -1624,6 +1640,7 @@ def capture(args: argparse.Namespace) -> None:
     torch.set_default_dtype(torch.float32)
     program = make_seeded(path, args.seed, args.make_kwargs)
     model, batches = program.model, program.batches
+    refuse_layouts_not_dense(model, batches)
     materialize_lazy_modules(model, batches[0], path)
     note_strided_tensors(model, batches)
     refuse_sparse_gradients(model)

@@ -660,6 +660,30 @@ def test_error_missing_make(tmp_path):
     assert_user_error(run_cli(str(path), "--out", str(tmp_path / "out")), "does not define make()")
 
 
+def test_error_sparse_batch_tensor(tmp_path):
+    """A sparse adjacency matrix as a batch tensor (a GCN's torch.sparse.mm)
+    was a traceback from the batches' writer; it is refused up front."""
+    path = write_model(tmp_path, """
+        import torch
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+
+            def forward(self, x, adj):
+                return torch.sparse.mm(adj, self.fc(x)).square().mean()
+
+        def make():
+            adj = torch.sparse_coo_tensor(torch.tensor([[0, 1], [1, 0]]), torch.ones(2), (3, 3))
+            return Net(), [(torch.randn(3, 4), adj)]
+        """)
+    assert_user_error(run_cli(str(path), "--out", str(tmp_path / "out"), "--batch-dims", "none"),
+                      "batch argument 1 of step 0: a tensor of layout sparse_coo; a compiled step "
+                      "holds dense tensors only")
+
+
 def test_error_non_scalar_loss(tmp_path, capsys):
     path = write_model(
         tmp_path,
