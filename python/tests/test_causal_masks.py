@@ -131,3 +131,23 @@ def test_meta_cannot_answer_and_says_what_to_do(tmp_path):
     assert result.returncode == 2, result.stdout + result.stderr
     assert "tests whether the mask it is given is the causal one from its values" in result.stderr
     assert "pass is_causal (tgt_is_causal) with the mask" in result.stderr
+
+
+def test_a_forward_that_raises_is_reported_by_the_reference_run(tmp_path):
+    """Deciding runs the forward first; its failure is left to the eager
+    reference's located error, not a traceback of the decision."""
+    model = tmp_path / "broken.py"
+    model.write_text(
+        "import torch, torch.nn as nn\n"
+        "class Net(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16), 1)\n"
+        "    def forward(self, x):\n"
+        "        return self.enc(x, torch.zeros(3, 3)).sum()\n"
+        "def make():\n"
+        "    return Net(), [(torch.randn(4, 2, 8),)]\n")
+    result = loom_capture([model, "--out", tmp_path / "out", "--steps", "1"])
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"{model}:7: model(*batch) raised RuntimeError" in result.stderr
+    assert "Traceback" not in result.stderr
