@@ -1112,8 +1112,16 @@ def _data_dependence_hint(exc: BaseException, printed: str) -> str:
     """What to change where export failed on a value-dependent shape or
     branch; ``printed``: what export wrote to stderr."""
     names = {cls.__name__ for cls in type(exc).__mro__}
-    if not names & {"GuardOnDataDependentSymNode", "DynamicOutputShapeException",
-                    "DataDependentOutputException"}:
+    value_dependent = bool(names & {"GuardOnDataDependentSymNode", "DynamicOutputShapeException",
+                                    "DataDependentOutputException"})
+    files = [Path(f.filename).as_posix() for f in traceback.extract_tb(exc.__traceback__)]
+    if (any(f.endswith("torch/nn/utils/rnn.py") for f in files)
+            or (any(f.endswith("torch/nn/modules/rnn.py") for f in files)
+                and (value_dependent or "FakeTensor" in str(exc)))):
+        return (" (a packed sequence's shapes depend on its lengths' values, and a captured "
+                "step has static shapes: run the RNN on the padded batch and take each "
+                "sequence's last valid output by index (torch.gather) instead)")
+    if not value_dependent:
         return ""
     # Export prints the graph traced so far, each op under a "# File:
     # PATH:LINE in FUNC, code: CODE" line: the last one is where the value

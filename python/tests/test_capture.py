@@ -684,6 +684,32 @@ def test_error_sparse_batch_tensor(tmp_path):
                       "holds dense tensors only")
 
 
+def test_error_packed_sequence_says_what_to_do(tmp_path):
+    """pack_padded_sequence: the GRU's shapes come from the lengths'
+    values, which export cannot trace (torch's own TypeError about a
+    FakeTensor); the error says to run on the padded batch instead."""
+    path = write_model(tmp_path, """
+        import torch
+        import torch.nn as nn
+        from torch.nn.utils.rnn import pack_padded_sequence
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.rnn = nn.GRU(4, 5, batch_first=True)
+
+            def forward(self, x, lengths):
+                _, h = self.rnn(pack_padded_sequence(x, lengths, batch_first=True))
+                return h.square().mean()
+
+        def make():
+            return Net(), [(torch.randn(3, 6, 4), torch.tensor([6, 4, 2]))]
+        """)
+    result = run_cli(str(path), "--out", str(tmp_path / "out"), "--batch-dims", "0,none")
+    assert_user_error(result, f"{path}:12: torch.export could not trace the model")
+    assert "run the RNN on the padded batch" in result.stderr
+
+
 def test_error_non_scalar_loss(tmp_path, capsys):
     path = write_model(
         tmp_path,
